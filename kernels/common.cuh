@@ -1,0 +1,39 @@
+// Shared device helpers, prepended to every module in kernels/ before NVRTC compiles it.
+#pragma once
+
+typedef long long i64;
+
+// Boundary modes, numbered as skyconv's Rust `Mode::code`.
+#define SC_MODE_CONSTANT 0
+#define SC_MODE_NEAREST 1
+#define SC_MODE_REFLECT 2
+#define SC_MODE_MIRROR 3
+#define SC_MODE_WRAP 4
+
+__device__ __forceinline__ i64 sc_mod(i64 a, i64 m) {
+    i64 r = a % m;
+    return r < 0 ? r + m : r;
+}
+
+// Index read for position p of a line of length n, or -1 for the constant (scipy's extension,
+// periodic for the symmetric modes).
+__device__ __forceinline__ i64 sc_extend_index(i64 p, i64 n, int mode) {
+    if (p >= 0 && p < n) return p;
+    switch (mode) {
+    case SC_MODE_NEAREST:
+        return p < 0 ? 0 : n - 1;
+    case SC_MODE_WRAP:
+        return sc_mod(p, n);
+    case SC_MODE_REFLECT: {
+        i64 q = sc_mod(p, 2 * n);
+        return q < n ? q : 2 * n - 1 - q;
+    }
+    case SC_MODE_MIRROR: {
+        if (n == 1) return 0;
+        i64 q = sc_mod(p, 2 * n - 2);
+        return q < n ? q : 2 * n - 2 - q;
+    }
+    default:
+        return -1;
+    }
+}

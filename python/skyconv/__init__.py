@@ -1,0 +1,44 @@
+"""skyconv: GPU and CPU sky convolution for astronomers.
+
+Drop-in fast replacements for healpy's SHTs and smoothing, Cygrid's gridding, SoFiA's
+Smooth-and-Clip finder and DUCHAMP's à trous reconstruction. Every compute function takes a
+``device`` argument: ``"auto"`` (GPU if one works, else CPU), ``"cpu"`` or ``"cuda"``; the
+default comes from the ``SKYCONV_DEVICE`` environment variable. No CUDA context is created at
+import time.
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._cudalibs import search_dirs as _search_dirs
+from ._errors import (
+    CudaError,
+    DeviceError,
+    GpuMemoryError,
+    InternalError,
+    ShapeError,
+    SkyconvError,
+)
+
+_core._set_cuda_search_dirs(_search_dirs())
+
+from . import filters, healpix  # noqa: E402
+from ._backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
+
+__version__ = _core.__version__
+
+__all__ = [
+    "__version__",
+    "backend_info",
+    "get_num_threads",
+    "set_num_threads",
+    "last_profile",
+    "filters",
+    "healpix",
+    "SkyconvError",
+    "DeviceError",
+    "ShapeError",
+    "CudaError",
+    "GpuMemoryError",
+    "InternalError",
+]

@@ -1,0 +1,1 @@
+"""Drop-in layers that mirror other tools' APIs (healpy, Cygrid, SoFiA)."""

@@ -1,0 +1,1 @@
+"""HEALPix geometry (RING and NEST), identical to healpy's pixelisation."""

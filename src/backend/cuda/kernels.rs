@@ -1,0 +1,14 @@
+//! The CUDA C sources in `kernels/`, embedded at build time. `common.cuh` is prepended to each
+//! module (NVRTC is given one self-contained translation unit; no include paths needed).
+
+const COMMON: &str = include_str!("../../../kernels/common.cuh");
+
+/// (module name, source) of every kernel module.
+pub const MODULES: &[(&str, &str)] = &[("filters", include_str!("../../../kernels/filters.cu"))];
+
+/// The full translation unit for `module`, or None if there is no such module.
+pub fn translation_unit(module: &str) -> Option<String> {
+    MODULES.iter().find(|(name, _)| *name == module).map(|(name, src)| {
+        format!("#line 1 \"common.cuh\"\n{COMMON}\n#line 1 \"{name}.cu\"\n{src}")
+    })
+}

@@ -1,0 +1,85 @@
+//! skyconv's own rayon pool. Sized by `set_num_threads`, else `SKYCONV_NUM_THREADS`, else all
+//! cores. Rebuilt in a forked child: the parent's worker threads do not exist there, and
+//! installing work into that pool would hang forever.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+use crate::error::{Error, Result};
+
+struct PoolEntry {
+    pid: u32,
+    threads: usize,
+    pool: Arc<ThreadPool>,
+}
+
+static POOL: Mutex<Option<PoolEntry>> = Mutex::new(None);
+/// Thread count set by `set_num_threads`; 0 means "not set".
+static REQUESTED: AtomicUsize = AtomicUsize::new(0);
+
+fn default_threads() -> usize {
+    std::env::var("SKYCONV_NUM_THREADS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+}
+
+/// The number of threads the pool has (or will have when next used).
+pub fn num_threads() -> usize {
+    match REQUESTED.load(Ordering::Relaxed) {
+        0 => default_threads(),
+        n => n,
+    }
+}
+
+/// Set the number of CPU threads for all later calls.
+pub fn set_num_threads(n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::value("set_num_threads: n must be a positive integer"));
+    }
+    REQUESTED.store(n, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The pool for this process, built (or rebuilt after fork or a size change) on demand.
+pub fn pool() -> Result<Arc<ThreadPool>> {
+    let want = num_threads();
+    let pid = std::process::id();
+    let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(entry) = guard.as_ref() {
+        if entry.pid == pid && entry.threads == want {
+            return Ok(entry.pool.clone());
+        }
+    }
+    if let Some(old) = guard.take() {
+        if old.pid != pid {
+            // Its threads live only in the parent; dropping it here would signal ghosts.
+            std::mem::forget(old);
+        }
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(want)
+        .thread_name(|i| format!("skyconv-{i}"))
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start {want} CPU threads: {e}")))?;
+    let pool = Arc::new(pool);
+    *guard = Some(PoolEntry {
+        pid,
+        threads: want,
+        pool: pool.clone(),
+    });
+    Ok(pool)
+}
+
+/// Run `f` inside skyconv's pool, so rayon iterators in it use that pool.
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> Result<R> {
+    let pool = pool()?;
+    Ok(pool.install(f))
+}

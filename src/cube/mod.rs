@@ -1,0 +1,4 @@
+//! Cube (z, y, x) processing: separable filters, and (later) noise statistics, Smooth+Clip and
+//! à trous reconstruction built on them.
+
+pub mod filters;

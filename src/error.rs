@@ -1,0 +1,54 @@
+//! The one error type of the crate. `py::errors` maps each variant to a Python exception.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in skyconv, grouped by the Python exception it becomes.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// Wrong array shape or length (Python `ShapeError`, a `ValueError`).
+    #[error("{0}")]
+    Shape(String),
+    /// An argument has an invalid value (Python `ValueError`).
+    #[error("{0}")]
+    Value(String),
+    /// An argument has the wrong type or dtype (Python `TypeError`).
+    #[error("{0}")]
+    Type(String),
+    /// The requested device cannot be used (Python `DeviceError`).
+    #[error("{0}")]
+    Device(String),
+    /// The GPU ran out of memory (Python `GpuMemoryError`, also a `MemoryError`).
+    #[error("{0}")]
+    GpuMemory(String),
+    /// A CUDA call failed after the device was set up (Python `CudaError`).
+    #[error("{0}")]
+    Cuda(String),
+    /// A bug: an invariant broke or a panic was caught (Python `InternalError`).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn shape(msg: impl Into<String>) -> Self {
+        Error::Shape(msg.into())
+    }
+    pub fn value(msg: impl Into<String>) -> Self {
+        Error::Value(msg.into())
+    }
+    pub fn device(msg: impl Into<String>) -> Self {
+        Error::Device(msg.into())
+    }
+}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        use cudarc::driver::sys::cudaError_enum as E;
+        if e.0 == E::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::GpuMemory(format!("GPU out of memory: {e}"))
+        } else {
+            Error::Cuda(format!("CUDA driver error: {e}"))
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! HEALPix geometry (RING and NEST).

@@ -1,0 +1,10 @@
+//! skyconv: sky convolution on GPU and CPU. Module tree only; see DESIGN.md.
+
+pub mod backend;
+pub mod cube;
+pub mod error;
+pub mod healpix;
+mod py;
+pub mod real;
+
+pub use error::{Error, Result};
