@@ -42,7 +42,9 @@ pub fn num_threads() -> usize {
 /// Set the number of CPU threads for all later calls.
 pub fn set_num_threads(n: usize) -> Result<()> {
     if n == 0 {
-        return Err(Error::value("set_num_threads: n must be a positive integer"));
+        return Err(Error::value(
+            "set_num_threads: n must be a positive integer",
+        ));
     }
     REQUESTED.store(n, Ordering::Relaxed);
     Ok(())

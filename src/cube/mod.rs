@@ -2,3 +2,4 @@
 //! à trous reconstruction built on them.
 
 pub mod filters;
+pub mod stats;

@@ -9,10 +9,7 @@ use pyo3::prelude::*;
 use crate::error::Error;
 
 fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match py
-        .import("skyconv._errors")
-        .and_then(|m| m.getattr(class))
-    {
+    match py.import("skyconv._errors").and_then(|m| m.getattr(class)) {
         Ok(cls) => PyErr::from_type(cls.cast_into().expect("exception class"), msg),
         Err(_) => PyRuntimeError::new_err(msg),
     }

@@ -8,7 +8,10 @@ pub const MODULES: &[(&str, &str)] = &[("filters", include_str!("../../../kernel
 
 /// The full translation unit for `module`, or None if there is no such module.
 pub fn translation_unit(module: &str) -> Option<String> {
-    MODULES.iter().find(|(name, _)| *name == module).map(|(name, src)| {
-        format!("#line 1 \"common.cuh\"\n{COMMON}\n#line 1 \"{name}.cu\"\n{src}")
-    })
+    MODULES
+        .iter()
+        .find(|(name, _)| *name == module)
+        .map(|(name, src)| {
+            format!("#line 1 \"common.cuh\"\n{COMMON}\n#line 1 \"{name}.cu\"\n{src}")
+        })
 }

@@ -13,10 +13,7 @@ pub fn set_search_dirs(dirs: Vec<PathBuf>) {
 }
 
 fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs = EXTRA_DIRS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Ok(root) = std::env::var(var) {
             dirs.push(PathBuf::from(&root).join("lib64"));

@@ -28,7 +28,9 @@ const MIN_DRIVER: i32 = 13000;
 fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(_) => Err(Error::device(format!("{what} failed (the CUDA library aborted)"))),
+        Err(_) => Err(Error::device(format!(
+            "{what} failed (the CUDA library aborted)"
+        ))),
     }
 }
 
@@ -89,9 +91,11 @@ pub fn status() -> std::result::Result<(), String> {
     let pid = std::process::id();
     if let Some(gpu) = GPU.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         if gpu.pid != pid {
-            return Err("CUDA was initialised in a parent process and cannot be used after \
+            return Err(
+                "CUDA was initialised in a parent process and cannot be used after \
                         fork(); use the 'spawn' start method for GPU work in child processes"
-                .into());
+                    .into(),
+            );
         }
     }
     let mut cached = PROBED.lock().unwrap_or_else(|e| e.into_inner());

@@ -53,7 +53,9 @@ pub fn compile_cubin(name: &str, source: &str, arch: (i32, i32)) -> Result<Vec<u
             let log = unsafe { result::get_program_log(prog) }
                 .map(|chars| {
                     let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
-                    String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string()
+                    String::from_utf8_lossy(&bytes)
+                        .trim_end_matches('\0')
+                        .to_string()
                 })
                 .unwrap_or_default();
             Err(Error::Internal(format!(

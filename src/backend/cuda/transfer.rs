@@ -78,8 +78,15 @@ impl Gpu {
     }
 
     /// Copy `host` into the start of `dst`.
-    pub fn upload_into<T: DeviceRepr + Sync>(&self, host: &[T], dst: &mut CudaSlice<T>) -> Result<()> {
-        assert!(dst.len() >= host.len(), "upload_into: destination too short");
+    pub fn upload_into<T: DeviceRepr + Sync>(
+        &self,
+        host: &[T],
+        dst: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        assert!(
+            dst.len() >= host.len(),
+            "upload_into: destination too short"
+        );
         let bytes = bytes_of(host);
         if bytes.len() <= DIRECT_BYTES {
             let mut view = dst.slice_mut(0..host.len());

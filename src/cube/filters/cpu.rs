@@ -49,10 +49,12 @@ fn line<T: Real>(x: &[T], pass: &Pass, ext: &mut Vec<f64>, acc: &mut Vec<f64>, o
     let (lo, hi) = f.span();
     // ext[p - lo] holds the extended input at position p, for p in lo .. n-1+hi.
     ext.clear();
-    ext.extend((lo..n + hi).map(|p| match extend_index(p, x.len(), pass.mode) {
-        Some(i) => x[i].to_f64(),
-        None => pass.cval,
-    }));
+    ext.extend(
+        (lo..n + hi).map(|p| match extend_index(p, x.len(), pass.mode) {
+            Some(i) => x[i].to_f64(),
+            None => pass.cval,
+        }),
+    );
     if f.boxcar {
         let size = f.taps();
         let mut sum: f64 = ext[..size].iter().sum();
@@ -106,7 +108,10 @@ fn columns<T: Real>(
         }
     };
     let add = |acc: &mut [f64], p: isize, w: f64| match row(p) {
-        Some(r) => acc.iter_mut().zip(r).for_each(|(a, &v)| *a += w * v.to_f64()),
+        Some(r) => acc
+            .iter_mut()
+            .zip(r)
+            .for_each(|(a, &v)| *a += w * v.to_f64()),
         None => acc.iter_mut().for_each(|a| *a += w * pass.cval),
     };
     if f.boxcar {

@@ -53,7 +53,11 @@ pub fn apply_device<T: Real>(
         (view.inner, view.outer * view.n)
     };
     let cfg = LaunchConfig {
-        grid_dim: (fdim.div_ceil(THREADS as usize) as u32, sdim.min(MAX_GRID_Y) as u32, 1),
+        grid_dim: (
+            fdim.div_ceil(THREADS as usize) as u32,
+            sdim.min(MAX_GRID_Y) as u32,
+            1,
+        ),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };

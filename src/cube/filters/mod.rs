@@ -137,17 +137,24 @@ impl Filter1d {
     /// identity.
     pub fn gaussian(sigma: f64, truncate: f64, radius: Option<usize>) -> Result<Self> {
         if !(sigma >= 0.0) || !sigma.is_finite() {
-            return Err(Error::value(format!("sigma must be finite and >= 0, got {sigma}")));
+            return Err(Error::value(format!(
+                "sigma must be finite and >= 0, got {sigma}"
+            )));
         }
         if sigma == 0.0 {
             return Self::correlate(&[1.0], 0);
         }
         if !(truncate > 0.0) || !truncate.is_finite() {
-            return Err(Error::value(format!("truncate must be > 0, got {truncate}")));
+            return Err(Error::value(format!(
+                "truncate must be > 0, got {truncate}"
+            )));
         }
         let r = radius.unwrap_or((truncate * sigma + 0.5) as usize);
         let x: Vec<f64> = (-(r as isize)..=r as isize).map(|x| x as f64).collect();
-        let mut w: Vec<f64> = x.iter().map(|x| (-0.5 / (sigma * sigma) * x * x).exp()).collect();
+        let mut w: Vec<f64> = x
+            .iter()
+            .map(|x| (-0.5 / (sigma * sigma) * x * x).exp())
+            .collect();
         let sum: f64 = w.iter().sum();
         w.iter_mut().for_each(|v| *v /= sum);
         Self::correlate(&w, 0)
@@ -252,7 +259,9 @@ pub fn apply<T: Real>(
 ) -> Result<()> {
     let view = AxisView::new(shape, pass.axis)?;
     if input.len() != view.len() || out.len() != view.len() {
-        return Err(Error::shape("input and output sizes do not match the shape"));
+        return Err(Error::shape(
+            "input and output sizes do not match the shape",
+        ));
     }
     if view.is_empty() {
         return Ok(());
