@@ -13,6 +13,7 @@ import pytest
 import skyconv
 from skyconv import _core, filters
 from skyconv._backend import resolve_device
+
 from conftest import gpu_available
 
 
@@ -30,7 +31,8 @@ def test_backend_info_shape():
 
 
 def test_import_creates_no_cuda_context():
-    code = "import skyconv, json; print(json.dumps(skyconv.backend_info()['cuda']['context_created']))"
+    code = ("import skyconv, json; "
+            "print(json.dumps(skyconv.backend_info()['cuda']['context_created']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "false"
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
-from _refs import rel_err
 
 import skyconv
 from skyconv import filters
+
+from _refs import rel_err
 
 MODES = ["constant", "nearest", "reflect", "mirror", "wrap"]
 TOL = {np.float32: 1e-6, np.float64: 1e-12}

@@ -50,3 +50,13 @@ def _uniform_filter1d(
     origin: int,
     device: str | None = None,
 ) -> FloatArray: ...
+
+# --- statistics primitive ----------------------------------------------------------------------
+def _select_kth(
+    data: FloatArray,
+    k: int,
+    center: float = 0.0,
+    abs: bool = False,
+    range: str = "all",
+    device: str | None = None,
+) -> float | None: ...

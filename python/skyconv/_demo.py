@@ -54,7 +54,7 @@ def demo_filters(devices: list[str]) -> Iterator[Row]:
     for name, (ours, ref) in cases.items():
         expected = ref() if ndi is not None else None
         for d in devices:
-            got, dt = _timed(lambda: ours(d))
+            got, dt = _timed(lambda ours=ours, d=d: ours(d))
             err = _rel(got, expected) if expected is not None else None
             yield Row(f"filters.{name} on 64x256x256 f32", d, dt, "scipy.ndimage", err)
 
