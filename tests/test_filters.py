@@ -186,3 +186,27 @@ def test_gpu_large_cube_matches_cpu(rng):
     prof = skyconv.last_profile()
     assert {"h2d", "kernel", "d2h", "total"} <= set(prof)
     assert all(v >= 0 for v in prof.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("limit", [300_000, 40_000, 3_000])
+def test_gpu_chunked_equals_cpu(rng, monkeypatch, limit):
+    """A small GPU memory budget forces slab and row chunking with halos; results unchanged."""
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(limit))
+    for shape in [(20, 50, 60), (5000,), (7, 900)]:
+        a = _data(rng, shape, np.float64)
+        for axis in range(len(shape)):
+            for mode in MODES:
+                cpu = filters.gaussian_filter1d(a, 3.0, axis=axis, mode=mode, device="cpu")
+                gpu = filters.gaussian_filter1d(a, 3.0, axis=axis, mode=mode, device="cuda")
+                assert rel_err(gpu, cpu) <= 1e-12, (shape, axis, mode, limit)
+            cpu = filters.uniform_filter1d(a, 15, axis=axis, mode="reflect", device="cpu")
+            gpu = filters.uniform_filter1d(a, 15, axis=axis, mode="reflect", device="cuda")
+            assert rel_err(gpu, cpu) <= 1e-12, (shape, axis, limit)
+
+
+@pytest.mark.gpu
+def test_gpu_budget_too_small_is_gpu_memory_error(rng, monkeypatch):
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "64")
+    with pytest.raises(skyconv.GpuMemoryError):
+        filters.gaussian_filter1d(_data(rng, (4, 300), np.float64), 3.0, axis=0, device="cuda")
