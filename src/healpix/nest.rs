@@ -64,8 +64,8 @@ pub(crate) fn ring2xyf(g: &Geom, pix: u64) -> (u64, u64, u64) {
         // descending edge lines the pixel centre lies between.
         let ire = i - n + 1;
         let irm = 2 * n + 2 - ire;
-        let desc = (j - ire / 2 + n - 1) / n;
-        let asc = (j - irm / 2 + n - 1) / n;
+        let desc = g.div_nside((j - ire / 2 + n - 1) as u64) as i64;
+        let asc = g.div_nside((j - irm / 2 + n - 1) as u64) as i64;
         let face = match asc.cmp(&desc) {
             std::cmp::Ordering::Equal => asc | 4,
             std::cmp::Ordering::Less => asc,

@@ -83,7 +83,7 @@ pub(crate) fn ring_position(g: &Geom, pix: u64) -> (u64, u64) {
         let i = (1 + isqrt(1 + 2 * pix)) >> 1;
         (i, pix + 1 - 2 * i * (i - 1))
     } else if pix < g.npix - g.ncap {
-        let k = (pix - g.ncap) / (4 * n);
+        let k = g.div_nside(pix - g.ncap) >> 2;
         (k + n, pix - g.ncap - 4 * n * k + 1)
     } else {
         // Mirror of the north cap, counted from the last pixel.
