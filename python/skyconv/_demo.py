@@ -19,6 +19,7 @@ class Row:
     seconds: float
     reference: str
     rel_err: float | None  # max |skyconv - ref| / max |ref|; None if the reference is missing
+    metric: str = "max rel err"
 
 
 def _rel(got, ref) -> float:
@@ -59,8 +60,28 @@ def demo_filters(devices: list[str]) -> Iterator[Row]:
             yield Row(f"filters.{name} on 64x256x256 f32", d, dt, "scipy.ndimage", err)
 
 
+def demo_healpix(devices: list[str]) -> Iterator[Row]:
+    from . import healpix
+
+    rng = np.random.default_rng(1)
+    theta = np.arccos(rng.uniform(-1, 1, 1_000_000))
+    phi = rng.uniform(0, 2 * np.pi, 1_000_000)
+    try:
+        import healpy
+    except ImportError:
+        healpy = None
+    for nest in (False, True):
+        got, dt = _timed(lambda nest=nest: healpix.ang2pix(2048, theta, phi, nest=nest))
+        err = None
+        if healpy is not None:
+            err = float(np.count_nonzero(got != healpy.ang2pix(2048, theta, phi, nest=nest)))
+        scheme = "NEST" if nest else "RING"
+        yield Row(f"healpix.ang2pix(2048, 1e6 points, {scheme})", "cpu", dt, "healpy", err,
+                  "pixels differing")
+
+
 #: Every family's demo, in the order printed. Families append theirs here.
-DEMOS: list[Callable[[list[str]], Iterator[Row]]] = [demo_filters]
+DEMOS: list[Callable[[list[str]], Iterator[Row]]] = [demo_filters, demo_healpix]
 
 
 def run(devices: list[str] | None = None) -> list[Row]:
@@ -75,7 +96,7 @@ def run(devices: list[str] | None = None) -> list[Row]:
     rows = []
     for demo in DEMOS:
         for row in demo(devices):
-            agree = (f"max rel err {row.rel_err:.1e} vs {row.reference}"
+            agree = (f"{row.metric} {row.rel_err:.3g} vs {row.reference}"
                      if row.rel_err is not None else f"({row.reference} not installed)")
             print(f"{row.task:66s} {row.device:6s} {row.seconds * 1e3:7.1f}ms  {agree}",
                   flush=True)
