@@ -133,6 +133,14 @@ def git_commit() -> str | None:
     return None
 
 
+def loadavg() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def host_facts() -> dict[str, Any]:
     """Hostname, OS, CPU model and count, memory."""
     mem = None
@@ -147,6 +155,7 @@ def host_facts() -> dict[str, Any]:
         "cpu_count": cpu_count(),
         "os_cpu_count": os.cpu_count(),
         "memory_bytes": mem,
+        "loadavg_1min": loadavg(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

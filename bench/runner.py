@@ -110,6 +110,7 @@ def run_case(case: Case, ctx: Context, settings: Settings, engines: set[str],
             c["speedup_vs_cpu_anchor"] = _ratio(cpu_anchor_ms, _median(sky, "e2e_ms"))
         rec["comparisons"].append(c)
     rec["seconds"] = round(time.perf_counter() - t0, 3)
+    rec["loadavg_1min"] = machine.loadavg()  # others' work on the machine skews the timings
     return rec
 
 
