@@ -116,8 +116,8 @@ def versions() -> dict[str, str | None]:
 def git_commit() -> str | None:
     """HEAD (with ``-dirty``) of the checkout, else the one prepare.sh wrote in .gpu/BUILD_INFO."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO,
+                              capture_output=True, text=True, timeout=10)
         if head.returncode == 0:
             dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                    check=False, cwd=REPO, capture_output=True, text=True,
