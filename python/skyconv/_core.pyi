@@ -84,3 +84,12 @@ def _healpix_ring_info(
     npt.NDArray[np.float64],  # phi0
     npt.NDArray[np.int64],  # first pixel
 ]: ...
+
+# --- filter chains -----------------------------------------------------------------------------
+# passes: (kind, axis, mode, cval, params); kind "gaussian" [sigma, truncate, radius or -1],
+# "uniform" [size, origin], "correlate" [origin, *weights].
+def _filter_chain(
+    input: FloatArray,
+    passes: list[tuple[str, int, str, float, list[float]]],
+    device: str | None = None,
+) -> FloatArray: ...

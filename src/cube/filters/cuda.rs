@@ -229,6 +229,45 @@ pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) -
     gpu.sync()
 }
 
+/// Several passes with the array resident on the device (one upload, one download). When two
+/// copies of the array do not fit the memory budget, each pass runs chunked through the host.
+pub fn apply_chain<T: Real>(
+    input: &[T],
+    shape: &[usize],
+    passes: &[Pass],
+    out: &mut [T],
+) -> Result<()> {
+    let gpu = cuda::gpu()?;
+    let len = input.len();
+    if 2 * len * std::mem::size_of::<T>() > gpu.budget()? {
+        let mut tmp = input.to_vec();
+        for p in passes {
+            apply(&tmp, AxisView::new(shape, p.axis)?, p, out)?;
+            tmp.copy_from_slice(out);
+        }
+        return Ok(());
+    }
+    let _only = gpu.exclusive();
+    let dpasses = passes
+        .iter()
+        .map(|p| DevicePass::new(&gpu, p))
+        .collect::<Result<Vec<_>>>()?;
+    let mut timeline = Timeline::start(&gpu)?;
+    let mut a = gpu.upload(input)?;
+    timeline.mark(&gpu, "h2d")?;
+    // SAFETY: every pass writes all elements of its output before the next reads them.
+    let mut b = unsafe { gpu.alloc::<T>(len)? };
+    for (p, dp) in passes.iter().zip(&dpasses) {
+        apply_device(&gpu, &a, AxisView::new(shape, p.axis)?, dp, &mut b)?;
+        std::mem::swap(&mut a, &mut b);
+    }
+    timeline.mark(&gpu, "kernel")?;
+    gpu.download(&a, out)?;
+    timeline.mark(&gpu, "d2h")?;
+    timeline.finish()?;
+    gpu.sync()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
