@@ -261,7 +261,7 @@ def measure_rates(quick: bool, gpu: str | None, want_gpu: bool) -> dict[str, dic
                 measured = measure_gpu(gsize)
             finally:
                 cupy.get_default_memory_pool().free_all_blocks()
-                cupy.get_pinned_memory_pool().free_all_blocks()
+                cupy.get_default_pinned_memory_pool().free_all_blocks()
             for k, v in measured.items():
                 rates[k] = _rate(v, f"measured with cupy, {gsize >> 20} MiB")
     except Exception as e:  # noqa: BLE001 - cupy cannot measure: the constants stand
