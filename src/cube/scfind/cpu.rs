@@ -1,0 +1,553 @@
+//! CPU engine of Smooth-and-Clip. One working cube `s` holds the spatially smoothed copy; the
+//! spectral smoothing is never stored: the noise sample and the clipping pass compute it on
+//! the fly from `s`. Consecutive kernels with the same spatial smoothing share `s`: after each
+//! kernel, the voxels it added to the mask are re-replaced in `s` by adding their smoothed
+//! change (a small stamp per voxel, or the whole plane recomputed where stamps would cost more).
+//! Spatial passes round to the data type after each pass, as scipy.ndimage does.
+
+use rayon::prelude::*;
+
+use super::{
+    extremes_or_nan, merge_extremes, prepared, Kernel, Outcome, Plan, Progress, BLANK, DETECTED,
+    MASKED,
+};
+use crate::cube::filters::{extend_index, Filter1d, Mode};
+use crate::cube::stats::sample::gather;
+use crate::error::Result;
+use crate::real::Real;
+
+/// Columns of a plane handled together by the spectral pass.
+const BLOCK: usize = 512;
+
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: tasks write disjoint elements only.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    #[inline(always)]
+    fn at(&self, i: usize) -> *mut T {
+        // SAFETY: callers stay inside the buffer the pointer came from.
+        unsafe { self.0.add(i) }
+    }
+}
+
+#[inline(always)]
+fn round<T: Real>(v: f64) -> f64 {
+    T::from_f64(v).to_f64()
+}
+
+/// The identity filter (no spectral smoothing).
+fn identity() -> Filter1d {
+    Filter1d::correlate(&[1.0], 0).expect("valid filter")
+}
+
+pub fn run<T: Real>(
+    cube: &[T],
+    plan: &Plan,
+    mask: &mut [u8],
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    mask.par_iter_mut().zip(cube.par_iter()).for_each(|(m, x)| {
+        *m &= MASKED | DETECTED;
+        if x.to_f64().is_nan() {
+            *m |= BLANK;
+        }
+    });
+    let out = run_inner(cube, plan, mask, progress);
+    mask.par_iter_mut().for_each(|m| *m &= !BLANK);
+    out
+}
+
+fn run_inner<T: Real>(
+    cube: &[T],
+    plan: &Plan,
+    mask: &mut [u8],
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    let samples = gather(cube, plan.shape, plan.sampling);
+    let ext = plan
+        .noise
+        .needs_extremes()
+        .then(|| extremes_or_nan(extremes(cube)));
+    let rms0 = plan.noise.measure(&samples, ext)?;
+    drop(samples);
+    let mut s: Vec<T> = vec![T::default(); cube.len()];
+    let mut outcome = Outcome {
+        rms0,
+        rms: Vec::with_capacity(plan.kernels.len()),
+    };
+    let mut fresh: Vec<usize> = Vec::new();
+    for (k, ker) in plan.kernels.iter().enumerate() {
+        let spatial = Spatial::new(ker, plan);
+        if k > 0 && ker.same_spatial(&plan.kernels[k - 1]) {
+            if !fresh.is_empty() {
+                spatial.update(cube, mask, plan, rms0, &mut fresh, &mut s);
+            }
+        } else {
+            spatial.build(cube, mask, plan, rms0, &mut s);
+        }
+        let zf = ker.z.clone().unwrap_or_else(identity);
+        let rms = if ker.use_rms0 {
+            rms0
+        } else {
+            let samples = sample_smoothed(&s, mask, plan, &zf);
+            let ext = if plan.noise.needs_extremes() {
+                Some(extremes_or_nan(spectral_extremes(&s, mask, plan, &zf)))
+            } else {
+                None
+            };
+            plan.noise.measure(&samples, ext)?
+        };
+        fresh = clip(&s, mask, plan, &zf, plan.level(rms));
+        outcome.rms.push(rms);
+        progress(k, rms);
+    }
+    Ok(outcome)
+}
+
+/// (nanmin, nanmax) of the finite values of `data`.
+pub(crate) fn extremes<T: Real>(data: &[T]) -> Option<(f64, f64)> {
+    data.par_chunks(1 << 16)
+        .map(|c| {
+            c.iter().fold(None, |acc, x| {
+                let v = x.to_f64();
+                if v.is_finite() {
+                    merge_extremes(acc, Some((v, v)))
+                } else {
+                    acc
+                }
+            })
+        })
+        .reduce(|| None, merge_extremes)
+}
+
+// ---------------------------------------------------------------- spatial smoothing
+
+/// The spatial passes of one kernel and, for incremental updates, the response of a unit
+/// change at each row/column position.
+struct Spatial<'a> {
+    y: &'a [Filter1d],
+    x: &'a [Filter1d],
+    mode: Mode,
+}
+
+impl<'a> Spatial<'a> {
+    fn new(ker: &'a Kernel, plan: &Plan) -> Self {
+        Spatial {
+            y: &ker.y,
+            x: &ker.x,
+            mode: plan.mode,
+        }
+    }
+
+    /// Smooth every plane of the prepared cube into `s`.
+    fn build<T: Real>(&self, cube: &[T], mask: &[u8], plan: &Plan, rms0: f64, s: &mut [T]) {
+        let [_, ny, nx] = plan.shape;
+        let plane = ny * nx;
+        s.par_chunks_mut(plane).enumerate().for_each_init(
+            || Planes::new(ny, nx),
+            |bufs, (z, out)| {
+                let r = z * plane..(z + 1) * plane;
+                self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
+            },
+        );
+    }
+
+    /// One plane: prepare (NaN → 0, replacement), y passes, x passes, store.
+    fn plane<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes,
+        out: &mut [T],
+    ) {
+        let (ny, nx) = (bufs.ny, bufs.nx);
+        let Planes { a, b, acc, ext, .. } = bufs;
+        for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
+            *d = prepared(x, mb, plan.replace, rms0);
+        }
+        for f in self.y {
+            rows_pass::<T>(a, b, ny, nx, f, self.mode, acc);
+            std::mem::swap(a, b);
+        }
+        for f in self.x {
+            for (src_row, dst_row) in a.chunks(nx).zip(b.chunks_mut(nx)) {
+                line_pass::<T>(src_row, dst_row, f, self.mode, ext, acc);
+            }
+            std::mem::swap(a, b);
+        }
+        for (o, &v) in out.iter_mut().zip(a.iter()) {
+            *o = T::from_f64(v);
+        }
+    }
+
+    /// Re-replace the voxels `fresh` (newly masked) in `s`.
+    fn update<T: Real>(
+        &self,
+        cube: &[T],
+        mask: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        fresh: &mut [usize],
+        s: &mut [T],
+    ) {
+        let [_, ny, nx] = plan.shape;
+        let plane = ny * nx;
+        fresh.par_sort_unstable();
+        let iy = influence(self.y, self.mode, ny);
+        let ix = influence(self.x, self.mode, nx);
+        let avg = |t: &Vec<Vec<(u32, f64)>>| {
+            t.iter().map(|v| v.len()).sum::<usize>() as f64 / t.len().max(1) as f64
+        };
+        let stamp_cost = avg(&iy) * avg(&ix);
+        let taps: usize = self.y.iter().chain(self.x).map(|f| f.taps()).sum();
+        let plane_cost = plane as f64 * (taps + 2) as f64;
+        // Group the voxels by plane.
+        let mut groups: Vec<(usize, &[usize])> = Vec::new();
+        let mut rest: &[usize] = fresh;
+        while let Some(&first) = rest.first() {
+            let z = first / plane;
+            let end = rest.partition_point(|&i| i / plane == z);
+            groups.push((z, &rest[..end]));
+            rest = &rest[end..];
+        }
+        let sp = Shared(s.as_mut_ptr());
+        groups.par_iter().for_each_init(
+            || Planes::new(ny, nx),
+            |bufs, &(z, voxels)| {
+                let base = z * plane;
+                // SAFETY: each task owns plane z of s.
+                let out = unsafe { std::slice::from_raw_parts_mut(sp.at(base), plane) };
+                let r = base..base + plane;
+                if voxels.len() as f64 * stamp_cost > 0.5 * plane_cost {
+                    self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
+                    return;
+                }
+                let acc = &mut bufs.a;
+                let (mut y0, mut y1, mut x0, mut x1) = (usize::MAX, 0, usize::MAX, 0);
+                for &i in voxels {
+                    let x = cube[i];
+                    let old = prepared(x, mask[i] & !MASKED, plan.replace, rms0);
+                    let new = prepared(x, mask[i], plan.replace, rms0);
+                    let d = new - old;
+                    if d == 0.0 {
+                        continue;
+                    }
+                    let (y, xx) = ((i - base) / nx, (i - base) % nx);
+                    for &(py, wy) in &iy[y] {
+                        let row = py as usize * nx;
+                        let f = wy * d;
+                        for &(px, wx) in &ix[xx] {
+                            acc[row + px as usize] += f * wx;
+                        }
+                    }
+                    if let (Some(a), Some(b)) = (iy[y].first(), iy[y].last()) {
+                        y0 = y0.min(a.0 as usize);
+                        y1 = y1.max(b.0 as usize + 1);
+                    }
+                    if let (Some(a), Some(b)) = (ix[xx].first(), ix[xx].last()) {
+                        x0 = x0.min(a.0 as usize);
+                        x1 = x1.max(b.0 as usize + 1);
+                    }
+                }
+                for y in y0..y1.max(y0) {
+                    let row = y * nx;
+                    for x in x0..x1.max(x0) {
+                        let d = std::mem::take(&mut acc[row + x]);
+                        if d != 0.0 {
+                            out[row + x] = T::from_f64(out[row + x].to_f64() + d);
+                        }
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// Per-thread plane buffers.
+struct Planes {
+    ny: usize,
+    nx: usize,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    acc: Vec<f64>,
+    ext: Vec<f64>,
+}
+
+impl Planes {
+    fn new(ny: usize, nx: usize) -> Self {
+        Planes {
+            ny,
+            nx,
+            a: vec![0.0; ny * nx],
+            b: vec![0.0; ny * nx],
+            acc: Vec::new(),
+            ext: Vec::new(),
+        }
+    }
+}
+
+/// One pass along y of a (ny, nx) plane: dst row i = Σ_j w_j src row ext(i + offset + j·step).
+fn rows_pass<T: Real>(
+    src: &[f64],
+    dst: &mut [f64],
+    ny: usize,
+    nx: usize,
+    f: &Filter1d,
+    mode: Mode,
+    acc: &mut Vec<f64>,
+) {
+    acc.clear();
+    acc.resize(nx, 0.0);
+    for (i, drow) in dst.chunks_mut(nx).enumerate() {
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for (j, &w) in f.weights.iter().enumerate() {
+            let p = i as isize + f.offset + (j * f.step) as isize;
+            if let Some(r) = extend_index(p, ny, mode) {
+                let srow = &src[r * nx..(r + 1) * nx];
+                acc.iter_mut().zip(srow).for_each(|(a, &v)| *a += w * v);
+            }
+            // constant mode pads with 0: nothing to add
+        }
+        for (d, &a) in drow.iter_mut().zip(acc.iter()) {
+            *d = round::<T>(a * f.scale);
+        }
+    }
+}
+
+/// One pass along a contiguous line.
+fn line_pass<T: Real>(
+    src: &[f64],
+    dst: &mut [f64],
+    f: &Filter1d,
+    mode: Mode,
+    ext: &mut Vec<f64>,
+    acc: &mut Vec<f64>,
+) {
+    let n = src.len();
+    let (lo, hi) = f.span();
+    ext.clear();
+    ext.extend(
+        (lo..n as isize + hi).map(|p| match extend_index(p, n, mode) {
+            Some(i) => src[i],
+            None => 0.0,
+        }),
+    );
+    acc.clear();
+    acc.resize(n, 0.0);
+    for (j, &w) in f.weights.iter().enumerate() {
+        let e = &ext[j * f.step..j * f.step + n];
+        acc.iter_mut().zip(e).for_each(|(a, &v)| *a += w * v);
+    }
+    for (d, &a) in dst.iter_mut().zip(acc.iter()) {
+        *d = round::<T>(a * f.scale);
+    }
+}
+
+/// For each position i of a line of length n, the outputs (position, weight) a unit change
+/// at i reaches through `passes` (exact arithmetic; boundary modes included).
+fn influence(passes: &[Filter1d], mode: Mode, n: usize) -> Vec<Vec<(u32, f64)>> {
+    if passes.is_empty() {
+        return (0..n).map(|i| vec![(i as u32, 1.0)]).collect();
+    }
+    let reach: usize = passes
+        .iter()
+        .map(|f| {
+            let (lo, hi) = f.span();
+            lo.unsigned_abs().max(hi.unsigned_abs())
+        })
+        .sum();
+    (0..n)
+        .into_par_iter()
+        .map_init(
+            || (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+            |(a, b, ext, acc), i| {
+                let whole = mode == Mode::Wrap && (i < 2 * reach || i + 2 * reach >= n);
+                let (lo, hi) = if whole {
+                    (0, n)
+                } else {
+                    (i.saturating_sub(2 * reach), (i + 2 * reach + 1).min(n))
+                };
+                a.clear();
+                a.resize(hi - lo, 0.0);
+                a[i - lo] = 1.0;
+                b.clear();
+                b.resize(hi - lo, 0.0);
+                for f in passes {
+                    line_pass::<f64>(a, b, f, mode, ext, acc);
+                    std::mem::swap(a, b);
+                }
+                a.iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v != 0.0)
+                    .map(|(p, &v)| ((lo + p) as u32, v))
+                    .collect()
+            },
+        )
+        .collect()
+}
+
+// ---------------------------------------------------------------- spectral pass
+
+/// W at flat index `i`: the z filter applied to `s` along z, rounded to T; NaN for blanks.
+#[inline]
+fn smoothed_at<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    shape: [usize; 3],
+    zf: &Filter1d,
+    mode: Mode,
+    i: usize,
+) -> f64 {
+    if mask[i] & BLANK != 0 {
+        return f64::NAN;
+    }
+    let plane = shape[1] * shape[2];
+    let (z, r) = (i / plane, i % plane);
+    let mut acc = 0.0;
+    for (j, &w) in zf.weights.iter().enumerate() {
+        let p = z as isize + zf.offset + (j * zf.step) as isize;
+        if let Some(q) = extend_index(p, shape[0], mode) {
+            acc += w * s[q * plane + r].to_f64();
+        }
+    }
+    round::<T>(acc * zf.scale)
+}
+
+/// The noise sample of the smoothed cube.
+fn sample_smoothed<T: Real>(s: &[T], mask: &[u8], plan: &Plan, zf: &Filter1d) -> Vec<f64> {
+    let n = plan.sampling.len(plan.shape);
+    (0..n)
+        .into_par_iter()
+        .with_min_len(1 << 12)
+        .map(|k| {
+            let i = plan.sampling.index(plan.shape, k);
+            smoothed_at(s, mask, plan.shape, zf, plan.mode, i)
+        })
+        .collect()
+}
+
+/// Run `visit(z, first column, W row)` over every plane z of every block of columns, computing
+/// W (the z filter applied to `s`, rounded to T) one block row at a time. Returns the per-block
+/// results of `visit`'s state.
+fn spectral<T: Real, S: Send>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, usize, usize, &[f64]) + Sync,
+) -> Vec<S> {
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let blocks = plane.div_ceil(BLOCK);
+    let mode = plan.mode;
+    (0..blocks)
+        .into_par_iter()
+        .map(|b| {
+            let k0 = b * BLOCK;
+            let width = BLOCK.min(plane - k0);
+            let mut st = init();
+            let mut acc = vec![0.0f64; width];
+            let mut w = vec![0.0f64; width];
+            let row = |p: isize| -> Option<&[T]> {
+                extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
+            };
+            let add = |acc: &mut [f64], p: isize, wt: f64| {
+                if let Some(r) = row(p) {
+                    acc.iter_mut()
+                        .zip(r)
+                        .for_each(|(a, &v)| *a += wt * v.to_f64());
+                }
+            };
+            if zf.boxcar {
+                let size = zf.taps() as isize;
+                for p in zf.offset..zf.offset + size {
+                    add(&mut acc, p, 1.0);
+                }
+                for z in 0..nz {
+                    if z > 0 {
+                        let zi = z as isize;
+                        add(&mut acc, zi + zf.offset + size - 1, 1.0);
+                        add(&mut acc, zi + zf.offset - 1, -1.0);
+                        for c in 0..width {
+                            if !acc[c].is_finite() {
+                                acc[c] = (zi + zf.offset..zi + zf.offset + size)
+                                    .map(|p| row(p).map_or(0.0, |r| r[c].to_f64()))
+                                    .sum();
+                            }
+                        }
+                    }
+                    for (o, &a) in w.iter_mut().zip(acc.iter()) {
+                        *o = round::<T>(a * zf.scale);
+                    }
+                    visit(&mut st, z, k0, &w);
+                }
+            } else {
+                for z in 0..nz {
+                    acc.iter_mut().for_each(|a| *a = 0.0);
+                    for (j, &wt) in zf.weights.iter().enumerate() {
+                        add(
+                            &mut acc,
+                            z as isize + zf.offset + (j * zf.step) as isize,
+                            wt,
+                        );
+                    }
+                    for (o, &a) in w.iter_mut().zip(acc.iter()) {
+                        *o = round::<T>(a * zf.scale);
+                    }
+                    visit(&mut st, z, k0, &w);
+                }
+            }
+            st
+        })
+        .collect()
+}
+
+/// (nanmin, nanmax) of the smoothed cube (NaN voxels left out).
+fn spectral_extremes<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    zf: &Filter1d,
+) -> Option<(f64, f64)> {
+    let plane = plan.shape[1] * plan.shape[2];
+    let parts = spectral(
+        s,
+        plan,
+        zf,
+        || None,
+        |st: &mut Option<(f64, f64)>, z, k0, w| {
+            let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
+            for (&v, &mb) in w.iter().zip(m) {
+                if mb & BLANK == 0 && v.is_finite() {
+                    *st = merge_extremes(*st, Some((v, v)));
+                }
+            }
+        },
+    );
+    parts.into_iter().fold(None, merge_extremes)
+}
+
+/// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.
+fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
+    let plane = plan.shape[1] * plan.shape[2];
+    let mp = Shared(mask.as_mut_ptr());
+    let parts = spectral(s, plan, zf, Vec::new, |fresh: &mut Vec<usize>, z, k0, w| {
+        let base = z * plane + k0;
+        // SAFETY: each task owns columns k0..k0+len of every plane.
+        let m = unsafe { std::slice::from_raw_parts_mut(mp.at(base), w.len()) };
+        for (c, (&v, mb)) in w.iter().zip(m.iter_mut()).enumerate() {
+            if *mb & BLANK == 0 && plan.above(v, level) {
+                if *mb & MASKED == 0 {
+                    fresh.push(base + c);
+                }
+                *mb |= MASKED | DETECTED;
+            }
+        }
+    });
+    parts.concat()
+}
