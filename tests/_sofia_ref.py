@@ -160,7 +160,8 @@ def sofia2_noise(cube, statistic, flux_range, cadence):
     edges = lo + np.arange(nb + 1) * (0.1 * s0)
     h = np.histogram(x, bins=edges)[0].astype(np.float64)
     ctr = (edges[:-1] + edges[1:]) / 2
-    return abs(float(optimize.curve_fit(_gauss, ctr, h, p0=[h.max(), s0])[0][1]))
+    p = optimize.curve_fit(_gauss, ctr, h, p0=[h.max(), s0], ftol=1e-15, xtol=1e-15)[0]
+    return abs(float(p[1]))  # converged: skyconv fits to convergence too
 
 
 def sofia2_scfind(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), threshold=5.0,

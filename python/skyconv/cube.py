@@ -69,7 +69,7 @@ def _check_mask(mask, shape):
 def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), threshold=5.0,
                     replacement=2.0, statistic="mad", flux_range="negative", spectral="boxcar",
                     spatial="gaussian", edge_mode="constant", mask=None, device="auto", *,
-                    return_noise=False, progress=None):
+                    return_noise=False, progress=None, _slab_planes=None):
     """SoFiA 2's Smooth-and-Clip finder; returns a uint8 mask (1 = source) of the cube's shape.
 
     Parameters
@@ -148,7 +148,7 @@ def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), thresho
     rng = "full" if flux_range == "all" else flux_range
     rms0, rms = _core._scfind(cube3, m3, specs, edge_mode, threshold, False, rep,
                               ("sofia2:" + statistic, rng, False), ("cadence", cadence),
-                              None, cb, device)
+                              slab_planes=_slab_planes, progress=cb, device=device)
     out = (m & 1).astype(np.uint8, copy=False)
     if return_noise:
         return out, NoiseReport(float(rms0), labels, [float(r) for r in rms])

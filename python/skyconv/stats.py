@@ -92,16 +92,36 @@ def noise(data, statistic="mad", flux_range="full", *, cadence="sofia2", stride=
     return _nan(_core._stat(a, what, 0.0, flux_range, samp))
 
 
+def scipy_fitter():
+    """A fitter for SoFiA 1's histogram Gaussians that calls ``scipy.optimize.curve_fit`` as
+    SoFiA does (its stopping rule sets the last digits), or None without scipy."""
+    try:
+        from scipy import optimize
+    except ImportError:
+        return None
+
+    def gaussian(x, a, sigma):
+        return a * np.exp(-x**2 / (2.0 * sigma**2))
+
+    def fit(x, y, a0, s0):
+        p = optimize.curve_fit(gaussian, np.asarray(x), np.asarray(y), p0=[a0, s0])[0]
+        return float(p[0]), float(p[1])
+
+    return fit
+
+
 def sofia1_rms(data, rms_mode="negative", flux_range="all", *, sample=1, two_pass=False):
     """SoFiA 1.3.2's ``GetRMS(cube, rmsMode, fluxRange, sample=sample)`` (zoom 1): ``"mad"``
     (1.4826·median|x|), ``"std"`` (sqrt(Σx²/n)), ``"negative"`` (Gaussian fitted to the
     histogram of negative values) or ``"gauss"`` (Gaussian fitted to a 100-bin histogram).
-    Raises ValueError where SoFiA stops with an error."""
+    Histograms are counted by skyconv, the Gaussians fitted with scipy's ``curve_fit`` as in
+    SoFiA (skyconv's own fit without scipy). Raises ValueError where SoFiA stops with an
+    error."""
     if rms_mode not in ("negative", "gauss", "mad", "std"):
         raise ValueError(f"rms_mode must be 'negative', 'gauss', 'mad' or 'std', got {rms_mode!r}")
     a, samp = _prep(data, flux_range, None, sample)
     return float(_core._stat(a, "sofia1:" + rms_mode, 0.0, flux_range, samp, None,
-                             bool(two_pass)))
+                             bool(two_pass), scipy_fitter()))
 
 
 def histogram(data, edges):
@@ -139,4 +159,4 @@ def sofia1_stride(shape) -> int:
 
 
 __all__ = ["MAD_TO_STD", "std", "mad", "gauss", "noise", "sofia1_rms", "histogram",
-           "fit_gaussian", "sofia2_cadence", "sofia1_stride"]
+           "fit_gaussian", "scipy_fitter", "sofia2_cadence", "sofia1_stride"]

@@ -8,7 +8,7 @@ use crate::backend;
 use crate::cube::filters::Mode;
 use crate::cube::scfind::{self, kernels, Kernel, NoiseRule, Plan, Replace, Statistic};
 use crate::cube::stats::noise::{
-    fit_gaussian, gauss_about_zero, histogram, mad_about, std_about, MAD_TO_STD,
+    fit_gaussian, gauss_about_zero, histogram, mad_about, std_about, Fitter, MAD_TO_STD,
 };
 use crate::cube::stats::sample::{gather, Sampling};
 use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Mode, Sofia1Rms};
@@ -83,6 +83,22 @@ fn noise_rule(
     })
 }
 
+/// A Python callable (x, y, a0, s0) -> (a, s) as a Fitter.
+fn py_fitter(f: Option<Py<PyAny>>) -> Option<Fitter> {
+    f.map(|f| {
+        Fitter(std::sync::Arc::new(
+            move |x: &[f64], y: &[f64], a0: f64, s0: f64| {
+                Python::attach(|py| {
+                    f.bind(py)
+                        .call1((x.to_vec(), y.to_vec(), a0, s0))
+                        .and_then(|r| r.extract::<(f64, f64)>())
+                        .map_err(|e| Error::value(format!("Gaussian fit failed: {e}")))
+                })
+            },
+        ))
+    })
+}
+
 /// (spatial kind, σy, σx, spectral kind, z, use_rms0) → kernel.
 type KernelSpec = (String, f64, f64, String, f64, bool);
 
@@ -128,6 +144,7 @@ fn scfind_typed<T: Real + numpy::Element>(
     samp: (&str, usize),
     slab_planes: Option<usize>,
     progress: Option<Py<PyAny>>,
+    fitter: Option<Py<PyAny>>,
     device: Option<&str>,
 ) -> PyResult<(f64, Vec<f64>)> {
     let (shape, data) = parts(cube, "cube")?;
@@ -152,6 +169,7 @@ fn scfind_typed<T: Real + numpy::Element>(
             },
             noise: noise_rule(noise.0, noise.1, noise.2, single, size)?,
             sampling: sampling(samp.0, samp.1)?,
+            fitter: py_fitter(fitter),
             slab_planes,
         })
     };
@@ -177,7 +195,7 @@ fn scfind_typed<T: Real + numpy::Element>(
 /// (rms of the original cube, rms of each smoothed cube).
 #[pyfunction]
 #[pyo3(signature = (cube, mask, kernels, mode, threshold, inclusive, replace, noise, sampling,
-                    slab_planes=None, progress=None, device=None))]
+                    slab_planes=None, progress=None, fitter=None, device=None))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind<'py>(
     py: Python<'py>,
@@ -192,6 +210,7 @@ fn _scfind<'py>(
     sampling: (String, usize),
     slab_planes: Option<usize>,
     progress: Option<Py<PyAny>>,
+    fitter: Option<Py<PyAny>>,
     device: Option<&str>,
 ) -> PyResult<(f64, Vec<f64>)> {
     let rep = (replace.0.as_str(), replace.1);
@@ -211,6 +230,7 @@ fn _scfind<'py>(
             sam,
             slab_planes,
             progress,
+            fitter,
             device,
         ),
         FloatArray::F64(a) => scfind_typed(
@@ -226,6 +246,7 @@ fn _scfind<'py>(
             sam,
             slab_planes,
             progress,
+            fitter,
             device,
         ),
     }
@@ -241,8 +262,10 @@ fn stat_typed<T: Real + numpy::Element>(
     samp: (&str, usize),
     clip: Option<f64>,
     two_pass: bool,
+    fitter: Option<Py<PyAny>>,
 ) -> PyResult<Option<f64>> {
     let (shape, data) = parts(a, "data")?;
+    let fitter = py_fitter(fitter);
     let shape = shape3(&shape).map_err(to_pyerr)?;
     let single = std::mem::size_of::<T>() == 4;
     compute(py, || {
@@ -262,7 +285,7 @@ fn stat_typed<T: Real + numpy::Element>(
                 let ext = p
                     .needs_extremes()
                     .then(|| scfind::extremes_of(data).unwrap_or((f64::NAN, f64::NAN)));
-                Some(sofia1_rms(&samples, ext, &p)?)
+                Some(sofia1_rms(&samples, ext, &p, fitter.as_ref())?)
             }
             _ => return Err(Error::value(format!("unknown statistic {what:?}"))),
         })
@@ -271,7 +294,8 @@ fn stat_typed<T: Real + numpy::Element>(
 
 /// One noise statistic of `data` on a sample; None when no value counts.
 #[pyfunction]
-#[pyo3(signature = (data, what, center, flux_range, sampling, clip=None, two_pass=false))]
+#[pyo3(signature = (data, what, center, flux_range, sampling, clip=None, two_pass=false,
+                    fitter=None))]
 #[allow(clippy::too_many_arguments)]
 fn _stat(
     py: Python<'_>,
@@ -282,11 +306,16 @@ fn _stat(
     sampling: (String, usize),
     clip: Option<f64>,
     two_pass: bool,
+    fitter: Option<Py<PyAny>>,
 ) -> PyResult<Option<f64>> {
     let s = (sampling.0.as_str(), sampling.1);
     match data {
-        FloatArray::F32(a) => stat_typed(py, &a, what, center, flux_range, s, clip, two_pass),
-        FloatArray::F64(a) => stat_typed(py, &a, what, center, flux_range, s, clip, two_pass),
+        FloatArray::F32(a) => {
+            stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter)
+        }
+        FloatArray::F64(a) => {
+            stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter)
+        }
     }
 }
 

@@ -21,7 +21,7 @@ import numpy as np
 from .. import _core
 from .._arrays import float_array
 from .._errors import ShapeError
-from ..stats import sofia1_stride
+from ..stats import scipy_fitter, sofia1_stride
 
 FWHM_CONST = 2.0 * math.sqrt(2.0 * math.log(2.0))
 
@@ -69,7 +69,7 @@ def SCfinder_mem(cube, mask, header, t0=None, kernels=[[0, 0, 0, "b"], ], thresh
                  edgeMode="constant", rmsMode="negative", fluxRange="all", verbose=0,
                  perSCkernel=False, scaleX=False, scaleY=False, scaleZ=True, edgeX=0, edgeY=0,
                  edgeZ=0, method="1d2d", windowSpatial=20, windowSpectral=20, gridSpatial=0,
-                 gridSpectral=0, interpolation="none", device=None):
+                 gridSpectral=0, interpolation="none", device=None, _slab_planes=None):
     """SoFiA 1.3.2's Smooth-and-Clip finder; ORs 1 into ``mask`` in place and returns None.
 
     cube: (z, y, x) float32/float64 array (big-endian accepted; NaN = blank). mask: integer
@@ -126,8 +126,9 @@ def SCfinder_mem(cube, mask, header, t0=None, kernels=[[0, 0, 0, "b"], ], thresh
             sys.stdout.write(f"    Filter {kx} {ky} {kz} {kt} ... rms = {rms:.3e}\n")
 
     _core._scfind(cube3, work, specs, edgeMode, threshold, True, ("sign", float(maskScaleXY)),
-                  ("sofia1:" + rmsMode, fluxRange, False), ("stride", stride), None,
-                  report if verbose else None, device)
+                  ("sofia1:" + rmsMode, fluxRange, False), ("stride", stride),
+                  slab_planes=_slab_planes, progress=report if verbose else None,
+                  fitter=scipy_fitter(), device=device)
     found = (work & 2).astype(bool).reshape(mask.shape)
     mask |= found
     return None

@@ -71,7 +71,7 @@ fn run_inner<T: Real>(
         .noise
         .needs_extremes()
         .then(|| extremes_or_nan(extremes(cube)));
-    let rms0 = plan.noise.measure(&samples, ext)?;
+    let rms0 = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
     drop(samples);
     let mut s: Vec<T> = vec![T::default(); cube.len()];
     let mut outcome = Outcome {
@@ -98,7 +98,7 @@ fn run_inner<T: Real>(
             } else {
                 None
             };
-            plan.noise.measure(&samples, ext)?
+            plan.noise.measure(&samples, ext, plan.fitter.as_ref())?
         };
         fresh = clip(&s, mask, plan, &zf, plan.level(rms));
         outcome.rms.push(rms);
@@ -227,7 +227,7 @@ impl<'a> Spatial<'a> {
                     self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
                     return;
                 }
-                let acc = &mut bufs.a;
+                let acc = &mut bufs.delta; // all zero between uses
                 let (mut y0, mut y1, mut x0, mut x1) = (usize::MAX, 0, usize::MAX, 0);
                 for &i in voxels {
                     let x = cube[i];
@@ -276,6 +276,8 @@ struct Planes {
     b: Vec<f64>,
     acc: Vec<f64>,
     ext: Vec<f64>,
+    /// Stamp accumulator of `update`, kept all zero between uses.
+    delta: Vec<f64>,
 }
 
 impl Planes {
@@ -287,6 +289,7 @@ impl Planes {
             b: vec![0.0; ny * nx],
             acc: Vec::new(),
             ext: Vec::new(),
+            delta: vec![0.0; ny * nx],
         }
     }
 }

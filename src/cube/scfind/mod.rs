@@ -14,7 +14,7 @@ pub mod kernels;
 
 use crate::backend::Device;
 use crate::cube::filters::{Filter1d, Mode};
-use crate::cube::stats::noise::{gauss_about_zero, mad_about, std_about, MAD_TO_STD};
+use crate::cube::stats::noise::{gauss_about_zero, mad_about, std_about, Fitter, MAD_TO_STD};
 use crate::cube::stats::sample::Sampling;
 use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Rms};
 use crate::cube::stats::Range;
@@ -111,10 +111,15 @@ impl NoiseRule {
     }
 
     /// The noise from the sampled values (NaN allowed) and the cube's (nanmin, nanmax).
-    pub fn measure(&self, samples: &[f64], extremes: Option<(f64, f64)>) -> Result<f64> {
+    pub fn measure(
+        &self,
+        samples: &[f64],
+        extremes: Option<(f64, f64)>,
+        fitter: Option<&Fitter>,
+    ) -> Result<f64> {
         let none = || Error::value("cannot measure the noise: no finite values in the sample");
         match *self {
-            NoiseRule::Sofia1(p) => sofia1_rms(samples, extremes, &p),
+            NoiseRule::Sofia1(p) => sofia1_rms(samples, extremes, &p, fitter),
             NoiseRule::Sofia2 { stat, range } => match stat {
                 Statistic::Std => std_about(samples, 0.0, range, None).ok_or_else(none),
                 Statistic::Mad => {
@@ -140,6 +145,8 @@ pub struct Plan {
     pub replace: Replace,
     pub noise: NoiseRule,
     pub sampling: Sampling,
+    /// Fits the histogram Gaussians of SoFiA 1's noise (None: built-in).
+    pub fitter: Option<Fitter>,
     /// GPU only: most z-planes per slab (None: as many as fit in GPU memory).
     pub slab_planes: Option<usize>,
 }

@@ -3,6 +3,8 @@
 //! Medians are exact (histogram selection, `select_kth`); sums run in f64 in a fixed order, so
 //! results do not depend on the thread count.
 
+use std::sync::Arc;
+
 use rayon::prelude::*;
 
 use super::{median, Range, Values};
@@ -186,6 +188,31 @@ pub fn fit_gaussian(x: &[f64], y: &[f64], a0: f64, s0: f64) -> Result<(f64, f64)
         Ok((a, s))
     } else {
         Err(Error::value("Gaussian fit to the flux histogram failed"))
+    }
+}
+
+/// A least-squares fitter of A·exp(−x²/(2σ²)): (x, y, A₀, σ₀) → (A, σ). The compat layer
+/// plugs in scipy's `curve_fit` (what SoFiA 1 calls, whose stopping rule decides the last
+/// digits); `builtin` is Levenberg–Marquardt to convergence.
+#[derive(Clone)]
+pub struct Fitter(pub Arc<FitFn>);
+
+/// The function a `Fitter` wraps.
+pub type FitFn = dyn Fn(&[f64], &[f64], f64, f64) -> Result<(f64, f64)> + Send + Sync;
+
+impl std::fmt::Debug for Fitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fitter")
+    }
+}
+
+impl Fitter {
+    pub fn builtin() -> Self {
+        Fitter(Arc::new(fit_gaussian))
+    }
+
+    pub fn fit(&self, x: &[f64], y: &[f64], a0: f64, s0: f64) -> Result<(f64, f64)> {
+        (self.0)(x, y, a0, s0)
     }
 }
 

@@ -2,7 +2,7 @@
 //! estimators, the same histogram bins (NumPy's `arange` arithmetic in the data's precision)
 //! and the same least-squares Gaussian fits, so compat results agree to rounding.
 
-use super::noise::{centres, fit_gaussian, histogram, mad_about, std_about, MAD_TO_STD_SOFIA1};
+use super::noise::{centres, histogram, mad_about, std_about, Fitter, MAD_TO_STD_SOFIA1};
 use super::Range;
 use crate::error::{Error, Result};
 
@@ -78,8 +78,22 @@ pub fn numpy_arange(start: f64, stop: f64, step: f64, single: bool) -> Vec<f64> 
 }
 
 /// GetRMS on `samples` (the sampled sub-cube, NaN allowed). `extremes` = (nanmin, nanmax) of
-/// the whole cube, needed by `Negative` and `Gauss`.
-pub fn sofia1_rms(samples: &[f64], extremes: Option<(f64, f64)>, p: &Sofia1Rms) -> Result<f64> {
+/// the whole cube, needed by `Negative` and `Gauss`; `fitter` fits their Gaussians (None:
+/// the built-in one).
+pub fn sofia1_rms(
+    samples: &[f64],
+    extremes: Option<(f64, f64)>,
+    p: &Sofia1Rms,
+    fitter: Option<&Fitter>,
+) -> Result<f64> {
+    let builtin;
+    let fitter = match fitter {
+        Some(f) => f,
+        None => {
+            builtin = Fitter::builtin();
+            &builtin
+        }
+    };
     let count_in = |r: Range| {
         samples
             .iter()
@@ -119,11 +133,11 @@ pub fn sofia1_rms(samples: &[f64], extremes: Option<(f64, f64)>, p: &Sofia1Rms) 
         }
         Sofia1Mode::Negative => {
             let (min, _) = extremes.ok_or_else(|| Error::Internal("extremes missing".into()))?;
-            negative_fit(samples, min, p)
+            negative_fit(samples, min, p, fitter)
         }
         Sofia1Mode::Gauss => {
             let (min, max) = extremes.ok_or_else(|| Error::Internal("extremes missing".into()))?;
-            gauss_fit(samples, min, max, p)
+            gauss_fit(samples, min, max, p, fitter)
         }
     }
 }
@@ -135,7 +149,7 @@ fn negative_bins(min: f64, nrbins: f64, single: bool) -> Vec<f64> {
     numpy_arange(min, stop, step, single)
 }
 
-fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms) -> Result<f64> {
+fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
     if min.is_nan() || min >= 0.0 {
         return Err(fail("cannot estimate noise from Gaussian fit to negative flux histogram; no negative fluxes found in data cube"));
     }
@@ -169,10 +183,10 @@ fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms) -> Result<f64> {
         ));
     }
     let s0 = -half_max * 2.0 / 2.355;
-    Ok(fit_gaussian(&x, &y, amp, s0)?.1.abs())
+    Ok(fitter.fit(&x, &y, amp, s0)?.1.abs())
 }
 
-fn gauss_fit(samples: &[f64], min: f64, max: f64, p: &Sofia1Rms) -> Result<f64> {
+fn gauss_fit(samples: &[f64], min: f64, max: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
     if min.is_nan() || max.is_nan() || min >= max {
         return Err(fail(
             "maximum not greater than minimum; cannot determine noise level",
@@ -220,5 +234,5 @@ fn gauss_fit(samples: &[f64], min: f64, max: f64, p: &Sofia1Rms) -> Result<f64> 
             "empty or degenerate flux histogram; cannot measure noise level",
         ));
     }
-    Ok(fit_gaussian(&x, &y, amp, mom2)?.1.abs())
+    Ok(fitter.fit(&x, &y, amp, mom2)?.1.abs())
 }
