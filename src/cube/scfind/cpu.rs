@@ -92,12 +92,7 @@ fn run_inner<T: Real>(
         let rms = if ker.use_rms0 {
             rms0
         } else {
-            let samples = sample_smoothed(&s, mask, plan, &zf);
-            let ext = if plan.noise.needs_extremes() {
-                Some(extremes_or_nan(spectral_extremes(&s, mask, plan, &zf)))
-            } else {
-                None
-            };
+            let (samples, ext) = measure_smoothed(&s, mask, plan, &zf);
             plan.noise.measure(&samples, ext, plan.fitter.as_ref())?
         };
         fresh = clip(&s, mask, plan, &zf, plan.level(rms));
@@ -421,17 +416,52 @@ fn smoothed_at<T: Real>(
     round::<T>(acc * zf.scale)
 }
 
-/// The noise sample of the smoothed cube.
-fn sample_smoothed<T: Real>(s: &[T], mask: &[u8], plan: &Plan, zf: &Filter1d) -> Vec<f64> {
+/// The noise sample of the smoothed cube and, if the rule needs them, its (nanmin, nanmax).
+/// A sparse sample is computed point by point; a dense one (or with extremes) in one pass.
+fn measure_smoothed<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    zf: &Filter1d,
+) -> (Vec<f64>, Option<(f64, f64)>) {
     let n = plan.sampling.len(plan.shape);
-    (0..n)
-        .into_par_iter()
-        .with_min_len(1 << 12)
-        .map(|k| {
-            let i = plan.sampling.index(plan.shape, k);
-            smoothed_at(s, mask, plan.shape, zf, plan.mode, i)
-        })
-        .collect()
+    let want_ext = plan.noise.needs_extremes();
+    if !want_ext && n.saturating_mul(8) < s.len() {
+        let samples = (0..n)
+            .into_par_iter()
+            .with_min_len(1 << 12)
+            .map(|k| {
+                let i = plan.sampling.index(plan.shape, k);
+                smoothed_at(s, mask, plan.shape, zf, plan.mode, i)
+            })
+            .collect();
+        return (samples, None);
+    }
+    let plane = plan.shape[1] * plan.shape[2];
+    let mut samples = vec![f64::NAN; n];
+    let sp = Shared(samples.as_mut_ptr());
+    let parts = spectral(s, plan, zf, || None, |st: &mut Option<(f64, f64)>, z, k0, w| {
+        let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
+        plan.sampling.for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
+            let v = if m[off] & BLANK != 0 { f64::NAN } else { w[off] };
+            // SAFETY: every slot belongs to exactly one position, visited once.
+            unsafe { *sp.at(slot) = v };
+        });
+        if want_ext {
+            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+            for (&v, &mb) in w.iter().zip(m) {
+                if mb & BLANK == 0 && v.is_finite() {
+                    lo = lo.min(v);
+                    hi = hi.max(v);
+                }
+            }
+            if lo <= hi {
+                *st = merge_extremes(*st, Some((lo, hi)));
+            }
+        }
+    });
+    let ext = want_ext.then(|| extremes_or_nan(parts.into_iter().fold(None, merge_extremes)));
+    (samples, ext)
 }
 
 /// Run `visit(z, first column, W row)` over every plane z of every block of columns, computing
@@ -508,31 +538,6 @@ fn spectral<T: Real, S: Send>(
             st
         })
         .collect()
-}
-
-/// (nanmin, nanmax) of the smoothed cube (NaN voxels left out).
-fn spectral_extremes<T: Real>(
-    s: &[T],
-    mask: &[u8],
-    plan: &Plan,
-    zf: &Filter1d,
-) -> Option<(f64, f64)> {
-    let plane = plan.shape[1] * plan.shape[2];
-    let parts = spectral(
-        s,
-        plan,
-        zf,
-        || None,
-        |st: &mut Option<(f64, f64)>, z, k0, w| {
-            let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
-            for (&v, &mb) in w.iter().zip(m) {
-                if mb & BLANK == 0 && v.is_finite() {
-                    *st = merge_extremes(*st, Some((v, v)));
-                }
-            }
-        },
-    );
-    parts.into_iter().fold(None, merge_extremes)
 }
 
 /// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.

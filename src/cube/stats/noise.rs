@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{median, Range, Values};
+use super::{Range, Values};
 use crate::error::{Error, Result};
 
 /// MAD → standard deviation of a Gaussian, 1/Φ⁻¹(3/4) (SoFiA 2's constant).
@@ -57,23 +57,37 @@ pub fn std_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) 
 }
 
 /// Median of |x − center| over the finite values in `range` (unscaled); with `clip`, only
-/// values with |x − center| < clip count. None if no value counts.
+/// values with |x − center| < clip count. None if no value counts. The kept deviations are
+/// copied (the sample is small) and the middle found by selection.
 pub fn mad_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) -> Option<f64> {
     let vals = Values {
         center,
         abs: true,
         range,
     };
-    match clip {
-        None => median(samples, vals),
-        Some(t) => {
-            let inside: Vec<f64> = samples
-                .par_iter()
-                .filter_map(|&x| vals.map(x).filter(|d| *d < t))
-                .collect();
-            median(&inside, Values::FINITE)
-        }
+    let kept: Vec<f64> = samples
+        .par_chunks(GRAIN)
+        .flat_map_iter(|c| {
+            c.iter()
+                .filter_map(move |&x| vals.map(x).filter(|d| clip.is_none_or(|t| *d < t)))
+        })
+        .collect();
+    median_owned(kept)
+}
+
+/// Exact median of `v` (mean of the two middle values for an even count) by selection.
+pub fn median_owned(mut v: Vec<f64>) -> Option<f64> {
+    let n = v.len();
+    if n == 0 {
+        return None;
     }
+    let (lower, mid, _) = v.select_nth_unstable_by(n / 2, |a, b| a.total_cmp(b));
+    let mid = *mid;
+    if n % 2 == 1 {
+        return Some(mid);
+    }
+    let below = lower.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    Some(0.5 * (below + mid))
 }
 
 /// Counts of the finite samples in the bins given by increasing `edges`, with NumPy's rule:

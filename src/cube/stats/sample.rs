@@ -72,6 +72,53 @@ impl Sampling {
     }
 }
 
+impl Sampling {
+    /// Call `f(offset, slot)` for every sampled position among columns k0..k0+len of plane z
+    /// (offset from k0; slot = the position's rank in the sample), in increasing order.
+    pub fn for_each_in_row(
+        &self,
+        shape: [usize; 3],
+        z: usize,
+        k0: usize,
+        len: usize,
+        mut f: impl FnMut(usize, usize),
+    ) {
+        let (ny, nx) = (shape[1], shape[2]);
+        let plane = ny * nx;
+        if len == 0 {
+            return;
+        }
+        match *self {
+            Sampling::Cadence(c) => {
+                let c = c.max(1);
+                let start = z * plane + k0;
+                let mut i = start.div_ceil(c) * c;
+                while i < start + len {
+                    f(i - start, i / c);
+                    i += c;
+                }
+            }
+            Sampling::Stride(s) => {
+                let s = s.max(1);
+                if z % s != 0 {
+                    return;
+                }
+                let (ny_s, nx_s) = (ny.div_ceil(s), nx.div_ceil(s));
+                let (y0, y1) = (k0 / nx, (k0 + len - 1) / nx);
+                for y in (y0.div_ceil(s) * s..=y1).step_by(s) {
+                    let row = y * nx;
+                    let xa = k0.max(row) - row;
+                    let xb = (k0 + len).min(row + nx) - row;
+                    let base = ((z / s) * ny_s + y / s) * nx_s;
+                    for x in (xa.div_ceil(s) * s..xb).step_by(s) {
+                        f(row + x - k0, base + x / s);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The sampled values of `data` (shape (z, y, x)) as f64, in sample order.
 pub fn gather<T: Real>(data: &[T], shape: [usize; 3], sampling: Sampling) -> Vec<f64> {
     let n = sampling.len(shape);
@@ -100,6 +147,23 @@ mod tests {
             .collect();
         let got: Vec<usize> = (0..s.len(shape)).map(|k| s.index(shape, k)).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn rows_cover_the_sample() {
+        let shape = [5, 7, 9];
+        for smp in [Sampling::Stride(2), Sampling::Stride(3), Sampling::Cadence(4)] {
+            let mut got = vec![usize::MAX; smp.len(shape)];
+            for z in 0..5 {
+                for (k0, len) in [(0, 10), (10, 30), (40, 23)] {
+                    smp.for_each_in_row(shape, z, k0, len, |off, slot| {
+                        got[slot] = z * 63 + k0 + off;
+                    });
+                }
+            }
+            let want: Vec<usize> = (0..smp.len(shape)).map(|k| smp.index(shape, k)).collect();
+            assert_eq!(got, want, "{smp:?}");
+        }
     }
 
     #[test]
