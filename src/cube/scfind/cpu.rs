@@ -440,26 +440,37 @@ fn measure_smoothed<T: Real>(
     let plane = plan.shape[1] * plan.shape[2];
     let mut samples = vec![f64::NAN; n];
     let sp = Shared(samples.as_mut_ptr());
-    let parts = spectral(s, plan, zf, || None, |st: &mut Option<(f64, f64)>, z, k0, w| {
-        let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
-        plan.sampling.for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
-            let v = if m[off] & BLANK != 0 { f64::NAN } else { w[off] };
-            // SAFETY: every slot belongs to exactly one position, visited once.
-            unsafe { *sp.at(slot) = v };
-        });
-        if want_ext {
-            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-            for (&v, &mb) in w.iter().zip(m) {
-                if mb & BLANK == 0 && v.is_finite() {
-                    lo = lo.min(v);
-                    hi = hi.max(v);
+    let parts = spectral(
+        s,
+        plan,
+        zf,
+        || None,
+        |st: &mut Option<(f64, f64)>, z, k0, w| {
+            let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
+            plan.sampling
+                .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
+                    let v = if m[off] & BLANK != 0 {
+                        f64::NAN
+                    } else {
+                        w[off]
+                    };
+                    // SAFETY: every slot belongs to exactly one position, visited once.
+                    unsafe { *sp.at(slot) = v };
+                });
+            if want_ext {
+                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                for (&v, &mb) in w.iter().zip(m) {
+                    if mb & BLANK == 0 && v.is_finite() {
+                        lo = lo.min(v);
+                        hi = hi.max(v);
+                    }
+                }
+                if lo <= hi {
+                    *st = merge_extremes(*st, Some((lo, hi)));
                 }
             }
-            if lo <= hi {
-                *st = merge_extremes(*st, Some((lo, hi)));
-            }
-        }
-    });
+        },
+    );
     let ext = want_ext.then(|| extremes_or_nan(parts.into_iter().fold(None, merge_extremes)));
     (samples, ext)
 }

@@ -147,7 +147,8 @@ pub struct Plan {
     pub sampling: Sampling,
     /// Fits the histogram Gaussians of SoFiA 1's noise (None: built-in).
     pub fitter: Option<Fitter>,
-    /// GPU only: most z-planes per slab (None: as many as fit in GPU memory).
+    /// GPU only: z-planes per slab, halo not counted (None: one piece if it fits in GPU
+    /// memory, else as many as fit).
     pub slab_planes: Option<usize>,
 }
 

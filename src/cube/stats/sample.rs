@@ -152,7 +152,11 @@ mod tests {
     #[test]
     fn rows_cover_the_sample() {
         let shape = [5, 7, 9];
-        for smp in [Sampling::Stride(2), Sampling::Stride(3), Sampling::Cadence(4)] {
+        for smp in [
+            Sampling::Stride(2),
+            Sampling::Stride(3),
+            Sampling::Cadence(4),
+        ] {
             let mut got = vec![usize::MAX; smp.len(shape)];
             for z in 0..5 {
                 for (k0, len) in [(0, 10), (10, 30), (40, 23)] {
