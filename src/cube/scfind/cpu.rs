@@ -17,7 +17,20 @@ use crate::error::Result;
 use crate::real::Real;
 
 /// Columns of a plane handled together by the spectral pass.
-const BLOCK: usize = 512;
+const BLOCK: usize = 1024;
+
+/// Whether the hot loops may use their AVX2 build (same arithmetic, no FMA contraction, so
+/// results do not depend on the CPU).
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 #[derive(Clone, Copy)]
 struct Shared<T>(*mut T);
@@ -150,7 +163,41 @@ impl<'a> Spatial<'a> {
         );
     }
 
+    /// `plane`, through its AVX2 build where the CPU has AVX2.
+    fn plane_any<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes,
+        out: &mut [T],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU has AVX2.
+            unsafe { self.plane_avx2(src, m, plan, rms0, bufs, out) };
+            return;
+        }
+        self.plane(src, m, plan, rms0, bufs, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn plane_avx2<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes,
+        out: &mut [T],
+    ) {
+        self.plane(src, m, plan, rms0, bufs, out)
+    }
+
     /// One plane: prepare (NaN → 0, replacement), y passes, x passes, store.
+    #[inline(always)]
     fn plane<T: Real>(
         &self,
         src: &[T],
@@ -219,7 +266,7 @@ impl<'a> Spatial<'a> {
                 let out = unsafe { std::slice::from_raw_parts_mut(sp.at(base), plane) };
                 let r = base..base + plane;
                 if voxels.len() as f64 * stamp_cost > 0.5 * plane_cost {
-                    self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
+                    self.plane_any(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
                     return;
                 }
                 let acc = &mut bufs.delta; // all zero between uses
@@ -289,6 +336,7 @@ impl Planes {
     }
 }
 
+#[inline(always)]
 /// One pass along y of a (ny, nx) plane: dst row i = Σ_j w_j src row ext(i + offset + j·step).
 fn rows_pass<T: Real>(
     src: &[f64],
@@ -318,6 +366,7 @@ fn rows_pass<T: Real>(
 }
 
 /// One pass along a contiguous line.
+#[inline(always)]
 fn line_pass<T: Real>(
     src: &[f64],
     dst: &mut [f64],
@@ -485,70 +534,123 @@ fn spectral<T: Real, S: Send>(
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, usize, usize, &[f64]) + Sync,
 ) -> Vec<S> {
-    let [nz, ny, nx] = plan.shape;
-    let plane = ny * nx;
+    let plane = plan.shape[1] * plan.shape[2];
     let blocks = plane.div_ceil(BLOCK);
-    let mode = plan.mode;
+    let avx2 = has_avx2();
     (0..blocks)
         .into_par_iter()
         .map(|b| {
             let k0 = b * BLOCK;
-            let width = BLOCK.min(plane - k0);
             let mut st = init();
-            let mut acc = vec![0.0f64; width];
-            let mut w = vec![0.0f64; width];
-            let row = |p: isize| -> Option<&[T]> {
-                extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
-            };
-            let add = |acc: &mut [f64], p: isize, wt: f64| {
-                if let Some(r) = row(p) {
-                    acc.iter_mut()
-                        .zip(r)
-                        .for_each(|(a, &v)| *a += wt * v.to_f64());
-                }
-            };
-            if zf.boxcar {
-                let size = zf.taps() as isize;
-                for p in zf.offset..zf.offset + size {
-                    add(&mut acc, p, 1.0);
-                }
-                for z in 0..nz {
-                    if z > 0 {
-                        let zi = z as isize;
-                        add(&mut acc, zi + zf.offset + size - 1, 1.0);
-                        add(&mut acc, zi + zf.offset - 1, -1.0);
-                        for c in 0..width {
-                            if !acc[c].is_finite() {
-                                acc[c] = (zi + zf.offset..zi + zf.offset + size)
-                                    .map(|p| row(p).map_or(0.0, |r| r[c].to_f64()))
-                                    .sum();
-                            }
-                        }
-                    }
-                    for (o, &a) in w.iter_mut().zip(acc.iter()) {
-                        *o = round::<T>(a * zf.scale);
-                    }
-                    visit(&mut st, z, k0, &w);
+            let mut bufs = [vec![0.0f64; BLOCK], vec![0.0f64; BLOCK]];
+            if avx2 {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has AVX2.
+                unsafe {
+                    spectral_block_avx2(s, plan, zf, k0, &mut bufs, &mut st, &visit)
                 }
             } else {
-                for z in 0..nz {
-                    acc.iter_mut().for_each(|a| *a = 0.0);
-                    for (j, &wt) in zf.weights.iter().enumerate() {
-                        add(
-                            &mut acc,
-                            z as isize + zf.offset + (j * zf.step) as isize,
-                            wt,
-                        );
-                    }
-                    for (o, &a) in w.iter_mut().zip(acc.iter()) {
-                        *o = round::<T>(a * zf.scale);
-                    }
-                    visit(&mut st, z, k0, &w);
-                }
+                spectral_block(s, plan, zf, k0, &mut bufs, &mut st, &visit)
             }
             st
         })
         .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn spectral_block_avx2<T: Real, S>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    k0: usize,
+    bufs: &mut [Vec<f64>; 2],
+    st: &mut S,
+    visit: &impl Fn(&mut S, usize, usize, &[f64]),
+) {
+    spectral_block(s, plan, zf, k0, bufs, st, visit)
+}
+
+/// The spectral pass over columns k0.. of every plane (see `spectral`).
+#[inline(always)]
+fn spectral_block<T: Real, S>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    k0: usize,
+    bufs: &mut [Vec<f64>; 2],
+    st: &mut S,
+    visit: &impl Fn(&mut S, usize, usize, &[f64]),
+) {
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let width = BLOCK.min(plane - k0);
+    let mode = plan.mode;
+    let [acc, w] = bufs;
+    let (acc, w) = (&mut acc[..width], &mut w[..width]);
+    let row = |p: isize| -> Option<&[T]> {
+        extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
+    };
+    let scale = zf.scale;
+    if zf.boxcar {
+        let size = zf.taps() as isize;
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for p in zf.offset..zf.offset + size {
+            if let Some(r) = row(p) {
+                acc.iter_mut().zip(r).for_each(|(a, &v)| *a += v.to_f64());
+            }
+        }
+        for z in 0..nz {
+            let zi = z as isize;
+            if z > 0 {
+                match (row(zi + zf.offset + size - 1), row(zi + zf.offset - 1)) {
+                    (Some(new), Some(old)) => acc
+                        .iter_mut()
+                        .zip(new.iter().zip(old))
+                        .for_each(|(a, (&n, &o))| *a += n.to_f64() - o.to_f64()),
+                    (Some(new), None) => {
+                        acc.iter_mut().zip(new).for_each(|(a, &n)| *a += n.to_f64())
+                    }
+                    (None, Some(old)) => {
+                        acc.iter_mut().zip(old).for_each(|(a, &o)| *a -= o.to_f64())
+                    }
+                    (None, None) => {}
+                }
+            }
+            let mut finite = true;
+            for (o, &a) in w.iter_mut().zip(acc.iter()) {
+                finite &= a.is_finite();
+                *o = round::<T>(a * scale);
+            }
+            if !finite {
+                // Recount windows holding inf/NaN so they stay local to those windows.
+                for c in 0..width {
+                    if !acc[c].is_finite() {
+                        acc[c] = (zi + zf.offset..zi + zf.offset + size)
+                            .map(|p| row(p).map_or(0.0, |r| r[c].to_f64()))
+                            .sum();
+                        w[c] = round::<T>(acc[c] * scale);
+                    }
+                }
+            }
+            visit(st, z, k0, w);
+        }
+    } else {
+        for z in 0..nz {
+            acc.iter_mut().for_each(|a| *a = 0.0);
+            for (j, &wt) in zf.weights.iter().enumerate() {
+                if let Some(r) = row(z as isize + zf.offset + (j * zf.step) as isize) {
+                    acc.iter_mut()
+                        .zip(r)
+                        .for_each(|(a, &v)| *a += wt * v.to_f64());
+                }
+            }
+            for (o, &a) in w.iter_mut().zip(acc.iter()) {
+                *o = round::<T>(a * scale);
+            }
+            visit(st, z, k0, w);
+        }
+    }
 }
 
 /// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.
