@@ -92,27 +92,76 @@ fn run_inner<T: Real>(
         rms: Vec::with_capacity(plan.kernels.len()),
     };
     let mut fresh: Vec<usize> = Vec::new();
+    let mut trace = Trace::new();
     for (k, ker) in plan.kernels.iter().enumerate() {
         let spatial = Spatial::new(ker, plan);
         if k > 0 && ker.same_spatial(&plan.kernels[k - 1]) {
             if !fresh.is_empty() {
                 spatial.update(cube, mask, plan, rms0, &mut fresh, &mut s);
+                trace.mark("update");
             }
         } else {
             spatial.build(cube, mask, plan, rms0, &mut s);
+            trace.mark("spatial");
         }
         let zf = ker.z.clone().unwrap_or_else(identity);
         let rms = if ker.use_rms0 {
             rms0
         } else {
             let (samples, ext) = measure_smoothed(&s, mask, plan, &zf);
-            plan.noise.measure(&samples, ext, plan.fitter.as_ref())?
+            trace.mark("sample");
+            let r = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+            trace.mark("statistic");
+            r
         };
         fresh = clip(&s, mask, plan, &zf, plan.level(rms));
+        trace.mark("clip");
         outcome.rms.push(rms);
         progress(k, rms);
     }
+    trace.report();
     Ok(outcome)
+}
+
+/// Stage timings printed to stderr when SKYCONV_TRACE is set (a development aid).
+struct Trace {
+    on: bool,
+    last: std::time::Instant,
+    stages: Vec<(&'static str, f64)>,
+}
+
+impl Trace {
+    fn new() -> Self {
+        Trace {
+            on: std::env::var_os("SKYCONV_TRACE").is_some(),
+            last: std::time::Instant::now(),
+            stages: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, name: &'static str) {
+        if !self.on {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let dt = (now - self.last).as_secs_f64();
+        self.last = now;
+        match self.stages.iter_mut().find(|(n, _)| *n == name) {
+            Some(s) => s.1 += dt,
+            None => self.stages.push((name, dt)),
+        }
+    }
+
+    fn report(&self) {
+        if self.on {
+            let parts: Vec<String> = self
+                .stages
+                .iter()
+                .map(|(n, t)| format!("{n} {t:.3}s"))
+                .collect();
+            eprintln!("scfind cpu: {}", parts.join(", "));
+        }
+    }
 }
 
 /// (nanmin, nanmax) of the finite values of `data`.
@@ -377,13 +426,16 @@ fn line_pass<T: Real>(
 ) {
     let n = src.len();
     let (lo, hi) = f.span();
+    let at = |p: isize| extend_index(p, n, mode).map_or(0.0, |i| src[i]);
     ext.clear();
-    ext.extend(
-        (lo..n as isize + hi).map(|p| match extend_index(p, n, mode) {
-            Some(i) => src[i],
-            None => 0.0,
-        }),
-    );
+    if lo <= 0 && hi >= 0 {
+        // the line itself, with boundary values on both sides
+        ext.extend((lo..0).map(at));
+        ext.extend_from_slice(src);
+        ext.extend((n as isize..n as isize + hi).map(at));
+    } else {
+        ext.extend((lo..n as isize + hi).map(at));
+    }
     acc.clear();
     acc.resize(n, 0.0);
     for (j, &w) in f.weights.iter().enumerate() {
@@ -465,6 +517,50 @@ fn smoothed_at<T: Real>(
     round::<T>(acc * zf.scale)
 }
 
+/// Samples computed together by the sparse sampler.
+const SAMPLE_CHUNK: usize = 4096;
+
+/// W at sample slots k0.. (one chunk): taps outermost, so each pass over the chunk streams
+/// through one plane offset with a fixed stride (prefetch-friendly); windows crossing the
+/// z boundary are done point by point.
+fn sparse_samples<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    zf: &Filter1d,
+    k0: usize,
+    out: &mut [f64],
+) {
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let (lo, hi) = zf.span();
+    let idx: Vec<usize> = (0..out.len())
+        .map(|j| plan.sampling.index(plan.shape, k0 + j))
+        .collect();
+    out.iter_mut().for_each(|o| *o = 0.0);
+    let inside = |i: usize| {
+        let z = (i / plane) as isize;
+        z + lo >= 0 && z + hi < nz as isize
+    };
+    for (j, &w) in zf.weights.iter().enumerate() {
+        let d = zf.offset + (j * zf.step) as isize;
+        for (o, &i) in out.iter_mut().zip(&idx) {
+            if inside(i) {
+                *o += w * s[(i as isize + d * plane as isize) as usize].to_f64();
+            }
+        }
+    }
+    for (o, &i) in out.iter_mut().zip(&idx) {
+        *o = if mask[i] & BLANK != 0 {
+            f64::NAN
+        } else if inside(i) {
+            round::<T>(*o * zf.scale)
+        } else {
+            smoothed_at(s, mask, plan.shape, zf, plan.mode, i)
+        };
+    }
+}
+
 /// The noise sample of the smoothed cube and, if the rule needs them, its (nanmin, nanmax).
 /// A sparse sample is computed point by point; a dense one (or with extremes) in one pass.
 fn measure_smoothed<T: Real>(
@@ -476,14 +572,11 @@ fn measure_smoothed<T: Real>(
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
     if !want_ext && n.saturating_mul(8) < s.len() {
-        let samples = (0..n)
-            .into_par_iter()
-            .with_min_len(1 << 12)
-            .map(|k| {
-                let i = plan.sampling.index(plan.shape, k);
-                smoothed_at(s, mask, plan.shape, zf, plan.mode, i)
-            })
-            .collect();
+        let mut samples = vec![0.0f64; n];
+        samples
+            .par_chunks_mut(SAMPLE_CHUNK)
+            .enumerate()
+            .for_each(|(ci, out)| sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, out));
         return (samples, None);
     }
     let plane = plan.shape[1] * plan.shape[2];
@@ -494,14 +587,14 @@ fn measure_smoothed<T: Real>(
         plan,
         zf,
         || None,
-        |st: &mut Option<(f64, f64)>, z, k0, w| {
+        |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
             let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
             plan.sampling
                 .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
                     let v = if m[off] & BLANK != 0 {
                         f64::NAN
                     } else {
-                        w[off]
+                        round::<T>(w[off] * scale)
                     };
                     // SAFETY: every slot belongs to exactly one position, visited once.
                     unsafe { *sp.at(slot) = v };
@@ -515,6 +608,8 @@ fn measure_smoothed<T: Real>(
                     }
                 }
                 if lo <= hi {
+                    // rounding is monotonic: round the extreme sums
+                    let (lo, hi) = (round::<T>(lo * scale), round::<T>(hi * scale));
                     *st = merge_extremes(*st, Some((lo, hi)));
                 }
             }
@@ -524,15 +619,15 @@ fn measure_smoothed<T: Real>(
     (samples, ext)
 }
 
-/// Run `visit(z, first column, W row)` over every plane z of every block of columns, computing
-/// W (the z filter applied to `s`, rounded to T) one block row at a time. Returns the per-block
-/// results of `visit`'s state.
+/// Run `visit(z, first column, sums, scale)` over every plane z of every block of columns: W =
+/// round_T(sums · scale) is the z filter applied to `s`, one block row at a time (the visitor
+/// rounds only what it needs). Returns the per-block results of `visit`'s state.
 fn spectral<T: Real, S: Send>(
     s: &[T],
     plan: &Plan,
     zf: &Filter1d,
     init: impl Fn() -> S + Sync,
-    visit: impl Fn(&mut S, usize, usize, &[f64]) + Sync,
+    visit: impl Fn(&mut S, usize, usize, &[f64], f64) + Sync,
 ) -> Vec<S> {
     let plane = plan.shape[1] * plan.shape[2];
     let blocks = plane.div_ceil(BLOCK);
@@ -542,7 +637,7 @@ fn spectral<T: Real, S: Send>(
         .map(|b| {
             let k0 = b * BLOCK;
             let mut st = init();
-            let mut bufs = [vec![0.0f64; BLOCK], vec![0.0f64; BLOCK]];
+            let mut bufs = [vec![0.0f64; BLOCK]];
             if avx2 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the CPU has AVX2.
@@ -564,9 +659,9 @@ unsafe fn spectral_block_avx2<T: Real, S>(
     plan: &Plan,
     zf: &Filter1d,
     k0: usize,
-    bufs: &mut [Vec<f64>; 2],
+    bufs: &mut [Vec<f64>; 1],
     st: &mut S,
-    visit: &impl Fn(&mut S, usize, usize, &[f64]),
+    visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
 ) {
     spectral_block(s, plan, zf, k0, bufs, st, visit)
 }
@@ -578,16 +673,15 @@ fn spectral_block<T: Real, S>(
     plan: &Plan,
     zf: &Filter1d,
     k0: usize,
-    bufs: &mut [Vec<f64>; 2],
+    bufs: &mut [Vec<f64>; 1],
     st: &mut S,
-    visit: &impl Fn(&mut S, usize, usize, &[f64]),
+    visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
 ) {
     let [nz, ny, nx] = plan.shape;
     let plane = ny * nx;
     let width = BLOCK.min(plane - k0);
     let mode = plan.mode;
-    let [acc, w] = bufs;
-    let (acc, w) = (&mut acc[..width], &mut w[..width]);
+    let acc = &mut bufs[0][..width];
     let row = |p: isize| -> Option<&[T]> {
         extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
     };
@@ -617,23 +711,17 @@ fn spectral_block<T: Real, S>(
                     (None, None) => {}
                 }
             }
-            let mut finite = true;
-            for (o, &a) in w.iter_mut().zip(acc.iter()) {
-                finite &= a.is_finite();
-                *o = round::<T>(a * scale);
-            }
-            if !finite {
+            if !acc.iter().all(|a| a.is_finite()) {
                 // Recount windows holding inf/NaN so they stay local to those windows.
                 for c in 0..width {
                     if !acc[c].is_finite() {
                         acc[c] = (zi + zf.offset..zi + zf.offset + size)
                             .map(|p| row(p).map_or(0.0, |r| r[c].to_f64()))
                             .sum();
-                        w[c] = round::<T>(acc[c] * scale);
                     }
                 }
             }
-            visit(st, z, k0, w);
+            visit(st, z, k0, acc, scale);
         }
     } else {
         for z in 0..nz {
@@ -645,10 +733,7 @@ fn spectral_block<T: Real, S>(
                         .for_each(|(a, &v)| *a += wt * v.to_f64());
                 }
             }
-            for (o, &a) in w.iter_mut().zip(acc.iter()) {
-                *o = round::<T>(a * scale);
-            }
-            visit(st, z, k0, w);
+            visit(st, z, k0, acc, scale);
         }
     }
 }
@@ -657,16 +742,28 @@ fn spectral_block<T: Real, S>(
 fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
     let plane = plan.shape[1] * plan.shape[2];
     let mp = Shared(mask.as_mut_ptr());
-    let parts = spectral(s, plan, zf, Vec::new, |fresh: &mut Vec<usize>, z, k0, w| {
+    // Sums at or below `quick` cannot clear the level once rounded (the rounding's relative
+    // error is < 1e-7); only the others are rounded and tested exactly.
+    let quick = |scale: f64| {
+        if level > 0.0 {
+            level / scale * (1.0 - 1e-6)
+        } else {
+            -1.0
+        }
+    };
+    let parts = spectral(s, plan, zf, Vec::new, |fresh: &mut Vec<usize>, z, k0, sums, scale| {
         let base = z * plane + k0;
-        // SAFETY: each task owns columns k0..k0+len of every plane.
-        let m = unsafe { std::slice::from_raw_parts_mut(mp.at(base), w.len()) };
-        for (c, (&v, mb)) in w.iter().zip(m.iter_mut()).enumerate() {
-            if *mb & BLANK == 0 && plan.above(v, level) {
-                if *mb & MASKED == 0 {
-                    fresh.push(base + c);
+        let q = quick(scale);
+        for (c, &a) in sums.iter().enumerate() {
+            if a.abs() > q {
+                // SAFETY: each task owns columns k0..k0+len of every plane.
+                let mb = unsafe { &mut *mp.at(base + c) };
+                if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                    if *mb & MASKED == 0 {
+                        fresh.push(base + c);
+                    }
+                    *mb |= MASKED | DETECTED;
                 }
-                *mb |= MASKED | DETECTED;
             }
         }
     });
