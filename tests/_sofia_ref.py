@@ -40,7 +40,7 @@ def sofia1_rms(cube, rms_mode="negative", flux_range="all", sample=1):
                 raise ValueError("no positive fluxes")
     finite = sub[~np.isnan(sub)]
     if rms_mode == "negative":
-        nbins = max(100, int(math.ceil(float(c.size) / 1e5)))
+        nbins = max(100, math.ceil(float(c.size) / 1e5))
         lo = np.nanmin(c)
         if not lo < 0:
             raise ValueError("no negative fluxes")
@@ -100,7 +100,7 @@ def sofia1_scfind(cube, mask, kernels, threshold=3.5, maskScaleXY=2.0, edgeMode=
             ky = abs(float(ky) / header["CDELT2"])
             kz = abs(float(kz) / header["CDELT3"])
         if kt == "b":
-            kz = int(math.ceil(kz))
+            kz = math.ceil(kz)
         s = c.copy()
         s[nan] = 0.0
         s[(s > 0) & (m > 0)] = maskScaleXY * rms

@@ -9,10 +9,9 @@ import warnings
 
 import numpy as np
 import pytest
-from _sofia_ref import sofia1_rms, sofia1_scfind, sofia2_scfind
-
 import skyconv
 import skyconv.stats as st
+from _sofia_ref import sofia1_rms, sofia1_scfind, sofia2_scfind
 from skyconv.compat import sofia
 
 KERNELS = [[0, 0, 0, "b"], [0, 0, 3, "b"], [3, 3, 0, "b"], [3, 3, 4, "b"], [3, 3, 7, "g"],
@@ -63,7 +62,7 @@ def test_compat_matches_sofia1(rng, edge, rms_mode):
     ref = np.zeros(cube.shape, np.int16)
     ref[8, 10, 12] = 4  # a voxel already flagged by an earlier step
     got = ref.copy()
-    rms0, noise, kept = sofia1_scfind(cube, ref, KERNELS, threshold=4.0, edgeMode=edge,
+    _rms0, _noise, kept = sofia1_scfind(cube, ref, KERNELS, threshold=4.0, edgeMode=edge,
                                       rmsMode=rms_mode, keep=True)
     assert sofia.SCfinder_mem(cube, got, {}, 0.0, kernels=KERNELS, threshold=4.0,
                               edgeMode=edge, rmsMode=rms_mode, device="cpu") is None
@@ -78,7 +77,7 @@ def test_compat_flux_range_and_noise(rng, rms_mode, flux):
     cube = make_cube(rng, dtype=np.float64)
     ref = np.zeros(cube.shape, np.uint8)
     got = ref.copy()
-    _, noise, kept = sofia1_scfind(cube, ref, KERNELS[:4], threshold=3.5, rmsMode=rms_mode,
+    _, _noise, kept = sofia1_scfind(cube, ref, KERNELS[:4], threshold=3.5, rmsMode=rms_mode,
                                    fluxRange=flux, keep=True)
     sofia.SCfinder_mem(cube, got, {}, 0, kernels=KERNELS[:4], threshold=3.5, rmsMode=rms_mode,
                        fluxRange=flux, device="cpu")
@@ -219,8 +218,8 @@ def test_install_replaces_pyfind(monkeypatch):
                                             ("gauss", "full"), ("std", "negative")])
 def test_native_matches_float64_reference(rng, statistic, flux):
     cube = make_cube(rng, dtype=np.float64)
-    kw = dict(kernels_xy=(0, 3, 6), kernels_z=(0, 3, 6, 15), threshold=4.0, statistic=statistic,
-              flux_range=flux)
+    kw = {"kernels_xy": (0, 3, 6), "kernels_z": (0, 3, 6, 15), "threshold": 4.0, "statistic": statistic,
+              "flux_range": flux}
     ref, rms0, noise, kept = sofia2_scfind(cube, keep=True, **kw)
     got, rep = skyconv.smooth_and_clip(cube, return_noise=True, device="cpu", **kw)
     assert got.dtype == np.uint8 and got.shape == cube.shape
@@ -240,9 +239,9 @@ def test_native_matches_float64_reference(rng, statistic, flux):
                                                    ("gaussian", "boxcar", "mirror")])
 def test_native_kernel_shapes_and_modes(rng, spatial, spectral, edge):
     cube = make_cube(rng, dtype=np.float64)
-    kw = dict(kernels_xy=(0, 2.5, 5), kernels_z=(0, 3, 9), threshold=4.0, spatial=spatial,
-              spectral=spectral, edge_mode=edge)
-    ref, rms0, noise, kept = sofia2_scfind(cube, keep=True, **kw)
+    kw = {"kernels_xy": (0, 2.5, 5), "kernels_z": (0, 3, 9), "threshold": 4.0, "spatial": spatial,
+              "spectral": spectral, "edge_mode": edge}
+    ref, _rms0, noise, kept = sofia2_scfind(cube, keep=True, **kw)
     got, rep = skyconv.smooth_and_clip(cube, return_noise=True, device="cpu", **kw)
     assert_masks_agree(got, ref, kept)
     np.testing.assert_allclose(rep.rms, noise, rtol=1e-9)
@@ -293,10 +292,10 @@ def test_native_argument_errors(rng):
         sc(cube[None], device="cpu")
     with pytest.raises(TypeError):
         sc(cube.astype(np.int16), device="cpu")
-    for bad in (dict(statistic="median"), dict(flux_range="both"), dict(spectral="hann"),
-                dict(spatial="box"), dict(edge_mode="zero"), dict(threshold=-1),
-                dict(kernels_xy=(-3,)), dict(kernels_z=(2.5,)), dict(kernels_z=()),
-                dict(device="tpu")):
+    for bad in ({"statistic": "median"}, {"flux_range": "both"}, {"spectral": "hann"},
+                {"spatial": "box"}, {"edge_mode": "zero"}, {"threshold": -1},
+                {"kernels_xy": (-3,)}, {"kernels_z": (2.5,)}, {"kernels_z": ()},
+                {"device": "tpu"}):
         with pytest.raises(ValueError):
             sc(cube, **bad)
 
@@ -372,7 +371,8 @@ def test_scfind_kernels_compile():
     env["LD_LIBRARY_PATH"] = os.pathsep.join(search_dirs() + [env.get("LD_LIBRARY_PATH", "")])
     code = ("import skyconv; m = skyconv._core._compile_kernels(9, 0); "
             "print(m.get('scfind', 0))")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       check=False)
     if r.returncode and "DeviceError" in r.stderr:
         pytest.skip(f"NVRTC not available: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr
@@ -383,7 +383,7 @@ def test_scfind_kernels_compile():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_equals_cpu(rng, dtype):
     cube = make_cube(rng, shape=(40, 48, 56), dtype=dtype)
-    kw = dict(threshold=4.0, return_noise=True)
+    kw = {"threshold": 4.0, "return_noise": True}
     a, ra = skyconv.smooth_and_clip(cube, device="cpu", **kw)
     b, rb = skyconv.smooth_and_clip(cube, device="cuda", **kw)
     assert (a != b).sum() <= 3
@@ -404,8 +404,8 @@ def test_gpu_slabbed_equals_unslabbed(rng, spectral):
     from skyconv.cube import smooth_and_clip
 
     cube = make_cube(rng, shape=(37, 40, 44))
-    kw = dict(threshold=4.0, return_noise=True, device="cuda", spectral=spectral,
-              edge_mode="reflect")
+    kw = {"threshold": 4.0, "return_noise": True, "device": "cuda", "spectral": spectral,
+              "edge_mode": "reflect"}
     a, ra = smooth_and_clip(cube, **kw)
     for planes in (5, 16):
         b, rb = smooth_and_clip(cube, _slab_planes=planes, **kw)
@@ -426,9 +426,40 @@ def test_native_sparse_noise_sample(rng):
     cube = rng.normal(size=(48, 480, 480))
     cube[20:26, 200:230, 200:230] += 1.0
     assert st.sofia2_cadence(cube.shape) == 11
-    kw = dict(kernels_xy=(0, 3), kernels_z=(0, 7), threshold=4.0)
+    kw = {"kernels_xy": (0, 3), "kernels_z": (0, 7), "threshold": 4.0}
     ref, rms0, noise, _ = sofia2_scfind(cube, **kw)
     got, rep = skyconv.smooth_and_clip(cube, return_noise=True, device="cpu", **kw)
     assert rep.rms0 == pytest.approx(rms0, rel=1e-12)
     np.testing.assert_allclose(rep.rms, noise, rtol=1e-12)
     assert (got != ref).sum() == 0
+
+
+def test_cli_scfind(rng, tmp_path, capsys):
+    import argparse
+
+    from skyconv._cli_cube import add_scfind_parser
+
+    cube = make_cube(rng, nan=False)
+    np.save(tmp_path / "cube.npy", cube)
+    parser = argparse.ArgumentParser(prog="skyconv")
+    add_scfind_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["scfind", str(tmp_path / "cube.npy"), "--out",
+                              str(tmp_path / "mask.npy"), "--kernelsXY", "0,3",
+                              "--kernels-z", "0 3", "--threshold", "4", "--device", "cpu"])
+    assert args.func(args) == 0
+    out = capsys.readouterr()
+    assert "4/4 kernels" in out.err and "voxels in the mask" in out.out
+    want = skyconv.smooth_and_clip(cube, kernels_xy=(0, 3), kernels_z=(0, 3), threshold=4.0,
+                                   device="cpu")
+    np.testing.assert_array_equal(np.load(tmp_path / "mask.npy"), want)
+    fits = pytest.importorskip("astropy.io.fits")
+    hdr = fits.Header()
+    hdr["CTYPE3"] = "FREQ"
+    fits.PrimaryHDU(cube[None], header=hdr).writeto(tmp_path / "cube.fits")
+    args = parser.parse_args(["scfind", str(tmp_path / "cube.fits"), "-o",
+                              str(tmp_path / "mask.fits"), "--kernels-xy", "0,3", "--kernelsZ",
+                              "0,3", "--threshold", "4", "--device", "cpu", "-q"])
+    assert args.func(args) == 0
+    with fits.open(tmp_path / "mask.fits") as h:
+        np.testing.assert_array_equal(h[0].data, want)
+        assert h[0].header["CTYPE3"] == "FREQ"

@@ -149,10 +149,10 @@ def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), thresho
     rms0, rms = _core._scfind(cube3, m3, specs, edge_mode, threshold, False, rep,
                               ("sofia2:" + statistic, rng, False), ("cadence", cadence),
                               slab_planes=_slab_planes, progress=cb, device=device)
-    out = (m & 1).astype(np.uint8, copy=False)
+    out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
     if return_noise:
         return out, NoiseReport(float(rms0), labels, [float(r) for r in rms])
     return out
 
 
-__all__ = ["smooth_and_clip", "NoiseReport", "FWHM_CONST"]
+__all__ = ["FWHM_CONST", "NoiseReport", "smooth_and_clip"]

@@ -158,5 +158,16 @@ def sofia1_stride(shape) -> int:
     return max(1, int((float(size) / 1e6) ** (1.0 / min(3, max(1, len(shape))))))
 
 
-__all__ = ["MAD_TO_STD", "std", "mad", "gauss", "noise", "sofia1_rms", "histogram",
-           "fit_gaussian", "scipy_fitter", "sofia2_cadence", "sofia1_stride"]
+__all__ = [
+    "MAD_TO_STD",
+    "fit_gaussian",
+    "gauss",
+    "histogram",
+    "mad",
+    "noise",
+    "scipy_fitter",
+    "sofia1_rms",
+    "sofia1_stride",
+    "sofia2_cadence",
+    "std",
+]

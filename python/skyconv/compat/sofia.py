@@ -47,7 +47,7 @@ def _kernel_spec(kernel, kernelUnit, header):
         ky = abs(ky / _header_value(header, "CDELT2"))
         kz = abs(kz / _header_value(header, "CDELT3"))
     if kt == "b":
-        kz = int(math.ceil(kz))
+        kz = math.ceil(kz)
     sx = sy = 0.0
     if kx + ky:
         # scipy's gaussian_filter skips axes with sigma <= 1e-15
@@ -131,7 +131,6 @@ def SCfinder_mem(cube, mask, header, t0=None, kernels=[[0, 0, 0, "b"], ], thresh
                   fitter=scipy_fitter(), device=device)
     found = (work & 2).astype(bool).reshape(mask.shape)
     mask |= found
-    return None
 
 
 def install() -> bool:

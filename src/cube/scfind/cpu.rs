@@ -398,15 +398,37 @@ fn rows_pass<T: Real>(
 ) {
     acc.clear();
     acc.resize(nx, 0.0);
+    let row = |p: isize| extend_index(p, ny, mode).map(|r| &src[r * nx..(r + 1) * nx]);
+    let half = symmetric_half(f);
     for (i, drow) in dst.chunks_mut(nx).enumerate() {
         acc.iter_mut().for_each(|a| *a = 0.0);
-        for (j, &w) in f.weights.iter().enumerate() {
-            let p = i as isize + f.offset + (j * f.step) as isize;
-            if let Some(r) = extend_index(p, ny, mode) {
-                let srow = &src[r * nx..(r + 1) * nx];
-                acc.iter_mut().zip(srow).for_each(|(a, &v)| *a += w * v);
+        let i = i as isize;
+        if let Some(r) = half {
+            // scipy's order for symmetric weights: w_c·x_i + Σ w_{c+j}·(x_{i−j} + x_{i+j})
+            if let Some(x) = row(i) {
+                let w = f.weights[r];
+                acc.iter_mut().zip(x).for_each(|(a, &v)| *a += w * v);
             }
-            // constant mode pads with 0: nothing to add
+            for j in 1..=r {
+                let w = f.weights[r + j];
+                match (row(i - j as isize), row(i + j as isize)) {
+                    (Some(a), Some(b)) => acc
+                        .iter_mut()
+                        .zip(a.iter().zip(b))
+                        .for_each(|(s, (&u, &v))| *s += w * (u + v)),
+                    (Some(a), None) | (None, Some(a)) => {
+                        acc.iter_mut().zip(a).for_each(|(s, &u)| *s += w * u)
+                    }
+                    (None, None) => {}
+                }
+            }
+        } else {
+            for (j, &w) in f.weights.iter().enumerate() {
+                // constant mode pads with 0: nothing to add
+                if let Some(x) = row(i + f.offset + (j * f.step) as isize) {
+                    acc.iter_mut().zip(x).for_each(|(a, &v)| *a += w * v);
+                }
+            }
         }
         for (d, &a) in drow.iter_mut().zip(acc.iter()) {
             *d = round::<T>(a * f.scale);
@@ -438,13 +460,36 @@ fn line_pass<T: Real>(
     }
     acc.clear();
     acc.resize(n, 0.0);
-    for (j, &w) in f.weights.iter().enumerate() {
-        let e = &ext[j * f.step..j * f.step + n];
-        acc.iter_mut().zip(e).for_each(|(a, &v)| *a += w * v);
+    if let Some(r) = symmetric_half(f) {
+        let w = f.weights[r];
+        acc.iter_mut()
+            .zip(&ext[r..r + n])
+            .for_each(|(a, &v)| *a += w * v);
+        for j in 1..=r {
+            let w = f.weights[r + j];
+            let (lo, hi) = (&ext[r - j..r - j + n], &ext[r + j..r + j + n]);
+            acc.iter_mut()
+                .zip(lo.iter().zip(hi))
+                .for_each(|(a, (&u, &v))| *a += w * (u + v));
+        }
+    } else {
+        for (j, &w) in f.weights.iter().enumerate() {
+            let e = &ext[j * f.step..j * f.step + n];
+            acc.iter_mut().zip(e).for_each(|(a, &v)| *a += w * v);
+        }
     }
     for (d, &a) in dst.iter_mut().zip(acc.iter()) {
         *d = round::<T>(a * f.scale);
     }
+}
+
+/// Half-width r of a centred, symmetric filter of 2r+1 contiguous taps (None otherwise).
+#[inline(always)]
+fn symmetric_half(f: &Filter1d) -> Option<usize> {
+    let n = f.taps();
+    let r = n / 2;
+    let centred = n % 2 == 1 && f.step == 1 && f.offset == -(r as isize);
+    (centred && (0..r).all(|j| f.weights[j] == f.weights[n - 1 - j])).then_some(r)
 }
 
 /// For each position i of a line of length n, the outputs (position, weight) a unit change
