@@ -9,9 +9,10 @@ import warnings
 
 import numpy as np
 import pytest
+from _sofia_ref import sofia1_rms, sofia1_scfind, sofia2_scfind
+
 import skyconv
 import skyconv.stats as st
-from _sofia_ref import sofia1_rms, sofia1_scfind, sofia2_scfind
 from skyconv.compat import sofia
 
 KERNELS = [[0, 0, 0, "b"], [0, 0, 3, "b"], [3, 3, 0, "b"], [3, 3, 4, "b"], [3, 3, 7, "g"],
@@ -218,8 +219,8 @@ def test_install_replaces_pyfind(monkeypatch):
                                             ("gauss", "full"), ("std", "negative")])
 def test_native_matches_float64_reference(rng, statistic, flux):
     cube = make_cube(rng, dtype=np.float64)
-    kw = {"kernels_xy": (0, 3, 6), "kernels_z": (0, 3, 6, 15), "threshold": 4.0, "statistic": statistic,
-              "flux_range": flux}
+    kw = {"kernels_xy": (0, 3, 6), "kernels_z": (0, 3, 6, 15), "threshold": 4.0,
+          "statistic": statistic, "flux_range": flux}
     ref, rms0, noise, kept = sofia2_scfind(cube, keep=True, **kw)
     got, rep = skyconv.smooth_and_clip(cube, return_noise=True, device="cpu", **kw)
     assert got.dtype == np.uint8 and got.shape == cube.shape

@@ -19,7 +19,8 @@ def _numbers(text, cast):
     try:
         return [cast(v) for v in text.replace(",", " ").split()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}") from None
 
 
 def add_scfind_parser(subparsers) -> argparse.ArgumentParser:
@@ -32,7 +33,8 @@ def add_scfind_parser(subparsers) -> argparse.ArgumentParser:
                     "parameters.")
     p.add_argument("cube", help="input cube: FITS file (first HDU with data, or --hdu) or .npy")
     p.add_argument("--out", "-o", required=True, help="output mask: .fits or .npy")
-    p.add_argument("--hdu", type=int, default=None, help="FITS HDU index (default: first with data)")
+    p.add_argument("--hdu", type=int, default=None,
+                   help="FITS HDU index (default: first with data)")
     p.add_argument("--kernels-xy", "--kernelsXY", dest="kernels_xy", default="0,3,6",
                    type=lambda t: _numbers(t, float),
                    help="spatial Gaussian FWHMs in pixels (default: 0,3,6)")
@@ -64,7 +66,8 @@ def _read(path, hdu):
     try:
         from astropy.io import fits
     except ImportError:
-        raise SystemExit("skyconv scfind: reading FITS needs astropy (pip install astropy)")
+        raise SystemExit(
+            "skyconv scfind: reading FITS needs astropy (pip install astropy)") from None
     with fits.open(path, memmap=True) as hdul:
         if hdu is None:
             hdu = next((i for i, h in enumerate(hdul) if h.data is not None and h.data.ndim >= 2),

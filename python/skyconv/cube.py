@@ -37,7 +37,7 @@ class NoiseReport:
     rms: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {k: r for k, r in zip(self.kernels, self.rms)}
+        return dict(zip(self.kernels, self.rms, strict=True))
 
 
 def _kernel_list(values, name, *, integer):

@@ -6,6 +6,7 @@ mod cube;
 mod errors;
 mod filters;
 mod healpix;
+mod stats;
 
 use pyo3::prelude::*;
 
@@ -16,5 +17,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     filters::register(m)?;
     cube::register(m)?;
     healpix::register(m)?;
+    stats::register(m)?;
     Ok(())
 }

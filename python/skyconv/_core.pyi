@@ -1,0 +1,122 @@
+# Type stubs for the Rust extension module skyconv._core. The public, documented API lives in
+# the Python modules (skyconv.filters, skyconv.healpix, ...); these are its private entry points.
+# Each family appends its section below.
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+FloatArray = npt.NDArray[np.float32] | npt.NDArray[np.float64]
+
+# --- backend -------------------------------------------------------------------------------
+def set_num_threads(n: int) -> None: ...
+def get_num_threads() -> int: ...
+def resolve_device(device: str | None = None) -> str: ...
+def backend_info() -> dict[str, Any]: ...
+def last_profile() -> dict[str, float]: ...
+def _set_cuda_search_dirs(dirs: list[str]) -> None: ...
+def _compile_kernels(major: int, minor: int) -> dict[str, int]: ...
+
+# --- filters -------------------------------------------------------------------------------
+def _correlate1d(
+    input: FloatArray,
+    weights: list[float],
+    axis: int,
+    mode: str,
+    cval: float,
+    origin: int,
+    convolve: bool,
+    device: str | None = None,
+) -> FloatArray: ...
+def _gaussian_filter1d(
+    input: FloatArray,
+    sigma: float,
+    axis: int,
+    mode: str,
+    cval: float,
+    truncate: float,
+    radius: int | None = None,
+    device: str | None = None,
+) -> FloatArray: ...
+def _uniform_filter1d(
+    input: FloatArray,
+    size: int,
+    axis: int,
+    mode: str,
+    cval: float,
+    origin: int,
+    device: str | None = None,
+) -> FloatArray: ...
+
+# --- statistics primitive ----------------------------------------------------------------------
+def _select_kth(
+    data: FloatArray,
+    k: int,
+    center: float = 0.0,
+    abs: bool = False,
+    range: str = "all",
+    device: str | None = None,
+) -> float | None: ...
+
+# --- healpix (src/py/healpix.rs) -------------------------------------------------------------
+# Inputs must be C-contiguous native-endian arrays (skyconv.healpix makes sure); outputs take
+# the input's shape. Angles in radians; pixel indices int64. Errors: ValueError (nside, range),
+# ShapeError (theta/phi shapes differ).
+
+def _healpix_pix2ang(
+    nside: int, ipix: npt.NDArray[np.int64], nest: bool
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def _healpix_ang2pix(
+    nside: int, theta: npt.NDArray[np.float64], phi: npt.NDArray[np.float64], nest: bool
+) -> npt.NDArray[np.int64]: ...
+def _healpix_ring2nest(nside: int, ipix: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
+def _healpix_nest2ring(nside: int, ipix: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
+def _healpix_ring_info(
+    nside: int,
+) -> tuple[
+    npt.NDArray[np.float64],  # theta
+    npt.NDArray[np.float64],  # z = cos(theta)
+    npt.NDArray[np.float64],  # sin(theta)
+    npt.NDArray[np.int64],  # nphi
+    npt.NDArray[np.float64],  # phi0
+    npt.NDArray[np.int64],  # first pixel
+]: ...
+
+# --- Smooth-and-Clip and noise statistics (src/py/cube.rs) ----------------------------------
+# kernels: (spatial "gaussian"|"boxcar_approx", sigma_y px, sigma_x px, spectral
+# "none"|"boxcar"|"gaussian", boxcar width or sigma in channels, use_rms0). replace: ("none"|
+# "sign"|"copysign", factor). noise: ("sofia2:std|mad|gauss" or "sofia1:negative|gauss|mad|std",
+# "full"|"negative"|"positive", two_pass). sampling: ("cadence"|"stride", n). mask: uint8 of
+# the cube's shape, bit 0 = in the mask on entry; on return bit 0 | bit 1 (found by a kernel).
+# Returns (noise of the original cube, noise per kernel) in data units.
+def _scfind(
+    cube: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernels: list[tuple[str, float, float, str, float, bool]],
+    mode: str,
+    threshold: float,
+    inclusive: bool,
+    replace: tuple[str, float],
+    noise: tuple[str, str, bool],
+    sampling: tuple[str, int],
+    slab_planes: int | None = None,
+    progress: object | None = None,
+    fitter: object | None = None,
+    device: str | None = None,
+) -> tuple[float, list[float]]: ...
+def _stat(
+    data: FloatArray,
+    what: str,
+    center: float,
+    flux_range: str,
+    sampling: tuple[str, int],
+    clip: float | None = None,
+    two_pass: bool = False,
+    fitter: object | None = None,
+) -> float | None: ...
+def _histogram(data: FloatArray, edges: list[float]) -> list[int]: ...
+def _fit_gaussian(x: list[float], y: list[float], a0: float, s0: float) -> tuple[float, float]: ...
+def _sofia2_cadence(shape: list[int]) -> int: ...
