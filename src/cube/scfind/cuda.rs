@@ -31,7 +31,7 @@ use crate::real::Real;
 const NEW: u8 = 4;
 const THREADS: u32 = 256;
 const MAX_BLOCKS: usize = 4096;
-/// GPU memory kept free for cuFFT/driver use and other buffers.
+/// Part of the budget (`Gpu::budget`) kept for the selection kernels and small buffers.
 const RESERVE: usize = 256 << 20;
 
 fn cfg(n: usize) -> LaunchConfig {
@@ -115,8 +115,8 @@ pub fn run<T: Real>(
         .map(Kernel::z_reach)
         .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
     let ns = plan.sampling.len(plan.shape);
-    let (free, _) = gpu.mem_info()?;
-    let fixed = ns * 8 + 2 * 8 * MAX_BLOCKS + RESERVE;
+    let free = gpu.budget()?;
+    let fixed = ns * 8 + 2 * 8 * MAX_BLOCKS + RESERVE.min(free / 8);
     let per_plane = plane * (3 * std::mem::size_of::<T>() + 1);
     let fit = free.saturating_sub(fixed) / per_plane.max(1);
     let slabs: Vec<Slab> = if fit >= nz && plan.slab_planes.is_none_or(|p| p >= nz) {
