@@ -796,21 +796,27 @@ fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f6
             -1.0
         }
     };
-    let parts = spectral(s, plan, zf, Vec::new, |fresh: &mut Vec<usize>, z, k0, sums, scale| {
-        let base = z * plane + k0;
-        let q = quick(scale);
-        for (c, &a) in sums.iter().enumerate() {
-            if a.abs() > q {
-                // SAFETY: each task owns columns k0..k0+len of every plane.
-                let mb = unsafe { &mut *mp.at(base + c) };
-                if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
-                    if *mb & MASKED == 0 {
-                        fresh.push(base + c);
+    let parts = spectral(
+        s,
+        plan,
+        zf,
+        Vec::new,
+        |fresh: &mut Vec<usize>, z, k0, sums, scale| {
+            let base = z * plane + k0;
+            let q = quick(scale);
+            for (c, &a) in sums.iter().enumerate() {
+                if a.abs() > q {
+                    // SAFETY: each task owns columns k0..k0+len of every plane.
+                    let mb = unsafe { &mut *mp.at(base + c) };
+                    if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                        if *mb & MASKED == 0 {
+                            fresh.push(base + c);
+                        }
+                        *mb |= MASKED | DETECTED;
                     }
-                    *mb |= MASKED | DETECTED;
                 }
             }
-        }
-    });
+        },
+    );
     parts.concat()
 }
