@@ -65,14 +65,70 @@ pub fn mad_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) 
         abs: true,
         range,
     };
-    let kept: Vec<f64> = samples
+    let parts: Vec<Vec<f64>> = samples
         .par_chunks(GRAIN)
-        .flat_map_iter(|c| {
+        .map(|c| {
             c.iter()
-                .filter_map(move |&x| vals.map(x).filter(|d| clip.is_none_or(|t| *d < t)))
+                .filter_map(|&x| vals.map(x).filter(|d| clip.is_none_or(|t| *d < t)))
+                .collect()
         })
         .collect();
-    median_owned(kept)
+    median_nonneg(parts.concat())
+}
+
+/// The k-th smallest of finite values >= 0 (their bit patterns sort like the values): one
+/// histogram pass over the top 16 bits, then a selection among the values of that bin only.
+fn kth_nonneg(v: &[f64], k: usize) -> f64 {
+    const SHIFT: u32 = 48;
+    let hist = v
+        .par_chunks(GRAIN)
+        .fold(
+            || vec![0u32; 1 << 16],
+            |mut h, c| {
+                for &x in c {
+                    h[(x.to_bits() >> SHIFT) as usize] += 1;
+                }
+                h
+            },
+        )
+        .reduce(
+            || vec![0u32; 1 << 16],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            },
+        );
+    let mut below = 0usize;
+    let mut bin = 0usize;
+    for (b, &c) in hist.iter().enumerate() {
+        if below + c as usize > k {
+            bin = b;
+            break;
+        }
+        below += c as usize;
+    }
+    let parts: Vec<Vec<u64>> = v
+        .par_chunks(GRAIN)
+        .map(|c| {
+            c.iter()
+                .map(|x| x.to_bits())
+                .filter(|b| (b >> SHIFT) as usize == bin)
+                .collect()
+        })
+        .collect();
+    let mut inside = parts.concat();
+    let (_, kth, _) = inside.select_nth_unstable(k - below);
+    f64::from_bits(*kth)
+}
+
+/// Exact median of finite values >= 0 (mean of the two middle values for an even count).
+fn median_nonneg(v: Vec<f64>) -> Option<f64> {
+    let n = v.len();
+    match n {
+        0 => None,
+        n if n % 2 == 1 => Some(kth_nonneg(&v, n / 2)),
+        n => Some(0.5 * (kth_nonneg(&v, n / 2 - 1) + kth_nonneg(&v, n / 2))),
+    }
 }
 
 /// Exact median of `v` (mean of the two middle values for an even count) by selection.
@@ -284,6 +340,31 @@ mod tests {
             (a - 7.0).abs() < 1e-9 && (s.abs() - 0.8).abs() < 1e-9,
             "{a} {s}"
         );
+    }
+
+    #[test]
+    fn median_nonneg_matches_sort() {
+        let mut s = 12345u64;
+        for n in [1usize, 2, 3, 10, 1001, 200_000] {
+            let v: Vec<f64> = (0..n)
+                .map(|_| {
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((s >> 11) as f64 / (1u64 << 53) as f64).powi(3) * 7.0
+                })
+                .collect();
+            let mut w = v.clone();
+            w.sort_by(|a, b| a.total_cmp(b));
+            let want = if n % 2 == 1 {
+                w[n / 2]
+            } else {
+                0.5 * (w[n / 2 - 1] + w[n / 2])
+            };
+            assert_eq!(median_nonneg(v.clone()), Some(want), "n={n}");
+            assert_eq!(median_owned(v), Some(want), "n={n}");
+        }
+        assert_eq!(median_nonneg(vec![0.0, 0.0, 3.0]), Some(0.0));
     }
 
     #[test]
