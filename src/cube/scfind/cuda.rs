@@ -278,13 +278,15 @@ impl<'a, T: Real> Engine<'a, T> {
                 Some(a) => {
                     let span = a * plane..(a + e - l) * plane;
                     if l == 0 {
+                        // staged (pinned) copies into the start of the buffers
                         self.gpu.upload_into(&cube[span.clone()], &mut self.cube)?;
+                        self.gpu.upload_into(&mask[span], &mut self.mask)?;
                     } else {
                         let mut v = self.cube.slice_mut(dst.clone());
                         self.gpu.stream.memcpy_htod(&cube[span.clone()], &mut v)?;
+                        let mut v = self.mask.slice_mut(dst);
+                        self.gpu.stream.memcpy_htod(&mask[span], &mut v)?;
                     }
-                    let mut v = self.mask.slice_mut(dst);
-                    self.gpu.stream.memcpy_htod(&mask[span], &mut v)?;
                 }
                 None => {
                     let mut v = self.cube.slice_mut(dst.clone());
