@@ -16,6 +16,9 @@ use crate::cube::stats::sample::gather;
 use crate::error::Result;
 use crate::real::Real;
 
+/// Outputs of a spatial pass accumulated together in registers.
+const RB: usize = 16;
+
 /// Columns of a plane handled together by the spectral pass.
 const BLOCK: usize = 1024;
 
@@ -400,34 +403,72 @@ fn rows_pass<T: Real>(
     acc.resize(nx, 0.0);
     let row = |p: isize| extend_index(p, ny, mode).map(|r| &src[r * nx..(r + 1) * nx]);
     let half = symmetric_half(f);
+    let mut pairs: Vec<(f64, Option<&[f64]>, Option<&[f64]>)> = Vec::new();
     for (i, drow) in dst.chunks_mut(nx).enumerate() {
-        acc.iter_mut().for_each(|a| *a = 0.0);
         let i = i as isize;
         if let Some(r) = half {
-            // scipy's order for symmetric weights: w_c·x_i + Σ w_{c+j}·(x_{i−j} + x_{i+j})
-            if let Some(x) = row(i) {
-                let w = f.weights[r];
-                acc.iter_mut().zip(x).for_each(|(a, &v)| *a += w * v);
-            }
-            for j in 1..=r {
-                let w = f.weights[r + j];
-                match (row(i - j as isize), row(i + j as isize)) {
-                    (Some(a), Some(b)) => acc
-                        .iter_mut()
-                        .zip(a.iter().zip(b))
-                        .for_each(|(s, (&u, &v))| *s += w * (u + v)),
-                    (Some(a), None) | (None, Some(a)) => {
-                        acc.iter_mut().zip(a).for_each(|(s, &u)| *s += w * u)
+            // scipy's order for symmetric weights: w_c·x_i + Σ w_{c+j}·(x_{i−j} + x_{i+j}),
+            // accumulated for RB columns at a time in registers.
+            let centre = row(i);
+            let wc = f.weights[r];
+            pairs.clear();
+            pairs.extend((1..=r).map(|j| {
+                let j = j as isize;
+                (f.weights[r + j as usize], row(i - j), row(i + j))
+            }));
+            let full = nx / RB * RB;
+            let mut x0 = 0;
+            while x0 < full {
+                let mut a = [0.0f64; RB];
+                if let Some(c) = centre {
+                    let c = &c[x0..x0 + RB];
+                    for t in 0..RB {
+                        a[t] += wc * c[t];
                     }
-                    (None, None) => {}
                 }
+                for &(w, lo, hi) in &pairs {
+                    match (lo, hi) {
+                        (Some(u), Some(v)) => {
+                            let (u, v) = (&u[x0..x0 + RB], &v[x0..x0 + RB]);
+                            for t in 0..RB {
+                                a[t] += w * (u[t] + v[t]);
+                            }
+                        }
+                        (Some(u), None) | (None, Some(u)) => {
+                            let u = &u[x0..x0 + RB];
+                            for t in 0..RB {
+                                a[t] += w * u[t];
+                            }
+                        }
+                        (None, None) => {}
+                    }
+                }
+                for t in 0..RB {
+                    drow[x0 + t] = round::<T>(a[t] * f.scale);
+                }
+                x0 += RB;
             }
-        } else {
-            for (j, &w) in f.weights.iter().enumerate() {
-                // constant mode pads with 0: nothing to add
-                if let Some(x) = row(i + f.offset + (j * f.step) as isize) {
-                    acc.iter_mut().zip(x).for_each(|(a, &v)| *a += w * v);
+            for x in full..nx {
+                let mut a = 0.0f64;
+                if let Some(c) = centre {
+                    a += wc * c[x];
                 }
+                for &(w, lo, hi) in &pairs {
+                    match (lo, hi) {
+                        (Some(u), Some(v)) => a += w * (u[x] + v[x]),
+                        (Some(u), None) | (None, Some(u)) => a += w * u[x],
+                        (None, None) => {}
+                    }
+                }
+                drow[x] = round::<T>(a * f.scale);
+            }
+            continue;
+        }
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for (j, &w) in f.weights.iter().enumerate() {
+            // constant mode pads with 0: nothing to add
+            if let Some(x) = row(i + f.offset + (j * f.step) as isize) {
+                acc.iter_mut().zip(x).for_each(|(a, &v)| *a += w * v);
             }
         }
         for (d, &a) in drow.iter_mut().zip(acc.iter()) {
@@ -461,17 +502,40 @@ fn line_pass<T: Real>(
     acc.clear();
     acc.resize(n, 0.0);
     if let Some(r) = symmetric_half(f) {
-        let w = f.weights[r];
-        acc.iter_mut()
-            .zip(&ext[r..r + n])
-            .for_each(|(a, &v)| *a += w * v);
-        for j in 1..=r {
-            let w = f.weights[r + j];
-            let (lo, hi) = (&ext[r - j..r - j + n], &ext[r + j..r + j + n]);
-            acc.iter_mut()
-                .zip(lo.iter().zip(hi))
-                .for_each(|(a, (&u, &v))| *a += w * (u + v));
+        // RB outputs at a time in registers, scipy's order (centre, then pairs).
+        let wc = f.weights[r];
+        let full = n / RB * RB;
+        let mut x0 = 0;
+        while x0 < full {
+            let mut a = [0.0f64; RB];
+            let c = &ext[x0 + r..x0 + r + RB];
+            for t in 0..RB {
+                a[t] += wc * c[t];
+            }
+            for j in 1..=r {
+                let w = f.weights[r + j];
+                let (u, v) = (
+                    &ext[x0 + r - j..x0 + r - j + RB],
+                    &ext[x0 + r + j..x0 + r + j + RB],
+                );
+                for t in 0..RB {
+                    a[t] += w * (u[t] + v[t]);
+                }
+            }
+            for t in 0..RB {
+                dst[x0 + t] = round::<T>(a[t] * f.scale);
+            }
+            x0 += RB;
         }
+        for x in full..n {
+            let mut a = 0.0f64;
+            a += wc * ext[x + r];
+            for j in 1..=r {
+                a += f.weights[r + j] * (ext[x + r - j] + ext[x + r + j]);
+            }
+            dst[x] = round::<T>(a * f.scale);
+        }
+        return;
     } else {
         for (j, &w) in f.weights.iter().enumerate() {
             let e = &ext[j * f.step..j * f.step + n];
@@ -607,7 +671,8 @@ fn sparse_samples<T: Real>(
 }
 
 /// The noise sample of the smoothed cube and, if the rule needs them, its (nanmin, nanmax).
-/// A sparse sample is computed point by point; a dense one (or with extremes) in one pass.
+/// A sparse sample with a short filter is computed point by point, others (or with extremes)
+/// in one pass over the cube.
 fn measure_smoothed<T: Real>(
     s: &[T],
     mask: &[u8],
@@ -616,7 +681,10 @@ fn measure_smoothed<T: Real>(
 ) -> (Vec<f64>, Option<(f64, f64)>) {
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
-    if !want_ext && n.saturating_mul(8) < s.len() {
+    // Point by point, each tap of each sample costs a cache line; the full pass streams the
+    // cube once. Take whichever touches fewer lines.
+    let per_line = (64 / std::mem::size_of::<T>()).max(1);
+    if !want_ext && n.saturating_mul(zf.taps()).saturating_mul(per_line) < s.len() {
         let mut samples = vec![0.0f64; n];
         samples
             .par_chunks_mut(SAMPLE_CHUNK)
