@@ -16,6 +16,9 @@ use crate::cube::stats::sample::gather;
 use crate::error::Result;
 use crate::real::Real;
 
+/// A weight and the rows (or samples) on either side of the centre it multiplies.
+type TapPair<'a> = (f64, Option<&'a [f64]>, Option<&'a [f64]>);
+
 /// Outputs of a spatial pass accumulated together in registers.
 const RB: usize = 16;
 
@@ -403,7 +406,7 @@ fn rows_pass<T: Real>(
     acc.resize(nx, 0.0);
     let row = |p: isize| extend_index(p, ny, mode).map(|r| &src[r * nx..(r + 1) * nx]);
     let half = symmetric_half(f);
-    let mut pairs: Vec<(f64, Option<&[f64]>, Option<&[f64]>)> = Vec::new();
+    let mut pairs: Vec<TapPair<'_>> = Vec::new();
     for (i, drow) in dst.chunks_mut(nx).enumerate() {
         let i = i as isize;
         if let Some(r) = half {
