@@ -7,7 +7,11 @@ Decisions where SoFiA 1 is loose: noise is measured without SoFiA's optional sec
 (``twoPass``; SCfinder_mem never asks for it); a 2-D cube is treated as one channel (SoFiA
 itself fails on 2-D input); a float mask or a mask of another shape is refused with
 TypeError/ShapeError; ``perSCkernel=True`` (per-kernel noise normalisation) is not supported.
-Infinite values are not special-cased (as in SoFiA).
+The histogram Gaussian fits of rmsMode "negative" and "gauss" are done by scipy's
+``curve_fit`` exactly as SoFiA does (skyconv counts the histograms); without scipy skyconv's own
+least-squares fit is used (it converges further than ``curve_fit``, ~1e-6 relative apart).
+Infinite values are left out of the noise statistics (SoFiA counts them) and stay local to
+their smoothing windows.
 """
 
 from __future__ import annotations
