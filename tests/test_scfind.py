@@ -361,23 +361,12 @@ def test_fit_gaussian_matches_curve_fit(rng):
 # ------------------------------------------------------------------ CUDA
 
 def test_scfind_kernels_compile():
-    """kernels/scfind.cu compiles under NVRTC (in a child process whose loader path holds
-    pip's CUDA folder, where NVRTC looks for libnvrtc-builtins)."""
-    import os
-    import subprocess
-
-    from skyconv._cudalibs import search_dirs
-
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(search_dirs() + [env.get("LD_LIBRARY_PATH", "")])
-    code = ("import skyconv; m = skyconv._core._compile_kernels(9, 0); "
-            "print(m.get('scfind', 0))")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       check=False)
-    if r.returncode and "DeviceError" in r.stderr:
-        pytest.skip(f"NVRTC not available: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stderr
-    assert int(r.stdout.strip()) > 0
+    """kernels/scfind.cu is registered and compiles under NVRTC (no GPU needed)."""
+    try:
+        mods = skyconv._core._compile_kernels(9, 0)
+    except skyconv.DeviceError as e:
+        pytest.skip(f"NVRTC not available: {e}")
+    assert mods.get("scfind", 0) > 0
 
 
 @pytest.mark.gpu
