@@ -93,3 +93,39 @@ def _filter_chain(
     passes: list[tuple[str, int, str, float, list[float]]],
     device: str | None = None,
 ) -> FloatArray: ...
+
+# --- Smooth-and-Clip and noise statistics (src/py/cube.rs) ----------------------------------
+# kernels: (spatial "gaussian"|"boxcar_approx", sigma_y px, sigma_x px, spectral
+# "none"|"boxcar"|"gaussian", boxcar width or sigma in channels, use_rms0). replace: ("none"|
+# "sign"|"copysign", factor). noise: ("sofia2:std|mad|gauss" or "sofia1:negative|gauss|mad|std",
+# "full"|"negative"|"positive", two_pass). sampling: ("cadence"|"stride", n). mask: uint8 of
+# the cube's shape, bit 0 = in the mask on entry; on return bit 0 | bit 1 (found by a kernel).
+# Returns (noise of the original cube, noise per kernel) in data units.
+def _scfind(
+    cube: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernels: list[tuple[str, float, float, str, float, bool]],
+    mode: str,
+    threshold: float,
+    inclusive: bool,
+    replace: tuple[str, float],
+    noise: tuple[str, str, bool],
+    sampling: tuple[str, int],
+    slab_planes: int | None = None,
+    progress: object | None = None,
+    fitter: object | None = None,
+    device: str | None = None,
+) -> tuple[float, list[float]]: ...
+def _stat(
+    data: FloatArray,
+    what: str,
+    center: float,
+    flux_range: str,
+    sampling: tuple[str, int],
+    clip: float | None = None,
+    two_pass: bool = False,
+    fitter: object | None = None,
+) -> float | None: ...
+def _histogram(data: FloatArray, edges: list[float]) -> list[int]: ...
+def _fit_gaussian(x: list[float], y: list[float], a0: float, s0: float) -> tuple[float, float]: ...
+def _sofia2_cadence(shape: list[int]) -> int: ...

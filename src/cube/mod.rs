@@ -2,4 +2,5 @@
 //! à trous reconstruction built on them.
 
 pub mod filters;
+pub mod scfind;
 pub mod stats;

@@ -2,6 +2,7 @@
 
 mod arrays;
 mod backend;
+mod cube;
 mod errors;
 mod filters;
 mod healpix;
@@ -14,6 +15,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     backend::register(m)?;
     filters::register(m)?;
+    cube::register(m)?;
     healpix::register(m)?;
     stats::register(m)?;
     Ok(())

@@ -7,6 +7,7 @@ const COMMON: &str = include_str!("../../../kernels/common.cuh");
 pub const MODULES: &[(&str, &str)] = &[
     ("filters", include_str!("../../../kernels/filters.cu")),
     ("select", include_str!("../../../kernels/select.cu")),
+    ("scfind", include_str!("../../../kernels/scfind.cu")),
 ];
 
 /// The full translation unit for `module`, or None if there is no such module.
