@@ -1,0 +1,340 @@
+//! CUDA engine: the data and all working arrays stay on the device for every iteration; only
+//! per-unit statistics (a few numbers per unit) and the result cross the bus.
+//!
+//! Memory: five arrays of the data's size (input, output, smooth c, two work arrays) plus a
+//! few f64 per unit. When that does not fit, channel maps (dim 2) are processed in chunks of
+//! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
+//! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
+
+use super::{drive, Buf, Engine, Outcome, Plan, Progress, Stat};
+use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::cube::filters::{apply_device, DevicePass};
+use crate::cube::stats::{count_device, select_kth_device, Values};
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+const THREADS: u32 = 256;
+const MAX_BLOCKS: usize = 65535 * 8;
+/// Arrays of the data's size held on the device.
+const ARRAYS: usize = 5;
+
+struct Dev<'a, T: Real> {
+    gpu: &'a Gpu,
+    plan: &'a Plan,
+    n: usize,
+    input: CudaSlice<T>,
+    out: CudaSlice<T>,
+    c: CudaSlice<T>,
+    s: CudaSlice<T>,
+    w: CudaSlice<T>,
+    passes: Vec<Vec<DevicePass>>,
+}
+
+fn elementwise(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn per_unit(units: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (units as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn flags(active: &[bool]) -> Vec<i32> {
+    active.iter().map(|&a| a as i32).collect()
+}
+
+impl<T: Real> Dev<'_, T> {
+    fn kernel(&self, name: &str) -> Result<cuda::CudaFunction> {
+        self.gpu
+            .function("atrous", &format!("atrous_{name}_{}", T::CUDA))
+    }
+}
+
+impl<T: Real> Engine for Dev<'_, T> {
+    fn stat(
+        &mut self,
+        buf: Buf,
+        stat: Stat,
+        arg: &[f64],
+        center: &[f64],
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let lay = &self.plan.layout;
+        let data = match buf {
+            Buf::Input => &self.input,
+            Buf::Work => &self.w,
+        };
+        let gpu = self.gpu;
+        if lay.units == 1 && matches!(stat, Stat::Count | Stat::Kth { .. }) {
+            // One big unit: the statistics module's selection over the whole array.
+            if !active[0] {
+                return Ok(vec![f64::NAN]);
+            }
+            let v = match stat {
+                Stat::Count => count_device(gpu, data, self.n, Values::FINITE)? as f64,
+                Stat::Kth { abs } => {
+                    let vals = if abs {
+                        Values::abs_about(center[0])
+                    } else {
+                        Values::FINITE
+                    };
+                    select_kth_device(gpu, data, self.n, arg[0] as usize, vals)?.unwrap_or(f64::NAN)
+                }
+                Stat::Sum { .. } => unreachable!(),
+            };
+            return Ok(vec![v]);
+        }
+        let units = lay.units;
+        let d_active = gpu.upload_small(&flags(active))?;
+        let d_center = gpu.upload_small(center)?;
+        let mut d_result = gpu.alloc_zeros::<f64>(units)?;
+        let (len, us, es) = (
+            lay.len as i64,
+            lay.unit_stride as i64,
+            lay.elem_stride as i64,
+        );
+        match stat {
+            Stat::Kth { abs } => {
+                let f = self.kernel("select")?;
+                let d_k = gpu.upload_small(arg)?;
+                let abs = abs as i32;
+                let mut l = gpu.stream.launch_builder(&f);
+                l.arg(data)
+                    .arg(&len)
+                    .arg(&us)
+                    .arg(&es)
+                    .arg(&d_k)
+                    .arg(&d_center)
+                    .arg(&abs)
+                    .arg(&d_active)
+                    .arg(&mut d_result);
+                // SAFETY: matches atrous_select_* in kernels/atrous.cu; per-unit arrays hold
+                // `units` entries and every unit's elements lie inside `data`.
+                unsafe { l.launch(per_unit(units)) }?;
+            }
+            Stat::Count | Stat::Sum { .. } => {
+                let f = self.kernel("sum")?;
+                let mode: i32 = match stat {
+                    Stat::Count => 0,
+                    Stat::Sum { sq: false } => 1,
+                    _ => 2,
+                };
+                let mut l = gpu.stream.launch_builder(&f);
+                l.arg(data)
+                    .arg(&len)
+                    .arg(&us)
+                    .arg(&es)
+                    .arg(&d_center)
+                    .arg(&mode)
+                    .arg(&d_active)
+                    .arg(&mut d_result);
+                // SAFETY: as above, for atrous_sum_*.
+                unsafe { l.launch(per_unit(units)) }?;
+            }
+        }
+        let mut host = vec![0f64; units];
+        gpu.download(&d_result, &mut host)?;
+        Ok(host)
+    }
+
+    fn start(&mut self) -> Result<()> {
+        let f = self.kernel("start")?;
+        let n = self.n as i64;
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.input).arg(&self.out).arg(&mut self.c).arg(&n);
+        // SAFETY: matches atrous_start_*; all buffers hold n elements.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+
+    fn scale(&mut self, s: usize) -> Result<()> {
+        let gpu = self.gpu;
+        let views: Vec<_> = self.plan.passes[s - 1].iter().map(|(_, v)| *v).collect();
+        let p = &self.passes[s - 1];
+        match p.len() {
+            1 => apply_device(gpu, &self.c, views[0], &p[0], &mut self.s)?,
+            2 => {
+                apply_device(gpu, &self.c, views[0], &p[0], &mut self.w)?;
+                apply_device(gpu, &self.w, views[1], &p[1], &mut self.s)?;
+            }
+            _ => {
+                apply_device(gpu, &self.c, views[0], &p[0], &mut self.s)?;
+                apply_device(gpu, &self.s, views[1], &p[1], &mut self.w)?;
+                apply_device(gpu, &self.w, views[2], &p[2], &mut self.s)?;
+            }
+        }
+        let f = self.kernel("split")?;
+        let n = self.n as i64;
+        let mut l = gpu.stream.launch_builder(&f);
+        l.arg(&self.input)
+            .arg(&mut self.c)
+            .arg(&self.s)
+            .arg(&mut self.w)
+            .arg(&n);
+        // SAFETY: matches atrous_split_*; all buffers hold n elements.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+
+    fn add(&mut self, thr: &[f64], active: &[bool]) -> Result<()> {
+        let lay = &self.plan.layout;
+        let d_thr = self.gpu.upload_small(thr)?;
+        let d_active = self.gpu.upload_small(&flags(active))?;
+        let f = self.kernel("add")?;
+        let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.w)
+            .arg(&mut self.out)
+            .arg(&d_thr)
+            .arg(&d_active)
+            .arg(&n)
+            .arg(&div)
+            .arg(&units);
+        // SAFETY: matches atrous_add_*; thr and active hold `units` entries.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+
+    fn finish(&mut self, active: &[bool]) -> Result<()> {
+        let lay = &self.plan.layout;
+        let d_active = self.gpu.upload_small(&flags(active))?;
+        let f = self.kernel("finish")?;
+        let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.input)
+            .arg(&self.c)
+            .arg(&mut self.out)
+            .arg(&mut self.w)
+            .arg(&d_active)
+            .arg(&n)
+            .arg(&div)
+            .arg(&units);
+        // SAFETY: matches atrous_finish_*; active holds `units` entries.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+}
+
+/// Device bytes one call needs for `n` elements of `T` in `units` units.
+pub fn bytes_needed<T: Real>(n: usize, units: usize) -> usize {
+    ARRAYS * n * std::mem::size_of::<T>() + 64 * units + (16 << 20)
+}
+
+fn gib(b: usize) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+/// Reconstruct with all arrays on the device (one chunk).
+fn run_resident<T: Real>(
+    gpu: &Gpu,
+    input: &[T],
+    plan: &Plan,
+    out: &mut [T],
+    progress: &mut dyn FnMut(Progress) -> Result<()>,
+) -> Result<Outcome> {
+    let n = input.len();
+    let mut timeline = Timeline::start(gpu)?;
+    let d_in = gpu.upload(input)?;
+    timeline.mark(gpu, "h2d")?;
+    let passes = plan
+        .passes
+        .iter()
+        .map(|list| list.iter().map(|(p, _)| DevicePass::new(gpu, p)).collect())
+        .collect::<Result<Vec<Vec<DevicePass>>>>()?;
+    let mut e = Dev {
+        gpu,
+        plan,
+        n,
+        out: gpu.alloc_zeros::<T>(n)?,
+        // SAFETY (c, s, w): `start` writes c, the passes write s and w, before any read.
+        c: unsafe { gpu.alloc::<T>(n)? },
+        s: unsafe { gpu.alloc::<T>(n)? },
+        w: unsafe { gpu.alloc::<T>(n)? },
+        input: d_in,
+        passes,
+    };
+    let outcome = drive(&mut e, plan, progress)?;
+    let f = e.kernel("blank")?;
+    let nn = n as i64;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(&e.input).arg(&mut e.out).arg(&nn);
+    // SAFETY: matches atrous_blank_*; both buffers hold n elements.
+    unsafe { l.launch(elementwise(n)) }?;
+    timeline.mark(gpu, "atrous")?;
+    gpu.download(&e.out, out)?;
+    timeline.mark(gpu, "d2h")?;
+    timeline.finish()?;
+    gpu.sync()?;
+    Ok(outcome)
+}
+
+/// Reconstruct on the GPU; `mem_limit` (bytes) overrides the free device memory (tests).
+pub fn run<T: Real>(
+    input: &[T],
+    plan: &Plan,
+    out: &mut [T],
+    progress: &mut dyn FnMut(Progress) -> Result<()>,
+    mem_limit: Option<usize>,
+) -> Result<Outcome> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let lay = &plan.layout;
+    let free = match mem_limit {
+        Some(b) => b,
+        None => gpu.mem_info()?.0,
+    };
+    let need = bytes_needed::<T>(input.len(), lay.units);
+    if need <= free {
+        return run_resident(&gpu, input, plan, out, progress);
+    }
+    let per_map = bytes_needed::<T>(lay.len, 1);
+    if lay.dim != 2 || lay.units < 2 || per_map > free {
+        return Err(Error::GpuMemory(format!(
+            "the à trous reconstruction of this {:?} {} array (dim={}) needs {:.2} GiB of GPU \
+             memory ({} arrays of its size), but {:.2} GiB are free; use device=\"cpu\"{}",
+            lay.shape,
+            std::any::type_name::<T>(),
+            lay.dim,
+            gib(need),
+            ARRAYS,
+            gib(free),
+            if lay.dim == 2 {
+                ""
+            } else {
+                " (only dim=2 reconstructions are split into chunks of whole channel maps)"
+            }
+        )));
+    }
+    // dim 2: chunks of whole channel maps, each reconstructed independently.
+    let maps = (free / per_map).max(1);
+    let mut outcome = Outcome {
+        scales: plan.scales,
+        ..Outcome::default()
+    };
+    let mut first = 0;
+    while first < lay.units {
+        let count = maps.min(lay.units - first);
+        let mut shape = lay.shape.clone();
+        shape[0] = count;
+        let sub = super::Plan::new(&shape, &plan.params)?;
+        let (a, b) = (first * lay.len, (first + count) * lay.len);
+        let part = run_resident(&gpu, &input[a..b], &sub, &mut out[a..b], progress)?;
+        outcome.iterations.extend(part.iterations);
+        outcome.noise.extend(part.noise);
+        outcome.input_noise.extend(part.input_noise);
+        first += count;
+    }
+    Ok(outcome)
+}
