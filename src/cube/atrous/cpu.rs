@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::unitstats::unit_stat;
-use super::{drive, Buf, Engine, Outcome, Plan, Progress, Stat};
+use super::{drive, Buf, Engine, Outcome, Plan, Progress, Stat, UnitCursor};
 use crate::cube::filters::apply_cpu;
 use crate::error::Result;
 use crate::real::Real;
@@ -111,8 +111,9 @@ impl<T: Real> Engine for Cpu<'_, T> {
             .zip(self.w.par_chunks(GRAIN))
             .enumerate()
             .for_each(|(b, (o, w))| {
-                for (j, (o, &w)) in o.iter_mut().zip(w).enumerate() {
-                    let u = lay.unit_of(b * GRAIN + j);
+                let mut cur = UnitCursor::at(lay, b * GRAIN);
+                for (o, &w) in o.iter_mut().zip(w) {
+                    let u = cur.next_unit();
                     if active[u] && w.to_f64().abs() > thr[u] {
                         *o = add(*o, w);
                     }
@@ -129,11 +130,11 @@ impl<T: Real> Engine for Cpu<'_, T> {
             .zip(self.c.par_chunks(GRAIN).zip(self.input.par_chunks(GRAIN)))
             .enumerate()
             .for_each(|(b, ((o, r), (c, x)))| {
-                for (j, (((o, r), &c), &x)) in
-                    o.iter_mut().zip(r.iter_mut()).zip(c).zip(x).enumerate()
-                {
+                let mut cur = UnitCursor::at(lay, b * GRAIN);
+                for (((o, r), &c), &x) in o.iter_mut().zip(r.iter_mut()).zip(c).zip(x) {
+                    let u = cur.next_unit();
                     if x.to_f64().is_finite() {
-                        if active[lay.unit_of(b * GRAIN + j)] {
+                        if active[u] {
                             *o = add(*o, c);
                         }
                         *r = sub(x, *o);

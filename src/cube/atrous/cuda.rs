@@ -6,7 +6,7 @@
 //! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
 //! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
 
-use super::{drive, Buf, Engine, Outcome, Plan, Progress, Stat};
+use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::cube::filters::{apply_device, DevicePass};
@@ -77,20 +77,32 @@ impl<T: Real> Engine for Dev<'_, T> {
             Buf::Work => &self.w,
         };
         let gpu = self.gpu;
-        if lay.units == 1 && matches!(stat, Stat::Count | Stat::Kth { .. }) {
+        if lay.units == 1 && matches!(stat, Stat::Count | Stat::Median { .. }) {
             // One big unit: the statistics module's selection over the whole array.
             if !active[0] {
                 return Ok(vec![f64::NAN]);
             }
             let v = match stat {
                 Stat::Count => count_device(gpu, data, self.n, Values::FINITE)? as f64,
-                Stat::Kth { abs } => {
+                Stat::Median { abs } => {
                     let vals = if abs {
                         Values::abs_about(center[0])
                     } else {
                         Values::FINITE
                     };
-                    select_kth_device(gpu, data, self.n, arg[0] as usize, vals)?.unwrap_or(f64::NAN)
+                    let n = arg[0] as usize;
+                    let (k_lo, k_hi) = middle_ranks(n);
+                    if n == 0 {
+                        f64::NAN
+                    } else {
+                        let hi = select_kth_device(gpu, data, self.n, k_hi, vals)?;
+                        let lo = if k_lo == k_hi {
+                            hi
+                        } else {
+                            select_kth_device(gpu, data, self.n, k_lo, vals)?
+                        };
+                        median_of(n, lo.unwrap_or(f64::NAN), hi.unwrap_or(f64::NAN))
+                    }
                 }
                 Stat::Sum { .. } => unreachable!(),
             };
@@ -106,23 +118,37 @@ impl<T: Real> Engine for Dev<'_, T> {
             lay.elem_stride as i64,
         );
         match stat {
-            Stat::Kth { abs } => {
+            Stat::Median { abs } => {
+                // The two middle values of every unit by exact radix selection, one launch each.
                 let f = self.kernel("select")?;
-                let d_k = gpu.upload_small(arg)?;
                 let abs = abs as i32;
-                let mut l = gpu.stream.launch_builder(&f);
-                l.arg(data)
-                    .arg(&len)
-                    .arg(&us)
-                    .arg(&es)
-                    .arg(&d_k)
-                    .arg(&d_center)
-                    .arg(&abs)
-                    .arg(&d_active)
-                    .arg(&mut d_result);
-                // SAFETY: matches atrous_select_* in kernels/atrous.cu; per-unit arrays hold
-                // `units` entries and every unit's elements lie inside `data`.
-                unsafe { l.launch(per_unit(units)) }?;
+                let ranks: Vec<(usize, usize)> =
+                    arg.iter().map(|&n| middle_ranks(n as usize)).collect();
+                let mut mid = [vec![0f64; units], vec![0f64; units]];
+                for (which, host) in mid.iter_mut().enumerate() {
+                    let k: Vec<f64> = ranks
+                        .iter()
+                        .map(|r| if which == 0 { r.0 } else { r.1 } as f64)
+                        .collect();
+                    let d_k = gpu.upload_small(&k)?;
+                    let mut l = gpu.stream.launch_builder(&f);
+                    l.arg(data)
+                        .arg(&len)
+                        .arg(&us)
+                        .arg(&es)
+                        .arg(&d_k)
+                        .arg(&d_center)
+                        .arg(&abs)
+                        .arg(&d_active)
+                        .arg(&mut d_result);
+                    // SAFETY: matches atrous_select_* in kernels/atrous.cu; per-unit arrays
+                    // hold `units` entries and every unit's elements lie inside `data`.
+                    unsafe { l.launch(per_unit(units)) }?;
+                    gpu.download(&d_result, host)?;
+                }
+                return Ok((0..units)
+                    .map(|u| median_of(arg[u] as usize, mid[0][u], mid[1][u]))
+                    .collect());
             }
             Stat::Count | Stat::Sum { .. } => {
                 let f = self.kernel("sum")?;

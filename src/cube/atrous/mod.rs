@@ -163,6 +163,41 @@ impl Layout {
     }
 }
 
+/// The unit index of consecutive voxels, without a division per voxel.
+pub struct UnitCursor {
+    q: usize,
+    r: usize,
+    div: usize,
+    units: usize,
+}
+
+impl UnitCursor {
+    /// Positioned at voxel `i`.
+    pub fn at(lay: &Layout, i: usize) -> Self {
+        UnitCursor {
+            q: (i / lay.unit_div) % lay.units,
+            r: i % lay.unit_div,
+            div: lay.unit_div,
+            units: lay.units,
+        }
+    }
+
+    /// The unit of the current voxel; moves to the next one.
+    #[inline(always)]
+    pub fn next_unit(&mut self) -> usize {
+        let u = self.q;
+        self.r += 1;
+        if self.r == self.div {
+            self.r = 0;
+            self.q += 1;
+            if self.q == self.units {
+                self.q = 0;
+            }
+        }
+        u
+    }
+}
+
 /// Everything fixed for one call: scales, noise factors and the filter passes of each scale.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -262,16 +297,17 @@ pub enum Buf {
 pub enum Stat {
     /// Number of finite values.
     Count,
-    /// k-th smallest of x (or of |x − center[u]| when `abs`), k per unit.
-    Kth { abs: bool },
+    /// Median of x (or of |x − center[u]| when `abs`); `arg[u]` is the unit's finite count.
+    /// The mean of the two middle values for an even count; NaN for none.
+    Median { abs: bool },
     /// Σx (or Σ(x − center[u])² when `sq`).
     Sum { sq: bool },
 }
 
 /// The steps an engine provides; [`run`] sequences them.
 pub trait Engine {
-    /// Per-unit statistic of `buf` for the active units (others: NaN). `arg` is k for `Kth`
-    /// (as f64, exact below 2^53) and `center` the centre for `abs`/`sq`.
+    /// Per-unit statistic of `buf` for the active units (others: NaN); see [`Stat`] for
+    /// `arg` and `center`.
     fn stat(
         &mut self,
         buf: Buf,
@@ -301,35 +337,21 @@ fn medians(
     let nan = vec![f64::NAN; count.len()];
     let center = abs_center.unwrap_or(&nan);
     let abs = abs_center.is_some();
-    // Middle ranks: k_lo = (n−1)/2, k_hi = n/2 (equal for odd n).
-    let k_lo: Vec<f64> = count
-        .iter()
-        .map(|&n| ((n.max(1.0) - 1.0) / 2.0).floor())
-        .collect();
-    let k_hi: Vec<f64> = count.iter().map(|&n| (n / 2.0).floor()).collect();
-    let lo = e.stat(buf, Stat::Kth { abs }, &k_lo, center, active)?;
-    let any_even = count
-        .iter()
-        .zip(active)
-        .any(|(&n, &a)| a && n >= 2.0 && n % 2.0 == 0.0);
-    let hi = if any_even {
-        e.stat(buf, Stat::Kth { abs }, &k_hi, center, active)?
-    } else {
-        lo.clone()
-    };
-    Ok(count
-        .iter()
-        .enumerate()
-        .map(|(u, &n)| {
-            if n < 1.0 {
-                f64::NAN
-            } else if n % 2.0 == 0.0 {
-                0.5 * (lo[u] + hi[u])
-            } else {
-                lo[u]
-            }
-        })
-        .collect())
+    e.stat(buf, Stat::Median { abs }, count, center, active)
+}
+
+/// The two middle ranks (k_lo, k_hi) of n values (equal for odd n).
+pub fn middle_ranks(n: usize) -> (usize, usize) {
+    (n.saturating_sub(1) / 2, n / 2)
+}
+
+/// The median from the two middle values.
+pub fn median_of(n: usize, lo: f64, hi: f64) -> f64 {
+    match n {
+        0 => f64::NAN,
+        n if n % 2 == 1 => hi,
+        _ => 0.5 * (lo + hi),
+    }
 }
 
 /// The centre (median or mean) of each active unit of `buf`.
