@@ -479,3 +479,16 @@ def test_cli_roundtrip(tmp_path, rng, capsys):
     args = parser.parse_args(["atrous", str(src), "--out", str(out), "--overwrite",
                               "--snr", "-1", "--device", "cpu"])
     assert _cli_atrous.run(args) == 2
+
+
+def test_notebook_executes():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("ipykernel")
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "05_atrous.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}).execute()
