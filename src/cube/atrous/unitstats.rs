@@ -1,6 +1,12 @@
-//! Per-unit statistics on the CPU: exact k-th values (one unit: the parallel histogram
-//! selection of `cube::stats`; many units: one gather-and-select per unit, in parallel) and
-//! f64 sums in a fixed order, so results do not depend on the thread count.
+//! Per-unit statistics on the CPU: exact medians and f64 sums in a fixed order, so results do
+//! not depend on the thread count.
+//!
+//! Medians of one large unit: one parallel pass histograms the top 16 bits of an
+//! order-preserving u64 key of each value (f64 of the mapped value, as the GPU kernel does),
+//! a second pass gathers the values of the bin that holds the upper middle rank (and the
+//! largest value below that bin), and the middle values are selected among those. When that bin
+//! is very full (many equal values) the statistics module's multi-level selection takes over.
+//! Medians of many small units: each unit is gathered and selected on its own, in parallel.
 
 use rayon::prelude::*;
 
@@ -33,7 +39,7 @@ pub fn unit_stat<T: Real>(
         }
         let v = match stat {
             Stat::Count => stats::count(data, Values::FINITE) as f64,
-            Stat::Median { abs } => median_one(data, arg[0] as usize, values(abs, center[0])),
+            Stat::Median { abs } => median_big(data, arg[0] as usize, values(abs, center[0])),
             Stat::Sum { sq } => {
                 let c = center[0];
                 let parts: Vec<f64> = data
@@ -107,6 +113,109 @@ fn median_one<T: Real>(data: &[T], n: usize, vals: Values) -> f64 {
     median_of(n, lo, hi)
 }
 
+/// Order-preserving map of a f64 to u64 (the same as `at_key` in kernels/atrous.cu).
+#[inline(always)]
+fn key(v: f64) -> u64 {
+    let b = v.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
+/// Inverse of `key`.
+#[inline(always)]
+fn unkey(k: u64) -> f64 {
+    f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+}
+
+const BIN_BITS: u32 = 16;
+/// Above this many values in the median's bin, fall back to `median_one`.
+const MAX_GATHER: usize = 1 << 22;
+
+/// Median of one large unit by a 16-bit radix histogram and a gather (see the module docs).
+fn median_big<T: Real>(data: &[T], n: usize, vals: Values) -> f64 {
+    if n == 0 {
+        return f64::NAN;
+    }
+    let (k_lo, k_hi) = middle_ranks(n);
+    let nbins = 1usize << BIN_BITS;
+    // One histogram per thread (not per chunk): merging 64 Ki bins is not free.
+    let part = data.len().div_ceil(rayon::current_num_threads()).max(GRAIN);
+    let hist = data
+        .par_chunks(part)
+        .fold(
+            || vec![0u64; nbins],
+            |mut h, ch| {
+                for x in ch {
+                    if let Some(v) = vals.map(x.to_f64()) {
+                        h[(key(v) >> (64 - BIN_BITS)) as usize] += 1;
+                    }
+                }
+                h
+            },
+        )
+        .reduce(
+            || vec![0u64; nbins],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            },
+        );
+    let mut below = 0usize;
+    let mut bin = nbins;
+    for (b, &c) in hist.iter().enumerate() {
+        if below + c as usize > k_hi {
+            bin = b;
+            break;
+        }
+        below += c as usize;
+    }
+    if bin == nbins || hist[bin] as usize > MAX_GATHER {
+        return median_one(data, n, vals);
+    }
+    let bin = bin as u64;
+    let (mut rest, max_below) = data
+        .par_chunks(GRAIN)
+        .fold(
+            || (Vec::new(), 0u64),
+            |(mut r, mut m), ch| {
+                for x in ch {
+                    if let Some(v) = vals.map(x.to_f64()) {
+                        let k = key(v);
+                        let b = k >> (64 - BIN_BITS);
+                        // Branch-free running maximum of the keys below the median's bin (values
+                        // below and above it come in random order: a branch would mispredict
+                        // half the time, and an f64 max chain is slow).
+                        m = m.max(if b < bin { k } else { 0 });
+                        if b == bin {
+                            r.push(v);
+                        }
+                    }
+                }
+                (r, m)
+            },
+        )
+        .reduce(
+            || (Vec::new(), 0u64),
+            |(mut a, ma), (b, mb)| {
+                a.extend(b);
+                (a, ma.max(mb))
+            },
+        );
+    let (left, hi, _) = rest.select_nth_unstable_by(k_hi - below, |a, b| a.total_cmp(b));
+    let hi = *hi;
+    let lo = if k_lo == k_hi {
+        hi
+    } else if k_lo >= below {
+        left.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    } else {
+        unkey(max_below)
+    };
+    median_of(n, lo, hi)
+}
+
 fn sum_of(it: impl Iterator<Item = f64>, sq: bool, c: f64) -> f64 {
     let finite = it.filter(|x| x.is_finite());
     if sq {
@@ -137,6 +246,11 @@ mod tests {
             vec![3.0, 1.0, 2.0, 4.0],
             vec![1.0, 2.0, 2.0, 2.0, 5.0, 9.0],
             vec![2.0, 2.0, 2.0, 2.0],
+            vec![-3.0, 1.0],
+            vec![-0.0, 0.0, -1e-300, 1e-300, -2.5, 7.0],
+            (0..100_000)
+                .map(|i| if i % 3 == 0 { 1.0 } else { -(i as f64) })
+                .collect(),
             vec![5.0, f64::NAN, -1.0, 7.0, 7.0],
             (0..200_001).map(|i| ((i * 7919) % 1000) as f64).collect(),
             (0..200_000)
@@ -147,6 +261,11 @@ mod tests {
             let n = v.iter().filter(|x| x.is_finite()).count();
             let want = sorted_median(&v);
             assert_eq!(median_one(&v, n, Values::FINITE), want);
+            assert_eq!(median_big(&v, n, Values::FINITE), want);
+            assert_eq!(median_big(&v, n, Values::abs_about(1.5)), {
+                let a: Vec<f64> = v.iter().map(|x| (x - 1.5).abs()).collect();
+                sorted_median(&a)
+            });
             let lay = Layout::new(&[v.len()], 1).unwrap();
             let got = unit_stat(
                 &v,
@@ -169,6 +288,39 @@ mod tests {
                 &[true, true],
             );
             assert_eq!(got, vec![want, want]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn time_medians() {
+        let n = 1 << 20;
+        let mut s = 12345u64;
+        let data: Vec<f32> = (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0
+            })
+            .collect();
+        for round in 0..3 {
+            let t = std::time::Instant::now();
+            let a = median_one(&data, n, Values::FINITE);
+            let t1 = t.elapsed();
+            let t = std::time::Instant::now();
+            let b = median_big(&data, n, Values::FINITE);
+            let t2 = t.elapsed();
+            let t = std::time::Instant::now();
+            let _c = median_big(&data, n, Values::abs_about(0.1));
+            let t3 = t.elapsed();
+            assert_eq!(a, b);
+            eprintln!("round {round}: median_one {t1:?} median_big {t2:?} (abs {t3:?})");
         }
     }
 }
