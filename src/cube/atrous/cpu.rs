@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::unitstats::unit_stat;
-use super::{drive, Buf, Engine, Outcome, Plan, Progress, Stat, UnitCursor};
+use super::{Buf, Engine, Layout, Outcome, Plan, Progress, Stat, State, UnitCursor};
 use crate::cube::filters::apply_cpu;
 use crate::error::Result;
 use crate::real::Real;
@@ -147,25 +147,116 @@ impl<T: Real> Engine for Cpu<'_, T> {
     }
 }
 
-/// Reconstruct on the current rayon pool.
+/// Whether to continue on the still-active units only: when at most half of the units the
+/// engine holds still iterate (spectra and maps converge after different numbers of
+/// iterations; without this, every iteration would filter the whole cube).
+fn worth_compacting(st: &State) -> bool {
+    let active = st.active_units().len();
+    active > 0 && st.current_units() >= 2 && 2 * active <= st.current_units()
+}
+
+/// Shape of the array holding only `n` units of `lay`.
+fn compact_shape(lay: &Layout, n: usize) -> Vec<usize> {
+    if lay.dim == 1 {
+        vec![lay.len, n]
+    } else {
+        let mut shape = vec![n];
+        shape.extend_from_slice(&lay.shape[lay.shape.len() - lay.dim..]);
+        shape
+    }
+}
+
+/// The units `ids` of `src` (laid out as `lay`) as a compact array of `compact_shape`.
+fn gather<T: Real>(src: &[T], lay: &Layout, ids: &[usize]) -> Vec<T> {
+    let n = ids.len();
+    let mut dst = vec![T::default(); n * lay.len];
+    if lay.dim == 1 {
+        // Row k holds element k of every spectrum.
+        dst.par_chunks_mut(n).enumerate().for_each(|(k, row)| {
+            let from = &src[k * lay.units..(k + 1) * lay.units];
+            row.iter_mut().zip(ids).for_each(|(d, &u)| *d = from[u]);
+        });
+    } else {
+        dst.par_chunks_mut(lay.len)
+            .zip(ids.par_iter())
+            .for_each(|(d, &u)| d.copy_from_slice(&src[u * lay.len..(u + 1) * lay.len]));
+    }
+    dst
+}
+
+/// Write the compact array `sub` of units `ids` back into `dst` (laid out as `lay`).
+fn scatter<T: Real>(sub: &[T], dst: &mut [T], lay: &Layout, ids: &[usize]) {
+    let n = ids.len();
+    if lay.dim == 1 {
+        dst.par_chunks_mut(lay.units)
+            .enumerate()
+            .for_each(|(k, row)| {
+                let from = &sub[k * n..(k + 1) * n];
+                ids.iter().zip(from).for_each(|(&u, &v)| row[u] = v);
+            });
+    } else {
+        let mut pos = vec![usize::MAX; lay.units];
+        ids.iter().enumerate().for_each(|(j, &u)| pos[u] = j);
+        dst.par_chunks_mut(lay.len).enumerate().for_each(|(u, d)| {
+            if pos[u] != usize::MAX {
+                d.copy_from_slice(&sub[pos[u] * lay.len..(pos[u] + 1) * lay.len]);
+            }
+        });
+    }
+}
+
+fn engine<'a, T: Real>(input: &'a [T], out: &'a mut [T], plan: &'a Plan) -> Cpu<'a, T> {
+    let n = input.len();
+    Cpu {
+        input,
+        out,
+        plan,
+        c: vec![T::default(); n],
+        s: vec![T::default(); n],
+        w: vec![T::default(); n],
+    }
+}
+
+/// Reconstruct on the current rayon pool. Units (spectra, maps) that have converged are
+/// dropped from the working arrays as soon as at most half of them still iterate.
 pub fn run<T: Real>(
     input: &[T],
     plan: &Plan,
     out: &mut [T],
     progress: &mut dyn FnMut(Progress) -> Result<()>,
 ) -> Result<Outcome> {
-    let n = input.len();
     out.par_iter_mut().for_each(|o| *o = T::default());
-    let mut e = Cpu {
-        input,
-        out: &mut *out,
-        plan,
-        c: vec![T::default(); n],
-        s: vec![T::default(); n],
-        w: vec![T::default(); n],
+    let lay = &plan.layout;
+    let mut st = {
+        let mut e = engine(input, &mut *out, plan);
+        let mut st = State::start(&mut e, plan)?;
+        while st.any_active() {
+            st.iterate(&mut e, plan, progress)?;
+            if worth_compacting(&st) {
+                break;
+            }
+        }
+        st
     };
-    let outcome = drive(&mut e, plan, progress)?;
-    drop(e);
+    while st.any_active() {
+        let keep = st.active_units();
+        st.restrict(&keep);
+        let ids = st.global().to_vec();
+        let sub_plan = Plan::new(&compact_shape(lay, ids.len()), &plan.params)?;
+        let sub_in = gather(input, lay, &ids);
+        let mut sub_out = gather(out, lay, &ids);
+        {
+            let mut e = engine(&sub_in, &mut sub_out, &sub_plan);
+            while st.any_active() {
+                st.iterate(&mut e, &sub_plan, progress)?;
+                if worth_compacting(&st) {
+                    break;
+                }
+            }
+        }
+        scatter(&sub_out, out, lay, &ids);
+    }
+    let outcome = st.outcome;
     // Blank voxels pass through unchanged.
     out.par_chunks_mut(GRAIN)
         .zip(input.par_chunks(GRAIN))

@@ -390,71 +390,139 @@ fn sigmas(
     }
 }
 
-/// Run the reconstruction loop on an engine whose output starts at 0.
-pub fn drive(
-    e: &mut dyn Engine,
-    plan: &Plan,
-    progress: &mut dyn FnMut(Progress) -> Result<()>,
-) -> Result<Outcome> {
-    let p = &plan.params;
-    let units = plan.layout.units;
-    let nan = vec![f64::NAN; units];
-    let all = vec![true; units];
-    let count = e.stat(Buf::Input, Stat::Count, &nan, &nan, &all)?;
-    let mut active: Vec<bool> = count.iter().map(|&n| n >= 1.0).collect();
-    let sigma0 = sigmas(e, Buf::Input, p.robust, &count, &active)?;
-    let mut out = Outcome {
-        iterations: vec![0; units],
-        noise: vec![f64::NAN; units],
-        input_noise: sigma0.clone(),
-        scales: plan.scales,
-    };
-    let mut old = vec![f64::INFINITY; units];
-    let mut iteration = 0;
-    while active.iter().any(|&a| a) {
-        iteration += 1;
+/// The convergence loop's state, resumable so that an engine can continue on fewer units
+/// (see `State::restrict`). Per-unit vectors are indexed by the engine's current units;
+/// `global` maps those to the call's units, which index `outcome`.
+pub struct State {
+    pub iteration: usize,
+    count: Vec<f64>,
+    sigma0: Vec<f64>,
+    old: Vec<f64>,
+    active: Vec<bool>,
+    global: Vec<usize>,
+    pub outcome: Outcome,
+}
+
+impl State {
+    /// Count the finite voxels and measure σ0 of every unit (engine output at 0).
+    pub fn start(e: &mut dyn Engine, plan: &Plan) -> Result<State> {
+        let units = plan.layout.units;
+        let nan = vec![f64::NAN; units];
+        let all = vec![true; units];
+        let count = e.stat(Buf::Input, Stat::Count, &nan, &nan, &all)?;
+        let active: Vec<bool> = count.iter().map(|&n| n >= 1.0).collect();
+        let sigma0 = sigmas(e, Buf::Input, plan.params.robust, &count, &active)?;
+        Ok(State {
+            iteration: 0,
+            outcome: Outcome {
+                iterations: vec![0; units],
+                noise: vec![f64::NAN; units],
+                input_noise: sigma0.clone(),
+                scales: plan.scales,
+            },
+            count,
+            sigma0,
+            old: vec![f64::INFINITY; units],
+            active,
+            global: (0..units).collect(),
+        })
+    }
+
+    /// Whether any unit still iterates.
+    pub fn any_active(&self) -> bool {
+        self.active.iter().any(|&a| a)
+    }
+
+    /// The engine's current units that still iterate.
+    pub fn active_units(&self) -> Vec<usize> {
+        (0..self.active.len()).filter(|&u| self.active[u]).collect()
+    }
+
+    /// Units the engine currently holds.
+    pub fn current_units(&self) -> usize {
+        self.active.len()
+    }
+
+    /// The call's unit index of each of the engine's current units.
+    pub fn global(&self) -> &[usize] {
+        &self.global
+    }
+
+    /// Continue with only the engine's current units `keep` (in this order).
+    pub fn restrict(&mut self, keep: &[usize]) {
+        let pick = |v: &[f64]| keep.iter().map(|&u| v[u]).collect::<Vec<f64>>();
+        self.count = pick(&self.count);
+        self.sigma0 = pick(&self.sigma0);
+        self.old = pick(&self.old);
+        self.active = keep.iter().map(|&u| self.active[u]).collect();
+        self.global = keep.iter().map(|&u| self.global[u]).collect();
+    }
+
+    /// One iteration of the reconstruction on every active unit.
+    pub fn iterate(
+        &mut self,
+        e: &mut dyn Engine,
+        plan: &Plan,
+        progress: &mut dyn FnMut(Progress) -> Result<()>,
+    ) -> Result<()> {
+        let p = &plan.params;
+        self.iteration += 1;
+        let iteration = self.iteration;
         e.start()?;
         for s in 1..=plan.scales {
             e.scale(s)?;
             if plan.kept(s) {
-                let center = centers(e, Buf::Work, p.robust, &count, &active)?;
+                let center = centers(e, Buf::Work, p.robust, &self.count, &self.active)?;
                 let thr: Vec<f64> = center
                     .iter()
-                    .zip(&sigma0)
+                    .zip(&self.sigma0)
                     .map(|(m, s0)| m + p.snr * s0 * plan.factors[s])
                     .collect();
-                e.add(&thr, &active)?;
+                e.add(&thr, &self.active)?;
             }
         }
-        e.finish(&active)?;
-        let sigma = sigmas(e, Buf::Work, p.robust, &count, &active)?;
+        e.finish(&self.active)?;
+        let sigma = sigmas(e, Buf::Work, p.robust, &self.count, &self.active)?;
         let (mut ran, mut sum, mut change) = (0usize, 0.0, 0f64);
-        for u in 0..units {
-            if !active[u] {
+        for u in 0..self.active.len() {
+            if !self.active[u] {
                 continue;
             }
-            let rel = (old[u] - sigma[u]).abs() / sigma[u];
-            out.iterations[u] = iteration as u32;
-            out.noise[u] = sigma[u];
-            old[u] = sigma[u];
+            let g = self.global[u];
+            let rel = (self.old[u] - sigma[u]).abs() / sigma[u];
+            self.outcome.iterations[g] = iteration as u32;
+            self.outcome.noise[g] = sigma[u];
+            self.old[u] = sigma[u];
             ran += 1;
             sum += sigma[u];
             change = change.max(if rel.is_nan() { 0.0 } else { rel });
             // DUCHAMP: `while (iteration == 1 || |Δσ|/σ > tolerance)`; NaN (0/0) stops.
             let more = iteration == 1 || rel > p.convergence;
             if !more || iteration >= MAX_ITERATIONS {
-                active[u] = false;
+                self.active[u] = false;
             }
         }
         progress(Progress {
             iteration,
-            active: active.iter().filter(|&&a| a).count(),
-            units,
+            active: self.active.iter().filter(|&&a| a).count(),
+            units: self.outcome.iterations.len(),
             noise: sum / ran.max(1) as f64,
             change,
-        })?;
+        })
     }
-    Ok(out)
+}
+
+/// Run the whole reconstruction loop on an engine whose output starts at 0.
+pub fn drive(
+    e: &mut dyn Engine,
+    plan: &Plan,
+    progress: &mut dyn FnMut(Progress) -> Result<()>,
+) -> Result<Outcome> {
+    let mut st = State::start(e, plan)?;
+    while st.any_active() {
+        st.iterate(e, plan, progress)?;
+    }
+    Ok(st.outcome)
 }
 
 /// Reconstruct `input` (C-contiguous, `shape`) into `out` on `device`, calling `progress`
