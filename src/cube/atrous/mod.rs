@@ -484,17 +484,17 @@ impl State {
         e.finish(&self.active)?;
         let sigma = sigmas(e, Buf::Work, p.robust, &self.count, &self.active)?;
         let (mut ran, mut sum, mut change) = (0usize, 0.0, 0f64);
-        for u in 0..self.active.len() {
+        for (u, &sig) in sigma.iter().enumerate() {
             if !self.active[u] {
                 continue;
             }
             let g = self.global[u];
-            let rel = (self.old[u] - sigma[u]).abs() / sigma[u];
+            let rel = (self.old[u] - sig).abs() / sig;
             self.outcome.iterations[g] = iteration as u32;
-            self.outcome.noise[g] = sigma[u];
-            self.old[u] = sigma[u];
+            self.outcome.noise[g] = sig;
+            self.old[u] = sig;
             ran += 1;
-            sum += sigma[u];
+            sum += sig;
             change = change.max(if rel.is_nan() { 0.0 } else { rel });
             // DUCHAMP: `while (iteration == 1 || |Δσ|/σ > tolerance)`; NaN (0/0) stops.
             let more = iteration == 1 || rel > p.convergence;
