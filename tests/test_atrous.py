@@ -422,9 +422,12 @@ def test_gpu_large_single_unit_uses_device_selection(rng):
 def test_gpu_dim2_chunks_when_memory_is_short(rng):
     x = noisy(rng, (7, 33, 35), blanks=True, dtype=np.float32)
     full = skyconv.atrous_denoise(x, dim=2, device="cuda")
+    # bytes the CUDA engine budgets for one map (5 arrays + per-unit + 16 MiB slack); a limit
+    # between one map and all seven forces chunks of one map each.
     per_map = 5 * 33 * 35 * 4 + 64 + (16 << 20)
+    limit = per_map + 2 * 5 * 33 * 35 * 4
     chunked, iters, _noise, _, _, _ = skyconv._core._atrous_denoise(
-        x, 2, 4.0, 1, 0, "b3spline", 0.005, True, "cuda", None, 3 * per_map)
+        x, 2, 4.0, 1, 0, "b3spline", 0.005, True, "cuda", None, limit)
     np.testing.assert_array_equal(chunked, full.data)
     np.testing.assert_array_equal(iters, full.iterations)
     with pytest.raises(skyconv.GpuMemoryError, match="GiB"):
