@@ -6,6 +6,7 @@
 //! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
 //! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
 
+use super::unitstats::unkey;
 use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
@@ -60,6 +61,45 @@ impl<T: Real> Dev<'_, T> {
         self.gpu
             .function("atrous", &format!("atrous_{name}_{}", T::CUDA))
     }
+
+    /// (number of values below `bound`, the largest of them) over the whole of `data`.
+    fn below(
+        &self,
+        data: &CudaSlice<T>,
+        bound: f64,
+        abs: bool,
+        center: f64,
+    ) -> Result<(usize, f64)> {
+        let gpu = self.gpu;
+        let f = self.kernel("below")?;
+        let mut d_count = gpu.alloc_zeros::<u64>(1)?;
+        let mut d_key = gpu.alloc_zeros::<u64>(1)?;
+        let (n, abs) = (self.n as i64, abs as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                self.n.div_ceil(THREADS as usize).clamp(1, 4096) as u32,
+                1,
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = gpu.stream.launch_builder(&f);
+        l.arg(data)
+            .arg(&n)
+            .arg(&bound)
+            .arg(&abs)
+            .arg(&center)
+            .arg(&mut d_count)
+            .arg(&mut d_key);
+        // SAFETY: matches atrous_below_* (256 threads, as its shared arrays assume); data holds
+        // n elements, the outputs one each.
+        unsafe { l.launch(cfg) }?;
+        let (mut count, mut key) = ([0u64], [0u64]);
+        gpu.download(&d_count, &mut count)?;
+        gpu.download(&d_key, &mut key)?;
+        Ok((count[0] as usize, unkey(key[0])))
+    }
 }
 
 impl<T: Real> Engine for Dev<'_, T> {
@@ -92,16 +132,16 @@ impl<T: Real> Engine for Dev<'_, T> {
                     };
                     let n = arg[0] as usize;
                     let (k_lo, k_hi) = middle_ranks(n);
-                    if n == 0 {
-                        f64::NAN
-                    } else {
-                        let hi = select_kth_device(gpu, data, self.n, k_hi, vals)?;
-                        let lo = if k_lo == k_hi {
-                            hi
-                        } else {
-                            select_kth_device(gpu, data, self.n, k_lo, vals)?
-                        };
-                        median_of(n, lo.unwrap_or(f64::NAN), hi.unwrap_or(f64::NAN))
+                    match select_kth_device(gpu, data, self.n, k_hi, vals)? {
+                        None => f64::NAN,
+                        Some(hi) if k_lo == k_hi => hi,
+                        Some(hi) => {
+                            // The lower middle value is the largest below `hi` when exactly
+                            // k_hi values lie below it, else it ties with `hi`.
+                            let (below, max_below) = self.below(data, hi, abs, center[0])?;
+                            let lo = if below == k_hi { max_below } else { hi };
+                            median_of(n, lo, hi)
+                        }
                     }
                 }
                 Stat::Sum { .. } => unreachable!(),

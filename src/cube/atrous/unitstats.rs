@@ -124,9 +124,9 @@ fn key(v: f64) -> u64 {
     }
 }
 
-/// Inverse of `key`.
+/// Inverse of `key` (also of `at_key` in kernels/atrous.cu).
 #[inline(always)]
-fn unkey(k: u64) -> f64 {
+pub fn unkey(k: u64) -> f64 {
     f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
 }
 
