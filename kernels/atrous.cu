@@ -220,6 +220,28 @@ __device__ void at_below(const T* __restrict__ data, i64 n, double bound, int ab
     }
 }
 
+// Over the whole array, grid-stride: per-block partial sums of x (mode 1) or of
+// (x - center)^2 (mode 2) over the finite values, summed in order on the host (deterministic).
+template <typename T>
+__device__ void at_partial(const T* __restrict__ data, i64 n, double center, int mode,
+                           double* __restrict__ partial) {
+    __shared__ double part[256];
+    double acc = 0.0;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x) {
+        const double x = (double)data[i];
+        if (!sc_finite(x)) continue;
+        acc += mode == 1 ? x : (x - center) * (x - center);
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+
 #define AT_INSTANTIATE(T, S)                                                                     \
     extern "C" __global__ void atrous_start_##S(const T* in, const T* out, T* c, i64 n) {      \
         at_start<T>(in, out, c, n);                                                              \
@@ -250,6 +272,10 @@ __device__ void at_below(const T* __restrict__ data, i64 n, double bound, int ab
                                                 double center, unsigned long long* count,       \
                                                 unsigned long long* max_key) {                  \
         at_below<T>(data, n, bound, abs, center, count, max_key);                                \
+    }                                                                                            \
+    extern "C" __global__ void atrous_partial_##S(const T* data, i64 n, double center,         \
+                                                  int mode, double* partial) {                  \
+        at_partial<T>(data, n, center, mode, partial);                                           \
     }                                                                                            \
     extern "C" __global__ void atrous_sum_##S(const T* data, i64 len, i64 unit_stride,         \
                                               i64 elem_stride, const double* center, int mode,  \

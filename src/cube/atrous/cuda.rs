@@ -62,6 +62,28 @@ impl<T: Real> Dev<'_, T> {
             .function("atrous", &format!("atrous_{name}_{}", T::CUDA))
     }
 
+    /// Σx or Σ(x − center)² over the finite values of the whole of `data`: per-block partial
+    /// sums on the device, added in block order here (deterministic).
+    fn sum_all(&self, data: &CudaSlice<T>, sq: bool, center: f64) -> Result<f64> {
+        let gpu = self.gpu;
+        let f = self.kernel("partial")?;
+        let blocks = self.n.div_ceil(THREADS as usize).clamp(1, 2048);
+        let mut d_part = gpu.alloc_zeros::<f64>(blocks)?;
+        let (n, mode) = (self.n as i64, if sq { 2i32 } else { 1 });
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = gpu.stream.launch_builder(&f);
+        l.arg(data).arg(&n).arg(&center).arg(&mode).arg(&mut d_part);
+        // SAFETY: matches atrous_partial_* (256 threads); `partial` holds one entry per block.
+        unsafe { l.launch(cfg) }?;
+        let mut part = vec![0f64; blocks];
+        gpu.download(&d_part, &mut part)?;
+        Ok(part.iter().sum())
+    }
+
     /// (number of values below `bound`, the largest of them) over the whole of `data`.
     fn below(
         &self,
@@ -147,6 +169,14 @@ impl<T: Real> Engine for Dev<'_, T> {
                 Stat::Sum { .. } => unreachable!(),
             };
             return Ok(vec![v]);
+        }
+        if lay.units == 1 {
+            if let Stat::Sum { sq } = stat {
+                if !active[0] {
+                    return Ok(vec![f64::NAN]);
+                }
+                return Ok(vec![self.sum_all(data, sq, center[0])?]);
+            }
         }
         let units = lay.units;
         let d_active = gpu.upload_small(&flags(active))?;
