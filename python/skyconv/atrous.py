@@ -174,6 +174,22 @@ def atrous_denoise(
     All-blank input returns a copy of the input (with a RuntimeWarning), iterations 0 and
     noise NaN. Differences from DUCHAMP 1.6.1 are listed in the module documentation
     (``help(skyconv.atrous)``).
+
+    Notes
+    -----
+    Memory: both engines hold five arrays of the data's size (input, output, the smooth
+    array and two work arrays). On the GPU everything stays on the device for all iterations;
+    when the free GPU memory is too small, ``dim=2`` reconstructions run in chunks of whole
+    channel maps (independent, so no halo is needed), while ``dim=1`` and ``dim=3`` raise
+    ``GpuMemoryError`` stating the memory needed (use ``device="cpu"``).
+
+    Speed: the CPU engine drops converged spectra/maps from its working arrays, so a few
+    slowly converging units do not make every iteration process the whole cube.
+
+    Fluxes: hard thresholding keeps a source's significant coefficients but drops the faint,
+    partly negative ones around it, so aperture fluxes summed on the reconstruction are biased
+    high (10-25 % for sources peaking at 6-10 σ in the tests); measure fluxes on the data
+    within a mask derived from the reconstruction.
     """
     a = float_array(data, "data")
     dim = int_arg(dim, "dim")
