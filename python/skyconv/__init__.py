@@ -24,7 +24,7 @@ _core._set_cuda_search_dirs(_search_dirs())
 
 from . import filters, healpix  # noqa: E402
 from ._backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
-from .atrous import AtrousResult as AtrousResult, atrous_denoise as atrous_denoise  # noqa: E402
+from .atrous import AtrousResult, atrous_denoise  # noqa: E402, F401 (public API)
 
 __version__ = _core.__version__
 
