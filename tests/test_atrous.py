@@ -13,10 +13,12 @@ import warnings
 
 import numpy as np
 import pytest
+
 import skyconv
-from _refs import rel_err
 from skyconv import ShapeError
 from skyconv.atrous import atrous_scales
+
+from _refs import rel_err
 
 MADFM_TO_SIGMA = 0.6744888
 WEIGHTS = {
@@ -71,7 +73,8 @@ def ref_smooth(c: np.ndarray, w1: list[float], step: int) -> np.ndarray:
     out = np.zeros_like(c)
     for offs in itertools.product(range(len(w1)), repeat=c.ndim):
         weight = np.prod([w1[o] for o in offs])
-        idx = [mirror(np.arange(n) + (o - hw) * step, n) for o, n in zip(offs, c.shape)]
+        idx = [mirror(np.arange(n) + (o - hw) * step, n)
+               for o, n in zip(offs, c.shape, strict=True)]
         out += weight * c[np.ix_(*idx)]
     return out
 
@@ -128,7 +131,7 @@ def reference(data, dim=3, snr_recon=4.0, scale_min=1, scale_max=0, filter="b3sp
         units = [idx + (Ellipsis,) for idx in np.ndindex(*ushape)]
     iters = np.zeros(ushape, dtype=np.int64)
     noise = np.zeros(ushape)
-    for u, sel in zip(np.ndindex(*ushape), units):
+    for u, sel in zip(np.ndindex(*ushape), units, strict=True):
         r, it, nz, _ = ref_unit(data[sel], filter, snr_recon, scale_min, scale_max,
                                 convergence, robust, dim)
         out[sel] = r
@@ -143,7 +146,7 @@ def noisy(rng, shape, blanks=False, dtype=np.float64):
     for _ in range(3):
         centre = [rng.integers(0, n) for n in shape]
         grids = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
-        r2 = sum((g - c) ** 2 for g, c in zip(grids, centre))
+        r2 = sum((g - c) ** 2 for g, c in zip(grids, centre, strict=True))
         x += 6.0 * np.exp(-r2 / (2 * 1.5**2))
     if blanks:
         flat = x.reshape(-1)
@@ -419,20 +422,19 @@ def test_gpu_large_single_unit_uses_device_selection(rng):
 
 
 @pytest.mark.gpu
-def test_gpu_dim2_chunks_when_memory_is_short(rng):
+def test_gpu_dim2_chunks_when_memory_is_short(rng, monkeypatch):
     x = noisy(rng, (7, 33, 35), blanks=True, dtype=np.float32)
     full = skyconv.atrous_denoise(x, dim=2, device="cuda")
     # bytes the CUDA engine budgets for one map (5 arrays + per-unit + 16 MiB slack); a limit
     # between one map and all seven forces chunks of one map each.
     per_map = 5 * 33 * 35 * 4 + 64 + (16 << 20)
-    limit = per_map + 2 * 5 * 33 * 35 * 4
-    chunked, iters, _noise, _, _, _ = skyconv._core._atrous_denoise(
-        x, 2, 4.0, 1, 0, "b3spline", 0.005, True, "cuda", None, limit)
-    np.testing.assert_array_equal(chunked, full.data)
-    np.testing.assert_array_equal(iters, full.iterations)
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(per_map + 2 * 5 * 33 * 35 * 4))
+    chunked = skyconv.atrous_denoise(x, dim=2, device="cuda")
+    np.testing.assert_array_equal(chunked.data, full.data)
+    np.testing.assert_array_equal(chunked.iterations, full.iterations)
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "1000")
     with pytest.raises(skyconv.GpuMemoryError, match="GiB"):
-        skyconv._core._atrous_denoise(x, 3, 4.0, 1, 0, "b3spline", 0.005, True, "cuda", None,
-                                      1000)
+        skyconv.atrous_denoise(x, dim=3, device="cuda")
 
 
 @pytest.mark.gpu
@@ -483,15 +485,3 @@ def test_cli_roundtrip(tmp_path, rng, capsys):
                               "--snr", "-1", "--device", "cpu"])
     assert _cli_atrous.run(args) == 2
 
-
-def test_notebook_executes():
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    pytest.importorskip("matplotlib")
-    pytest.importorskip("ipykernel")
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "notebooks" / "05_atrous.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}).execute()

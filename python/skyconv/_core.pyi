@@ -1,16 +1,96 @@
-"""Type stubs for the compiled extension ``skyconv._core`` (private; use the public modules)."""
+# Type stubs for the Rust extension module skyconv._core. The public, documented API lives in
+# the Python modules (skyconv.filters, skyconv.healpix, ...); these are its private entry points.
+# Each family appends its section below.
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+__version__: str
+
+FloatArray = npt.NDArray[np.float32] | npt.NDArray[np.float64]
+
+# --- backend -------------------------------------------------------------------------------
+def set_num_threads(n: int) -> None: ...
+def get_num_threads() -> int: ...
+def resolve_device(device: str | None = None) -> str: ...
+def backend_info() -> dict[str, Any]: ...
+def last_profile() -> dict[str, float]: ...
+def _set_cuda_search_dirs(dirs: list[str]) -> None: ...
+def _compile_kernels(major: int, minor: int) -> dict[str, int]: ...
+
+# --- filters -------------------------------------------------------------------------------
+def _correlate1d(
+    input: FloatArray,
+    weights: list[float],
+    axis: int,
+    mode: str,
+    cval: float,
+    origin: int,
+    convolve: bool,
+    device: str | None = None,
+) -> FloatArray: ...
+def _gaussian_filter1d(
+    input: FloatArray,
+    sigma: float,
+    axis: int,
+    mode: str,
+    cval: float,
+    truncate: float,
+    radius: int | None = None,
+    device: str | None = None,
+) -> FloatArray: ...
+def _uniform_filter1d(
+    input: FloatArray,
+    size: int,
+    axis: int,
+    mode: str,
+    cval: float,
+    origin: int,
+    device: str | None = None,
+) -> FloatArray: ...
+
+# --- statistics primitive ----------------------------------------------------------------------
+def _select_kth(
+    data: FloatArray,
+    k: int,
+    center: float = 0.0,
+    abs: bool = False,
+    range: str = "all",
+    device: str | None = None,
+) -> float | None: ...
+
+# --- healpix (src/py/healpix.rs) -------------------------------------------------------------
+# Inputs must be C-contiguous native-endian arrays (skyconv.healpix makes sure); outputs take
+# the input's shape. Angles in radians; pixel indices int64. Errors: ValueError (nside, range),
+# ShapeError (theta/phi shapes differ).
+
+def _healpix_pix2ang(
+    nside: int, ipix: npt.NDArray[np.int64], nest: bool
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def _healpix_ang2pix(
+    nside: int, theta: npt.NDArray[np.float64], phi: npt.NDArray[np.float64], nest: bool
+) -> npt.NDArray[np.int64]: ...
+def _healpix_ring2nest(nside: int, ipix: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
+def _healpix_nest2ring(nside: int, ipix: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
+def _healpix_ring_info(
+    nside: int,
+) -> tuple[
+    npt.NDArray[np.float64],  # theta
+    npt.NDArray[np.float64],  # z = cos(theta)
+    npt.NDArray[np.float64],  # sin(theta)
+    npt.NDArray[np.int64],  # nphi
+    npt.NDArray[np.float64],  # phi0
+    npt.NDArray[np.int64],  # first pixel
+]: ...
 
 # --- atrous (src/py/atrous.rs) ---------------------------------------------------------------
 # data: C-contiguous native-endian float32/float64, 1-3 dimensions (skyconv.atrous checks).
 # Returns (reconstruction, iterations, noise, input_noise, scales, device) with one entry per
 # unit (spectrum for dim 1, map for dim 2, one for dim 3) in C order of the units' shape.
 # progress(iteration, active_units, units, mean_noise, max_rel_change) after each iteration.
-# gpu_mem_limit (bytes): assumed free GPU memory (tests of the CUDA engine's chunking).
 
 def _atrous_denoise(
     data: npt.NDArray[np.floating],
@@ -23,6 +103,5 @@ def _atrous_denoise(
     robust: bool,
     device: str | None = None,
     progress: Callable[[int, int, int, float, float], object] | None = None,
-    gpu_mem_limit: int | None = None,
 ) -> tuple[npt.NDArray[np.floating], list[int], list[float], list[float], int, str]: ...
 def _atrous_plan(shape: list[int], dim: int, filter: str) -> tuple[int, list[float]]: ...

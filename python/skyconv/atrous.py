@@ -179,8 +179,9 @@ def atrous_denoise(
     -----
     Memory: both engines hold five arrays of the data's size (input, output, the smooth
     array and two work arrays). On the GPU everything stays on the device for all iterations;
-    when the free GPU memory is too small, ``dim=2`` reconstructions run in chunks of whole
-    channel maps (independent, so no halo is needed), while ``dim=1`` and ``dim=3`` raise
+    when that exceeds the GPU budget (80 % of the free memory, capped by the environment
+    variable ``SKYCONV_GPU_MEMORY_LIMIT`` in bytes), ``dim=2`` reconstructions run in chunks
+    of whole channel maps (independent, so no halo is needed), while ``dim=1`` and ``dim=3`` raise
     ``GpuMemoryError`` stating the memory needed (use ``device="cpu"``).
 
     Speed: the CPU engine drops converged spectra/maps from its working arrays, so a few

@@ -27,7 +27,6 @@ fn run<'py, T: Real + numpy::Element>(
     params: &Params,
     device: Option<&str>,
     progress: Option<Py<PyAny>>,
-    gpu_mem_limit: Option<usize>,
 ) -> PyResult<Answer<'py>> {
     let (shape, input) = parts(a, "data")?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
@@ -49,7 +48,7 @@ fn run<'py, T: Real + numpy::Element>(
         })
     };
     let result = compute(py, || {
-        atrous::atrous_denoise(dev, input, &shape, params, dst, &mut report, gpu_mem_limit)
+        atrous::atrous_denoise(dev, input, &shape, params, dst, &mut report)
     });
     if let Some(e) = raised.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(e);
@@ -67,7 +66,7 @@ fn run<'py, T: Real + numpy::Element>(
 
 #[pyfunction]
 #[pyo3(signature = (data, dim, snr_recon, scale_min, scale_max, filter, convergence, robust,
-                    device=None, progress=None, gpu_mem_limit=None))]
+                    device=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn _atrous_denoise<'py>(
     py: Python<'py>,
@@ -81,7 +80,6 @@ fn _atrous_denoise<'py>(
     robust: bool,
     device: Option<&str>,
     progress: Option<Py<PyAny>>,
-    gpu_mem_limit: Option<usize>,
 ) -> PyResult<Answer<'py>> {
     let params = Params {
         dim,
@@ -93,8 +91,8 @@ fn _atrous_denoise<'py>(
         robust,
     };
     match data {
-        FloatArray::F32(a) => run(py, &a, &params, device, progress, gpu_mem_limit),
-        FloatArray::F64(a) => run(py, &a, &params, device, progress, gpu_mem_limit),
+        FloatArray::F32(a) => run(py, &a, &params, device, progress),
+        FloatArray::F64(a) => run(py, &a, &params, device, progress),
     }
 }
 

@@ -6,6 +6,7 @@ mod backend;
 mod errors;
 mod filters;
 mod healpix;
+mod stats;
 
 use pyo3::prelude::*;
 
@@ -16,5 +17,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     atrous::register(m)?;
     filters::register(m)?;
     healpix::register(m)?;
+    stats::register(m)?;
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! per-unit statistics (a few numbers per unit) and the result cross the bus.
 //!
 //! Memory: five arrays of the data's size (input, output, smooth c, two work arrays) plus a
-//! few f64 per unit. When that does not fit, channel maps (dim 2) are processed in chunks of
+//! few f64 per unit. When that exceeds the backend's budget (`Gpu::budget`: 80 % of the free
+//! memory, capped by `SKYCONV_GPU_MEMORY_LIMIT`), channel maps (dim 2) are processed in chunks of
 //! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
 //! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
 
@@ -376,21 +377,18 @@ fn run_resident<T: Real>(
     Ok(outcome)
 }
 
-/// Reconstruct on the GPU; `mem_limit` (bytes) overrides the free device memory (tests).
+/// Reconstruct on the GPU within the backend's memory budget (80 % of the free memory, capped
+/// by `SKYCONV_GPU_MEMORY_LIMIT`).
 pub fn run<T: Real>(
     input: &[T],
     plan: &Plan,
     out: &mut [T],
     progress: &mut dyn FnMut(Progress) -> Result<()>,
-    mem_limit: Option<usize>,
 ) -> Result<Outcome> {
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let lay = &plan.layout;
-    let free = match mem_limit {
-        Some(b) => b,
-        None => gpu.mem_info()?.0,
-    };
+    let free = gpu.budget()?;
     let need = bytes_needed::<T>(input.len(), lay.units);
     if need <= free {
         return run_resident(&gpu, input, plan, out, progress);
@@ -399,7 +397,7 @@ pub fn run<T: Real>(
     if lay.dim != 2 || lay.units < 2 || per_map > free {
         return Err(Error::GpuMemory(format!(
             "the à trous reconstruction of this {:?} {} array (dim={}) needs {:.2} GiB of GPU \
-             memory ({} arrays of its size), but {:.2} GiB are free; use device=\"cpu\"{}",
+             memory ({} arrays of its size), but {:.2} GiB are available; use device=\"cpu\"{}",
             lay.shape,
             std::any::type_name::<T>(),
             lay.dim,

@@ -526,8 +526,7 @@ pub fn drive(
 }
 
 /// Reconstruct `input` (C-contiguous, `shape`) into `out` on `device`, calling `progress`
-/// after every iteration. `gpu_mem_limit` (bytes) caps the device memory the CUDA engine
-/// assumes free (None: what the driver reports), which lets tests exercise its chunking.
+/// after every iteration.
 pub fn atrous_denoise<T: Real>(
     device: Device,
     input: &[T],
@@ -535,7 +534,6 @@ pub fn atrous_denoise<T: Real>(
     params: &Params,
     out: &mut [T],
     progress: &mut dyn FnMut(Progress) -> Result<()>,
-    gpu_mem_limit: Option<usize>,
 ) -> Result<Outcome> {
     let total: usize = shape.iter().product();
     if input.len() != total || out.len() != total {
@@ -546,7 +544,7 @@ pub fn atrous_denoise<T: Real>(
     let plan = Plan::new(shape, params)?;
     match device {
         Device::Cpu => cpu::run(input, &plan, out, progress),
-        Device::Cuda => cuda::run(input, &plan, out, progress, gpu_mem_limit),
+        Device::Cuda => cuda::run(input, &plan, out, progress),
     }
 }
 
