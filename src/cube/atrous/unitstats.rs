@@ -51,38 +51,85 @@ pub fn unit_stat<T: Real>(
         };
         return vec![v];
     }
-    (0..lay.units)
+    if lay.elem_stride == 1 {
+        // Maps: each unit is a contiguous block.
+        return (0..lay.units)
+            .into_par_iter()
+            .map_init(Vec::new, |buf: &mut Vec<f64>, u| {
+                if !active[u] {
+                    return f64::NAN;
+                }
+                let unit = &data[u * lay.len..(u + 1) * lay.len];
+                one_unit(unit.iter().map(|x| x.to_f64()), stat, center[u], buf)
+            })
+            .collect();
+    }
+    // Spectra: element k of unit u sits at k·units + u. Tiles of neighbouring spectra are
+    // transposed into a buffer first, so that memory is read in contiguous runs.
+    let tiles = lay.units.div_ceil(TILE);
+    let parts: Vec<Vec<f64>> = (0..tiles)
         .into_par_iter()
-        .map_init(Vec::new, |buf: &mut Vec<f64>, u| {
-            if !active[u] {
+        .map_init(
+            || (Vec::new(), Vec::new()),
+            |(tile, buf): &mut (Vec<f64>, Vec<f64>), t| {
+                let u0 = t * TILE;
+                let w = TILE.min(lay.units - u0);
+                if !active[u0..u0 + w].iter().any(|&a| a) {
+                    return vec![f64::NAN; w];
+                }
+                tile.clear();
+                tile.resize(w * lay.len, 0.0);
+                for k in 0..lay.len {
+                    let row = &data[k * lay.units + u0..k * lay.units + u0 + w];
+                    for (j, x) in row.iter().enumerate() {
+                        tile[j * lay.len + k] = x.to_f64();
+                    }
+                }
+                (0..w)
+                    .map(|j| {
+                        let u = u0 + j;
+                        if !active[u] {
+                            return f64::NAN;
+                        }
+                        let unit = &tile[j * lay.len..(j + 1) * lay.len];
+                        one_unit(unit.iter().copied(), stat, center[u], buf)
+                    })
+                    .collect()
+            },
+        )
+        .collect();
+    parts.concat()
+}
+
+/// Spectra transposed together by `unit_stat`.
+const TILE: usize = 64;
+
+/// `stat` of one small unit given as its values in order (`buf`: scratch; the median counts
+/// the finite values itself).
+fn one_unit(unit: impl Iterator<Item = f64>, stat: Stat, center: f64, buf: &mut Vec<f64>) -> f64 {
+    match stat {
+        Stat::Count => unit.filter(|x| x.is_finite()).count() as f64,
+        Stat::Sum { sq } => sum_of(unit, sq, center),
+        Stat::Median { abs } => {
+            let vals = values(abs, center);
+            buf.clear();
+            buf.extend(unit.filter_map(|x| vals.map(x)));
+            let n = buf.len();
+            if n == 0 {
                 return f64::NAN;
             }
-            let unit = (0..lay.len).map(|k| data[lay.index(u, k)].to_f64());
-            match stat {
-                Stat::Count => unit.filter(|x| x.is_finite()).count() as f64,
-                Stat::Sum { sq } => sum_of(unit, sq, center[u]),
-                Stat::Median { abs } => {
-                    let vals = values(abs, center[u]);
-                    buf.clear();
-                    buf.extend(unit.filter_map(|x| vals.map(x)));
-                    let n = buf.len();
-                    if n == 0 {
-                        return f64::NAN;
-                    }
-                    let (k_lo, k_hi) = middle_ranks(n);
-                    let (below, hi, _) = buf.select_nth_unstable_by(k_hi, |a, b| a.total_cmp(b));
-                    let hi = *hi;
-                    // The k_lo-th value is the largest of those left of rank k_hi.
-                    let lo = if k_lo < k_hi {
-                        below.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-                    } else {
-                        hi
-                    };
-                    median_of(n, lo, hi)
-                }
-            }
-        })
-        .collect()
+            let (k_lo, k_hi) = middle_ranks(n);
+            let (below, hi, _) = buf.select_nth_unstable_by(k_hi, |a, b| a.total_cmp(b));
+            let hi = *hi;
+            // The k_lo-th value is the largest of those left of rank k_hi.
+            let lo = if k_lo < k_hi {
+                below.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                hi
+            };
+            median_of(n, lo, hi)
+        }
+    }
 }
 
 /// Median of one large unit: one exact selection of the upper middle value; for an even
