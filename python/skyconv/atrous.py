@@ -38,12 +38,12 @@ Decisions where DUCHAMP 1.6.1 has quirks (skyconv does the left-hand thing):
   into slots beyond the tabulated scales that are never used (no effect).
 - Blank edges: DUCHAMP 3-D mirrors each row at the first/last non-blank pixel and lowers N
   from the average non-blank width; skyconv mirrors at the array edges (blank voxels simply
-  contribute nothing) and takes N from the array shape, so results do not depend on where
-  blanks happen to sit.
+  contribute nothing to any sum) and takes N from the array shape alone.
 - ``scale_max``: scales above it are computed (the smoothing continues) but not added; the
   final smooth array is always added. 0 (or any value >= N) means all scales.
 - Convergence: DUCHAMP loops while ``|Δσ|/σ > tolerance`` and has no cap; skyconv stops as
-  well after 100 iterations (never reached on noisy data) or when σ stays 0 (0/0).
+  well after 100 iterations (cubes and maps need 2-4; only units of very few voxels, such as
+  spectra of ~20 channels, can creep on that long) or when σ stays 0 (0/0).
 - Blanks are NaN and ±inf (DUCHAMP: its BLANK value); they pass through unchanged.
 """
 
