@@ -38,21 +38,21 @@ pub const MADFM_TO_SIGMA: f64 = 0.6744888;
 /// only units of very few voxels (spectra of ~20 channels) can creep on for longer.
 pub const MAX_ITERATIONS: usize = 100;
 
-/// Reconstruction parameters (DUCHAMP names in brackets).
+/// Reconstruction parameters.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// 1, 2 or 3 [reconDim].
+    /// 1, 2 or 3 (DUCHAMP `reconDim`).
     pub dim: usize,
-    /// Threshold in units of the scale's noise [snrRecon].
+    /// Threshold in units of the scale's noise (DUCHAMP `snrRecon`).
     pub snr: f64,
-    /// First scale added to the output, ≥ 1 [scaleMin].
+    /// First scale added to the output, ≥ 1 (DUCHAMP `scaleMin`).
     pub scale_min: usize,
-    /// Last scale added to the output; 0 = all [scaleMax].
+    /// Last scale added to the output; 0 = all (DUCHAMP `scaleMax`).
     pub scale_max: usize,
     pub filter: WaveletFilter,
-    /// Relative change of the residual noise that ends the loop [reconConvergence].
+    /// Relative change of the residual noise that ends the loop (DUCHAMP `reconConvergence`).
     pub convergence: f64,
-    /// Median/MADFM statistics (true) or mean/standard deviation [flagRobustStats].
+    /// Median/MADFM statistics (true) or mean/standard deviation (DUCHAMP `flagRobustStats`).
     pub robust: bool,
 }
 
@@ -298,10 +298,10 @@ pub enum Buf {
 pub enum Stat {
     /// Number of finite values.
     Count,
-    /// Median of x (or of |x − center[u]| when `abs`); `arg[u]` is the unit's finite count.
+    /// Median of x (or of `|x − center[u]|` when `abs`); `arg[u]` is the unit's finite count.
     /// The mean of the two middle values for an even count; NaN for none.
     Median { abs: bool },
-    /// Σx (or Σ(x − center[u])² when `sq`).
+    /// Σx (or `Σ(x − center[u])²` when `sq`).
     Sum { sq: bool },
 }
 
