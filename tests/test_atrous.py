@@ -453,8 +453,8 @@ def test_gpu_large_single_unit_uses_device_selection(rng):
 def test_gpu_dim2_chunks_when_memory_is_short(rng, monkeypatch):
     x = noisy(rng, (7, 33, 35), blanks=True, dtype=np.float32)
     full = skyconv.atrous_denoise(x, dim=2, device="cuda")
-    # bytes the CUDA engine budgets for one map (5 arrays + per-unit + 16 MiB slack); a limit
-    # between one map and all seven forces chunks of one map each.
+    # bytes the CUDA engine budgets for one map (5 arrays + per-unit + 16 MiB slack); this
+    # limit fits two maps at a time, so the seven maps run in chunks of 2, 2, 2, 1.
     per_map = 5 * 33 * 35 * 4 + 64 + (16 << 20)
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(per_map + 2 * 5 * 33 * 35 * 4))
     chunked = skyconv.atrous_denoise(x, dim=2, device="cuda")

@@ -412,7 +412,8 @@ pub fn run<T: Real>(
         )));
     }
     // dim 2: chunks of whole channel maps, each reconstructed independently.
-    let maps = (free / per_map).max(1);
+    let map_bytes = bytes_needed::<T>(lay.len, 1) - bytes_needed::<T>(0, 0);
+    let maps = (free.saturating_sub(bytes_needed::<T>(0, 0)) / map_bytes).max(1);
     let mut outcome = Outcome {
         scales: plan.scales,
         ..Outcome::default()
