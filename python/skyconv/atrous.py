@@ -8,7 +8,7 @@ O(taps) per voxel), in parallel on the CPU, or on the GPU with everything reside
 Algorithm (per unit: each spectrum for ``dim=1``, each channel map for ``dim=2``, the whole
 cube for ``dim=3``)::
 
-    σ0 = MADFM(data) / 0.6744888            (robust=False: standard deviation)
+    σ0 = MADFM(data) / 0.6744888            (robust=False: standard deviation, 1/n)
     output = 0
     repeat:
         c = data − output                   (blank voxels: 0, i.e. left out of every sum)
@@ -148,7 +148,8 @@ def atrous_denoise(
         Stop when the residual noise changes by less than this fraction
         (``reconConvergence``); at least two iterations always run.
     robust : bool
-        Median and MADFM statistics (True) or mean and standard deviation (``flagRobustStats``).
+        Median and MADFM statistics (True) or mean and standard deviation (population, 1/n)
+        (``flagRobustStats``).
     device : "auto", "cpu", "cuda" or None
         None: the SKYCONV_DEVICE environment variable, else "auto".
     progress : callable, optional
