@@ -2,6 +2,7 @@
 # the Python modules (skyconv.filters, skyconv.healpix, ...); these are its private entry points.
 # Each family appends its section below.
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -129,3 +130,23 @@ def _stat(
 def _histogram(data: FloatArray, edges: list[float]) -> list[int]: ...
 def _fit_gaussian(x: list[float], y: list[float], a0: float, s0: float) -> tuple[float, float]: ...
 def _sofia2_cadence(shape: list[int]) -> int: ...
+
+# --- atrous (src/py/atrous.rs) ---------------------------------------------------------------
+# data: C-contiguous native-endian float32/float64, 1-3 dimensions (skyconv.atrous checks).
+# Returns (reconstruction, iterations, noise, input_noise, scales, device) with one entry per
+# unit (spectrum for dim 1, map for dim 2, one for dim 3) in C order of the units' shape.
+# progress(iteration, active_units, units, mean_noise, max_rel_change) after each iteration.
+
+def _atrous_denoise(
+    data: npt.NDArray[np.floating],
+    dim: int,
+    snr_recon: float,
+    scale_min: int,
+    scale_max: int,
+    filter: str,
+    convergence: float,
+    robust: bool,
+    device: str | None = None,
+    progress: Callable[[int, int, int, float, float], object] | None = None,
+) -> tuple[npt.NDArray[np.floating], list[int], list[float], list[float], int, str]: ...
+def _atrous_plan(shape: list[int], dim: int, filter: str) -> tuple[int, list[float]]: ...

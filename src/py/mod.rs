@@ -1,6 +1,7 @@
 //! pyo3 bindings: thin wrappers, one file per family, no numerics here.
 
 mod arrays;
+mod atrous;
 mod backend;
 mod cube;
 mod errors;
@@ -14,6 +15,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     backend::register(m)?;
+    atrous::register(m)?;
     filters::register(m)?;
     cube::register(m)?;
     healpix::register(m)?;

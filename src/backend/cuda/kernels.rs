@@ -8,6 +8,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("filters", include_str!("../../../kernels/filters.cu")),
     ("select", include_str!("../../../kernels/select.cu")),
     ("scfind", include_str!("../../../kernels/scfind.cu")),
+    ("atrous", include_str!("../../../kernels/atrous.cu")),
 ];
 
 /// The full translation unit for `module`, or None if there is no such module.
