@@ -122,7 +122,7 @@ def atrous_denoise(
     filter: str = "b3spline",
     convergence: float = 0.005,
     robust: bool = True,
-    device: str | None = "auto",
+    device: str | None = None,
     *,
     progress: Callable[[int, int, int, float, float], object] | None = None,
 ) -> AtrousResult:

@@ -68,7 +68,7 @@ def _check_mask(mask, shape):
 
 def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), threshold=5.0,
                     replacement=2.0, statistic="mad", flux_range="negative", spectral="boxcar",
-                    spatial="gaussian", edge_mode="constant", mask=None, device="auto", *,
+                    spatial="gaussian", edge_mode="constant", mask=None, device=None, *,
                     return_noise=False, progress=None, _slab_planes=None):
     """SoFiA 2's Smooth-and-Clip finder; returns a uint8 mask (1 = source) of the cube's shape.
 
@@ -93,7 +93,7 @@ def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), thresho
         SoFiA 2's choice).
     mask : optional boolean/integer array of the cube's shape; nonzero voxels start in the
         mask (replaced before smoothing) and stay in it.
-    device : "auto", "cpu" or "cuda".
+    device : "auto", "cpu", "cuda" or None (None: SKYCONV_DEVICE, else "auto").
     return_noise : also return a :class:`NoiseReport` (noise per kernel).
     progress : optional callable ``progress(done, total, noise)`` called after each kernel.
 
