@@ -195,23 +195,34 @@ fn plan(view: AxisView, span: (isize, isize), mode: Mode, budget: usize) -> Resu
     }
     let mut chunks = Vec::new();
     for o in 0..view.outer {
-        for a in (0..view.n).step_by(rows_fit) {
-            let rows = a..(a + rows_fit).min(view.n);
-            let rows_in = input_rows(&rows, view.n, span, mode);
-            if (rows.len() + rows_in.len()) * width > budget {
-                return Err(Error::GpuMemory(format!(
-                    "a filter this long ({halo} rows) needs more GPU memory than the budget of \
-                     {budget} elements"
-                )));
-            }
-            for c in (0..view.inner).step_by(width) {
+        let mut a = 0;
+        while a < view.n {
+            // Wrapped or reflected edges may read far rows: fewer rows, narrower columns.
+            let mut rows = a..(a + rows_fit).min(view.n);
+            let (rows_in, w) = loop {
+                let rows_in = input_rows(&rows, view.n, span, mode);
+                let w = width.min(budget / (rows.len() + rows_in.len()));
+                if w > 0 {
+                    break (rows_in, w);
+                }
+                if rows.len() == 1 {
+                    return Err(Error::GpuMemory(format!(
+                        "GPU memory budget of {budget} elements is too small for one row and \
+                         the {} rows the filter reads for it ({mode:?} edges)",
+                        rows_in.len()
+                    )));
+                }
+                rows.end = rows.start + rows.len() / 2;
+            };
+            for c in (0..view.inner).step_by(w) {
                 chunks.push(Chunk {
                     outer: o..o + 1,
                     rows: rows.clone(),
                     rows_in: rows_in.clone(),
-                    cols: c..(c + width).min(view.inner),
+                    cols: c..(c + w).min(view.inner),
                 });
             }
+            a = rows.end;
         }
     }
     Ok(chunks)
@@ -323,23 +334,33 @@ mod tests {
             for axis in 0..3 {
                 let view = AxisView::new(&shape, axis).unwrap();
                 for budget in [1usize << 40, 40_000, 5_000, 375] {
-                    let chunks = plan(view, f.span(), Mode::Reflect, budget).unwrap();
-                    let mut seen = vec![0u8; view.len()];
-                    for c in &chunks {
-                        let used = c.outer.len() * (c.rows.len() + c.rows_in.len()) * c.cols.len();
-                        assert!(used <= budget, "{shape:?} axis {axis} budget {budget}");
-                        for o in c.outer.clone() {
-                            for r in c.rows.clone() {
-                                for k in c.cols.clone() {
-                                    seen[(o * view.n + r) * view.inner + k] += 1;
+                    for mode in [Mode::Reflect, Mode::Wrap, Mode::Constant, Mode::Mirror] {
+                        let chunks = match plan(view, f.span(), mode, budget) {
+                            Ok(c) => c,
+                            Err(_) => {
+                                // Only when one column of the whole axis cannot fit.
+                                assert!(budget < view.n + 1, "{shape:?} {axis} {mode:?} {budget}");
+                                continue;
+                            }
+                        };
+                        let mut seen = vec![0u8; view.len()];
+                        for c in &chunks {
+                            let used =
+                                c.outer.len() * (c.rows.len() + c.rows_in.len()) * c.cols.len();
+                            assert!(used <= budget, "{shape:?} axis {axis} budget {budget}");
+                            for o in c.outer.clone() {
+                                for r in c.rows.clone() {
+                                    for k in c.cols.clone() {
+                                        seen[(o * view.n + r) * view.inner + k] += 1;
+                                    }
                                 }
                             }
                         }
+                        assert!(
+                            seen.iter().all(|&s| s == 1),
+                            "{shape:?} axis {axis} {budget}"
+                        );
                     }
-                    assert!(
-                        seen.iter().all(|&s| s == 1),
-                        "{shape:?} axis {axis} {budget}"
-                    );
                 }
             }
         }
