@@ -1,0 +1,228 @@
+//! The lookup structure both engines share: samples sorted by HEALPix ring, then by longitude
+//! inside the ring, with per-ring start tables and the latitude span the ring's samples really
+//! cover. For a target pixel the candidates are, per ring whose span meets the kernel disc, one
+//! or two contiguous runs of sorted samples found by binary search on the sort keys; the exact
+//! distance test is left to the engine.
+//!
+//! Bounds come from the data (each ring's smallest and largest z = sin(lat)), so the search is
+//! exact whatever the shape of HEALPix pixels; HEALPix only decides the bucketing.
+
+use std::f64::consts::{FRAC_PI_2, PI, TAU};
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::hpx;
+use crate::error::{Error, Result};
+
+/// Bits of the quantised longitude in a sort key; the ring index sits above them.
+pub const PHI_BITS: u32 = 44;
+const PHI_SCALE: f64 = (1u64 << PHI_BITS) as f64 / TAU;
+const PHI_MAX: u64 = (1u64 << PHI_BITS) - 1;
+/// The finest bucketing (4·nside − 1 rings).
+const MAX_NSIDE: u64 = 1 << 16;
+
+/// Quantised longitude (radians in [0, 2π)) used in sort keys; monotone in `phi`.
+#[inline]
+pub fn phi_key(phi: f64) -> u64 {
+    ((phi * PHI_SCALE) as u64).min(PHI_MAX)
+}
+
+/// Unit vector of (lon, lat) in radians.
+#[inline]
+pub fn unit(lon: f64, lat: f64) -> [f64; 3] {
+    let (sl, cl) = lon.sin_cos();
+    let (sb, cb) = lat.sin_cos();
+    [cb * cl, cb * sl, sb]
+}
+
+/// Bucketing resolution for a kernel sphere of `radius` radians: about four rings across the
+/// disc radius (HEALPix rings are 0.67/nside to 0.82/nside apart).
+pub fn nside_for(radius: f64) -> u64 {
+    let want = (3.0 / radius).clamp(1.0, MAX_NSIDE as f64);
+    (want as u64).next_power_of_two().min(MAX_NSIDE)
+}
+
+/// Samples sorted for lookup. Sorted position `i` holds original sample `order[i]`.
+pub struct Plan {
+    pub nside: u64,
+    /// Sort keys: ring << PHI_BITS | phi_key(lon), ascending (ties in original order).
+    pub keys: Vec<u64>,
+    pub order: Vec<u32>,
+    /// Unit vectors of the sorted samples.
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
+    pub z: Vec<f64>,
+    /// Samples of ring r are `ring_start[r]..ring_start[r + 1]` (r = 0..=4 nside; ring 0 and
+    /// ring 4 nside are always empty).
+    pub ring_start: Vec<usize>,
+    /// Smallest and largest z of each ring's samples (+inf / −inf when empty).
+    pub zmin: Vec<f64>,
+    pub zmax: Vec<f64>,
+    /// Monotone envelopes for finding the candidate rings: `lo_env[r] = min zmin[..=r]`,
+    /// `hi_env[r] = max zmax[r..]` (both non-increasing in r).
+    pub lo_env: Vec<f64>,
+    pub hi_env: Vec<f64>,
+}
+
+impl Plan {
+    /// Sort the samples with `keep[i]` true. `lon`, `lat` in degrees (finite where kept).
+    pub fn new(lon: &[f64], lat: &[f64], keep: &[bool], radius: f64) -> Result<Plan> {
+        if lon.len() > u32::MAX as usize {
+            return Err(Error::value(
+                "more than 2^32 - 1 samples in one call: grid them in chunks (Gridder)",
+            ));
+        }
+        let nside = nside_for(radius);
+        let nrings = 4 * nside as usize;
+        let mut pairs: Vec<(u64, u32)> = (0..lon.len())
+            .into_par_iter()
+            .with_min_len(4096)
+            .filter(|&i| keep[i])
+            .map(|i| {
+                let phi = lon[i].to_radians().rem_euclid(TAU);
+                let phi = if phi >= TAU { 0.0 } else { phi };
+                let theta = (FRAC_PI_2 - lat[i].to_radians()).clamp(0.0, PI);
+                let ring = hpx::ring_of_pixel(nside, hpx::ang2pix_ring(nside, theta, phi)) as u64;
+                ((ring << PHI_BITS) | phi_key(phi), i as u32)
+            })
+            .collect();
+        // (key, index) pairs are unique, so the order is the same for any thread count.
+        pairs.par_sort_unstable();
+        let n = pairs.len();
+        let (keys, order): (Vec<u64>, Vec<u32>) = pairs.into_par_iter().unzip();
+        let mut x = vec![0.0; n];
+        let mut y = vec![0.0; n];
+        let mut z = vec![0.0; n];
+        x.par_iter_mut()
+            .zip(y.par_iter_mut())
+            .zip(z.par_iter_mut())
+            .zip(order.par_iter())
+            .with_min_len(4096)
+            .for_each(|(((x, y), z), &i)| {
+                let i = i as usize;
+                [*x, *y, *z] = unit(lon[i].to_radians(), lat[i].to_radians());
+            });
+        let ring_start: Vec<usize> = (0..=nrings)
+            .into_par_iter()
+            .map(|r| keys.partition_point(|&k| k < (r as u64) << PHI_BITS))
+            .collect();
+        let (zmin, zmax): (Vec<f64>, Vec<f64>) = (0..nrings)
+            .into_par_iter()
+            .map(|r| {
+                z[ring_start[r]..ring_start[r + 1]]
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                        (lo.min(v), hi.max(v))
+                    })
+            })
+            .unzip();
+        let mut lo_env = zmin.clone();
+        for r in 1..nrings {
+            lo_env[r] = lo_env[r].min(lo_env[r - 1]);
+        }
+        let mut hi_env = zmax.clone();
+        for r in (0..nrings - 1).rev() {
+            hi_env[r] = hi_env[r].max(hi_env[r + 1]);
+        }
+        Ok(Plan {
+            nside,
+            keys,
+            order,
+            x,
+            y,
+            z,
+            ring_start,
+            zmin,
+            zmax,
+            lo_env,
+            hi_env,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Push onto `out` the runs of sorted samples that may lie within `radius` (radians) of the
+    /// target at (`lon`, `lat`) radians. Every sample closer than `radius` is in a run.
+    pub fn candidates(&self, lon: f64, lat: f64, radius: f64, out: &mut Vec<Range<usize>>) {
+        out.clear();
+        if self.is_empty() || !lon.is_finite() || !lat.is_finite() {
+            return;
+        }
+        let lat_lo = lat - radius;
+        let lat_hi = lat + radius;
+        let pole = lat_lo <= -FRAC_PI_2 || lat_hi >= FRAC_PI_2;
+        let z_lo = lat_lo.max(-FRAC_PI_2).sin() - 1e-12;
+        let z_hi = lat_hi.min(FRAC_PI_2).sin() + 1e-12;
+        // Rings r0..r1 may hold samples with z in [z_lo, z_hi].
+        let r0 = self.lo_env.partition_point(|&v| v > z_hi);
+        let r1 = self.hi_env.partition_point(|&v| v >= z_lo);
+        if r0 >= r1 {
+            return;
+        }
+        let phi = lon.rem_euclid(TAU);
+        let hav_r = hav(radius);
+        let cos_lat = lat.cos();
+        // Latitude where the disc is widest in longitude (only used when no pole is inside).
+        let lat_w = if pole {
+            0.0
+        } else {
+            (lat.sin() / radius.cos()).clamp(-1.0, 1.0).asin()
+        };
+        for r in r0..r1 {
+            let (a, b) = (self.ring_start[r], self.ring_start[r + 1]);
+            if a == b || self.zmax[r] < z_lo || self.zmin[r] > z_hi {
+                continue;
+            }
+            let half = if pole {
+                PI
+            } else {
+                let ba = self.zmin[r].max(z_lo).clamp(-1.0, 1.0).asin();
+                let bb = self.zmax[r].min(z_hi).clamp(-1.0, 1.0).asin();
+                let bw = lat_w.clamp(ba, bb.max(ba));
+                let den = bw.cos() * cos_lat;
+                let h = (hav_r - hav(bw - lat)) / den;
+                if h.is_nan() || h >= 1.0 || den <= 0.0 {
+                    PI
+                } else {
+                    2.0 * h.max(0.0).sqrt().asin() * (1.0 + 1e-9) + 1e-12
+                }
+            };
+            let ring_key = (r as u64) << PHI_BITS;
+            let keys = &self.keys[a..b];
+            let mut run = |lo: f64, hi: f64| {
+                let klo = ring_key | phi_key(lo.max(0.0));
+                let khi = ring_key | phi_key(hi.min(TAU));
+                let s = a + keys.partition_point(|&k| k < klo);
+                let e = a + keys.partition_point(|&k| k <= khi);
+                if s < e {
+                    out.push(s..e);
+                }
+            };
+            if half >= PI {
+                out.push(a..b);
+            } else if phi - half < 0.0 {
+                run(0.0, phi + half);
+                run(phi - half + TAU, TAU);
+            } else if phi + half >= TAU {
+                run(0.0, phi + half - TAU);
+                run(phi - half, TAU);
+            } else {
+                run(phi - half, phi + half);
+            }
+        }
+    }
+}
+
+/// Haversine: sin²(x/2).
+#[inline]
+pub fn hav(x: f64) -> f64 {
+    let s = (0.5 * x).sin();
+    s * s
+}
