@@ -4,6 +4,7 @@ mod arrays;
 mod backend;
 mod errors;
 mod filters;
+mod grid;
 mod healpix;
 
 use pyo3::prelude::*;
@@ -13,6 +14,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     backend::register(m)?;
     filters::register(m)?;
+    grid::register(m)?;
     healpix::register(m)?;
     Ok(())
 }
