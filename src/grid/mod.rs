@@ -14,11 +14,10 @@
 
 mod cpu;
 mod cuda;
-mod hpx_shim;
 pub mod kernels;
 pub mod plan;
 
-use hpx_shim as hpx;
+use crate::healpix as hpx;
 
 pub use kernels::Kernel;
 pub use plan::Plan;
