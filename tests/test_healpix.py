@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import skyconv
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import skyconv
 from skyconv import healpix as sh
 
 hp = pytest.importorskip("healpy")

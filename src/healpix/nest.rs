@@ -44,6 +44,10 @@ pub(crate) fn xyf2nest(order: u32, x: u64, y: u64, face: u64) -> u64 {
 #[inline]
 pub(crate) fn nest2xyf(order: u32, pix: u64) -> (u64, u64, u64) {
     let face = pix >> (2 * order);
+    debug_assert!(
+        face < 12,
+        "NEST pixel {pix} out of range for nside 2^{order}"
+    );
     let within = pix & ((1u64 << (2 * order)) - 1);
     (compact(within), compact(within >> 1), face)
 }

@@ -37,6 +37,7 @@ fn first_bad<T: Copy + Sync>(v: &[T], ok: impl Fn(T) -> bool + Sync) -> Option<u
 
 /// Error if any pixel index is outside [0, npix).
 fn check_pixels(name: &str, pix: &[i64], npix: u64) -> Result<()> {
+    // Negative indices wrap to huge u64 values, so one comparison covers both ends.
     match first_bad(pix, |p| (p as u64) < npix) {
         None => Ok(()),
         Some(k) => Err(Error::value(format!(

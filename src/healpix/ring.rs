@@ -77,6 +77,11 @@ pub(crate) fn ring_phi(g: &Geom, i: u64, iphi: u64) -> f64 {
 /// Ring (1-based from the north) and position in the ring (1-based) of a RING pixel.
 #[inline]
 pub(crate) fn ring_position(g: &Geom, pix: u64) -> (u64, u64) {
+    debug_assert!(
+        pix < g.npix,
+        "pixel {pix} out of range for nside {}",
+        g.nside
+    );
     let n = g.nside;
     if pix < g.ncap {
         // Ring i of the north cap starts at 2i(i−1).

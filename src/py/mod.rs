@@ -6,6 +6,7 @@ mod errors;
 mod filters;
 mod grid;
 mod healpix;
+mod stats;
 
 use pyo3::prelude::*;
 
@@ -16,5 +17,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     filters::register(m)?;
     grid::register(m)?;
     healpix::register(m)?;
+    stats::register(m)?;
     Ok(())
 }
