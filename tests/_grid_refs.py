@@ -46,12 +46,15 @@ def brute(lons, lats, data, tlons, tlats, kernel="gauss1d", params=(0.2,), radiu
     good_v = good[:, None] & ~np.isnan(data) & ~np.isnan(w)
     v = np.where(good_v, data, 0.0)
     w = np.where(good_v, w, 0.0)
-    lon2, lat2 = np.radians(np.where(good, lons, 0))[None], np.radians(np.where(good, lats, 0))[None]
+    lon2 = np.radians(np.where(good, lons, 0))[None]
+    lat2 = np.radians(np.where(good, lats, 0))[None]
     lon1, lat1 = np.radians(tlons)[:, None], np.radians(tlats)[:, None]
-    hav = np.sin((lat1 - lat2) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon1 - lon2) / 2) ** 2
+    hav = (np.sin((lat1 - lat2) / 2) ** 2
+           + np.cos(lat1) * np.cos(lat2) * np.sin((lon1 - lon2) / 2) ** 2)
     d = np.degrees(2 * np.arcsin(np.sqrt(np.clip(hav, 0, 1))))
-    bearing = np.arctan2(np.cos(lat2) * np.sin(lon2 - lon1),
-                         np.cos(lat1) * np.sin(lat2) - np.sin(lat1) * np.cos(lat2) * np.cos(lon2 - lon1))
+    bearing = np.arctan2(
+        np.cos(lat2) * np.sin(lon2 - lon1),
+        np.cos(lat1) * np.sin(lat2) - np.sin(lat1) * np.cos(lat2) * np.cos(lon2 - lon1))
     k = np.where(d < radius, kernel_values(kernel, params, d, bearing), 0.0)
     k = np.where(np.isfinite(tlons)[:, None], k, 0.0)
     usum = (k @ (w * v)).T

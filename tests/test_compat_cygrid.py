@@ -6,10 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
-import skyconv
 from _grid_refs import brute, field, header, wcs_centres
-from _refs import rel_err
+
+import skyconv
 from skyconv.compat import cygrid
+
+from _refs import rel_err
 
 
 def gridder(hdr=None, **kw):

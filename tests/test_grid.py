@@ -6,10 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
-import skyconv
 from _grid_refs import KERNELS, brute, field, header, wcs_centres
-from _refs import rel_err
+
+import skyconv
 from skyconv import Gridder, HealpixTarget, ShapeError, Sightlines
+
+from _refs import rel_err
 
 
 def check(res, ref, tol, shape):
