@@ -1,18 +1,19 @@
-//! The lookup structure both engines share: samples sorted by HEALPix ring, then by longitude
-//! inside the ring, with per-ring start tables and the latitude span the ring's samples really
-//! cover. For a target pixel the candidates are, per ring whose span meets the kernel disc, one
-//! or two contiguous runs of sorted samples found by binary search on the sort keys; the exact
-//! distance test is left to the engine.
+//! The lookup structure both engines share: samples bucketed by HEALPix ring (the
+//! iso-latitude ring of `nside_for(radius)` whose centre is nearest, so each ring owns a band of
+//! latitude), sorted by longitude inside the ring, with per-ring start tables and the z =
+//! sin(lat) span each ring's samples really cover. For a target pixel the candidates are, per
+//! ring whose span meets the kernel disc, one or two contiguous runs of sorted samples found by
+//! binary search on the sort keys; the exact distance test is left to the engine.
 //!
-//! Bounds come from the data (each ring's smallest and largest z = sin(lat)), so the search is
-//! exact whatever the shape of HEALPix pixels; HEALPix only decides the bucketing.
+//! Bounds come from the data, so the search is exact whatever the bucketing; the sort is a
+//! stable counting sort by ring followed by a sort of each ring by (key, index), so the order
+//! (and so every sum) does not depend on the thread count.
 
 use std::f64::consts::{FRAC_PI_2, PI, TAU};
 use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::hpx;
 use crate::error::{Error, Result};
 
 /// Bits of the quantised longitude in a sort key; the ring index sits above them.
@@ -41,6 +42,37 @@ pub fn unit(lon: f64, lat: f64) -> [f64; 3] {
 pub fn nside_for(radius: f64) -> u64 {
     let want = (3.0 / radius).clamp(1.0, MAX_NSIDE as f64);
     (want as u64).next_power_of_two().min(MAX_NSIDE)
+}
+
+/// The iso-latitude HEALPix ring (1..=4 nside − 1) whose centre is nearest to z = sin(lat)
+/// (monotone in z: rings run north to south). Used for bucketing only.
+#[inline]
+pub fn ring_of_z(nside: u64, z: f64) -> u64 {
+    let ns = nside as f64;
+    let r = if z > 2.0 / 3.0 {
+        (ns * (3.0 * (1.0 - z)).sqrt()).round()
+    } else if z < -2.0 / 3.0 {
+        4.0 * ns - (ns * (3.0 * (1.0 + z)).sqrt()).round()
+    } else {
+        (ns * (2.0 - 1.5 * z)).round()
+    };
+    (r.max(1.0) as u64).min(4 * nside - 1)
+}
+
+/// A raw pointer shared by tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+struct Out<T>(*mut T);
+// SAFETY: users write disjoint elements only.
+unsafe impl<T> Send for Out<T> {}
+unsafe impl<T> Sync for Out<T> {}
+
+impl<T> Out<T> {
+    /// # Safety
+    /// `i` is in bounds and no other task touches it.
+    #[inline(always)]
+    unsafe fn at(&self, i: usize) -> *mut T {
+        self.0.add(i)
+    }
 }
 
 /// Samples sorted for lookup. Sorted position `i` holds original sample `order[i]`.
@@ -75,38 +107,104 @@ impl Plan {
         }
         let nside = nside_for(radius);
         let nrings = 4 * nside as usize;
-        let mut pairs: Vec<(u64, u32)> = (0..lon.len())
-            .into_par_iter()
+        // Pass 1, in input order: ring (nrings for dropped samples), key and unit vector.
+        let mut ring = vec![0u32; lon.len()];
+        let mut key = vec![0u64; lon.len()];
+        let mut xyz = vec![[0.0f64; 3]; lon.len()];
+        ring.par_iter_mut()
+            .zip(key.par_iter_mut())
+            .zip(xyz.par_iter_mut())
+            .enumerate()
             .with_min_len(4096)
-            .filter(|&i| keep[i])
-            .map(|i| {
+            .for_each(|(i, ((r, k), v))| {
+                if !keep[i] {
+                    *r = nrings as u32;
+                    return;
+                }
                 let phi = lon[i].to_radians().rem_euclid(TAU);
                 let phi = if phi >= TAU { 0.0 } else { phi };
-                let theta = (FRAC_PI_2 - lat[i].to_radians()).clamp(0.0, PI);
-                let ring = hpx::ring_of_pixel(nside, hpx::ang2pix_ring(nside, theta, phi)) as u64;
-                ((ring << PHI_BITS) | phi_key(phi), i as u32)
+                *v = unit(phi, lat[i].to_radians());
+                let ri = ring_of_z(nside, v[2]);
+                *r = ri as u32;
+                *k = (ri << PHI_BITS) | phi_key(phi);
+            });
+        // Counting sort by ring over fixed chunks (stable, so independent of the thread
+        // count), then each ring's run sorted by (key, index), which are unique.
+        let chunk = lon.len().div_ceil(64).max(1 << 15);
+        let nchunks = lon.len().div_ceil(chunk);
+        let hist: Vec<Vec<u32>> = ring
+            .par_chunks(chunk)
+            .map(|rs| {
+                let mut h = vec![0u32; nrings + 1];
+                rs.iter().for_each(|&r| h[r as usize] += 1);
+                h
             })
             .collect();
-        // (key, index) pairs are unique, so the order is the same for any thread count.
-        pairs.par_sort_unstable();
-        let n = pairs.len();
-        let (keys, order): (Vec<u64>, Vec<u32>) = pairs.into_par_iter().unzip();
+        let mut ring_start = vec![0usize; nrings + 1];
+        let mut offsets = vec![vec![0usize; nrings]; nchunks];
+        let mut pos = 0usize;
+        for r in 0..nrings {
+            ring_start[r] = pos;
+            for c in 0..nchunks {
+                offsets[c][r] = pos;
+                pos += hist[c][r] as usize;
+            }
+        }
+        ring_start[nrings] = pos;
+        let n = pos;
+        drop(hist);
+        let mut pairs = vec![(0u64, 0u32); n];
+        {
+            let out = Out(pairs.as_mut_ptr());
+            ring.par_chunks(chunk)
+                .zip(offsets.par_iter_mut())
+                .enumerate()
+                .for_each(|(c, (rs, off))| {
+                    for (j, &r) in rs.iter().enumerate() {
+                        let r = r as usize;
+                        if r < nrings {
+                            let i = c * chunk + j;
+                            // SAFETY: the offsets of different (chunk, ring) pairs are disjoint
+                            // ranges of `pairs`, each of the size counted in pass 1.
+                            unsafe { *out.at(off[r]) = (key[i], i as u32) };
+                            off[r] += 1;
+                        }
+                    }
+                });
+        }
+        drop((ring, offsets));
+        let mut runs: Vec<&mut [(u64, u32)]> = Vec::new();
+        let mut rest = pairs.as_mut_slice();
+        for r in 0..nrings {
+            let (run, tail) = rest.split_at_mut(ring_start[r + 1] - ring_start[r]);
+            if run.len() > 1 {
+                runs.push(run);
+            }
+            rest = tail;
+        }
+        runs.into_par_iter().for_each(|run| {
+            if run.len() > 1 << 20 {
+                run.par_sort_unstable();
+            } else {
+                run.sort_unstable();
+            }
+        });
+        let mut keys = vec![0u64; n];
+        let mut order = vec![0u32; n];
         let mut x = vec![0.0; n];
         let mut y = vec![0.0; n];
         let mut z = vec![0.0; n];
-        x.par_iter_mut()
-            .zip(y.par_iter_mut())
-            .zip(z.par_iter_mut())
-            .zip(order.par_iter())
+        keys.par_iter_mut()
+            .zip(order.par_iter_mut())
+            .zip(x.par_iter_mut().zip(y.par_iter_mut().zip(z.par_iter_mut())))
+            .zip(pairs.par_iter())
             .with_min_len(4096)
-            .for_each(|(((x, y), z), &i)| {
-                let i = i as usize;
-                [*x, *y, *z] = unit(lon[i].to_radians(), lat[i].to_radians());
+            .for_each(|(((k, o), (x, (y, z))), &(key, i))| {
+                *k = key;
+                *o = i;
+                [*x, *y, *z] = xyz[i as usize];
             });
-        let ring_start: Vec<usize> = (0..=nrings)
-            .into_par_iter()
-            .map(|r| keys.partition_point(|&k| k < (r as u64) << PHI_BITS))
-            .collect();
+        drop((pairs, xyz));
         let (zmin, zmax): (Vec<f64>, Vec<f64>) = (0..nrings)
             .into_par_iter()
             .map(|r| {
