@@ -330,9 +330,15 @@ fn for_each_pair(
     }
 }
 
-/// Per-block scratch: candidate runs and f64 sums for BLOCK pixels × nchan.
+/// Channels per pass over a block's (pixel, sample) pairs.
+const CHAN_CHUNK: usize = 256;
+
+/// Per-block scratch: candidate runs, the block's (sample, weight) pairs with per-pixel
+/// offsets, and f64 sums for BLOCK pixels × nchan.
 struct Scratch {
     runs: Vec<Range<usize>>,
+    pairs: Vec<(u32, f64)>,
+    offs: Vec<usize>,
     su: Vec<f64>,
     sw: Vec<f64>,
 }
@@ -354,12 +360,13 @@ pub fn accumulate<T: Real, O: Real>(
     let vals = values(plan, samples);
     // Weight sums per channel unless every channel shares them.
     let per_chan = matches!(vals, Values::Full { .. } | Values::Shared { nan: true, .. });
-    let wlen = if per_chan { nchan } else { 1 };
     let (pu, pw) = (Out(unweighted.as_mut_ptr()), Out(weights.as_mut_ptr()));
     let (kernel, radius) = (&setup.kernel, setup.radius);
     (0..nt.div_ceil(BLOCK)).into_par_iter().for_each_init(
         || Scratch {
             runs: Vec::new(),
+            pairs: Vec::new(),
+            offs: Vec::new(),
             su: vec![0.0; BLOCK * nchan],
             sw: vec![0.0; BLOCK * nchan],
         },
@@ -368,16 +375,43 @@ pub fn accumulate<T: Real, O: Real>(
             let t1 = (t0 + BLOCK).min(nt);
             sc.su.fill(0.0);
             sc.sw.fill(0.0);
+            sc.offs.clear();
+            sc.pairs.clear();
             for ti in t0..t1 {
                 let j = ti - t0;
                 let t = Target::new(target_lon[ti], target_lat[ti]);
                 plan.candidates(t.lon, t.lat, radius, &mut sc.runs);
+                sc.offs.push(sc.pairs.len());
                 if sc.runs.is_empty() {
                     continue;
                 }
-                let su = &mut sc.su[j * nchan..(j + 1) * nchan];
-                let sw = &mut sc.sw[j * wlen..(j + 1) * wlen];
-                pixel(plan, &sc.runs, &t, kernel, radius, &vals, nchan, su, sw);
+                if let Values::Scalar(v) = &vals {
+                    let (su, sw) = pixel(plan, &sc.runs, &t, kernel, radius, v);
+                    sc.su[j] += su;
+                    sc.sw[j] += sw;
+                } else {
+                    let pairs = &mut sc.pairs;
+                    for_each_pair(plan, &sc.runs, &t, kernel, radius, false, |s, k| {
+                        pairs.push((s as u32, k))
+                    });
+                }
+            }
+            sc.offs.push(sc.pairs.len());
+            if nchan > 1 {
+                // Channel chunks: the rows of a block's samples stay in cache across targets.
+                for c0 in (0..nchan).step_by(CHAN_CHUNK) {
+                    let c1 = (c0 + CHAN_CHUNK).min(nchan);
+                    for j in 0..t1 - t0 {
+                        let pairs = &sc.pairs[sc.offs[j]..sc.offs[j + 1]];
+                        let su = &mut sc.su[j * nchan + c0..j * nchan + c1];
+                        let sw = if per_chan {
+                            &mut sc.sw[j * nchan + c0..j * nchan + c1]
+                        } else {
+                            &mut sc.sw[j..j + 1]
+                        };
+                        spectral(&vals, pairs, nchan, c0, su, sw, c0 == 0);
+                    }
+                }
             }
             // Write this block's pixels, channel by channel.
             for c in 0..nchan {
@@ -403,66 +437,80 @@ pub fn accumulate<T: Real, O: Real>(
     Ok(())
 }
 
-/// Sums for one target pixel into `su` (nchan) and `sw` (nchan, or 1 when shared).
-#[allow(clippy::too_many_arguments)]
+/// One channel: (Σ k·w·v, Σ k·w) for one target pixel.
 #[inline(always)]
-fn pixel<T: Real>(
+fn pixel(
     plan: &Plan,
     runs: &[Range<usize>],
     t: &Target,
     kernel: &Kernel,
     radius: f64,
+    v: &[[f64; 2]],
+) -> (f64, f64) {
+    let (mut a, mut b) = (0.0, 0.0);
+    for_each_pair(plan, runs, t, kernel, radius, true, |s, k| {
+        a += k * v[s][0];
+        b += k * v[s][1];
+    });
+    (a, b)
+}
+
+/// Channels `c0..c0 + su.len()` of one pixel's sums over its (sample, kernel weight) pairs,
+/// in pair order. `sw` is per channel (same length as `su`) or one shared sum, added only when
+/// `first` (the first chunk).
+fn spectral<T: Real>(
     vals: &Values<T>,
+    pairs: &[(u32, f64)],
     nchan: usize,
+    c0: usize,
     su: &mut [f64],
     sw: &mut [f64],
+    first: bool,
 ) {
+    let cw = su.len();
     match vals {
-        Values::Scalar(v) => {
-            let (mut a, mut b) = (0.0, 0.0);
-            for_each_pair(plan, runs, t, kernel, radius, true, |s, k| {
-                a += k * v[s][0];
-                b += k * v[s][1];
-            });
-            su[0] += a;
-            sw[0] += b;
-        }
+        Values::Scalar(_) => unreachable!("one channel goes through `pixel`"),
         Values::Shared {
             data,
             w,
             nan: false,
         } => {
-            for_each_pair(plan, runs, t, kernel, radius, false, |s, k| {
+            for &(s, k) in pairs {
+                let s = s as usize;
                 let kw = k * w[s];
-                let row = &data[s * nchan..(s + 1) * nchan];
+                let row = &data[s * nchan + c0..s * nchan + c0 + cw];
                 for (acc, &v) in su.iter_mut().zip(row) {
                     *acc += kw * v.to_f64();
                 }
-                sw[0] += kw;
-            });
+                if first {
+                    sw[0] += kw;
+                }
+            }
         }
         Values::Shared { data, w, nan: true } => {
-            for_each_pair(plan, runs, t, kernel, radius, false, |s, k| {
+            for &(s, k) in pairs {
+                let s = s as usize;
                 let kw = k * w[s];
-                let row = &data[s * nchan..(s + 1) * nchan];
+                let row = &data[s * nchan + c0..s * nchan + c0 + cw];
                 for ((au, aw), &v) in su.iter_mut().zip(sw.iter_mut()).zip(row) {
                     let v = v.to_f64();
                     let ok = !v.is_nan();
                     *au += if ok { kw * v } else { 0.0 };
                     *aw += if ok { kw } else { 0.0 };
                 }
-            });
+            }
         }
         Values::Full { data, w } => {
-            for_each_pair(plan, runs, t, kernel, radius, false, |s, k| {
-                let rv = &data[s * nchan..(s + 1) * nchan];
-                let rw = &w[s * nchan..(s + 1) * nchan];
+            for &(s, k) in pairs {
+                let s = s as usize;
+                let rv = &data[s * nchan + c0..s * nchan + c0 + cw];
+                let rw = &w[s * nchan + c0..s * nchan + c0 + cw];
                 for (((au, aw), &v), &wt) in su.iter_mut().zip(sw.iter_mut()).zip(rv).zip(rw) {
                     let kw = k * wt.to_f64();
                     *au += kw * v.to_f64();
                     *aw += kw;
                 }
-            });
+            }
         }
     }
 }
