@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::kernels::{Kernel, Kind};
+use super::kernels::{asin_small, exp_neg, Kernel, Kind};
 use super::plan::{unit, Plan};
 use super::{Samples, Setup, Weights};
 use crate::error::Result;
@@ -112,24 +112,6 @@ fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>) -> Values<T> {
     }
 }
 
-/// asin for 0 <= h <= 1, by its Taylor series below 0.1 (relative error < 1e-17 there).
-#[inline(always)]
-fn asin_small(h: f64) -> f64 {
-    if h < 0.1 {
-        let q = h * h;
-        let p = 143.0 / 10240.0;
-        let p = p * q + 231.0 / 13312.0;
-        let p = p * q + 63.0 / 2816.0;
-        let p = p * q + 35.0 / 1152.0;
-        let p = p * q + 5.0 / 112.0;
-        let p = p * q + 3.0 / 40.0;
-        let p = p * q + 1.0 / 6.0;
-        h + h * q * p
-    } else {
-        h.min(1.0).asin()
-    }
-}
-
 /// One target pixel: where it is and what the kernel needs about it.
 struct Target {
     lon: f64,
@@ -152,36 +134,6 @@ impl Target {
             north: [-sb * cl, -sb * sl, cb],
         }
     }
-}
-
-/// e^x for x <= 0 (0 below −708), within about 2 ulp: Cody–Waite reduction by ln 2 and a
-/// degree-13 Taylor polynomial on |r| <= ln2/2; branch-free so that loops over it vectorise.
-#[inline(always)]
-fn exp_neg(x: f64) -> f64 {
-    const MAGIC: f64 = 6755399441055744.0; // 1.5·2^52: adding it rounds to an integer
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    let x = x.max(-708.0);
-    let t = x * std::f64::consts::LOG2_E + MAGIC;
-    let n = t - MAGIC;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let mut p = 1.0 / 6_227_020_800.0;
-    p = p * r + 1.0 / 479_001_600.0;
-    p = p * r + 1.0 / 39_916_800.0;
-    p = p * r + 1.0 / 3_628_800.0;
-    p = p * r + 1.0 / 362_880.0;
-    p = p * r + 1.0 / 40_320.0;
-    p = p * r + 1.0 / 5_040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    // The low bits of t hold n (two's complement); put n + 1023 in the exponent field.
-    let scale = f64::from_bits(t.to_bits().wrapping_add(1023) << 52);
-    p * scale
 }
 
 /// Gauss1d weights (0 outside the sphere) of one block of candidates, branch-free.
@@ -511,34 +463,6 @@ fn spectral<T: Real>(
                     *aw += kw;
                 }
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exp_neg_is_within_two_ulp() {
-        let mut x = 0.0f64;
-        while x > -700.0 {
-            let (got, want) = (exp_neg(x), x.exp());
-            assert!(
-                (got - want).abs() <= 4.5e-16 * want,
-                "x={x}: {got} vs {want}"
-            );
-            x -= 0.0137;
-        }
-        assert_eq!(exp_neg(0.0), 1.0);
-        assert_eq!(exp_neg(-800.0), (-708.0f64).exp().max(exp_neg(-708.0)));
-    }
-
-    #[test]
-    fn asin_series_matches_libm() {
-        for i in 0..1000 {
-            let h = i as f64 * 1e-4;
-            assert!((asin_small(h) - h.asin()).abs() <= 2.3e-16 * h.asin().max(1e-300));
         }
     }
 }
