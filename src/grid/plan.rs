@@ -172,7 +172,7 @@ impl Plan {
                     }
                 });
         }
-        drop((ring, offsets));
+        drop((ring, offsets, key));
         let mut runs: Vec<&mut [(u64, u32)]> = Vec::new();
         let mut rest = pairs.as_mut_slice();
         for r in 0..nrings {
