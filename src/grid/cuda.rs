@@ -143,7 +143,7 @@ pub fn accumulate<T: Real, O: Real>(
     let mut timeline = Timeline::start(&gpu)?;
     let dp = DevicePlan::new(&gpu, plan, target_lon, target_lat)?;
     let ka = KernelArgs::new(setup);
-    timeline.mark(&gpu, "h2d_plan")?;
+    timeline.mark(&gpu, "h2d")?;
     let nchan = samples.nchan;
     let n = plan.len();
     let shared_w = |i: usize| match samples.weights {
