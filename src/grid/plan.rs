@@ -37,10 +37,11 @@ pub fn unit(lon: f64, lat: f64) -> [f64; 3] {
     [cb * cl, cb * sl, sb]
 }
 
-/// Bucketing resolution for a kernel sphere of `radius` radians: about four rings across the
-/// disc radius (HEALPix rings are 0.67/nside to 0.82/nside apart).
+/// Bucketing resolution for a kernel sphere of `radius` radians: the smallest power of two
+/// with rings (0.67/nside to 0.82/nside apart) at most about half the radius apart, i.e. two
+/// to four rings across the disc (measured fastest for 1e6 and 1e7 samples).
 pub fn nside_for(radius: f64) -> u64 {
-    let want = (3.0 / radius).clamp(1.0, MAX_NSIDE as f64);
+    let want = (1.5 / radius).clamp(1.0, MAX_NSIDE as f64);
     (want as u64).next_power_of_two().min(MAX_NSIDE)
 }
 

@@ -42,7 +42,7 @@ int run(const char* name, std::vector<double> lon, std::vector<double> lat,
     else if (kind == 2) { c[0] = M_PI / (1.55 * s0); c[1] = M_PI / (2.52 * s0); sigma = s0; }
     else { c[0] = M_PI / (1.55 * s0); c[1] = 0.5 / (2.52 * s0 * 2.52 * s0); sigma = s0; }
     double radius = 3 * sigma;
-    u64 nside = 1; { double want = std::min(std::max(3.0 / radius, 1.0), 65536.0); while ((double)nside < want) nside *= 2; }
+    u64 nside = 1; { double want = std::min(std::max(1.5 / radius, 1.0), 65536.0); while ((double)nside < want) nside *= 2; }
     int nrings = 4 * (int)nside;
     size_t n = lon.size();
     struct S { u64 key; unsigned idx; };
