@@ -263,7 +263,7 @@ def grid(lons, lats, data, target, kernel="gauss1d", kernel_params=None, sphere_
     g = Gridder(target, kernel=kernel, kernel_params=kernel_params, sphere_radius=sphere_radius,
                 dtype=dtype, device=device, _accumulate_in_dtype=True)
     g.grid(lons, lats, data, weights=weights)
-    return g.result()
+    return g._result(copy=False)
 
 
 class Gridder:
@@ -319,14 +319,17 @@ class Gridder:
 
     def result(self) -> GridResult:
         """The gridded cube, weights and unweighted sums (copies, dtype ``dtype``)."""
+        return self._result(copy=True)
+
+    def _result(self, copy: bool) -> GridResult:
         if self._u is None:
             raise RuntimeError("nothing has been gridded yet: call grid() first")
         shape = self._chan_shape + self.target.shape
         cube = _core._grid_finish(self._u, self._w).astype(self.dtype, copy=False)
         return GridResult(
             cube=cube.reshape(shape),
-            weights=self._w.astype(self.dtype, copy=True).reshape(shape),
-            unweighted=self._u.astype(self.dtype, copy=True).reshape(shape),
+            weights=self._w.astype(self.dtype, copy=copy).reshape(shape),
+            unweighted=self._u.astype(self.dtype, copy=copy).reshape(shape),
         )
 
     def clear(self) -> None:
