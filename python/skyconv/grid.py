@@ -46,7 +46,7 @@ from ._errors import ShapeError
 _MAX_BATCH = 2**31
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HealpixTarget:
     """Grid onto HEALPix pixel centres: ``nside``, ``nest`` (NEST instead of RING ordering) and
     optionally ``pixels``, the indices (in that scheme) to grid, in output order."""
@@ -56,7 +56,7 @@ class HealpixTarget:
     pixels: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sightlines:
     """Grid onto arbitrary positions: ``lons``, ``lats`` in degrees (1-D, same length)."""
 
