@@ -1,5 +1,5 @@
 //! CUDA engine (`kernels/grid.cu`): the host-built plan is uploaded once, then one warp per
-//! target pixel gathers its candidates. Spectral data go up in chunks of `CHUNK` channels,
+//! target pixel gathers its candidates. Spectral data go up in chunks of up to `CHUNK` channels,
 //! packed into plan order on the host while the previous chunk's kernel runs; the backend
 //! stages each chunk through pinned buffers, so cubes of any channel count fit. Sums come back
 //! as f64 and are added into the caller's accumulators on the host.
@@ -199,7 +199,11 @@ pub fn accumulate<T: Real, O: Real>(
             .collect();
         gpu.upload(&w)?
     };
-    let cw_max = CHUNK.min(nchan);
+    // Channels per chunk: at most CHUNK, fewer when the chunk's data (n·cw) and f64 sums
+    // (2·cw·nt) would take more than half the free device memory.
+    let (free, _) = gpu.mem_info()?;
+    let per_chan = n * std::mem::size_of::<T>() * (1 + usize::from(full)) + 16 * nt;
+    let cw_max = CHUNK.min(nchan).min((free / 2 / per_chan).max(1));
     // SAFETY: each chunk uploads the n·cw elements its kernel reads before launching it.
     let mut d_data = unsafe { gpu.alloc::<T>(n * cw_max)? };
     let mut d_wfull = if full {
@@ -247,7 +251,7 @@ pub fn accumulate<T: Real, O: Real>(
     pack(0, cw_max, &mut h_data, &mut h_w);
     let mut c0 = 0;
     while c0 < nchan {
-        let cw = CHUNK.min(nchan - c0);
+        let cw = cw_max.min(nchan - c0);
         gpu.upload_into(&h_data[..n * cw], &mut d_data)?;
         if full {
             gpu.upload_into(&h_w[..n * cw], &mut d_wfull)?;
@@ -270,7 +274,7 @@ pub fn accumulate<T: Real, O: Real>(
         // Pack the next chunk while this one computes.
         let next = c0 + cw;
         if next < nchan {
-            pack(next, CHUNK.min(nchan - next), &mut h_data, &mut h_w);
+            pack(next, cw_max.min(nchan - next), &mut h_data, &mut h_w);
         }
         let rows = c0 * nt..(c0 + cw) * nt;
         gpu.download(&out_u, &mut h_out[..cw * nt])?;
