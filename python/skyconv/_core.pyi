@@ -150,3 +150,30 @@ def _atrous_denoise(
     progress: Callable[[int, int, int, float, float], object] | None = None,
 ) -> tuple[npt.NDArray[np.floating], list[int], list[float], list[float], int, str]: ...
 def _atrous_plan(shape: list[int], dim: int, filter: str) -> tuple[int, list[float]]: ...
+
+# --- grid (src/py/grid.rs) -------------------------------------------------------------------
+# Coordinates, kernel widths and sphere_radius in degrees (gauss2d PA in radians). data is
+# (n,) or (n, nchan); weights None, (n,) or data's shape, same dtype as data. The accumulators
+# are (nchan, ntargets) arrays of one float dtype, added to in place. Errors: ShapeError,
+# ValueError (kernel, radius, device), DeviceError.
+
+def _grid_accumulate(
+    lons: npt.NDArray[np.float64],
+    lats: npt.NDArray[np.float64],
+    data: npt.NDArray[np.floating],
+    weights: npt.NDArray[np.floating] | None,
+    target_lons: npt.NDArray[np.float64],
+    target_lats: npt.NDArray[np.float64],
+    kernel: str,
+    kernel_params: list[float],
+    sphere_radius: float | None,
+    unweighted: npt.NDArray[np.floating],
+    weight_sums: npt.NDArray[np.floating],
+    device: str | None = None,
+) -> None: ...
+def _grid_finish(
+    unweighted: npt.NDArray[np.floating], weights: npt.NDArray[np.floating]
+) -> npt.NDArray[np.floating]: ...  # unweighted / weights, NaN where weights == 0
+def _healpix_centres(
+    nside: int, nest: bool, pixels: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...  # (lons, lats) degrees

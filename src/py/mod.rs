@@ -6,6 +6,7 @@ mod backend;
 mod cube;
 mod errors;
 mod filters;
+mod grid;
 mod healpix;
 mod stats;
 
@@ -18,6 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     atrous::register(m)?;
     filters::register(m)?;
     cube::register(m)?;
+    grid::register(m)?;
     healpix::register(m)?;
     stats::register(m)?;
     Ok(())

@@ -9,6 +9,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("select", include_str!("../../../kernels/select.cu")),
     ("scfind", include_str!("../../../kernels/scfind.cu")),
     ("atrous", include_str!("../../../kernels/atrous.cu")),
+    ("grid", include_str!("../../../kernels/grid.cu")),
 ];
 
 /// The full translation unit for `module`, or None if there is no such module.
