@@ -158,7 +158,9 @@ def demo_cube(devices: list[str]) -> Iterator[Row]:
 
 
 #: Every family's demo, in the order printed. Families append theirs here.
-DEMOS: list[Callable[[list[str]], Iterator[Row]]] = [demo_filters, demo_healpix, demo_grid, demo_cube]
+DEMOS: list[Callable[[list[str]], Iterator[Row]]] = [
+    demo_filters, demo_healpix, demo_grid, demo_cube,
+]
 
 
 def run(devices: list[str] | None = None) -> list[Row]:
