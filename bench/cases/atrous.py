@@ -74,6 +74,7 @@ def reference(x, xp, ndi):
             step = 2 ** (s - 1)
             taps = np.zeros(4 * step + 1)
             taps[::step] = B3
+            taps = xp.asarray(taps)  # cupyx wants its weights on the device
             sm = c
             for axis in (2, 1, 0):
                 sm = ndi.correlate1d(sm, taps, axis=axis, mode="mirror")
