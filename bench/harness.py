@@ -138,10 +138,19 @@ def summarize(values: Sequence[float]) -> dict[str, Any]:
 
 
 def rel_err(got: Any, ref: Any) -> float | None:
-    """max |got - ref| / max |ref| over all output arrays (None when shapes differ)."""
+    """max |got - ref| / max |ref| over all output arrays (None when shapes differ).
+
+    Integer and boolean outputs (masks) give the fraction of elements that differ instead.
+    """
     g_leaves, r_leaves = leaves(got), leaves(ref)
     if len(g_leaves) != len(r_leaves):
         return None
+    if all(np.asarray(x).dtype.kind in "biu" for x in g_leaves + r_leaves):
+        if any(np.shape(g) != np.shape(r) for g, r in zip(g_leaves, r_leaves)):
+            return None
+        differ = sum(int(np.count_nonzero(np.asarray(g) != np.asarray(r)))
+                     for g, r in zip(g_leaves, r_leaves))
+        return differ / max(1, sum(np.size(r) for r in r_leaves))
     worst_diff, scale = 0.0, 0.0
     for g, r in zip(g_leaves, r_leaves):
         g = np.asarray(g, dtype=np.float64)

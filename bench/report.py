@@ -18,7 +18,7 @@ anc dev / sky dev: GPU time on the device alone (cupy: CUDA events on device-res
 floor: max(bytes / bandwidth, flops / float64 rate) for the engine (host memory and CPU
   rate on cpu rows, HBM and GPU rate on gpu rows). pcie: inputs up + outputs down at the
   pinned rate. vs cpu: CPU anchor's time / skyconv GPU end to end.
-rel err: max |skyconv - anchor| / max |anchor|."""
+rel err: max |skyconv - anchor| / max |anchor| (masks: fraction of voxels that differ)."""
 
 
 def fmt_ms(v: float | None) -> str:
