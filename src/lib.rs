@@ -6,5 +6,6 @@ pub mod error;
 pub mod healpix;
 mod py;
 pub mod real;
+pub mod sht;
 
 pub use error::{Error, Result};

@@ -24,6 +24,7 @@ _core._set_cuda_search_dirs(_search_dirs())
 
 from . import filters, healpix  # noqa: E402
 from ._backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
+from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402,F401
 
 __version__ = _core.__version__
 

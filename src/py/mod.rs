@@ -5,6 +5,7 @@ mod backend;
 mod errors;
 mod filters;
 mod healpix;
+mod sht;
 
 use pyo3::prelude::*;
 
@@ -14,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     backend::register(m)?;
     filters::register(m)?;
     healpix::register(m)?;
+    sht::register(m)?;
     Ok(())
 }
