@@ -1,0 +1,183 @@
+//! Validated, rayon-parallel slice versions of the pixel functions (what the bindings call).
+//!
+//! Each checks nside, lengths and every input first (errors name the argument and the first
+//! bad element), then fills the output in parallel. Run them inside skyconv's pool
+//! (`crate::py::errors::compute` does so for the bindings).
+
+use rayon::prelude::*;
+
+use super::nest::{nest2ring_in, ring2nest_in};
+use super::pix::{ang2pix_nest_in, ang2pix_ring_in, pix2ang_nest_in, pix2ang_ring_in, THETA_SLACK};
+use super::{check_nside, Geom};
+use crate::error::{Error, Result};
+
+/// Elements per rayon task: each element costs ~10–50 ns, so keep tasks around 100 µs.
+const MIN_LEN: usize = 4096;
+
+fn same_len(name: &str, got: usize, want: usize) -> Result<()> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(Error::shape(format!(
+            "{name} has {got} elements, expected {want}"
+        )))
+    }
+}
+
+/// Error if any pixel index is outside [0, npix).
+fn check_pixels(name: &str, pix: &[i64], npix: u64) -> Result<()> {
+    let bad = pix
+        .par_iter()
+        .with_min_len(MIN_LEN)
+        .position_first(|&p| p < 0 || p as u64 >= npix);
+    match bad {
+        None => Ok(()),
+        Some(k) => Err(Error::value(format!(
+            "{name}[{k}] = {} is out of range: pixel indices must be in [0, {npix})",
+            pix[k]
+        ))),
+    }
+}
+
+/// Error unless every θ is in [0, π] (up to healpy's 1e-5 slack) and every φ finite.
+fn check_angles(theta: &[f64], phi: &[f64]) -> Result<()> {
+    let hi = std::f64::consts::PI + THETA_SLACK;
+    let bad_theta = theta
+        .par_iter()
+        .with_min_len(MIN_LEN)
+        .position_first(|&t| !(t >= 0.0 && t <= hi));
+    if let Some(k) = bad_theta {
+        return Err(Error::value(format!(
+            "theta[{k}] = {} is out of range: theta (colatitude, radians) must be in [0, pi]",
+            theta[k]
+        )));
+    }
+    let bad_phi = phi
+        .par_iter()
+        .with_min_len(MIN_LEN)
+        .position_first(|p| !p.is_finite());
+    if let Some(k) = bad_phi {
+        return Err(Error::value(format!(
+            "phi[{k}] = {} is not finite: phi (longitude, radians) must be a finite number",
+            phi[k]
+        )));
+    }
+    Ok(())
+}
+
+/// Pixel centres (θ, φ) in radians of `pix` (RING or NEST) into `theta`, `phi`.
+pub fn pix2ang_slice(
+    nside: u64,
+    nest: bool,
+    pix: &[i64],
+    theta: &mut [f64],
+    phi: &mut [f64],
+) -> Result<()> {
+    check_nside(nside, nest)?;
+    same_len("theta", theta.len(), pix.len())?;
+    same_len("phi", phi.len(), pix.len())?;
+    let g = Geom::new(nside);
+    check_pixels("ipix", pix, g.npix)?;
+    let f = if nest {
+        pix2ang_nest_in
+    } else {
+        pix2ang_ring_in
+    };
+    theta
+        .par_iter_mut()
+        .zip(phi.par_iter_mut())
+        .zip(pix.par_iter())
+        .with_min_len(MIN_LEN)
+        .for_each(|((t, p), &q)| (*t, *p) = f(&g, q as u64));
+    Ok(())
+}
+
+/// Pixels (RING or NEST) containing the points (θ, φ) in radians, into `out`.
+/// θ must be in [0, π] (healpy's slack of 1e-5 above π is folded back), φ finite.
+pub fn ang2pix_slice(
+    nside: u64,
+    nest: bool,
+    theta: &[f64],
+    phi: &[f64],
+    out: &mut [i64],
+) -> Result<()> {
+    check_nside(nside, nest)?;
+    same_len("phi", phi.len(), theta.len())?;
+    same_len("output", out.len(), theta.len())?;
+    check_angles(theta, phi)?;
+    let g = Geom::new(nside);
+    let f = if nest {
+        ang2pix_nest_in
+    } else {
+        ang2pix_ring_in
+    };
+    out.par_iter_mut()
+        .zip(theta.par_iter().zip(phi.par_iter()))
+        .with_min_len(MIN_LEN)
+        .for_each(|(o, (&t, &p))| *o = f(&g, t, p) as i64);
+    Ok(())
+}
+
+fn convert(nside: u64, pix: &[i64], out: &mut [i64], f: fn(&Geom, u64) -> u64) -> Result<()> {
+    check_nside(nside, true)?;
+    same_len("output", out.len(), pix.len())?;
+    let g = Geom::new(nside);
+    check_pixels("ipix", pix, g.npix)?;
+    out.par_iter_mut()
+        .zip(pix.par_iter())
+        .with_min_len(MIN_LEN)
+        .for_each(|(o, &p)| *o = f(&g, p as u64) as i64);
+    Ok(())
+}
+
+/// RING -> NEST for every element of `pix` (nside a power of two).
+pub fn ring2nest_slice(nside: u64, pix: &[i64], out: &mut [i64]) -> Result<()> {
+    convert(nside, pix, out, ring2nest_in)
+}
+
+/// NEST -> RING for every element of `pix` (nside a power of two).
+pub fn nest2ring_slice(nside: u64, pix: &[i64], out: &mut [i64]) -> Result<()> {
+    convert(nside, pix, out, nest2ring_in)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_argument() {
+        let mut t = [0.0; 2];
+        let mut p = [0.0; 2];
+        let e = pix2ang_slice(4, false, &[0, 192], &mut t, &mut p).unwrap_err();
+        assert!(matches!(e, Error::Value(_)) && e.to_string().contains("ipix[1] = 192"));
+        let e = pix2ang_slice(3, true, &[0, 1], &mut t, &mut p).unwrap_err();
+        assert!(e.to_string().contains("nside"));
+        let mut o = [0i64; 2];
+        let e = ang2pix_slice(4, false, &[0.0, f64::NAN], &[0.0, 0.0], &mut o).unwrap_err();
+        assert!(e.to_string().contains("theta[1]"));
+        let e = ang2pix_slice(4, false, &[0.0, 1.0], &[0.0, f64::INFINITY], &mut o).unwrap_err();
+        assert!(e.to_string().contains("phi[1]"));
+        let e = ring2nest_slice(4, &[-1, 0], &mut o).unwrap_err();
+        assert!(e.to_string().contains("ipix[0]"));
+        let e = ang2pix_slice(4, false, &[0.0], &[0.0, 1.0], &mut o[..1]).unwrap_err();
+        assert!(matches!(e, Error::Shape(_)));
+    }
+
+    #[test]
+    fn slices_match_scalars() {
+        let nside = 64u64;
+        let pix: Vec<i64> = (0..crate::healpix::nside2npix(nside) as i64).collect();
+        let (mut t, mut p) = (vec![0.0; pix.len()], vec![0.0; pix.len()]);
+        pix2ang_slice(nside, true, &pix, &mut t, &mut p).unwrap();
+        let mut back = vec![0i64; pix.len()];
+        ang2pix_slice(nside, true, &t, &p, &mut back).unwrap();
+        assert_eq!(back, pix);
+        let mut r = vec![0i64; pix.len()];
+        nest2ring_slice(nside, &pix, &mut r).unwrap();
+        for (k, &q) in r.iter().enumerate().step_by(97) {
+            assert_eq!(q as u64, crate::healpix::nest2ring(nside, k as u64));
+        }
+        ring2nest_slice(nside, &r, &mut back).unwrap();
+        assert_eq!(back, pix);
+    }
+}
