@@ -8,7 +8,6 @@
 
 pub mod cpu;
 pub mod cuda;
-mod geom;
 pub mod layout;
 pub mod legendre;
 
@@ -16,8 +15,8 @@ use realfft::num_complex::Complex64 as C64;
 
 use crate::backend::Device;
 use crate::error::{Error, Result};
+use crate::healpix as hp;
 pub use cpu::{jobs, Job};
-use geom as hp;
 pub use layout::AlmLayout;
 
 /// A ring pair: the northern ring and its southern mirror (none for the equator).
