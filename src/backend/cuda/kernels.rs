@@ -4,7 +4,10 @@
 const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
 /// (module name, source) of every kernel module.
-pub const MODULES: &[(&str, &str)] = &[("filters", include_str!("../../../kernels/filters.cu"))];
+pub const MODULES: &[(&str, &str)] = &[
+    ("filters", include_str!("../../../kernels/filters.cu")),
+    ("sht", include_str!("../../../kernels/sht.cu")),
+];
 
 /// The full translation unit for `module`, or None if there is no such module.
 pub fn translation_unit(module: &str) -> Option<String> {
