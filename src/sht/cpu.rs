@@ -16,8 +16,11 @@ use realfft::num_complex::Complex64 as C64;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use super::legendre::{
-    self as leg, fmadd, log2_growth_bound, start_value, MTables, Visit, SQ1, SQ2, SU1, SU2,
+    self as leg, log2_growth_bound, start_value, MTables, Visit, MAX_LANES, SQ1, SQ2, SU1, SU2,
 };
+#[cfg(target_arch = "x86_64")]
+use super::simd::F4;
+use super::simd::{Simd, S1};
 use super::Plan;
 
 /// Lanes (ring pairs run together) for spin 0 and spin 2.
@@ -133,21 +136,28 @@ fn chunks(plan: &Plan, ncomp: usize) -> Vec<Chunk> {
     out
 }
 
-/// Lane state for a block of pairs starting at `first` (pairs past the chunk are padding).
+/// Lane state for a block of pairs starting at `first` (pairs past the chunk are padding):
+/// x, sin θ and the start value (v, k) per lane; None if every lane is negligible.
 #[allow(clippy::type_complexity)]
-fn lanes<const L: usize>(
+fn lanes(
     plan: &Plan,
     first: usize,
     end: usize,
+    nl: usize,
     m: usize,
     lb: f64,
-) -> Option<([f64; L], [f64; L], [f64; L], [i32; L])> {
-    let mut x = [0.0; L];
-    let mut s = [1.0; L];
-    let mut v = [0.0; L];
-    let mut k = [0i32; L];
+) -> Option<(
+    [f64; MAX_LANES],
+    [f64; MAX_LANES],
+    [f64; MAX_LANES],
+    [i32; MAX_LANES],
+)> {
+    let mut x = [0.0; MAX_LANES];
+    let mut s = [1.0; MAX_LANES];
+    let mut v = [0.0; MAX_LANES];
+    let mut k = [0i32; MAX_LANES];
     let mut any = false;
-    for r in 0..L {
+    for r in 0..nl {
         let p = first + r;
         if p >= end {
             continue;
@@ -163,58 +173,89 @@ fn lanes<const L: usize>(
     any.then_some((x, s, v, k))
 }
 
+#[inline(always)]
+fn vecs<V: Simd, const N: usize>(a: &[f64]) -> [V; N] {
+    let mut o = [V::splat(0.0); N];
+    for i in 0..N {
+        o[i] = V::load(&a[i * V::W..]);
+    }
+    o
+}
+
+#[inline(always)]
+fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
+    let mut o = [0.0; MAX_LANES];
+    for i in 0..N {
+        a[i].store(&mut o[i * V::W..]);
+    }
+    o
+}
+
 // ------------------------------------------------------------------------------------------
 // Synthesis visitors
 
-struct S0<'a, const L: usize, const F: bool> {
+struct S0<'a, V: Simd, const N: usize> {
     a: &'a [C64],
-    acc: [[[f64; L]; 2]; 2],
+    /// [even re, even im, odd re, odd im]
+    acc: [[V; N]; 4],
 }
 
-impl<const L: usize, const F: bool> Visit<L> for S0<'_, L, F> {
+impl<V: Simd, const N: usize> Visit<V, N> for S0<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[f64; L], cur: &[f64; L]) {
+    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
         let c = self.a[j];
-        let acc = &mut self.acc[ODD as usize];
-        for r in 0..L {
-            acc[0][r] = fmadd::<F>(c.re, cur[r], acc[0][r]);
-            acc[1][r] = fmadd::<F>(c.im, cur[r], acc[1][r]);
+        let (re, im) = (V::splat(c.re), V::splat(c.im));
+        let o = 2 * ODD as usize;
+        for i in 0..N {
+            self.acc[o][i] = re.mul_add(cur[i], self.acc[o][i]);
+            self.acc[o + 1][i] = im.mul_add(cur[i], self.acc[o + 1][i]);
         }
     }
 }
 
-struct S2<'a, const L: usize, const F: bool> {
+struct S2<'a, V: Simd, const N: usize> {
     e: &'a [C64],
     b: &'a [C64],
     pol: &'a [[f64; 5]],
-    x: [f64; L],
-    is2: [f64; L],
-    xis2: [f64; L],
+    x: [V; N],
+    is2: [V; N],
+    xis2: [V; N],
     /// [parity][W re, W im, X re, X im, Y re, Y im, Z re, Z im]
-    acc: [[[f64; L]; 8]; 2],
+    acc: [[[V; N]; 8]; 2],
 }
 
-impl<const L: usize, const F: bool> Visit<L> for S2<'_, L, F> {
+/// F1' and F2' (spin-2 functions over g_l) from μ_{l−1}, μ_l.
+#[inline(always)]
+fn f12<V: Simd>(c: &[f64; 5], x: V, is2: V, xis2: V, prev: V, cur: V) -> (V, V) {
+    let f1 = V::splat(c[2])
+        .mul(xis2)
+        .mul_sub(prev, V::splat(c[0]).mul_add(is2, V::splat(c[1])).mul(cur));
+    let f2 = is2.mul(V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(x).mul(cur)));
+    (f1, f2)
+}
+
+impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[f64; L], cur: &[f64; L]) {
-        let c = self.pol[j];
+    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        let c = &self.pol[j];
         let (e, b) = (self.e[j], self.b[j]);
+        let (er, ei, br, bi) = (
+            V::splat(e.re),
+            V::splat(e.im),
+            V::splat(b.re),
+            V::splat(b.im),
+        );
         let acc = &mut self.acc[ODD as usize];
-        for r in 0..L {
-            let f1 = fmadd::<F>(
-                c[2] * self.xis2[r],
-                prev[r],
-                -(fmadd::<F>(c[0], self.is2[r], c[1]) * cur[r]),
-            );
-            let f2 = self.is2[r] * fmadd::<F>(c[4], prev[r], -(c[3] * self.x[r] * cur[r]));
-            acc[0][r] = fmadd::<F>(e.re, f1, acc[0][r]);
-            acc[1][r] = fmadd::<F>(e.im, f1, acc[1][r]);
-            acc[2][r] = fmadd::<F>(b.re, f2, acc[2][r]);
-            acc[3][r] = fmadd::<F>(b.im, f2, acc[3][r]);
-            acc[4][r] = fmadd::<F>(b.re, f1, acc[4][r]);
-            acc[5][r] = fmadd::<F>(b.im, f1, acc[5][r]);
-            acc[6][r] = fmadd::<F>(e.re, f2, acc[6][r]);
-            acc[7][r] = fmadd::<F>(e.im, f2, acc[7][r]);
+        for i in 0..N {
+            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+            acc[0][i] = er.mul_add(f1, acc[0][i]);
+            acc[1][i] = ei.mul_add(f1, acc[1][i]);
+            acc[2][i] = br.mul_add(f2, acc[2][i]);
+            acc[3][i] = bi.mul_add(f2, acc[3][i]);
+            acc[4][i] = br.mul_add(f1, acc[4][i]);
+            acc[5][i] = bi.mul_add(f1, acc[5][i]);
+            acc[6][i] = er.mul_add(f2, acc[6][i]);
+            acc[7][i] = ei.mul_add(f2, acc[7][i]);
         }
     }
 }
@@ -233,11 +274,24 @@ fn scaled_column(src: &[C64], g: &[f64], n: usize, out: &mut Vec<C64>) {
     out.resize(n + 2, C64::new(0.0, 0.0));
 }
 
+/// 1/sin²θ and cosθ/sin²θ per lane.
+#[inline(always)]
+fn inv_s2(x: &[f64; MAX_LANES], s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
+    let mut is2 = [0.0; MAX_LANES];
+    let mut xis2 = [0.0; MAX_LANES];
+    for r in 0..MAX_LANES {
+        is2[r] = 1.0 / (s[r] * s[r]);
+        xis2[r] = x[r] * is2[r];
+    }
+    (is2, xis2)
+}
+
 /// Synthesis Legendre stage for one m over the pairs of a chunk; writes `ph` laid out as
-/// [comp][ring-in-chunk], ring 2p = north, 2p+1 = south of pair p.
+/// [comp][ring-in-chunk], ring 2p = north, 2p+1 = south of pair p. N0 (N2) vectors of V per
+/// block of spin-0 (spin-2) lanes.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn synth_m<const F: bool>(
+fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
@@ -246,6 +300,7 @@ fn synth_m<const F: bool>(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
+    let (l0, l2) = (N0 * V::W, N2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
     sc.t.fill(m, lay.lmax, pol);
@@ -254,8 +309,7 @@ fn synth_m<const F: bool>(
     let nrc = ch.nrc();
     let off = lay.mstart(m);
     let end = ch.p0 + ch.np;
-    let na = alms.len();
-    sc.a.resize_with(na, Vec::new);
+    sc.a.resize_with(alms.len(), Vec::new);
     for (i, a) in alms.iter().enumerate() {
         scaled_column(&a[off..off + n], &sc.t.g, n, &mut sc.a[i]);
     }
@@ -265,49 +319,46 @@ fn synth_m<const F: bool>(
             Job::Spin0(ai, mi) => {
                 let mut p = ch.p0;
                 while p < end {
-                    if let Some((x, _s, v, k)) = lanes::<L0>(plan, p, end, m, lb) {
-                        let mut vis = S0::<L0, F> {
+                    if let Some((x, _s, v, k)) = lanes(plan, p, end, l0, m, lb) {
+                        let mut vis = S0::<V, N0> {
                             a: &sc.a[ai],
-                            acc: [[[0.0; L0]; 2]; 2],
+                            acc: [[V::splat(0.0); N0]; 4],
                         };
-                        leg::run::<L0, F, _>(&sc.t, &x, v, k, &mut vis);
-                        let [ev, od] = vis.acc;
-                        for r in 0..L0.min(end - p) {
+                        leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        let acc = vis.acc.map(|a| unvec(&a));
+                        for r in 0..l0.min(end - p) {
                             let pl = p - ch.p0 + r;
-                            let (e, o) =
-                                (C64::new(ev[0][r], ev[1][r]), C64::new(od[0][r], od[1][r]));
+                            let e = C64::new(acc[0][r], acc[1][r]);
+                            let o = C64::new(acc[2][r], acc[3][r]);
                             ph[mi * nrc + 2 * pl] = e + o;
                             ph[mi * nrc + 2 * pl + 1] = e - o;
                         }
                     }
-                    p += L0;
+                    p += l0;
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
                 let mut p = ch.p0;
                 while p < end {
-                    if let Some((x, s, v, k)) = lanes::<L2>(plan, p, end, m, lb) {
-                        let mut is2 = [0.0; L2];
-                        let mut xis2 = [0.0; L2];
-                        for r in 0..L2 {
-                            is2[r] = 1.0 / (s[r] * s[r]);
-                            xis2[r] = x[r] * is2[r];
-                        }
-                        let mut vis = S2::<L2, F> {
+                    if let Some((x, s, v, k)) = lanes(plan, p, end, l2, m, lb) {
+                        let (is2, xis2) = inv_s2(&x, &s);
+                        let mut vis = S2::<V, N2> {
                             e: &sc.a[ei],
                             b: &sc.a[bi],
                             pol: &sc.t.pol,
-                            x,
-                            is2,
-                            xis2,
-                            acc: [[[0.0; L2]; 8]; 2],
+                            x: vecs(&x),
+                            is2: vecs(&is2),
+                            xis2: vecs(&xis2),
+                            acc: [[[V::splat(0.0); N2]; 8]; 2],
                         };
-                        leg::run::<L2, F, _>(&sc.t, &x, v, k, &mut vis);
-                        let [ev, od] = vis.acc;
-                        let c =
-                            |a: &[[f64; L2]; 8], i: usize, r: usize| C64::new(a[i][r], a[i + 1][r]);
+                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        let ev = vis.acc[0].map(|a| unvec(&a));
+                        let od = vis.acc[1].map(|a| unvec(&a));
+                        let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
+                            C64::new(a[i][r], a[i + 1][r])
+                        };
                         let iu = C64::new(0.0, 1.0);
-                        for r in 0..L2.min(end - p) {
+                        for r in 0..l2.min(end - p) {
                             let pl = p - ch.p0 + r;
                             let (we, wo) = (c(&ev, 0, r), c(&od, 0, r));
                             let (xe, xo) = (c(&ev, 2, r), c(&od, 2, r));
@@ -319,7 +370,7 @@ fn synth_m<const F: bool>(
                             ph[ui * nrc + 2 * pl + 1] = SU1 * (ye - yo) + SU2 * iu * (zo - ze);
                         }
                     }
-                    p += L2;
+                    p += l2;
                 }
             }
         }
@@ -329,7 +380,7 @@ fn synth_m<const F: bool>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn synth_m_fma(
+unsafe fn synth_m_avx2(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
@@ -338,10 +389,10 @@ unsafe fn synth_m_fma(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    synth_m::<true>(plan, ch, jobs, alms, m, sc, ph)
+    synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, alms, m, sc, ph)
 }
 
-fn has_fma() -> bool {
+fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
@@ -356,7 +407,7 @@ fn has_fma() -> bool {
 pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64]]) {
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
-    let fma = has_fma();
+    let avx2 = has_avx2();
     let ptrs: Vec<SendPtr<f64>> = maps.iter_mut().map(|m| SendPtr(m.as_mut_ptr())).collect();
     for ch in chunks(plan, ncomp) {
         let nrc = ch.nrc();
@@ -365,13 +416,13 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
             LegScratch::default,
             |sc, (m, ph)| {
                 #[cfg(target_arch = "x86_64")]
-                if fma {
+                if avx2 {
                     // SAFETY: the CPU has AVX2 and FMA (checked above).
-                    unsafe { synth_m_fma(plan, &ch, jobs, alms, m, sc, ph) };
+                    unsafe { synth_m_avx2(plan, &ch, jobs, alms, m, sc, ph) };
                     return;
                 }
-                let _ = fma;
-                synth_m::<false>(plan, &ch, jobs, alms, m, sc, ph);
+                let _ = avx2;
+                synth_m::<S1, L0, L2>(plan, &ch, jobs, alms, m, sc, ph);
             },
         );
         let phase = &phase;
@@ -431,67 +482,68 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
 // ------------------------------------------------------------------------------------------
 // Analysis visitors
 
-struct A0<'a, const L: usize, const F: bool> {
-    tmp: &'a mut [[f64; L]],
+struct A0<'a, V: Simd, const N: usize> {
+    /// Per-lane partial sums: [j][re, im][lane].
+    tmp: &'a mut [f64],
     /// [parity][re, im] of north ± south.
-    inp: [[[f64; L]; 2]; 2],
+    inp: [[[V; N]; 2]; 2],
 }
 
-impl<const L: usize, const F: bool> Visit<L> for A0<'_, L, F> {
+impl<V: Simd, const N: usize> Visit<V, N> for A0<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[f64; L], cur: &[f64; L]) {
+    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
         let src = &self.inp[ODD as usize];
-        let (lo, hi) = self.tmp[2 * j..2 * j + 2].split_at_mut(1);
-        for r in 0..L {
-            lo[0][r] = fmadd::<F>(cur[r], src[0][r], lo[0][r]);
-            hi[0][r] = fmadd::<F>(cur[r], src[1][r], hi[0][r]);
+        let l = N * V::W;
+        let t = &mut self.tmp[2 * j * l..2 * (j + 1) * l];
+        let (tr, ti) = t.split_at_mut(l);
+        for i in 0..N {
+            let o = i * V::W;
+            cur[i]
+                .mul_add(src[0][i], V::load(&tr[o..]))
+                .store(&mut tr[o..]);
+            cur[i]
+                .mul_add(src[1][i], V::load(&ti[o..]))
+                .store(&mut ti[o..]);
         }
     }
 }
 
-struct A2<'a, const L: usize, const F: bool> {
-    tmp: &'a mut [[f64; L]],
+struct A2<'a, V: Simd, const N: usize> {
+    /// Per-lane partial sums: [j][E re, E im, B re, B im][lane].
+    tmp: &'a mut [f64],
     pol: &'a [[f64; 5]],
-    x: [f64; L],
-    is2: [f64; L],
-    xis2: [f64; L],
+    x: [V; N],
+    is2: [V; N],
+    xis2: [V; N],
     /// [parity][8]: E_re += F1·in0 + F2·in1, E_im += F1·in2 + F2·in3, B_re += F1·in4 + F2·in5,
     /// B_im += F1·in6 + F2·in7.
-    inp: [[[f64; L]; 8]; 2],
+    inp: [[[V; N]; 8]; 2],
 }
 
-impl<const L: usize, const F: bool> Visit<L> for A2<'_, L, F> {
+impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[f64; L], cur: &[f64; L]) {
-        let c = self.pol[j];
+    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        let c = &self.pol[j];
         let s = &self.inp[ODD as usize];
-        let t = &mut self.tmp[4 * j..4 * j + 4];
-        for r in 0..L {
-            let f1 = fmadd::<F>(
-                c[2] * self.xis2[r],
-                prev[r],
-                -(fmadd::<F>(c[0], self.is2[r], c[1]) * cur[r]),
-            );
-            let f2 = self.is2[r] * fmadd::<F>(c[4], prev[r], -(c[3] * self.x[r] * cur[r]));
-            t[0][r] = fmadd::<F>(f1, s[0][r], fmadd::<F>(f2, s[1][r], t[0][r]));
-            t[1][r] = fmadd::<F>(f1, s[2][r], fmadd::<F>(f2, s[3][r], t[1][r]));
-            t[2][r] = fmadd::<F>(f1, s[4][r], fmadd::<F>(f2, s[5][r], t[2][r]));
-            t[3][r] = fmadd::<F>(f1, s[6][r], fmadd::<F>(f2, s[7][r], t[3][r]));
+        let l = N * V::W;
+        let t = &mut self.tmp[4 * j * l..4 * (j + 1) * l];
+        for i in 0..N {
+            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+            for q in 0..4 {
+                let o = q * l + i * V::W;
+                let acc = V::load(&t[o..]);
+                f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc))
+                    .store(&mut t[o..]);
+            }
         }
     }
-}
-
-fn as_lanes<const L: usize>(v: &mut [f64]) -> &mut [[f64; L]] {
-    let n = v.len() / L;
-    // SAFETY: [f64; L] has the layout of L consecutive f64.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut [f64; L], n) }
 }
 
 /// Analysis Legendre stage for one m over the pairs of a chunk: adds into `cols` (one alm
 /// column per output component) from `phase` laid out [m][comp][ring-in-chunk].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn anal_m<const F: bool>(
+fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
@@ -501,6 +553,7 @@ fn anal_m<const F: bool>(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
+    let (l0, l2) = (N0 * V::W, N2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
     sc.t.fill(m, lay.lmax, pol);
@@ -514,14 +567,14 @@ fn anal_m<const F: bool>(
         match *job {
             Job::Spin0(ai, mi) => {
                 sc.tmp.clear();
-                sc.tmp.resize(2 * n * L0, 0.0);
+                sc.tmp.resize(2 * n * l0, 0.0);
                 let mut any = false;
                 let mut p = ch.p0;
                 while p < end {
-                    if let Some((x, _s, v, k)) = lanes::<L0>(plan, p, end, m, lb) {
+                    if let Some((x, _s, v, k)) = lanes(plan, p, end, l0, m, lb) {
                         any = true;
-                        let mut inp = [[[0.0; L0]; 2]; 2];
-                        for r in 0..L0.min(end - p) {
+                        let mut inp = [[[0.0; MAX_LANES]; 2]; 2];
+                        for r in 0..l0.min(end - p) {
                             let (nn, ss) = (at(mi, p + r, false), at(mi, p + r, true));
                             let (e, o) = (nn + ss, nn - ss);
                             inp[0][0][r] = e.re;
@@ -529,40 +582,34 @@ fn anal_m<const F: bool>(
                             inp[1][0][r] = o.re;
                             inp[1][1][r] = o.im;
                         }
-                        let mut vis = A0::<L0, F> {
-                            tmp: as_lanes::<L0>(&mut sc.tmp),
-                            inp,
+                        let mut vis = A0::<V, N0> {
+                            tmp: &mut sc.tmp,
+                            inp: inp.map(|a| a.map(|b| vecs(&b))),
                         };
-                        leg::run::<L0, F, _>(&sc.t, &x, v, k, &mut vis);
+                        leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
                     }
-                    p += L0;
+                    p += l0;
                 }
                 if any {
-                    let tl = as_lanes::<L0>(&mut sc.tmp);
                     let col = &mut cols[ai];
                     for j in 0..n {
-                        let re: f64 = tl[2 * j].iter().sum();
-                        let im: f64 = tl[2 * j + 1].iter().sum();
+                        let re: f64 = sc.tmp[2 * j * l0..(2 * j + 1) * l0].iter().sum();
+                        let im: f64 = sc.tmp[(2 * j + 1) * l0..(2 * j + 2) * l0].iter().sum();
                         col[j] += C64::new(re, im) * sc.t.g[j];
                     }
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
                 sc.tmp.clear();
-                sc.tmp.resize(4 * n * L2, 0.0);
+                sc.tmp.resize(4 * n * l2, 0.0);
                 let mut any = false;
                 let mut p = ch.p0;
                 while p < end {
-                    if let Some((x, s, v, k)) = lanes::<L2>(plan, p, end, m, lb) {
+                    if let Some((x, s, v, k)) = lanes(plan, p, end, l2, m, lb) {
                         any = true;
-                        let mut is2 = [0.0; L2];
-                        let mut xis2 = [0.0; L2];
-                        for r in 0..L2 {
-                            is2[r] = 1.0 / (s[r] * s[r]);
-                            xis2[r] = x[r] * is2[r];
-                        }
-                        let mut inp = [[[0.0; L2]; 8]; 2];
-                        for r in 0..L2.min(end - p) {
+                        let (is2, xis2) = inv_s2(&x, &s);
+                        let mut inp = [[[0.0; MAX_LANES]; 8]; 2];
+                        for r in 0..l2.min(end - p) {
                             let (qn, qs) = (at(qi, p + r, false), at(qi, p + r, true));
                             let (un, us) = (at(ui, p + r, false), at(ui, p + r, true));
                             let (qp, qm, up, um) = (qn + qs, qn - qs, un + us, un - us);
@@ -585,22 +632,24 @@ fn anal_m<const F: bool>(
                                 row[7][r] = -d.re;
                             }
                         }
-                        let mut vis = A2::<L2, F> {
-                            tmp: as_lanes::<L2>(&mut sc.tmp),
+                        let mut vis = A2::<V, N2> {
+                            tmp: &mut sc.tmp,
                             pol: &sc.t.pol,
-                            x,
-                            is2,
-                            xis2,
-                            inp,
+                            x: vecs(&x),
+                            is2: vecs(&is2),
+                            xis2: vecs(&xis2),
+                            inp: inp.map(|a| a.map(|b| vecs(&b))),
                         };
-                        leg::run::<L2, F, _>(&sc.t, &x, v, k, &mut vis);
+                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
                     }
-                    p += L2;
+                    p += l2;
                 }
                 if any {
-                    let tl = as_lanes::<L2>(&mut sc.tmp);
                     for j in 0..n {
-                        let s = |i: usize| -> f64 { tl[4 * j + i].iter().sum() };
+                        let base = 4 * j * l2;
+                        let s = |q: usize| -> f64 {
+                            sc.tmp[base + q * l2..base + (q + 1) * l2].iter().sum()
+                        };
                         let g = sc.t.g[j];
                         cols[ei][j] += C64::new(s(0), s(1)) * g;
                         cols[bi][j] += C64::new(s(2), s(3)) * g;
@@ -614,7 +663,7 @@ fn anal_m<const F: bool>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn anal_m_fma(
+unsafe fn anal_m_avx2(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
@@ -624,7 +673,7 @@ unsafe fn anal_m_fma(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<true>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+    anal_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
 }
 
 /// Split each alm array into its m columns: result[m][component].
@@ -653,7 +702,7 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
     }
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
-    let fma = has_fma();
+    let avx2 = has_avx2();
     let mut cols = columns(plan, alms);
     for ch in chunks(plan, ncomp) {
         let nrc = ch.nrc();
@@ -701,13 +750,13 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
             .enumerate()
             .for_each_init(LegScratch::default, |sc, (m, col)| {
                 #[cfg(target_arch = "x86_64")]
-                if fma {
+                if avx2 {
                     // SAFETY: the CPU has AVX2 and FMA (checked above).
-                    unsafe { anal_m_fma(plan, &ch, jobs, phase, ncomp, m, sc, col) };
+                    unsafe { anal_m_avx2(plan, &ch, jobs, phase, ncomp, m, sc, col) };
                     return;
                 }
-                let _ = fma;
-                anal_m::<false>(plan, &ch, jobs, phase, ncomp, m, sc, col);
+                let _ = avx2;
+                anal_m::<S1, L0, L2>(plan, &ch, jobs, phase, ncomp, m, sc, col);
             });
     }
 }

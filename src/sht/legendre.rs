@@ -24,6 +24,8 @@
 
 #![allow(clippy::needless_range_loop)] // lane loops index several arrays in step
 
+use super::simd::Simd;
+
 /// Exponent step of the extended-range representation.
 pub const SCALE_BITS: i32 = 800;
 /// 2^400: above this a scaled value is rescaled down by 2^−800.
@@ -156,11 +158,17 @@ pub fn log2_growth_bound(m: usize, lmax: usize, ln_fact: &[f64]) -> f64 {
     0.5 * lnb / std::f64::consts::LN_2
 }
 
+/// Bring v into [2^−400, 2^400] (k counts the factors of 2^800 taken out; it may go negative in
+/// intermediate products), so that a product of two such values cannot overflow.
 #[inline]
-fn renorm_up(v: &mut f64, k: &mut i32) {
+fn renorm(v: &mut f64, k: &mut i32) {
     while *v != 0.0 && v.abs() < SMALL {
         *v *= UP;
         *k += 1;
+    }
+    while v.abs() > BIG && v.is_finite() {
+        *v *= DOWN;
+        *k -= 1;
     }
 }
 
@@ -168,18 +176,18 @@ fn renorm_up(v: &mut f64, k: &mut i32) {
 pub fn pow_scaled(s: f64, mut m: usize) -> (f64, i32) {
     let (mut rv, mut rk) = (1.0f64, 0i32);
     let (mut bv, mut bk) = (s, 0i32);
-    renorm_up(&mut bv, &mut bk);
+    renorm(&mut bv, &mut bk);
     while m > 0 {
         if m & 1 == 1 {
             rv *= bv;
             rk += bk;
-            renorm_up(&mut rv, &mut rk);
+            renorm(&mut rv, &mut rk);
         }
         m >>= 1;
         if m > 0 {
             bv *= bv;
             bk *= 2;
-            renorm_up(&mut bv, &mut bk);
+            renorm(&mut bv, &mut bk);
         }
     }
     (rv, rk)
@@ -199,100 +207,159 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
         return (0.0, 0);
     }
     let (mut v, mut k) = (v, k);
-    renorm_up(&mut v, &mut k);
+    renorm(&mut v, &mut k);
     (v, k)
 }
 
-/// a·b + c, fused when the caller was compiled with FMA.
+/// Most lanes a block may have.
+pub const MAX_LANES: usize = 8;
+
+/// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l,
+/// N vectors of V::W lanes; lanes whose values are still below the significant range hold
+/// zeros.
+pub trait Visit<V: Simd, const N: usize> {
+    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]);
+}
+
+/// Rescale the lanes whose scaled value `cur` has grown past BIG (and `prev` with it); updates
+/// the mask `f` (1 for lanes in normal range). Returns whether some lane is still scaled.
+#[inline(never)]
+fn rescale<V: Simd, const N: usize>(
+    cur: &mut [V; N],
+    prev: &mut [V; N],
+    k: &mut [i32; MAX_LANES],
+    f: &mut [V; N],
+) -> bool {
+    let w = V::W;
+    let (mut c, mut p, mut ff) = ([0.0; MAX_LANES], [0.0; MAX_LANES], [0.0; MAX_LANES]);
+    for i in 0..N {
+        cur[i].store(&mut c[i * w..]);
+        prev[i].store(&mut p[i * w..]);
+    }
+    let mut scaled = false;
+    for r in 0..N * w {
+        if k[r] > 0 && c[r].abs() > BIG {
+            c[r] *= DOWN;
+            p[r] *= DOWN;
+            k[r] -= 1;
+        }
+        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[r] > 0;
+    }
+    for i in 0..N {
+        cur[i] = V::load(&c[i * w..]);
+        prev[i] = V::load(&p[i * w..]);
+        f[i] = V::load(&ff[i * w..]);
+    }
+    scaled
+}
+
 #[inline(always)]
-pub fn fmadd<const F: bool>(a: f64, b: f64, c: f64) -> f64 {
-    if F {
-        a.mul_add(b, c)
-    } else {
-        a * b + c
+fn overflow<V: Simd, const N: usize>(v: &[V; N]) -> bool {
+    let mut o = false;
+    for x in v {
+        o |= x.any_abs_gt(BIG);
+    }
+    o
+}
+
+#[inline(always)]
+fn masked<V: Simd, const N: usize>(v: &[V; N], f: &[V; N]) -> [V; N] {
+    let mut o = *v;
+    for i in 0..N {
+        o[i] = v[i].mul(f[i]);
+    }
+    o
+}
+
+#[inline(always)]
+fn step<V: Simd, const N: usize>(b: f64, x: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
+    let b = V::splat(b);
+    for i in 0..N {
+        prev[i] = b.mul(x[i]).mul_sub(cur[i], prev[i]);
     }
 }
 
-/// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l
-/// per lane; lanes whose values are still below the significant range hold zeros.
-pub trait Visit<const L: usize> {
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[f64; L], cur: &[f64; L]);
-}
-
-/// Run the recurrence for L lanes (ring pairs at x = cos θ) from the start values (v, k),
-/// calling `vis` for every l from m to lmax.
+/// Run the recurrence for N·W lanes (ring pairs at x = cos θ) from the start values (v, k)
+/// (N·W entries each), calling `vis` for every l from m to lmax.
+///
+/// Three phases: while every lane is scaled, only the recurrence runs (nothing to visit);
+/// while some are, lanes are visited with the scaled ones masked to zero and a cheap
+/// vectorised overflow test triggers rescaling; then a tight loop without tests.
 #[inline(always)]
-pub fn run<const L: usize, const F: bool, A: Visit<L>>(
+pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     t: &MTables,
-    x: &[f64; L],
-    v: [f64; L],
-    k: [i32; L],
+    x: &[V; N],
+    v: &[f64],
+    k: &[i32],
     vis: &mut A,
 ) {
+    let w = V::W;
+    let lanes = N * w;
+    assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
     let n = t.n();
     let b = &t.b[..n + 2];
-    let mut p0 = [0.0f64; L];
-    let mut p1 = v;
-    let mut k = k;
+    let zero = V::splat(0.0);
+    let mut p0 = [zero; N];
+    let mut p1 = [zero; N];
+    let mut kk = [0i32; MAX_LANES];
+    let mut ff = [0.0f64; MAX_LANES];
+    let mut scaled = false;
+    for r in 0..lanes {
+        kk[r] = k[r];
+        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[r] > 0;
+    }
+    let mut f = [zero; N];
+    for i in 0..N {
+        p1[i] = V::load(&v[i * w..]);
+        f[i] = V::load(&ff[i * w..]);
+    }
     let mut j = 0usize;
-    // Phase A: some lane is still scaled; rescale as values grow, visit the normal lanes.
-    while k.iter().any(|&kk| kk != 0) {
-        if k.contains(&0) {
-            let mut q0 = [0.0f64; L];
-            let mut q1 = [0.0f64; L];
-            for r in 0..L {
-                if k[r] == 0 {
-                    q0[r] = p0[r];
-                    q1[r] = p1[r];
-                }
-            }
-            if j & 1 == 0 {
-                vis.visit::<false>(j, &q0, &q1);
-            } else {
-                vis.visit::<true>(j, &q0, &q1);
-            }
-        }
-        j += 1;
-        if j >= n {
+    // Phase 0: every lane scaled, pairs of steps with no visits (j stays even).
+    let mut none = ff[..lanes].iter().all(|&v| v == 0.0);
+    while scaled && none {
+        if j + 2 >= n {
+            // Fewer than two steps left: these lanes never become significant.
             return;
         }
-        let bj = b[j];
-        for r in 0..L {
-            let p2 = fmadd::<F>(bj * x[r], p1[r], -p0[r]);
-            p0[r] = p1[r];
-            p1[r] = p2;
-            if k[r] > 0 && p2.abs() > BIG {
-                p0[r] *= DOWN;
-                p1[r] *= DOWN;
-                k[r] -= 1;
-            }
+        step(b[j + 1], x, &p1, &mut p0);
+        if overflow(&p0) {
+            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
         }
+        step(b[j + 2], x, &p0, &mut p1);
+        if overflow(&p1) {
+            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        }
+        none = kk[..lanes].iter().all(|&k| k > 0);
+        j += 2;
+    }
+    // Phase A: some lanes scaled; visit with those masked.
+    while scaled && j + 1 < n {
+        vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
+        step(b[j + 1], x, &p1, &mut p0);
+        if overflow(&p0) {
+            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+        }
+        vis.visit::<true>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
+        step(b[j + 2], x, &p0, &mut p1);
+        if overflow(&p1) {
+            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        }
+        j += 2;
+    }
+    if scaled {
+        if j < n {
+            vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
+        }
+        return;
     }
     // Phase B: every lane in normal range; two steps per iteration (even, odd l − m).
-    if j & 1 == 1 {
-        vis.visit::<true>(j, &p0, &p1);
-        j += 1;
-        if j >= n {
-            return;
-        }
-        let bj = b[j];
-        for r in 0..L {
-            let p2 = fmadd::<F>(bj * x[r], p1[r], -p0[r]);
-            p0[r] = p1[r];
-            p1[r] = p2;
-        }
-    }
     while j + 1 < n {
         vis.visit::<false>(j, &p0, &p1);
-        let b1 = b[j + 1];
-        for r in 0..L {
-            p0[r] = fmadd::<F>(b1 * x[r], p1[r], -p0[r]);
-        }
+        step(b[j + 1], x, &p1, &mut p0);
         vis.visit::<true>(j + 1, &p1, &p0);
-        let b2 = b[j + 2];
-        for r in 0..L {
-            p1[r] = fmadd::<F>(b2 * x[r], p0[r], -p1[r]);
-        }
+        step(b[j + 2], x, &p0, &mut p1);
         j += 2;
     }
     if j < n {
@@ -303,11 +370,12 @@ pub fn run<const L: usize, const F: bool, A: Visit<L>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sht::simd::S1;
 
     struct Collect(Vec<f64>);
-    impl Visit<1> for Collect {
-        fn visit<const ODD: bool>(&mut self, j: usize, _p: &[f64; 1], c: &[f64; 1]) {
-            self.0[j] = c[0];
+    impl Visit<S1, 1> for Collect {
+        fn visit<const ODD: bool>(&mut self, j: usize, _p: &[S1; 1], c: &[S1; 1]) {
+            self.0[j] = c[0].0;
         }
     }
 
@@ -343,7 +411,7 @@ mod tests {
                 let s = (1.0f64 - x * x).sqrt();
                 let (v, k) = start_value(s, m, norms[m], log2_growth_bound(m, lmax, &fact));
                 let mut c = Collect(vec![0.0; t.n()]);
-                run::<1, false, _>(&t, &[x], [v], [k], &mut c);
+                run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut c);
                 for j in 0..t.n() {
                     let want = naive(m + j, m, x);
                     let got = c.0[j] * t.g[j];
@@ -370,11 +438,65 @@ mod tests {
             t.fill(m, lmax, false);
             let (v, k) = start_value(s, m, norms[m], log2_growth_bound(m, lmax, &fact));
             let mut c = Collect(vec![0.0; t.n()]);
-            run::<1, false, _>(&t, &[x], [v], [k], &mut c);
+            run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut c);
             let last = c.0[t.n() - 1] * t.g[t.n() - 1];
             total += if m == 0 { 1.0 } else { 2.0 } * last * last;
         }
         let want = (2 * lmax + 1) as f64 / (4.0 * std::f64::consts::PI);
         assert!((total / want - 1.0).abs() < 1e-10, "{total} vs {want}");
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::sht::simd::S1;
+
+    struct Sum<const L: usize>([f64; L]);
+    impl<const L: usize> Visit<S1, L> for Sum<L> {
+        fn visit<const ODD: bool>(&mut self, _j: usize, _p: &[S1; L], c: &[S1; L]) {
+            for r in 0..L {
+                self.0[r] += c[r].0 * c[r].0;
+            }
+        }
+    }
+
+    #[test]
+    fn lanes_agree_with_single_lane_and_stay_finite() {
+        let lmax = 2048;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        let nside = 1024.0f64;
+        let mut t = MTables::default();
+        for m in (0..=lmax).step_by(37) {
+            t.fill(m, lmax, false);
+            let lb = log2_growth_bound(m, lmax, &fact);
+            let mut x = [0.0; 8];
+            let mut v = [0.0; 8];
+            let mut k = [0; 8];
+            for r in 0..8 {
+                let i = (1 + 3 * r) as f64;
+                let z = 1.0 - i * i / (3.0 * nside * nside);
+                x[r] = z;
+                let s = ((1.0 - z) * (1.0 + z)).sqrt();
+                let (vv, kk) = start_value(s, m, norms[m], lb);
+                v[r] = vv;
+                k[r] = kk;
+            }
+            let mut all = Sum([0.0; 8]);
+            run::<S1, 8, _>(&t, &x.map(S1), &v, &k, &mut all);
+            for r in 0..8 {
+                let mut one = Sum([0.0; 1]);
+                run::<S1, 1, _>(&t, &[S1(x[r])], &[v[r]], &[k[r]], &mut one);
+                assert!(all.0[r].is_finite(), "m={m} r={r} {:?}", all.0);
+                let d = (all.0[r] - one.0[0]).abs();
+                assert!(
+                    d <= 1e-12 * one.0[0].abs().max(1e-300),
+                    "m={m} r={r} {} {}",
+                    all.0[r],
+                    one.0[0]
+                );
+            }
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod layout;
 pub mod legendre;
+mod simd;
 
 use realfft::num_complex::Complex64 as C64;
 
