@@ -483,7 +483,7 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
 // Analysis visitors
 
 struct A0<'a, V: Simd, const N: usize> {
-    /// Per-lane partial sums: [j][re, im][lane].
+    /// Partial sums per l: [j][re, im] (summed over this chunk's lanes).
     tmp: &'a mut [f64],
     /// [parity][re, im] of north ± south.
     inp: [[[V; N]; 2]; 2],
@@ -493,23 +493,20 @@ impl<V: Simd, const N: usize> Visit<V, N> for A0<'_, V, N> {
     #[inline(always)]
     fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
         let src = &self.inp[ODD as usize];
-        let l = N * V::W;
-        let t = &mut self.tmp[2 * j * l..2 * (j + 1) * l];
-        let (tr, ti) = t.split_at_mut(l);
-        for i in 0..N {
-            let o = i * V::W;
-            cur[i]
-                .mul_add(src[0][i], V::load(&tr[o..]))
-                .store(&mut tr[o..]);
-            cur[i]
-                .mul_add(src[1][i], V::load(&ti[o..]))
-                .store(&mut ti[o..]);
+        let mut re = cur[0].mul(src[0][0]);
+        let mut im = cur[0].mul(src[1][0]);
+        for i in 1..N {
+            re = cur[i].mul_add(src[0][i], re);
+            im = cur[i].mul_add(src[1][i], im);
         }
+        let (a, b) = V::hsum2(re, im);
+        self.tmp[2 * j] += a;
+        self.tmp[2 * j + 1] += b;
     }
 }
 
 struct A2<'a, V: Simd, const N: usize> {
-    /// Per-lane partial sums: [j][E re, E im, B re, B im][lane].
+    /// Partial sums per l: [j][E re, E im, B re, B im].
     tmp: &'a mut [f64],
     pol: &'a [[f64; 5]],
     x: [V; N],
@@ -525,17 +522,21 @@ impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
     fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
         let c = &self.pol[j];
         let s = &self.inp[ODD as usize];
-        let l = N * V::W;
-        let t = &mut self.tmp[4 * j * l..4 * (j + 1) * l];
+        let zero = V::splat(0.0);
+        let mut acc = [zero; 4];
         for i in 0..N {
             let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
             for q in 0..4 {
-                let o = q * l + i * V::W;
-                let acc = V::load(&t[o..]);
-                f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc))
-                    .store(&mut t[o..]);
+                acc[q] = f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc[q]));
             }
         }
+        let (a, b) = V::hsum2(acc[0], acc[1]);
+        let (c2, d) = V::hsum2(acc[2], acc[3]);
+        let t = &mut self.tmp[4 * j..4 * j + 4];
+        t[0] += a;
+        t[1] += b;
+        t[2] += c2;
+        t[3] += d;
     }
 }
 
@@ -567,7 +568,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
         match *job {
             Job::Spin0(ai, mi) => {
                 sc.tmp.clear();
-                sc.tmp.resize(2 * n * l0, 0.0);
+                sc.tmp.resize(2 * n, 0.0);
                 let mut any = false;
                 let mut p = ch.p0;
                 while p < end {
@@ -593,15 +594,13 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                 if any {
                     let col = &mut cols[ai];
                     for j in 0..n {
-                        let re: f64 = sc.tmp[2 * j * l0..(2 * j + 1) * l0].iter().sum();
-                        let im: f64 = sc.tmp[(2 * j + 1) * l0..(2 * j + 2) * l0].iter().sum();
-                        col[j] += C64::new(re, im) * sc.t.g[j];
+                        col[j] += C64::new(sc.tmp[2 * j], sc.tmp[2 * j + 1]) * sc.t.g[j];
                     }
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
                 sc.tmp.clear();
-                sc.tmp.resize(4 * n * l2, 0.0);
+                sc.tmp.resize(4 * n, 0.0);
                 let mut any = false;
                 let mut p = ch.p0;
                 while p < end {
@@ -646,13 +645,10 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                 }
                 if any {
                     for j in 0..n {
-                        let base = 4 * j * l2;
-                        let s = |q: usize| -> f64 {
-                            sc.tmp[base + q * l2..base + (q + 1) * l2].iter().sum()
-                        };
+                        let t = &sc.tmp[4 * j..4 * j + 4];
                         let g = sc.t.g[j];
-                        cols[ei][j] += C64::new(s(0), s(1)) * g;
-                        cols[bi][j] += C64::new(s(2), s(3)) * g;
+                        cols[ei][j] += C64::new(t[0], t[1]) * g;
+                        cols[bi][j] += C64::new(t[2], t[3]) * g;
                     }
                 }
             }

@@ -21,6 +21,11 @@ pub trait Simd: Copy + Send + Sync + 'static {
     fn any_abs_gt(self, t: f64) -> bool;
     /// Sum of the lanes.
     fn hsum(self) -> f64;
+    /// Sums of the lanes of `a` and of `b`.
+    #[inline(always)]
+    fn hsum2(a: Self, b: Self) -> (f64, f64) {
+        (a.hsum(), b.hsum())
+    }
 }
 
 /// One f64 (portable fallback).
@@ -136,6 +141,15 @@ mod avx {
             let mut t = [0.0; 4];
             self.store(&mut t);
             (t[0] + t[1]) + (t[2] + t[3])
+        }
+        #[inline(always)]
+        fn hsum2(a: Self, b: Self) -> (f64, f64) {
+            unsafe {
+                // [a0+a1, b0+b1, a2+a3, b2+b3] -> [a, b]
+                let h = _mm256_hadd_pd(a.0, b.0);
+                let s = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd::<1>(h));
+                (_mm_cvtsd_f64(s), _mm_cvtsd_f64(_mm_unpackhi_pd(s, s)))
+            }
         }
     }
 }
