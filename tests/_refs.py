@@ -13,4 +13,5 @@ def rel_err(got, ref) -> float:
     assert np.array_equal(np.isnan(got), np.isnan(ref)), "NaN positions differ"
     g, r = np.nan_to_num(got), np.nan_to_num(ref)
     scale = np.max(np.abs(r)) if r.size else 0.0
-    return float(np.max(np.abs(g - r)) / scale) if scale > 0 else float(np.max(np.abs(g - r), initial=0))
+    diff = float(np.max(np.abs(g - r), initial=0))
+    return diff / scale if scale > 0 else diff

@@ -17,7 +17,9 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """Number of CPU threads skyconv uses: set_num_threads, else SKYCONV_NUM_THREADS, else all cores."""
+    """Number of CPU threads skyconv uses.
+
+    Set by set_num_threads, else SKYCONV_NUM_THREADS, else all cores."""
     return _core.get_num_threads()
 
 

@@ -1,7 +1,65 @@
-"""Type stubs for the compiled extension ``skyconv._core`` (private; use the public modules)."""
+# Type stubs for the Rust extension module skyconv._core. The public, documented API lives in
+# the Python modules (skyconv.filters, skyconv.healpix, ...); these are its private entry points.
+# Each family appends its section below.
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+__version__: str
+
+FloatArray = npt.NDArray[np.float32] | npt.NDArray[np.float64]
+
+# --- backend -------------------------------------------------------------------------------
+def set_num_threads(n: int) -> None: ...
+def get_num_threads() -> int: ...
+def resolve_device(device: str | None = None) -> str: ...
+def backend_info() -> dict[str, Any]: ...
+def last_profile() -> dict[str, float]: ...
+def _set_cuda_search_dirs(dirs: list[str]) -> None: ...
+def _compile_kernels(major: int, minor: int) -> dict[str, int]: ...
+
+# --- filters -------------------------------------------------------------------------------
+def _correlate1d(
+    input: FloatArray,
+    weights: list[float],
+    axis: int,
+    mode: str,
+    cval: float,
+    origin: int,
+    convolve: bool,
+    device: str | None = None,
+) -> FloatArray: ...
+def _gaussian_filter1d(
+    input: FloatArray,
+    sigma: float,
+    axis: int,
+    mode: str,
+    cval: float,
+    truncate: float,
+    radius: int | None = None,
+    device: str | None = None,
+) -> FloatArray: ...
+def _uniform_filter1d(
+    input: FloatArray,
+    size: int,
+    axis: int,
+    mode: str,
+    cval: float,
+    origin: int,
+    device: str | None = None,
+) -> FloatArray: ...
+
+# --- statistics primitive ----------------------------------------------------------------------
+def _select_kth(
+    data: FloatArray,
+    k: int,
+    center: float = 0.0,
+    abs: bool = False,
+    range: str = "all",
+    device: str | None = None,
+) -> float | None: ...
 
 # --- healpix (src/py/healpix.rs) -------------------------------------------------------------
 # Inputs must be C-contiguous native-endian arrays (skyconv.healpix makes sure); outputs take

@@ -39,7 +39,9 @@ def _weights(weights) -> list[float]:
 
 
 def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, device=None):
-    """1-D correlation along ``axis``: ``out[i] = sum_j weights[j] * input[i + j - len//2 - origin]``.
+    """1-D correlation along ``axis``.
+
+    ``out[i] = sum_j weights[j] * input[i + j - len(weights)//2 - origin]``.
 
     Same semantics as ``scipy.ndimage.correlate1d``. ``device``: "auto", "cpu" or "cuda"
     (None: SKYCONV_DEVICE, else "auto"). Returns a new array of the input's dtype and shape.

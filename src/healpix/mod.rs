@@ -77,6 +77,25 @@ impl Geom {
             fact2,
         }
     }
+
+    /// v / nside for v >= 0: a shift when nside is a power of two (64-bit division costs
+    /// more than the rest of a pixel conversion).
+    #[inline]
+    pub fn div_nside(&self, v: u64) -> u64 {
+        match self.order {
+            Some(o) => v >> o,
+            None => v / self.nside,
+        }
+    }
+
+    /// v mod 4·nside for v >= 0, a mask when nside is a power of two.
+    #[inline]
+    pub fn mod_4nside(&self, v: u64) -> u64 {
+        match self.order {
+            Some(_) => v & (4 * self.nside - 1),
+            None => v % (4 * self.nside),
+        }
+    }
 }
 
 /// HEALPix's `fmodulo`: v1 mod v2 in [0, v2), with the same rounding as the C++ code.

@@ -44,6 +44,10 @@ pub(crate) fn xyf2nest(order: u32, x: u64, y: u64, face: u64) -> u64 {
 #[inline]
 pub(crate) fn nest2xyf(order: u32, pix: u64) -> (u64, u64, u64) {
     let face = pix >> (2 * order);
+    debug_assert!(
+        face < 12,
+        "NEST pixel {pix} out of range for nside 2^{order}"
+    );
     let within = pix & ((1u64 << (2 * order)) - 1);
     (compact(within), compact(within >> 1), face)
 }
@@ -64,8 +68,8 @@ pub(crate) fn ring2xyf(g: &Geom, pix: u64) -> (u64, u64, u64) {
         // descending edge lines the pixel centre lies between.
         let ire = i - n + 1;
         let irm = 2 * n + 2 - ire;
-        let desc = (j - ire / 2 + n - 1) / n;
-        let asc = (j - irm / 2 + n - 1) / n;
+        let desc = g.div_nside((j - ire / 2 + n - 1) as u64) as i64;
+        let asc = g.div_nside((j - irm / 2 + n - 1) as u64) as i64;
         let face = match asc.cmp(&desc) {
             std::cmp::Ordering::Equal => asc | 4,
             std::cmp::Ordering::Less => asc,

@@ -24,13 +24,21 @@ fn same_len(name: &str, got: usize, want: usize) -> Result<()> {
     }
 }
 
+/// Index of the first element failing `ok`. Scans chunks in parallel with a branch-free
+/// fold per chunk (vectorises; rayon's per-element `position_first` costs more than the
+/// conversions it guards), then pinpoints the element in the first bad chunk.
+fn first_bad<T: Copy + Sync>(v: &[T], ok: impl Fn(T) -> bool + Sync) -> Option<usize> {
+    let chunk = v
+        .par_chunks(MIN_LEN)
+        .position_first(|c| !c.iter().fold(true, |all, &x| all & ok(x)))?;
+    let start = chunk * MIN_LEN;
+    v[start..].iter().position(|&x| !ok(x)).map(|k| start + k)
+}
+
 /// Error if any pixel index is outside [0, npix).
 fn check_pixels(name: &str, pix: &[i64], npix: u64) -> Result<()> {
-    let bad = pix
-        .par_iter()
-        .with_min_len(MIN_LEN)
-        .position_first(|&p| p < 0 || p as u64 >= npix);
-    match bad {
+    // Negative indices wrap to huge u64 values, so one comparison covers both ends.
+    match first_bad(pix, |p| (p as u64) < npix) {
         None => Ok(()),
         Some(k) => Err(Error::value(format!(
             "{name}[{k}] = {} is out of range: pixel indices must be in [0, {npix})",
@@ -42,21 +50,14 @@ fn check_pixels(name: &str, pix: &[i64], npix: u64) -> Result<()> {
 /// Error unless every θ is in [0, π] (up to healpy's 1e-5 slack) and every φ finite.
 fn check_angles(theta: &[f64], phi: &[f64]) -> Result<()> {
     let hi = std::f64::consts::PI + THETA_SLACK;
-    let bad_theta = theta
-        .par_iter()
-        .with_min_len(MIN_LEN)
-        .position_first(|&t| !(t >= 0.0 && t <= hi));
-    if let Some(k) = bad_theta {
+    // Written so that NaN fails: comparisons with NaN are false.
+    if let Some(k) = first_bad(theta, |t| t >= 0.0 && t <= hi) {
         return Err(Error::value(format!(
             "theta[{k}] = {} is out of range: theta (colatitude, radians) must be in [0, pi]",
             theta[k]
         )));
     }
-    let bad_phi = phi
-        .par_iter()
-        .with_min_len(MIN_LEN)
-        .position_first(|p| !p.is_finite());
-    if let Some(k) = bad_phi {
+    if let Some(k) = first_bad(phi, |p: f64| p.is_finite()) {
         return Err(Error::value(format!(
             "phi[{k}] = {} is not finite: phi (longitude, radians) must be a finite number",
             phi[k]
@@ -78,18 +79,34 @@ pub fn pix2ang_slice(
     same_len("phi", phi.len(), pix.len())?;
     let g = Geom::new(nside);
     check_pixels("ipix", pix, g.npix)?;
-    let f = if nest {
-        pix2ang_nest_in
+    if nest {
+        fill_angles(pix, theta, phi, |q| pix2ang_nest_in(&g, q));
     } else {
-        pix2ang_ring_in
-    };
+        fill_angles(pix, theta, phi, |q| pix2ang_ring_in(&g, q));
+    }
+    Ok(())
+}
+
+// Generic (not fn-pointer) loops: one copy per scheme, with the conversion inlined.
+fn fill_angles(
+    pix: &[i64],
+    theta: &mut [f64],
+    phi: &mut [f64],
+    f: impl Fn(u64) -> (f64, f64) + Sync,
+) {
     theta
         .par_iter_mut()
         .zip(phi.par_iter_mut())
         .zip(pix.par_iter())
         .with_min_len(MIN_LEN)
-        .for_each(|((t, p), &q)| (*t, *p) = f(&g, q as u64));
-    Ok(())
+        .for_each(|((t, p), &q)| (*t, *p) = f(q as u64));
+}
+
+fn fill_pixels(theta: &[f64], phi: &[f64], out: &mut [i64], f: impl Fn(f64, f64) -> u64 + Sync) {
+    out.par_iter_mut()
+        .zip(theta.par_iter().zip(phi.par_iter()))
+        .with_min_len(MIN_LEN)
+        .for_each(|(o, (&t, &p))| *o = f(t, p) as i64);
 }
 
 /// Pixels (RING or NEST) containing the points (θ, φ) in radians, into `out`.
@@ -106,19 +123,20 @@ pub fn ang2pix_slice(
     same_len("output", out.len(), theta.len())?;
     check_angles(theta, phi)?;
     let g = Geom::new(nside);
-    let f = if nest {
-        ang2pix_nest_in
+    if nest {
+        fill_pixels(theta, phi, out, |t, p| ang2pix_nest_in(&g, t, p));
     } else {
-        ang2pix_ring_in
-    };
-    out.par_iter_mut()
-        .zip(theta.par_iter().zip(phi.par_iter()))
-        .with_min_len(MIN_LEN)
-        .for_each(|(o, (&t, &p))| *o = f(&g, t, p) as i64);
+        fill_pixels(theta, phi, out, |t, p| ang2pix_ring_in(&g, t, p));
+    }
     Ok(())
 }
 
-fn convert(nside: u64, pix: &[i64], out: &mut [i64], f: fn(&Geom, u64) -> u64) -> Result<()> {
+fn convert(
+    nside: u64,
+    pix: &[i64],
+    out: &mut [i64],
+    f: impl Fn(&Geom, u64) -> u64 + Sync,
+) -> Result<()> {
     check_nside(nside, true)?;
     same_len("output", out.len(), pix.len())?;
     let g = Geom::new(nside);

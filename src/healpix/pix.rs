@@ -121,7 +121,7 @@ pub(crate) fn ang2pix_ring_in(g: &Geom, theta: f64, phi: f64) -> u64 {
         let desc = (t1 + t2) as i64;
         let ir = n + 1 + asc - desc; // ring counted from z = 2/3, 1 ..= 2n+1
         let kshift = 1 - (ir & 1);
-        let ip = ((asc + desc - n + kshift + 1 + 2 * nl4) >> 1) % nl4;
+        let ip = g.mod_4nside(((asc + desc - n + kshift + 1 + 2 * nl4) >> 1) as u64) as i64;
         (g.ncap as i64 + (ir - 1) * nl4 + ip) as u64
     } else {
         let tp = tt - (tt as i64) as f64;

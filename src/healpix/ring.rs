@@ -77,13 +77,18 @@ pub(crate) fn ring_phi(g: &Geom, i: u64, iphi: u64) -> f64 {
 /// Ring (1-based from the north) and position in the ring (1-based) of a RING pixel.
 #[inline]
 pub(crate) fn ring_position(g: &Geom, pix: u64) -> (u64, u64) {
+    debug_assert!(
+        pix < g.npix,
+        "pixel {pix} out of range for nside {}",
+        g.nside
+    );
     let n = g.nside;
     if pix < g.ncap {
         // Ring i of the north cap starts at 2i(i−1).
         let i = (1 + isqrt(1 + 2 * pix)) >> 1;
         (i, pix + 1 - 2 * i * (i - 1))
     } else if pix < g.npix - g.ncap {
-        let k = (pix - g.ncap) / (4 * n);
+        let k = g.div_nside(pix - g.ncap) >> 2;
         (k + n, pix - g.ncap - 4 * n * k + 1)
     } else {
         // Mirror of the north cap, counted from the last pixel.

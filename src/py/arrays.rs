@@ -34,6 +34,7 @@ pub fn parts<'a, T: numpy::Element>(
 }
 
 /// Mutable contiguous data of an array created by `empty`.
+#[allow(clippy::mut_from_ref)] // the array is fresh and owned by the caller: no aliasing
 pub fn data_mut<'a, T: Real + numpy::Element>(a: &'a Bound<'_, PyArrayDyn<T>>) -> &'a mut [T] {
     // SAFETY: the array was just created by us and is not shared yet.
     unsafe { a.as_slice_mut().expect("new arrays are contiguous") }

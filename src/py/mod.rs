@@ -5,6 +5,7 @@ mod backend;
 mod errors;
 mod filters;
 mod healpix;
+mod stats;
 mod sht;
 
 use pyo3::prelude::*;
@@ -15,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     backend::register(m)?;
     filters::register(m)?;
     healpix::register(m)?;
+    stats::register(m)?;
     sht::register(m)?;
     Ok(())
 }

@@ -6,6 +6,7 @@ const COMMON: &str = include_str!("../../../kernels/common.cuh");
 /// (module name, source) of every kernel module.
 pub const MODULES: &[(&str, &str)] = &[
     ("filters", include_str!("../../../kernels/filters.cu")),
+    ("select", include_str!("../../../kernels/select.cu")),
     ("sht", include_str!("../../../kernels/sht.cu")),
 ];
 

@@ -210,6 +210,20 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         Ok(self.ctx.mem_get_info()?)
     }
+
+    /// Bytes a call may allocate on the device now: 80% of the free memory, capped by
+    /// `SKYCONV_GPU_MEMORY_LIMIT` (bytes; lets tests force the chunked paths on any GPU).
+    pub fn budget(&self) -> Result<usize> {
+        let (free, _) = self.mem_info()?;
+        let mut budget = free / 10 * 8;
+        if let Some(limit) = std::env::var("SKYCONV_GPU_MEMORY_LIMIT")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+        {
+            budget = budget.min(limit);
+        }
+        Ok(budget)
+    }
 }
 
 /// What `backend_info()` reports about CUDA.

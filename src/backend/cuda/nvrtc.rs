@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 
 /// Whether libnvrtc can be opened (after `libs::preload`).
 pub fn present() -> bool {
+    // libnvrtc dlopens its builtins by bare name: load them first from the same folder.
+    super::libs::preload("libnvrtc-builtins.so.13.0");
     super::libs::preload("libnvrtc.so.13");
     // SAFETY: only probes with dlopen.
     unsafe { sys::is_culib_present() }

@@ -24,7 +24,9 @@ impl Timeline {
 
     /// Record that the stage called `name` ends here.
     pub fn mark(&mut self, gpu: &Gpu, name: &'static str) -> Result<()> {
-        let ev = gpu.ctx.new_event(None)?;
+        let ev = gpu
+            .ctx
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?;
         ev.record(&gpu.stream)?;
         self.marks.push((name, ev));
         Ok(())

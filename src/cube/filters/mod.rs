@@ -136,7 +136,7 @@ impl Filter1d {
     /// scipy's `gaussian_filter1d(sigma, truncate, radius)` (order 0). `sigma == 0` is the
     /// identity.
     pub fn gaussian(sigma: f64, truncate: f64, radius: Option<usize>) -> Result<Self> {
-        if !(sigma >= 0.0) || !sigma.is_finite() {
+        if !sigma.is_finite() || sigma < 0.0 {
             return Err(Error::value(format!(
                 "sigma must be finite and >= 0, got {sigma}"
             )));
@@ -144,7 +144,7 @@ impl Filter1d {
         if sigma == 0.0 {
             return Self::correlate(&[1.0], 0);
         }
-        if !(truncate > 0.0) || !truncate.is_finite() {
+        if !truncate.is_finite() || truncate <= 0.0 {
             return Err(Error::value(format!(
                 "truncate must be > 0, got {truncate}"
             )));

@@ -1,13 +1,11 @@
-//! CPU engine of `select_kth`: parallel histograms, refined until at most `GATHER` values are
-//! left in the bin that holds rank k, which are then gathered and selected exactly.
+//! CPU engine of the statistics: the three data passes of the refinement as parallel scans.
 
 use rayon::prelude::*;
 
-use super::Values;
+use super::{inside, refine, Level, Source, Values, BINS};
+use crate::error::Result;
 use crate::real::Real;
 
-const BINS: usize = 4096;
-const GATHER: usize = 1 << 16;
 const GRAIN: usize = 1 << 16;
 
 /// Number of values `vals` keeps.
@@ -17,73 +15,46 @@ pub fn count<T: Real>(data: &[T], vals: Values) -> usize {
         .sum()
 }
 
-/// One refinement level: values v with lo <= v <= hi fall in bin floor((v-lo)*scale), clamped.
-#[derive(Clone, Copy)]
-struct Level {
-    lo: f64,
-    hi: f64,
-    scale: f64,
-    bin: usize,
-}
-
-impl Level {
-    fn new(lo: f64, hi: f64) -> Level {
-        let width = hi - lo;
-        let scale = if width > 0.0 {
-            BINS as f64 / width
-        } else {
-            0.0
-        };
-        Level {
-            lo,
-            hi,
-            scale,
-            bin: 0,
-        }
-    }
-    #[inline(always)]
-    fn bin_of(&self, v: f64) -> Option<usize> {
-        if v < self.lo || v > self.hi {
-            return None;
-        }
-        Some((((v - self.lo) * self.scale) as usize).min(BINS - 1))
-    }
-}
-
-/// Value kept by all chosen levels.
-#[inline(always)]
-fn inside(levels: &[Level], v: f64) -> bool {
-    levels.iter().all(|l| l.bin_of(v) == Some(l.bin))
-}
-
 /// The k-th smallest (0-based) value that `vals` keeps, or None if fewer than k+1 are kept.
 pub fn select_kth<T: Real>(data: &[T], k: usize, vals: Values) -> Option<f64> {
-    let (n, lo, hi) = data
-        .par_chunks(GRAIN)
-        .map(|c| {
-            c.iter().filter_map(|x| vals.map(x.to_f64())).fold(
-                (0usize, f64::INFINITY, f64::NEG_INFINITY),
-                |(n, lo, hi), v| (n + 1, lo.min(v), hi.max(v)),
-            )
-        })
-        .reduce(
-            || (0, f64::INFINITY, f64::NEG_INFINITY),
-            |a, b| (a.0 + b.0, a.1.min(b.1), a.2.max(b.2)),
-        );
-    if k >= n {
-        return None;
-    }
-    let mut levels: Vec<Level> = Vec::new();
-    let (mut lo, mut hi, mut k, mut left) = (lo, hi, k, n);
-    while left > GATHER && hi > lo {
-        let mut level = Level::new(lo, hi);
-        let hist = data
+    refine(&Host { data, vals }, k).expect("host passes cannot fail")
+}
+
+struct Host<'a, T> {
+    data: &'a [T],
+    vals: Values,
+}
+
+impl<T: Real> Source for Host<'_, T> {
+    fn extent(&self, levels: &[Level]) -> Result<(usize, f64, f64)> {
+        let vals = self.vals;
+        Ok(self
+            .data
             .par_chunks(GRAIN)
             .map(|c| {
-                let mut h = vec![0usize; BINS];
+                c.iter()
+                    .filter_map(|x| vals.map(x.to_f64()).filter(|&v| inside(levels, v)))
+                    .fold(
+                        (0usize, f64::INFINITY, f64::NEG_INFINITY),
+                        |(n, lo, hi), v| (n + 1, lo.min(v), hi.max(v)),
+                    )
+            })
+            .reduce(
+                || (0, f64::INFINITY, f64::NEG_INFINITY),
+                |a, b| (a.0 + b.0, a.1.min(b.1), a.2.max(b.2)),
+            ))
+    }
+
+    fn histogram(&self, levels: &[Level], level: &Level) -> Result<Vec<u64>> {
+        let vals = self.vals;
+        Ok(self
+            .data
+            .par_chunks(GRAIN)
+            .map(|c| {
+                let mut h = vec![0u64; BINS];
                 for x in c {
                     if let Some(v) = vals.map(x.to_f64()) {
-                        if inside(&levels, v) {
+                        if inside(levels, v) {
                             if let Some(b) = level.bin_of(v) {
                                 h[b] += 1;
                             }
@@ -93,49 +64,25 @@ pub fn select_kth<T: Real>(data: &[T], k: usize, vals: Values) -> Option<f64> {
                 h
             })
             .reduce(
-                || vec![0usize; BINS],
+                || vec![0u64; BINS],
                 |mut a, b| {
                     a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                     a
                 },
-            );
-        let mut below = 0;
-        let b = (0..BINS)
-            .find(|&b| {
-                if below + hist[b] > k {
-                    true
-                } else {
-                    below += hist[b];
-                    false
-                }
-            })
-            .expect("rank k lies in some bin");
-        level.bin = b;
-        k -= below;
-        left = hist[b];
-        let bin_lo = level.lo + b as f64 / level.scale;
-        let bin_hi = level.lo + (b + 1) as f64 / level.scale;
-        levels.push(level);
-        // Bounds of the kept bin, slightly widened: membership is decided by `inside`.
-        lo = bin_lo.max(level.lo);
-        hi = bin_hi.min(level.hi);
-        let pad = (hi - lo).abs() * 1e-9 + f64::MIN_POSITIVE;
-        lo -= pad;
-        hi += pad;
-        if levels.len() >= 8 {
-            break; // only (nearly) equal values are left: gather them
-        }
+            ))
     }
-    let mut rest: Vec<f64> = data
-        .par_chunks(GRAIN)
-        .flat_map_iter(|c| {
-            let levels = &levels;
-            c.iter()
-                .filter_map(move |x| vals.map(x.to_f64()).filter(|&v| inside(levels, v)))
-        })
-        .collect();
-    let (_, v, _) = rest.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
-    Some(*v)
+
+    fn gather(&self, levels: &[Level]) -> Result<Vec<f64>> {
+        let vals = self.vals;
+        Ok(self
+            .data
+            .par_chunks(GRAIN)
+            .flat_map_iter(|c| {
+                c.iter()
+                    .filter_map(move |x| vals.map(x.to_f64()).filter(|&v| inside(levels, v)))
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,23 @@
 //! Robust statistics of large arrays, exact and without sorting or copying the array: the k-th
 //! smallest value is found by histogram refinement (count values per bin in parallel, keep the
-//! bin holding rank k, repeat until few values remain, then select among those). Medians, MADs
-//! and noise estimates of every family are built on `select_kth`.
+//! bin holding rank k, repeat until few values remain, then select among those). The driver is
+//! written once (`refine`); the CPU and the GPU only provide the three data passes (`Source`).
+//! Medians, MADs and noise estimates of every family are built on `select_kth`.
 
 mod cpu;
 mod cuda;
 
 pub use cpu::{count, select_kth};
 pub use cuda::{count_device, select_kth_device};
+
+use crate::error::Result;
+
+/// Bins per refinement level.
+pub const BINS: usize = 4096;
+/// Most refinement levels; past that only (nearly) equal values are left.
+pub const MAX_LEVELS: usize = 8;
+/// Gather and select directly once this few values are left.
+const GATHER: usize = 1 << 16;
 
 /// Which part of the data a statistic is taken over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +55,7 @@ impl Values {
         }
     }
 
+    /// Mirrored in `kernels/select.cu` (`sel_map`): keep both in step.
     #[inline(always)]
     pub fn map(&self, x: f64) -> Option<f64> {
         if !x.is_finite() {
@@ -67,6 +78,104 @@ impl Values {
             Range::Positive => 2,
         }
     }
+}
+
+/// One refinement level: a kept value v with lo <= v <= hi falls in bin floor((v−lo)·scale),
+/// clamped to the last bin; `bin` is the bin chosen at this level.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    pub lo: f64,
+    pub hi: f64,
+    pub scale: f64,
+    pub bin: usize,
+}
+
+impl Level {
+    pub fn new(lo: f64, hi: f64) -> Level {
+        let width = hi - lo;
+        let scale = if width > 0.0 {
+            BINS as f64 / width
+        } else {
+            0.0
+        };
+        Level {
+            lo,
+            hi,
+            scale,
+            bin: 0,
+        }
+    }
+
+    /// Mirrored in `kernels/select.cu` (`sel_bin`).
+    #[inline(always)]
+    pub fn bin_of(&self, v: f64) -> Option<usize> {
+        if v < self.lo || v > self.hi {
+            return None;
+        }
+        Some((((v - self.lo) * self.scale) as usize).min(BINS - 1))
+    }
+}
+
+/// Value inside every chosen level.
+#[inline(always)]
+pub fn inside(levels: &[Level], v: f64) -> bool {
+    levels.iter().all(|l| l.bin_of(v) == Some(l.bin))
+}
+
+/// The three data passes of the refinement, on some engine.
+pub trait Source {
+    /// (number, smallest, largest) of the kept values inside `levels`.
+    fn extent(&self, levels: &[Level]) -> Result<(usize, f64, f64)>;
+    /// Counts per bin of `level` among kept values inside `levels`.
+    fn histogram(&self, levels: &[Level], level: &Level) -> Result<Vec<u64>>;
+    /// All kept values inside `levels` (any order).
+    fn gather(&self, levels: &[Level]) -> Result<Vec<f64>>;
+}
+
+/// The k-th smallest (0-based) kept value of `src`, or None if fewer than k+1 are kept.
+pub fn refine(src: &impl Source, k: usize) -> Result<Option<f64>> {
+    let (n, mut lo, mut hi) = src.extent(&[])?;
+    if k >= n {
+        return Ok(None);
+    }
+    let (mut k, mut left) = (k, n);
+    let mut levels: Vec<Level> = Vec::new();
+    while left > GATHER && hi > lo && levels.len() < MAX_LEVELS {
+        let mut level = Level::new(lo, hi);
+        let hist = src.histogram(&levels, &level)?;
+        let mut below = 0usize;
+        let mut b = 0;
+        while below + hist[b] as usize <= k {
+            below += hist[b] as usize;
+            b += 1;
+        }
+        level.bin = b;
+        k -= below;
+        left = hist[b] as usize;
+        levels.push(level);
+        // Next level spans the chosen bin, slightly widened: membership is decided by `inside`.
+        let bin_lo = (level.lo + b as f64 / level.scale).max(level.lo);
+        let bin_hi = (level.lo + (b + 1) as f64 / level.scale).min(level.hi);
+        let pad = (bin_hi - bin_lo).abs() * 1e-9 + f64::MIN_POSITIVE;
+        lo = bin_lo - pad;
+        hi = bin_hi + pad;
+    }
+    if left > GATHER {
+        // Bins narrower than the spacing of doubles: what is left is one repeated value.
+        let (_, mn, mx) = src.extent(&levels)?;
+        if mn == mx {
+            return Ok(Some(mn));
+        }
+    }
+    let mut rest = src.gather(&levels)?;
+    if k >= rest.len() {
+        return Err(crate::Error::Internal(format!(
+            "selection lost values: rank {k} of {} gathered",
+            rest.len()
+        )));
+    }
+    let (_, v, _) = rest.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
+    Ok(Some(*v))
 }
 
 /// The median (mean of the two middle values for an even count), or None if nothing is kept.
