@@ -32,10 +32,15 @@ struct cplx {
     double re, im;
 };
 
-__device__ __forceinline__ void renorm_up(double& v, int& k) {
+// Bring v into [2^-400, 2^400] so that a product of two such values cannot overflow.
+__device__ __forceinline__ void renorm(double& v, int& k) {
     while (v != 0.0 && fabs(v) < SHT_SMALL) {
         v *= SHT_UP;
         k += 1;
+    }
+    while (fabs(v) > SHT_BIG && isfinite(v)) {
+        v *= SHT_DOWN;
+        k -= 1;
     }
 }
 
@@ -44,19 +49,19 @@ __device__ __forceinline__ void renorm_up(double& v, int& k) {
 __device__ void start_value(double s, int m, double norm, double log2_bound, double& v, int& k) {
     double rv = 1.0, bv = s;
     int rk = 0, bk = 0;
-    renorm_up(bv, bk);
+    renorm(bv, bk);
     int e = m;
     while (e > 0) {
         if (e & 1) {
             rv *= bv;
             rk += bk;
-            renorm_up(rv, rk);
+            renorm(rv, rk);
         }
         e >>= 1;
         if (e > 0) {
             bv *= bv;
             bk *= 2;
-            renorm_up(bv, bk);
+            renorm(bv, bk);
         }
     }
     rv *= norm;
@@ -71,7 +76,7 @@ __device__ void start_value(double s, int m, double norm, double log2_bound, dou
         k = 0;
         return;
     }
-    renorm_up(rv, rk);
+    renorm(rv, rk);
     v = rv;
     k = rk;
 }
