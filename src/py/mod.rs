@@ -5,8 +5,8 @@ mod backend;
 mod errors;
 mod filters;
 mod healpix;
-mod stats;
 mod sht;
+mod stats;
 
 use pyo3::prelude::*;
 
