@@ -84,3 +84,28 @@ def _healpix_ring_info(
     npt.NDArray[np.float64],  # phi0
     npt.NDArray[np.int64],  # first pixel
 ]: ...
+
+# --- sht (src/py/sht.rs) -------------------------------------------------------------------
+# Arguments are checked by skyconv.sht: alm are C-contiguous complex128 arrays in healpy's
+# layout for (lmax, mmax), maps C-contiguous float64 RING maps of 12*nside**2 pixels (UNSEEN
+# already zeroed). pol=True only with 3 components. Errors: ShapeError (sizes), ValueError
+# (mmax > lmax, nside, ring_weights), DeviceError.
+
+def _alm2map(
+    alms: list[npt.NDArray[np.complex128]],
+    nside: int,
+    lmax: int,
+    mmax: int,
+    pol: bool,
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (ncomp, npix)
+def _map2alm(
+    maps: list[npt.NDArray[np.float64]],
+    nside: int,
+    lmax: int,
+    mmax: int,
+    iter: int,
+    pol: bool,
+    ring_weights: npt.NDArray[np.float64] | None = None,
+    device: str | None = None,
+) -> npt.NDArray[np.complex128]: ...  # (ncomp, nalm)
