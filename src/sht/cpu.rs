@@ -98,6 +98,24 @@ impl<T> SendPtr<T> {
     }
 }
 
+/// The ring-coefficient buffer, kept between calls (first-touch page faults of a fresh
+/// 64 MB allocation cost more than the FFT stage of a small transform).
+static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
+
+fn take_buffer(len: usize) -> Vec<C64> {
+    let mut b = std::mem::take(&mut *BUFFER.lock().unwrap_or_else(|e| e.into_inner()));
+    b.clear();
+    b.resize(len, C64::new(0.0, 0.0));
+    b
+}
+
+fn give_buffer(b: Vec<C64>) {
+    let mut slot = BUFFER.lock().unwrap_or_else(|e| e.into_inner());
+    if b.capacity() >= slot.capacity() && b.capacity() * 16 <= 4 * CHUNK_BYTES {
+        *slot = b;
+    }
+}
+
 #[derive(Default)]
 struct FftScratch {
     ring: Vec<f64>,
@@ -156,6 +174,14 @@ fn lanes(
     let mut s = [1.0; MAX_LANES];
     let mut v = [0.0; MAX_LANES];
     let mut k = [0i32; MAX_LANES];
+    // Quick test with log2 |λ_mm| ≈ log2|norm| + m log2 sin θ: lanes far below the threshold
+    // are negligible for sure (the exact test in start_value agrees with it), and sin θ grows
+    // along the block, so if its last lane is negligible, all are.
+    let cut = -400.0 - 64.0 - lb - plan.log2_norms[m];
+    let last = (first + nl).min(end) - 1;
+    if (m as f64) * plan.pairs[last].log2s < cut {
+        return None;
+    }
     let mut any = false;
     for r in 0..nl {
         let p = first + r;
@@ -163,6 +189,11 @@ fn lanes(
             continue;
         }
         let pr = &plan.pairs[p];
+        if (m as f64) * pr.log2s < cut {
+            x[r] = pr.x;
+            s[r] = pr.s;
+            continue;
+        }
         x[r] = pr.x;
         s[r] = pr.s;
         let (vv, kk) = start_value(pr.s, m, plan.norms[m], lb);
@@ -392,6 +423,59 @@ unsafe fn synth_m_avx2(
     synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, alms, m, sc, ph)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn synth_m_avx512(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    alms: &[&[C64]],
+    m: usize,
+    sc: &mut LegScratch,
+    ph: &mut [C64],
+) {
+    // 32 vector registers: twice the lanes per block for more independent recurrences.
+    synth_m::<F4, { 2 * L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, alms, m, sc, ph)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn anal_m_avx512(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    phase: &[C64],
+    ncomp: usize,
+    m: usize,
+    sc: &mut LegScratch,
+    cols: &mut [&mut [C64]],
+) {
+    anal_m::<F4, { 2 * L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+}
+
+/// SIMD level: 0 none, 1 AVX2+FMA, 2 AVX2+FMA with AVX-512VL's 32 registers.
+fn simd_level() -> u8 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !has_avx2() {
+            return 0;
+        }
+        if std::env::var_os("SKYCONV_NO_AVX512").is_none()
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512vl")
+        {
+            return 2;
+        }
+        1
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
 fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -407,75 +491,88 @@ fn has_avx2() -> bool {
 pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64]]) {
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
-    let avx2 = has_avx2();
+    let level = simd_level();
     let ptrs: Vec<SendPtr<f64>> = maps.iter_mut().map(|m| SendPtr(m.as_mut_ptr())).collect();
     for ch in chunks(plan, ncomp) {
         let nrc = ch.nrc();
-        let mut phase = vec![C64::new(0.0, 0.0); (mmax + 1) * ncomp * nrc];
+        let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
+        let phase = &mut phase_buf[..];
         phase.par_chunks_mut(ncomp * nrc).enumerate().for_each_init(
             LegScratch::default,
             |sc, (m, ph)| {
+                // SAFETY: the CPU has the features of the level (checked above).
                 #[cfg(target_arch = "x86_64")]
-                if avx2 {
-                    // SAFETY: the CPU has AVX2 and FMA (checked above).
-                    unsafe { synth_m_avx2(plan, &ch, jobs, alms, m, sc, ph) };
-                    return;
+                match level {
+                    2 => return unsafe { synth_m_avx512(plan, &ch, jobs, alms, m, sc, ph) },
+                    1 => return unsafe { synth_m_avx2(plan, &ch, jobs, alms, m, sc, ph) },
+                    _ => {}
                 }
-                let _ = avx2;
+                let _ = level;
                 synth_m::<S1, L0, L2>(plan, &ch, jobs, alms, m, sc, ph);
             },
         );
         let phase = &phase;
         let ptrs = &ptrs;
-        (0..nrc)
+        (0..ch.np)
             .into_par_iter()
-            .for_each_init(FftScratch::default, |fs, rr| {
-                let pr = &plan.pairs[ch.p0 + rr / 2];
-                let ring = if rr % 2 == 0 {
-                    Some(pr.north)
-                } else {
-                    pr.south
-                };
-                let Some(ri) = ring else { return };
-                let ring = &plan.rings[ri];
+            .for_each_init(FftScratch::default, |fs, pl| {
+                let pr = &plan.pairs[ch.p0 + pl];
+                let rings = [Some(pr.north), pr.south];
+                let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
-                let fft = &plan.ffts[ri];
+                let half = nphi / 2;
+                let fft = &plan.ffts[pr.north];
                 twiddles(ring.phi0, mmax + 1, &mut fs.tw);
                 for c in 0..ncomp {
                     fs.spec.clear();
-                    fs.spec.resize(nphi / 2 + 1, C64::new(0.0, 0.0));
-                    for m in 0..=mmax {
-                        let f = phase[(m * ncomp + c) * nrc + rr];
-                        if m == 0 {
-                            fs.spec[0] += f.re;
-                            continue;
+                    fs.spec.resize(2 * (half + 1), C64::new(0.0, 0.0));
+                    let (sn, ss) = fs.spec.split_at_mut(half + 1);
+                    let f0 = phase[c * nrc + 2 * pl];
+                    let f1 = phase[c * nrc + 2 * pl + 1];
+                    sn[0] += f0.re;
+                    ss[0] += f1.re;
+                    // k = m mod nphi, kept incrementally
+                    let mut k = 0usize;
+                    for m in 1..=mmax {
+                        k += 1;
+                        if k == nphi {
+                            k = 0;
                         }
-                        let gm = f * fs.tw[m];
-                        let k = m % nphi;
-                        if k <= nphi / 2 {
-                            fs.spec[k] += gm;
+                        let at = (m * ncomp + c) * nrc + 2 * pl;
+                        let tw = fs.tw[m];
+                        let (gn, gs) = (phase[at] * tw, phase[at + 1] * tw);
+                        if k <= half {
+                            sn[k] += gn;
+                            ss[k] += gs;
                         }
-                        let k2 = (nphi - k) % nphi;
-                        if k2 <= nphi / 2 {
-                            fs.spec[k2] += gm.conj();
+                        let k2 = if k == 0 { 0 } else { nphi - k };
+                        if k2 <= half {
+                            sn[k2] += gn.conj();
+                            ss[k2] += gs.conj();
                         }
                     }
-                    fs.spec[0].im = 0.0;
-                    fs.spec[nphi / 2].im = 0.0;
                     fs.ring.resize(nphi, 0.0);
                     fs.scratch
                         .resize(fft.c2r.get_scratch_len(), C64::new(0.0, 0.0));
-                    fft.c2r
-                        .process_with_scratch(&mut fs.spec, &mut fs.ring, &mut fs.scratch)
-                        .expect("ring FFT sizes are consistent");
-                    // SAFETY: rings are disjoint pixel ranges of map c; each is written by one
-                    // task only.
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(ptrs[c].get().add(ring.first as usize), nphi)
-                    };
-                    dst.copy_from_slice(&fs.ring);
+                    for (h, ri) in rings.iter().enumerate() {
+                        let Some(ri) = *ri else { continue };
+                        let first = plan.rings[ri].first as usize;
+                        let sp = &mut fs.spec[h * (half + 1)..(h + 1) * (half + 1)];
+                        sp[0].im = 0.0;
+                        sp[half].im = 0.0;
+                        fft.c2r
+                            .process_with_scratch(sp, &mut fs.ring, &mut fs.scratch)
+                            .expect("ring FFT sizes are consistent");
+                        // SAFETY: rings are disjoint pixel ranges of map c; each is written by
+                        // one task only.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi)
+                        };
+                        dst.copy_from_slice(&fs.ring);
+                    }
                 }
             });
+        give_buffer(phase_buf);
     }
 }
 
@@ -698,61 +795,80 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
     }
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
-    let avx2 = has_avx2();
+    let level = simd_level();
     let mut cols = columns(plan, alms);
     for ch in chunks(plan, ncomp) {
         let nrc = ch.nrc();
-        let mut phase = vec![C64::new(0.0, 0.0); (mmax + 1) * ncomp * nrc];
-        let pp = SendPtr(phase.as_mut_ptr());
-        (0..nrc)
+        let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
+        let pp = SendPtr(phase_buf.as_mut_ptr());
+        (0..ch.np)
             .into_par_iter()
-            .for_each_init(FftScratch::default, |fs, rr| {
-                let pr = &plan.pairs[ch.p0 + rr / 2];
-                let ring = if rr % 2 == 0 {
-                    Some(pr.north)
-                } else {
-                    pr.south
-                };
-                let Some(ri) = ring else { return };
-                let ring = &plan.rings[ri];
-                let w = plan.weights[ri];
+            .for_each_init(FftScratch::default, |fs, pl| {
+                let pr = &plan.pairs[ch.p0 + pl];
+                let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
-                let fft = &plan.ffts[ri];
+                let half = nphi / 2;
+                let fft = &plan.ffts[pr.north];
                 twiddles(-ring.phi0, mmax + 1, &mut fs.tw);
                 for c in 0..ncomp {
-                    let first = ring.first as usize;
-                    fs.ring.clear();
-                    fs.ring.extend_from_slice(&maps[c][first..first + nphi]);
-                    fs.spec.resize(nphi / 2 + 1, C64::new(0.0, 0.0));
+                    fs.spec.clear();
+                    fs.spec.resize(2 * (half + 1), C64::new(0.0, 0.0));
                     fs.scratch
                         .resize(fft.r2c.get_scratch_len(), C64::new(0.0, 0.0));
-                    fft.r2c
-                        .process_with_scratch(&mut fs.ring, &mut fs.spec, &mut fs.scratch)
-                        .expect("ring FFT sizes are consistent");
+                    let mut ws = [0.0; 2];
+                    for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
+                        let Some(ri) = ri else { continue };
+                        let first = plan.rings[ri].first as usize;
+                        ws[h] = plan.weights[ri];
+                        fs.ring.clear();
+                        fs.ring.extend_from_slice(&maps[c][first..first + nphi]);
+                        fft.r2c
+                            .process_with_scratch(
+                                &mut fs.ring,
+                                &mut fs.spec[h * (half + 1)..(h + 1) * (half + 1)],
+                                &mut fs.scratch,
+                            )
+                            .expect("ring FFT sizes are consistent");
+                    }
+                    let (sn, ss) = fs.spec.split_at(half + 1);
+                    let mut k = 0usize;
                     for m in 0..=mmax {
-                        let k = m % nphi;
-                        let r = if k <= nphi / 2 {
-                            fs.spec[k]
+                        let (rn, rs) = if k <= half {
+                            (sn[k], ss[k])
                         } else {
-                            fs.spec[nphi - k].conj()
+                            (sn[nphi - k].conj(), ss[nphi - k].conj())
                         };
-                        // SAFETY: element (m, c, rr) is written by this task only.
-                        unsafe { *pp.get().add((m * ncomp + c) * nrc + rr) = r * fs.tw[m] * w };
+                        let tw = fs.tw[m];
+                        let at = (m * ncomp + c) * nrc + 2 * pl;
+                        // SAFETY: elements (m, c, 2pl) and (m, c, 2pl+1) are written by this
+                        // task only.
+                        unsafe {
+                            *pp.get().add(at) = rn * tw * ws[0];
+                            *pp.get().add(at + 1) = rs * tw * ws[1];
+                        }
+                        k += 1;
+                        if k == nphi {
+                            k = 0;
+                        }
                     }
                 }
             });
-        let phase = &phase;
+        let phase = &phase_buf[..];
         cols.par_iter_mut()
             .enumerate()
             .for_each_init(LegScratch::default, |sc, (m, col)| {
+                // SAFETY: the CPU has the features of the level (checked above).
                 #[cfg(target_arch = "x86_64")]
-                if avx2 {
-                    // SAFETY: the CPU has AVX2 and FMA (checked above).
-                    unsafe { anal_m_avx2(plan, &ch, jobs, phase, ncomp, m, sc, col) };
-                    return;
+                match level {
+                    2 => {
+                        return unsafe { anal_m_avx512(plan, &ch, jobs, phase, ncomp, m, sc, col) }
+                    }
+                    1 => return unsafe { anal_m_avx2(plan, &ch, jobs, phase, ncomp, m, sc, col) },
+                    _ => {}
                 }
-                let _ = avx2;
+                let _ = level;
                 anal_m::<S1, L0, L2>(plan, &ch, jobs, phase, ncomp, m, sc, col);
             });
+        give_buffer(phase_buf);
     }
 }

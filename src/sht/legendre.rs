@@ -212,7 +212,7 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
 }
 
 /// Most lanes a block may have.
-pub const MAX_LANES: usize = 8;
+pub const MAX_LANES: usize = 16;
 
 /// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l,
 /// N vectors of V::W lanes; lanes whose values are still below the significant range hold
@@ -223,7 +223,7 @@ pub trait Visit<V: Simd, const N: usize> {
 
 /// Rescale the lanes whose scaled value `cur` has grown past BIG (and `prev` with it); updates
 /// the mask `f` (1 for lanes in normal range). Returns whether some lane is still scaled.
-#[inline(never)]
+#[inline(always)]
 fn rescale<V: Simd, const N: usize>(
     cur: &mut [V; N],
     prev: &mut [V; N],

@@ -29,6 +29,8 @@ pub struct Pair {
     pub x: f64,
     /// sin θ.
     pub s: f64,
+    /// log2 sin θ (for the quick negligibility test).
+    pub log2s: f64,
 }
 
 /// Geometry and tables of one transform size.
@@ -44,6 +46,8 @@ pub struct Plan {
     pub weights: Vec<f64>,
     /// Start normalisation of λ_mm (with the Condon–Shortley sign).
     pub norms: Vec<f64>,
+    /// log2 |norms|.
+    pub log2_norms: Vec<f64>,
     /// ln k! for k ≤ 2·lmax + 1.
     pub ln_fact: Vec<f64>,
     /// The CPU engine's ring FFTs, one per ring.
@@ -67,6 +71,7 @@ impl Plan {
                     south: (s != i).then_some(s),
                     x: rings[i].z,
                     s: rings[i].sin_theta,
+                    log2s: rings[i].sin_theta.log2(),
                 }
             })
             .collect();
@@ -91,6 +96,10 @@ impl Plan {
             npix,
             lay,
             norms: legendre::mm_norms(lay.mmax),
+            log2_norms: legendre::mm_norms(lay.mmax)
+                .iter()
+                .map(|v| v.abs().log2())
+                .collect(),
             ln_fact: legendre::ln_factorials(2 * lay.lmax + 1),
             rings,
             pairs,
