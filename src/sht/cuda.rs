@@ -23,7 +23,7 @@ const TPB_SYN: u32 = 128;
 const TPB_ANA: u32 = 128;
 const TPB_MISC: u32 = 256;
 /// Most device memory the per-chunk work buffers may take.
-const WORK_BUDGET: usize = 2 << 30;
+const WORK_BUDGET: usize = 4 << 30;
 
 /// Geometry and tables on the device.
 struct Geo {
@@ -109,19 +109,20 @@ struct Work {
     dummy2: CudaSlice<f64>,
 }
 
-fn work(gpu: &Gpu, plan: &Plan) -> Result<Work> {
+/// Work buffers for groups of up to `planes` components.
+fn work(gpu: &Gpu, plan: &Plan, planes: usize) -> Result<Work> {
     let ns = plan.nside;
     let h = 2 * ns + 1;
-    let per_pair = 3 * 2 * 8 * (2 * (plan.lay.mmax + 1) + 2 * h + 4 * ns);
+    let per_pair = planes * 2 * 8 * (2 * (plan.lay.mmax + 1) + 2 * h + 4 * ns);
     let (free, _) = gpu.mem_info()?;
     let budget = WORK_BUDGET.min(free / 3).max(per_pair);
     let np_max = (budget / per_pair).clamp(1, 16384).min(plan.pairs.len());
     let nrow = 2 * np_max;
     Ok(Work {
         np_max,
-        phase: gpu.alloc_zeros::<f64>(3 * nrow * (plan.lay.mmax + 1) * 2)?,
-        spec: gpu.alloc_zeros::<f64>(3 * nrow * h * 2)?,
-        rows: gpu.alloc_zeros::<f64>(3 * nrow * 4 * ns)?,
+        phase: gpu.alloc_zeros::<f64>(planes * nrow * (plan.lay.mmax + 1) * 2)?,
+        spec: gpu.alloc_zeros::<f64>(planes * nrow * h * 2)?,
+        rows: gpu.alloc_zeros::<f64>(planes * nrow * 4 * ns)?,
         dummy1: gpu.alloc_zeros::<f64>(1)?,
         dummy2: gpu.alloc_zeros::<f64>(1)?,
     })
@@ -231,7 +232,7 @@ fn synth(
                 .arg(&p0i)
                 .arg(&npi)
                 .arg(&mut w.phase);
-            // SAFETY: argument list matches SYNTH_ENTRY in kernels/sht.cu; phase holds 3 planes
+            // SAFETY: argument list matches SYNTH_ENTRY in kernels/sht.cu; phase holds one plane per component
             // of 2·np_max rows × (mmax+1) complex.
             unsafe {
                 b.launch(cfg(
@@ -249,7 +250,7 @@ fn synth(
                 .arg(&npi)
                 .arg(&g.nphi)
                 .arg(&g.shift);
-            // SAFETY: matches `fold`; spec holds 3 × 2·np_max rows × H complex.
+            // SAFETY: matches `fold`; spec holds a plane of 2·np_max rows × H complex per component.
             unsafe { b.launch(cfg((blocks(h, TPB_MISC), nrow as u32, nc as u32), TPB_MISC)) }?;
             for c in 0..nc {
                 ring_ffts(gpu, plan, w, p0, np, c, false)?;
@@ -330,7 +331,7 @@ fn anal(
                 .arg(&npi)
                 .arg(&g.nphi)
                 .arg(&g.first);
-            // SAFETY: matches `gather`; rows holds 3 × 2·np_max × 4·nside values.
+            // SAFETY: matches `gather`; rows holds a plane of 2·np_max × 4·nside values per component.
             unsafe {
                 b.launch(cfg(
                     (blocks(4 * plan.nside, TPB_MISC), nrow as u32, nc as u32),
@@ -425,7 +426,12 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
         .collect::<Result<_>>()?;
     tl.mark(&gpu, "h2d")?;
     let g = geo(&gpu, plan)?;
-    let mut w = work(&gpu, plan)?;
+    let grps = groups(jobs, maps.len());
+    let mut w = work(
+        &gpu,
+        plan,
+        grps.iter().map(|g| g.comps.len()).max().unwrap_or(1),
+    )?;
     // SAFETY: scatter writes every pixel of every ring.
     let mut d_map: Vec<CudaSlice<f64>> = maps
         .iter()
@@ -464,8 +470,12 @@ pub fn map2alm(
     let d_map: Vec<CudaSlice<f64>> = maps.iter().map(|m| gpu.upload(m)).collect::<Result<_>>()?;
     tl.mark(&gpu, "h2d")?;
     let g = geo(&gpu, plan)?;
-    let mut w = work(&gpu, plan)?;
     let grps = groups(jobs, maps.len());
+    let mut w = work(
+        &gpu,
+        plan,
+        grps.iter().map(|g| g.comps.len()).max().unwrap_or(1),
+    )?;
     let nalm2 = 2 * plan.lay.size();
     let mut d_alm: Vec<CudaSlice<f64>> = maps
         .iter()
