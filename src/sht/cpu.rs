@@ -26,8 +26,11 @@ use super::Plan;
 /// Lanes (ring pairs run together) for spin 0 and spin 2.
 const L0: usize = 8;
 const L2: usize = 4;
-/// Budget for the per-chunk ring coefficients.
-const CHUNK_BYTES: usize = 64 << 20;
+/// Budget for the per-chunk ring coefficients (each chunk recomputes the per-m tables, so
+/// fewer, larger chunks are cheaper).
+const CHUNK_BYTES: usize = 256 << 20;
+/// Largest coefficient buffer kept between calls.
+const KEEP_BYTES: usize = 64 << 20;
 
 /// One transform inside a call: a spin-0 (T) or spin-2 (E, B -> Q, U) pair of components.
 #[derive(Debug, Clone, Copy)]
@@ -98,8 +101,8 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// The ring-coefficient buffer, kept between calls (first-touch page faults of a fresh
-/// 64 MB allocation cost more than the FFT stage of a small transform).
+/// The ring-coefficient buffer, kept between calls when small (first-touch page faults of a
+/// fresh allocation cost more than the FFT stage of a small transform).
 static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
 
 fn take_buffer(len: usize) -> Vec<C64> {
@@ -111,7 +114,7 @@ fn take_buffer(len: usize) -> Vec<C64> {
 
 fn give_buffer(b: Vec<C64>) {
     let mut slot = BUFFER.lock().unwrap_or_else(|e| e.into_inner());
-    if b.capacity() >= slot.capacity() && b.capacity() * 16 <= 4 * CHUNK_BYTES {
+    if b.capacity() >= slot.capacity() && b.capacity() * 16 <= KEEP_BYTES {
         *slot = b;
     }
 }
