@@ -18,9 +18,9 @@ use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use super::legendre::{
     self as leg, log2_growth_bound, start_value, MTables, Visit, MAX_LANES, SQ1, SQ2, SU1, SU2,
 };
-#[cfg(target_arch = "x86_64")]
-use super::simd::F4;
 use super::simd::{Simd, S1};
+#[cfg(target_arch = "x86_64")]
+use super::simd::{F4, F8};
 use super::Plan;
 
 /// Lanes (ring pairs run together) for spin 0 and spin 2.
@@ -427,7 +427,7 @@ unsafe fn synth_m_avx2(
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[target_feature(enable = "avx2,fma,avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn synth_m_avx512(
     plan: &Plan,
@@ -438,12 +438,12 @@ unsafe fn synth_m_avx512(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    // 32 vector registers: twice the lanes per block for more independent recurrences.
-    synth_m::<F4, { 2 * L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, alms, m, sc, ph)
+    // 8-wide vectors, twice the lanes per block (more independent recurrences in flight).
+    synth_m::<F8, { 4 * L0 / 8 }, { 2 * L2 / 8 }>(plan, ch, jobs, alms, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[target_feature(enable = "avx2,fma,avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn anal_m_avx512(
     plan: &Plan,
@@ -455,26 +455,31 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F4, { 2 * L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+    anal_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
 }
 
-/// SIMD level: 0 none, 1 AVX2+FMA, 2 AVX2+FMA with AVX-512VL's 32 registers.
+/// SIMD level: 0 none, 1 AVX2+FMA (4 lanes), 2 AVX-512F (8 lanes): the best the CPU has,
+/// capped by SKYCONV_CPU_SIMD ("scalar", "avx2"; for testing the other code paths).
 fn simd_level() -> u8 {
+    let cap = match std::env::var("SKYCONV_CPU_SIMD").as_deref() {
+        Ok("scalar") => 0,
+        Ok("avx2") => 1,
+        _ => 2,
+    };
     #[cfg(target_arch = "x86_64")]
     {
-        if !has_avx2() {
-            return 0;
-        }
-        if std::env::var_os("SKYCONV_NO_AVX512").is_none()
-            && std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512vl")
-        {
-            return 2;
-        }
-        1
+        let have = if !has_avx2() {
+            0
+        } else if std::is_x86_feature_detected!("avx512f") {
+            2
+        } else {
+            1
+        };
+        have.min(cap)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = cap;
         0
     }
 }

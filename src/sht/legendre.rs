@@ -212,7 +212,7 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
 }
 
 /// Most lanes a block may have.
-pub const MAX_LANES: usize = 16;
+pub const MAX_LANES: usize = 32;
 
 /// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l,
 /// N vectors of V::W lanes; lanes whose values are still below the significant range hold

@@ -78,6 +78,88 @@ impl Simd for S1 {
 
 #[cfg(target_arch = "x86_64")]
 pub use avx::F4;
+#[cfg(target_arch = "x86_64")]
+pub use avx512::F8;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::Simd;
+    use std::arch::x86_64::*;
+
+    /// Eight f64 in an AVX-512 register. Only use inside functions compiled with
+    /// `#[target_feature(enable = "avx512f")]` on a CPU that has it.
+    #[derive(Clone, Copy, Debug)]
+    pub struct F8(__m512d);
+
+    // SAFETY (all methods): callers run only where AVX-512F was detected, inside functions
+    // compiled with it, so the intrinsics are available and inline.
+    impl Simd for F8 {
+        const W: usize = 8;
+        #[inline(always)]
+        fn splat(x: f64) -> Self {
+            unsafe { F8(_mm512_set1_pd(x)) }
+        }
+        #[inline(always)]
+        fn load(s: &[f64]) -> Self {
+            assert!(s.len() >= 8);
+            unsafe { F8(_mm512_loadu_pd(s.as_ptr())) }
+        }
+        #[inline(always)]
+        fn store(self, s: &mut [f64]) {
+            assert!(s.len() >= 8);
+            unsafe { _mm512_storeu_pd(s.as_mut_ptr(), self.0) }
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            unsafe { F8(_mm512_add_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            unsafe { F8(_mm512_sub_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            unsafe { F8(_mm512_mul_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            unsafe { F8(_mm512_fmadd_pd(self.0, b.0, c.0)) }
+        }
+        #[inline(always)]
+        fn mul_sub(self, b: Self, c: Self) -> Self {
+            unsafe { F8(_mm512_fmsub_pd(self.0, b.0, c.0)) }
+        }
+        #[inline(always)]
+        fn any_abs_gt(self, t: f64) -> bool {
+            unsafe {
+                let a = _mm512_abs_pd(self.0);
+                _mm512_cmp_pd_mask::<_CMP_GT_OQ>(a, _mm512_set1_pd(t)) != 0
+            }
+        }
+        #[inline(always)]
+        fn hsum(self) -> f64 {
+            let mut t = [0.0; 8];
+            self.store(&mut t);
+            ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))
+        }
+        #[inline(always)]
+        fn hsum2(a: Self, b: Self) -> (f64, f64) {
+            unsafe {
+                let a4 = _mm256_add_pd(
+                    _mm512_castpd512_pd256(a.0),
+                    _mm512_extractf64x4_pd::<1>(a.0),
+                );
+                let b4 = _mm256_add_pd(
+                    _mm512_castpd512_pd256(b.0),
+                    _mm512_extractf64x4_pd::<1>(b.0),
+                );
+                let h = _mm256_hadd_pd(a4, b4);
+                let s = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd::<1>(h));
+                (_mm_cvtsd_f64(s), _mm_cvtsd_f64(_mm_unpackhi_pd(s, s)))
+            }
+        }
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 mod avx {
