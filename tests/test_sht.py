@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+
 import skyconv
 from skyconv import Alm, ShapeError, alm2map, almxfl, map2alm
 
@@ -259,10 +260,10 @@ def test_alm_helpers_match_healpy():
         assert Alm.getsize(lmax, mmax) == hp.Alm.getsize(lmax, mmax)
         s = hp.Alm.getsize(lmax, mmax)
         assert Alm.getlmax(s, mmax) == hp.Alm.getlmax(s, mmax)
-        l, m = hp.Alm.getlm(lmax)
-        np.testing.assert_array_equal(Alm.getidx(lmax, l, m), hp.Alm.getidx(lmax, l, m))
-        np.testing.assert_array_equal(Alm.getlm(lmax)[0], l)
-        np.testing.assert_array_equal(Alm.getlm(lmax)[1], m)
+        ell, em = hp.Alm.getlm(lmax)
+        np.testing.assert_array_equal(Alm.getidx(lmax, ell, em), hp.Alm.getidx(lmax, ell, em))
+        np.testing.assert_array_equal(Alm.getlm(lmax)[0], ell)
+        np.testing.assert_array_equal(Alm.getlm(lmax)[1], em)
     assert Alm.getlmax(7) == hp.Alm.getlmax(7) == -1
 
 

@@ -53,7 +53,7 @@ class Alm:
         return int(x)
 
     @staticmethod
-    def getidx(lmax, l, m):
+    def getidx(lmax, l, m):  # noqa: E741 (healpy's argument name)
         """Index of a_lm (scalars or arrays): m(2 lmax + 1 - m)/2 + l."""
         return m * (2 * lmax + 1 - m) // 2 + l
 
@@ -66,8 +66,8 @@ class Alm:
         m = (np.ceil(((2 * lmax + 1) - np.sqrt((2 * lmax + 1) ** 2 - 8 * (i - lmax))) / 2)).astype(
             int
         )
-        l = i - m * (2 * lmax + 1 - m) // 2
-        return (l, m)
+        ell = i - m * (2 * lmax + 1 - m) // 2
+        return (ell, m)
 
 
 def _ell_of_index(lmax: int, mmax: int) -> np.ndarray:
