@@ -219,15 +219,14 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
                         const double f2 = is2 * (sq[4][i] * l0 - sq[3][i] * x * l1);
                         const double er = sa[NS0][0][i], ei = sa[NS0][1][i];
                         const double br = sa[NS0 + 1][0][i], bi = sa[NS0 + 1][1][i];
-                        double* a = acc2[par];
-                        a[0] = fma(er, f1, a[0]);
-                        a[1] = fma(ei, f1, a[1]);
-                        a[2] = fma(br, f2, a[2]);
-                        a[3] = fma(bi, f2, a[3]);
-                        a[4] = fma(br, f1, a[4]);
-                        a[5] = fma(bi, f1, a[5]);
-                        a[6] = fma(er, f2, a[6]);
-                        a[7] = fma(ei, f2, a[7]);
+                        acc2[par][0] = fma(er, f1, acc2[par][0]);
+                        acc2[par][1] = fma(ei, f1, acc2[par][1]);
+                        acc2[par][2] = fma(br, f2, acc2[par][2]);
+                        acc2[par][3] = fma(bi, f2, acc2[par][3]);
+                        acc2[par][4] = fma(br, f1, acc2[par][4]);
+                        acc2[par][5] = fma(bi, f1, acc2[par][5]);
+                        acc2[par][6] = fma(er, f2, acc2[par][6]);
+                        acc2[par][7] = fma(ei, f2, acc2[par][7]);
                     }
                 }
             }

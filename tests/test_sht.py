@@ -151,6 +151,19 @@ def test_float32_and_unseen(rng):
     assert rel_l2(got, hp.map2alm(masked, iter=1)) <= 1e-10
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_chunked_rings_give_the_same_result(rng, monkeypatch, device):
+    """Ring pairs processed in several chunks (forced small) == one chunk."""
+    a = random_alm(rng, 70, 60, 3)
+    m = rng.standard_normal((3, 12 * 24**2))
+    whole = alm2map(a, 24, lmax=70, mmax=60, device=device)
+    back = map2alm(m, lmax=70, mmax=60, iter=1, device=device)
+    for pairs in ("5", "16", "23"):
+        monkeypatch.setenv("SKYCONV_SHT_CHUNK_PAIRS", pairs)
+        assert rel_l2(alm2map(a, 24, lmax=70, mmax=60, device=device), whole) <= 1e-14
+        assert rel_l2(map2alm(m, lmax=70, mmax=60, iter=1, device=device), back) <= 1e-14
+
+
 def test_thread_count_independent(rng):
     a = random_alm(rng, 96, None, 3)
     old = skyconv.get_num_threads()

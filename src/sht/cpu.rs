@@ -146,6 +146,9 @@ fn chunks(plan: &Plan, ncomp: usize) -> Vec<Chunk> {
     let per_pair = ncomp * (plan.lay.mmax + 1) * 2 * std::mem::size_of::<C64>();
     let mut ch = (CHUNK_BYTES / per_pair.max(1)).max(L0);
     ch = ch.div_ceil(L0) * L0;
+    if let Some(n) = super::forced_chunk_pairs() {
+        ch = n;
+    }
     let np = plan.pairs.len();
     let mut out = Vec::new();
     let mut p = 0;

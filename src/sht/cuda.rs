@@ -116,7 +116,10 @@ fn work(gpu: &Gpu, plan: &Plan, planes: usize) -> Result<Work> {
     let per_pair = planes * 2 * 8 * (2 * (plan.lay.mmax + 1) + 2 * h + 4 * ns);
     let (free, _) = gpu.mem_info()?;
     let budget = WORK_BUDGET.min(free / 3).max(per_pair);
-    let np_max = (budget / per_pair).clamp(1, 16384).min(plan.pairs.len());
+    let np_max = super::forced_chunk_pairs()
+        .unwrap_or(budget / per_pair)
+        .clamp(1, 16384)
+        .min(plan.pairs.len());
     let nrow = 2 * np_max;
     Ok(Work {
         np_max,

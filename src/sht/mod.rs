@@ -114,6 +114,15 @@ impl Plan {
     }
 }
 
+/// Ring pairs per chunk forced by SKYCONV_SHT_CHUNK_PAIRS (for testing the chunked paths), else
+/// None (each engine sizes chunks by its memory budget).
+pub fn forced_chunk_pairs() -> Option<usize> {
+    std::env::var("SKYCONV_SHT_CHUNK_PAIRS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+}
+
 fn check_inputs(plan: &Plan, jobs: &[Job], nalm: usize, nmap: usize) -> Result<()> {
     for j in jobs {
         let (a, m): (Vec<usize>, Vec<usize>) = match *j {

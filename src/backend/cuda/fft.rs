@@ -80,6 +80,7 @@ impl Gpu {
                  nvidia-cufft) or put its lib folder on LD_LIBRARY_PATH",
             ));
         }
+        self.ctx.bind_to_thread()?;
         let n = [to_i32(key.n, "length")?];
         let ty = if key.forward {
             fs::cufftType::CUFFT_D2Z
@@ -120,6 +121,8 @@ impl Gpu {
     ) -> Result<()> {
         let k = plan.key;
         assert!(!k.forward, "fft_z2d with a forward plan");
+        // cuFFT uses the calling thread's current context.
+        self.ctx.bind_to_thread()?;
         let half = k.n / 2 + 1;
         assert!(2 * (in_off + (k.batch - 1) * k.idist + half) <= input.len());
         assert!(out_off + (k.batch - 1) * k.odist + k.n <= output.len());
@@ -150,6 +153,7 @@ impl Gpu {
     ) -> Result<()> {
         let k = plan.key;
         assert!(k.forward, "fft_d2z with an inverse plan");
+        self.ctx.bind_to_thread()?;
         let half = k.n / 2 + 1;
         assert!(in_off + (k.batch - 1) * k.idist + k.n <= input.len());
         assert!(2 * (out_off + (k.batch - 1) * k.odist + half) <= output.len());
