@@ -105,6 +105,7 @@ def hp_synth(alm, nside):
 
 def ducc_synth(alm, nside):
     import ducc0
+
     from skyconv import get_num_threads
 
     lmax = round((np.sqrt(8 * alm.shape[-1] + 1) - 3) / 2)
@@ -132,6 +133,7 @@ def hp_anal(maps, lmax):
 
 def ducc_anal(maps, lmax):
     import ducc0
+
     from skyconv import get_num_threads
 
     nside = round(np.sqrt(maps.shape[-1] / 12))
