@@ -556,6 +556,21 @@ ANAL_ENTRY(leg_anal_s2, 2, false)
 ANAL_ENTRY(leg_anal_s3, 3, false)
 ANAL_ENTRY(leg_anal_pol, 1, true)
 
+// healpy's mask_bad: |x - UNSEEN| <= 1e-8 + 1e-5 |UNSEEN|; such pixels count as 0.
+__device__ __forceinline__ double unseen_to_zero(double x) {
+    return fabs(x - (-1.6375e30)) <= 1e-8 + 1e-5 * 1.6375e30 ? 0.0 : x;
+}
+
+extern "C" __global__ void clean_f32(const float* in, double* out, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        out[i] = unseen_to_zero((double)in[i]);
+}
+
+extern "C" __global__ void clean_inplace_f64(double* m, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        m[i] = unseen_to_zero(m[i]);
+}
+
 // out[i] = a[i] - out[i]
 extern "C" __global__ void sub_f64(const double* a, double* out, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)

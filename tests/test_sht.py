@@ -370,3 +370,15 @@ def test_gpu_nonfinite_and_ring_weights(rng):
     cpu = map2alm(m, iter=2, ring_weights=w, device="cpu")
     gpu = map2alm(m, iter=2, ring_weights=w, device="cuda")
     assert rel_l2(gpu, cpu) <= 1e-12
+
+
+@pytest.mark.gpu
+def test_gpu_float32_and_unseen(rng):
+    m = rng.standard_normal((3, 12 * 16**2))
+    m[:, ::5] = hp.UNSEEN
+    for arr in (m, m.astype(np.float32)):
+        keep = arr.copy()
+        cpu = map2alm(arr, iter=1, device="cpu")
+        gpu = map2alm(arr, iter=1, device="cuda")
+        np.testing.assert_array_equal(arr, keep)
+        assert rel_l2(gpu, cpu) <= 1e-12

@@ -87,8 +87,9 @@ def _healpix_ring_info(
 
 # --- sht (src/py/sht.rs) -------------------------------------------------------------------
 # Arguments are checked by skyconv.sht: alm are C-contiguous complex128 arrays in healpy's
-# layout for (lmax, mmax), maps C-contiguous float64 RING maps of 12*nside**2 pixels (UNSEEN
-# already zeroed). pol=True only with 3 components. Errors: ShapeError (sizes), ValueError
+# layout for (lmax, mmax); maps C-contiguous float32 or float64 (all one dtype) RING maps of
+# 12*nside**2 pixels, UNSEEN pixels counting as 0 (the engine zeroes them on its float64 copy;
+# the input is never modified). pol=True only with 3 components. Errors: ShapeError (sizes), ValueError
 # (mmax > lmax, nside, ring_weights), DeviceError.
 
 def _alm2map(
@@ -100,7 +101,7 @@ def _alm2map(
     device: str | None = None,
 ) -> npt.NDArray[np.float64]: ...  # (ncomp, npix)
 def _map2alm(
-    maps: list[npt.NDArray[np.float64]],
+    maps: list[FloatArray],
     nside: int,
     lmax: int,
     mmax: int,

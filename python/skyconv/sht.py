@@ -255,11 +255,10 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     for c in comps:
         if np.iscomplexobj(c):
             raise TypeError("maps must be real (float32 or float64), got a complex array")
-        a = float_array(c, "maps")
-        a = np.array(a, dtype=np.float64, copy=True)
-        bad = np.abs(a - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN)
-        a[bad] = 0.0
-        arrs.append(a)
+        # No copy here: UNSEEN pixels are zeroed by the engine (on its own float64 copy).
+        arrs.append(float_array(c, "maps"))
+    if len({a.dtype for a in arrs}) > 1:
+        arrs = [a.astype(np.float64) for a in arrs]
     npix = arrs[0].size
     if any(a.size != npix for a in arrs):
         raise ShapeError("all maps must have the same number of pixels")

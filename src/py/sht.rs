@@ -1,10 +1,12 @@
 //! Spherical harmonic transform bindings (skyconv.sht).
 
-use numpy::{Complex64, PyArray2, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
+use numpy::{Complex64, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use crate::backend;
+use crate::py::arrays::{parts, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
+use crate::real::Real;
 use crate::sht::{self, AlmLayout};
 
 fn slices<'a, T: numpy::Element>(
@@ -47,30 +49,17 @@ fn _alm2map<'py>(
     Ok(out)
 }
 
-/// maps (list of float64 arrays) -> (ncomp, nalm) complex128 alm.
-#[pyfunction]
-#[pyo3(signature = (maps, nside, lmax, mmax, iter, pol, ring_weights=None, device=None))]
-#[allow(clippy::too_many_arguments)]
-fn _map2alm<'py>(
+fn run_map2alm<'py, T: Real + numpy::Element>(
     py: Python<'py>,
-    maps: Vec<PyReadonlyArray1<'py, f64>>,
-    nside: usize,
-    lmax: usize,
-    mmax: usize,
-    iter: usize,
-    pol: bool,
-    ring_weights: Option<PyReadonlyArray1<'py, f64>>,
-    device: Option<&str>,
+    maps: &[numpy::PyReadonlyArrayDyn<'py, T>],
+    args: (usize, AlmLayout, usize, bool, Option<&[f64]>, Option<&str>),
 ) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
-    let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
+    let (nside, lay, iter, pol, w, device) = args;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
-    let m = slices(&maps, "maps")?;
-    let w = match &ring_weights {
-        Some(w) => Some(w.as_slice().map_err(|_| {
-            pyo3::exceptions::PyValueError::new_err("ring_weights must be C-contiguous")
-        })?),
-        None => None,
-    };
+    let m: Vec<&[T]> = maps
+        .iter()
+        .map(|a| parts(a, "maps").map(|(_, d)| d))
+        .collect::<PyResult<_>>()?;
     let n = lay.size();
     // SAFETY: map2alm overwrites every coefficient.
     let out = unsafe { PyArray2::<Complex64>::new(py, [m.len(), n], false) };
@@ -81,8 +70,48 @@ fn _map2alm<'py>(
             sht::map2alm(dev, nside, lay, &m, pol, iter, w, &mut alms)
         })?;
     }
-    let _ = out.shape();
     Ok(out)
+}
+
+/// maps (list of float32 or float64 arrays, all of one dtype; UNSEEN pixels count as 0)
+/// -> (ncomp, nalm) complex128 alm.
+#[pyfunction]
+#[pyo3(signature = (maps, nside, lmax, mmax, iter, pol, ring_weights=None, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _map2alm<'py>(
+    py: Python<'py>,
+    maps: Vec<FloatArray<'py>>,
+    nside: usize,
+    lmax: usize,
+    mmax: usize,
+    iter: usize,
+    pol: bool,
+    ring_weights: Option<PyReadonlyArray1<'py, f64>>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
+    let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
+    let w = match &ring_weights {
+        Some(w) => Some(w.as_slice().map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err("ring_weights must be C-contiguous")
+        })?),
+        None => None,
+    };
+    let args = (nside, lay, iter, pol, w, device);
+    let mut f32s = Vec::new();
+    let mut f64s = Vec::new();
+    for m in maps {
+        match m {
+            FloatArray::F32(a) => f32s.push(a),
+            FloatArray::F64(a) => f64s.push(a),
+        }
+    }
+    match (f32s.is_empty(), f64s.is_empty()) {
+        (true, false) => run_map2alm(py, &f64s, args),
+        (false, true) => run_map2alm(py, &f32s, args),
+        _ => Err(pyo3::exceptions::PyTypeError::new_err(
+            "maps must all have the same dtype (float32 or float64)",
+        )),
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -17,6 +17,7 @@ use crate::backend::cuda::fft::FftKey;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
+use crate::real::Real;
 
 const MODULE: &str = "sht";
 const TPB_SYN: u32 = 128;
@@ -458,11 +459,43 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
     gpu.sync()
 }
 
+/// Maps uploaded as they are (float32 or float64), converted to float64 with UNSEEN pixels
+/// zeroed on the device.
+fn upload_clean<T: Real>(gpu: &Gpu, m: &[T]) -> Result<CudaSlice<f64>> {
+    let n = m.len() as i64;
+    let grid = (blocks(m.len(), TPB_MISC).min(65535 * 16), 1, 1);
+    if T::CUDA == "f64" {
+        let mut d: CudaSlice<f64> = gpu.upload(as_f64_real(m))?;
+        let f = gpu.function(MODULE, "clean_inplace_f64")?;
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&mut d).arg(&n);
+        // SAFETY: matches `clean_inplace_f64`; d holds n values.
+        unsafe { b.launch(cfg(grid, TPB_MISC)) }?;
+        Ok(d)
+    } else {
+        let raw: CudaSlice<T> = gpu.upload(m)?;
+        // SAFETY: the kernel writes all n values.
+        let mut d = unsafe { gpu.alloc::<f64>(m.len()) }?;
+        let f = gpu.function(MODULE, "clean_f32")?;
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&raw).arg(&mut d).arg(&n);
+        // SAFETY: matches `clean_f32`; raw and d hold n values.
+        unsafe { b.launch(cfg(grid, TPB_MISC)) }?;
+        Ok(d)
+    }
+}
+
+fn as_f64_real<T: Real>(m: &[T]) -> &[f64] {
+    assert_eq!(T::CUDA, "f64");
+    // SAFETY: T is f64 (checked above).
+    unsafe { std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len()) }
+}
+
 /// Analysis with `iter` Jacobi iterations on the GPU.
-pub fn map2alm(
+pub fn map2alm<T: Real>(
     plan: &Plan,
     jobs: &[Job],
-    maps: &[&[f64]],
+    maps: &[&[T]],
     iter: usize,
     alms: &mut [&mut [C64]],
 ) -> Result<()> {
@@ -470,7 +503,10 @@ pub fn map2alm(
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let mut tl = Timeline::start(&gpu)?;
-    let d_map: Vec<CudaSlice<f64>> = maps.iter().map(|m| gpu.upload(m)).collect::<Result<_>>()?;
+    let d_map: Vec<CudaSlice<f64>> = maps
+        .iter()
+        .map(|m| upload_clean(&gpu, m))
+        .collect::<Result<_>>()?;
     tl.mark(&gpu, "h2d")?;
     let g = geo(&gpu, plan)?;
     let grps = groups(jobs, maps.len());

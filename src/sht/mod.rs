@@ -14,9 +14,12 @@ mod simd;
 
 use realfft::num_complex::Complex64 as C64;
 
+use std::borrow::Cow;
+
 use crate::backend::Device;
 use crate::error::{Error, Result};
 use crate::healpix as hp;
+use crate::real::Real;
 pub use cpu::{jobs, Job};
 pub use layout::AlmLayout;
 
@@ -186,11 +189,11 @@ pub fn alm2map(
 /// Analysis: RING `maps` of `nside` to alm of `lay` with `iter` Jacobi iterations
 /// (alm = A(m); repeat: alm += A(m − S(alm))), A using the ring quadrature weights.
 #[allow(clippy::too_many_arguments)]
-pub fn map2alm(
+pub fn map2alm<T: Real>(
     device: Device,
     nside: usize,
     lay: AlmLayout,
-    maps: &[&[f64]],
+    maps: &[&[T]],
     pol: bool,
     iter: usize,
     ring_weights: Option<&[f64]>,
@@ -219,10 +222,48 @@ pub fn map2alm(
     match device {
         Device::Cpu => {
             let plan = plan.with_ffts();
-            crate::backend::threads::install(|| map2alm_cpu(&plan, &jobs, maps, iter, alms))
+            crate::backend::threads::install(|| {
+                let clean: Vec<Cow<[f64]>> = maps.iter().map(|m| clean_map(m)).collect();
+                let refs: Vec<&[f64]> = clean.iter().map(|c| &c[..]).collect();
+                map2alm_cpu(&plan, &jobs, &refs, iter, alms)
+            })
         }
         Device::Cuda => cuda::map2alm(&plan, &jobs, maps, iter, alms),
     }
+}
+
+/// healpy's marker of missing pixels.
+pub const UNSEEN: f64 = -1.6375e30;
+
+/// healpy's `mask_bad`: |x − UNSEEN| ≤ 1e-8 + 1e-5·|UNSEEN|.
+#[inline]
+pub fn is_unseen(x: f64) -> bool {
+    (x - UNSEEN).abs() <= 1e-8 + 1e-5 * 1.6375e30
+}
+
+/// The map as float64 with UNSEEN pixels zeroed: borrowed when it is float64 without UNSEEN
+/// pixels, else a parallel copy.
+fn clean_map<T: Real>(m: &[T]) -> Cow<'_, [f64]> {
+    use rayon::prelude::*;
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
+        // SAFETY: T is f64.
+        let m64 = unsafe { std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len()) };
+        if !m64.par_iter().any(|&v| is_unseen(v)) {
+            return Cow::Borrowed(m64);
+        }
+    }
+    Cow::Owned(
+        m.par_iter()
+            .map(|v| {
+                let x = v.to_f64();
+                if is_unseen(x) {
+                    0.0
+                } else {
+                    x
+                }
+            })
+            .collect(),
+    )
 }
 
 fn map2alm_cpu(plan: &Plan, jobs: &[Job], maps: &[&[f64]], iter: usize, alms: &mut [&mut [C64]]) {
