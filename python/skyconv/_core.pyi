@@ -89,8 +89,8 @@ def _healpix_ring_info(
 # Arguments are checked by skyconv.sht: alm are C-contiguous complex128 arrays in healpy's
 # layout for (lmax, mmax); maps C-contiguous float32 or float64 (all one dtype) RING maps of
 # 12*nside**2 pixels, UNSEEN pixels counting as 0 (the engine zeroes them on its float64 copy;
-# the input is never modified). pol=True only with 3 components. Errors: ShapeError (sizes), ValueError
-# (mmax > lmax, nside, ring_weights), DeviceError.
+# the input is never modified). pol=True only with 3 components. Errors: ShapeError (sizes),
+# ValueError (mmax > lmax, nside, ring_weights), TypeError (mixed dtypes), DeviceError.
 
 def _alm2map(
     alms: list[npt.NDArray[np.complex128]],
