@@ -12,8 +12,10 @@
 // southern mirror 4*nside-2-p; the equator pair has no southern ring). Its rows are
 // row = 2*(p - p0) + south. Buffers per component c (up to 3 per launch):
 //   phase[c][row][m]  complex (interleaved), (mmax+1) per row
-//   spec[c][row][k]   complex half spectrum, H = 2*nside+1 per row
-//   rows[c][row][j]   real ring values, 4*nside per row
+//   spec[row][c][k]   complex half spectrum, H = 2*nside+1 per row
+//   rows[row][c][j]   real ring values, 4*nside per row
+// (spec and rows keep the components of a row together, so that one batched cuFFT call covers
+// a ring pair, or all equatorial rings, for every component; gridDim.z is the component count)
 // Components are passed as separate pointers (a0, a1, a2 / m0, m1, m2).
 
 #define SHT_BIG 0x1p400
@@ -319,7 +321,7 @@ extern "C" __global__ void fold(const double* phase, double* spec, i64 mmax, i64
         im -= fr * sn + fi * cs;
     }
     if (k == 0 || 2 * k == nphi) im = 0.0;
-    double* out = spec + 2 * ((c * nrow + row) * H + k);
+    double* out = spec + 2 * ((row * gridDim.z + c) * H + k);
     out[0] = re;
     out[1] = im;
 }
@@ -334,7 +336,7 @@ extern "C" __global__ void scatter(const double* rows, double* m0, double* m1, d
     const i64 ring = row_ring(row, p0, nside);
     if (ring < 0 || j >= ring_nphi[ring]) return;
     const i64 W = 4 * nside;
-    pickm(m0, m1, m2, c)[ring_first[ring] + j] = rows[((i64)c * 2 * np + row) * W + j];
+    pickm(m0, m1, m2, c)[ring_first[ring] + j] = rows[(row * gridDim.z + c) * W + j];
 }
 
 // map pixels -> rows. grid (j blocks, rows, comps).
@@ -349,7 +351,7 @@ extern "C" __global__ void gather(const double* m0, const double* m1, const doub
     if (j >= W) return;
     double v = 0.0;
     if (ring >= 0 && j < ring_nphi[ring]) v = pick(m0, m1, m2, c)[ring_first[ring] + j];
-    rows[((i64)c * 2 * np + row) * W + j] = v;
+    rows[(row * gridDim.z + c) * W + j] = v;
 }
 
 // Half spectrum -> F_m = w e^{-i m phi0} R(m mod nphi) (conjugate for the upper half).
@@ -372,7 +374,7 @@ extern "C" __global__ void unfold(const double* spec, double* phase, i64 mmax, i
     }
     const i64 nphi = ring_nphi[ring];
     const i64 k = m % nphi;
-    const double* S = spec + 2 * ((c * nrow + row) * H);
+    const double* S = spec + 2 * ((row * gridDim.z + c) * H);
     double re, im;
     if (k <= nphi / 2) {
         re = S[2 * k];

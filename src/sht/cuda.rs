@@ -153,23 +153,24 @@ fn chunk_list(plan: &Plan, np_max: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Ring FFTs of one chunk for group-local component `c`: spectra -> rows (inverse) or rows ->
-/// spectra (forward).
+/// Ring FFTs of one chunk for all `nc` components of a group: spectra -> rows (inverse) or
+/// rows -> spectra (forward). Rows are laid out [row][component], so a polar ring pair is one
+/// batch of 2·nc transforms and all equatorial rings of the chunk another.
 fn ring_ffts(
     gpu: &Gpu,
     plan: &Plan,
     w: &mut Work,
     p0: usize,
     np: usize,
-    c: usize,
+    nc: usize,
     forward: bool,
 ) -> Result<()> {
     let ns = plan.nside;
     let h = 2 * ns + 1;
     let wlen = 4 * ns;
-    let nrow = 2 * np;
-    let run = |w: &mut Work, n: usize, batch: usize, row: usize| -> Result<()> {
-        let r = c * nrow + row;
+    let run = |w: &mut Work, n: usize, rows: usize, row: usize| -> Result<()> {
+        let r = row * nc;
+        let batch = rows * nc;
         if forward {
             let key = FftKey {
                 n,
@@ -256,9 +257,7 @@ fn synth(
                 .arg(&g.shift);
             // SAFETY: matches `fold`; spec holds a plane of 2·np_max rows × H complex per component.
             unsafe { b.launch(cfg((blocks(h, TPB_MISC), nrow as u32, nc as u32), TPB_MISC)) }?;
-            for c in 0..nc {
-                ring_ffts(gpu, plan, w, p0, np, c, false)?;
-            }
+            ring_ffts(gpu, plan, w, p0, np, nc, false)?;
             let mut outs: Vec<&mut CudaSlice<f64>> = Vec::new();
             {
                 let mut taken: Vec<Option<&mut CudaSlice<f64>>> =
@@ -342,9 +341,7 @@ fn anal(
                     TPB_MISC,
                 ))
             }?;
-            for c in 0..nc {
-                ring_ffts(gpu, plan, w, p0, np, c, true)?;
-            }
+            ring_ffts(gpu, plan, w, p0, np, nc, true)?;
             let f = gpu.function(MODULE, "unfold")?;
             let mut b = gpu.stream.launch_builder(&f);
             b.arg(&w.spec)
