@@ -3,6 +3,7 @@
 pub mod backend;
 pub mod cube;
 pub mod error;
+pub mod grid;
 pub mod healpix;
 mod py;
 pub mod real;

@@ -2,6 +2,7 @@
 # the Python modules (skyconv.filters, skyconv.healpix, ...); these are its private entry points.
 # Each family appends its section below.
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,98 @@ def _healpix_ring_info(
     npt.NDArray[np.float64],  # phi0
     npt.NDArray[np.int64],  # first pixel
 ]: ...
+
+# --- filter chains -----------------------------------------------------------------------------
+# passes: (kind, axis, mode, cval, params); kind "gaussian" [sigma, truncate, radius or -1],
+# "uniform" [size, origin], "correlate" [origin, *weights].
+def _filter_chain(
+    input: FloatArray,
+    passes: list[tuple[str, int, str, float, list[float]]],
+    device: str | None = None,
+) -> FloatArray: ...
+
+# --- Smooth-and-Clip and noise statistics (src/py/cube.rs) ----------------------------------
+# kernels: (spatial "gaussian"|"boxcar_approx", sigma_y px, sigma_x px, spectral
+# "none"|"boxcar"|"gaussian", boxcar width or sigma in channels, use_rms0). replace: ("none"|
+# "sign"|"copysign", factor). noise: ("sofia2:std|mad|gauss" or "sofia1:negative|gauss|mad|std",
+# "full"|"negative"|"positive", two_pass). sampling: ("cadence"|"stride", n). mask: uint8 of
+# the cube's shape, bit 0 = in the mask on entry; on return bit 0 | bit 1 (found by a kernel).
+# Returns (noise of the original cube, noise per kernel) in data units.
+def _scfind(
+    cube: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernels: list[tuple[str, float, float, str, float, bool]],
+    mode: str,
+    threshold: float,
+    inclusive: bool,
+    replace: tuple[str, float],
+    noise: tuple[str, str, bool],
+    sampling: tuple[str, int],
+    slab_planes: int | None = None,
+    progress: object | None = None,
+    fitter: object | None = None,
+    device: str | None = None,
+) -> tuple[float, list[float]]: ...
+def _stat(
+    data: FloatArray,
+    what: str,
+    center: float,
+    flux_range: str,
+    sampling: tuple[str, int],
+    clip: float | None = None,
+    two_pass: bool = False,
+    fitter: object | None = None,
+) -> float | None: ...
+def _histogram(data: FloatArray, edges: list[float]) -> list[int]: ...
+def _fit_gaussian(x: list[float], y: list[float], a0: float, s0: float) -> tuple[float, float]: ...
+def _sofia2_cadence(shape: list[int]) -> int: ...
+
+# --- atrous (src/py/atrous.rs) ---------------------------------------------------------------
+# data: C-contiguous native-endian float32/float64, 1-3 dimensions (skyconv.atrous checks).
+# Returns (reconstruction, iterations, noise, input_noise, scales, device) with one entry per
+# unit (spectrum for dim 1, map for dim 2, one for dim 3) in C order of the units' shape.
+# progress(iteration, active_units, units, mean_noise, max_rel_change) after each iteration.
+
+def _atrous_denoise(
+    data: npt.NDArray[np.floating],
+    dim: int,
+    snr_recon: float,
+    scale_min: int,
+    scale_max: int,
+    filter: str,
+    convergence: float,
+    robust: bool,
+    device: str | None = None,
+    progress: Callable[[int, int, int, float, float], object] | None = None,
+) -> tuple[npt.NDArray[np.floating], list[int], list[float], list[float], int, str]: ...
+def _atrous_plan(shape: list[int], dim: int, filter: str) -> tuple[int, list[float]]: ...
+
+# --- grid (src/py/grid.rs) -------------------------------------------------------------------
+# Coordinates, kernel widths and sphere_radius in degrees (gauss2d PA in radians). data is
+# (n,) or (n, nchan); weights None, (n,) or data's shape, same dtype as data. The accumulators
+# are (nchan, ntargets) arrays of one float dtype, added to in place. Errors: ShapeError,
+# ValueError (kernel, radius, device), DeviceError.
+
+def _grid_accumulate(
+    lons: npt.NDArray[np.float64],
+    lats: npt.NDArray[np.float64],
+    data: npt.NDArray[np.floating],
+    weights: npt.NDArray[np.floating] | None,
+    target_lons: npt.NDArray[np.float64],
+    target_lats: npt.NDArray[np.float64],
+    kernel: str,
+    kernel_params: list[float],
+    sphere_radius: float | None,
+    unweighted: npt.NDArray[np.floating],
+    weight_sums: npt.NDArray[np.floating],
+    device: str | None = None,
+) -> None: ...
+def _grid_finish(
+    unweighted: npt.NDArray[np.floating], weights: npt.NDArray[np.floating]
+) -> npt.NDArray[np.floating]: ...  # unweighted / weights, NaN where weights == 0
+def _healpix_centres(
+    nside: int, nest: bool, pixels: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...  # (lons, lats) degrees
 
 # --- sht (src/py/sht.rs) -------------------------------------------------------------------
 # Arguments are checked by skyconv.sht: alm are C-contiguous complex128 arrays in healpy's

@@ -14,6 +14,8 @@ them (finite inputs give the same result).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import _core
@@ -91,4 +93,73 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
                                    float(cval), int_arg(origin, "origin"), device)
 
 
-__all__ = ["correlate1d", "convolve1d", "gaussian_filter1d", "uniform_filter1d"]
+@dataclass(frozen=True)
+class Gaussian:
+    """A ``gaussian_filter1d`` pass for :func:`chain` (sigma in pixels)."""
+
+    sigma: float
+    axis: int = -1
+    mode: str = "reflect"
+    cval: float = 0.0
+    truncate: float = 4.0
+    radius: int | None = None
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """A ``uniform_filter1d`` pass (boxcar of ``size`` pixels) for :func:`chain`."""
+
+    size: int
+    axis: int = -1
+    mode: str = "reflect"
+    cval: float = 0.0
+    origin: int = 0
+
+
+@dataclass(frozen=True)
+class Correlate:
+    """A ``correlate1d`` pass for :func:`chain`."""
+
+    weights: tuple[float, ...]
+    axis: int = -1
+    mode: str = "reflect"
+    cval: float = 0.0
+    origin: int = 0
+
+
+def _spec(p, ndim: int):
+    if not isinstance(p, (Gaussian, Uniform, Correlate)):
+        raise TypeError(f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}")
+    axis = normalize_axis(p.axis, ndim)
+    if isinstance(p, Gaussian):
+        sigma = float(p.sigma)
+        if not np.isfinite(sigma) or sigma < 0:
+            raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+        radius = -1.0 if p.radius is None else float(int_arg(p.radius, "radius"))
+        return ("gaussian", axis, _mode(p.mode), float(p.cval),
+                [sigma, float(p.truncate), radius])
+    if isinstance(p, Uniform):
+        size = int_arg(p.size, "size")
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        return ("uniform", axis, _mode(p.mode), float(p.cval),
+                [float(size), float(int_arg(p.origin, "origin"))])
+    return ("correlate", axis, _mode(p.mode), float(p.cval),
+            [float(int_arg(p.origin, "origin"))] + _weights(p.weights))
+
+
+def chain(input, passes, *, device=None):
+    """Apply several 1-D passes in order, e.g. SoFiA's spatial Gaussian and spectral boxcar::
+
+        chain(cube, [Gaussian(2.55, axis=2), Gaussian(2.55, axis=1), Uniform(7, axis=0)])
+
+    Same result as calling the functions one after the other, but on the GPU the array crosses
+    the bus once each way and the passes run back to back on the device.
+    """
+    a = float_array(input, "input")
+    specs = [_spec(p, a.ndim) for p in passes]
+    return _core._filter_chain(a, specs, device)
+
+
+__all__ = ["correlate1d", "convolve1d", "gaussian_filter1d", "uniform_filter1d", "chain",
+           "Gaussian", "Uniform", "Correlate"]

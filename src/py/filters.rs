@@ -103,7 +103,67 @@ fn _uniform_filter1d<'py>(
     filter_any(py, input, f, axis, mode, cval, device)
 }
 
+/// One pass of a chain: (kind, axis, mode, cval, params) with kind "gaussian"
+/// (params [sigma, truncate, radius or -1]), "uniform" ([size, origin]) or "correlate"
+/// ([origin, weights...]).
+type PassSpec = (String, usize, String, f64, Vec<f64>);
+
+fn pass_of(spec: PassSpec) -> crate::Result<Pass> {
+    let (kind, axis, mode, cval, p) = spec;
+    let bad = || crate::Error::value(format!("malformed {kind:?} pass parameters {p:?}"));
+    let filter = match (kind.as_str(), p.as_slice()) {
+        ("gaussian", [sigma, truncate, radius]) => Filter1d::gaussian(
+            *sigma,
+            *truncate,
+            (*radius >= 0.0).then_some(*radius as usize),
+        )?,
+        ("uniform", [size, origin]) => Filter1d::uniform(*size as usize, *origin as isize)?,
+        ("correlate", [origin, weights @ ..]) => Filter1d::correlate(weights, *origin as isize)?,
+        _ => return Err(bad()),
+    };
+    Ok(Pass {
+        filter,
+        axis,
+        mode: Mode::parse(&mode)?,
+        cval,
+    })
+}
+
+fn chain<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &numpy::PyReadonlyArrayDyn<'py, T>,
+    passes: &[Pass],
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let (shape, input) = parts(a, "input")?;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
+    let out = empty::<T>(py, &shape);
+    let dst = data_mut(&out);
+    compute(py, || filters::apply_chain(dev, input, &shape, passes, dst))?;
+    Ok(out)
+}
+
+#[pyfunction]
+#[pyo3(signature = (input, passes, device=None))]
+fn _filter_chain<'py>(
+    py: Python<'py>,
+    input: FloatArray<'py>,
+    passes: Vec<PassSpec>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let passes = passes
+        .into_iter()
+        .map(pass_of)
+        .collect::<crate::Result<Vec<_>>>()
+        .map_err(to_pyerr)?;
+    Ok(match input {
+        FloatArray::F32(a) => chain(py, &a, &passes, device)?.into_any(),
+        FloatArray::F64(a) => chain(py, &a, &passes, device)?.into_any(),
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_filter_chain, m)?)?;
     m.add_function(wrap_pyfunction!(_correlate1d, m)?)?;
     m.add_function(wrap_pyfunction!(_gaussian_filter1d, m)?)?;
     m.add_function(wrap_pyfunction!(_uniform_filter1d, m)?)?;

@@ -1,9 +1,12 @@
 //! pyo3 bindings: thin wrappers, one file per family, no numerics here.
 
 mod arrays;
+mod atrous;
 mod backend;
+mod cube;
 mod errors;
 mod filters;
+mod grid;
 mod healpix;
 mod sht;
 mod stats;
@@ -14,7 +17,10 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     backend::register(m)?;
+    atrous::register(m)?;
     filters::register(m)?;
+    cube::register(m)?;
+    grid::register(m)?;
     healpix::register(m)?;
     stats::register(m)?;
     sht::register(m)?;

@@ -7,6 +7,9 @@ const COMMON: &str = include_str!("../../../kernels/common.cuh");
 pub const MODULES: &[(&str, &str)] = &[
     ("filters", include_str!("../../../kernels/filters.cu")),
     ("select", include_str!("../../../kernels/select.cu")),
+    ("scfind", include_str!("../../../kernels/scfind.cu")),
+    ("atrous", include_str!("../../../kernels/atrous.cu")),
+    ("grid", include_str!("../../../kernels/grid.cu")),
     ("sht", include_str!("../../../kernels/sht.cu")),
 ];
 

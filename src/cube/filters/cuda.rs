@@ -43,12 +43,20 @@ impl DevicePass {
     }
 }
 
-/// One launch over a chunk: `outer` slabs, output rows `rows` of the axis, input rows `rows_in`.
+/// One launch over a chunk: `outer` slabs, output rows `rows` of the axis, input rows
+/// `rows_in`, and columns `cols` of the inner dimension.
 #[derive(Debug, Clone)]
 struct Chunk {
     outer: Range<usize>,
     rows: Range<usize>,
     rows_in: Range<usize>,
+    cols: Range<usize>,
+}
+
+impl Chunk {
+    fn full_width(&self, inner: usize) -> bool {
+        self.cols.len() == inner
+    }
 }
 
 /// Queue one pass from `input` to `out`, both already on the device and covering the view.
@@ -63,6 +71,7 @@ pub fn apply_device<T: Real>(
         outer: 0..view.outer,
         rows: 0..view.n,
         rows_in: 0..view.n,
+        cols: 0..view.inner,
     };
     launch(gpu, input, view, &whole, pass, out)
 }
@@ -77,14 +86,15 @@ fn launch<T: Real>(
 ) -> Result<()> {
     let outer = chunk.outer.len();
     let n_out = chunk.rows.len();
-    if outer == 0 || n_out == 0 || view.inner == 0 {
+    let width = chunk.cols.len();
+    if outer == 0 || n_out == 0 || width == 0 {
         return Ok(());
     }
     let func = gpu.function("filters", &format!("correlate_{}", T::CUDA))?;
-    let (fdim, sdim) = if view.inner == 1 {
+    let (fdim, sdim) = if width == 1 {
         (n_out, outer)
     } else {
-        (view.inner, outer * n_out)
+        (width, outer * n_out)
     };
     let cfg = LaunchConfig {
         grid_dim: (
@@ -95,7 +105,7 @@ fn launch<T: Real>(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (outer, n_out, inner) = (outer as i64, n_out as i64, view.inner as i64);
+    let (outer, n_out, inner) = (outer as i64, n_out as i64, width as i64);
     let n_in = chunk.rows_in.len() as i64;
     let (out_row0, in_row0) = (chunk.rows.start as i64, chunk.rows_in.start as i64);
     let n_global = view.n as i64;
@@ -146,53 +156,73 @@ fn input_rows(rows: &Range<usize>, n: usize, span: (isize, isize), mode: Mode) -
     }
 }
 
-/// Split the view into chunks whose input + output fit in `budget` elements.
-fn plan(view: AxisView, pass: &DevicePass, budget: usize) -> Result<Vec<Chunk>> {
+/// Split the view into chunks whose input + output fit in `budget` elements: whole outer slabs
+/// if they fit, else runs of rows with their halo, else blocks of columns of such runs.
+fn plan(view: AxisView, span: (isize, isize), mode: Mode, budget: usize) -> Result<Vec<Chunk>> {
     let slab = view.n * view.inner;
+    let all = |outer: Range<usize>| Chunk {
+        outer,
+        rows: 0..view.n,
+        rows_in: 0..view.n,
+        cols: 0..view.inner,
+    };
     if 2 * slab * view.outer <= budget {
-        return Ok(vec![Chunk {
-            outer: 0..view.outer,
-            rows: 0..view.n,
-            rows_in: 0..view.n,
-        }]);
+        return Ok(vec![all(0..view.outer)]);
     }
     if 2 * slab <= budget {
         let per = budget / (2 * slab);
         return Ok((0..view.outer)
             .step_by(per)
-            .map(|o| Chunk {
-                outer: o..(o + per).min(view.outer),
-                rows: 0..view.n,
-                rows_in: 0..view.n,
-            })
+            .map(|o| all(o..(o + per).min(view.outer)))
             .collect());
     }
-    // Runs of rows of one slab at a time, each with its halo.
-    let halo = (pass.span.1 - pass.span.0).unsigned_abs();
-    let rows_fit = (budget / view.inner.max(1)).saturating_sub(halo) / 2;
+    let halo = (span.1 - span.0).unsigned_abs();
+    // Column blocks at least this wide keep the kernel's loads coalesced.
+    let min_width = view.inner.min(32);
+    let (rows_fit, width) = if (budget / view.inner).saturating_sub(halo) / 2 >= 1 {
+        ((budget / view.inner - halo) / 2, view.inner)
+    } else if 2 * view.n + halo <= budget / min_width {
+        (view.n, (budget / (2 * view.n + halo)).min(view.inner))
+    } else {
+        let width = (budget / (2 + halo)).clamp(1, view.inner);
+        ((budget / width).saturating_sub(halo) / 2, width)
+    };
     if rows_fit == 0 {
         return Err(Error::GpuMemory(format!(
-            "GPU memory budget of {budget} elements is too small for one row of {} elements \
-             plus the filter's halo of {halo} rows",
-            view.inner
+            "GPU memory budget of {budget} elements is too small for one row and the filter's \
+             halo of {halo} rows"
         )));
     }
     let mut chunks = Vec::new();
     for o in 0..view.outer {
-        for a in (0..view.n).step_by(rows_fit) {
-            let rows = a..(a + rows_fit).min(view.n);
-            let rows_in = input_rows(&rows, view.n, pass.span, pass.host_mode);
-            if 2 * rows.len().max(rows_in.len()) * view.inner > budget {
-                return Err(Error::GpuMemory(format!(
-                    "a filter this long ({halo} rows) needs more GPU memory than the budget of \
-                     {budget} elements"
-                )));
+        let mut a = 0;
+        while a < view.n {
+            // Wrapped or reflected edges may read far rows: fewer rows, narrower columns.
+            let mut rows = a..(a + rows_fit).min(view.n);
+            let (rows_in, w) = loop {
+                let rows_in = input_rows(&rows, view.n, span, mode);
+                let w = width.min(budget / (rows.len() + rows_in.len()));
+                if w > 0 {
+                    break (rows_in, w);
+                }
+                if rows.len() == 1 {
+                    return Err(Error::GpuMemory(format!(
+                        "GPU memory budget of {budget} elements is too small for one row and \
+                         the {} rows the filter reads for it ({mode:?} edges)",
+                        rows_in.len()
+                    )));
+                }
+                rows.end = rows.start + rows.len() / 2;
+            };
+            for c in (0..view.inner).step_by(w) {
+                chunks.push(Chunk {
+                    outer: o..o + 1,
+                    rows: rows.clone(),
+                    rows_in: rows_in.clone(),
+                    cols: c..(c + w).min(view.inner),
+                });
             }
-            chunks.push(Chunk {
-                outer: o..o + 1,
-                rows,
-                rows_in,
-            });
+            a = rows.end;
         }
     }
     Ok(chunks)
@@ -204,27 +234,90 @@ pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) -
     let _only = gpu.exclusive();
     let dpass = DevicePass::new(&gpu, pass)?;
     let budget = gpu.budget()? / std::mem::size_of::<T>();
-    let chunks = plan(view, &dpass, budget)?;
+    let chunks = plan(view, dpass.span, dpass.host_mode, budget)?;
     let longest = |f: fn(&Chunk) -> usize| chunks.iter().map(f).max().unwrap_or(0);
-    let in_len = longest(|c| c.outer.len() * c.rows_in.len()) * view.inner;
-    let out_len = longest(|c| c.outer.len() * c.rows.len()) * view.inner;
+    let in_len = longest(|c| c.outer.len() * c.rows_in.len() * c.cols.len());
+    let out_len = longest(|c| c.outer.len() * c.rows.len() * c.cols.len());
     let mut timeline = Timeline::start(&gpu)?;
     // SAFETY: each chunk's input is uploaded before the kernel reads it, and only the rows the
     // kernel wrote are downloaded.
     let mut d_in = unsafe { gpu.alloc::<T>(in_len)? };
     let mut d_out = unsafe { gpu.alloc::<T>(out_len)? };
     let slab = view.n * view.inner;
+    let at = |o: usize, r: usize| o * slab + r * view.inner;
+    let mut host_in: Vec<T> = Vec::new();
+    let mut host_out: Vec<T> = Vec::new();
     for c in &chunks {
-        let at = |o: usize, r: usize| o * slab + r * view.inner;
-        let src = &input[at(c.outer.start, c.rows_in.start)..at(c.outer.end - 1, c.rows_in.end)];
-        gpu.upload_into(src, &mut d_in)?;
+        if c.full_width(view.inner) {
+            let src =
+                &input[at(c.outer.start, c.rows_in.start)..at(c.outer.end - 1, c.rows_in.end)];
+            gpu.upload_into(src, &mut d_in)?;
+        } else {
+            // A block of columns: gather its rows into one contiguous buffer.
+            host_in.clear();
+            for r in c.rows_in.clone() {
+                let row = at(c.outer.start, r);
+                host_in.extend_from_slice(&input[row + c.cols.start..row + c.cols.end]);
+            }
+            gpu.upload_into(&host_in, &mut d_in)?;
+        }
         timeline.mark(&gpu, "h2d")?;
         launch(&gpu, &d_in, view, c, &dpass, &mut d_out)?;
         timeline.mark(&gpu, "kernel")?;
-        let dst = &mut out[at(c.outer.start, c.rows.start)..at(c.outer.end - 1, c.rows.end)];
-        gpu.download(&d_out, dst)?;
+        if c.full_width(view.inner) {
+            let dst = &mut out[at(c.outer.start, c.rows.start)..at(c.outer.end - 1, c.rows.end)];
+            gpu.download(&d_out, dst)?;
+        } else {
+            host_out.resize(c.rows.len() * c.cols.len(), T::default());
+            gpu.download(&d_out, &mut host_out)?;
+            for (k, r) in c.rows.clone().enumerate() {
+                let row = at(c.outer.start, r);
+                let w = c.cols.len();
+                out[row + c.cols.start..row + c.cols.end]
+                    .copy_from_slice(&host_out[k * w..(k + 1) * w]);
+            }
+        }
         timeline.mark(&gpu, "d2h")?;
     }
+    timeline.finish()?;
+    gpu.sync()
+}
+
+/// Several passes with the array resident on the device (one upload, one download). When two
+/// copies of the array do not fit the memory budget, each pass runs chunked through the host.
+pub fn apply_chain<T: Real>(
+    input: &[T],
+    shape: &[usize],
+    passes: &[Pass],
+    out: &mut [T],
+) -> Result<()> {
+    let gpu = cuda::gpu()?;
+    let len = input.len();
+    if 2 * len * std::mem::size_of::<T>() > gpu.budget()? {
+        let mut tmp = input.to_vec();
+        for p in passes {
+            apply(&tmp, AxisView::new(shape, p.axis)?, p, out)?;
+            tmp.copy_from_slice(out);
+        }
+        return Ok(());
+    }
+    let _only = gpu.exclusive();
+    let dpasses = passes
+        .iter()
+        .map(|p| DevicePass::new(&gpu, p))
+        .collect::<Result<Vec<_>>>()?;
+    let mut timeline = Timeline::start(&gpu)?;
+    let mut a = gpu.upload(input)?;
+    timeline.mark(&gpu, "h2d")?;
+    // SAFETY: every pass writes all elements of its output before the next reads them.
+    let mut b = unsafe { gpu.alloc::<T>(len)? };
+    for (p, dp) in passes.iter().zip(&dpasses) {
+        apply_device(&gpu, &a, AxisView::new(shape, p.axis)?, dp, &mut b)?;
+        std::mem::swap(&mut a, &mut b);
+    }
+    timeline.mark(&gpu, "kernel")?;
+    gpu.download(&a, out)?;
+    timeline.mark(&gpu, "d2h")?;
     timeline.finish()?;
     gpu.sync()
 }
@@ -233,6 +326,45 @@ pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) -
 mod tests {
     use super::*;
     use crate::cube::filters::{Filter1d, Mode};
+
+    #[test]
+    fn plan_covers_each_output_once_within_budget() {
+        let f = Filter1d::gaussian(3.0, 4.0, None).unwrap();
+        for shape in [[20usize, 50, 60], [1, 5000, 1], [7, 900, 1], [3, 4, 1000]] {
+            for axis in 0..3 {
+                let view = AxisView::new(&shape, axis).unwrap();
+                for budget in [1usize << 40, 40_000, 5_000, 375] {
+                    for mode in [Mode::Reflect, Mode::Wrap, Mode::Constant, Mode::Mirror] {
+                        let chunks = match plan(view, f.span(), mode, budget) {
+                            Ok(c) => c,
+                            Err(_) => {
+                                // Only when one column of the whole axis cannot fit.
+                                assert!(budget < view.n + 1, "{shape:?} {axis} {mode:?} {budget}");
+                                continue;
+                            }
+                        };
+                        let mut seen = vec![0u8; view.len()];
+                        for c in &chunks {
+                            let used =
+                                c.outer.len() * (c.rows.len() + c.rows_in.len()) * c.cols.len();
+                            assert!(used <= budget, "{shape:?} axis {axis} budget {budget}");
+                            for o in c.outer.clone() {
+                                for r in c.rows.clone() {
+                                    for k in c.cols.clone() {
+                                        seen[(o * view.n + r) * view.inner + k] += 1;
+                                    }
+                                }
+                            }
+                        }
+                        assert!(
+                            seen.iter().all(|&s| s == 1),
+                            "{shape:?} axis {axis} {budget}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn input_rows_cover_every_tap() {

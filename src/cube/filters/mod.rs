@@ -275,5 +275,51 @@ pub fn apply<T: Real>(
     }
 }
 
+/// Apply `passes` one after the other (input -> out). On the GPU the array crosses the bus once
+/// each way and the passes run back to back on the device.
+pub fn apply_chain<T: Real>(
+    device: Device,
+    input: &[T],
+    shape: &[usize],
+    passes: &[Pass],
+    out: &mut [T],
+) -> Result<()> {
+    let len: usize = shape.iter().product();
+    if input.len() != len || out.len() != len {
+        return Err(Error::shape(
+            "input and output sizes do not match the shape",
+        ));
+    }
+    for p in passes {
+        AxisView::new(shape, p.axis)?;
+    }
+    match passes {
+        [] => {
+            out.copy_from_slice(input);
+            Ok(())
+        }
+        [one] => apply(device, input, shape, one, out),
+        _ if len == 0 => Ok(()),
+        _ => match device {
+            Device::Cpu => crate::backend::threads::install(|| {
+                // Ping-pong between `out` and one scratch array, ending in `out`.
+                let mut tmp = vec![T::default(); len];
+                let last = passes.len() - 1;
+                for (k, p) in passes.iter().enumerate() {
+                    let view = AxisView::new(shape, p.axis).expect("checked above");
+                    let into_out = (last - k) % 2 == 0;
+                    match (k, into_out) {
+                        (0, true) => cpu::apply(input, view, p, out),
+                        (0, false) => cpu::apply(input, view, p, &mut tmp),
+                        (_, true) => cpu::apply(&tmp, view, p, out),
+                        (_, false) => cpu::apply(out, view, p, &mut tmp),
+                    }
+                }
+            }),
+            Device::Cuda => cuda::apply_chain(input, shape, passes, out),
+        },
+    }
+}
+
 pub use cpu::apply as apply_cpu;
 pub use cuda::{apply_device, DevicePass};

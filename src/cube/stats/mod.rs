@@ -197,3 +197,7 @@ pub fn median<T: crate::real::Real>(data: &[T], vals: Values) -> Option<f64> {
 pub fn madfm<T: crate::real::Real>(data: &[T], center: f64) -> Option<f64> {
     median(data, Values::abs_about(center))
 }
+
+pub mod noise;
+pub mod sample;
+pub mod sofia1;

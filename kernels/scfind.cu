@@ -1,0 +1,158 @@
+// Element-wise steps of Smooth-and-Clip (src/cube/scfind/cuda.rs). The smoothing itself runs
+// in filters.cu. Mask bytes: bit 0 MASKED (replaced before smoothing), bit 1 DETECTED, bit 7
+// BLANK (input voxel is NaN; set and cleared on the device during a run).
+
+#define SC_MASKED 1
+#define SC_DETECTED 2
+#define SC_BLANK 0x80
+
+// Replacement kinds, numbered as scfind/cuda.rs.
+#define SC_REPLACE_NONE 0
+#define SC_REPLACE_SIGN 1
+#define SC_REPLACE_COPYSIGN 2
+
+__device__ __forceinline__ double sc_inf() { return __longlong_as_double(0x7ff0000000000000LL); }
+__device__ __forceinline__ double sc_nan() { return __longlong_as_double(0x7ff8000000000000LL); }
+
+#define SC_GRID_STRIDE(i, n) \
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+
+// mask = (mask & (MASKED | DETECTED)) | (cube is NaN ? BLANK : 0)
+template <typename T>
+__device__ void init_blank(const T* __restrict__ cube, unsigned char* __restrict__ mask, i64 n) {
+    SC_GRID_STRIDE(i, n) {
+        unsigned char m = mask[i] & (SC_MASKED | SC_DETECTED);
+        if (isnan((double)cube[i])) m |= SC_BLANK;
+        mask[i] = m;
+    }
+}
+
+// out = the value the smoothing sees: 0 for blanks, the replacement for masked voxels.
+template <typename T>
+__device__ void prepare(const T* __restrict__ cube, const unsigned char* __restrict__ mask,
+                        T* __restrict__ out, i64 n, int kind, double value) {
+    SC_GRID_STRIDE(i, n) {
+        const unsigned char m = mask[i];
+        const T x = cube[i];
+        T v = x;
+        if ((m & SC_BLANK) || isnan((double)x)) {
+            v = (T)0;
+        } else if ((m & SC_MASKED) && kind != SC_REPLACE_NONE) {
+            const double xd = (double)x;
+            if (kind == SC_REPLACE_COPYSIGN) {
+                v = (T)copysign(value, xd);
+            } else if (xd > 0.0) {
+                v = (T)value;
+            } else if (xd < 0.0) {
+                v = (T)(-value);
+            }
+        }
+        out[i] = v;
+    }
+}
+
+// Sample slots slot0 .. slot0+count: slot k is flat index k*c (kind 0, cadence c) or the k-th
+// point of the stride-c grid over (z, y, x) (kind 1). w holds planes from global plane zbase on.
+template <typename T>
+__device__ void gather(const T* __restrict__ w, const unsigned char* __restrict__ mask,
+                       double* __restrict__ out, i64 slot0, i64 count, int kind, i64 c, i64 ny,
+                       i64 nx, i64 zbase) {
+    const i64 plane = ny * nx;
+    SC_GRID_STRIDE(j, count) {
+        const i64 k = slot0 + j;
+        i64 g;
+        if (kind == 0) {
+            g = k * c;
+        } else {
+            const i64 nys = (ny + c - 1) / c, nxs = (nx + c - 1) / c;
+            const i64 z = k / (nys * nxs);
+            const i64 r = k - z * nys * nxs;
+            const i64 y = r / nxs;
+            const i64 x = r - y * nxs;
+            g = ((z * c) * ny + y * c) * nx + x * c;
+        }
+        const i64 l = g - zbase * plane;
+        out[slot0 + j] = (mask[l] & SC_BLANK) ? sc_nan() : (double)w[l];
+    }
+}
+
+// Per-block (min, max) of the non-blank finite values of w[0..n) into partial[2*block ..].
+template <typename T>
+__device__ void minmax(const T* __restrict__ w, const unsigned char* __restrict__ mask, i64 n,
+                       double* __restrict__ partial) {
+    __shared__ double lo_s[256];
+    __shared__ double hi_s[256];
+    double lo = sc_inf(), hi = -sc_inf();
+    SC_GRID_STRIDE(i, n) {
+        const double v = (double)w[i];
+        if (!(mask[i] & SC_BLANK) && isfinite(v)) {
+            lo = fmin(lo, v);
+            hi = fmax(hi, v);
+        }
+    }
+    lo_s[threadIdx.x] = lo;
+    hi_s[threadIdx.x] = hi;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            lo_s[threadIdx.x] = fmin(lo_s[threadIdx.x], lo_s[threadIdx.x + s]);
+            hi_s[threadIdx.x] = fmax(hi_s[threadIdx.x], hi_s[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = lo_s[0];
+        partial[2 * blockIdx.x + 1] = hi_s[0];
+    }
+}
+
+// Mask bit during a run: found by the current kernel, made MASKED when the kernel is done.
+#define SC_NEW 4
+
+// Mark every non-blank voxel with |w| above level (>= when inclusive) NEW | DETECTED.
+template <typename T>
+__device__ void clip(const T* __restrict__ w, unsigned char* __restrict__ mask, i64 n,
+                     double level, int inclusive) {
+    SC_GRID_STRIDE(i, n) {
+        const unsigned char m = mask[i];
+        if (m & SC_BLANK) continue;
+        const double a = fabs((double)w[i]);
+        if (inclusive ? (a >= level) : (a > level)) mask[i] = m | SC_NEW | SC_DETECTED;
+    }
+}
+
+extern "C" __global__ void promote_new(unsigned char* mask, i64 n) {
+    SC_GRID_STRIDE(i, n) {
+        const unsigned char m = mask[i];
+        if (m & SC_NEW) mask[i] = (unsigned char)((m | SC_MASKED) & ~SC_NEW);
+    }
+}
+
+extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
+    SC_GRID_STRIDE(i, n) { mask[i] &= (unsigned char)~SC_BLANK; }
+}
+
+#define SC_INSTANTIATE(T, S)                                                                    \
+    extern "C" __global__ void init_blank_##S(const T* cube, unsigned char* mask, i64 n) {       \
+        init_blank<T>(cube, mask, n);                                                           \
+    }                                                                                           \
+    extern "C" __global__ void prepare_##S(const T* cube, const unsigned char* mask, T* out,     \
+                                           i64 n, int kind, double value) {                     \
+        prepare<T>(cube, mask, out, n, kind, value);                                            \
+    }                                                                                           \
+    extern "C" __global__ void gather_##S(const T* w, const unsigned char* mask, double* out,    \
+                                          i64 slot0, i64 count, int kind, i64 c, i64 ny,        \
+                                          i64 nx, i64 zbase) {                                  \
+        gather<T>(w, mask, out, slot0, count, kind, c, ny, nx, zbase);                          \
+    }                                                                                           \
+    extern "C" __global__ void minmax_##S(const T* w, const unsigned char* mask, i64 n,          \
+                                          double* partial) {                                    \
+        minmax<T>(w, mask, n, partial);                                                         \
+    }                                                                                           \
+    extern "C" __global__ void clip_##S(const T* w, unsigned char* mask, i64 n, double level,    \
+                                        int inclusive) {                                        \
+        clip<T>(w, mask, n, level, inclusive);                                                  \
+    }
+
+SC_INSTANTIATE(float, f32)
+SC_INSTANTIATE(double, f64)

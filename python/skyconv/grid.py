@@ -1,0 +1,342 @@
+"""Convolution-based gridding of irregularly sampled data (single-dish maps and cubes).
+
+``skyconv.grid`` is Cygrid's algorithm computed exactly: every output pixel gets
+
+    cube[c, p] = sum_s K(d_sp) w[s, c] v[s, c] / sum_s K(d_sp) w[s, c]
+
+over the samples s whose true great-circle distance d_sp (float64 haversine-exact) to the
+pixel centre is below ``sphere_radius``. Sums run in float64 in a fixed order, so results are
+identical whatever the thread count.
+
+Units: coordinates, kernel widths and ``sphere_radius`` in degrees; the gauss2d position angle
+in radians (Cygrid's conventions). Kernels (``kernel_params``):
+
+- ``"gauss1d"``: ``(sigma,)`` -> exp(-d^2 / 2 sigma^2)
+- ``"gauss2d"``: ``(sigma_maj, sigma_min, pa)`` -> elliptical Gaussian, major axis along the
+  bearing ``pa`` (radians, from north through +lon)
+- ``"tapered_sinc"``: ``(sigma, a, b)`` or ``(sigma,)`` with a=2.52, b=1.55 ->
+  sinc(x/b) exp(-(x/a)^2), x = pi d / sigma
+- ``"gaussbessel"``: ``(sigma, a, b)`` or ``(sigma,)`` -> J1(x)/x exp(-d^2 / 2 (a sigma)^2),
+  x = pi d / (b sigma); 1/2 at d = 0 (Cygrid gives NaN there)
+
+A scalar ``kernel_params`` means ``(sigma,)``. ``sphere_radius`` defaults to 3 sigma
+(3 sigma_maj for gauss2d).
+
+NaN policy: a NaN coordinate drops the sample; a NaN weight shared by all channels drops the
+sample; a NaN value (or a NaN per-channel weight) drops that sample for that channel only.
+Output pixels no sample reaches are NaN (no NumPy warning), as are WCS pixels outside the
+projection.
+
+Targets: a FITS header (``astropy.io.fits.Header`` or dict with NAXIS1/NAXIS2 and a celestial
+WCS), an ``astropy.wcs.WCS`` with ``pixel_shape`` set or a ``(WCS, (ny, nx))`` pair (pixel
+centres from astropy), sightlines ``(lons, lats)`` or ``Sightlines``, or a ``HealpixTarget``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _core
+from ._arrays import float_array, int_arg
+from ._errors import ShapeError
+
+#: Samples per call into the core (its sort index is 32-bit).
+_MAX_BATCH = 2**31
+
+
+@dataclass(frozen=True, eq=False)
+class HealpixTarget:
+    """Grid onto HEALPix pixel centres: ``nside``, ``nest`` (NEST instead of RING ordering) and
+    optionally ``pixels``, the indices (in that scheme) to grid, in output order."""
+
+    nside: int
+    nest: bool = False
+    pixels: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Sightlines:
+    """Grid onto arbitrary positions: ``lons``, ``lats`` in degrees (1-D, same length)."""
+
+    lons: np.ndarray
+    lats: np.ndarray
+
+
+@dataclass
+class GridResult:
+    """``cube`` = ``unweighted`` / ``weights`` (NaN where the weight is 0). All three have shape
+    ``data.shape[1:] + target shape`` and the requested dtype."""
+
+    cube: np.ndarray
+    weights: np.ndarray
+    unweighted: np.ndarray
+
+
+class _Target:
+    """Resolved target: pixel centres (degrees, NaN where invalid) and the spatial shape."""
+
+    def __init__(self, lons, lats, shape, wcs=None, header=None):
+        self.lons = np.ascontiguousarray(lons, dtype=np.float64).ravel()
+        self.lats = np.ascontiguousarray(lats, dtype=np.float64).ravel()
+        self.shape = tuple(int(s) for s in shape)
+        self.wcs = wcs
+        self.header = header
+        bad = ~(np.isfinite(self.lons) & np.isfinite(self.lats))
+        if bad.any():
+            self.lons = self.lons.copy()
+            self.lats = self.lats.copy()
+            self.lons[bad] = np.nan
+            self.lats[bad] = np.nan
+
+    @property
+    def size(self) -> int:
+        return self.lons.size
+
+
+def _wcs_target(w, shape, header=None) -> _Target:
+    cel = w.celestial
+    if cel.naxis != 2:
+        raise ValueError("the WCS has no celestial (longitude, latitude) axes")
+    ny, nx = (int_arg(s, "shape") for s in shape)
+    if ny < 0 or nx < 0:
+        raise ValueError(f"target shape must be non-negative, got {(ny, nx)}")
+    yy, xx = np.indices((ny, nx), dtype=np.float64)
+    world = cel.wcs_pix2world(xx.ravel(), yy.ravel(), 0)
+    lng, lat = cel.wcs.lng, cel.wcs.lat
+    if lng < 0 or lat < 0:
+        lng, lat = 0, 1
+    return _Target(world[lng], world[lat], (ny, nx), wcs=cel, header=header)
+
+
+def _header_target(header) -> _Target:
+    from astropy.wcs import WCS
+
+    try:
+        shape = (header["NAXIS2"], header["NAXIS1"])
+    except KeyError as e:
+        raise ValueError(f"target header lacks {e.args[0]}") from None
+    return _wcs_target(WCS(header), shape, header=header)
+
+
+def resolve_target(target) -> _Target:
+    """The target pixel centres for any accepted ``target`` form (see the module docs)."""
+    if isinstance(target, _Target):
+        return target
+    if isinstance(target, HealpixTarget):
+        nside = int_arg(target.nside, "nside")
+        if nside < 1:
+            raise ValueError(f"nside must be >= 1, got {nside}")
+        pix = None
+        if target.pixels is not None:
+            pix = np.asarray(target.pixels)
+            if pix.dtype.kind not in "iu" or pix.ndim != 1:
+                raise TypeError("HealpixTarget.pixels must be a 1-D integer array")
+            pix = np.ascontiguousarray(pix, dtype=np.int64)
+        lons, lats = _core._healpix_centres(nside, bool(target.nest), pix)
+        return _Target(lons, lats, (lons.size,))
+    if isinstance(target, Sightlines):
+        return _sightlines(target.lons, target.lats)
+    try:
+        from astropy.io.fits import Header
+        from astropy.wcs import WCS
+    except ImportError:  # pragma: no cover - astropy is needed for WCS targets only
+        Header = WCS = ()
+    if WCS and isinstance(target, WCS):
+        shape = target.array_shape
+        if shape is None:
+            raise ValueError("the WCS has no pixel_shape: pass (wcs, (ny, nx))")
+        return _wcs_target(target, shape[-2:])
+    if (Header and isinstance(target, Header)) or isinstance(target, dict):
+        return _header_target(target)
+    if isinstance(target, (tuple, list)) and len(target) == 2:
+        first, second = target
+        if WCS and isinstance(first, WCS):
+            return _wcs_target(first, tuple(second))
+        return _sightlines(first, second)
+    raise TypeError(
+        "target must be a FITS header, an astropy WCS (with pixel_shape) or (WCS, shape), "
+        f"sightlines (lons, lats) or a HealpixTarget; got {type(target).__name__}"
+    )
+
+
+def _sightlines(lons, lats) -> _Target:
+    lons = _coords(lons, "target lons")
+    lats = _coords(lats, "target lats")
+    if lons.size != lats.size:
+        raise ShapeError(f"target lons and lats differ in length ({lons.size} and {lats.size})")
+    return _Target(lons, lats, (lons.size,))
+
+
+def _coords(a, name: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ShapeError(f"{name} must be 1-D, got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def kernel_args(kernel, kernel_params, sphere_radius):
+    """Validate and normalise (kernel name, params list, radius or None)."""
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a str, got {type(kernel).__name__}")
+    if kernel_params is None:
+        raise ValueError(
+            f"kernel_params is required for kernel {kernel!r} (widths in degrees, e.g. (sigma,))"
+        )
+    params = np.atleast_1d(np.asarray(kernel_params, dtype=np.float64))
+    if params.ndim != 1:
+        raise ValueError("kernel_params must be a number or a flat sequence of numbers")
+    if sphere_radius is not None:
+        sphere_radius = float(sphere_radius)
+        if not (np.isfinite(sphere_radius) and 0 < sphere_radius <= 180):
+            raise ValueError(f"sphere_radius must be in (0, 180] degrees, got {sphere_radius}")
+    # Let the core validate the kernel now (no samples, nothing computed).
+    z = np.zeros(0)
+    acc = np.zeros((1, 0))
+    _core._grid_accumulate(z, z, z, None, z, z, kernel, params.tolist(), sphere_radius, acc,
+                           acc.copy(), "cpu")
+    return kernel, params.tolist(), sphere_radius
+
+
+def _out_dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def prepare_samples(lons, lats, data, weights):
+    """Checked inputs: float64 coordinates, data as (n, nchan) and weights None, (n,) or
+    (n, nchan) of data's (common) float dtype. Returns (lons, lats, data2d, weights, chan_shape)."""
+    lons = _coords(lons, "lons")
+    lats = _coords(lats, "lats")
+    n = lons.size
+    if lats.size != n:
+        raise ShapeError(f"lons and lats differ in length ({n} and {lats.size})")
+    data = float_array(data, "data")
+    if data.shape[0] != n:
+        raise ShapeError(f"data has {data.shape[0]} samples along axis 0, lons has {n}")
+    chan_shape = data.shape[1:]
+    nchan = int(np.prod(chan_shape, dtype=np.int64))
+    data2d = data.reshape(n, nchan) if data.ndim > 1 else data
+    if weights is not None:
+        weights = float_array(weights, "weights")
+        if weights.shape not in ((n,), data.shape):
+            raise ShapeError(
+                f"weights must have shape {(n,)} or data's shape {data.shape}, "
+                f"got {weights.shape}"
+            )
+        common = np.result_type(data.dtype, weights.dtype)
+        data2d = data2d.astype(common, copy=False)
+        weights = weights.astype(common, copy=False)
+        if weights.ndim > 1:
+            weights = weights.reshape(n, nchan)
+            if data2d.ndim == 1:
+                weights = weights.reshape(n)
+    return lons, lats, np.ascontiguousarray(data2d), weights, chan_shape
+
+
+def accumulate(target: _Target, lons, lats, data2d, weights, kernel, params, radius,
+               unweighted, weight_sums, device):
+    """Add one batch into the (nchan, ntargets) accumulators, in batches the core accepts."""
+    n = lons.size
+    for s in range(0, max(n, 1), _MAX_BATCH):
+        e = min(n, s + _MAX_BATCH)
+        w = None if weights is None else weights[s:e]
+        _core._grid_accumulate(lons[s:e], lats[s:e], data2d[s:e], w, target.lons, target.lats,
+                               kernel, params, radius, unweighted, weight_sums, device)
+
+
+def grid(lons, lats, data, target, kernel="gauss1d", kernel_params=None, sphere_radius=None,
+         weights=None, dtype=np.float32, device="auto") -> GridResult:
+    """Grid samples at (``lons``, ``lats``) (degrees) onto ``target``.
+
+    ``data``: ``(nsamples,)`` or ``(nsamples, nchan, ...)``, float32 or float64. ``weights``:
+    None (all 1), ``(nsamples,)`` (shared by all channels) or data's shape. Returns a
+    ``GridResult`` whose arrays have shape ``data.shape[1:] + target shape`` (``(ny, nx)`` for
+    WCS targets, ``(n,)`` for sightlines and HEALPix) and dtype ``dtype``. ``device``: "auto",
+    "cpu" or "cuda". Raises ShapeError (a ValueError) for inconsistent shapes.
+    """
+    g = Gridder(target, kernel=kernel, kernel_params=kernel_params, sphere_radius=sphere_radius,
+                dtype=dtype, device=device, _accumulate_in_dtype=True)
+    g.grid(lons, lats, data, weights=weights)
+    return g._result(copy=False)
+
+
+class Gridder:
+    """Accumulating gridder for surveys larger than memory: call ``grid()`` once per batch of
+    samples (their sums add up), then ``result()`` divides once.
+
+    Accumulators are float64 (two ``8 * nchan * npix`` byte arrays) whatever ``dtype``; the
+    result is cast to ``dtype``. Arguments as in ``skyconv.grid``.
+    """
+
+    def __init__(self, target, kernel="gauss1d", kernel_params=None, sphere_radius=None,
+                 dtype=np.float32, device="auto", *, _accumulate_in_dtype=False):
+        self.target = resolve_target(target)
+        self.kernel, self.kernel_params, self.sphere_radius = kernel_args(
+            kernel, kernel_params, sphere_radius)
+        self.dtype = _out_dtype(dtype)
+        if device is not None and not isinstance(device, str):
+            raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+        self.device = device
+        self._acc_dtype = self.dtype if _accumulate_in_dtype else np.dtype(np.float64)
+        self._chan_shape = None
+        self._u = self._w = None
+
+    @property
+    def target_shape(self) -> tuple:
+        """Spatial shape of the output: (ny, nx) for WCS targets, (n,) otherwise."""
+        return self.target.shape
+
+    @property
+    def target_lons(self) -> np.ndarray:
+        """Target pixel centre longitudes in degrees (flat; NaN outside the projection)."""
+        return self.target.lons
+
+    @property
+    def target_lats(self) -> np.ndarray:
+        """Target pixel centre latitudes in degrees (flat)."""
+        return self.target.lats
+
+    def grid(self, lons, lats, data, weights=None) -> None:
+        """Add a batch of samples. All batches must have the same channel shape."""
+        lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
+        if self._chan_shape is None:
+            nchan = int(np.prod(chan_shape, dtype=np.int64))
+            self._chan_shape = chan_shape
+            self._u = np.zeros((nchan, self.target.size), dtype=self._acc_dtype)
+            self._w = np.zeros_like(self._u)
+        elif chan_shape != self._chan_shape:
+            raise ShapeError(
+                f"data has channel shape {chan_shape}, earlier batches had {self._chan_shape}"
+            )
+        accumulate(self.target, lons, lats, data2d, weights, self.kernel, self.kernel_params,
+                   self.sphere_radius, self._u, self._w, self.device)
+
+    def result(self) -> GridResult:
+        """The gridded cube, weights and unweighted sums (copies, dtype ``dtype``)."""
+        return self._result(copy=True)
+
+    def _result(self, copy: bool) -> GridResult:
+        if self._u is None:
+            raise RuntimeError("nothing has been gridded yet: call grid() first")
+        shape = self._chan_shape + self.target.shape
+        cube = _core._grid_finish(self._u, self._w).astype(self.dtype, copy=False)
+        return GridResult(
+            cube=cube.reshape(shape),
+            weights=self._w.astype(self.dtype, copy=copy).reshape(shape),
+            unweighted=self._u.astype(self.dtype, copy=copy).reshape(shape),
+        )
+
+    def clear(self) -> None:
+        """Zero the accumulators (the target and kernel stay)."""
+        if self._u is not None:
+            self._u[...] = 0
+            self._w[...] = 0
+
+
+__all__ = ["GridResult", "Gridder", "HealpixTarget", "Sightlines", "grid"]

@@ -1,0 +1,435 @@
+//! CUDA engine: the data and all working arrays stay on the device for every iteration; only
+//! per-unit statistics (a few numbers per unit) and the result cross the bus.
+//!
+//! Memory: five arrays of the data's size (input, output, smooth c, two work arrays) plus a
+//! few f64 per unit. When that exceeds the backend's budget (`Gpu::budget`: 80 % of the free
+//! memory, capped by `SKYCONV_GPU_MEMORY_LIMIT`), channel maps (dim 2) are processed in chunks of
+//! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
+//! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
+
+use super::unitstats::unkey;
+use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
+use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::cube::filters::{apply_device, DevicePass};
+use crate::cube::stats::{count_device, select_kth_device, Values};
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+const THREADS: u32 = 256;
+const MAX_BLOCKS: usize = 65535 * 8;
+/// Arrays of the data's size held on the device.
+const ARRAYS: usize = 5;
+
+struct Dev<'a, T: Real> {
+    gpu: &'a Gpu,
+    plan: &'a Plan,
+    n: usize,
+    input: CudaSlice<T>,
+    out: CudaSlice<T>,
+    c: CudaSlice<T>,
+    s: CudaSlice<T>,
+    w: CudaSlice<T>,
+    passes: Vec<Vec<DevicePass>>,
+}
+
+fn elementwise(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn per_unit(units: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (units as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn flags(active: &[bool]) -> Vec<i32> {
+    active.iter().map(|&a| a as i32).collect()
+}
+
+impl<T: Real> Dev<'_, T> {
+    fn kernel(&self, name: &str) -> Result<cuda::CudaFunction> {
+        self.gpu
+            .function("atrous", &format!("atrous_{name}_{}", T::CUDA))
+    }
+
+    /// Σx or Σ(x − center)² over the finite values of the whole of `data`: per-block partial
+    /// sums on the device, added in block order here (deterministic).
+    fn sum_all(&self, data: &CudaSlice<T>, sq: bool, center: f64) -> Result<f64> {
+        let gpu = self.gpu;
+        let f = self.kernel("partial")?;
+        let blocks = self.n.div_ceil(THREADS as usize).clamp(1, 2048);
+        let mut d_part = gpu.alloc_zeros::<f64>(blocks)?;
+        let (n, mode) = (self.n as i64, if sq { 2i32 } else { 1 });
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = gpu.stream.launch_builder(&f);
+        l.arg(data).arg(&n).arg(&center).arg(&mode).arg(&mut d_part);
+        // SAFETY: matches atrous_partial_* (256 threads); `partial` holds one entry per block.
+        unsafe { l.launch(cfg) }?;
+        let mut part = vec![0f64; blocks];
+        gpu.download(&d_part, &mut part)?;
+        Ok(part.iter().sum())
+    }
+
+    /// (number of values below `bound`, the largest of them) over the whole of `data`.
+    fn below(
+        &self,
+        data: &CudaSlice<T>,
+        bound: f64,
+        abs: bool,
+        center: f64,
+    ) -> Result<(usize, f64)> {
+        let gpu = self.gpu;
+        let f = self.kernel("below")?;
+        let mut d_count = gpu.alloc_zeros::<u64>(1)?;
+        let mut d_key = gpu.alloc_zeros::<u64>(1)?;
+        let (n, abs) = (self.n as i64, abs as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                self.n.div_ceil(THREADS as usize).clamp(1, 4096) as u32,
+                1,
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = gpu.stream.launch_builder(&f);
+        l.arg(data)
+            .arg(&n)
+            .arg(&bound)
+            .arg(&abs)
+            .arg(&center)
+            .arg(&mut d_count)
+            .arg(&mut d_key);
+        // SAFETY: matches atrous_below_* (256 threads, as its shared arrays assume); data holds
+        // n elements, the outputs one each.
+        unsafe { l.launch(cfg) }?;
+        let (mut count, mut key) = ([0u64], [0u64]);
+        gpu.download(&d_count, &mut count)?;
+        gpu.download(&d_key, &mut key)?;
+        Ok((count[0] as usize, unkey(key[0])))
+    }
+}
+
+impl<T: Real> Engine for Dev<'_, T> {
+    fn stat(
+        &mut self,
+        buf: Buf,
+        stat: Stat,
+        arg: &[f64],
+        center: &[f64],
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let lay = &self.plan.layout;
+        let data = match buf {
+            Buf::Input => &self.input,
+            Buf::Work => &self.w,
+        };
+        let gpu = self.gpu;
+        if lay.units == 1 && matches!(stat, Stat::Count | Stat::Median { .. }) {
+            // One big unit: the statistics module's selection over the whole array.
+            if !active[0] {
+                return Ok(vec![f64::NAN]);
+            }
+            let v = match stat {
+                Stat::Count => count_device(gpu, data, self.n, Values::FINITE)? as f64,
+                Stat::Median { abs } => {
+                    let vals = if abs {
+                        Values::abs_about(center[0])
+                    } else {
+                        Values::FINITE
+                    };
+                    let n = arg[0] as usize;
+                    let (k_lo, k_hi) = middle_ranks(n);
+                    match select_kth_device(gpu, data, self.n, k_hi, vals)? {
+                        None => f64::NAN,
+                        Some(hi) if k_lo == k_hi => hi,
+                        Some(hi) => {
+                            // The lower middle value is the largest below `hi` when exactly
+                            // k_hi values lie below it, else it ties with `hi`.
+                            let (below, max_below) = self.below(data, hi, abs, center[0])?;
+                            let lo = if below == k_hi { max_below } else { hi };
+                            median_of(n, lo, hi)
+                        }
+                    }
+                }
+                Stat::Sum { .. } => unreachable!(),
+            };
+            return Ok(vec![v]);
+        }
+        if lay.units == 1 {
+            if let Stat::Sum { sq } = stat {
+                if !active[0] {
+                    return Ok(vec![f64::NAN]);
+                }
+                return Ok(vec![self.sum_all(data, sq, center[0])?]);
+            }
+        }
+        let units = lay.units;
+        let d_active = gpu.upload_small(&flags(active))?;
+        let d_center = gpu.upload_small(center)?;
+        let mut d_result = gpu.alloc_zeros::<f64>(units)?;
+        let (len, us, es) = (
+            lay.len as i64,
+            lay.unit_stride as i64,
+            lay.elem_stride as i64,
+        );
+        match stat {
+            Stat::Median { abs } => {
+                // The two middle values of every unit by exact radix selection, one launch each.
+                let f = self.kernel("select")?;
+                let abs = abs as i32;
+                let ranks: Vec<(usize, usize)> =
+                    arg.iter().map(|&n| middle_ranks(n as usize)).collect();
+                let mut mid = [vec![0f64; units], vec![0f64; units]];
+                for (which, host) in mid.iter_mut().enumerate() {
+                    let k: Vec<f64> = ranks
+                        .iter()
+                        .map(|r| if which == 0 { r.0 } else { r.1 } as f64)
+                        .collect();
+                    let d_k = gpu.upload_small(&k)?;
+                    let mut l = gpu.stream.launch_builder(&f);
+                    l.arg(data)
+                        .arg(&len)
+                        .arg(&us)
+                        .arg(&es)
+                        .arg(&d_k)
+                        .arg(&d_center)
+                        .arg(&abs)
+                        .arg(&d_active)
+                        .arg(&mut d_result);
+                    // SAFETY: matches atrous_select_* in kernels/atrous.cu; per-unit arrays
+                    // hold `units` entries and every unit's elements lie inside `data`.
+                    unsafe { l.launch(per_unit(units)) }?;
+                    gpu.download(&d_result, host)?;
+                }
+                return Ok((0..units)
+                    .map(|u| median_of(arg[u] as usize, mid[0][u], mid[1][u]))
+                    .collect());
+            }
+            Stat::Count | Stat::Sum { .. } => {
+                let f = self.kernel("sum")?;
+                let mode: i32 = match stat {
+                    Stat::Count => 0,
+                    Stat::Sum { sq: false } => 1,
+                    _ => 2,
+                };
+                let mut l = gpu.stream.launch_builder(&f);
+                l.arg(data)
+                    .arg(&len)
+                    .arg(&us)
+                    .arg(&es)
+                    .arg(&d_center)
+                    .arg(&mode)
+                    .arg(&d_active)
+                    .arg(&mut d_result);
+                // SAFETY: as above, for atrous_sum_*.
+                unsafe { l.launch(per_unit(units)) }?;
+            }
+        }
+        let mut host = vec![0f64; units];
+        gpu.download(&d_result, &mut host)?;
+        Ok(host)
+    }
+
+    fn start(&mut self) -> Result<()> {
+        let f = self.kernel("start")?;
+        let n = self.n as i64;
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.input).arg(&self.out).arg(&mut self.c).arg(&n);
+        // SAFETY: matches atrous_start_*; all buffers hold n elements.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+
+    fn scale(&mut self, s: usize) -> Result<()> {
+        let gpu = self.gpu;
+        let views: Vec<_> = self.plan.passes[s - 1].iter().map(|(_, v)| *v).collect();
+        let p = &self.passes[s - 1];
+        match p.len() {
+            1 => apply_device(gpu, &self.c, views[0], &p[0], &mut self.s)?,
+            2 => {
+                apply_device(gpu, &self.c, views[0], &p[0], &mut self.w)?;
+                apply_device(gpu, &self.w, views[1], &p[1], &mut self.s)?;
+            }
+            _ => {
+                apply_device(gpu, &self.c, views[0], &p[0], &mut self.s)?;
+                apply_device(gpu, &self.s, views[1], &p[1], &mut self.w)?;
+                apply_device(gpu, &self.w, views[2], &p[2], &mut self.s)?;
+            }
+        }
+        let f = self.kernel("split")?;
+        let n = self.n as i64;
+        let mut l = gpu.stream.launch_builder(&f);
+        l.arg(&self.input)
+            .arg(&mut self.c)
+            .arg(&self.s)
+            .arg(&mut self.w)
+            .arg(&n);
+        // SAFETY: matches atrous_split_*; all buffers hold n elements.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+
+    fn add(&mut self, thr: &[f64], active: &[bool]) -> Result<()> {
+        let lay = &self.plan.layout;
+        let d_thr = self.gpu.upload_small(thr)?;
+        let d_active = self.gpu.upload_small(&flags(active))?;
+        let f = self.kernel("add")?;
+        let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.w)
+            .arg(&mut self.out)
+            .arg(&d_thr)
+            .arg(&d_active)
+            .arg(&n)
+            .arg(&div)
+            .arg(&units);
+        // SAFETY: matches atrous_add_*; thr and active hold `units` entries.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+
+    fn finish(&mut self, active: &[bool]) -> Result<()> {
+        let lay = &self.plan.layout;
+        let d_active = self.gpu.upload_small(&flags(active))?;
+        let f = self.kernel("finish")?;
+        let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.input)
+            .arg(&self.c)
+            .arg(&mut self.out)
+            .arg(&mut self.w)
+            .arg(&d_active)
+            .arg(&n)
+            .arg(&div)
+            .arg(&units);
+        // SAFETY: matches atrous_finish_*; active holds `units` entries.
+        unsafe { l.launch(elementwise(self.n)) }?;
+        Ok(())
+    }
+}
+
+/// Device bytes one call needs for `n` elements of `T` in `units` units.
+pub fn bytes_needed<T: Real>(n: usize, units: usize) -> usize {
+    ARRAYS * n * std::mem::size_of::<T>() + 64 * units + (16 << 20)
+}
+
+fn gib(b: usize) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+/// Reconstruct with all arrays on the device (one chunk).
+fn run_resident<T: Real>(
+    gpu: &Gpu,
+    input: &[T],
+    plan: &Plan,
+    out: &mut [T],
+    progress: &mut dyn FnMut(Progress) -> Result<()>,
+) -> Result<Outcome> {
+    let n = input.len();
+    let mut timeline = Timeline::start(gpu)?;
+    let d_in = gpu.upload(input)?;
+    timeline.mark(gpu, "h2d")?;
+    let passes = plan
+        .passes
+        .iter()
+        .map(|list| list.iter().map(|(p, _)| DevicePass::new(gpu, p)).collect())
+        .collect::<Result<Vec<Vec<DevicePass>>>>()?;
+    let mut e = Dev {
+        gpu,
+        plan,
+        n,
+        out: gpu.alloc_zeros::<T>(n)?,
+        // SAFETY (c, s, w): `start` writes c, the passes write s and w, before any read.
+        c: unsafe { gpu.alloc::<T>(n)? },
+        s: unsafe { gpu.alloc::<T>(n)? },
+        w: unsafe { gpu.alloc::<T>(n)? },
+        input: d_in,
+        passes,
+    };
+    let outcome = drive(&mut e, plan, progress)?;
+    let f = e.kernel("blank")?;
+    let nn = n as i64;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(&e.input).arg(&mut e.out).arg(&nn);
+    // SAFETY: matches atrous_blank_*; both buffers hold n elements.
+    unsafe { l.launch(elementwise(n)) }?;
+    timeline.mark(gpu, "atrous")?;
+    gpu.download(&e.out, out)?;
+    timeline.mark(gpu, "d2h")?;
+    timeline.finish()?;
+    gpu.sync()?;
+    Ok(outcome)
+}
+
+/// Reconstruct on the GPU within the backend's memory budget (80 % of the free memory, capped
+/// by `SKYCONV_GPU_MEMORY_LIMIT`).
+pub fn run<T: Real>(
+    input: &[T],
+    plan: &Plan,
+    out: &mut [T],
+    progress: &mut dyn FnMut(Progress) -> Result<()>,
+) -> Result<Outcome> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let lay = &plan.layout;
+    let free = gpu.budget()?;
+    let need = bytes_needed::<T>(input.len(), lay.units);
+    if need <= free {
+        return run_resident(&gpu, input, plan, out, progress);
+    }
+    let per_map = bytes_needed::<T>(lay.len, 1);
+    if lay.dim != 2 || lay.units < 2 || per_map > free {
+        return Err(Error::GpuMemory(format!(
+            "the à trous reconstruction of this {:?} {} array (dim={}) needs {:.2} GiB of GPU \
+             memory ({} arrays of its size), but {:.2} GiB are available; use device=\"cpu\"{}",
+            lay.shape,
+            std::any::type_name::<T>(),
+            lay.dim,
+            gib(need),
+            ARRAYS,
+            gib(free),
+            if lay.dim == 2 {
+                ""
+            } else {
+                " (only dim=2 reconstructions are split into chunks of whole channel maps)"
+            }
+        )));
+    }
+    // dim 2: chunks of whole channel maps, each reconstructed independently.
+    let map_bytes = bytes_needed::<T>(lay.len, 1) - bytes_needed::<T>(0, 0);
+    let maps = (free.saturating_sub(bytes_needed::<T>(0, 0)) / map_bytes).max(1);
+    let mut outcome = Outcome {
+        scales: plan.scales,
+        ..Outcome::default()
+    };
+    let mut first = 0;
+    while first < lay.units {
+        let count = maps.min(lay.units - first);
+        let mut shape = lay.shape.clone();
+        shape[0] = count;
+        let sub = super::Plan::new(&shape, &plan.params)?;
+        let (a, b) = (first * lay.len, (first + count) * lay.len);
+        let part = run_resident(&gpu, &input[a..b], &sub, &mut out[a..b], progress)?;
+        outcome.iterations.extend(part.iterations);
+        outcome.noise.extend(part.noise);
+        outcome.input_noise.extend(part.input_noise);
+        first += count;
+    }
+    Ok(outcome)
+}

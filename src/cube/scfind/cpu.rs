@@ -1,0 +1,893 @@
+//! CPU engine of Smooth-and-Clip. One working cube `s` holds the spatially smoothed copy; the
+//! spectral smoothing is never stored: the noise sample and the clipping pass compute it on
+//! the fly from `s`. Consecutive kernels with the same spatial smoothing share `s`: after each
+//! kernel, the voxels it added to the mask are re-replaced in `s` by adding their smoothed
+//! change (a small stamp per voxel, or the whole plane recomputed where stamps would cost more).
+//! Spatial passes round to the data type after each pass, as scipy.ndimage does.
+
+use rayon::prelude::*;
+
+use super::{
+    extremes_or_nan, merge_extremes, prepared, Kernel, Outcome, Plan, Progress, BLANK, DETECTED,
+    MASKED,
+};
+use crate::cube::filters::{extend_index, Filter1d, Mode};
+use crate::cube::stats::sample::gather;
+use crate::error::Result;
+use crate::real::Real;
+
+/// A weight and the rows (or samples) on either side of the centre it multiplies.
+type TapPair<'a> = (f64, Option<&'a [f64]>, Option<&'a [f64]>);
+
+/// Outputs of a spatial pass accumulated together in registers.
+const RB: usize = 16;
+
+/// Columns of a plane handled together by the spectral pass.
+const BLOCK: usize = 1024;
+
+/// Whether the hot loops may use their AVX2 build (same arithmetic, no FMA contraction, so
+/// results do not depend on the CPU).
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: tasks write disjoint elements only.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    #[inline(always)]
+    fn at(&self, i: usize) -> *mut T {
+        // SAFETY: callers stay inside the buffer the pointer came from.
+        unsafe { self.0.add(i) }
+    }
+}
+
+#[inline(always)]
+fn round<T: Real>(v: f64) -> f64 {
+    T::from_f64(v).to_f64()
+}
+
+/// The identity filter (no spectral smoothing).
+fn identity() -> Filter1d {
+    Filter1d::correlate(&[1.0], 0).expect("valid filter")
+}
+
+pub fn run<T: Real>(
+    cube: &[T],
+    plan: &Plan,
+    mask: &mut [u8],
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    mask.par_iter_mut().zip(cube.par_iter()).for_each(|(m, x)| {
+        *m &= MASKED | DETECTED;
+        if x.to_f64().is_nan() {
+            *m |= BLANK;
+        }
+    });
+    let out = run_inner(cube, plan, mask, progress);
+    mask.par_iter_mut().for_each(|m| *m &= !BLANK);
+    out
+}
+
+fn run_inner<T: Real>(
+    cube: &[T],
+    plan: &Plan,
+    mask: &mut [u8],
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    let samples = gather(cube, plan.shape, plan.sampling);
+    let ext = plan
+        .noise
+        .needs_extremes()
+        .then(|| extremes_or_nan(extremes(cube)));
+    let rms0 = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+    drop(samples);
+    let mut s: Vec<T> = vec![T::default(); cube.len()];
+    let mut outcome = Outcome {
+        rms0,
+        rms: Vec::with_capacity(plan.kernels.len()),
+    };
+    let mut fresh: Vec<usize> = Vec::new();
+    let mut trace = Trace::new();
+    for (k, ker) in plan.kernels.iter().enumerate() {
+        let spatial = Spatial::new(ker, plan);
+        if k > 0 && ker.same_spatial(&plan.kernels[k - 1]) {
+            if !fresh.is_empty() {
+                spatial.update(cube, mask, plan, rms0, &mut fresh, &mut s);
+                trace.mark("update");
+            }
+        } else {
+            spatial.build(cube, mask, plan, rms0, &mut s);
+            trace.mark("spatial");
+        }
+        let zf = ker.z.clone().unwrap_or_else(identity);
+        let rms = if ker.use_rms0 {
+            rms0
+        } else {
+            let (samples, ext) = measure_smoothed(&s, mask, plan, &zf);
+            trace.mark("sample");
+            let r = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+            trace.mark("statistic");
+            r
+        };
+        fresh = clip(&s, mask, plan, &zf, plan.level(rms));
+        trace.mark("clip");
+        outcome.rms.push(rms);
+        progress(k, rms);
+    }
+    trace.report();
+    Ok(outcome)
+}
+
+/// Stage timings printed to stderr when SKYCONV_TRACE is set (a development aid).
+struct Trace {
+    on: bool,
+    last: std::time::Instant,
+    stages: Vec<(&'static str, f64)>,
+}
+
+impl Trace {
+    fn new() -> Self {
+        Trace {
+            on: std::env::var_os("SKYCONV_TRACE").is_some(),
+            last: std::time::Instant::now(),
+            stages: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, name: &'static str) {
+        if !self.on {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let dt = (now - self.last).as_secs_f64();
+        self.last = now;
+        match self.stages.iter_mut().find(|(n, _)| *n == name) {
+            Some(s) => s.1 += dt,
+            None => self.stages.push((name, dt)),
+        }
+    }
+
+    fn report(&self) {
+        if self.on {
+            let parts: Vec<String> = self
+                .stages
+                .iter()
+                .map(|(n, t)| format!("{n} {t:.3}s"))
+                .collect();
+            eprintln!("scfind cpu: {}", parts.join(", "));
+        }
+    }
+}
+
+/// (nanmin, nanmax) of the finite values of `data`.
+pub(crate) fn extremes<T: Real>(data: &[T]) -> Option<(f64, f64)> {
+    data.par_chunks(1 << 16)
+        .map(|c| {
+            c.iter().fold(None, |acc, x| {
+                let v = x.to_f64();
+                if v.is_finite() {
+                    merge_extremes(acc, Some((v, v)))
+                } else {
+                    acc
+                }
+            })
+        })
+        .reduce(|| None, merge_extremes)
+}
+
+// ---------------------------------------------------------------- spatial smoothing
+
+/// The spatial passes of one kernel and, for incremental updates, the response of a unit
+/// change at each row/column position.
+struct Spatial<'a> {
+    y: &'a [Filter1d],
+    x: &'a [Filter1d],
+    mode: Mode,
+}
+
+impl<'a> Spatial<'a> {
+    fn new(ker: &'a Kernel, plan: &Plan) -> Self {
+        Spatial {
+            y: &ker.y,
+            x: &ker.x,
+            mode: plan.mode,
+        }
+    }
+
+    /// Smooth every plane of the prepared cube into `s`.
+    fn build<T: Real>(&self, cube: &[T], mask: &[u8], plan: &Plan, rms0: f64, s: &mut [T]) {
+        let [_, ny, nx] = plan.shape;
+        let plane = ny * nx;
+        s.par_chunks_mut(plane).enumerate().for_each_init(
+            || Planes::new(ny, nx),
+            |bufs, (z, out)| {
+                let r = z * plane..(z + 1) * plane;
+                self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
+            },
+        );
+    }
+
+    /// `plane`, through its AVX2 build where the CPU has AVX2.
+    fn plane_any<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes,
+        out: &mut [T],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU has AVX2.
+            unsafe { self.plane_avx2(src, m, plan, rms0, bufs, out) };
+            return;
+        }
+        self.plane(src, m, plan, rms0, bufs, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn plane_avx2<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes,
+        out: &mut [T],
+    ) {
+        self.plane(src, m, plan, rms0, bufs, out)
+    }
+
+    /// One plane: prepare (NaN → 0, replacement), y passes, x passes, store.
+    #[inline(always)]
+    fn plane<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes,
+        out: &mut [T],
+    ) {
+        let (ny, nx) = (bufs.ny, bufs.nx);
+        let Planes { a, b, acc, ext, .. } = bufs;
+        for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
+            *d = prepared(x, mb, plan.replace, rms0);
+        }
+        for f in self.y {
+            rows_pass::<T>(a, b, ny, nx, f, self.mode, acc);
+            std::mem::swap(a, b);
+        }
+        for f in self.x {
+            for (src_row, dst_row) in a.chunks(nx).zip(b.chunks_mut(nx)) {
+                line_pass::<T>(src_row, dst_row, f, self.mode, ext, acc);
+            }
+            std::mem::swap(a, b);
+        }
+        for (o, &v) in out.iter_mut().zip(a.iter()) {
+            *o = T::from_f64(v);
+        }
+    }
+
+    /// Re-replace the voxels `fresh` (newly masked) in `s`.
+    fn update<T: Real>(
+        &self,
+        cube: &[T],
+        mask: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        fresh: &mut [usize],
+        s: &mut [T],
+    ) {
+        let [_, ny, nx] = plan.shape;
+        let plane = ny * nx;
+        fresh.par_sort_unstable();
+        let iy = influence(self.y, self.mode, ny);
+        let ix = influence(self.x, self.mode, nx);
+        let avg = |t: &Vec<Vec<(u32, f64)>>| {
+            t.iter().map(|v| v.len()).sum::<usize>() as f64 / t.len().max(1) as f64
+        };
+        let stamp_cost = avg(&iy) * avg(&ix);
+        let taps: usize = self.y.iter().chain(self.x).map(|f| f.taps()).sum();
+        let plane_cost = plane as f64 * (taps + 2) as f64;
+        // Group the voxels by plane.
+        let mut groups: Vec<(usize, &[usize])> = Vec::new();
+        let mut rest: &[usize] = fresh;
+        while let Some(&first) = rest.first() {
+            let z = first / plane;
+            let end = rest.partition_point(|&i| i / plane == z);
+            groups.push((z, &rest[..end]));
+            rest = &rest[end..];
+        }
+        let sp = Shared(s.as_mut_ptr());
+        groups.par_iter().for_each_init(
+            || Planes::new(ny, nx),
+            |bufs, &(z, voxels)| {
+                let base = z * plane;
+                // SAFETY: each task owns plane z of s.
+                let out = unsafe { std::slice::from_raw_parts_mut(sp.at(base), plane) };
+                let r = base..base + plane;
+                if voxels.len() as f64 * stamp_cost > 0.5 * plane_cost {
+                    self.plane_any(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
+                    return;
+                }
+                let acc = &mut bufs.delta; // all zero between uses
+                let (mut y0, mut y1, mut x0, mut x1) = (usize::MAX, 0, usize::MAX, 0);
+                for &i in voxels {
+                    let x = cube[i];
+                    let old = prepared(x, mask[i] & !MASKED, plan.replace, rms0);
+                    let new = prepared(x, mask[i], plan.replace, rms0);
+                    let d = new - old;
+                    if d == 0.0 {
+                        continue;
+                    }
+                    let (y, xx) = ((i - base) / nx, (i - base) % nx);
+                    for &(py, wy) in &iy[y] {
+                        let row = py as usize * nx;
+                        let f = wy * d;
+                        for &(px, wx) in &ix[xx] {
+                            acc[row + px as usize] += f * wx;
+                        }
+                    }
+                    if let (Some(a), Some(b)) = (iy[y].first(), iy[y].last()) {
+                        y0 = y0.min(a.0 as usize);
+                        y1 = y1.max(b.0 as usize + 1);
+                    }
+                    if let (Some(a), Some(b)) = (ix[xx].first(), ix[xx].last()) {
+                        x0 = x0.min(a.0 as usize);
+                        x1 = x1.max(b.0 as usize + 1);
+                    }
+                }
+                for y in y0..y1.max(y0) {
+                    let row = y * nx;
+                    for x in x0..x1.max(x0) {
+                        let d = std::mem::take(&mut acc[row + x]);
+                        if d != 0.0 {
+                            out[row + x] = T::from_f64(out[row + x].to_f64() + d);
+                        }
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// Per-thread plane buffers.
+struct Planes {
+    ny: usize,
+    nx: usize,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    acc: Vec<f64>,
+    ext: Vec<f64>,
+    /// Stamp accumulator of `update`, kept all zero between uses.
+    delta: Vec<f64>,
+}
+
+impl Planes {
+    fn new(ny: usize, nx: usize) -> Self {
+        Planes {
+            ny,
+            nx,
+            a: vec![0.0; ny * nx],
+            b: vec![0.0; ny * nx],
+            acc: Vec::new(),
+            ext: Vec::new(),
+            delta: vec![0.0; ny * nx],
+        }
+    }
+}
+
+#[inline(always)]
+/// One pass along y of a (ny, nx) plane: dst row i = Σ_j w_j src row ext(i + offset + j·step).
+fn rows_pass<T: Real>(
+    src: &[f64],
+    dst: &mut [f64],
+    ny: usize,
+    nx: usize,
+    f: &Filter1d,
+    mode: Mode,
+    acc: &mut Vec<f64>,
+) {
+    acc.clear();
+    acc.resize(nx, 0.0);
+    let row = |p: isize| extend_index(p, ny, mode).map(|r| &src[r * nx..(r + 1) * nx]);
+    let half = symmetric_half(f);
+    let mut pairs: Vec<TapPair<'_>> = Vec::new();
+    for (i, drow) in dst.chunks_mut(nx).enumerate() {
+        let i = i as isize;
+        if let Some(r) = half {
+            // scipy's order for symmetric weights: w_c·x_i + Σ w_{c+j}·(x_{i−j} + x_{i+j}),
+            // accumulated for RB columns at a time in registers.
+            let centre = row(i);
+            let wc = f.weights[r];
+            pairs.clear();
+            pairs.extend((1..=r).map(|j| {
+                let j = j as isize;
+                (f.weights[r + j as usize], row(i - j), row(i + j))
+            }));
+            let full = nx / RB * RB;
+            let mut x0 = 0;
+            while x0 < full {
+                let mut a = [0.0f64; RB];
+                if let Some(c) = centre {
+                    let c = &c[x0..x0 + RB];
+                    for t in 0..RB {
+                        a[t] += wc * c[t];
+                    }
+                }
+                for &(w, lo, hi) in &pairs {
+                    match (lo, hi) {
+                        (Some(u), Some(v)) => {
+                            let (u, v) = (&u[x0..x0 + RB], &v[x0..x0 + RB]);
+                            for t in 0..RB {
+                                a[t] += w * (u[t] + v[t]);
+                            }
+                        }
+                        (Some(u), None) | (None, Some(u)) => {
+                            let u = &u[x0..x0 + RB];
+                            for t in 0..RB {
+                                a[t] += w * u[t];
+                            }
+                        }
+                        (None, None) => {}
+                    }
+                }
+                for t in 0..RB {
+                    drow[x0 + t] = round::<T>(a[t] * f.scale);
+                }
+                x0 += RB;
+            }
+            for x in full..nx {
+                let mut a = 0.0f64;
+                if let Some(c) = centre {
+                    a += wc * c[x];
+                }
+                for &(w, lo, hi) in &pairs {
+                    match (lo, hi) {
+                        (Some(u), Some(v)) => a += w * (u[x] + v[x]),
+                        (Some(u), None) | (None, Some(u)) => a += w * u[x],
+                        (None, None) => {}
+                    }
+                }
+                drow[x] = round::<T>(a * f.scale);
+            }
+            continue;
+        }
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for (j, &w) in f.weights.iter().enumerate() {
+            // constant mode pads with 0: nothing to add
+            if let Some(x) = row(i + f.offset + (j * f.step) as isize) {
+                acc.iter_mut().zip(x).for_each(|(a, &v)| *a += w * v);
+            }
+        }
+        for (d, &a) in drow.iter_mut().zip(acc.iter()) {
+            *d = round::<T>(a * f.scale);
+        }
+    }
+}
+
+/// One pass along a contiguous line.
+#[inline(always)]
+fn line_pass<T: Real>(
+    src: &[f64],
+    dst: &mut [f64],
+    f: &Filter1d,
+    mode: Mode,
+    ext: &mut Vec<f64>,
+    acc: &mut Vec<f64>,
+) {
+    let n = src.len();
+    let (lo, hi) = f.span();
+    let at = |p: isize| extend_index(p, n, mode).map_or(0.0, |i| src[i]);
+    ext.clear();
+    if lo <= 0 && hi >= 0 {
+        // the line itself, with boundary values on both sides
+        ext.extend((lo..0).map(at));
+        ext.extend_from_slice(src);
+        ext.extend((n as isize..n as isize + hi).map(at));
+    } else {
+        ext.extend((lo..n as isize + hi).map(at));
+    }
+    acc.clear();
+    acc.resize(n, 0.0);
+    if let Some(r) = symmetric_half(f) {
+        // RB outputs at a time in registers, scipy's order (centre, then pairs).
+        let wc = f.weights[r];
+        let full = n / RB * RB;
+        let mut x0 = 0;
+        while x0 < full {
+            let mut a = [0.0f64; RB];
+            let c = &ext[x0 + r..x0 + r + RB];
+            for t in 0..RB {
+                a[t] += wc * c[t];
+            }
+            for j in 1..=r {
+                let w = f.weights[r + j];
+                let (u, v) = (
+                    &ext[x0 + r - j..x0 + r - j + RB],
+                    &ext[x0 + r + j..x0 + r + j + RB],
+                );
+                for t in 0..RB {
+                    a[t] += w * (u[t] + v[t]);
+                }
+            }
+            for t in 0..RB {
+                dst[x0 + t] = round::<T>(a[t] * f.scale);
+            }
+            x0 += RB;
+        }
+        for x in full..n {
+            let mut a = 0.0f64;
+            a += wc * ext[x + r];
+            for j in 1..=r {
+                a += f.weights[r + j] * (ext[x + r - j] + ext[x + r + j]);
+            }
+            dst[x] = round::<T>(a * f.scale);
+        }
+        return;
+    } else {
+        for (j, &w) in f.weights.iter().enumerate() {
+            let e = &ext[j * f.step..j * f.step + n];
+            acc.iter_mut().zip(e).for_each(|(a, &v)| *a += w * v);
+        }
+    }
+    for (d, &a) in dst.iter_mut().zip(acc.iter()) {
+        *d = round::<T>(a * f.scale);
+    }
+}
+
+/// Half-width r of a centred, symmetric filter of 2r+1 contiguous taps (None otherwise).
+#[inline(always)]
+fn symmetric_half(f: &Filter1d) -> Option<usize> {
+    let n = f.taps();
+    let r = n / 2;
+    let centred = n % 2 == 1 && f.step == 1 && f.offset == -(r as isize);
+    (centred && (0..r).all(|j| f.weights[j] == f.weights[n - 1 - j])).then_some(r)
+}
+
+/// For each position i of a line of length n, the outputs (position, weight) a unit change
+/// at i reaches through `passes` (exact arithmetic; boundary modes included).
+fn influence(passes: &[Filter1d], mode: Mode, n: usize) -> Vec<Vec<(u32, f64)>> {
+    if passes.is_empty() {
+        return (0..n).map(|i| vec![(i as u32, 1.0)]).collect();
+    }
+    let reach: usize = passes
+        .iter()
+        .map(|f| {
+            let (lo, hi) = f.span();
+            lo.unsigned_abs().max(hi.unsigned_abs())
+        })
+        .sum();
+    (0..n)
+        .into_par_iter()
+        .map_init(
+            || (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+            |(a, b, ext, acc), i| {
+                let whole = mode == Mode::Wrap && (i < 2 * reach || i + 2 * reach >= n);
+                let (lo, hi) = if whole {
+                    (0, n)
+                } else {
+                    (i.saturating_sub(2 * reach), (i + 2 * reach + 1).min(n))
+                };
+                a.clear();
+                a.resize(hi - lo, 0.0);
+                a[i - lo] = 1.0;
+                b.clear();
+                b.resize(hi - lo, 0.0);
+                for f in passes {
+                    line_pass::<f64>(a, b, f, mode, ext, acc);
+                    std::mem::swap(a, b);
+                }
+                a.iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v != 0.0)
+                    .map(|(p, &v)| ((lo + p) as u32, v))
+                    .collect()
+            },
+        )
+        .collect()
+}
+
+// ---------------------------------------------------------------- spectral pass
+
+/// W at flat index `i`: the z filter applied to `s` along z, rounded to T; NaN for blanks.
+#[inline]
+fn smoothed_at<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    shape: [usize; 3],
+    zf: &Filter1d,
+    mode: Mode,
+    i: usize,
+) -> f64 {
+    if mask[i] & BLANK != 0 {
+        return f64::NAN;
+    }
+    let plane = shape[1] * shape[2];
+    let (z, r) = (i / plane, i % plane);
+    let mut acc = 0.0;
+    for (j, &w) in zf.weights.iter().enumerate() {
+        let p = z as isize + zf.offset + (j * zf.step) as isize;
+        if let Some(q) = extend_index(p, shape[0], mode) {
+            acc += w * s[q * plane + r].to_f64();
+        }
+    }
+    round::<T>(acc * zf.scale)
+}
+
+/// Samples computed together by the sparse sampler.
+const SAMPLE_CHUNK: usize = 4096;
+
+/// W at sample slots k0.. (one chunk): taps outermost, so each pass over the chunk streams
+/// through one plane offset with a fixed stride (prefetch-friendly); windows crossing the
+/// z boundary are done point by point.
+fn sparse_samples<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    zf: &Filter1d,
+    k0: usize,
+    out: &mut [f64],
+) {
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let (lo, hi) = zf.span();
+    let idx: Vec<usize> = (0..out.len())
+        .map(|j| plan.sampling.index(plan.shape, k0 + j))
+        .collect();
+    out.iter_mut().for_each(|o| *o = 0.0);
+    let inside = |i: usize| {
+        let z = (i / plane) as isize;
+        z + lo >= 0 && z + hi < nz as isize
+    };
+    for (j, &w) in zf.weights.iter().enumerate() {
+        let d = zf.offset + (j * zf.step) as isize;
+        for (o, &i) in out.iter_mut().zip(&idx) {
+            if inside(i) {
+                *o += w * s[(i as isize + d * plane as isize) as usize].to_f64();
+            }
+        }
+    }
+    for (o, &i) in out.iter_mut().zip(&idx) {
+        *o = if mask[i] & BLANK != 0 {
+            f64::NAN
+        } else if inside(i) {
+            round::<T>(*o * zf.scale)
+        } else {
+            smoothed_at(s, mask, plan.shape, zf, plan.mode, i)
+        };
+    }
+}
+
+/// The noise sample of the smoothed cube and, if the rule needs them, its (nanmin, nanmax).
+/// A sparse sample with a short filter is computed point by point, others (or with extremes)
+/// in one pass over the cube.
+fn measure_smoothed<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    zf: &Filter1d,
+) -> (Vec<f64>, Option<(f64, f64)>) {
+    let n = plan.sampling.len(plan.shape);
+    let want_ext = plan.noise.needs_extremes();
+    // Point by point, each tap of each sample costs a cache line; the full pass streams the
+    // cube once. Take whichever touches fewer lines.
+    let per_line = (64 / std::mem::size_of::<T>()).max(1);
+    if !want_ext && n.saturating_mul(zf.taps()).saturating_mul(per_line) < s.len() {
+        let mut samples = vec![0.0f64; n];
+        samples
+            .par_chunks_mut(SAMPLE_CHUNK)
+            .enumerate()
+            .for_each(|(ci, out)| sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, out));
+        return (samples, None);
+    }
+    let plane = plan.shape[1] * plan.shape[2];
+    let mut samples = vec![f64::NAN; n];
+    let sp = Shared(samples.as_mut_ptr());
+    let parts = spectral(
+        s,
+        plan,
+        zf,
+        || None,
+        |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
+            let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
+            plan.sampling
+                .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
+                    let v = if m[off] & BLANK != 0 {
+                        f64::NAN
+                    } else {
+                        round::<T>(w[off] * scale)
+                    };
+                    // SAFETY: every slot belongs to exactly one position, visited once.
+                    unsafe { *sp.at(slot) = v };
+                });
+            if want_ext {
+                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                for (&v, &mb) in w.iter().zip(m) {
+                    if mb & BLANK == 0 && v.is_finite() {
+                        lo = lo.min(v);
+                        hi = hi.max(v);
+                    }
+                }
+                if lo <= hi {
+                    // rounding is monotonic: round the extreme sums
+                    let (lo, hi) = (round::<T>(lo * scale), round::<T>(hi * scale));
+                    *st = merge_extremes(*st, Some((lo, hi)));
+                }
+            }
+        },
+    );
+    let ext = want_ext.then(|| extremes_or_nan(parts.into_iter().fold(None, merge_extremes)));
+    (samples, ext)
+}
+
+/// Run `visit(z, first column, sums, scale)` over every plane z of every block of columns: W =
+/// round_T(sums · scale) is the z filter applied to `s`, one block row at a time (the visitor
+/// rounds only what it needs). Returns the per-block results of `visit`'s state.
+fn spectral<T: Real, S: Send>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, usize, usize, &[f64], f64) + Sync,
+) -> Vec<S> {
+    let plane = plan.shape[1] * plan.shape[2];
+    let blocks = plane.div_ceil(BLOCK);
+    let avx2 = has_avx2();
+    (0..blocks)
+        .into_par_iter()
+        .map(|b| {
+            let k0 = b * BLOCK;
+            let mut st = init();
+            let mut bufs = [vec![0.0f64; BLOCK]];
+            if avx2 {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has AVX2.
+                unsafe {
+                    spectral_block_avx2(s, plan, zf, k0, &mut bufs, &mut st, &visit)
+                }
+            } else {
+                spectral_block(s, plan, zf, k0, &mut bufs, &mut st, &visit)
+            }
+            st
+        })
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn spectral_block_avx2<T: Real, S>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    k0: usize,
+    bufs: &mut [Vec<f64>; 1],
+    st: &mut S,
+    visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
+) {
+    spectral_block(s, plan, zf, k0, bufs, st, visit)
+}
+
+/// The spectral pass over columns k0.. of every plane (see `spectral`).
+#[inline(always)]
+fn spectral_block<T: Real, S>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    k0: usize,
+    bufs: &mut [Vec<f64>; 1],
+    st: &mut S,
+    visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
+) {
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let width = BLOCK.min(plane - k0);
+    let mode = plan.mode;
+    let acc = &mut bufs[0][..width];
+    let row = |p: isize| -> Option<&[T]> {
+        extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
+    };
+    let scale = zf.scale;
+    if zf.boxcar {
+        let size = zf.taps() as isize;
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for p in zf.offset..zf.offset + size {
+            if let Some(r) = row(p) {
+                acc.iter_mut().zip(r).for_each(|(a, &v)| *a += v.to_f64());
+            }
+        }
+        for z in 0..nz {
+            let zi = z as isize;
+            if z > 0 {
+                match (row(zi + zf.offset + size - 1), row(zi + zf.offset - 1)) {
+                    (Some(new), Some(old)) => acc
+                        .iter_mut()
+                        .zip(new.iter().zip(old))
+                        .for_each(|(a, (&n, &o))| *a += n.to_f64() - o.to_f64()),
+                    (Some(new), None) => {
+                        acc.iter_mut().zip(new).for_each(|(a, &n)| *a += n.to_f64())
+                    }
+                    (None, Some(old)) => {
+                        acc.iter_mut().zip(old).for_each(|(a, &o)| *a -= o.to_f64())
+                    }
+                    (None, None) => {}
+                }
+            }
+            if !acc.iter().all(|a| a.is_finite()) {
+                // Recount windows holding inf/NaN so they stay local to those windows.
+                for c in 0..width {
+                    if !acc[c].is_finite() {
+                        acc[c] = (zi + zf.offset..zi + zf.offset + size)
+                            .map(|p| row(p).map_or(0.0, |r| r[c].to_f64()))
+                            .sum();
+                    }
+                }
+            }
+            visit(st, z, k0, acc, scale);
+        }
+    } else {
+        for z in 0..nz {
+            acc.iter_mut().for_each(|a| *a = 0.0);
+            for (j, &wt) in zf.weights.iter().enumerate() {
+                if let Some(r) = row(z as isize + zf.offset + (j * zf.step) as isize) {
+                    acc.iter_mut()
+                        .zip(r)
+                        .for_each(|(a, &v)| *a += wt * v.to_f64());
+                }
+            }
+            visit(st, z, k0, acc, scale);
+        }
+    }
+}
+
+/// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.
+fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
+    let plane = plan.shape[1] * plan.shape[2];
+    let mp = Shared(mask.as_mut_ptr());
+    // Sums at or below `quick` cannot clear the level once rounded (the rounding's relative
+    // error is < 1e-7); only the others are rounded and tested exactly.
+    let quick = |scale: f64| {
+        if level > 0.0 {
+            level / scale * (1.0 - 1e-6)
+        } else {
+            -1.0
+        }
+    };
+    let parts = spectral(
+        s,
+        plan,
+        zf,
+        Vec::new,
+        |fresh: &mut Vec<usize>, z, k0, sums, scale| {
+            let base = z * plane + k0;
+            let q = quick(scale);
+            for (c, &a) in sums.iter().enumerate() {
+                if a.abs() > q {
+                    // SAFETY: each task owns columns k0..k0+len of every plane.
+                    let mb = unsafe { &mut *mp.at(base + c) };
+                    if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                        if *mb & MASKED == 0 {
+                            fresh.push(base + c);
+                        }
+                        *mb |= MASKED | DETECTED;
+                    }
+                }
+            }
+        },
+    );
+    parts.concat()
+}

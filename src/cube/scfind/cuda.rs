@@ -1,0 +1,592 @@
+//! CUDA engine of Smooth-and-Clip. The cube and the mask go to the GPU once; for every kernel
+//! the replacement (`kernels/scfind.cu`), the smoothing (`kernels/filters.cu`), the noise
+//! sample, the extremes and the clipping run on the device; the noise statistic is taken over
+//! the sample (medians through `stats::select_kth_device`); only the mask comes back.
+//!
+//! A cube larger than GPU memory is processed in z-slabs with halos of the largest spectral
+//! reach (halo planes taken with the boundary mode, so every mode matches the one-piece
+//! result). Each kernel then sweeps the slabs twice: first for the noise sample and extremes
+//! (combined over slabs: the same sample as in one piece), then to clip. New detections are
+//! marked `NEW` until the sweep ends, so halo planes always see the mask as it was before the
+//! kernel, as in one piece.
+
+use std::ops::Range as Span;
+
+use rayon::prelude::*;
+
+use super::{
+    extremes_or_nan, merge_extremes, Kernel, NoiseRule, Outcome, Plan, Progress, Replace,
+    Statistic, DETECTED, MASKED,
+};
+use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::{self, CudaFunction, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
+use crate::cube::stats::noise::MAD_TO_STD;
+use crate::cube::stats::sample::Sampling;
+use crate::cube::stats::{count_device, select_kth_device, Values};
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+/// Mask bit (device and host during a run): found by the current kernel, not yet `MASKED`.
+const NEW: u8 = 4;
+const THREADS: u32 = 256;
+const MAX_BLOCKS: usize = 4096;
+/// Part of the budget (`Gpu::budget`) kept for the selection kernels and small buffers.
+const RESERVE: usize = 256 << 20;
+
+fn cfg(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The element-wise kernels for element type T.
+struct Fns {
+    init_blank: CudaFunction,
+    prepare: CudaFunction,
+    gather: CudaFunction,
+    minmax: CudaFunction,
+    clip: CudaFunction,
+}
+
+impl Fns {
+    fn new<T: Real>(gpu: &Gpu) -> Result<Self> {
+        let f = |name: &str| gpu.function("scfind", &format!("{name}_{}", T::CUDA));
+        Ok(Fns {
+            init_blank: f("init_blank")?,
+            prepare: f("prepare")?,
+            gather: f("gather")?,
+            minmax: f("minmax")?,
+            clip: f("clip")?,
+        })
+    }
+}
+
+/// Planes [z0, z1) of the cube, loaded with `lo` planes below and `hi` above.
+#[derive(Clone, Copy, Debug)]
+struct Slab {
+    z0: usize,
+    z1: usize,
+    lo: usize,
+    hi: usize,
+}
+
+impl Slab {
+    fn planes(&self) -> usize {
+        self.lo + (self.z1 - self.z0) + self.hi
+    }
+}
+
+/// Device state of a run.
+struct Engine<'a, T: Real> {
+    gpu: &'a Gpu,
+    plan: &'a Plan,
+    fns: Fns,
+    plane: usize,
+    cube: CudaSlice<T>,
+    mask: CudaSlice<u8>,
+    a: CudaSlice<T>,
+    b: CudaSlice<T>,
+    samples: CudaSlice<f64>,
+    partial: CudaSlice<f64>,
+    /// The slab now on the device (cube and mask), if any.
+    loaded: Option<(usize, usize, usize, usize)>,
+}
+
+pub fn run<T: Real>(
+    cube: &[T],
+    plan: &Plan,
+    mask: &mut [u8],
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let (hlo, hhi) = plan
+        .kernels
+        .iter()
+        .map(Kernel::z_reach)
+        .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+    let ns = plan.sampling.len(plan.shape);
+    let free = gpu.budget()?;
+    let fixed = ns * 8 + 2 * 8 * MAX_BLOCKS + RESERVE.min(free / 8);
+    let per_plane = plane * (3 * std::mem::size_of::<T>() + 1);
+    let fit = free.saturating_sub(fixed) / per_plane.max(1);
+    let slabs: Vec<Slab> = if fit >= nz && plan.slab_planes.is_none_or(|p| p >= nz) {
+        vec![Slab {
+            z0: 0,
+            z1: nz,
+            lo: 0,
+            hi: 0,
+        }]
+    } else {
+        let room = fit.saturating_sub(hlo + hhi);
+        let step = plan.slab_planes.map_or(room, |p| p.min(room));
+        if step == 0 {
+            return Err(Error::GpuMemory(format!(
+                "GPU memory holds {fit} planes of {ny}x{nx} voxels, too few for a slab with a \
+                 halo of {} planes",
+                hlo + hhi
+            )));
+        }
+        (0..nz)
+            .step_by(step)
+            .map(|z0| Slab {
+                z0,
+                z1: (z0 + step).min(nz),
+                lo: hlo,
+                hi: hhi,
+            })
+            .collect()
+    };
+    let cap = slabs.iter().map(Slab::planes).max().unwrap_or(1) * plane;
+    // SAFETY (allocs): every buffer is written before it is read (loads, prepare, filters).
+    let mut eng = Engine {
+        gpu: &gpu,
+        plan,
+        fns: Fns::new::<T>(&gpu)?,
+        plane,
+        cube: unsafe { gpu.alloc::<T>(cap)? },
+        mask: unsafe { gpu.alloc::<u8>(cap)? },
+        a: unsafe { gpu.alloc::<T>(cap)? },
+        b: unsafe { gpu.alloc::<T>(cap)? },
+        samples: unsafe { gpu.alloc::<f64>(ns)? },
+        partial: unsafe { gpu.alloc::<f64>(2 * MAX_BLOCKS)? },
+        loaded: None,
+    };
+    let mut tl = Timeline::start(&gpu)?;
+    mask.par_iter_mut().for_each(|m| *m &= MASKED | DETECTED);
+    let out = eng.run_all(cube, mask, &slabs, progress, &mut tl);
+    mask.par_iter_mut().for_each(|m| {
+        if *m & NEW != 0 {
+            *m |= MASKED;
+        }
+        *m &= MASKED | DETECTED;
+    });
+    let out = out?;
+    tl.finish()?;
+    Ok(out)
+}
+
+impl<'a, T: Real> Engine<'a, T> {
+    fn run_all(
+        &mut self,
+        cube: &[T],
+        mask: &mut [u8],
+        slabs: &[Slab],
+        progress: Progress<'_>,
+        tl: &mut Timeline,
+    ) -> Result<Outcome> {
+        let resident = slabs.len() == 1;
+        let plan = self.plan;
+        // Noise of the original cube.
+        let mut ext = None;
+        for s in slabs {
+            let interior = Slab { lo: 0, hi: 0, ..*s };
+            self.load(cube, mask, &interior)?;
+            self.sample_and_extremes(&interior, true, &mut ext)?;
+        }
+        tl.mark(self.gpu, "h2d")?;
+        let rms0 = self.measure(ext)?;
+        let mut outcome = Outcome {
+            rms0,
+            rms: Vec::with_capacity(plan.kernels.len()),
+        };
+        for (k, ker) in plan.kernels.iter().enumerate() {
+            let passes = KernelPasses::new(self.gpu, ker, plan)?;
+            let rms = if ker.use_rms0 {
+                rms0
+            } else {
+                let mut ext = None;
+                for s in slabs {
+                    self.load(cube, mask, s)?;
+                    self.smooth(s, &passes, plan.replace, rms0)?;
+                    self.sample_and_extremes(s, false, &mut ext)?;
+                }
+                tl.mark(self.gpu, "smooth+noise")?;
+                self.measure(ext)?
+            };
+            for s in slabs {
+                if !resident || ker.use_rms0 {
+                    // W is still in `a` in the resident case
+                    self.load(cube, mask, s)?;
+                    self.smooth(s, &passes, plan.replace, rms0)?;
+                }
+                self.clip(s, plan.level(rms))?;
+                if !resident {
+                    self.store_mask(mask, s)?;
+                }
+            }
+            if resident {
+                self.promote_device()?;
+            } else {
+                mask.par_iter_mut().for_each(|m| {
+                    if *m & NEW != 0 {
+                        *m = (*m | MASKED) & !NEW;
+                    }
+                });
+            }
+            tl.mark(self.gpu, "clip")?;
+            outcome.rms.push(rms);
+            progress(k, rms);
+        }
+        if resident {
+            self.store_mask(mask, &slabs[0])?;
+            tl.mark(self.gpu, "d2h")?;
+        }
+        Ok(outcome)
+    }
+
+    /// Upload the cube and mask planes of `s` (halo planes through the boundary mode; zero
+    /// planes outside a constant boundary) and mark blanks. Skipped if already there.
+    fn load(&mut self, cube: &[T], mask: &[u8], s: &Slab) -> Result<()> {
+        let key = (s.z0, s.z1, s.lo, s.hi);
+        if self.loaded == Some(key) {
+            return Ok(());
+        }
+        let [nz, _, _] = self.plan.shape;
+        let plane = self.plane;
+        // Runs of consecutive local planes with consecutive sources (None: zero planes).
+        let src = |l: usize| -> Option<usize> {
+            let p = s.z0 as isize - s.lo as isize + l as isize;
+            extend_index(p, nz, self.plan.mode)
+        };
+        let mut l = 0;
+        while l < s.planes() {
+            let first = src(l);
+            let mut e = l + 1;
+            while e < s.planes() {
+                let ok = match (first, src(e)) {
+                    (Some(a), Some(b)) => b == a + (e - l),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !ok {
+                    break;
+                }
+                e += 1;
+            }
+            let dst: Span<usize> = l * plane..e * plane;
+            match first {
+                Some(a) => {
+                    let span = a * plane..(a + e - l) * plane;
+                    if l == 0 {
+                        // staged (pinned) copies into the start of the buffers
+                        self.gpu.upload_into(&cube[span.clone()], &mut self.cube)?;
+                        self.gpu.upload_into(&mask[span], &mut self.mask)?;
+                    } else {
+                        let mut v = self.cube.slice_mut(dst.clone());
+                        self.gpu.stream.memcpy_htod(&cube[span.clone()], &mut v)?;
+                        let mut v = self.mask.slice_mut(dst);
+                        self.gpu.stream.memcpy_htod(&mask[span], &mut v)?;
+                    }
+                }
+                None => {
+                    let mut v = self.cube.slice_mut(dst.clone());
+                    self.gpu.stream.memset_zeros(&mut v)?;
+                    let mut v = self.mask.slice_mut(dst);
+                    self.gpu.stream.memset_zeros(&mut v)?;
+                }
+            }
+            l = e;
+        }
+        let n = (s.planes() * plane) as i64;
+        let mut b = self.gpu.stream.launch_builder(&self.fns.init_blank);
+        b.arg(&self.cube).arg(&mut self.mask).arg(&n);
+        // SAFETY: arguments match init_blank_* in kernels/scfind.cu; n elements exist.
+        unsafe { b.launch(cfg(n as usize)) }?;
+        self.loaded = Some(key);
+        Ok(())
+    }
+
+    /// Prepare (replacement, NaN → 0) and smooth the loaded slab; W ends in `a`.
+    fn smooth(
+        &mut self,
+        s: &Slab,
+        passes: &KernelPasses,
+        replace: Replace,
+        rms0: f64,
+    ) -> Result<()> {
+        let n = s.planes() * self.plane;
+        let (kind, value): (i32, f64) = match replace {
+            Replace::None => (0, 0.0),
+            Replace::Sign(f) => (1, T::from_f64(f * rms0).to_f64()),
+            Replace::CopySign(f) => (2, T::from_f64(f * rms0).to_f64()),
+        };
+        let nn = n as i64;
+        let mut b = self.gpu.stream.launch_builder(&self.fns.prepare);
+        b.arg(&self.cube)
+            .arg(&self.mask)
+            .arg(&mut self.a)
+            .arg(&nn)
+            .arg(&kind)
+            .arg(&value);
+        // SAFETY: arguments match prepare_* in kernels/scfind.cu.
+        unsafe { b.launch(cfg(n)) }?;
+        let [_, ny, nx] = self.plan.shape;
+        let l = s.planes();
+        for (p, view) in passes
+            .y
+            .iter()
+            .map(|p| {
+                (
+                    p,
+                    AxisView {
+                        outer: l,
+                        n: ny,
+                        inner: nx,
+                    },
+                )
+            })
+            .chain(passes.x.iter().map(|p| {
+                (
+                    p,
+                    AxisView {
+                        outer: l * ny,
+                        n: nx,
+                        inner: 1,
+                    },
+                )
+            }))
+            .chain(passes.z.iter().map(|p| {
+                (
+                    p,
+                    AxisView {
+                        outer: 1,
+                        n: l,
+                        inner: ny * nx,
+                    },
+                )
+            }))
+        {
+            apply_device(self.gpu, &self.a, view, p, &mut self.b)?;
+            std::mem::swap(&mut self.a, &mut self.b);
+        }
+        Ok(())
+    }
+
+    /// Write the sample slots of the slab's interior planes and merge its extremes. `raw`:
+    /// sample the loaded cube itself (noise of the original cube) instead of W.
+    fn sample_and_extremes(
+        &mut self,
+        s: &Slab,
+        raw: bool,
+        ext: &mut Option<(f64, f64)>,
+    ) -> Result<()> {
+        let plan = self.plan;
+        let [_, ny, nx] = plan.shape;
+        let plane = self.plane;
+        let (slot0, slot1) = slot_range(plan.sampling, plan.shape, s.z0, s.z1);
+        let (kind, c): (i32, i64) = match plan.sampling {
+            Sampling::Cadence(c) => (0, c.max(1) as i64),
+            Sampling::Stride(st) => (1, st.max(1) as i64),
+        };
+        let w = if raw { &self.cube } else { &self.a };
+        if slot1 > slot0 {
+            let (s0, cnt) = (slot0 as i64, (slot1 - slot0) as i64);
+            let (nyl, nxl) = (ny as i64, nx as i64);
+            let zbase = s.z0 as i64 - s.lo as i64;
+            let mut b = self.gpu.stream.launch_builder(&self.fns.gather);
+            b.arg(w)
+                .arg(&self.mask)
+                .arg(&mut self.samples)
+                .arg(&s0)
+                .arg(&cnt)
+                .arg(&kind)
+                .arg(&c)
+                .arg(&nyl)
+                .arg(&nxl)
+                .arg(&zbase);
+            // SAFETY: arguments match gather_*; every slot maps into the slab's interior.
+            unsafe { b.launch(cfg(cnt as usize)) }?;
+        }
+        if plan.noise.needs_extremes() {
+            let start = s.lo * plane;
+            let n = (s.z1 - s.z0) * plane;
+            let c = cfg(n);
+            let blocks = c.grid_dim.0 as usize;
+            let wv = w.slice(start..start + n);
+            let mv = self.mask.slice(start..start + n);
+            let nn = n as i64;
+            let mut b = self.gpu.stream.launch_builder(&self.fns.minmax);
+            b.arg(&wv).arg(&mv).arg(&nn).arg(&mut self.partial);
+            // SAFETY: arguments match minmax_*; `partial` holds 2·MAX_BLOCKS values and
+            // blockDim is THREADS = 256 (the kernel's shared arrays).
+            unsafe { b.launch(c) }?;
+            let mut host = vec![0.0f64; 2 * blocks];
+            self.gpu.download(&self.partial, &mut host)?;
+            for p in host.chunks(2) {
+                if p[0] <= p[1] {
+                    *ext = merge_extremes(*ext, Some((p[0], p[1])));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The noise of the sample on the device.
+    fn measure(&mut self, ext: Option<(f64, f64)>) -> Result<f64> {
+        let plan = self.plan;
+        let ns = plan.sampling.len(plan.shape);
+        let ext = plan.noise.needs_extremes().then(|| extremes_or_nan(ext));
+        if let NoiseRule::Sofia2 {
+            stat: Statistic::Mad,
+            range,
+        } = plan.noise
+        {
+            let vals = Values {
+                center: 0.0,
+                abs: true,
+                range,
+            };
+            let n = count_device(self.gpu, &self.samples, ns, vals)?;
+            let kth = |k: usize| -> Result<f64> {
+                select_kth_device(self.gpu, &self.samples, ns, k, vals)?
+                    .ok_or_else(|| Error::Internal("rank beyond the sample".into()))
+            };
+            let med = match n {
+                0 => {
+                    return Err(Error::value(
+                        "cannot measure the noise: no finite values in the sample",
+                    ))
+                }
+                n if n % 2 == 1 => kth(n / 2)?,
+                n => 0.5 * (kth(n / 2 - 1)? + kth(n / 2)?),
+            };
+            return Ok(MAD_TO_STD * med);
+        }
+        let mut host = vec![0.0f64; ns];
+        self.gpu.download(&self.samples, &mut host)?;
+        plan.noise.measure(&host, ext, plan.fitter.as_ref())
+    }
+
+    /// Mark the slab interior's voxels above `level` (W in `a`) as NEW | DETECTED.
+    fn clip(&mut self, s: &Slab, level: f64) -> Result<()> {
+        let start = s.lo * self.plane;
+        let n = (s.z1 - s.z0) * self.plane;
+        let inclusive = self.plan.inclusive as i32;
+        let wv = self.a.slice(start..start + n);
+        let mut mv = self.mask.slice_mut(start..start + n);
+        let nn = n as i64;
+        let mut b = self.gpu.stream.launch_builder(&self.fns.clip);
+        b.arg(&wv).arg(&mut mv).arg(&nn).arg(&level).arg(&inclusive);
+        // SAFETY: arguments match clip_* in kernels/scfind.cu.
+        unsafe { b.launch(cfg(n)) }?;
+        Ok(())
+    }
+
+    /// NEW → MASKED on the device (resident mode, after each kernel).
+    fn promote_device(&mut self) -> Result<()> {
+        let f = self.gpu.function("scfind", "promote_new")?;
+        let n = self.mask.len() as i64;
+        let mut b = self.gpu.stream.launch_builder(&f);
+        b.arg(&mut self.mask).arg(&n);
+        // SAFETY: arguments match promote_new in kernels/scfind.cu.
+        unsafe { b.launch(cfg(n as usize)) }?;
+        Ok(())
+    }
+
+    /// Copy the slab interior's mask planes (blank bit cleared) back to the host.
+    fn store_mask(&mut self, mask: &mut [u8], s: &Slab) -> Result<()> {
+        let f = self.gpu.function("scfind", "clear_blank")?;
+        let start = s.lo * self.plane;
+        let n = (s.z1 - s.z0) * self.plane;
+        {
+            let mut mv = self.mask.slice_mut(start..start + n);
+            let nn = n as i64;
+            let mut b = self.gpu.stream.launch_builder(&f);
+            b.arg(&mut mv).arg(&nn);
+            // SAFETY: arguments match clear_blank in kernels/scfind.cu.
+            unsafe { b.launch(cfg(n)) }?;
+        }
+        let host = &mut mask[s.z0 * self.plane..s.z1 * self.plane];
+        if start == 0 {
+            self.gpu.download(&self.mask, host)?;
+        } else {
+            let v = self.mask.slice(start..start + n);
+            self.gpu.stream.memcpy_dtoh(&v, host)?;
+            self.gpu.sync()?;
+        }
+        // The device copy no longer has blank bits: force a reload next time.
+        self.loaded = None;
+        Ok(())
+    }
+}
+
+/// Sample slots whose positions lie in planes [z0, z1) (a contiguous range for both rules).
+fn slot_range(s: Sampling, shape: [usize; 3], z0: usize, z1: usize) -> (usize, usize) {
+    let plane = shape[1] * shape[2];
+    match s {
+        Sampling::Cadence(c) => {
+            let c = c.max(1);
+            ((z0 * plane).div_ceil(c), (z1 * plane).div_ceil(c))
+        }
+        Sampling::Stride(st) => {
+            let st = st.max(1);
+            let per = shape[1].div_ceil(st) * shape[2].div_ceil(st);
+            (z0.div_ceil(st) * per, z1.div_ceil(st) * per)
+        }
+    }
+}
+
+/// A kernel's passes with their weights on the device.
+struct KernelPasses {
+    y: Vec<DevicePass>,
+    x: Vec<DevicePass>,
+    z: Vec<DevicePass>,
+}
+
+impl KernelPasses {
+    fn new(gpu: &Gpu, ker: &Kernel, plan: &Plan) -> Result<Self> {
+        let dp = |f: &crate::cube::filters::Filter1d, axis: usize| {
+            DevicePass::new(
+                gpu,
+                &Pass {
+                    filter: f.clone(),
+                    axis,
+                    mode: plan.mode,
+                    cval: 0.0,
+                },
+            )
+        };
+        Ok(KernelPasses {
+            y: ker.y.iter().map(|f| dp(f, 1)).collect::<Result<_>>()?,
+            x: ker.x.iter().map(|f| dp(f, 2)).collect::<Result<_>>()?,
+            z: ker.z.iter().map(|f| dp(f, 0)).collect::<Result<_>>()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_ranges_partition_the_sample() {
+        let shape = [10, 7, 9];
+        for s in [
+            Sampling::Cadence(5),
+            Sampling::Stride(3),
+            Sampling::Cadence(1),
+        ] {
+            let mut next = 0;
+            for (z0, z1) in [(0, 3), (3, 4), (4, 9), (9, 10)] {
+                let (a, b) = slot_range(s, shape, z0, z1);
+                assert_eq!(a, next);
+                for k in a..b {
+                    let z = s.index(shape, k) / 63;
+                    assert!(z0 <= z && z < z1);
+                }
+                next = b;
+            }
+            assert_eq!(next, s.len(shape));
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Smooth-and-Clip source finding (SoFiA's S+C finder): for each smoothing kernel, copy the
+//! cube, replace voxels already in the mask by ±replacement·rms, smooth it spatially and
+//! spectrally, restore NaN, measure the noise of the smoothed cube and add every voxel above
+//! threshold·noise to the mask. Two rule sets share one engine: SoFiA 2's (native API) and
+//! SoFiA 1.3.2's (`compat.sofia`).
+//!
+//! The mask is one byte per voxel: bit 0 (`MASKED`) marks voxels already in the mask (they are
+//! replaced before smoothing), bit 1 (`DETECTED`) marks voxels a kernel found; the engine uses
+//! bit 7 internally for NaN voxels and clears it before returning.
+
+mod cpu;
+mod cuda;
+pub mod kernels;
+
+use crate::backend::Device;
+use crate::cube::filters::{Filter1d, Mode};
+use crate::cube::stats::noise::{gauss_about_zero, mad_about, std_about, Fitter, MAD_TO_STD};
+use crate::cube::stats::sample::Sampling;
+use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Rms};
+use crate::cube::stats::Range;
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+/// Mask bit: the voxel is in the mask (replaced before smoothing).
+pub const MASKED: u8 = 1;
+/// Mask bit: a kernel of this run found the voxel.
+pub const DETECTED: u8 = 2;
+/// Mask bit used during a run: the input voxel is NaN.
+pub(crate) const BLANK: u8 = 0x80;
+
+/// Sigma of a Gaussian per unit FWHM: FWHM = 2·sqrt(2·ln 2)·σ.
+pub fn fwhm_const() -> f64 {
+    2.0 * (2.0 * std::f64::consts::LN_2).sqrt()
+}
+
+/// One smoothing kernel: passes along y, then x (the spatial smoothing), then z.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kernel {
+    pub y: Vec<Filter1d>,
+    pub x: Vec<Filter1d>,
+    pub z: Option<Filter1d>,
+    /// Threshold this kernel with the original cube's noise (SoFiA 2's unsmoothed kernel).
+    pub use_rms0: bool,
+}
+
+impl Kernel {
+    /// Same spatial smoothing as `other` (the engines then share the spatially smoothed cube).
+    pub fn same_spatial(&self, other: &Kernel) -> bool {
+        self.y == other.y && self.x == other.x
+    }
+
+    /// Reach of the z filter in planes (below, above).
+    pub fn z_reach(&self) -> (usize, usize) {
+        match &self.z {
+            None => (0, 0),
+            Some(f) => {
+                let (lo, hi) = f.span();
+                ((-lo).max(0) as usize, hi.max(0) as usize)
+            }
+        }
+    }
+}
+
+/// How voxels already in the mask are replaced before smoothing (value = factor · rms0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Replace {
+    None,
+    /// SoFiA 1: +value for x > 0, −value for x < 0, 0 stays 0.
+    Sign(f64),
+    /// SoFiA 2: copysign(value, x).
+    CopySign(f64),
+}
+
+impl Replace {
+    #[inline(always)]
+    pub fn apply(self, x: f64, rms0: f64) -> f64 {
+        match self {
+            Replace::None => x,
+            Replace::Sign(f) => {
+                if x > 0.0 {
+                    f * rms0
+                } else if x < 0.0 {
+                    -(f * rms0)
+                } else {
+                    x
+                }
+            }
+            Replace::CopySign(f) => (f * rms0).copysign(x),
+        }
+    }
+}
+
+/// SoFiA 2's noise statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Statistic {
+    Std,
+    Mad,
+    Gauss,
+}
+
+/// How the noise of a (smoothed) cube is measured on its sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NoiseRule {
+    Sofia2 { stat: Statistic, range: Range },
+    Sofia1(Sofia1Rms),
+}
+
+impl NoiseRule {
+    pub fn needs_extremes(&self) -> bool {
+        matches!(self, NoiseRule::Sofia1(p) if p.needs_extremes())
+    }
+
+    /// The noise from the sampled values (NaN allowed) and the cube's (nanmin, nanmax).
+    pub fn measure(
+        &self,
+        samples: &[f64],
+        extremes: Option<(f64, f64)>,
+        fitter: Option<&Fitter>,
+    ) -> Result<f64> {
+        let none = || Error::value("cannot measure the noise: no finite values in the sample");
+        match *self {
+            NoiseRule::Sofia1(p) => sofia1_rms(samples, extremes, &p, fitter),
+            NoiseRule::Sofia2 { stat, range } => match stat {
+                Statistic::Std => std_about(samples, 0.0, range, None).ok_or_else(none),
+                Statistic::Mad => {
+                    Ok(MAD_TO_STD * mad_about(samples, 0.0, range, None).ok_or_else(none)?)
+                }
+                Statistic::Gauss => gauss_about_zero(samples, range)?.ok_or_else(none),
+            },
+        }
+    }
+}
+
+/// Everything that defines a run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// (z, y, x).
+    pub shape: [usize; 3],
+    pub kernels: Vec<Kernel>,
+    /// Boundary mode of every smoothing pass (constant mode pads with 0).
+    pub mode: Mode,
+    pub threshold: f64,
+    /// |x| >= threshold·rms (SoFiA 1) rather than |x| > threshold·rms (SoFiA 2).
+    pub inclusive: bool,
+    pub replace: Replace,
+    pub noise: NoiseRule,
+    pub sampling: Sampling,
+    /// Fits the histogram Gaussians of SoFiA 1's noise (None: built-in).
+    pub fitter: Option<Fitter>,
+    /// GPU only: z-planes per slab, halo not counted (None: one piece if it fits in GPU
+    /// memory, else as many as fit).
+    pub slab_planes: Option<usize>,
+}
+
+impl Plan {
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The clip level for noise `rms`.
+    pub fn level(&self, rms: f64) -> f64 {
+        self.threshold * rms
+    }
+
+    #[inline(always)]
+    pub fn above(&self, w: f64, level: f64) -> bool {
+        let a = w.abs();
+        if self.inclusive {
+            a >= level
+        } else {
+            a > level
+        }
+    }
+}
+
+/// The noise of the original cube and of each smoothed cube, in kernel order.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub rms0: f64,
+    pub rms: Vec<f64>,
+}
+
+/// Called after each kernel with (kernel index, its noise).
+pub type Progress<'a> = &'a (dyn Fn(usize, f64) + Sync);
+
+/// Run the finder on `cube` (C order, `plan.shape`). `mask` holds `MASKED` for voxels already
+/// in the mask on entry; on return `MASKED | DETECTED` for every voxel a kernel found.
+pub fn run<T: Real>(
+    device: Device,
+    cube: &[T],
+    plan: &Plan,
+    mask: &mut [u8],
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    let n = plan.len();
+    if cube.len() != n || mask.len() != n {
+        return Err(Error::shape("cube and mask sizes do not match the shape"));
+    }
+    if plan.threshold.is_nan() || plan.threshold < 0.0 || plan.threshold.is_infinite() {
+        return Err(Error::value(format!(
+            "threshold must be finite and >= 0, got {}",
+            plan.threshold
+        )));
+    }
+    if n == 0 {
+        return Ok(Outcome {
+            rms0: f64::NAN,
+            rms: vec![f64::NAN; plan.kernels.len()],
+        });
+    }
+    match device {
+        Device::Cpu => crate::backend::threads::install(|| cpu::run(cube, plan, mask, progress))?,
+        Device::Cuda => cuda::run(cube, plan, mask, progress),
+    }
+}
+
+/// (min, max) of the finite values, or None if there is none.
+pub(crate) fn merge_extremes(a: Option<(f64, f64)>, b: Option<(f64, f64)>) -> Option<(f64, f64)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// The extremes for the noise rule: NaN pair when the cube has no finite value (the rule then
+/// reports its own error).
+pub(crate) fn extremes_or_nan(e: Option<(f64, f64)>) -> (f64, f64) {
+    e.unwrap_or((f64::NAN, f64::NAN))
+}
+
+/// The value the smoothing sees for input `x` with mask byte `m`.
+#[inline(always)]
+pub(crate) fn prepared<T: Real>(x: T, m: u8, replace: Replace, rms0: f64) -> f64 {
+    let v = x.to_f64();
+    if m & BLANK != 0 || v.is_nan() {
+        0.0
+    } else if m & MASKED != 0 {
+        T::from_f64(replace.apply(v, rms0)).to_f64()
+    } else {
+        v
+    }
+}
+
+/// (nanmin, nanmax) of the finite values of `data` (CPU).
+pub fn extremes_of<T: Real>(data: &[T]) -> Option<(f64, f64)> {
+    cpu::extremes(data)
+}

@@ -1,0 +1,119 @@
+//! À trous wavelet reconstruction (skyconv.atrous_denoise).
+
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+
+use crate::backend;
+use crate::cube::atrous::{self, Params, Progress, WaveletFilter};
+use crate::error::Error;
+use crate::py::arrays::{data_mut, empty, parts, FloatArray};
+use crate::py::errors::{compute, to_pyerr};
+use crate::real::Real;
+
+/// (reconstruction, iterations, noise, input_noise, scales, device) per unit.
+type Answer<'py> = (
+    Bound<'py, PyAny>,
+    Vec<u32>,
+    Vec<f64>,
+    Vec<f64>,
+    usize,
+    &'static str,
+);
+
+fn run<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &numpy::PyReadonlyArrayDyn<'py, T>,
+    params: &Params,
+    device: Option<&str>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Answer<'py>> {
+    let (shape, input) = parts(a, "data")?;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
+    let out = empty::<T>(py, &shape);
+    let dst = data_mut(&out);
+    // An exception raised by the progress callback, re-raised after the call.
+    let raised: Mutex<Option<PyErr>> = Mutex::new(None);
+    let mut report = |p: Progress| -> crate::Result<()> {
+        let Some(cb) = progress.as_ref() else {
+            return Ok(());
+        };
+        Python::attach(|py| {
+            cb.call1(py, (p.iteration, p.active, p.units, p.noise, p.change))
+                .map(|_| ())
+        })
+        .map_err(|e| {
+            *raised.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            Error::Value("the progress callback raised".into())
+        })
+    };
+    let result = compute(py, || {
+        atrous::atrous_denoise(dev, input, &shape, params, dst, &mut report)
+    });
+    if let Some(e) = raised.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        return Err(e);
+    }
+    let o = result?;
+    Ok((
+        out.into_any(),
+        o.iterations,
+        o.noise,
+        o.input_noise,
+        o.scales,
+        dev.name(),
+    ))
+}
+
+#[pyfunction]
+#[pyo3(signature = (data, dim, snr_recon, scale_min, scale_max, filter, convergence, robust,
+                    device=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn _atrous_denoise<'py>(
+    py: Python<'py>,
+    data: FloatArray<'py>,
+    dim: usize,
+    snr_recon: f64,
+    scale_min: usize,
+    scale_max: usize,
+    filter: &str,
+    convergence: f64,
+    robust: bool,
+    device: Option<&str>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Answer<'py>> {
+    let params = Params {
+        dim,
+        snr: snr_recon,
+        scale_min,
+        scale_max,
+        filter: WaveletFilter::parse(filter).map_err(to_pyerr)?,
+        convergence,
+        robust,
+    };
+    match data {
+        FloatArray::F32(a) => run(py, &a, &params, device, progress),
+        FloatArray::F64(a) => run(py, &a, &params, device, progress),
+    }
+}
+
+/// Number of scales and noise factors f[0..=N] for a reconstruction of `shape`.
+#[pyfunction]
+fn _atrous_plan(shape: Vec<usize>, dim: usize, filter: &str) -> PyResult<(usize, Vec<f64>)> {
+    let params = Params {
+        dim,
+        snr: 0.0,
+        scale_min: 1,
+        scale_max: 0,
+        filter: WaveletFilter::parse(filter).map_err(to_pyerr)?,
+        convergence: 1.0,
+        robust: true,
+    };
+    let plan = atrous::Plan::new(&shape, &params).map_err(to_pyerr)?;
+    Ok((plan.scales, plan.factors))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_atrous_denoise, m)?)?;
+    m.add_function(wrap_pyfunction!(_atrous_plan, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,364 @@
+//! Smooth-and-Clip and noise statistics bindings (skyconv.cube, skyconv.stats,
+//! skyconv.compat.sofia). Argument checking is done in Python; this only translates.
+
+use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use crate::backend;
+use crate::cube::filters::Mode;
+use crate::cube::scfind::{self, kernels, Kernel, NoiseRule, Plan, Replace, Statistic};
+use crate::cube::stats::noise::{
+    fit_gaussian, gauss_about_zero, histogram, mad_about, std_about, Fitter, MAD_TO_STD,
+};
+use crate::cube::stats::sample::{gather, Sampling};
+use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Mode, Sofia1Rms};
+use crate::cube::stats::Range;
+use crate::error::{Error, Result};
+use crate::py::arrays::{parts, FloatArray};
+use crate::py::errors::{compute, to_pyerr};
+use crate::real::Real;
+
+fn range(s: &str) -> Result<Range> {
+    Ok(match s {
+        "full" | "all" => Range::All,
+        "negative" => Range::Negative,
+        "positive" => Range::Positive,
+        _ => return Err(Error::value(format!("unknown flux range {s:?}"))),
+    })
+}
+
+fn sampling(kind: &str, n: usize) -> Result<Sampling> {
+    Ok(match kind {
+        "cadence" => Sampling::Cadence(n.max(1)),
+        "stride" => Sampling::Stride(n.max(1)),
+        _ => return Err(Error::value(format!("unknown sampling {kind:?}"))),
+    })
+}
+
+fn shape3(shape: &[usize]) -> Result<[usize; 3]> {
+    match *shape {
+        [x] => Ok([1, 1, x]),
+        [y, x] => Ok([1, y, x]),
+        [z, y, x] => Ok([z, y, x]),
+        _ => Err(Error::shape("expected an array of 1 to 3 dimensions")),
+    }
+}
+
+/// (kind, sofia1 mode) → noise rule. kind: "sofia2:{std,mad,gauss}" or "sofia1:{negative,...}".
+fn noise_rule(
+    kind: &str,
+    range_s: &str,
+    two_pass: bool,
+    single: bool,
+    size: usize,
+) -> Result<NoiseRule> {
+    let range = range(range_s)?;
+    let (family, stat) = kind
+        .split_once(':')
+        .ok_or_else(|| Error::value(format!("unknown statistic {kind:?}")))?;
+    Ok(match (family, stat) {
+        ("sofia2", s) => NoiseRule::Sofia2 {
+            stat: match s {
+                "std" => Statistic::Std,
+                "mad" => Statistic::Mad,
+                "gauss" => Statistic::Gauss,
+                _ => return Err(Error::value(format!("unknown statistic {s:?}"))),
+            },
+            range,
+        },
+        ("sofia1", s) => NoiseRule::Sofia1(Sofia1Rms {
+            mode: match s {
+                "negative" => Sofia1Mode::Negative,
+                "gauss" => Sofia1Mode::Gauss,
+                "mad" => Sofia1Mode::Mad,
+                "std" => Sofia1Mode::Std,
+                _ => return Err(Error::value(format!("unknown rmsMode {s:?}"))),
+            },
+            range,
+            two_pass,
+            single,
+            size,
+        }),
+        _ => return Err(Error::value(format!("unknown statistic {kind:?}"))),
+    })
+}
+
+/// A Python callable (x, y, a0, s0) -> (a, s) as a Fitter.
+fn py_fitter(f: Option<Py<PyAny>>) -> Option<Fitter> {
+    f.map(|f| {
+        Fitter(std::sync::Arc::new(
+            move |x: &[f64], y: &[f64], a0: f64, s0: f64| {
+                Python::attach(|py| {
+                    f.bind(py)
+                        .call1((x.to_vec(), y.to_vec(), a0, s0))
+                        .and_then(|r| r.extract::<(f64, f64)>())
+                        .map_err(|e| Error::value(format!("Gaussian fit failed: {e}")))
+                })
+            },
+        ))
+    })
+}
+
+/// (spatial kind, σy, σx, spectral kind, z, use_rms0) → kernel.
+type KernelSpec = (String, f64, f64, String, f64, bool);
+
+fn kernel(spec: &KernelSpec) -> Result<Kernel> {
+    let (sk, sy, sx, zk, z, use_rms0) = spec;
+    let approx = match sk.as_str() {
+        "gaussian" => false,
+        "boxcar_approx" => true,
+        _ => return Err(Error::value(format!("unknown spatial kernel {sk:?}"))),
+    };
+    let zf = match zk.as_str() {
+        "none" => None,
+        "boxcar" => {
+            if z.is_nan() || *z < 0.0 || z.fract() != 0.0 {
+                return Err(Error::value(format!(
+                    "boxcar width must be a whole number >= 0, got {z}"
+                )));
+            }
+            kernels::spectral_boxcar(*z as usize)?
+        }
+        "gaussian" => kernels::spectral_gauss(*z)?,
+        _ => return Err(Error::value(format!("unknown spectral kernel {zk:?}"))),
+    };
+    Ok(Kernel {
+        y: kernels::spatial(*sy, approx)?,
+        x: kernels::spatial(*sx, approx)?,
+        z: zf,
+        use_rms0: *use_rms0,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scfind_typed<T: Real + numpy::Element>(
+    py: Python<'_>,
+    cube: &PyReadonlyArrayDyn<'_, T>,
+    mask: &mut PyReadwriteArrayDyn<'_, u8>,
+    kernels: &[KernelSpec],
+    mode: &str,
+    threshold: f64,
+    inclusive: bool,
+    replace: (&str, f64),
+    noise: (&str, &str, bool),
+    samp: (&str, usize),
+    slab_planes: Option<usize>,
+    progress: Option<Py<PyAny>>,
+    fitter: Option<Py<PyAny>>,
+    device: Option<&str>,
+) -> PyResult<(f64, Vec<f64>)> {
+    let (shape, data) = parts(cube, "cube")?;
+    if mask.shape() != shape.as_slice() {
+        return Err(to_pyerr(Error::shape("mask must have the cube's shape")));
+    }
+    let shape = shape3(&shape).map_err(to_pyerr)?;
+    let size: usize = shape.iter().product();
+    let single = std::mem::size_of::<T>() == 4;
+    let build = || -> Result<Plan> {
+        Ok(Plan {
+            shape,
+            kernels: kernels.iter().map(kernel).collect::<Result<_>>()?,
+            mode: Mode::parse(mode)?,
+            threshold,
+            inclusive,
+            replace: match replace.0 {
+                "none" => Replace::None,
+                "sign" => Replace::Sign(replace.1),
+                "copysign" => Replace::CopySign(replace.1),
+                r => return Err(Error::value(format!("unknown replacement {r:?}"))),
+            },
+            noise: noise_rule(noise.0, noise.1, noise.2, single, size)?,
+            sampling: sampling(samp.0, samp.1)?,
+            fitter: py_fitter(fitter),
+            slab_planes,
+        })
+    };
+    let plan = build().map_err(to_pyerr)?;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
+    let m = mask
+        .as_slice_mut()
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("mask must be C-contiguous"))?;
+    let report = |k: usize, rms: f64| {
+        if let Some(cb) = &progress {
+            Python::attach(|py| {
+                if let Err(e) = cb.bind(py).call1((k, rms)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    };
+    let out = compute(py, || scfind::run(dev, data, &plan, m, &report))?;
+    Ok((out.rms0, out.rms))
+}
+
+/// The finder: fills `mask` (uint8, cube's shape) with MASKED|DETECTED bits; returns
+/// (rms of the original cube, rms of each smoothed cube).
+#[pyfunction]
+#[pyo3(signature = (cube, mask, kernels, mode, threshold, inclusive, replace, noise, sampling,
+                    slab_planes=None, progress=None, fitter=None, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind<'py>(
+    py: Python<'py>,
+    cube: FloatArray<'py>,
+    mut mask: PyReadwriteArrayDyn<'py, u8>,
+    kernels: Vec<KernelSpec>,
+    mode: &str,
+    threshold: f64,
+    inclusive: bool,
+    replace: (String, f64),
+    noise: (String, String, bool),
+    sampling: (String, usize),
+    slab_planes: Option<usize>,
+    progress: Option<Py<PyAny>>,
+    fitter: Option<Py<PyAny>>,
+    device: Option<&str>,
+) -> PyResult<(f64, Vec<f64>)> {
+    let rep = (replace.0.as_str(), replace.1);
+    let noi = (noise.0.as_str(), noise.1.as_str(), noise.2);
+    let sam = (sampling.0.as_str(), sampling.1);
+    match cube {
+        FloatArray::F32(a) => scfind_typed(
+            py,
+            &a,
+            &mut mask,
+            &kernels,
+            mode,
+            threshold,
+            inclusive,
+            rep,
+            noi,
+            sam,
+            slab_planes,
+            progress,
+            fitter,
+            device,
+        ),
+        FloatArray::F64(a) => scfind_typed(
+            py,
+            &a,
+            &mut mask,
+            &kernels,
+            mode,
+            threshold,
+            inclusive,
+            rep,
+            noi,
+            sam,
+            slab_planes,
+            progress,
+            fitter,
+            device,
+        ),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stat_typed<T: Real + numpy::Element>(
+    py: Python<'_>,
+    a: &PyReadonlyArrayDyn<'_, T>,
+    what: &str,
+    center: f64,
+    range_s: &str,
+    samp: (&str, usize),
+    clip: Option<f64>,
+    two_pass: bool,
+    fitter: Option<Py<PyAny>>,
+) -> PyResult<Option<f64>> {
+    let (shape, data) = parts(a, "data")?;
+    let fitter = py_fitter(fitter);
+    let shape = shape3(&shape).map_err(to_pyerr)?;
+    let single = std::mem::size_of::<T>() == 4;
+    compute(py, || {
+        let r = range(range_s)?;
+        let s = sampling(samp.0, samp.1)?;
+        let samples = gather(data, shape, s);
+        Ok(match what {
+            "std" => std_about(&samples, center, r, clip),
+            "mad" => mad_about(&samples, center, r, clip),
+            "sigma_mad" => mad_about(&samples, center, r, clip).map(|m| MAD_TO_STD * m),
+            "gauss" => gauss_about_zero(&samples, r)?,
+            w if w.starts_with("sofia1:") => {
+                let rule = noise_rule(w, range_s, two_pass, single, data.len())?;
+                let NoiseRule::Sofia1(p) = rule else {
+                    unreachable!()
+                };
+                let ext = p
+                    .needs_extremes()
+                    .then(|| scfind::extremes_of(data).unwrap_or((f64::NAN, f64::NAN)));
+                Some(sofia1_rms(&samples, ext, &p, fitter.as_ref())?)
+            }
+            _ => return Err(Error::value(format!("unknown statistic {what:?}"))),
+        })
+    })
+}
+
+/// One noise statistic of `data` on a sample; None when no value counts.
+#[pyfunction]
+#[pyo3(signature = (data, what, center, flux_range, sampling, clip=None, two_pass=false,
+                    fitter=None))]
+#[allow(clippy::too_many_arguments)]
+fn _stat(
+    py: Python<'_>,
+    data: FloatArray<'_>,
+    what: &str,
+    center: f64,
+    flux_range: &str,
+    sampling: (String, usize),
+    clip: Option<f64>,
+    two_pass: bool,
+    fitter: Option<Py<PyAny>>,
+) -> PyResult<Option<f64>> {
+    let s = (sampling.0.as_str(), sampling.1);
+    match data {
+        FloatArray::F32(a) => {
+            stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter)
+        }
+        FloatArray::F64(a) => {
+            stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter)
+        }
+    }
+}
+
+/// NumPy-rule histogram counts of the finite values of `data` in bins `edges`.
+#[pyfunction]
+fn _histogram(py: Python<'_>, data: FloatArray<'_>, edges: Vec<f64>) -> PyResult<Vec<u64>> {
+    fn go<T: Real + numpy::Element>(
+        py: Python<'_>,
+        a: &PyReadonlyArrayDyn<'_, T>,
+        e: &[f64],
+    ) -> PyResult<Vec<u64>> {
+        let (shape, data) = parts(a, "data")?;
+        let n: usize = shape.iter().product();
+        compute(py, || {
+            Ok(histogram(&gather(data, [1, 1, n], Sampling::Cadence(1)), e))
+        })
+    }
+    match data {
+        FloatArray::F32(a) => go(py, &a, &edges),
+        FloatArray::F64(a) => go(py, &a, &edges),
+    }
+}
+
+/// Least-squares fit of A·exp(−x²/2σ²); returns (A, σ).
+#[pyfunction]
+fn _fit_gaussian(x: Vec<f64>, y: Vec<f64>, a0: f64, s0: f64) -> PyResult<(f64, f64)> {
+    fit_gaussian(&x, &y, a0, s0).map_err(to_pyerr)
+}
+
+/// SoFiA 2's sampling cadence for an array of shape (z, y, x).
+#[pyfunction]
+fn _sofia2_cadence(shape: Vec<usize>) -> PyResult<usize> {
+    match Sampling::sofia2(shape3(&shape).map_err(to_pyerr)?) {
+        Sampling::Cadence(c) => Ok(c),
+        Sampling::Stride(s) => Ok(s),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_scfind, m)?)?;
+    m.add_function(wrap_pyfunction!(_stat, m)?)?;
+    m.add_function(wrap_pyfunction!(_histogram, m)?)?;
+    m.add_function(wrap_pyfunction!(_fit_gaussian, m)?)?;
+    m.add_function(wrap_pyfunction!(_sofia2_cadence, m)?)?;
+    Ok(())
+}
