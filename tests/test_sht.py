@@ -324,7 +324,8 @@ GPU_CASES = [
     (32, 100, 60, True),  # lmax > 3 nside, mmax < lmax
     (12, 30, 30, False),  # non-power-of-two nside
     (256, 767, 767, True),
-    (1024, 2048, 2048, False),  # several chunks, many skipped polar m
+    (1024, 2048, 2048, False),  # many skipped polar m
+    (64, 4096, 4096, False),  # lmax >> nside: extended exponent, heavy polar aliasing
 ]
 
 
