@@ -7,5 +7,6 @@ pub mod grid;
 pub mod healpix;
 mod py;
 pub mod real;
+pub mod sht;
 
 pub use error::{Error, Result};

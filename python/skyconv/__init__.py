@@ -27,6 +27,7 @@ from ._backend import backend_info, get_num_threads, last_profile, set_num_threa
 from .atrous import AtrousResult, atrous_denoise  # noqa: E402, F401 (public API)
 from .cube import smooth_and_clip  # noqa: E402,F401
 from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402, F401
+from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402,F401
 
 __version__ = _core.__version__
 

@@ -177,3 +177,29 @@ def _grid_finish(
 def _healpix_centres(
     nside: int, nest: bool, pixels: npt.NDArray[np.int64] | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...  # (lons, lats) degrees
+
+# --- sht (src/py/sht.rs) -------------------------------------------------------------------
+# Arguments are checked by skyconv.sht: alm are C-contiguous complex128 arrays in healpy's
+# layout for (lmax, mmax); maps C-contiguous float32 or float64 (all one dtype) RING maps of
+# 12*nside**2 pixels, UNSEEN pixels counting as 0 (the engine zeroes them on its float64 copy;
+# the input is never modified). pol=True only with 3 components. Errors: ShapeError (sizes),
+# ValueError (mmax > lmax, nside, ring_weights), TypeError (mixed dtypes), DeviceError.
+
+def _alm2map(
+    alms: list[npt.NDArray[np.complex128]],
+    nside: int,
+    lmax: int,
+    mmax: int,
+    pol: bool,
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (ncomp, npix)
+def _map2alm(
+    maps: list[FloatArray],
+    nside: int,
+    lmax: int,
+    mmax: int,
+    iter: int,
+    pol: bool,
+    ring_weights: npt.NDArray[np.float64] | None = None,
+    device: str | None = None,
+) -> npt.NDArray[np.complex128]: ...  # (ncomp, nalm)

@@ -8,6 +8,7 @@ mod errors;
 mod filters;
 mod grid;
 mod healpix;
+mod sht;
 mod stats;
 
 use pyo3::prelude::*;
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     grid::register(m)?;
     healpix::register(m)?;
     stats::register(m)?;
+    sht::register(m)?;
     Ok(())
 }

@@ -10,6 +10,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("scfind", include_str!("../../../kernels/scfind.cu")),
     ("atrous", include_str!("../../../kernels/atrous.cu")),
     ("grid", include_str!("../../../kernels/grid.cu")),
+    ("sht", include_str!("../../../kernels/sht.cu")),
 ];
 
 /// The full translation unit for `module`, or None if there is no such module.

@@ -3,6 +3,7 @@
 //! buffers for host<->device copies, and stage timings. Families use what this re-exports and
 //! never name cudarc themselves.
 
+pub mod fft;
 mod kernels;
 pub mod libs;
 pub mod nvrtc;

@@ -1,0 +1,285 @@
+"""Spherical harmonic transforms on HEALPix RING maps, with healpy's conventions.
+
+``alm2map`` (synthesis) and ``map2alm`` (analysis) for spin-0 maps and, with ``pol=True`` and
+three components, the (T, E, B) <-> (I, Q, U) transform with spin 2 for Q and U (healpy's sign
+convention). alm use healpy's layout: m-major complex128, index(l, m) = m(2 lmax + 1 - m)/2 + l
+(see :class:`Alm`). Maps are in the RING ordering, any unit (the transform is linear); alm carry
+the map's unit. Everything is computed in float64: float32 maps are accepted, results are
+float64 maps and complex128 alm.
+
+``device``: "auto" (GPU if one works, else CPU), "cpu" or "cuda"; None means the
+``SKYCONV_DEVICE`` environment variable, else "auto".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._arrays import float_array, int_arg
+from ._errors import ShapeError
+
+#: healpy's marker of missing pixels.
+UNSEEN = -1.6375e30
+
+
+class Alm:
+    """healpy's alm index helpers (m-major layout), as static methods."""
+
+    @staticmethod
+    def getsize(lmax, mmax=None):
+        """Number of coefficients for ``lmax`` and ``mmax`` (default lmax)."""
+        lmax = int_arg(lmax, "lmax")
+        mmax = lmax if mmax is None or mmax < 0 else int_arg(mmax, "mmax")
+        if lmax < 0 or mmax > lmax:
+            raise ValueError(f"need 0 <= mmax <= lmax, got lmax={lmax}, mmax={mmax}")
+        return mmax * (2 * lmax + 1 - mmax) // 2 + lmax + 1
+
+    @staticmethod
+    def getlmax(s, mmax=None):
+        """lmax of an alm array of ``s`` coefficients (assuming mmax = lmax unless ``mmax`` is
+        given), or -1 if no lmax fits (as healpy)."""
+        s = int_arg(s, "s")
+        if mmax is not None and mmax >= 0:
+            mmax = int_arg(mmax, "mmax")
+            num = 2 * s + mmax * mmax - mmax - 2
+            if num < 0 or num % (2 * mmax + 2):
+                return -1
+            lmax = num // (2 * mmax + 2)
+            return lmax if lmax >= mmax else -1
+        x = (-3 + np.sqrt(1 + 8 * s)) / 2
+        if x != np.floor(x):
+            return -1
+        return int(x)
+
+    @staticmethod
+    def getidx(lmax, l, m):  # noqa: E741 (healpy's argument name)
+        """Index of a_lm (scalars or arrays): m(2 lmax + 1 - m)/2 + l."""
+        return m * (2 * lmax + 1 - m) // 2 + l
+
+    @staticmethod
+    def getlm(lmax, i=None):
+        """(l, m) of index ``i`` (all indices for mmax = lmax if None)."""
+        if i is None:
+            i = np.arange(Alm.getsize(lmax))
+        i = np.asarray(i)
+        m = (np.ceil(((2 * lmax + 1) - np.sqrt((2 * lmax + 1) ** 2 - 8 * (i - lmax))) / 2)).astype(
+            int
+        )
+        ell = i - m * (2 * lmax + 1 - m) // 2
+        return (ell, m)
+
+
+def _ell_of_index(lmax: int, mmax: int) -> np.ndarray:
+    """l of every coefficient of the layout (lmax, mmax)."""
+    return np.concatenate([np.arange(m, lmax + 1) for m in range(mmax + 1)])
+
+
+def almxfl(alm, fl, mmax=None, inplace=False):
+    """Multiply alm by a function of l: a_lm * fl[l] (0 where l >= len(fl)), as healpy.
+
+    ``alm``: 1-D complex array (layout with ``mmax``, default lmax). Returns a new array unless
+    ``inplace`` (then ``alm`` itself, which must be a complex128 array).
+    """
+    a = np.asarray(alm)
+    if a.ndim != 1:
+        raise ShapeError(f"alm must be 1-D, got shape {a.shape}")
+    if inplace and a.dtype != np.complex128:
+        raise TypeError("inplace=True needs a complex128 alm array")
+    lmax = Alm.getlmax(a.size, mmax)
+    if lmax < 0:
+        raise ShapeError(
+            f"alm has {a.size} coefficients, not a valid alm size"
+            + (f" for mmax={mmax}" if mmax is not None else "")
+        )
+    mm = lmax if mmax is None or mmax < 0 else int(mmax)
+    f = np.asarray(fl)
+    if f.ndim != 1:
+        raise ShapeError(f"fl must be 1-D, got shape {f.shape}")
+    full = np.zeros(lmax + 1, dtype=np.result_type(f.dtype, np.float64))
+    n = min(lmax + 1, f.size)
+    full[:n] = f[:n]
+    fac = full[_ell_of_index(lmax, mm)]
+    out = a if inplace else np.array(a, dtype=np.result_type(a.dtype, np.complex128), copy=True)
+    out *= fac
+    return out
+
+
+def _components(x, name: str, kind: str):
+    """A list of 1-D arrays from one array, a 2-D array or a sequence; and whether it was one."""
+    if isinstance(x, np.ndarray) and x.ndim == 1:
+        return [x], True
+    if isinstance(x, np.ndarray) and x.ndim == 2:
+        return list(x), False
+    if isinstance(x, (list, tuple)):
+        if len(x) == 0:
+            raise ShapeError(f"{name} is empty")
+        if all(np.ndim(c) == 0 for c in x):
+            return [np.asarray(x)], True
+        comps = [np.asarray(c) for c in x]
+        for c in comps:
+            if c.ndim != 1:
+                raise ShapeError(f"each {kind} in {name} must be 1-D, got shape {c.shape}")
+        return comps, False
+    arr = np.asarray(x)
+    if arr.ndim == 1:
+        return [arr], True
+    if arr.ndim == 2:
+        return list(arr), False
+    raise ShapeError(
+        f"{name} must be a 1-D array or a sequence of 1-D arrays, got shape {arr.shape}"
+    )
+
+
+def _alm_array(a, name: str) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind not in "fciu" or a.dtype.kind == "b":
+        raise TypeError(f"{name} must be a complex array, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.complex128)
+
+
+def _device(device):
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    return device
+
+
+def _check_pol(n: int, pol: bool) -> bool:
+    if pol and n not in (1, 3):
+        raise ValueError(
+            f"pol=True needs 1 or 3 components (T or T, E, B / I, Q, U), got {n}; "
+            "use pol=False for independent spin-0 transforms"
+        )
+    return bool(pol) and n == 3
+
+
+def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
+    """Synthesise a HEALPix RING map from alm (healpy's ``alm2map``).
+
+    Parameters
+    ----------
+    alms : complex array (nalm,), or (ncomp, nalm) / sequence of arrays
+        healpy-layout alm (unit: the map's unit). With ``pol=True`` and three components they
+        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U.
+    nside : int
+        Resolution of the output map (npix = 12 nside^2; any nside >= 1, as healpy's RING).
+    lmax, mmax : int, optional
+        Band limits; by default inferred from the array size assuming mmax = lmax (healpy). Give
+        both when mmax < lmax.
+    pol : bool
+        Polarised (T, E, B) transform for three components; False: every component spin 0.
+    device : str or None
+        "auto", "cpu" or "cuda" (None: SKYCONV_DEVICE, else "auto").
+
+    Returns
+    -------
+    float64 array (npix,) for one component, (ncomp, npix) otherwise. NaN/inf in the alm
+    propagate to the map.
+    """
+    comps, lonely = _components(alms, "alms", "alm")
+    comps = [_alm_array(c, "alms") for c in comps]
+    nside = int_arg(nside, "nside")
+    if nside < 1 or nside > 2**29:
+        raise ValueError(f"nside must be in 1..2**29, got {nside}")
+    size = comps[0].size
+    if any(c.size != size for c in comps):
+        raise ShapeError("all alm arrays must have the same length")
+    if mmax is not None:
+        mmax = int_arg(mmax, "mmax")
+        if mmax < 0:
+            mmax = None
+    if lmax is not None:
+        lmax = int_arg(lmax, "lmax")
+        if lmax < 0:
+            lmax = None
+    if lmax is None:
+        lmax = Alm.getlmax(size, mmax)
+        if lmax < 0:
+            raise ShapeError(
+                f"alm has {size} coefficients, which is not a valid alm size"
+                + (
+                    f" for mmax={mmax}"
+                    if mmax is not None
+                    else " (give lmax and mmax when mmax < lmax)"
+                )
+            )
+    if mmax is None:
+        mmax = lmax
+    if mmax > lmax:
+        raise ValueError(f"mmax ({mmax}) must not exceed lmax ({lmax})")
+    want = Alm.getsize(lmax, mmax)
+    if size != want:
+        raise ShapeError(f"alm has {size} coefficients but lmax={lmax}, mmax={mmax} needs {want}")
+    p = _check_pol(len(comps), pol)
+    out = _core._alm2map(comps, nside, lmax, mmax, p, _device(device))
+    return out[0] if lonely else out
+
+
+def _npix2nside(npix: int) -> int:
+    ns = round(np.sqrt(npix / 12))
+    if ns < 1 or 12 * ns * ns != npix:
+        raise ShapeError(f"a map has {npix} pixels, which is not 12*nside**2 for any nside")
+    return ns
+
+
+def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, device=None):
+    """alm of HEALPix RING maps by quadrature with Jacobi iterations (healpy's ``map2alm``).
+
+    Parameters
+    ----------
+    maps : float32/float64 array (npix,), or (ncomp, npix) / sequence of arrays
+        RING-ordered maps (any unit). With ``pol=True`` and three maps they are (I, Q, U) and
+        the result is (T, E, B). UNSEEN pixels (-1.6375e30) are treated as 0 (on a copy).
+    lmax : int, optional
+        Default 3*nside - 1.
+    mmax : int, optional
+        Default lmax.
+    iter : int
+        Jacobi iterations: alm = A(m); repeat iter times: alm += A(m - S(alm)), where A is the
+        quadrature (weights 4 pi / npix per pixel) and S the synthesis. Default 3, as healpy.
+    pol : bool
+        Polarised transform for three maps; False: every map spin 0.
+    ring_weights : float array, optional
+        A factor per ring multiplying the pixel weight 4 pi / npix: 4*nside - 1 values (north
+        to south) or 2*nside (north pole to equator, mirrored). For healpy's ring weight files
+        (which store w - 1) pass ``1 + w``.
+    device : str or None
+        "auto", "cpu" or "cuda" (None: SKYCONV_DEVICE, else "auto").
+
+    Returns
+    -------
+    complex128 alm (nalm,) for one map, (ncomp, nalm) otherwise.
+    """
+    comps, lonely = _components(maps, "maps", "map")
+    arrs = []
+    for c in comps:
+        if np.iscomplexobj(c):
+            raise TypeError("maps must be real (float32 or float64), got a complex array")
+        # No copy here: UNSEEN pixels are zeroed by the engine (on its own float64 copy).
+        arrs.append(float_array(c, "maps"))
+    if len({a.dtype for a in arrs}) > 1:
+        arrs = [a.astype(np.float64) for a in arrs]
+    npix = arrs[0].size
+    if any(a.size != npix for a in arrs):
+        raise ShapeError("all maps must have the same number of pixels")
+    nside = _npix2nside(npix)
+    lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
+    if lmax < 0:
+        raise ValueError(f"lmax must be >= 0, got {lmax}")
+    mmax = lmax if mmax is None else int_arg(mmax, "mmax")
+    if mmax < 0 or mmax > lmax:
+        raise ValueError(f"mmax must be in 0..lmax={lmax}, got {mmax}")
+    iter = int_arg(iter, "iter")
+    if iter < 0:
+        raise ValueError(f"iter must be >= 0, got {iter}")
+    w = None
+    if ring_weights is not None:
+        w = np.ascontiguousarray(ring_weights, dtype=np.float64)
+        if w.ndim != 1:
+            raise ShapeError(f"ring_weights must be 1-D, got shape {w.shape}")
+    p = _check_pol(len(arrs), pol)
+    out = _core._map2alm(arrs, nside, lmax, mmax, iter, p, w, _device(device))
+    return out[0] if lonely else out
+
+
+__all__ = ["UNSEEN", "Alm", "alm2map", "almxfl", "map2alm"]

@@ -1,0 +1,121 @@
+//! Spherical harmonic transform bindings (skyconv.sht).
+
+use numpy::{Complex64, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+use crate::backend;
+use crate::py::arrays::{parts, FloatArray};
+use crate::py::errors::{compute, to_pyerr};
+use crate::real::Real;
+use crate::sht::{self, AlmLayout};
+
+fn slices<'a, T: numpy::Element>(
+    arrs: &'a [PyReadonlyArray1<'_, T>],
+    name: &str,
+) -> PyResult<Vec<&'a [T]>> {
+    arrs.iter()
+        .map(|a| {
+            a.as_slice().map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
+            })
+        })
+        .collect()
+}
+
+/// alm (list of complex128 arrays) -> (ncomp, npix) float64 maps.
+#[pyfunction]
+#[pyo3(signature = (alms, nside, lmax, mmax, pol, device=None))]
+fn _alm2map<'py>(
+    py: Python<'py>,
+    alms: Vec<PyReadonlyArray1<'py, Complex64>>,
+    nside: usize,
+    lmax: usize,
+    mmax: usize,
+    pol: bool,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
+    let a = slices(&alms, "alms")?;
+    let npix = 12 * nside * nside;
+    // SAFETY: every element is written by the transform before the array is returned.
+    let out = unsafe { PyArray2::<f64>::new(py, [a.len(), npix], false) };
+    {
+        let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
+        let mut maps: Vec<&mut [f64]> = data.chunks_mut(npix.max(1)).collect();
+        maps.truncate(a.len());
+        compute(py, || sht::alm2map(dev, nside, lay, &a, pol, &mut maps))?;
+    }
+    Ok(out)
+}
+
+fn run_map2alm<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    maps: &[numpy::PyReadonlyArrayDyn<'py, T>],
+    args: (usize, AlmLayout, usize, bool, Option<&[f64]>, Option<&str>),
+) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
+    let (nside, lay, iter, pol, w, device) = args;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
+    let m: Vec<&[T]> = maps
+        .iter()
+        .map(|a| parts(a, "maps").map(|(_, d)| d))
+        .collect::<PyResult<_>>()?;
+    let n = lay.size();
+    // SAFETY: map2alm overwrites every coefficient.
+    let out = unsafe { PyArray2::<Complex64>::new(py, [m.len(), n], false) };
+    {
+        let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
+        let mut alms: Vec<&mut [Complex64]> = data.chunks_mut(n).collect();
+        compute(py, || {
+            sht::map2alm(dev, nside, lay, &m, pol, iter, w, &mut alms)
+        })?;
+    }
+    Ok(out)
+}
+
+/// maps (list of float32 or float64 arrays, all of one dtype; UNSEEN pixels count as 0)
+/// -> (ncomp, nalm) complex128 alm.
+#[pyfunction]
+#[pyo3(signature = (maps, nside, lmax, mmax, iter, pol, ring_weights=None, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _map2alm<'py>(
+    py: Python<'py>,
+    maps: Vec<FloatArray<'py>>,
+    nside: usize,
+    lmax: usize,
+    mmax: usize,
+    iter: usize,
+    pol: bool,
+    ring_weights: Option<PyReadonlyArray1<'py, f64>>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
+    let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
+    let w = match &ring_weights {
+        Some(w) => Some(w.as_slice().map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err("ring_weights must be C-contiguous")
+        })?),
+        None => None,
+    };
+    let args = (nside, lay, iter, pol, w, device);
+    let mut f32s = Vec::new();
+    let mut f64s = Vec::new();
+    for m in maps {
+        match m {
+            FloatArray::F32(a) => f32s.push(a),
+            FloatArray::F64(a) => f64s.push(a),
+        }
+    }
+    match (f32s.is_empty(), f64s.is_empty()) {
+        (true, false) => run_map2alm(py, &f64s, args),
+        (false, true) => run_map2alm(py, &f32s, args),
+        _ => Err(pyo3::exceptions::PyTypeError::new_err(
+            "maps must all have the same dtype (float32 or float64)",
+        )),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_alm2map, m)?)?;
+    m.add_function(wrap_pyfunction!(_map2alm, m)?)?;
+    Ok(())
+}

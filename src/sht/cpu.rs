@@ -1,0 +1,885 @@
+//! The rayon engine. Rings are taken in chunks of north/south pairs (nearby colatitudes, so the
+//! polar m that are negligible are skipped together). Per chunk:
+//! - synthesis: Legendre stage parallel over m (each m task runs the recurrence for lanes of
+//!   ring pairs and writes the ring's Fourier coefficient for that m), then the ring-FFT stage
+//!   parallel over rings (fold m into the ring's nphi bins, inverse real FFT);
+//! - analysis: the ring-FFT stage first, then the Legendre stage parallel over m, each m task
+//!   owning its column of alm.
+
+#![allow(clippy::needless_range_loop)] // lane loops index several arrays in step
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use realfft::num_complex::Complex64 as C64;
+use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
+
+use super::legendre::{
+    self as leg, log2_growth_bound, start_value, MTables, Visit, MAX_LANES, SQ1, SQ2, SU1, SU2,
+};
+use super::simd::{Simd, S1};
+#[cfg(target_arch = "x86_64")]
+use super::simd::{F4, F8};
+use super::Plan;
+
+/// Lanes (ring pairs run together) for spin 0 and spin 2.
+const L0: usize = 8;
+const L2: usize = 4;
+/// Budget for the per-chunk ring coefficients (each chunk recomputes the per-m tables, so
+/// fewer, larger chunks are cheaper).
+const CHUNK_BYTES: usize = 256 << 20;
+/// Largest coefficient buffer kept between calls.
+const KEEP_BYTES: usize = 64 << 20;
+
+/// One transform inside a call: a spin-0 (T) or spin-2 (E, B -> Q, U) pair of components.
+#[derive(Debug, Clone, Copy)]
+pub enum Job {
+    /// alm index, map index.
+    Spin0(usize, usize),
+    /// (E, B) alm indices, (Q, U) map indices.
+    Spin2([usize; 2], [usize; 2]),
+}
+
+/// Jobs for `ncomp` components: T,E,B as spin 0 + spin 2 when `pol`, else all spin 0.
+pub fn jobs(ncomp: usize, pol: bool) -> Vec<Job> {
+    if pol && ncomp == 3 {
+        vec![Job::Spin0(0, 0), Job::Spin2([1, 2], [1, 2])]
+    } else {
+        (0..ncomp).map(|i| Job::Spin0(i, i)).collect()
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Ring FFTs
+
+pub(super) struct RingFft {
+    r2c: Arc<dyn RealToComplex<f64>>,
+    c2r: Arc<dyn ComplexToReal<f64>>,
+}
+
+static FFTS: Mutex<Option<HashMap<usize, Arc<RingFft>>>> = Mutex::new(None);
+
+pub(super) fn ring_fft(n: usize) -> Arc<RingFft> {
+    let mut g = FFTS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = g.get_or_insert_with(HashMap::new);
+    map.entry(n)
+        .or_insert_with(|| {
+            let mut p = RealFftPlanner::<f64>::new();
+            Arc::new(RingFft {
+                r2c: p.plan_fft_forward(n),
+                c2r: p.plan_fft_inverse(n),
+            })
+        })
+        .clone()
+}
+
+/// e^{i k φ} for k = 0..n, by rotation re-anchored every 32 steps (error ≲ 1e-14).
+fn twiddles(phi: f64, n: usize, out: &mut Vec<C64>) {
+    out.clear();
+    let (s, c) = phi.sin_cos();
+    let step = C64::new(c, s);
+    let mut w = C64::new(1.0, 0.0);
+    for k in 0..n {
+        if k % 32 == 0 {
+            let (s, c) = (k as f64 * phi).sin_cos();
+            w = C64::new(c, s);
+        }
+        out.push(w);
+        w *= step;
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// The ring-coefficient buffer, kept between calls when small (first-touch page faults of a
+/// fresh allocation cost more than the FFT stage of a small transform).
+static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
+
+fn take_buffer(len: usize) -> Vec<C64> {
+    let mut b = std::mem::take(&mut *BUFFER.lock().unwrap_or_else(|e| e.into_inner()));
+    b.clear();
+    b.resize(len, C64::new(0.0, 0.0));
+    b
+}
+
+fn give_buffer(b: Vec<C64>) {
+    let mut slot = BUFFER.lock().unwrap_or_else(|e| e.into_inner());
+    if b.capacity() >= slot.capacity() && b.capacity() * 16 <= KEEP_BYTES {
+        *slot = b;
+    }
+}
+
+#[derive(Default)]
+struct FftScratch {
+    ring: Vec<f64>,
+    spec: Vec<C64>,
+    scratch: Vec<C64>,
+    tw: Vec<C64>,
+}
+
+// ------------------------------------------------------------------------------------------
+// Chunking
+
+struct Chunk {
+    /// First pair and number of pairs.
+    p0: usize,
+    np: usize,
+}
+
+impl Chunk {
+    fn nrc(&self) -> usize {
+        2 * self.np
+    }
+}
+
+fn chunks(plan: &Plan, ncomp: usize) -> Vec<Chunk> {
+    let per_pair = ncomp * (plan.lay.mmax + 1) * 2 * std::mem::size_of::<C64>();
+    let mut ch = (CHUNK_BYTES / per_pair.max(1)).max(L0);
+    ch = ch.div_ceil(L0) * L0;
+    if let Some(n) = super::forced_chunk_pairs() {
+        ch = n;
+    }
+    let np = plan.pairs.len();
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < np {
+        let n = ch.min(np - p);
+        out.push(Chunk { p0: p, np: n });
+        p += n;
+    }
+    out
+}
+
+/// Lane state for a block of pairs starting at `first` (pairs past the chunk are padding):
+/// x, sin θ and the start value (v, k) per lane; None if every lane is negligible.
+#[allow(clippy::type_complexity)]
+fn lanes(
+    plan: &Plan,
+    first: usize,
+    end: usize,
+    nl: usize,
+    m: usize,
+    lb: f64,
+) -> Option<(
+    [f64; MAX_LANES],
+    [f64; MAX_LANES],
+    [f64; MAX_LANES],
+    [i32; MAX_LANES],
+)> {
+    let mut x = [0.0; MAX_LANES];
+    let mut s = [1.0; MAX_LANES];
+    let mut v = [0.0; MAX_LANES];
+    let mut k = [0i32; MAX_LANES];
+    // Quick test with log2 |λ_mm| ≈ log2|norm| + m log2 sin θ: lanes far below the threshold
+    // are negligible for sure (the exact test in start_value agrees with it), and sin θ grows
+    // along the block, so if its last lane is negligible, all are.
+    let cut = -400.0 - 64.0 - lb - plan.log2_norms[m];
+    let last = (first + nl).min(end) - 1;
+    if (m as f64) * plan.pairs[last].log2s < cut {
+        return None;
+    }
+    let mut any = false;
+    for r in 0..nl {
+        let p = first + r;
+        if p >= end {
+            continue;
+        }
+        let pr = &plan.pairs[p];
+        if (m as f64) * pr.log2s < cut {
+            x[r] = pr.x;
+            s[r] = pr.s;
+            continue;
+        }
+        x[r] = pr.x;
+        s[r] = pr.s;
+        let (vv, kk) = start_value(pr.s, m, plan.norms[m], lb);
+        v[r] = vv;
+        k[r] = kk;
+        any |= vv != 0.0;
+    }
+    any.then_some((x, s, v, k))
+}
+
+#[inline(always)]
+fn vecs<V: Simd, const N: usize>(a: &[f64]) -> [V; N] {
+    let mut o = [V::splat(0.0); N];
+    for i in 0..N {
+        o[i] = V::load(&a[i * V::W..]);
+    }
+    o
+}
+
+#[inline(always)]
+fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
+    let mut o = [0.0; MAX_LANES];
+    for i in 0..N {
+        a[i].store(&mut o[i * V::W..]);
+    }
+    o
+}
+
+// ------------------------------------------------------------------------------------------
+// Synthesis visitors
+
+struct S0<'a, V: Simd, const N: usize> {
+    a: &'a [C64],
+    /// [even re, even im, odd re, odd im]
+    acc: [[V; N]; 4],
+}
+
+impl<V: Simd, const N: usize> Visit<V, N> for S0<'_, V, N> {
+    #[inline(always)]
+    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
+        let c = self.a[j];
+        let (re, im) = (V::splat(c.re), V::splat(c.im));
+        let o = 2 * ODD as usize;
+        for i in 0..N {
+            self.acc[o][i] = re.mul_add(cur[i], self.acc[o][i]);
+            self.acc[o + 1][i] = im.mul_add(cur[i], self.acc[o + 1][i]);
+        }
+    }
+}
+
+struct S2<'a, V: Simd, const N: usize> {
+    e: &'a [C64],
+    b: &'a [C64],
+    pol: &'a [[f64; 5]],
+    x: [V; N],
+    is2: [V; N],
+    xis2: [V; N],
+    /// [parity][W re, W im, X re, X im, Y re, Y im, Z re, Z im]
+    acc: [[[V; N]; 8]; 2],
+}
+
+/// F1' and F2' (spin-2 functions over g_l) from μ_{l−1}, μ_l.
+#[inline(always)]
+fn f12<V: Simd>(c: &[f64; 5], x: V, is2: V, xis2: V, prev: V, cur: V) -> (V, V) {
+    let f1 = V::splat(c[2])
+        .mul(xis2)
+        .mul_sub(prev, V::splat(c[0]).mul_add(is2, V::splat(c[1])).mul(cur));
+    let f2 = is2.mul(V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(x).mul(cur)));
+    (f1, f2)
+}
+
+impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
+    #[inline(always)]
+    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        let c = &self.pol[j];
+        let (e, b) = (self.e[j], self.b[j]);
+        let (er, ei, br, bi) = (
+            V::splat(e.re),
+            V::splat(e.im),
+            V::splat(b.re),
+            V::splat(b.im),
+        );
+        let acc = &mut self.acc[ODD as usize];
+        for i in 0..N {
+            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+            acc[0][i] = er.mul_add(f1, acc[0][i]);
+            acc[1][i] = ei.mul_add(f1, acc[1][i]);
+            acc[2][i] = br.mul_add(f2, acc[2][i]);
+            acc[3][i] = bi.mul_add(f2, acc[3][i]);
+            acc[4][i] = br.mul_add(f1, acc[4][i]);
+            acc[5][i] = bi.mul_add(f1, acc[5][i]);
+            acc[6][i] = er.mul_add(f2, acc[6][i]);
+            acc[7][i] = ei.mul_add(f2, acc[7][i]);
+        }
+    }
+}
+
+/// Per-thread scratch of the Legendre stage.
+#[derive(Default)]
+struct LegScratch {
+    t: MTables,
+    a: Vec<Vec<C64>>,
+    tmp: Vec<f64>,
+}
+
+fn scaled_column(src: &[C64], g: &[f64], n: usize, out: &mut Vec<C64>) {
+    out.clear();
+    out.extend(src[..n].iter().zip(g).map(|(a, &g)| a * g));
+    out.resize(n + 2, C64::new(0.0, 0.0));
+}
+
+/// 1/sin²θ and cosθ/sin²θ per lane.
+#[inline(always)]
+fn inv_s2(x: &[f64; MAX_LANES], s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
+    let mut is2 = [0.0; MAX_LANES];
+    let mut xis2 = [0.0; MAX_LANES];
+    for r in 0..MAX_LANES {
+        is2[r] = 1.0 / (s[r] * s[r]);
+        xis2[r] = x[r] * is2[r];
+    }
+    (is2, xis2)
+}
+
+/// Synthesis Legendre stage for one m over the pairs of a chunk; writes `ph` laid out as
+/// [comp][ring-in-chunk], ring 2p = north, 2p+1 = south of pair p. N0 (N2) vectors of V per
+/// block of spin-0 (spin-2) lanes.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn synth_m<V: Simd, const N0: usize, const N2: usize>(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    alms: &[&[C64]],
+    m: usize,
+    sc: &mut LegScratch,
+    ph: &mut [C64],
+) {
+    let (l0, l2) = (N0 * V::W, N2 * V::W);
+    let lay = plan.lay;
+    let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
+    sc.t.fill(m, lay.lmax, pol);
+    let n = sc.t.n();
+    let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
+    let nrc = ch.nrc();
+    let off = lay.mstart(m);
+    let end = ch.p0 + ch.np;
+    sc.a.resize_with(alms.len(), Vec::new);
+    for (i, a) in alms.iter().enumerate() {
+        scaled_column(&a[off..off + n], &sc.t.g, n, &mut sc.a[i]);
+    }
+    ph.fill(C64::new(0.0, 0.0));
+    for job in jobs {
+        match *job {
+            Job::Spin0(ai, mi) => {
+                let mut p = ch.p0;
+                while p < end {
+                    if let Some((x, _s, v, k)) = lanes(plan, p, end, l0, m, lb) {
+                        let mut vis = S0::<V, N0> {
+                            a: &sc.a[ai],
+                            acc: [[V::splat(0.0); N0]; 4],
+                        };
+                        leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        let acc = vis.acc.map(|a| unvec(&a));
+                        for r in 0..l0.min(end - p) {
+                            let pl = p - ch.p0 + r;
+                            let e = C64::new(acc[0][r], acc[1][r]);
+                            let o = C64::new(acc[2][r], acc[3][r]);
+                            ph[mi * nrc + 2 * pl] = e + o;
+                            ph[mi * nrc + 2 * pl + 1] = e - o;
+                        }
+                    }
+                    p += l0;
+                }
+            }
+            Job::Spin2([ei, bi], [qi, ui]) => {
+                let mut p = ch.p0;
+                while p < end {
+                    if let Some((x, s, v, k)) = lanes(plan, p, end, l2, m, lb) {
+                        let (is2, xis2) = inv_s2(&x, &s);
+                        let mut vis = S2::<V, N2> {
+                            e: &sc.a[ei],
+                            b: &sc.a[bi],
+                            pol: &sc.t.pol,
+                            x: vecs(&x),
+                            is2: vecs(&is2),
+                            xis2: vecs(&xis2),
+                            acc: [[[V::splat(0.0); N2]; 8]; 2],
+                        };
+                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        let ev = vis.acc[0].map(|a| unvec(&a));
+                        let od = vis.acc[1].map(|a| unvec(&a));
+                        let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
+                            C64::new(a[i][r], a[i + 1][r])
+                        };
+                        let iu = C64::new(0.0, 1.0);
+                        for r in 0..l2.min(end - p) {
+                            let pl = p - ch.p0 + r;
+                            let (we, wo) = (c(&ev, 0, r), c(&od, 0, r));
+                            let (xe, xo) = (c(&ev, 2, r), c(&od, 2, r));
+                            let (ye, yo) = (c(&ev, 4, r), c(&od, 4, r));
+                            let (ze, zo) = (c(&ev, 6, r), c(&od, 6, r));
+                            ph[qi * nrc + 2 * pl] = SQ1 * (we + wo) + SQ2 * iu * (xe + xo);
+                            ph[qi * nrc + 2 * pl + 1] = SQ1 * (we - wo) + SQ2 * iu * (xo - xe);
+                            ph[ui * nrc + 2 * pl] = SU1 * (ye + yo) + SU2 * iu * (ze + zo);
+                            ph[ui * nrc + 2 * pl + 1] = SU1 * (ye - yo) + SU2 * iu * (zo - ze);
+                        }
+                    }
+                    p += l2;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn synth_m_avx2(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    alms: &[&[C64]],
+    m: usize,
+    sc: &mut LegScratch,
+    ph: &mut [C64],
+) {
+    synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, alms, m, sc, ph)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[allow(clippy::too_many_arguments, clippy::incompatible_msrv)]
+unsafe fn synth_m_avx512(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    alms: &[&[C64]],
+    m: usize,
+    sc: &mut LegScratch,
+    ph: &mut [C64],
+) {
+    // 8-wide vectors, twice the lanes per block (more independent recurrences in flight).
+    synth_m::<F8, { 4 * L0 / 8 }, { 2 * L2 / 8 }>(plan, ch, jobs, alms, m, sc, ph)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[allow(clippy::too_many_arguments, clippy::incompatible_msrv)]
+unsafe fn anal_m_avx512(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    phase: &[C64],
+    ncomp: usize,
+    m: usize,
+    sc: &mut LegScratch,
+    cols: &mut [&mut [C64]],
+) {
+    anal_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+}
+
+/// SIMD level: 0 none, 1 AVX2+FMA (4 lanes), 2 AVX-512F (8 lanes): the best the CPU has,
+/// capped by SKYCONV_CPU_SIMD ("scalar", "avx2"; for testing the other code paths).
+fn simd_level() -> u8 {
+    let cap = match std::env::var("SKYCONV_CPU_SIMD").as_deref() {
+        Ok("scalar") => 0,
+        Ok("avx2") => 1,
+        _ => 2,
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        let have = if !has_avx2() {
+            0
+        } else if std::is_x86_feature_detected!("avx512f") {
+            2
+        } else {
+            1
+        };
+        have.min(cap)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = cap;
+        0
+    }
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Synthesis on the CPU: `alms` (layout `plan.lay`) to `maps` (RING, npix each).
+pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64]]) {
+    let ncomp = maps.len();
+    let mmax = plan.lay.mmax;
+    let level = simd_level();
+    let ptrs: Vec<SendPtr<f64>> = maps.iter_mut().map(|m| SendPtr(m.as_mut_ptr())).collect();
+    for ch in chunks(plan, ncomp) {
+        let nrc = ch.nrc();
+        let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
+        let phase = &mut phase_buf[..];
+        phase.par_chunks_mut(ncomp * nrc).enumerate().for_each_init(
+            LegScratch::default,
+            |sc, (m, ph)| {
+                // SAFETY: the CPU has the features of the level (checked above).
+                #[cfg(target_arch = "x86_64")]
+                match level {
+                    2 => return unsafe { synth_m_avx512(plan, &ch, jobs, alms, m, sc, ph) },
+                    1 => return unsafe { synth_m_avx2(plan, &ch, jobs, alms, m, sc, ph) },
+                    _ => {}
+                }
+                let _ = level;
+                synth_m::<S1, L0, L2>(plan, &ch, jobs, alms, m, sc, ph);
+            },
+        );
+        let phase = &phase;
+        let ptrs = &ptrs;
+        (0..ch.np)
+            .into_par_iter()
+            .for_each_init(FftScratch::default, |fs, pl| {
+                let pr = &plan.pairs[ch.p0 + pl];
+                let rings = [Some(pr.north), pr.south];
+                let ring = &plan.rings[pr.north];
+                let nphi = ring.nphi;
+                let half = nphi / 2;
+                let fft = &plan.ffts[pr.north];
+                twiddles(ring.phi0, mmax + 1, &mut fs.tw);
+                for c in 0..ncomp {
+                    fs.spec.clear();
+                    fs.spec.resize(2 * (half + 1), C64::new(0.0, 0.0));
+                    let (sn, ss) = fs.spec.split_at_mut(half + 1);
+                    let f0 = phase[c * nrc + 2 * pl];
+                    let f1 = phase[c * nrc + 2 * pl + 1];
+                    sn[0] += f0.re;
+                    ss[0] += f1.re;
+                    // k = m mod nphi, kept incrementally
+                    let mut k = 0usize;
+                    for m in 1..=mmax {
+                        k += 1;
+                        if k == nphi {
+                            k = 0;
+                        }
+                        let at = (m * ncomp + c) * nrc + 2 * pl;
+                        let tw = fs.tw[m];
+                        let (gn, gs) = (phase[at] * tw, phase[at + 1] * tw);
+                        if k <= half {
+                            sn[k] += gn;
+                            ss[k] += gs;
+                        }
+                        let k2 = if k == 0 { 0 } else { nphi - k };
+                        if k2 <= half {
+                            sn[k2] += gn.conj();
+                            ss[k2] += gs.conj();
+                        }
+                    }
+                    fs.ring.resize(nphi, 0.0);
+                    fs.scratch
+                        .resize(fft.c2r.get_scratch_len(), C64::new(0.0, 0.0));
+                    for (h, ri) in rings.iter().enumerate() {
+                        let Some(ri) = *ri else { continue };
+                        let first = plan.rings[ri].first as usize;
+                        let sp = &mut fs.spec[h * (half + 1)..(h + 1) * (half + 1)];
+                        sp[0].im = 0.0;
+                        sp[half].im = 0.0;
+                        fft.c2r
+                            .process_with_scratch(sp, &mut fs.ring, &mut fs.scratch)
+                            .expect("ring FFT sizes are consistent");
+                        // SAFETY: rings are disjoint pixel ranges of map c; each is written by
+                        // one task only.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi)
+                        };
+                        dst.copy_from_slice(&fs.ring);
+                    }
+                }
+            });
+        give_buffer(phase_buf);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Analysis visitors
+
+struct A0<'a, V: Simd, const N: usize> {
+    /// Partial sums per l: [j][re, im] (summed over this chunk's lanes).
+    tmp: &'a mut [f64],
+    /// [parity][re, im] of north ± south.
+    inp: [[[V; N]; 2]; 2],
+}
+
+impl<V: Simd, const N: usize> Visit<V, N> for A0<'_, V, N> {
+    #[inline(always)]
+    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
+        let src = &self.inp[ODD as usize];
+        let mut re = cur[0].mul(src[0][0]);
+        let mut im = cur[0].mul(src[1][0]);
+        for i in 1..N {
+            re = cur[i].mul_add(src[0][i], re);
+            im = cur[i].mul_add(src[1][i], im);
+        }
+        let (a, b) = V::hsum2(re, im);
+        self.tmp[2 * j] += a;
+        self.tmp[2 * j + 1] += b;
+    }
+}
+
+struct A2<'a, V: Simd, const N: usize> {
+    /// Partial sums per l: [j][E re, E im, B re, B im].
+    tmp: &'a mut [f64],
+    pol: &'a [[f64; 5]],
+    x: [V; N],
+    is2: [V; N],
+    xis2: [V; N],
+    /// [parity][8]: E_re += F1·in0 + F2·in1, E_im += F1·in2 + F2·in3, B_re += F1·in4 + F2·in5,
+    /// B_im += F1·in6 + F2·in7.
+    inp: [[[V; N]; 8]; 2],
+}
+
+impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
+    #[inline(always)]
+    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        let c = &self.pol[j];
+        let s = &self.inp[ODD as usize];
+        let zero = V::splat(0.0);
+        let mut acc = [zero; 4];
+        for i in 0..N {
+            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+            for q in 0..4 {
+                acc[q] = f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc[q]));
+            }
+        }
+        let (a, b) = V::hsum2(acc[0], acc[1]);
+        let (c2, d) = V::hsum2(acc[2], acc[3]);
+        let t = &mut self.tmp[4 * j..4 * j + 4];
+        t[0] += a;
+        t[1] += b;
+        t[2] += c2;
+        t[3] += d;
+    }
+}
+
+/// Analysis Legendre stage for one m over the pairs of a chunk: adds into `cols` (one alm
+/// column per output component) from `phase` laid out [m][comp][ring-in-chunk].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn anal_m<V: Simd, const N0: usize, const N2: usize>(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    phase: &[C64],
+    ncomp: usize,
+    m: usize,
+    sc: &mut LegScratch,
+    cols: &mut [&mut [C64]],
+) {
+    let (l0, l2) = (N0 * V::W, N2 * V::W);
+    let lay = plan.lay;
+    let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
+    sc.t.fill(m, lay.lmax, pol);
+    let n = sc.t.n();
+    let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
+    let nrc = ch.nrc();
+    let end = ch.p0 + ch.np;
+    let ph = &phase[m * ncomp * nrc..(m + 1) * ncomp * nrc];
+    let at = |c: usize, p: usize, south: bool| ph[c * nrc + 2 * (p - ch.p0) + south as usize];
+    for job in jobs {
+        match *job {
+            Job::Spin0(ai, mi) => {
+                sc.tmp.clear();
+                sc.tmp.resize(2 * n, 0.0);
+                let mut any = false;
+                let mut p = ch.p0;
+                while p < end {
+                    if let Some((x, _s, v, k)) = lanes(plan, p, end, l0, m, lb) {
+                        any = true;
+                        let mut inp = [[[0.0; MAX_LANES]; 2]; 2];
+                        for r in 0..l0.min(end - p) {
+                            let (nn, ss) = (at(mi, p + r, false), at(mi, p + r, true));
+                            let (e, o) = (nn + ss, nn - ss);
+                            inp[0][0][r] = e.re;
+                            inp[0][1][r] = e.im;
+                            inp[1][0][r] = o.re;
+                            inp[1][1][r] = o.im;
+                        }
+                        let mut vis = A0::<V, N0> {
+                            tmp: &mut sc.tmp,
+                            inp: inp.map(|a| a.map(|b| vecs(&b))),
+                        };
+                        leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                    }
+                    p += l0;
+                }
+                if any {
+                    let col = &mut cols[ai];
+                    for j in 0..n {
+                        col[j] += C64::new(sc.tmp[2 * j], sc.tmp[2 * j + 1]) * sc.t.g[j];
+                    }
+                }
+            }
+            Job::Spin2([ei, bi], [qi, ui]) => {
+                sc.tmp.clear();
+                sc.tmp.resize(4 * n, 0.0);
+                let mut any = false;
+                let mut p = ch.p0;
+                while p < end {
+                    if let Some((x, s, v, k)) = lanes(plan, p, end, l2, m, lb) {
+                        any = true;
+                        let (is2, xis2) = inv_s2(&x, &s);
+                        let mut inp = [[[0.0; MAX_LANES]; 8]; 2];
+                        for r in 0..l2.min(end - p) {
+                            let (qn, qs) = (at(qi, p + r, false), at(qi, p + r, true));
+                            let (un, us) = (at(ui, p + r, false), at(ui, p + r, true));
+                            let (qp, qm, up, um) = (qn + qs, qn - qs, un + us, un - us);
+                            // even l−m: F1 pairs with (q+, u+), F2 with (q−, u−); odd: swapped.
+                            for (par, (q1, u1, q2, u2)) in
+                                [(qp, up, qm, um), (qm, um, qp, up)].into_iter().enumerate()
+                            {
+                                let a = q1 * SQ1;
+                                let bv = u2 * SU2;
+                                let cc = u1 * SU1;
+                                let d = q2 * SQ2;
+                                let row = &mut inp[par];
+                                row[0][r] = a.re;
+                                row[1][r] = bv.im;
+                                row[2][r] = a.im;
+                                row[3][r] = -bv.re;
+                                row[4][r] = cc.re;
+                                row[5][r] = d.im;
+                                row[6][r] = cc.im;
+                                row[7][r] = -d.re;
+                            }
+                        }
+                        let mut vis = A2::<V, N2> {
+                            tmp: &mut sc.tmp,
+                            pol: &sc.t.pol,
+                            x: vecs(&x),
+                            is2: vecs(&is2),
+                            xis2: vecs(&xis2),
+                            inp: inp.map(|a| a.map(|b| vecs(&b))),
+                        };
+                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                    }
+                    p += l2;
+                }
+                if any {
+                    for j in 0..n {
+                        let t = &sc.tmp[4 * j..4 * j + 4];
+                        let g = sc.t.g[j];
+                        cols[ei][j] += C64::new(t[0], t[1]) * g;
+                        cols[bi][j] += C64::new(t[2], t[3]) * g;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn anal_m_avx2(
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    phase: &[C64],
+    ncomp: usize,
+    m: usize,
+    sc: &mut LegScratch,
+    cols: &mut [&mut [C64]],
+) {
+    anal_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+}
+
+/// Split each alm array into its m columns: result[m][component].
+fn columns<'a>(plan: &Plan, alms: &'a mut [&mut [C64]]) -> Vec<Vec<&'a mut [C64]>> {
+    let lay = plan.lay;
+    let mut out: Vec<Vec<&'a mut [C64]>> = (0..=lay.mmax).map(|_| Vec::new()).collect();
+    for a in alms.iter_mut() {
+        let mut rest: &'a mut [C64] = unsafe {
+            // SAFETY: reborrow for 'a; `alms` is borrowed mutably for 'a.
+            std::slice::from_raw_parts_mut(a.as_mut_ptr(), a.len())
+        };
+        for (m, col) in out.iter_mut().enumerate() {
+            let (head, tail) = rest.split_at_mut(lay.mlen(m));
+            col.push(head);
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// Analysis (adjoint synthesis with the plan's ring weights) on the CPU: `maps` to `alms`
+/// (overwritten).
+pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64]]) {
+    for a in alms.iter_mut() {
+        a.fill(C64::new(0.0, 0.0));
+    }
+    let ncomp = maps.len();
+    let mmax = plan.lay.mmax;
+    let level = simd_level();
+    let mut cols = columns(plan, alms);
+    for ch in chunks(plan, ncomp) {
+        let nrc = ch.nrc();
+        let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
+        let pp = SendPtr(phase_buf.as_mut_ptr());
+        (0..ch.np)
+            .into_par_iter()
+            .for_each_init(FftScratch::default, |fs, pl| {
+                let pr = &plan.pairs[ch.p0 + pl];
+                let ring = &plan.rings[pr.north];
+                let nphi = ring.nphi;
+                let half = nphi / 2;
+                let fft = &plan.ffts[pr.north];
+                twiddles(-ring.phi0, mmax + 1, &mut fs.tw);
+                for c in 0..ncomp {
+                    fs.spec.clear();
+                    fs.spec.resize(2 * (half + 1), C64::new(0.0, 0.0));
+                    fs.scratch
+                        .resize(fft.r2c.get_scratch_len(), C64::new(0.0, 0.0));
+                    let mut ws = [0.0; 2];
+                    for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
+                        let Some(ri) = ri else { continue };
+                        let first = plan.rings[ri].first as usize;
+                        ws[h] = plan.weights[ri];
+                        fs.ring.clear();
+                        fs.ring.extend_from_slice(&maps[c][first..first + nphi]);
+                        fft.r2c
+                            .process_with_scratch(
+                                &mut fs.ring,
+                                &mut fs.spec[h * (half + 1)..(h + 1) * (half + 1)],
+                                &mut fs.scratch,
+                            )
+                            .expect("ring FFT sizes are consistent");
+                    }
+                    let (sn, ss) = fs.spec.split_at(half + 1);
+                    let mut k = 0usize;
+                    for m in 0..=mmax {
+                        let (rn, rs) = if k <= half {
+                            (sn[k], ss[k])
+                        } else {
+                            (sn[nphi - k].conj(), ss[nphi - k].conj())
+                        };
+                        let tw = fs.tw[m];
+                        let at = (m * ncomp + c) * nrc + 2 * pl;
+                        // SAFETY: elements (m, c, 2pl) and (m, c, 2pl+1) are written by this
+                        // task only.
+                        unsafe {
+                            *pp.get().add(at) = rn * tw * ws[0];
+                            *pp.get().add(at + 1) = rs * tw * ws[1];
+                        }
+                        k += 1;
+                        if k == nphi {
+                            k = 0;
+                        }
+                    }
+                }
+            });
+        let phase = &phase_buf[..];
+        cols.par_iter_mut()
+            .enumerate()
+            .for_each_init(LegScratch::default, |sc, (m, col)| {
+                // SAFETY: the CPU has the features of the level (checked above).
+                #[cfg(target_arch = "x86_64")]
+                match level {
+                    2 => {
+                        return unsafe { anal_m_avx512(plan, &ch, jobs, phase, ncomp, m, sc, col) }
+                    }
+                    1 => return unsafe { anal_m_avx2(plan, &ch, jobs, phase, ncomp, m, sc, col) },
+                    _ => {}
+                }
+                let _ = level;
+                anal_m::<S1, L0, L2>(plan, &ch, jobs, phase, ncomp, m, sc, col);
+            });
+        give_buffer(phase_buf);
+    }
+}

@@ -1,0 +1,502 @@
+//! The normalised associated-Legendre recurrence in float64 with an extended exponent, and the
+//! spin-2 functions built from it. Shared by the CPU engine (which runs it over lanes of ring
+//! pairs) and mirrored by `kernels/sht.cu`.
+//!
+//! For fixed m the normalised functions λ_lm(x) = sqrt((2l+1)/4π (l−m)!/(l+m)!) P_l^m(x)
+//! (Condon–Shortley phase, as HEALPix) obey
+//! λ_l = A_l x λ_{l−1} − C_l λ_{l−2}, A_l = sqrt((4l²−1)/(l²−m²)),
+//! C_l = sqrt((4l²−1)((l−1)²−m²)/((l²−m²)(4(l−1)²−1))).
+//! We run it on μ_l = λ_l / g_l with g_m = g_{m+1} = 1, g_l = C_l g_{l−2}, which turns it into
+//! μ_l = B_l x μ_{l−1} − μ_{l−2} (B_l = A_l g_{l−1}/g_l): one multiply and one fused
+//! multiply-add per step. The alm are multiplied by g_l instead (once per coefficient).
+//!
+//! Start value λ_mm = (−1)^m sqrt((2m+1)/4π Π_{k≤m}(2k−1)/(2k)) sin^m θ underflows for large m
+//! near the poles, so values carry an exponent k: true value = v · 2^(−800 k). While k > 0 the
+//! true value is below 2^−400 and contributes nothing; once the recurrence has grown it past
+//! that, it is rescaled to k = 0 and accumulation starts. This keeps the recurrence exact to
+//! any lmax (tested to 16384+).
+//!
+//! Spin 2 (healpy's convention, Zaldarriaga & Seljak 1997), with n_l = 2/sqrt((l−1)l(l+1)(l+2))
+//! and f_l = sqrt((2l+1)/(2l−1) (l²−m²)):
+//! F1_lm = n_l [ −((l−m²)/sin²θ + l(l−1)/2) λ_l + f_l cosθ/sin²θ λ_{l−1} ],
+//! F2_lm = n_l m/sin²θ [ −(l−1) cosθ λ_l + f_l λ_{l−1} ].
+//! Parity: λ_lm(−x) = (−1)^{l+m} λ_lm(x), F1 likewise, F2 with the opposite sign.
+
+#![allow(clippy::needless_range_loop)] // lane loops index several arrays in step
+
+use super::simd::Simd;
+
+/// Exponent step of the extended-range representation.
+pub const SCALE_BITS: i32 = 800;
+/// 2^400: above this a scaled value is rescaled down by 2^−800.
+pub const BIG: f64 = f64::from_bits(((1023 + 400) as u64) << 52);
+/// 2^−400: below this a start value is rescaled up by 2^800.
+pub const SMALL: f64 = f64::from_bits(((1023 - 400) as u64) << 52);
+/// 2^800.
+pub const UP: f64 = f64::from_bits(((1023 + 800) as u64) << 52);
+/// 2^−800.
+pub const DOWN: f64 = f64::from_bits(((1023 - 800) as u64) << 52);
+
+/// Signs of healpy's spin-2 convention: Q_m = SQ1·ΣE F1 + SQ2·i·ΣB F2,
+/// U_m = SU1·ΣB F1 + SU2·i·ΣE F2 (per m, before the sum over m).
+pub const SQ1: f64 = -1.0;
+pub const SQ2: f64 = -1.0;
+pub const SU1: f64 = -1.0;
+pub const SU2: f64 = 1.0;
+
+/// The per-m tables, indexed by j = l − m and padded with zeros at the end.
+#[derive(Default, Clone)]
+pub struct MTables {
+    pub m: usize,
+    pub lmax: usize,
+    /// B_l (b[0] = 0).
+    pub b: Vec<f64>,
+    /// g_l.
+    pub g: Vec<f64>,
+    /// Spin-2 coefficients p1..p5 (see `fill`), empty unless asked for.
+    pub pol: Vec<[f64; 5]>,
+}
+
+impl MTables {
+    /// Number of l values, lmax − m + 1.
+    #[inline]
+    pub fn n(&self) -> usize {
+        self.lmax + 1 - self.m
+    }
+
+    /// Fill the tables for `m` up to `lmax` (with the spin-2 coefficients when `pol`).
+    ///
+    /// Spin-2 coefficients in μ form (F'_l = F_l / g_l):
+    /// F1' = −(p1/s² + p2) μ_l + p3 (x/s²) μ_{l−1}, F2' = (p5 μ_{l−1} − p4 x μ_l)/s², with
+    /// p1 = n_l (l − m²), p2 = n_l l(l−1)/2, p3 = n_l f_l g_{l−1}/g_l, p4 = n_l m (l−1),
+    /// p5 = n_l m f_l g_{l−1}/g_l.
+    pub fn fill(&mut self, m: usize, lmax: usize, pol: bool) {
+        assert!(m <= lmax);
+        self.m = m;
+        self.lmax = lmax;
+        let n = lmax + 1 - m;
+        self.b.clear();
+        self.b.resize(n + 2, 0.0);
+        self.g.clear();
+        self.g.resize(n + 2, 0.0);
+        let mf = m as f64;
+        self.g[0] = 1.0;
+        if n > 1 {
+            self.g[1] = 1.0;
+            self.b[1] = (2.0 * mf + 3.0).sqrt();
+        }
+        for j in 2..n {
+            let l = (m + j) as f64;
+            let lm2 = (j as f64) * (l + mf); // l² − m²
+            let l1m2 = ((j - 1) as f64) * (l - 1.0 + mf); // (l−1)² − m²
+            let a2 = (4.0 * l * l - 1.0) / lm2;
+            let c = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
+            self.g[j] = c * self.g[j - 2];
+            self.b[j] = a2.sqrt() * self.g[j - 1] / self.g[j];
+        }
+        self.pol.clear();
+        if pol {
+            self.pol.resize(n + 2, [0.0; 5]);
+            for j in 0..n {
+                let l = m + j;
+                if l < 2 {
+                    continue;
+                }
+                let lf = l as f64;
+                let nl = 2.0 / ((lf - 1.0) * lf * (lf + 1.0) * (lf + 2.0)).sqrt();
+                let lm2 = (j as f64) * (lf + mf);
+                let fl = ((2.0 * lf + 1.0) / (2.0 * lf - 1.0) * lm2).sqrt();
+                let ratio = if j > 0 {
+                    self.g[j - 1] / self.g[j]
+                } else {
+                    0.0
+                };
+                self.pol[j] = [
+                    nl * (lf - mf * mf),
+                    nl * lf * (lf - 1.0) / 2.0,
+                    nl * fl * ratio,
+                    nl * mf * (lf - 1.0),
+                    nl * mf * fl * ratio,
+                ];
+            }
+        }
+    }
+}
+
+/// (−1)^m sqrt((2m+1)/4π Π_{k=1..m} (2k−1)/(2k)) for m = 0..=mmax.
+pub fn mm_norms(mmax: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(mmax + 1);
+    let mut prod = 1.0f64;
+    for m in 0..=mmax {
+        if m > 0 {
+            prod *= (2 * m - 1) as f64 / (2 * m) as f64;
+        }
+        let v = ((2 * m + 1) as f64 / (4.0 * std::f64::consts::PI) * prod).sqrt();
+        out.push(if m % 2 == 1 { -v } else { v });
+    }
+    out
+}
+
+/// ln(k!) for k = 0..=kmax (for the negligibility bound).
+pub fn ln_factorials(kmax: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(kmax + 1);
+    let mut acc = 0.0;
+    out.push(0.0);
+    for k in 1..=kmax {
+        acc += (k as f64).ln();
+        out.push(acc);
+    }
+    out
+}
+
+/// log2 of an upper bound on max_{m≤l≤lmax} |λ_lm(x)| / |λ_mm(x)| over all x:
+/// sqrt((2l+1)/(2m+1) (l+m)!/((l−m)!(2m)!)) at l = lmax (Gegenbauer polynomials peak at ±1).
+pub fn log2_growth_bound(m: usize, lmax: usize, ln_fact: &[f64]) -> f64 {
+    let lnb = ((2 * lmax + 1) as f64 / (2 * m + 1) as f64).ln() + ln_fact[lmax + m]
+        - ln_fact[lmax - m]
+        - ln_fact[2 * m];
+    0.5 * lnb / std::f64::consts::LN_2
+}
+
+/// Bring v into [2^−400, 2^400] (k counts the factors of 2^800 taken out; it may go negative in
+/// intermediate products), so that a product of two such values cannot overflow.
+#[inline]
+fn renorm(v: &mut f64, k: &mut i32) {
+    while *v != 0.0 && v.abs() < SMALL {
+        *v *= UP;
+        *k += 1;
+    }
+    while v.abs() > BIG && v.is_finite() {
+        *v *= DOWN;
+        *k -= 1;
+    }
+}
+
+/// `s^m` as (v, k) with true value v · 2^(−800 k), by repeated squaring (log2 m roundings).
+pub fn pow_scaled(s: f64, mut m: usize) -> (f64, i32) {
+    let (mut rv, mut rk) = (1.0f64, 0i32);
+    let (mut bv, mut bk) = (s, 0i32);
+    renorm(&mut bv, &mut bk);
+    while m > 0 {
+        if m & 1 == 1 {
+            rv *= bv;
+            rk += bk;
+            renorm(&mut rv, &mut rk);
+        }
+        m >>= 1;
+        if m > 0 {
+            bv *= bv;
+            bk *= 2;
+            renorm(&mut bv, &mut bk);
+        }
+    }
+    (rv, rk)
+}
+
+/// Start value λ_mm(θ) as (v, k), or (0, 0) if λ_lm(θ) is negligible (< 2^−400) for every
+/// l ≤ lmax. `log2_bound` is `log2_growth_bound(m, lmax)`.
+#[inline]
+pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64, i32) {
+    let (v, k) = pow_scaled(sin_theta, m);
+    let v = v * norm;
+    if v == 0.0 {
+        return (0.0, 0);
+    }
+    let log2v = v.abs().log2() - (SCALE_BITS * k) as f64;
+    if log2v + log2_bound < -400.0 {
+        return (0.0, 0);
+    }
+    let (mut v, mut k) = (v, k);
+    renorm(&mut v, &mut k);
+    (v, k)
+}
+
+/// Most lanes a block may have.
+pub const MAX_LANES: usize = 32;
+
+/// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l,
+/// N vectors of V::W lanes; lanes whose values are still below the significant range hold
+/// zeros.
+pub trait Visit<V: Simd, const N: usize> {
+    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]);
+}
+
+/// Rescale the lanes whose scaled value `cur` has grown past BIG (and `prev` with it); updates
+/// the mask `f` (1 for lanes in normal range). Returns whether some lane is still scaled.
+#[inline(always)]
+fn rescale<V: Simd, const N: usize>(
+    cur: &mut [V; N],
+    prev: &mut [V; N],
+    k: &mut [i32; MAX_LANES],
+    f: &mut [V; N],
+) -> bool {
+    let w = V::W;
+    let (mut c, mut p, mut ff) = ([0.0; MAX_LANES], [0.0; MAX_LANES], [0.0; MAX_LANES]);
+    for i in 0..N {
+        cur[i].store(&mut c[i * w..]);
+        prev[i].store(&mut p[i * w..]);
+    }
+    let mut scaled = false;
+    for r in 0..N * w {
+        if k[r] > 0 && c[r].abs() > BIG {
+            c[r] *= DOWN;
+            p[r] *= DOWN;
+            k[r] -= 1;
+        }
+        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[r] > 0;
+    }
+    for i in 0..N {
+        cur[i] = V::load(&c[i * w..]);
+        prev[i] = V::load(&p[i * w..]);
+        f[i] = V::load(&ff[i * w..]);
+    }
+    scaled
+}
+
+#[inline(always)]
+fn overflow<V: Simd, const N: usize>(v: &[V; N]) -> bool {
+    let mut o = false;
+    for x in v {
+        o |= x.any_abs_gt(BIG);
+    }
+    o
+}
+
+#[inline(always)]
+fn masked<V: Simd, const N: usize>(v: &[V; N], f: &[V; N]) -> [V; N] {
+    let mut o = *v;
+    for i in 0..N {
+        o[i] = v[i].mul(f[i]);
+    }
+    o
+}
+
+#[inline(always)]
+fn step<V: Simd, const N: usize>(b: f64, x: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
+    let b = V::splat(b);
+    for i in 0..N {
+        prev[i] = b.mul(x[i]).mul_sub(cur[i], prev[i]);
+    }
+}
+
+/// Run the recurrence for N·W lanes (ring pairs at x = cos θ) from the start values (v, k)
+/// (N·W entries each), calling `vis` for every l from m to lmax.
+///
+/// Three phases: while every lane is scaled, only the recurrence runs (nothing to visit);
+/// while some are, lanes are visited with the scaled ones masked to zero and a cheap
+/// vectorised overflow test triggers rescaling; then a tight loop without tests.
+#[inline(always)]
+pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
+    t: &MTables,
+    x: &[V; N],
+    v: &[f64],
+    k: &[i32],
+    vis: &mut A,
+) {
+    let w = V::W;
+    let lanes = N * w;
+    assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
+    let n = t.n();
+    let b = &t.b[..n + 2];
+    let zero = V::splat(0.0);
+    let mut p0 = [zero; N];
+    let mut p1 = [zero; N];
+    let mut kk = [0i32; MAX_LANES];
+    let mut ff = [0.0f64; MAX_LANES];
+    let mut scaled = false;
+    for r in 0..lanes {
+        kk[r] = k[r];
+        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[r] > 0;
+    }
+    let mut f = [zero; N];
+    for i in 0..N {
+        p1[i] = V::load(&v[i * w..]);
+        f[i] = V::load(&ff[i * w..]);
+    }
+    let mut j = 0usize;
+    // Phase 0: every lane scaled, pairs of steps with no visits (j stays even).
+    let mut none = ff[..lanes].iter().all(|&v| v == 0.0);
+    while scaled && none {
+        if j + 2 >= n {
+            // Fewer than two steps left: these lanes never become significant.
+            return;
+        }
+        step(b[j + 1], x, &p1, &mut p0);
+        if overflow(&p0) {
+            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+        }
+        step(b[j + 2], x, &p0, &mut p1);
+        if overflow(&p1) {
+            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        }
+        none = kk[..lanes].iter().all(|&k| k > 0);
+        j += 2;
+    }
+    // Phase A: some lanes scaled; visit with those masked.
+    while scaled && j + 1 < n {
+        vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
+        step(b[j + 1], x, &p1, &mut p0);
+        if overflow(&p0) {
+            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+        }
+        vis.visit::<true>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
+        step(b[j + 2], x, &p0, &mut p1);
+        if overflow(&p1) {
+            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        }
+        j += 2;
+    }
+    if scaled {
+        if j < n {
+            vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
+        }
+        return;
+    }
+    // Phase B: every lane in normal range; two steps per iteration (even, odd l − m).
+    while j + 1 < n {
+        vis.visit::<false>(j, &p0, &p1);
+        step(b[j + 1], x, &p1, &mut p0);
+        vis.visit::<true>(j + 1, &p1, &p0);
+        step(b[j + 2], x, &p0, &mut p1);
+        j += 2;
+    }
+    if j < n {
+        vis.visit::<false>(j, &p0, &p1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sht::simd::S1;
+
+    struct Collect(Vec<f64>);
+    impl Visit<S1, 1> for Collect {
+        fn visit<const ODD: bool>(&mut self, j: usize, _p: &[S1; 1], c: &[S1; 1]) {
+            self.0[j] = c[0].0;
+        }
+    }
+
+    /// λ_lm by the plain unscaled recurrence (fine for small l).
+    fn naive(l: usize, m: usize, x: f64) -> f64 {
+        let norms = mm_norms(m);
+        let s = (1.0 - x * x).sqrt();
+        let mut p0 = 0.0;
+        let mut p1 = norms[m] * s.powi(m as i32);
+        for ll in m + 1..=l {
+            let lf = ll as f64;
+            let mf = m as f64;
+            let a = ((4.0 * lf * lf - 1.0) / (lf * lf - mf * mf)).sqrt();
+            let c = ((4.0 * lf * lf - 1.0) * ((lf - 1.0).powi(2) - mf * mf)
+                / ((lf * lf - mf * mf) * (4.0 * (lf - 1.0).powi(2) - 1.0)))
+                .sqrt();
+            let p2 = a * x * p1 - c * p0;
+            p0 = p1;
+            p1 = p2;
+        }
+        p1
+    }
+
+    #[test]
+    fn matches_plain_recurrence() {
+        let lmax = 40;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        for &m in &[0usize, 1, 2, 7, 30] {
+            let mut t = MTables::default();
+            t.fill(m, lmax, false);
+            for &x in &[0.0, 0.3, -0.7, 0.999] {
+                let s = (1.0f64 - x * x).sqrt();
+                let (v, k) = start_value(s, m, norms[m], log2_growth_bound(m, lmax, &fact));
+                let mut c = Collect(vec![0.0; t.n()]);
+                run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut c);
+                for j in 0..t.n() {
+                    let want = naive(m + j, m, x);
+                    let got = c.0[j] * t.g[j];
+                    assert!(
+                        (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                        "{m} {j} {x}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sum_rule_at_high_l() {
+        // Σ_m (2 − δ_m0) λ_lm(x)² = (2l+1)/4π for every x: holds only if nothing underflows.
+        let lmax = 16500;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        let x: f64 = 0.9999;
+        let s = (1.0 - x * x).sqrt();
+        let mut total = 0.0;
+        let mut t = MTables::default();
+        for m in 0..=lmax {
+            t.fill(m, lmax, false);
+            let (v, k) = start_value(s, m, norms[m], log2_growth_bound(m, lmax, &fact));
+            let mut c = Collect(vec![0.0; t.n()]);
+            run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut c);
+            let last = c.0[t.n() - 1] * t.g[t.n() - 1];
+            total += if m == 0 { 1.0 } else { 2.0 } * last * last;
+        }
+        let want = (2 * lmax + 1) as f64 / (4.0 * std::f64::consts::PI);
+        assert!((total / want - 1.0).abs() < 1e-10, "{total} vs {want}");
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::sht::simd::S1;
+
+    struct Sum<const L: usize>([f64; L]);
+    impl<const L: usize> Visit<S1, L> for Sum<L> {
+        fn visit<const ODD: bool>(&mut self, _j: usize, _p: &[S1; L], c: &[S1; L]) {
+            for r in 0..L {
+                self.0[r] += c[r].0 * c[r].0;
+            }
+        }
+    }
+
+    #[test]
+    fn lanes_agree_with_single_lane_and_stay_finite() {
+        let lmax = 2048;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        let nside = 1024.0f64;
+        let mut t = MTables::default();
+        for m in (0..=lmax).step_by(37) {
+            t.fill(m, lmax, false);
+            let lb = log2_growth_bound(m, lmax, &fact);
+            let mut x = [0.0; 8];
+            let mut v = [0.0; 8];
+            let mut k = [0; 8];
+            for r in 0..8 {
+                let i = (1 + 3 * r) as f64;
+                let z = 1.0 - i * i / (3.0 * nside * nside);
+                x[r] = z;
+                let s = ((1.0 - z) * (1.0 + z)).sqrt();
+                let (vv, kk) = start_value(s, m, norms[m], lb);
+                v[r] = vv;
+                k[r] = kk;
+            }
+            let mut all = Sum([0.0; 8]);
+            run::<S1, 8, _>(&t, &x.map(S1), &v, &k, &mut all);
+            for r in 0..8 {
+                let mut one = Sum([0.0; 1]);
+                run::<S1, 1, _>(&t, &[S1(x[r])], &[v[r]], &[k[r]], &mut one);
+                assert!(all.0[r].is_finite(), "m={m} r={r} {:?}", all.0);
+                let d = (all.0[r] - one.0[0]).abs();
+                assert!(
+                    d <= 1e-12 * one.0[0].abs().max(1e-300),
+                    "m={m} r={r} {} {}",
+                    all.0[r],
+                    one.0[0]
+                );
+            }
+        }
+    }
+}
