@@ -52,7 +52,7 @@ pub(crate) fn ring_layout(g: &Geom, i: u64) -> (u64, u64, bool) {
     if i < n {
         (2 * i * (i - 1), 4 * i, true)
     } else if i <= 3 * n {
-        (g.ncap + (i - n) * 4 * n, 4 * n, (i - n) % 2 == 0)
+        (g.ncap + (i - n) * 4 * n, 4 * n, (i - n).is_multiple_of(2))
     } else {
         let s = 4 * n - i;
         (g.npix - 2 * s * (s + 1), 4 * s, true)

@@ -431,7 +431,7 @@ unsafe fn synth_m_avx2(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f")]
-#[allow(clippy::too_many_arguments, clippy::incompatible_msrv)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn synth_m_avx512(
     plan: &Plan,
     ch: &Chunk,
@@ -447,7 +447,7 @@ unsafe fn synth_m_avx512(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f")]
-#[allow(clippy::too_many_arguments, clippy::incompatible_msrv)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn anal_m_avx512(
     plan: &Plan,
     ch: &Chunk,

@@ -83,7 +83,7 @@ pub fn lmax_from_size(len: usize, mmax: Option<usize>) -> Option<usize> {
         Some(mm) => {
             let num = 2 * len + mm * mm;
             let sub = mm + 2;
-            if num < sub || (num - sub) % (2 * mm + 2) != 0 {
+            if num < sub || !(num - sub).is_multiple_of(2 * mm + 2) {
                 return None;
             }
             let l = (num - sub) / (2 * mm + 2);

@@ -85,7 +85,6 @@ pub use avx512::F8;
 // declared rust-version (1.85): building with 1.85..1.88 fails here. The MSRV needs raising to
 // 1.89 (or this module gating) before a release; flagged in the sht hand-off.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::incompatible_msrv)]
 mod avx512 {
     use super::Simd;
     use std::arch::x86_64::*;

@@ -127,7 +127,7 @@ impl Filter1d {
     pub fn convolve(weights: &[f64], origin: isize) -> Result<Self> {
         let reversed: Vec<f64> = weights.iter().rev().copied().collect();
         let mut origin = -origin;
-        if weights.len() % 2 == 0 {
+        if weights.len().is_multiple_of(2) {
             origin -= 1;
         }
         Self::correlate(&reversed, origin)
@@ -307,7 +307,7 @@ pub fn apply_chain<T: Real>(
                 let last = passes.len() - 1;
                 for (k, p) in passes.iter().enumerate() {
                     let view = AxisView::new(shape, p.axis).expect("checked above");
-                    let into_out = (last - k) % 2 == 0;
+                    let into_out = (last - k).is_multiple_of(2);
                     match (k, into_out) {
                         (0, true) => cpu::apply(input, view, p, out),
                         (0, false) => cpu::apply(input, view, p, &mut tmp),

@@ -26,7 +26,7 @@ impl Sampling {
         let mut c = size / SOFIA2_SAMPLE_SIZE;
         if c < 2 {
             c = 1;
-        } else if shape[2] > 0 && c % shape[2] == 0 {
+        } else if shape[2] > 0 && c.is_multiple_of(shape[2]) {
             c -= 1;
         }
         Sampling::Cadence(c)
@@ -100,7 +100,7 @@ impl Sampling {
             }
             Sampling::Stride(s) => {
                 let s = s.max(1);
-                if z % s != 0 {
+                if !z.is_multiple_of(s) {
                     return;
                 }
                 let (ny_s, nx_s) = (ny.div_ceil(s), nx.div_ceil(s));
