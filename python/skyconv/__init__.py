@@ -22,12 +22,12 @@ from ._errors import (
 
 _core._set_cuda_search_dirs(_search_dirs())
 
-from . import filters, healpix  # noqa: E402
+from . import filters, healpix, stats  # noqa: E402
 from ._backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
-from .atrous import AtrousResult, atrous_denoise  # noqa: E402, F401 (public API)
-from .cube import smooth_and_clip  # noqa: E402,F401
-from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402, F401
-from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402,F401
+from .atrous import AtrousResult, atrous_denoise  # noqa: E402
+from .cube import smooth_and_clip  # noqa: E402
+from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402
+from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402
 
 __version__ = _core.__version__
 
@@ -39,6 +39,19 @@ __all__ = [
     "last_profile",
     "filters",
     "healpix",
+    "stats",
+    "alm2map",
+    "map2alm",
+    "Alm",
+    "almxfl",
+    "grid",
+    "Gridder",
+    "GridResult",
+    "HealpixTarget",
+    "Sightlines",
+    "smooth_and_clip",
+    "atrous_denoise",
+    "AtrousResult",
     "SkyconvError",
     "DeviceError",
     "ShapeError",

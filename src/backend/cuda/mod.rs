@@ -23,6 +23,23 @@ pub use kernels::MODULES;
 
 use crate::error::{Error, Result};
 
+/// Threads per block of skyconv's element-wise (grid-stride) kernels.
+pub const THREADS: u32 = 256;
+
+/// Launch shape of a grid-stride kernel over `n` elements: a thread per element, at most
+/// `max_blocks` blocks of `THREADS` (the kernel loops over the rest).
+pub fn grid_stride(n: usize, max_blocks: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            n.div_ceil(THREADS as usize).clamp(1, max_blocks) as u32,
+            1,
+            1,
+        ),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Oldest driver API we load symbols for (cudarc's `cuda-13000` feature).
 const MIN_DRIVER: i32 = 13000;
 

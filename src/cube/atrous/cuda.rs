@@ -10,13 +10,14 @@
 use super::unitstats::unkey;
 use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::backend::cuda::{
+    self, grid_stride, CudaSlice, Gpu, LaunchConfig, PushKernelArg, THREADS,
+};
 use crate::cube::filters::{apply_device, DevicePass};
 use crate::cube::stats::{count_device, select_kth_device, Values};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
-const THREADS: u32 = 256;
 const MAX_BLOCKS: usize = 65535 * 8;
 /// Arrays of the data's size held on the device.
 const ARRAYS: usize = 5;
@@ -34,15 +35,7 @@ struct Dev<'a, T: Real> {
 }
 
 fn elementwise(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (
-            n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32,
-            1,
-            1,
-        ),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    grid_stride(n, MAX_BLOCKS)
 }
 
 fn per_unit(units: usize) -> LaunchConfig {
@@ -71,11 +64,7 @@ impl<T: Real> Dev<'_, T> {
         let blocks = self.n.div_ceil(THREADS as usize).clamp(1, 2048);
         let mut d_part = gpu.alloc_zeros::<f64>(blocks)?;
         let (n, mode) = (self.n as i64, if sq { 2i32 } else { 1 });
-        let cfg = LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = grid_stride(self.n, blocks);
         let mut l = gpu.stream.launch_builder(&f);
         l.arg(data).arg(&n).arg(&center).arg(&mode).arg(&mut d_part);
         // SAFETY: matches atrous_partial_* (256 threads); `partial` holds one entry per block.
@@ -98,15 +87,7 @@ impl<T: Real> Dev<'_, T> {
         let mut d_count = gpu.alloc_zeros::<u64>(1)?;
         let mut d_key = gpu.alloc_zeros::<u64>(1)?;
         let (n, abs) = (self.n as i64, abs as i32);
-        let cfg = LaunchConfig {
-            grid_dim: (
-                self.n.div_ceil(THREADS as usize).clamp(1, 4096) as u32,
-                1,
-                1,
-            ),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = grid_stride(self.n, 4096);
         let mut l = gpu.stream.launch_builder(&f);
         l.arg(data)
             .arg(&n)

@@ -19,7 +19,9 @@ use super::{
     Statistic, DETECTED, MASKED,
 };
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::{self, CudaFunction, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::backend::cuda::{
+    self, grid_stride, CudaFunction, CudaSlice, Gpu, LaunchConfig, PushKernelArg,
+};
 use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
 use crate::cube::stats::noise::MAD_TO_STD;
 use crate::cube::stats::sample::Sampling;
@@ -29,21 +31,12 @@ use crate::real::Real;
 
 /// Mask bit (device and host during a run): found by the current kernel, not yet `MASKED`.
 const NEW: u8 = 4;
-const THREADS: u32 = 256;
 const MAX_BLOCKS: usize = 4096;
 /// Part of the budget (`Gpu::budget`) kept for the selection kernels and small buffers.
 const RESERVE: usize = 256 << 20;
 
 fn cfg(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (
-            n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32,
-            1,
-            1,
-        ),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    grid_stride(n, MAX_BLOCKS)
 }
 
 /// The element-wise kernels for element type T.

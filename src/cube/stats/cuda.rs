@@ -3,11 +3,10 @@
 //! back to the host.
 
 use super::{refine, Level, Source, Values, BINS, MAX_LEVELS};
-use crate::backend::cuda::{CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg};
+use crate::backend::cuda::{grid_stride, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
-const THREADS: u32 = 256;
 /// Blocks per launch (grid-stride loops): enough to fill a large GPU several times over.
 const MAX_BLOCKS: usize = 1024;
 
@@ -66,12 +65,7 @@ struct Device<'a, T> {
 
 impl<T: Real> Device<'_, T> {
     fn config(&self) -> LaunchConfig {
-        let blocks = self.n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS);
-        LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        }
+        grid_stride(self.n, MAX_BLOCKS)
     }
 }
 
