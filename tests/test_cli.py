@@ -36,3 +36,9 @@ def test_bad_device_is_reported(capsys):
 
     with pytest.raises(SystemExit):
         cli.main(["demo", "--device", "tpu"])
+
+
+def test_every_family_has_a_subcommand():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert {"info", "demo", "alm2map", "map2alm", "grid", "scfind", "atrous"} <= set(sub.choices)
