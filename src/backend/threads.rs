@@ -85,3 +85,26 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> Result<R> {
     let pool = pool()?;
     Ok(pool.install(f))
 }
+
+/// A raw pointer into one buffer, shared by parallel tasks that each write their own disjoint
+/// elements (rayon closures need Send + Sync; `&mut` slices cannot be split that finely).
+#[derive(Clone, Copy)]
+pub struct Disjoint<T>(pub *mut T);
+
+// SAFETY: users guarantee that no two tasks touch the same element.
+unsafe impl<T> Send for Disjoint<T> {}
+unsafe impl<T> Sync for Disjoint<T> {}
+
+impl<T> Disjoint<T> {
+    /// Pointer to element `i` (a method, so closures capture the whole Send wrapper). Reading
+    /// or writing through it is the caller's unsafe promise: in bounds and not shared.
+    #[inline(always)]
+    pub fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+
+    #[inline(always)]
+    pub fn get(&self) -> *mut T {
+        self.0
+    }
+}

@@ -7,32 +7,15 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::kernels::{asin_small, exp_neg, Kernel, Kind};
+use super::kernels::{asin_series, asin_small, exp_neg, Kernel, Kind};
 use super::plan::{unit, Plan};
 use super::{Samples, Setup, Weights};
+use crate::backend::threads::Disjoint;
 use crate::error::Result;
 use crate::real::Real;
 
 /// Target pixels per task.
 const BLOCK: usize = 16;
-
-/// A raw output pointer shared by tasks that write disjoint elements.
-#[derive(Clone, Copy)]
-struct Out<O>(*mut O);
-// SAFETY: tasks write disjoint target pixels.
-unsafe impl<O> Send for Out<O> {}
-unsafe impl<O> Sync for Out<O> {}
-
-impl<O> Out<O> {
-    /// Element `i` (whole-struct access keeps closures from capturing the raw pointer alone).
-    ///
-    /// # Safety
-    /// `i` is in bounds and no other task touches it.
-    #[inline(always)]
-    unsafe fn at(&self, i: usize) -> *mut O {
-        self.0.add(i)
-    }
-}
 
 /// Sample values in plan order, in the form the inner loops want.
 enum Values<T> {
@@ -154,16 +137,8 @@ fn gauss_block(
         let dy = ys[j] - t[1];
         let dz = zs[j] - t[2];
         let c2 = dx * dx + dy * dy + dz * dz;
-        let h = 0.5 * c2.min(0.04).sqrt();
-        let q = h * h;
-        let mut p = 143.0 / 10240.0;
-        p = p * q + 231.0 / 13312.0;
-        p = p * q + 63.0 / 2816.0;
-        p = p * q + 35.0 / 1152.0;
-        p = p * q + 5.0 / 112.0;
-        p = p * q + 3.0 / 40.0;
-        p = p * q + 1.0 / 6.0;
-        let d = 2.0 * (h + h * q * p);
+        // Clamped below the series' range; such candidates are cut below anyway.
+        let d = 2.0 * asin_series(0.5 * c2.min(0.04).sqrt());
         let w = exp_neg(-d * d * c0);
         kbuf[j] = if c2 < c2_cut && d < radius { w } else { 0.0 };
     }
@@ -312,7 +287,10 @@ pub fn accumulate<T: Real, O: Real>(
     let vals = values(plan, samples);
     // Weight sums per channel unless every channel shares them.
     let per_chan = matches!(vals, Values::Full { .. } | Values::Shared { nan: true, .. });
-    let (pu, pw) = (Out(unweighted.as_mut_ptr()), Out(weights.as_mut_ptr()));
+    let (pu, pw) = (
+        Disjoint(unweighted.as_mut_ptr()),
+        Disjoint(weights.as_mut_ptr()),
+    );
     let (kernel, radius) = (&setup.kernel, setup.radius);
     (0..nt.div_ceil(BLOCK)).into_par_iter().for_each_init(
         || Scratch {

@@ -198,19 +198,26 @@ pub fn j1_over_x(x: f64) -> f64 {
     j1 / (j + norm) / x
 }
 
-/// asin for 0 <= h <= 1, by its Taylor series below 0.1 (relative error < 1e-17 there).
+/// asin(h) by its Taylor series, for 0 <= h < 0.1 (relative error < 1e-17 there);
+/// branch-free so that loops over it vectorise.
+#[inline(always)]
+pub fn asin_series(h: f64) -> f64 {
+    let q = h * h;
+    let p = 143.0 / 10240.0;
+    let p = p * q + 231.0 / 13312.0;
+    let p = p * q + 63.0 / 2816.0;
+    let p = p * q + 35.0 / 1152.0;
+    let p = p * q + 5.0 / 112.0;
+    let p = p * q + 3.0 / 40.0;
+    let p = p * q + 1.0 / 6.0;
+    h + h * q * p
+}
+
+/// asin for 0 <= h <= 1: the series below 0.1, libm above.
 #[inline(always)]
 pub fn asin_small(h: f64) -> f64 {
     if h < 0.1 {
-        let q = h * h;
-        let p = 143.0 / 10240.0;
-        let p = p * q + 231.0 / 13312.0;
-        let p = p * q + 63.0 / 2816.0;
-        let p = p * q + 35.0 / 1152.0;
-        let p = p * q + 5.0 / 112.0;
-        let p = p * q + 3.0 / 40.0;
-        let p = p * q + 1.0 / 6.0;
-        h + h * q * p
+        asin_series(h)
     } else {
         h.min(1.0).asin()
     }

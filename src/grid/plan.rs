@@ -14,6 +14,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use crate::backend::threads::Disjoint;
 use crate::error::{Error, Result};
 
 /// Bits of the quantised longitude in a sort key; the ring index sits above them.
@@ -58,22 +59,6 @@ pub fn ring_of_z(nside: u64, z: f64) -> u64 {
         (ns * (2.0 - 1.5 * z)).round()
     };
     (r.max(1.0) as u64).min(4 * nside - 1)
-}
-
-/// A raw pointer shared by tasks that write disjoint elements.
-#[derive(Clone, Copy)]
-struct Out<T>(*mut T);
-// SAFETY: users write disjoint elements only.
-unsafe impl<T> Send for Out<T> {}
-unsafe impl<T> Sync for Out<T> {}
-
-impl<T> Out<T> {
-    /// # Safety
-    /// `i` is in bounds and no other task touches it.
-    #[inline(always)]
-    unsafe fn at(&self, i: usize) -> *mut T {
-        self.0.add(i)
-    }
 }
 
 /// Samples sorted for lookup. Sorted position `i` holds original sample `order[i]`.
@@ -156,7 +141,7 @@ impl Plan {
         drop(hist);
         let mut pairs = vec![(0u64, 0u32); n];
         {
-            let out = Out(pairs.as_mut_ptr());
+            let out = Disjoint(pairs.as_mut_ptr());
             ring.par_chunks(chunk)
                 .zip(offsets.par_iter_mut())
                 .enumerate()

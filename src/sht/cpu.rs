@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::backend::threads::Disjoint;
 use rayon::prelude::*;
 use realfft::num_complex::Complex64 as C64;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
@@ -87,17 +88,6 @@ fn twiddles(phi: f64, n: usize, out: &mut Vec<C64>) {
         }
         out.push(w);
         w *= step;
-    }
-}
-
-#[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
-unsafe impl<T> Send for SendPtr<T> {}
-unsafe impl<T> Sync for SendPtr<T> {}
-
-impl<T> SendPtr<T> {
-    fn get(self) -> *mut T {
-        self.0
     }
 }
 
@@ -503,7 +493,7 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
     let level = simd_level();
-    let ptrs: Vec<SendPtr<f64>> = maps.iter_mut().map(|m| SendPtr(m.as_mut_ptr())).collect();
+    let ptrs: Vec<Disjoint<f64>> = maps.iter_mut().map(|m| Disjoint(m.as_mut_ptr())).collect();
     for ch in chunks(plan, ncomp) {
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
@@ -811,7 +801,7 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
     for ch in chunks(plan, ncomp) {
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
-        let pp = SendPtr(phase_buf.as_mut_ptr());
+        let pp = Disjoint(phase_buf.as_mut_ptr());
         (0..ch.np)
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {

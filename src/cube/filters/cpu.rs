@@ -6,17 +6,11 @@
 use rayon::prelude::*;
 
 use super::{extend_index, AxisView, Filter1d, Pass};
+use crate::backend::threads::Disjoint;
 use crate::real::Real;
 
 /// Columns filtered together along a non-last axis.
 const BLOCK: usize = 256;
-
-/// A raw output pointer shared by tasks that write disjoint elements.
-#[derive(Clone, Copy)]
-struct OutPtr<T>(*mut T);
-// SAFETY: every task writes a disjoint set of indices.
-unsafe impl<T> Send for OutPtr<T> {}
-unsafe impl<T> Sync for OutPtr<T> {}
 
 /// Apply one pass on the current rayon pool.
 pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) {
@@ -29,7 +23,7 @@ pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) {
             );
     } else {
         let blocks = view.inner.div_ceil(BLOCK);
-        let ptr = OutPtr(out.as_mut_ptr());
+        let ptr = Disjoint(out.as_mut_ptr());
         (0..view.outer * blocks).into_par_iter().for_each_init(
             || vec![0f64; BLOCK],
             |acc, t| {
@@ -89,7 +83,7 @@ fn columns<T: Real>(
     o: usize,
     k0: usize,
     acc: &mut [f64],
-    out: OutPtr<T>,
+    out: Disjoint<T>,
 ) {
     let f: &Filter1d = &pass.filter;
     let width = acc.len();

@@ -11,6 +11,7 @@ use super::{
     extremes_or_nan, merge_extremes, prepared, Kernel, Outcome, Plan, Progress, BLANK, DETECTED,
     MASKED,
 };
+use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
 use crate::cube::stats::sample::gather;
 use crate::error::Result;
@@ -35,20 +36,6 @@ fn has_avx2() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: tasks write disjoint elements only.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    #[inline(always)]
-    fn at(&self, i: usize) -> *mut T {
-        // SAFETY: callers stay inside the buffer the pointer came from.
-        unsafe { self.0.add(i) }
     }
 }
 
@@ -312,7 +299,7 @@ impl<'a> Spatial<'a> {
             groups.push((z, &rest[..end]));
             rest = &rest[end..];
         }
-        let sp = Shared(s.as_mut_ptr());
+        let sp = Disjoint(s.as_mut_ptr());
         groups.par_iter().for_each_init(
             || Planes::new(ny, nx),
             |bufs, &(z, voxels)| {
@@ -697,7 +684,7 @@ fn measure_smoothed<T: Real>(
     }
     let plane = plan.shape[1] * plan.shape[2];
     let mut samples = vec![f64::NAN; n];
-    let sp = Shared(samples.as_mut_ptr());
+    let sp = Disjoint(samples.as_mut_ptr());
     let parts = spectral(
         s,
         plan,
@@ -857,7 +844,7 @@ fn spectral_block<T: Real, S>(
 /// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.
 fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
     let plane = plan.shape[1] * plan.shape[2];
-    let mp = Shared(mask.as_mut_ptr());
+    let mp = Disjoint(mask.as_mut_ptr());
     // Sums at or below `quick` cannot clear the level once rounded (the rounding's relative
     // error is < 1e-7); only the others are rounded and tested exactly.
     let quick = |scale: f64| {
