@@ -239,3 +239,16 @@ def test_chain_rejects_bad_passes(rng):
         filters.chain(a, [filters.Gaussian(1.0, axis=3)])
     with pytest.raises(ValueError, match="size"):
         filters.chain(a, [filters.Uniform(0)])
+
+
+@pytest.mark.gpu
+def test_gpu_chain_over_budget_equals_cpu(rng, monkeypatch):
+    """A chain too large for the budget runs pass by pass, chunked; same result."""
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "200000")
+    a = _data(rng, (12, 40, 70), np.float64)
+    for k in (2, 3):
+        passes = [filters.Gaussian(2.0, axis=2), filters.Uniform(5, axis=0, mode="wrap"),
+                  filters.Gaussian(1.5, axis=1, mode="constant")][:k]
+        cpu = filters.chain(a, passes, device="cpu")
+        gpu = filters.chain(a, passes, device="cuda")
+        assert rel_err(gpu, cpu) <= 1e-12

@@ -294,12 +294,11 @@ pub fn apply_chain<T: Real>(
     let gpu = cuda::gpu()?;
     let len = input.len();
     if 2 * len * std::mem::size_of::<T>() > gpu.budget()? {
-        let mut tmp = input.to_vec();
-        for p in passes {
-            apply(&tmp, AxisView::new(shape, p.axis)?, p, out)?;
-            tmp.copy_from_slice(out);
-        }
-        return Ok(());
+        // Chunked pass by pass through the host.
+        return super::ping_pong(input, out, passes.len(), |k, src, dst| {
+            let p = &passes[k];
+            apply(src, AxisView::new(shape, p.axis)?, p, dst)
+        });
     }
     let _only = gpu.exclusive();
     let dpasses = passes

@@ -275,6 +275,26 @@ pub fn apply<T: Real>(
     }
 }
 
+/// Run `n` passes starting from `input`, alternating between `out` and one scratch array so
+/// that the last pass writes `out`; `step(k, src, dst)` runs pass k.
+fn ping_pong<T: Real>(
+    input: &[T],
+    out: &mut [T],
+    n: usize,
+    mut step: impl FnMut(usize, &[T], &mut [T]) -> Result<()>,
+) -> Result<()> {
+    let mut tmp = vec![T::default(); out.len()];
+    for k in 0..n {
+        match (k, (n - 1 - k).is_multiple_of(2)) {
+            (0, true) => step(0, input, out)?,
+            (0, false) => step(0, input, &mut tmp)?,
+            (_, true) => step(k, &tmp, out)?,
+            (_, false) => step(k, out, &mut tmp)?,
+        }
+    }
+    Ok(())
+}
+
 /// Apply `passes` one after the other (input -> out). On the GPU the array crosses the bus once
 /// each way and the passes run back to back on the device.
 pub fn apply_chain<T: Real>(
@@ -302,20 +322,12 @@ pub fn apply_chain<T: Real>(
         _ if len == 0 => Ok(()),
         _ => match device {
             Device::Cpu => crate::backend::threads::install(|| {
-                // Ping-pong between `out` and one scratch array, ending in `out`.
-                let mut tmp = vec![T::default(); len];
-                let last = passes.len() - 1;
-                for (k, p) in passes.iter().enumerate() {
-                    let view = AxisView::new(shape, p.axis).expect("checked above");
-                    let into_out = (last - k).is_multiple_of(2);
-                    match (k, into_out) {
-                        (0, true) => cpu::apply(input, view, p, out),
-                        (0, false) => cpu::apply(input, view, p, &mut tmp),
-                        (_, true) => cpu::apply(&tmp, view, p, out),
-                        (_, false) => cpu::apply(out, view, p, &mut tmp),
-                    }
-                }
-            }),
+                ping_pong(input, out, passes.len(), |k, src, dst| {
+                    let p = &passes[k];
+                    cpu::apply(src, AxisView::new(shape, p.axis)?, p, dst);
+                    Ok(())
+                })
+            })?,
             Device::Cuda => cuda::apply_chain(input, shape, passes, out),
         },
     }
