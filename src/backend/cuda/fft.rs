@@ -1,6 +1,6 @@
-//! cuFFT plans for batched 1-D double-precision real transforms (D2Z, Z2D), created once per
-//! process and shape and cached, plus execution on sub-ranges of device buffers. Families ask
-//! for a plan with an `FftKey` and never name cuFFT themselves.
+//! cuFFT plans for batched 1-D double-precision transforms (real D2Z / Z2D and complex Z2Z),
+//! created once per process and shape and cached, plus execution on sub-ranges of device
+//! buffers. Families ask for a plan with an `FftKey` and never name cuFFT themselves.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,19 +11,29 @@ use cudarc::driver::{DevicePtr, DevicePtrMut};
 use super::{CudaSlice, Gpu};
 use crate::error::{Error, Result};
 
-/// Shape of a batched real transform. Distances are in elements of each side's type
-/// (f64 for real data, complex double for the half spectrum); elements are contiguous.
+/// Which transform a plan computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FftKind {
+    /// Real rows -> half spectra.
+    D2Z,
+    /// Half spectra -> real rows.
+    Z2D,
+    /// Complex -> complex (the direction is chosen at execution).
+    Z2Z,
+}
+
+/// Shape of a batched transform. Distances are in elements of each side's type
+/// (f64 for real data, complex double for spectra); elements are contiguous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FftKey {
-    /// Transform length (real points).
+    /// Transform length (points).
     pub n: usize,
     pub batch: usize,
     /// Distance between consecutive inputs.
     pub idist: usize,
     /// Distance between consecutive outputs.
     pub odist: usize,
-    /// true: real -> half spectrum (D2Z); false: half spectrum -> real (Z2D).
-    pub forward: bool,
+    pub kind: FftKind,
 }
 
 /// A cached plan.
@@ -82,14 +92,14 @@ impl Gpu {
         }
         self.ctx.bind_to_thread()?;
         let n = [to_i32(key.n, "length")?];
-        let ty = if key.forward {
-            fs::cufftType::CUFFT_D2Z
-        } else {
-            fs::cufftType::CUFFT_Z2D
-        };
         let half = key.n / 2 + 1;
-        let inembed = [to_i32(if key.forward { key.n } else { half }, "embed")?];
-        let onembed = [to_i32(if key.forward { half } else { key.n }, "embed")?];
+        let (ty, ilen, olen) = match key.kind {
+            FftKind::D2Z => (fs::cufftType::CUFFT_D2Z, key.n, half),
+            FftKind::Z2D => (fs::cufftType::CUFFT_Z2D, half, key.n),
+            FftKind::Z2Z => (fs::cufftType::CUFFT_Z2Z, key.n, key.n),
+        };
+        let inembed = [to_i32(ilen, "embed")?];
+        let onembed = [to_i32(olen, "embed")?];
         let plan = CudaFft::plan_many(
             &n,
             Some(&inembed),
@@ -120,7 +130,7 @@ impl Gpu {
         out_off: usize,
     ) -> Result<()> {
         let k = plan.key;
-        assert!(!k.forward, "fft_z2d with a forward plan");
+        assert_eq!(k.kind, FftKind::Z2D, "fft_z2d with another plan");
         // cuFFT uses the calling thread's current context.
         self.ctx.bind_to_thread()?;
         let half = k.n / 2 + 1;
@@ -152,7 +162,7 @@ impl Gpu {
         out_off: usize,
     ) -> Result<()> {
         let k = plan.key;
-        assert!(k.forward, "fft_d2z with an inverse plan");
+        assert_eq!(k.kind, FftKind::D2Z, "fft_d2z with another plan");
         self.ctx.bind_to_thread()?;
         let half = k.n / 2 + 1;
         assert!(in_off + (k.batch - 1) * k.idist + k.n <= input.len());
@@ -170,5 +180,26 @@ impl Gpu {
             )
         }
         .map_err(|e| fft_err("D2Z", e))
+    }
+
+    /// In-place complex transforms (Z2Z) of `buf` from complex element `off`: forward
+    /// (e^{-2πi jk/n}) or inverse (e^{+2πi jk/n}), unnormalised.
+    pub fn fft_z2z(
+        &self,
+        plan: &FftPlan,
+        buf: &mut CudaSlice<f64>,
+        off: usize,
+        forward: bool,
+    ) -> Result<()> {
+        let k = plan.key;
+        assert_eq!(k.kind, FftKind::Z2Z, "fft_z2z with another plan");
+        self.ctx.bind_to_thread()?;
+        assert!(2 * (off + (k.batch - 1) * k.idist.max(k.odist) + k.n) <= buf.len());
+        let (p, _g) = buf.device_ptr_mut(&self.stream);
+        let p = (p + (16 * off) as u64) as *mut fs::cufftDoubleComplex;
+        // cufft.h: CUFFT_FORWARD = -1, CUFFT_INVERSE = 1 (the exponent's sign).
+        let dir = if forward { -1 } else { 1 };
+        // SAFETY: as fft_z2d; in place with idist == odist.
+        unsafe { fr::exec_z2z(plan.plan.handle(), p, p, dir) }.map_err(|e| fft_err("Z2Z", e))
     }
 }

@@ -11,6 +11,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("atrous", include_str!("../../../kernels/atrous.cu")),
     ("grid", include_str!("../../../kernels/grid.cu")),
     ("sht", include_str!("../../../kernels/sht.cu")),
+    ("ringfft", include_str!("../../../kernels/ringfft.cu")),
 ];
 
 /// The full translation unit for `module`, or None if there is no such module.

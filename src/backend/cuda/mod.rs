@@ -8,6 +8,7 @@ mod kernels;
 pub mod libs;
 pub mod nvrtc;
 pub mod profile;
+pub mod ring_fft;
 pub mod transfer;
 
 use std::collections::HashMap;
