@@ -128,62 +128,84 @@ __device__ __forceinline__ double* pickm(double* a0, double* a1, double* a2, int
 }
 
 // ------------------------------------------------------------------------------------------
-// Synthesis Legendre stage. Block: one m (blockIdx.y), blockDim.x ring pairs. NS0 spin-0
-// components (alm a0.., phase planes 0..NS0-1), then if POL a spin-2 pair (E, B) -> (Q, U) in
-// the next two. phase plane c is at phase + c * plane (plane = 2*np rows * (mmax+1) complex).
+// Synthesis Legendre stage. Block: one m (blockIdx.y); each thread runs the recurrence for R
+// ring pairs (pl = base + r * blockDim.x), so every coefficient and alm read from shared
+// memory serves R rings and the R recurrences overlap. NS0 spin-0 components (alm a0..,
+// phase planes 0..NS0-1), then if POL a spin-2 pair (E, B) -> (Q, U) in the next two. phase
+// plane c is at phase + c * plane (plane = 2*np rows * (mmax+1) complex).
 
-template <int NS0, bool POL>
+template <int NS0, bool POL, int R>
 __device__ void leg_synth(const double* a0, const double* a1, const double* a2, i64 lmax_,
                           i64 mmax_, const double* norms, const double* lnfact,
                           const double* pair_x, const double* pair_s, i64 p0, i64 np,
                           double* phase) {
     const int lmax = (int)lmax_, mmax = (int)mmax_;
     const int m = blockIdx.y;
-    const i64 pl = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool valid = pl < np;
+    const i64 base = (i64)blockIdx.x * blockDim.x * R + threadIdx.x;
     __shared__ double sA[SHT_LT], sC[SHT_LT];
     __shared__ double sq[5][SHT_LT];
     __shared__ double sa[3][2][SHT_LT];
 
-    double x = 0.0, s = 1.0;
-    if (valid) {
-        x = pair_x[p0 + pl];
-        s = pair_s[p0 + pl];
-    }
     const double lb = log2_growth_bound(m, lmax, lnfact);
-    double v = 0.0;
-    int k = 0;
-    if (valid) start_value(s, m, norms[m], lb, v, k);
-    const double is2 = 1.0 / (s * s), xis2 = x * is2;
+    double x[R], is2[R], xis2[R], l0[R], l1[R];
+    int k[R];
+    bool any = false;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const i64 pl = base + (i64)r * blockDim.x;
+        double s = 1.0, v = 0.0;
+        x[r] = 0.0;
+        k[r] = 0;
+        if (pl < np) {
+            x[r] = pair_x[p0 + pl];
+            s = pair_s[p0 + pl];
+            start_value(s, m, norms[m], lb, v, k[r]);
+        }
+        is2[r] = 1.0 / (s * s);
+        xis2[r] = x[r] * is2[r];
+        l0[r] = 0.0;
+        l1[r] = v;
+        any |= v != 0.0;
+    }
 
-    double acc0[NS0 > 0 ? NS0 : 1][2][2];
-    double acc2[2][8];
+    double acc0[R][NS0 > 0 ? NS0 : 1][2][2];
+    double acc2[R][POL ? 2 : 1][8];
 #pragma unroll
-    for (int c = 0; c < NS0; ++c)
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-        for (int p = 0; p < 2; ++p) acc0[c][p][0] = acc0[c][p][1] = 0.0;
+        for (int c = 0; c < NS0; ++c)
 #pragma unroll
-    for (int p = 0; p < 2; ++p)
+            for (int p = 0; p < 2; ++p) acc0[r][c][p][0] = acc0[r][c][p][1] = 0.0;
+        if (POL)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc2[p][i] = 0.0;
+            for (int p = 0; p < 2; ++p)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc2[r][p][i] = 0.0;
+    }
 
     // index of a_{0 m}: a_lm is at mstart + l
     const i64 mstart = (i64)m * (2 * lmax + 1 - m) / 2;
     const int ncomp = NS0 + (POL ? 2 : 0);
-    if (__syncthreads_or(v != 0.0)) {
-        double l0 = 0.0, l1 = v;
+    if (__syncthreads_or(any)) {
         for (int lt = m; lt <= lmax; lt += SHT_LT) {
-            __syncthreads();
+            // (also the barrier before the tile is overwritten) once every ring of the block
+            // is in range and past l = m, the tile needs no rescaling or range checks
+            bool scaled = lt == m;
+#pragma unroll
+            for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
+            const bool fast = !__syncthreads_or(scaled);
             if (threadIdx.x < SHT_LT) {
                 const int l = lt + threadIdx.x;
                 const Coef c = coef_of(l, m, lmax, POL);
                 sA[threadIdx.x] = c.A;
                 sC[threadIdx.x] = c.C;
-                sq[0][threadIdx.x] = c.q1;
-                sq[1][threadIdx.x] = c.q2;
-                sq[2][threadIdx.x] = c.q3;
-                sq[3][threadIdx.x] = c.q4;
-                sq[4][threadIdx.x] = c.q5;
+                if (POL) {
+                    sq[0][threadIdx.x] = c.q1;
+                    sq[1][threadIdx.x] = c.q2;
+                    sq[2][threadIdx.x] = c.q3;
+                    sq[3][threadIdx.x] = c.q4;
+                    sq[4][threadIdx.x] = c.q5;
+                }
                 for (int cc = 0; cc < ncomp; ++cc) {
                     double re = 0.0, im = 0.0;
                     if (l <= lmax) {
@@ -196,46 +218,75 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
                 }
             }
             __syncthreads();
+            if (fast && !POL) {
+#pragma unroll
+                for (int i = 0; i < SHT_LT; ++i) {
+                    const int par = i & 1;
+                    const double A = sA[i], C = sC[i];
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const double l2 = A * x[r] * l1[r] - C * l0[r];
+                        l0[r] = l1[r];
+                        l1[r] = l2;
+#pragma unroll
+                        for (int c = 0; c < NS0; ++c) {
+                            acc0[r][c][par][0] = fma(sa[c][0][i], l2, acc0[r][c][par][0]);
+                            acc0[r][c][par][1] = fma(sa[c][1][i], l2, acc0[r][c][par][1]);
+                        }
+                    }
+                }
+                continue;
+            }
 #pragma unroll
             for (int i = 0; i < SHT_LT; ++i) {
                 const int l = lt + i;
-                if (l > m) {
-                    const double l2 = sA[i] * x * l1 - sC[i] * l0;
-                    l0 = l1;
-                    l1 = l2;
-                    if (k > 0 && fabs(l1) > SHT_BIG) {
-                        l0 *= SHT_DOWN;
-                        l1 *= SHT_DOWN;
-                        k -= 1;
-                    }
-                }
-                if (k == 0) {
-                    const int par = i & 1;  // lt - m is a multiple of SHT_LT (even)
+                const int par = i & 1;  // lt - m is a multiple of SHT_LT (even)
+                const double A = sA[i], C = sC[i];
+                double ar[NS0 > 0 ? NS0 : 1], ai[NS0 > 0 ? NS0 : 1];
 #pragma unroll
-                    for (int c = 0; c < NS0; ++c) {
-                        acc0[c][par][0] = fma(sa[c][0][i], l1, acc0[c][par][0]);
-                        acc0[c][par][1] = fma(sa[c][1][i], l1, acc0[c][par][1]);
+                for (int c = 0; c < NS0; ++c) {
+                    ar[c] = sa[c][0][i];
+                    ai[c] = sa[c][1][i];
+                }
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    if (l > m) {
+                        const double l2 = A * x[r] * l1[r] - C * l0[r];
+                        l0[r] = l1[r];
+                        l1[r] = l2;
+                        if (k[r] > 0 && fabs(l2) > SHT_BIG) {
+                            l0[r] *= SHT_DOWN;
+                            l1[r] *= SHT_DOWN;
+                            k[r] -= 1;
+                        }
                     }
-                    if (POL) {
-                        const double f1 = sq[2][i] * xis2 * l0 - (sq[0][i] * is2 + sq[1][i]) * l1;
-                        const double f2 = is2 * (sq[4][i] * l0 - sq[3][i] * x * l1);
-                        const double er = sa[NS0][0][i], ei = sa[NS0][1][i];
-                        const double br = sa[NS0 + 1][0][i], bi = sa[NS0 + 1][1][i];
-                        acc2[par][0] = fma(er, f1, acc2[par][0]);
-                        acc2[par][1] = fma(ei, f1, acc2[par][1]);
-                        acc2[par][2] = fma(br, f2, acc2[par][2]);
-                        acc2[par][3] = fma(bi, f2, acc2[par][3]);
-                        acc2[par][4] = fma(br, f1, acc2[par][4]);
-                        acc2[par][5] = fma(bi, f1, acc2[par][5]);
-                        acc2[par][6] = fma(er, f2, acc2[par][6]);
-                        acc2[par][7] = fma(ei, f2, acc2[par][7]);
+                    if (k[r] == 0) {
+#pragma unroll
+                        for (int c = 0; c < NS0; ++c) {
+                            acc0[r][c][par][0] = fma(ar[c], l1[r], acc0[r][c][par][0]);
+                            acc0[r][c][par][1] = fma(ai[c], l1[r], acc0[r][c][par][1]);
+                        }
+                        if (POL) {
+                            const double f1 = sq[2][i] * xis2[r] * l0[r] -
+                                              (sq[0][i] * is2[r] + sq[1][i]) * l1[r];
+                            const double f2 = is2[r] * (sq[4][i] * l0[r] - sq[3][i] * x[r] * l1[r]);
+                            const double er = sa[NS0][0][i], ei = sa[NS0][1][i];
+                            const double br = sa[NS0 + 1][0][i], bi = sa[NS0 + 1][1][i];
+                            double* q = acc2[r][POL ? par : 0];
+                            q[0] = fma(er, f1, q[0]);
+                            q[1] = fma(ei, f1, q[1]);
+                            q[2] = fma(br, f2, q[2]);
+                            q[3] = fma(bi, f2, q[3]);
+                            q[4] = fma(br, f1, q[4]);
+                            q[5] = fma(bi, f1, q[5]);
+                            q[6] = fma(er, f2, q[6]);
+                            q[7] = fma(ei, f2, q[7]);
+                        }
                     }
                 }
             }
         }
     }
-    if (!valid) return;
-    const i64 row_n = 2 * pl, row_s = 2 * pl + 1;
     const i64 plane = 2 * np * (i64)(mmax + 1);
     auto put = [&](int c, i64 row, double re, double im) {
         double* d = phase + c * plane * 2 + 2 * (row * (mmax + 1) + m);
@@ -243,39 +294,47 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
         d[1] = im;
     };
 #pragma unroll
-    for (int c = 0; c < NS0; ++c) {
-        put(c, row_n, acc0[c][0][0] + acc0[c][1][0], acc0[c][0][1] + acc0[c][1][1]);
-        put(c, row_s, acc0[c][0][0] - acc0[c][1][0], acc0[c][0][1] - acc0[c][1][1]);
-    }
-    if (POL) {
-        const double* e = acc2[0];
-        const double* o = acc2[1];
-        // Q = SQ1 W + SQ2 i X, U = SU1 Y + SU2 i Z; i(a + ib) = -b + ia.
-        // north: W = We + Wo, X = Xe + Xo; south: W = We - Wo, X = Xo - Xe.
-        put(NS0, row_n, SQ1 * (e[0] + o[0]) - SQ2 * (e[3] + o[3]),
-            SQ1 * (e[1] + o[1]) + SQ2 * (e[2] + o[2]));
-        put(NS0, row_s, SQ1 * (e[0] - o[0]) - SQ2 * (o[3] - e[3]),
-            SQ1 * (e[1] - o[1]) + SQ2 * (o[2] - e[2]));
-        put(NS0 + 1, row_n, SU1 * (e[4] + o[4]) - SU2 * (e[7] + o[7]),
-            SU1 * (e[5] + o[5]) + SU2 * (e[6] + o[6]));
-        put(NS0 + 1, row_s, SU1 * (e[4] - o[4]) - SU2 * (o[7] - e[7]),
-            SU1 * (e[5] - o[5]) + SU2 * (o[6] - e[6]));
+    for (int r = 0; r < R; ++r) {
+        const i64 pl = base + (i64)r * blockDim.x;
+        if (pl >= np) continue;
+        const i64 row_n = 2 * pl, row_s = 2 * pl + 1;
+#pragma unroll
+        for (int c = 0; c < NS0; ++c) {
+            const double(*q)[2] = acc0[r][c];
+            put(c, row_n, q[0][0] + q[1][0], q[0][1] + q[1][1]);
+            put(c, row_s, q[0][0] - q[1][0], q[0][1] - q[1][1]);
+        }
+        if (POL) {
+            const double* e = acc2[r][0];
+            const double* o = acc2[r][POL ? 1 : 0];
+            // Q = SQ1 W + SQ2 i X, U = SU1 Y + SU2 i Z; i(a + ib) = -b + ia.
+            // north: W = We + Wo, X = Xe + Xo; south: W = We - Wo, X = Xo - Xe.
+            put(NS0, row_n, SQ1 * (e[0] + o[0]) - SQ2 * (e[3] + o[3]),
+                SQ1 * (e[1] + o[1]) + SQ2 * (e[2] + o[2]));
+            put(NS0, row_s, SQ1 * (e[0] - o[0]) - SQ2 * (o[3] - e[3]),
+                SQ1 * (e[1] - o[1]) + SQ2 * (o[2] - e[2]));
+            put(NS0 + 1, row_n, SU1 * (e[4] + o[4]) - SU2 * (e[7] + o[7]),
+                SU1 * (e[5] + o[5]) + SU2 * (e[6] + o[6]));
+            put(NS0 + 1, row_s, SU1 * (e[4] - o[4]) - SU2 * (o[7] - e[7]),
+                SU1 * (e[5] - o[5]) + SU2 * (o[6] - e[6]));
+        }
     }
 }
 
-#define SYNTH_ENTRY(NAME, NS0, POL)                                                              \
+// R (ring pairs per thread) must match `Group::rings_per_thread` in src/sht/cuda.rs.
+#define SYNTH_ENTRY(NAME, NS0, POL, R)                                                           \
     extern "C" __global__ void NAME(const double* a0, const double* a1, const double* a2,      \
                                     i64 lmax, i64 mmax, const double* norms,                   \
                                     const double* lnfact, const double* pair_x,                \
                                     const double* pair_s, i64 p0, i64 np, double* phase) {     \
-        leg_synth<NS0, POL>(a0, a1, a2, lmax, mmax, norms, lnfact, pair_x, pair_s, p0, np,     \
-                            phase);                                                            \
+        leg_synth<NS0, POL, R>(a0, a1, a2, lmax, mmax, norms, lnfact, pair_x, pair_s, p0, np,  \
+                               phase);                                                         \
     }
 
-SYNTH_ENTRY(leg_synth_s1, 1, false)
-SYNTH_ENTRY(leg_synth_s2, 2, false)
-SYNTH_ENTRY(leg_synth_s3, 3, false)
-SYNTH_ENTRY(leg_synth_pol, 1, true)
+SYNTH_ENTRY(leg_synth_s1, 1, false, 4)
+SYNTH_ENTRY(leg_synth_s2, 2, false, 2)
+SYNTH_ENTRY(leg_synth_s3, 3, false, 2)
+SYNTH_ENTRY(leg_synth_pol, 1, true, 2)
 
 // ------------------------------------------------------------------------------------------
 // Ring geometry of a chunk row: ring index (0-based) or -1 for the missing equator south ring.
@@ -404,7 +463,7 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
-template <int NS0, bool POL>
+template <int NS0, bool POL, int R>
 __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2, i64 lmax_,
                          i64 mmax_, const double* norms, const double* lnfact,
                          const double* pair_x, const double* pair_s, i64 p0, i64 np) {
@@ -421,105 +480,137 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
     const i64 mstart = (i64)m * (2 * lmax + 1 - m) / 2;
     const double lb = log2_growth_bound(m, lmax, lnfact);
 
-    for (i64 t0 = 0; t0 < np; t0 += blockDim.x) {
-        const i64 pl = t0 + threadIdx.x;
-        const bool valid = pl < np;
-        double x = 0.0, s = 1.0, v = 0.0;
-        int k = 0;
-        // inputs: spin 0: [c][par][re/im] = north +- south; spin 2: [par][8] premultiplied
-        double in0[NS0 > 0 ? NS0 : 1][2][2];
-        double in2[2][8];
+    for (i64 t0 = 0; t0 < np; t0 += (i64)blockDim.x * R) {
+        // per ring pair r of this thread: recurrence state and inputs
+        // spin 0: in0[r][c][par][re/im] = north +- south; spin 2: in2[r][par][8] premultiplied
+        double x[R], is2[R], xis2[R], l0[R], l1[R];
+        int k[R];
+        double in0[R][NS0 > 0 ? NS0 : 1][2][2];
+        double in2[R][POL ? 2 : 1][8];
+        bool any = false;
 #pragma unroll
-        for (int c = 0; c < NS0; ++c)
+        for (int r = 0; r < R; ++r) {
+            const i64 pl = t0 + (i64)r * blockDim.x + threadIdx.x;
+            double s = 1.0, v = 0.0;
+            x[r] = 0.0;
+            k[r] = 0;
 #pragma unroll
-            for (int p = 0; p < 2; ++p) in0[c][p][0] = in0[c][p][1] = 0.0;
+            for (int c = 0; c < NS0; ++c)
 #pragma unroll
-        for (int p = 0; p < 2; ++p)
+                for (int p = 0; p < 2; ++p) in0[r][c][p][0] = in0[r][c][p][1] = 0.0;
+            if (POL)
 #pragma unroll
-            for (int i = 0; i < 8; ++i) in2[p][i] = 0.0;
-        if (valid) {
-            x = pair_x[p0 + pl];
-            s = pair_s[p0 + pl];
-            start_value(s, m, norms[m], lb, v, k);
-            const i64 rn = 2 * pl * (mmax + 1) + m, rs = (2 * pl + 1) * (mmax + 1) + m;
+                for (int p = 0; p < 2; ++p)
 #pragma unroll
-            for (int c = 0; c < NS0; ++c) {
-                const double* P = phase + 2 * c * plane;
-                const double nr = P[2 * rn], ni = P[2 * rn + 1];
-                const double sr = P[2 * rs], si = P[2 * rs + 1];
-                in0[c][0][0] = nr + sr;
-                in0[c][0][1] = ni + si;
-                in0[c][1][0] = nr - sr;
-                in0[c][1][1] = ni - si;
-            }
-            if (POL) {
-                const double* PQ = phase + 2 * NS0 * plane;
-                const double* PU = phase + 2 * (NS0 + 1) * plane;
-                const cplx qn = {PQ[2 * rn], PQ[2 * rn + 1]}, qs = {PQ[2 * rs], PQ[2 * rs + 1]};
-                const cplx un = {PU[2 * rn], PU[2 * rn + 1]}, us = {PU[2 * rs], PU[2 * rs + 1]};
-                const cplx qp = {qn.re + qs.re, qn.im + qs.im}, qm = {qn.re - qs.re, qn.im - qs.im};
-                const cplx up = {un.re + us.re, un.im + us.im}, um = {un.re - us.re, un.im - us.im};
+                    for (int i = 0; i < 8; ++i) in2[r][p][i] = 0.0;
+            if (pl < np) {
+                x[r] = pair_x[p0 + pl];
+                s = pair_s[p0 + pl];
+                start_value(s, m, norms[m], lb, v, k[r]);
+                const i64 rn = 2 * pl * (mmax + 1) + m, rs = (2 * pl + 1) * (mmax + 1) + m;
 #pragma unroll
-                for (int par = 0; par < 2; ++par) {
-                    // even l-m: F1 pairs with (q+, u+), F2 with (q-, u-); odd: swapped
-                    const cplx q1 = par ? qm : qp, u1 = par ? um : up;
-                    const cplx q2 = par ? qp : qm, u2 = par ? up : um;
-                    // E += SQ1 F1 q1 - i SU2 F2 u2 ; B += SU1 F1 u1 - i SQ2 F2 q2
-                    in2[par][0] = SQ1 * q1.re;
-                    in2[par][1] = SU2 * u2.im;
-                    in2[par][2] = SQ1 * q1.im;
-                    in2[par][3] = -SU2 * u2.re;
-                    in2[par][4] = SU1 * u1.re;
-                    in2[par][5] = SQ2 * q2.im;
-                    in2[par][6] = SU1 * u1.im;
-                    in2[par][7] = -SQ2 * q2.re;
+                for (int c = 0; c < NS0; ++c) {
+                    const double* P = phase + 2 * c * plane;
+                    const double nr = P[2 * rn], ni = P[2 * rn + 1];
+                    const double sr = P[2 * rs], si = P[2 * rs + 1];
+                    in0[r][c][0][0] = nr + sr;
+                    in0[r][c][0][1] = ni + si;
+                    in0[r][c][1][0] = nr - sr;
+                    in0[r][c][1][1] = ni - si;
+                }
+                if (POL) {
+                    const double* PQ = phase + 2 * NS0 * plane;
+                    const double* PU = phase + 2 * (NS0 + 1) * plane;
+                    const cplx qn = {PQ[2 * rn], PQ[2 * rn + 1]}, qs = {PQ[2 * rs], PQ[2 * rs + 1]};
+                    const cplx un = {PU[2 * rn], PU[2 * rn + 1]}, us = {PU[2 * rs], PU[2 * rs + 1]};
+                    const cplx qp = {qn.re + qs.re, qn.im + qs.im};
+                    const cplx qm = {qn.re - qs.re, qn.im - qs.im};
+                    const cplx up = {un.re + us.re, un.im + us.im};
+                    const cplx um = {un.re - us.re, un.im - us.im};
+#pragma unroll
+                    for (int par = 0; par < 2; ++par) {
+                        // even l-m: F1 pairs with (q+, u+), F2 with (q-, u-); odd: swapped
+                        const cplx q1 = par ? qm : qp, u1 = par ? um : up;
+                        const cplx q2 = par ? qp : qm, u2 = par ? up : um;
+                        // E += SQ1 F1 q1 - i SU2 F2 u2 ; B += SU1 F1 u1 - i SQ2 F2 q2
+                        double* d = in2[r][POL ? par : 0];
+                        d[0] = SQ1 * q1.re;
+                        d[1] = SU2 * u2.im;
+                        d[2] = SQ1 * q1.im;
+                        d[3] = -SU2 * u2.re;
+                        d[4] = SU1 * u1.re;
+                        d[5] = SQ2 * q2.im;
+                        d[6] = SU1 * u1.im;
+                        d[7] = -SQ2 * q2.re;
+                    }
                 }
             }
+            is2[r] = 1.0 / (s * s);
+            xis2[r] = x[r] * is2[r];
+            l0[r] = 0.0;
+            l1[r] = v;
+            any |= v != 0.0;
         }
-        const double is2 = 1.0 / (s * s), xis2 = x * is2;
-        if (!__syncthreads_or(v != 0.0)) continue;
-        double l0 = 0.0, l1 = v;
+        if (!__syncthreads_or(any)) continue;
         for (int lt = m; lt <= lmax; lt += SHT_LT) {
-            __syncthreads();
+            // (also the barrier before the tile is overwritten) see leg_synth
+            bool scaled = lt == m;
+#pragma unroll
+            for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
+            const bool fast = !__syncthreads_or(scaled);
             if (threadIdx.x < SHT_LT) {
                 const Coef c = coef_of(lt + threadIdx.x, m, lmax, POL);
                 sA[threadIdx.x] = c.A;
                 sC[threadIdx.x] = c.C;
-                sq[0][threadIdx.x] = c.q1;
-                sq[1][threadIdx.x] = c.q2;
-                sq[2][threadIdx.x] = c.q3;
-                sq[3][threadIdx.x] = c.q4;
-                sq[4][threadIdx.x] = c.q5;
+                if (POL) {
+                    sq[0][threadIdx.x] = c.q1;
+                    sq[1][threadIdx.x] = c.q2;
+                    sq[2][threadIdx.x] = c.q3;
+                    sq[3][threadIdx.x] = c.q4;
+                    sq[4][threadIdx.x] = c.q5;
+                }
             }
             __syncthreads();
 #pragma unroll
             for (int i = 0; i < SHT_LT; ++i) {
                 const int l = lt + i;
-                if (l > m) {
-                    const double l2 = sA[i] * x * l1 - sC[i] * l0;
-                    l0 = l1;
-                    l1 = l2;
-                    if (k > 0 && fabs(l1) > SHT_BIG) {
-                        l0 *= SHT_DOWN;
-                        l1 *= SHT_DOWN;
-                        k -= 1;
-                    }
-                }
-                const double lam = k == 0 ? l1 : 0.0;
-                const double lamp = k == 0 ? l0 : 0.0;
                 const int par = i & 1;
+                const double A = sA[i], C = sC[i];
                 double val[NV];
 #pragma unroll
-                for (int c = 0; c < NS0; ++c) {
-                    val[2 * c] = lam * (par ? in0[c][1][0] : in0[c][0][0]);
-                    val[2 * c + 1] = lam * (par ? in0[c][1][1] : in0[c][0][1]);
-                }
-                if (POL) {
-                    const double f1 = sq[2][i] * xis2 * lamp - (sq[0][i] * is2 + sq[1][i]) * lam;
-                    const double f2 = is2 * (sq[4][i] * lamp - sq[3][i] * x * lam);
+                for (int q = 0; q < NV; ++q) val[q] = 0.0;
 #pragma unroll
-                    for (int q = 0; q < 4; ++q)
-                        val[2 * NS0 + q] = fma(f1, in2[par][2 * q], f2 * in2[par][2 * q + 1]);
+                for (int r = 0; r < R; ++r) {
+                    if (fast) {
+                        const double l2 = A * x[r] * l1[r] - C * l0[r];
+                        l0[r] = l1[r];
+                        l1[r] = l2;
+                    } else if (l > m) {
+                        const double l2 = A * x[r] * l1[r] - C * l0[r];
+                        l0[r] = l1[r];
+                        l1[r] = l2;
+                        if (k[r] > 0 && fabs(l2) > SHT_BIG) {
+                            l0[r] *= SHT_DOWN;
+                            l1[r] *= SHT_DOWN;
+                            k[r] -= 1;
+                        }
+                    }
+                    const double lam = fast || k[r] == 0 ? l1[r] : 0.0;
+#pragma unroll
+                    for (int c = 0; c < NS0; ++c) {
+                        val[2 * c] = fma(lam, in0[r][c][par][0], val[2 * c]);
+                        val[2 * c + 1] = fma(lam, in0[r][c][par][1], val[2 * c + 1]);
+                    }
+                    if (POL) {
+                        const double lamp = k[r] == 0 ? l0[r] : 0.0;
+                        const double f1 = sq[2][i] * xis2[r] * lamp -
+                                          (sq[0][i] * is2[r] + sq[1][i]) * lam;
+                        const double f2 = is2[r] * (sq[4][i] * lamp - sq[3][i] * x[r] * lam);
+                        const double* d = in2[r][POL ? par : 0];
+#pragma unroll
+                        for (int q = 0; q < 4; ++q)
+                            val[2 * NS0 + q] += fma(f1, d[2 * q], f2 * d[2 * q + 1]);
+                    }
                 }
 #pragma unroll
                 for (int q = 0; q < NV; ++q) {
@@ -544,19 +635,20 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
     }
 }
 
-#define ANAL_ENTRY(NAME, NS0, POL)                                                               \
+// R (ring pairs per thread) is a tuning constant of each entry.
+#define ANAL_ENTRY(NAME, NS0, POL, R)                                                            \
     extern "C" __global__ void NAME(const double* phase, double* a0, double* a1, double* a2,   \
                                     i64 lmax, i64 mmax, const double* norms,                   \
                                     const double* lnfact, const double* pair_x,                \
                                     const double* pair_s, i64 p0, i64 np) {                    \
-        leg_anal<NS0, POL>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, pair_x, pair_s, p0,   \
-                           np);                                                                \
+        leg_anal<NS0, POL, R>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, pair_x, pair_s, p0, \
+                              np);                                                             \
     }
 
-ANAL_ENTRY(leg_anal_s1, 1, false)
-ANAL_ENTRY(leg_anal_s2, 2, false)
-ANAL_ENTRY(leg_anal_s3, 3, false)
-ANAL_ENTRY(leg_anal_pol, 1, true)
+ANAL_ENTRY(leg_anal_s1, 1, false, 4)
+ANAL_ENTRY(leg_anal_s2, 2, false, 2)
+ANAL_ENTRY(leg_anal_s3, 3, false, 2)
+ANAL_ENTRY(leg_anal_pol, 1, true, 2)
 
 // healpy's mask_bad: |x - UNSEEN| <= 1e-8 + 1e-5 |UNSEEN|; such pixels count as 0.
 __device__ __forceinline__ double unseen_to_zero(double x) {

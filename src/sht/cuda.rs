@@ -5,16 +5,22 @@
 //! chunks of pairs (so that nside 8192, lmax 16384 fits: only the per-chunk ring coefficients
 //! scale with the chunk, the maps and alm stay resident). Per chunk, synthesis runs
 //! `leg_synth_*` (alm -> F_m per ring), `fold` (F_m -> half spectrum with aliasing and the
-//! phase shift), cuFFT Z2D (one batched plan for the equatorial rings, one small plan per polar
-//! ring length, cached), `scatter` (rows -> map); analysis runs `gather`, cuFFT D2Z, `unfold`
+//! phase shift), ring FFTs (one batched cuFFT Z2D for the equatorial rings, the shared
+//! Bluestein transform `backend::cuda::ring_fft` for all polar rings), `scatter` (rows -> map);
+//! analysis runs `gather`, the forward ring FFTs, `unfold`
 //! (weights, phase shift) and `leg_anal_*` (adds into the alm). map2alm's Jacobi iterations
 //! run entirely on the device.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 
 use realfft::num_complex::Complex64 as C64;
 
 use super::{Job, Plan};
-use crate::backend::cuda::fft::FftKey;
+use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::ring_fft::{RingFft, RingJob};
+use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -56,6 +62,13 @@ fn geo(gpu: &Gpu, plan: &Plan) -> Result<Geo> {
     })
 }
 
+/// What every stage of one call reads: the GPU, the plan and its tables on the device.
+struct Ctx<'a> {
+    gpu: &'a Gpu,
+    plan: &'a Plan,
+    g: Geo,
+}
+
 /// Up to three components handled by one launch: spin 0 only, or T + (E, B) with spin 2.
 #[derive(Debug, Clone)]
 struct Group {
@@ -70,6 +83,14 @@ impl Group {
             (false, 1) => "leg_synth_s1",
             (false, 2) => "leg_synth_s2",
             _ => "leg_synth_s3",
+        }
+    }
+    /// Ring pairs per thread of the synthesis kernel (R in kernels/sht.cu's SYNTH_ENTRY).
+    fn synth_rings(&self) -> u32 {
+        if !self.pol && self.comps.len() == 1 {
+            4
+        } else {
+            2
         }
     }
     fn anal_kernel(&self) -> &'static str {
@@ -108,6 +129,8 @@ struct Work {
     /// Stand-ins for unused component pointers (never accessed by the kernels).
     dummy1: CudaSlice<f64>,
     dummy2: CudaSlice<f64>,
+    /// Polar ring transforms per (first pair, pairs, components) of a chunk.
+    polar: HashMap<(usize, usize, usize), RingFft>,
 }
 
 /// Work buffers for groups of up to `planes` components.
@@ -129,6 +152,7 @@ fn work(gpu: &Gpu, plan: &Plan, planes: usize) -> Result<Work> {
         rows: gpu.alloc_zeros::<f64>(planes * nrow * 4 * ns)?,
         dummy1: gpu.alloc_zeros::<f64>(1)?,
         dummy2: gpu.alloc_zeros::<f64>(1)?,
+        polar: HashMap::new(),
     })
 }
 
@@ -154,8 +178,9 @@ fn chunk_list(plan: &Plan, np_max: usize) -> Vec<(usize, usize)> {
 }
 
 /// Ring FFTs of one chunk for all `nc` components of a group: spectra -> rows (inverse) or
-/// rows -> spectra (forward). Rows are laid out [row][component], so a polar ring pair is one
-/// batch of 2·nc transforms and all equatorial rings of the chunk another.
+/// rows -> spectra (forward). Rows are laid out [row][component]: all equatorial rings of the
+/// chunk are one batched real cuFFT call; the polar rings (a different length per pair) go
+/// through the shared Bluestein ring transform, north and south rows of a pair as one job.
 fn ring_ffts(
     gpu: &Gpu,
     plan: &Plan,
@@ -168,52 +193,71 @@ fn ring_ffts(
     let ns = plan.nside;
     let h = 2 * ns + 1;
     let wlen = 4 * ns;
-    let run = |w: &mut Work, n: usize, rows: usize, row: usize| -> Result<()> {
-        let r = row * nc;
+    let polar_end = (p0 + np).min(ns - 1);
+    if p0 < polar_end {
+        let key = (p0, np, nc);
+        let rf = match w.polar.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let jobs: Vec<RingJob> = (p0..polar_end)
+                    .flat_map(|p| {
+                        let r = 2 * (p - p0) * nc;
+                        (0..nc).map(move |c| RingJob {
+                            n: 4 * (p + 1),
+                            a: r + c,
+                            b: Some(r + nc + c),
+                        })
+                    })
+                    .collect();
+                e.insert(RingFft::new(gpu, &jobs)?)
+            }
+        };
+        if forward {
+            rf.forward(gpu, &w.rows, wlen, &mut w.spec, h)?;
+        } else {
+            rf.inverse(gpu, &w.spec, h, &mut w.rows, wlen)?;
+        }
+    }
+    let eq_first = (ns - 1).max(p0);
+    if eq_first < p0 + np {
+        let rows = 2 * (p0 + np - eq_first);
+        let r = 2 * (eq_first - p0) * nc;
         let batch = rows * nc;
         if forward {
             let key = FftKey {
-                n,
+                n: wlen,
                 batch,
                 idist: wlen,
                 odist: h,
-                forward: true,
+                kind: FftKind::D2Z,
             };
             let pl = gpu.fft_plan(key)?;
-            gpu.fft_d2z(&pl, &w.rows, r * wlen, &mut w.spec, r * h)
+            gpu.fft_d2z(&pl, &w.rows, r * wlen, &mut w.spec, r * h)?;
         } else {
             let key = FftKey {
-                n,
+                n: wlen,
                 batch,
                 idist: h,
                 odist: wlen,
-                forward: false,
+                kind: FftKind::Z2D,
             };
             let pl = gpu.fft_plan(key)?;
-            gpu.fft_z2d(&pl, &mut w.spec, r * h, &mut w.rows, r * wlen)
+            gpu.fft_z2d(&pl, &mut w.spec, r * h, &mut w.rows, r * wlen)?;
         }
-    };
-    let eq_first = (ns - 1).max(p0);
-    for p in p0..(p0 + np).min(ns - 1) {
-        // polar pair p: rings of 4(p+1) pixels, north and south rows adjacent
-        run(w, 4 * (p + 1), 2, 2 * (p - p0))?;
-    }
-    if eq_first < p0 + np {
-        run(w, 4 * ns, 2 * (p0 + np - eq_first), 2 * (eq_first - p0))?;
     }
     Ok(())
 }
 
 /// Synthesis of all components from device alm into device maps.
 fn synth(
-    gpu: &Gpu,
-    plan: &Plan,
-    g: &Geo,
+    cx: &Ctx,
     w: &mut Work,
     groups: &[Group],
     alms: &[CudaSlice<f64>],
     maps: &mut [CudaSlice<f64>],
+    tl: &mut Timeline,
 ) -> Result<()> {
+    let (gpu, plan, g) = (cx.gpu, cx.plan, &cx.g);
     let ns = plan.nside as i64;
     let (lmax, mmax) = (plan.lay.lmax as i64, plan.lay.mmax as i64);
     let h = 2 * plan.nside + 1;
@@ -241,10 +285,15 @@ fn synth(
             // of 2·np_max rows × (mmax+1) complex.
             unsafe {
                 b.launch(cfg(
-                    (blocks(np, TPB_SYN), plan.lay.mmax as u32 + 1, 1),
+                    (
+                        blocks(np, TPB_SYN * grp.synth_rings()),
+                        plan.lay.mmax as u32 + 1,
+                        1,
+                    ),
                     TPB_SYN,
                 ))
             }?;
+            tl.mark(gpu, "legendre")?;
             let f = gpu.function(MODULE, "fold")?;
             let mut b = gpu.stream.launch_builder(&f);
             b.arg(&w.phase)
@@ -257,7 +306,9 @@ fn synth(
                 .arg(&g.shift);
             // SAFETY: matches `fold`; spec holds a plane of 2·np_max rows × H complex per component.
             unsafe { b.launch(cfg((blocks(h, TPB_MISC), nrow as u32, nc as u32), TPB_MISC)) }?;
+            tl.mark(gpu, "fold")?;
             ring_ffts(gpu, plan, w, p0, np, nc, false)?;
+            tl.mark(gpu, "ring fft")?;
             let mut outs: Vec<&mut CudaSlice<f64>> = Vec::new();
             {
                 let mut taken: Vec<Option<&mut CudaSlice<f64>>> =
@@ -297,6 +348,7 @@ fn synth(
                     TPB_MISC,
                 ))
             }?;
+            tl.mark(gpu, "scatter")?;
         }
     }
     Ok(())
@@ -304,14 +356,14 @@ fn synth(
 
 /// Analysis of all components from device maps into device alm (overwritten).
 fn anal(
-    gpu: &Gpu,
-    plan: &Plan,
-    g: &Geo,
+    cx: &Ctx,
     w: &mut Work,
     groups: &[Group],
     maps: &[CudaSlice<f64>],
     alms: &mut [CudaSlice<f64>],
+    tl: &mut Timeline,
 ) -> Result<()> {
+    let (gpu, plan, g) = (cx.gpu, cx.plan, &cx.g);
     let ns = plan.nside as i64;
     let (lmax, mmax) = (plan.lay.lmax as i64, plan.lay.mmax as i64);
     for a in alms.iter_mut() {
@@ -341,7 +393,9 @@ fn anal(
                     TPB_MISC,
                 ))
             }?;
+            tl.mark(gpu, "gather")?;
             ring_ffts(gpu, plan, w, p0, np, nc, true)?;
+            tl.mark(gpu, "ring fft")?;
             let f = gpu.function(MODULE, "unfold")?;
             let mut b = gpu.stream.launch_builder(&f);
             b.arg(&w.spec)
@@ -360,6 +414,7 @@ fn anal(
                     TPB_MISC,
                 ))
             }?;
+            tl.mark(gpu, "unfold")?;
             let mut outs: Vec<&mut CudaSlice<f64>> = Vec::new();
             {
                 let mut taken: Vec<Option<&mut CudaSlice<f64>>> =
@@ -393,6 +448,7 @@ fn anal(
                 .arg(&npi);
             // SAFETY: matches ANAL_ENTRY; one block per m adds into its own alm column.
             unsafe { b.launch(cfg((plan.lay.mmax as u32 + 1, 1, 1), TPB_ANA)) }?;
+            tl.mark(gpu, "legendre")?;
         }
     }
     Ok(())
@@ -421,10 +477,15 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let mut tl = Timeline::start(&gpu)?;
-    let d_alm: Vec<CudaSlice<f64>> = alms
+    // SAFETY: filled by upload_into below.
+    let mut d_alm: Vec<CudaSlice<f64>> = alms
         .iter()
-        .map(|a| gpu.upload(as_f64(a)))
+        .map(|a| unsafe { gpu.alloc::<f64>(2 * a.len()) })
         .collect::<Result<_>>()?;
+    tl.mark(&gpu, "alloc")?;
+    for (a, d) in alms.iter().zip(d_alm.iter_mut()) {
+        gpu.upload_into(as_f64(a), d)?;
+    }
     tl.mark(&gpu, "h2d")?;
     let g = geo(&gpu, plan)?;
     let grps = groups(jobs, maps.len());
@@ -433,21 +494,16 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
         plan,
         grps.iter().map(|g| g.comps.len()).max().unwrap_or(1),
     )?;
+    tl.mark(&gpu, "setup")?;
     // SAFETY: scatter writes every pixel of every ring.
     let mut d_map: Vec<CudaSlice<f64>> = maps
         .iter()
         .map(|_| unsafe { gpu.alloc::<f64>(plan.npix) })
         .collect::<Result<_>>()?;
-    synth(
-        &gpu,
-        plan,
-        &g,
-        &mut w,
-        &groups(jobs, maps.len()),
-        &d_alm,
-        &mut d_map,
-    )?;
-    tl.mark(&gpu, "synthesis")?;
+    let cx = Ctx { gpu: &gpu, plan, g };
+    synth(&cx, &mut w, &grps, &d_alm, &mut d_map, &mut tl)?;
+    // the kernels are queued: map the output pages meanwhile
+    crate::backend::threads::install(|| maps.iter_mut().for_each(|m| prefault(m)))?;
     for (d, h) in d_map.iter().zip(maps.iter_mut()) {
         gpu.download(d, h)?;
     }
@@ -517,7 +573,9 @@ pub fn map2alm<T: Real>(
         .iter()
         .map(|_| gpu.alloc_zeros::<f64>(nalm2))
         .collect::<Result<_>>()?;
-    anal(&gpu, plan, &g, &mut w, &grps, &d_map, &mut d_alm)?;
+    tl.mark(&gpu, "setup")?;
+    let cx = Ctx { gpu: &gpu, plan, g };
+    anal(&cx, &mut w, &grps, &d_map, &mut d_alm, &mut tl)?;
     if iter > 0 {
         let mut resid: Vec<CudaSlice<f64>> = maps
             .iter()
@@ -530,7 +588,7 @@ pub fn map2alm<T: Real>(
         let sub = gpu.function(MODULE, "sub_f64")?;
         let add = gpu.function(MODULE, "add_f64")?;
         for _ in 0..iter {
-            synth(&gpu, plan, &g, &mut w, &grps, &d_alm, &mut resid)?;
+            synth(&cx, &mut w, &grps, &d_alm, &mut resid, &mut tl)?;
             let n = plan.npix as i64;
             for (m, r) in d_map.iter().zip(resid.iter_mut()) {
                 let mut b = gpu.stream.launch_builder(&sub);
@@ -543,7 +601,7 @@ pub fn map2alm<T: Real>(
                     ))
                 }?;
             }
-            anal(&gpu, plan, &g, &mut w, &grps, &resid, &mut delta)?;
+            anal(&cx, &mut w, &grps, &resid, &mut delta, &mut tl)?;
             let n = nalm2 as i64;
             for (d, a) in delta.iter().zip(d_alm.iter_mut()) {
                 let mut b = gpu.stream.launch_builder(&add);
@@ -558,7 +616,8 @@ pub fn map2alm<T: Real>(
             }
         }
     }
-    tl.mark(&gpu, "analysis")?;
+    tl.mark(&gpu, "jacobi")?;
+    crate::backend::threads::install(|| alms.iter_mut().for_each(|a| prefault(as_f64_mut(a))))?;
     for (d, h) in d_alm.iter().zip(alms.iter_mut()) {
         gpu.download(d, as_f64_mut(h))?;
     }

@@ -68,6 +68,20 @@ fn bytes_of_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u8, std::mem::size_of_val(s)) }
 }
 
+/// Touch every page of `host` (write the zero it will be overwritten with) on all cores. A
+/// fresh NumPy array is only reserved, not mapped: faulting its pages in during `download`
+/// halves the copy rate, so families call this while the device is still computing.
+pub fn prefault<T: DeviceRepr + Send>(host: &mut [T]) {
+    const PAGE: usize = 4096;
+    let bytes = bytes_of_mut(host);
+    bytes.par_chunks_mut(COPY_GRAIN).for_each(|c| {
+        for i in (0..c.len()).step_by(PAGE) {
+            // SAFETY: in bounds; volatile so the store is not elided.
+            unsafe { std::ptr::write_volatile(c.as_mut_ptr().add(i), 0) };
+        }
+    });
+}
+
 impl Gpu {
     fn with_staging<R>(&self, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
         let mut slot = self.staging.lock().unwrap_or_else(|e| e.into_inner());
