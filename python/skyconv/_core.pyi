@@ -191,6 +191,17 @@ def _grid_finish(
     unweighted: npt.NDArray[np.floating], weights: npt.NDArray[np.floating]
 ) -> npt.NDArray[np.floating]: ...  # unweighted / weights, NaN where weights == 0
 def _grid_arg_layout() -> list[str]: ...  # "Struct.field offset size" of the CUDA kernel args
+def _grid_memory_plan(
+    nsamples: int,
+    ntargets: int,
+    nchan: int,
+    data_itemsize: int,
+    out_itemsize: int,
+    weights: str,
+    finish: bool,
+    sphere_radius: float,
+    budget: int,
+) -> tuple[int, str, int, int]: ...  # (chunk samples, "resident"|"packed", block chans, bytes)
 def _healpix_centres(
     nside: int, nest: bool, pixels: npt.NDArray[np.int64] | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...  # (lons, lats) degrees

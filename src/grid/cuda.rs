@@ -643,29 +643,67 @@ fn choose(need: &Need, n: usize, budget: usize) -> Result<(usize, Layout)> {
             return Ok((n, l));
         }
     }
-    // Chunks of samples: the bytes are affine in m.
-    let layout = if need.nchan > 1 {
-        Layout::Packed {
-            cb: need.nchan.min(32),
+    // Chunks of samples (the bytes are affine in m), with narrower channel blocks if the
+    // per-block outputs leave too little room.
+    let mut cb = need.nchan.min(32);
+    loop {
+        let layout = if need.nchan > 1 {
+            Layout::Packed { cb }
+        } else {
+            Layout::Resident
+        };
+        let fixed = need.bytes(0, layout);
+        let per = need.bytes(1 << 20, layout).saturating_sub(fixed) / (1 << 20) + 1;
+        let m = budget.saturating_sub(fixed) / per;
+        if m >= MIN_CHUNK {
+            return Ok((m.min(n), layout));
         }
-    } else {
-        Layout::Resident
-    };
-    let fixed = need.bytes(0, layout);
-    let per = need.bytes(1 << 20, layout).saturating_sub(fixed) / (1 << 20) + 1;
-    let m = budget.saturating_sub(fixed) / per;
-    if m < MIN_CHUNK {
-        return Err(Error::GpuMemory(format!(
-            "gridding needs at least {:.2} GiB of GPU memory ({} target pixels x {} channels), \
-             the budget is {:.2} GiB: use fewer target pixels or channels per call, or \
-             device='cpu'",
-            need.bytes(MIN_CHUNK, layout) as f64 / (1u64 << 30) as f64,
-            need.nt,
-            need.nchan,
-            budget as f64 / (1u64 << 30) as f64
-        )));
+        if cb == 1 {
+            return Err(Error::GpuMemory(format!(
+                "gridding needs at least {:.2} GiB of GPU memory ({} target pixels), the budget \
+                 is {:.2} GiB: use fewer target pixels per call, or device='cpu'",
+                need.bytes(MIN_CHUNK, layout) as f64 / (1u64 << 30) as f64,
+                need.nt,
+                budget as f64 / (1u64 << 30) as f64
+            )));
+        }
+        cb = cb.div_ceil(2);
     }
-    Ok((m.min(n), layout))
+}
+
+/// What `grid` would do for a call of this size within `budget` bytes: (samples per chunk,
+/// "resident" or "packed", channels per block, device bytes needed). `weights` is "none",
+/// "shared" or "full". Lets the tests force each path with `SKYCONV_GPU_MEMORY_LIMIT`.
+#[allow(clippy::too_many_arguments)]
+pub fn memory_plan(
+    n: usize,
+    nt: usize,
+    nchan: usize,
+    sz_t: usize,
+    sz_o: usize,
+    weights: &str,
+    finish: bool,
+    radius: f64,
+    budget: usize,
+) -> Result<(usize, &'static str, usize, usize)> {
+    let need = Need {
+        nt,
+        nchan,
+        sz_t,
+        sz_o,
+        full: nchan > 1 && weights == "full",
+        per_sample_t: usize::from(nchan == 1)
+            + usize::from(weights == "shared" || (weights == "full" && nchan == 1)),
+        finish,
+        nrings: 4 * nside_for(radius) as usize,
+    };
+    let (m, layout) = choose(&need, n, budget)?;
+    let name = match layout {
+        Layout::Resident => "resident",
+        Layout::Packed { .. } => "packed",
+    };
+    let cb = if nchan == 1 { 1 } else { need.block(layout) };
+    Ok((m, name, cb, need.bytes(m, layout)))
 }
 
 // ------------------------------------------------------------------ entry
@@ -872,6 +910,62 @@ fn run<T: Real, O: Real>(
         None
     };
     tl.mark(gpu, "h2d")?;
+    // Buffers that DMAs on the copy stream use, allocated before any kernel is queued: the
+    // allocations are ordered on the compute stream, so the copy stream waits for them (and for
+    // nothing else yet) before it may touch them.
+    let full = match s.weights {
+        Weights::Full(w) if nchan > 1 => Some(w),
+        _ => None,
+    };
+    let cb = if nchan == 1 {
+        1
+    } else {
+        match layout {
+            Layout::Resident => nchan.min(MAX_CW),
+            Layout::Packed { cb } => cb.clamp(1, MAX_CW),
+        }
+    };
+    // SAFETY (allocations below): the resident rows are fully written by their uploads; each
+    // packed block's upload writes the n·cw elements its gather reads; the gather writes all
+    // cw·nt sums of a block and the finish kernel all its outputs before they are downloaded,
+    // and only those cw·nt elements are downloaded.
+    let resident_rows = nchan > 1 && layout == Layout::Resident;
+    let rows_len = if resident_rows { n * nchan } else { n * cb };
+    let mut rows: Vec<(Fenced<'_, T>, Option<Fenced<'_, T>>)> = Vec::new();
+    if nchan > 1 {
+        for _ in 0..if resident_rows { 1 } else { 2 } {
+            let d = unsafe { Fenced::<T>::alloc(gpu, rows_len)? };
+            let w = match full {
+                Some(_) => Some(unsafe { Fenced::<T>::alloc(gpu, rows_len)? }),
+                None => None,
+            };
+            rows.push((d, w));
+        }
+    }
+    let finish = matches!(sink, Sink::Finish { .. });
+    let mut slots: Vec<Slot<'_, O>> = Vec::new();
+    for _ in 0..2 {
+        let slot = unsafe {
+            Slot {
+                su: Fenced::alloc(gpu, cb * nt)?,
+                sw: Fenced::alloc(gpu, cb * nt)?,
+                out: if finish {
+                    Some([
+                        Fenced::alloc(gpu, cb * nt)?,
+                        Fenced::alloc(gpu, cb * nt)?,
+                        Fenced::alloc(gpu, cb * nt)?,
+                    ])
+                } else {
+                    None
+                },
+                ready: gpu.event()?,
+            }
+        };
+        slots.push(slot);
+    }
+    let allocated = gpu.event()?;
+    allocated.record(&gpu.stream)?;
+    gpu.copy.wait(&allocated)?;
     let wcheck = shared.as_ref().map_or(0, |w| gpu.dptr(w));
     let vcheck = scalar.as_ref().map_or(0, |v| gpu.dptr(v));
     let plan = DevicePlan::build::<T>(gpu, &lon, &lat, n, vcheck, wcheck, nside_for(setup.radius))?;
@@ -912,77 +1006,17 @@ fn run<T: Real, O: Real>(
     drop((shared, scalar));
     tl.mark(gpu, "plan")?;
 
-    let full = match s.weights {
-        Weights::Full(w) if nchan > 1 => Some(w),
-        _ => None,
-    };
-    let cb = if nchan == 1 {
-        1
-    } else {
-        match layout {
-            Layout::Resident => nchan.min(MAX_CW),
-            Layout::Packed { cb } => cb.clamp(1, MAX_CW),
+    // All spectral rows go up now, on the copy stream, while the plan kernels run.
+    if resident_rows {
+        let (d, w) = &mut rows[0];
+        gpu.upload_into_on(&gpu.copy, s.data, &mut d.buf)?;
+        if let (Some(wb), Some(wsrc)) = (w.as_mut(), full) {
+            gpu.upload_into_on(&gpu.copy, wsrc, &mut wb.buf)?;
         }
-    };
-    // Spectral rows: all of them now (on the copy stream, while the plan builds), or two
-    // packed blocks' worth.
-    let mut resident: Option<(Fenced<'_, T>, Option<Fenced<'_, T>>)> = None;
-    let mut packed: Vec<(Fenced<'_, T>, Option<Fenced<'_, T>>)> = Vec::new();
-    if nchan > 1 {
-        match layout {
-            Layout::Resident => {
-                // SAFETY: fully written by the uploads below.
-                let mut d = unsafe { Fenced::<T>::alloc(gpu, n * nchan)? };
-                gpu.upload_into_on(&gpu.copy, s.data, &mut d.buf)?;
-                let w = match full {
-                    Some(w) => {
-                        let mut b = unsafe { Fenced::<T>::alloc(gpu, n * nchan)? };
-                        gpu.upload_into_on(&gpu.copy, w, &mut b.buf)?;
-                        Some(b)
-                    }
-                    None => None,
-                };
-                let ev = gpu.event()?;
-                ev.record(&gpu.copy)?;
-                gpu.stream.wait(&ev)?;
-                tl.mark(gpu, "h2d")?;
-                resident = Some((d, w));
-            }
-            Layout::Packed { .. } => {
-                for _ in 0..2 {
-                    // SAFETY: each block's upload writes the n·cw elements its gather reads.
-                    let d = unsafe { Fenced::<T>::alloc(gpu, n * cb)? };
-                    let w = match full {
-                        Some(_) => Some(unsafe { Fenced::<T>::alloc(gpu, n * cb)? }),
-                        None => None,
-                    };
-                    packed.push((d, w));
-                }
-            }
-        }
-    }
-    let finish = matches!(sink, Sink::Finish { .. });
-    let mut slots: Vec<Slot<'_, O>> = Vec::new();
-    for _ in 0..2 {
-        // SAFETY: the gather writes all cw·nt sums of a block and the finish kernel all its
-        // outputs before they are downloaded; only those cw·nt elements are downloaded.
-        let slot = unsafe {
-            Slot {
-                su: Fenced::alloc(gpu, cb * nt)?,
-                sw: Fenced::alloc(gpu, cb * nt)?,
-                out: if finish {
-                    Some([
-                        Fenced::alloc(gpu, cb * nt)?,
-                        Fenced::alloc(gpu, cb * nt)?,
-                        Fenced::alloc(gpu, cb * nt)?,
-                    ])
-                } else {
-                    None
-                },
-                ready: gpu.event()?,
-            }
-        };
-        slots.push(slot);
+        let ev = gpu.event()?;
+        ev.record(&gpu.copy)?;
+        gpu.stream.wait(&ev)?;
+        tl.mark(gpu, "h2d")?;
     }
     let pa = plan.args(gpu);
     let ka = KernelArgs::new(setup);
@@ -1007,38 +1041,38 @@ fn run<T: Real, O: Real>(
             };
             launch(gpu, "grid_scalar", gather_config(nt), &sa)?;
         } else {
-            let (data, wfull, stride, coff) = match &resident {
-                Some((d, w)) => (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()), nchan, c0),
-                None => {
-                    // Pack channels c0..c0 + cw of every row into the staging buffers on the
-                    // way up; this slot's previous reader (block k - 2) has finished, since
-                    // its outputs were downloaded (blocking) in the last iteration.
-                    let (d, w) = &packed[k % 2];
-                    let up = |dst: u64, src: &[T]| -> Result<()> {
-                        // SAFETY: dst holds n·cb >= n·cw elements of T and is Fenced, so it
-                        // outlives the queued copies.
-                        unsafe {
-                            gpu.upload_with(&gpu.copy, dst, n * cw * sz_t, |off, stage| {
-                                // SAFETY: staging buffers are page-aligned and chunk offsets
-                                // are multiples of 32 MiB, so `stage` holds whole T values.
-                                let typed = std::slice::from_raw_parts_mut(
-                                    stage.as_mut_ptr() as *mut T,
-                                    stage.len() / sz_t,
-                                );
-                                pack_block(src, nchan, c0, cw, off / sz_t, typed);
-                            })
-                        }
-                    };
-                    up(d.ptr(), s.data)?;
-                    if let (Some(wb), Some(wsrc)) = (w, full) {
-                        up(wb.ptr(), wsrc)?;
+            let (data, wfull, stride, coff) = if resident_rows {
+                let (d, w) = &rows[0];
+                (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()), nchan, c0)
+            } else {
+                // Pack channels c0..c0 + cw of every row into the staging buffers on the way
+                // up. This buffer's previous reader (block k - 2) has finished: its outputs
+                // were downloaded (blocking) in the last iteration, after it completed.
+                let (d, w) = &rows[k % 2];
+                let up = |dst: u64, src: &[T]| -> Result<()> {
+                    // SAFETY: dst holds n·cb >= n·cw elements of T and is Fenced, so it
+                    // outlives the queued copies.
+                    unsafe {
+                        gpu.upload_with(&gpu.copy, dst, n * cw * sz_t, |off, stage| {
+                            // SAFETY: staging buffers are page-aligned and chunk offsets are
+                            // multiples of 32 MiB, so `stage` holds whole T values.
+                            let typed = std::slice::from_raw_parts_mut(
+                                stage.as_mut_ptr() as *mut T,
+                                stage.len() / sz_t,
+                            );
+                            pack_block(src, nchan, c0, cw, off / sz_t, typed);
+                        })
                     }
-                    let ev = gpu.event()?;
-                    ev.record(&gpu.copy)?;
-                    gpu.stream.wait(&ev)?;
-                    tl.mark(gpu, "h2d")?;
-                    (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()), cw, 0)
+                };
+                up(d.ptr(), s.data)?;
+                if let (Some(wb), Some(wsrc)) = (w, full) {
+                    up(wb.ptr(), wsrc)?;
                 }
+                let ev = gpu.event()?;
+                ev.record(&gpu.copy)?;
+                gpu.stream.wait(&ev)?;
+                tl.mark(gpu, "h2d")?;
+                (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()), cw, 0)
             };
             let sa = SpectralArgs {
                 p: pa,

@@ -243,6 +243,35 @@ fn _grid_once<'py>(
     }
 }
 
+/// What the CUDA engine would do for a call of this size within `budget` bytes: (samples per
+/// chunk, "resident" or "packed", channels per block, bytes needed). Radius in degrees.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn _grid_memory_plan(
+    nsamples: usize,
+    ntargets: usize,
+    nchan: usize,
+    data_itemsize: usize,
+    out_itemsize: usize,
+    weights: &str,
+    finish: bool,
+    sphere_radius: f64,
+    budget: usize,
+) -> PyResult<(usize, &'static str, usize, usize)> {
+    grid::cuda::memory_plan(
+        nsamples,
+        ntargets,
+        nchan,
+        data_itemsize,
+        out_itemsize,
+        weights,
+        finish,
+        sphere_radius.to_radians(),
+        budget,
+    )
+    .map_err(to_pyerr)
+}
+
 /// The CUDA engine's kernel argument layouts ("Struct.field offset size" lines), for the test
 /// that compares them with kernels/grid.cu's structs.
 #[pyfunction]
@@ -306,6 +335,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_grid_finish, m)?)?;
     m.add_function(wrap_pyfunction!(_grid_once, m)?)?;
     m.add_function(wrap_pyfunction!(_grid_arg_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(_grid_memory_plan, m)?)?;
     m.add_function(wrap_pyfunction!(_healpix_centres, m)?)?;
     Ok(())
 }
