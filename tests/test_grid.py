@@ -680,3 +680,27 @@ def test_gpu_scalar_chunks_match_cpu(rng, monkeypatch):
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "1000")
     with pytest.raises(skyconv.GpuMemoryError):
         skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+
+
+@pytest.mark.gpu
+def test_gpu_pinned_host_copies_match_staged(rng, monkeypatch):
+    # SKYCONV_PIN_HOST=1 page-locks arrays of 64 MiB or more for their copies instead of staging
+    # them: the input rows (70 MB) and each block's outputs (69 MB) here.
+    n, nchan = 70_000, 128
+    lon, lat = field(rng, n, size=3.9)
+    data = rng.normal(size=(n, nchan))
+    data[::7, 3] = np.nan
+    hdr = header(nx=260, ny=260, cdelt=0.015)
+    kw = {"kernel_params": 0.02, "dtype": np.float64}
+    staged = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    monkeypatch.setenv("SKYCONV_PIN_HOST", "1")
+    pinned = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    readonly = data.copy()
+    readonly.flags.writeable = False
+    pinned_ro = skyconv.grid(lon, lat, readonly, hdr, device="cuda", **kw)
+    for name in ("cube", "weights", "unweighted"):
+        assert np.array_equal(getattr(pinned, name), getattr(staged, name), equal_nan=True)
+        assert np.array_equal(getattr(pinned_ro, name), getattr(staged, name), equal_nan=True)
+    cpu = skyconv.grid(lon[:5000], lat[:5000], data[:5000], hdr, device="cpu", **kw)
+    gpu = skyconv.grid(lon[:5000], lat[:5000], data[:5000], hdr, device="cuda", **kw)
+    assert rel_err(gpu.cube, cpu.cube) <= 1e-12

@@ -22,6 +22,44 @@ const STAGE_BYTES: usize = 32 << 20;
 const DIRECT_BYTES: usize = 2 << 20;
 /// Grain of the parallel host-side memcpy.
 const COPY_GRAIN: usize = 1 << 20;
+/// Smallest copy that `SKYCONV_PIN_HOST=1` page-locks instead of staging.
+const REGISTER_MIN: usize = 64 << 20;
+
+/// Whether to page-lock the caller's array for a copy of `len` bytes (an experiment, off by
+/// default: `SKYCONV_PIN_HOST=1` DMAs straight from/to the NumPy array after cuMemHostRegister,
+/// saving the host copy through the staging buffers at the price of registering the pages;
+/// which is faster is measured on the GPU machine).
+fn register_wanted(len: usize) -> bool {
+    len >= REGISTER_MIN && std::env::var("SKYCONV_PIN_HOST").is_ok_and(|v| v.trim() == "1")
+}
+
+/// A host range page-locked by `register` until dropped.
+struct Registered(*mut std::ffi::c_void);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        // SAFETY: registered by `register`; callers drop it only after the copies using it have
+        // completed.
+        unsafe {
+            let _ = dsys::cuMemHostUnregister(self.0);
+        }
+    }
+}
+
+/// Page-lock `len` bytes at `ptr` (read-only registration first, for inputs that may be
+/// read-only arrays); None when the driver refuses (the caller stages instead).
+fn register(ptr: *const u8, len: usize, read_only: bool) -> Option<Registered> {
+    let mut tries = vec![0];
+    if read_only {
+        tries.insert(0, dsys::CU_MEMHOSTREGISTER_READ_ONLY);
+    }
+    tries.into_iter().find_map(|flags| {
+        // SAFETY: the range is a live host allocation of len bytes owned by the caller, who keeps
+        // it alive while the Registered guard exists.
+        let r = unsafe { dsys::cuMemHostRegister_v2(ptr as *mut _, len, flags) };
+        (r == dsys::CUresult::CUDA_SUCCESS).then_some(Registered(ptr as *mut _))
+    })
+}
 
 struct Pinned {
     ptr: *mut u8,
@@ -113,6 +151,16 @@ impl Gpu {
             return Ok(());
         }
         let (base, _rec) = dst.device_ptr_mut(stream);
+        if register_wanted(bytes.len()) {
+            self.ctx.bind_to_thread()?;
+            if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), true) {
+                // SAFETY: dst holds bytes.len() bytes; the registration outlives the copy (the
+                // stream is synchronised before `_pinned` is dropped).
+                unsafe { dr::memcpy_htod_async(base, bytes, stream.cu_stream())? };
+                stream.synchronize()?;
+                return Ok(());
+            }
+        }
         // SAFETY: dst holds at least bytes.len() bytes from base.
         unsafe {
             self.upload_with(stream, base, bytes.len(), |off, stage| {
@@ -200,6 +248,17 @@ impl Gpu {
         bytes: &mut [u8],
     ) -> Result<()> {
         let cu_stream = stream.cu_stream();
+        if register_wanted(bytes.len()) {
+            self.ctx.bind_to_thread()?;
+            if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), false) {
+                // SAFETY: src holds bytes.len() bytes (caller); the registration outlives the
+                // copy (the stream is synchronised before `_pinned` is dropped).
+                unsafe { dr::memcpy_dtoh_async(&mut bytes[..], src, cu_stream)? };
+                stream.synchronize()?;
+                self.ctx.check_err()?;
+                return Ok(());
+            }
+        }
         let total = bytes.len();
         let nchunks = total.div_ceil(STAGE_BYTES);
         let span = |k: usize| (k * STAGE_BYTES, ((k + 1) * STAGE_BYTES).min(total));
