@@ -15,6 +15,8 @@
 #   bench [PATTERN..]  python -m bench --machine $MACHINE [--cases P1,P2] $BENCH_ARGS
 #                      -> bench/results/$MACHINE.json, copied to $OUT with bench.log
 #   pytest ARGS..      pytest with ARGS (takes the rest of the line) -> $OUT/pytest.log
+#   cmd CMD ARGS..     any command with the wheels installed (takes the rest of the line),
+#                      e.g. cmd python3 bench/gpu/profile_sht.py --nside 4096
 #   all                info, tests, bench (every case)
 # A failing step does not stop later ones; the exit status is 1 if any step failed.
 # Environment: BENCH_MACHINE (default from the GPU: h100, h200, ...), BENCH_ARGS (extra
@@ -187,6 +189,7 @@ while [[ $# -gt 0 ]]; do
             run gpu-tests run_pytest pytest-gpu.log -m gpu -q
             run all-tests run_pytest pytest-all.log -q -x ;;
         pytest) run pytest run_pytest pytest.log "$@"; set -- ;;
+        cmd) run cmd "$@"; set -- ;;
         bench)
             pats=()
             while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all)$ ]]; do
