@@ -62,3 +62,23 @@ def test_kernel_argument_layouts_match(tmp_path):
     rust_side = _core._grid_arg_layout()
     assert rust_side == c_side
     assert len(c_side) > 80
+
+
+def test_launched_kernel_names_exist():
+    """Every kernel name src/grid/cuda.rs launches (literal, or format!("grid_x_{}") over the
+    f32/f64 suffixes) is an extern "C" __global__ function of kernels/grid.cu."""
+    import re
+
+    rust = (ROOT / "src" / "grid" / "cuda.rs").read_text()
+    cuda = (ROOT / "kernels" / "grid.cu").read_text()
+    defined = set(
+        re.findall(
+            r'extern "C" __global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(grid_\w+)\s*\(',
+            cuda,
+        )
+    )
+    launched = set(re.findall(r'launch\(\s*gpu,\s*"(grid_\w+)"', rust))
+    for stem in re.findall(r'format!\("(grid_\w+?)_\{\}"', rust):
+        launched |= {f"{stem}_f32", f"{stem}_f64"}
+    assert len(launched) >= 12, launched
+    assert launched <= defined, launched - defined
