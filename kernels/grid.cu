@@ -1,37 +1,64 @@
-// Convolution gridding, gather per target pixel (src/grid/cuda.rs launches these).
+// Convolution gridding on the GPU (src/grid/cuda.rs launches these): the lookup is built on the
+// device, then one warp per target pixel gathers its candidates.
 //
-// The plan is built on the host (src/grid/plan.rs): samples sorted by HEALPix ring then by
-// quantised longitude, per-ring start tables, the z span of each ring's samples and monotone
-// envelopes of those spans. `for_each_run` reproduces Plan::candidates: for one target it
-// yields the runs of sorted samples that may lie within the sphere radius; the exact test
-// (great-circle distance < radius) is done per pair. One warp per target pixel, grid-stride
-// over targets, no atomics. Sums are f64.
+// Lookup (the same structure as src/grid/plan.rs builds on the host): every sample gets the sort
+// key ring << 44 | phi_key(phi), with `ring` the iso-latitude HEALPix ring (of the bucketing
+// nside) nearest to its z = sin(lat); dropped samples (NaN coordinate, NaN shared weight, NaN
+// value with one channel) get SC_DROPPED and sort last. A stable LSD radix sort of (key, index)
+// (8-bit digits; passes whose digit is the same for every key are skipped, decided on the host
+// from one histogram of all 8 digits) gives exactly the host plan's order: by key, ties by
+// index. Then per-ring start tables (binary search), unit vectors in sorted order, the z span of
+// each ring's samples and the monotone envelopes of those spans.
+//
+// Gather: `for_each_run` reproduces Plan::candidates: for one target it yields the runs of
+// sorted samples that may lie within the sphere radius; the exact test (great-circle distance <
+// radius) is done per pair. One warp per target pixel, grid-stride over targets, no atomics, so
+// results are deterministic. Sums are f64.
+//
+// Every kernel takes one argument, a struct of 8-byte fields (pointers, i64, double) mirrored by
+// a #[repr(C)] struct in src/grid/cuda.rs; tests/test_grid_cuda_host.py checks that the two
+// layouts agree and runs these kernels in a host emulator (tests/cuda_host/).
 
 #define SC_PHI_BITS 44
+#define SC_RING_MASK ((1ULL << 19) - 1)
+#define SC_DROPPED (1ULL << 63)
 #define SC_TWO_PI 6.283185307179586
 #define SC_PI 3.141592653589793
 #define SC_HALF_PI 1.5707963267948966
 #define SC_DEG2RAD (3.141592653589793 / 180.0)
 #define SC_FULL 0xffffffffu
+// Radix sort: blocks of SC_RADIX_THREADS threads (8 warps), each warp SC_RADIX_ITEMS rounds of
+// 32 consecutive keys, so a block owns a tile of SC_RADIX_TILE consecutive keys.
+#define SC_RADIX_THREADS 256
+#define SC_RADIX_ITEMS 16
+#define SC_RADIX_TILE (SC_RADIX_THREADS * SC_RADIX_ITEMS)
 
 typedef unsigned long long u64;
 
+__device__ __forceinline__ double sc_grid_inf() {
+    return __longlong_as_double(0x7ff0000000000000LL);
+}
+__device__ __forceinline__ double sc_grid_nan() {
+    return __longlong_as_double(0x7ff8000000000000LL);
+}
+
+// The device plan: samples in sorted order (see the top of this file).
 struct GridPlan {
-    const double* x;
+    const double* x;  // unit vectors of the n kept samples, sorted
     const double* y;
     const double* z;
-    const u64* keys;
-    i64 n;
-    const i64* ring_start;
-    const double* zmin;
+    const u64* keys;         // their sort keys (ascending)
+    i64 n;                   // kept samples
+    const i64* ring_start;   // nrings + 1: ring r holds sorted samples ring_start[r]..[r + 1]
+    const double* zmin;      // nrings: smallest / largest z of ring r's samples (+-inf: empty)
     const double* zmax;
-    const double* lo_env;
-    const double* hi_env;
-    int nrings;
+    const double* lo_env;    // nrings: min of zmin[..=r]
+    const double* hi_env;    // nrings: max of zmax[r..]
+    i64 nrings;              // 4 nside
 };
 
 struct GridKernel {
-    int kind;  // 0 gauss1d, 1 gauss2d, 2 tapered_sinc, 3 gaussbessel (Rust `Kind`)
+    i64 kind;       // 0 gauss1d, 1 gauss2d, 2 tapered_sinc, 3 gaussbessel (Rust `Kind`)
     double c0, c1, c2, c3;
     double radius;  // radians
     double c2_cut;  // chord² pre-filter, with margin
@@ -93,10 +120,10 @@ __device__ void for_each_run(const GridPlan& p, double lon, double lat, double r
     const double z_lo = sin(fmax(lat_lo, -SC_HALF_PI)) - 1e-12;
     const double z_hi = sin(fmin(lat_hi, SC_HALF_PI)) + 1e-12;
     // r0: first ring with lo_env <= z_hi; r1: first ring with hi_env < z_lo.
-    int a = 0, b = p.nrings;
+    int a = 0, b = (int)p.nrings;
     while (a < b) { int m = (a + b) >> 1; if (p.lo_env[m] > z_hi) a = m + 1; else b = m; }
     const int r0 = a;
-    a = 0; b = p.nrings;
+    a = 0; b = (int)p.nrings;
     while (a < b) { int m = (a + b) >> 1; if (p.hi_env[m] >= z_lo) a = m + 1; else b = m; }
     const int r1 = a;
     if (r0 >= r1) return;
@@ -207,88 +234,459 @@ __device__ __forceinline__ double sc_warp_sum(double v) {
     return v;
 }
 
-#define SC_PLAN_ARGS                                                                          \
-    const double *px, const double *py, const double *pz, const u64 *keys, i64 n,            \
-        const i64 *ring_start, const double *zmin, const double *zmax, const double *lo_env, \
-        const double *hi_env, int nrings, const double *tlon, const double *tlat, i64 nt,   \
-        int kind, double c0, double c1, double c2, double c3, double radius, double c2_cut
+// ------------------------------------------------------------------------------------------
+// Building the plan on the device. Launch order (src/grid/cuda.rs, DevicePlan::build):
+//   zero hist; grid_prep_T; [host: passes and kept count from hist]; per pass: grid_radix_count,
+//   grid_scan, grid_radix_scatter; grid_ring_starts; grid_plan_geom; grid_ring_zspan;
+//   grid_envelopes; grid_gather_T.
 
-#define SC_SETUP                                                                       \
-    const GridPlan P = {px, py, pz, keys, n, ring_start, zmin, zmax, lo_env, hi_env, nrings}; \
-    const GridKernel K = {kind, c0, c1, c2, c3, radius, c2_cut};                       \
-    const int lane = threadIdx.x & 31;                                                 \
-    const i64 warp0 = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;              \
-    const i64 nwarps = (gridDim.x * (i64)blockDim.x) >> 5;
+// The iso-latitude ring (1..=4 nside - 1) whose centre is nearest to z (src/grid/plan.rs
+// ring_of_z; round() rounds halves away from zero as Rust's f64::round).
+__device__ __forceinline__ u64 sc_ring_of_z(i64 nside, double z) {
+    const double ns = (double)nside;
+    double r;
+    if (z > 2.0 / 3.0) {
+        r = round(ns * sqrt(3.0 * (1.0 - z)));
+    } else if (z < -2.0 / 3.0) {
+        r = 4.0 * ns - round(ns * sqrt(3.0 * (1.0 + z)));
+    } else {
+        r = round(ns * (2.0 - 1.5 * z));
+    }
+    const i64 ri = (i64)fmax(r, 1.0);
+    const i64 top = 4 * nside - 1;
+    return (u64)(ri < top ? ri : top);
+}
 
-// One channel: out_u[t] = Σ k·(w·v), out_w[t] = Σ k·w with (w·v, w) per sorted sample.
-extern "C" __global__ void grid_scalar(SC_PLAN_ARGS, const double* wv, const double* w,
-                                       double* out_u, double* out_w) {
-    SC_SETUP
-    for (i64 t = warp0; t < nt; t += nwarps) {
-        const GridTarget T = sc_target(tlon[t], tlat[t]);
+// phi in [0, 2pi) and the unit vector of a sample at (lon, lat) degrees (src/grid/plan.rs).
+__device__ __forceinline__ void sc_sample(double lon_deg, double lat_deg, double* phi,
+                                          double* v) {
+    double p = fmod(lon_deg * SC_DEG2RAD, SC_TWO_PI);
+    if (p < 0.0) p += SC_TWO_PI;
+    if (p >= SC_TWO_PI) p = 0.0;
+    double sl, cl, sb, cb;
+    sincos(p, &sl, &cl);
+    sincos(lat_deg * SC_DEG2RAD, &sb, &cb);
+    v[0] = cb * cl;
+    v[1] = cb * sl;
+    v[2] = sb;
+    *phi = p;
+}
+
+struct GridPrepArgs {
+    const double* lon;   // n sample longitudes, degrees
+    const double* lat;   // n latitudes, degrees
+    const void* vcheck;  // T[n]: a NaN here drops the sample (the values, one channel), or null
+    const void* wcheck;  // T[n]: a NaN here drops the sample (the shared weights), or null
+    u64* keys;           // out, n: sort key, SC_DROPPED for dropped samples
+    unsigned* vals;      // out, n: 0, 1, ..., n - 1
+    unsigned* hist;      // in/out, 8 x 256, zeroed before: hist[p * 256 + d] counts the keys
+                         // whose digit p ((key >> 8p) & 255) is d
+    i64 n;               // samples
+    i64 nside;           // bucketing resolution
+};
+
+// Any grid-stride launch; blockDim.x a multiple of 32.
+template <typename T>
+__device__ void grid_prep(const GridPrepArgs& a) {
+    __shared__ unsigned h[8 * 256];
+    for (int k = threadIdx.x; k < 8 * 256; k += blockDim.x) h[k] = 0u;
+    __syncthreads();
+    const T* vcheck = (const T*)a.vcheck;
+    const T* wcheck = (const T*)a.wcheck;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+        const double lo = a.lon[i], la = a.lat[i];
+        bool keep = isfinite(lo) && isfinite(la) && fabs(la) <= 90.0;
+        if (keep && wcheck) keep = !isnan((double)wcheck[i]);
+        if (keep && vcheck) keep = !isnan((double)vcheck[i]);
+        u64 key = SC_DROPPED;
+        if (keep) {
+            double phi, v[3];
+            sc_sample(lo, la, &phi, v);
+            key = (sc_ring_of_z(a.nside, v[2]) << SC_PHI_BITS) | sc_phi_key(phi);
+        }
+        a.keys[i] = key;
+        a.vals[i] = (unsigned)i;
+        for (int p = 0; p < 8; ++p) atomicAdd(&h[p * 256 + (int)((key >> (8 * p)) & 255)], 1u);
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < 8 * 256; k += blockDim.x)
+        if (h[k] != 0u) atomicAdd(&a.hist[k], h[k]);
+}
+
+extern "C" __global__ void grid_prep_f32(const GridPrepArgs a) { grid_prep<float>(a); }
+extern "C" __global__ void grid_prep_f64(const GridPrepArgs a) { grid_prep<double>(a); }
+
+struct GridRadixArgs {
+    const u64* keys_in;      // n keys in the current order
+    const unsigned* vals_in; // n values (sample indices) in the current order
+    u64* keys_out;           // out, n: stably sorted by digit (key >> shift) & 255
+    unsigned* vals_out;      // out, n
+    unsigned* counts;        // 256 x nblocks, digit-major: counts[d * nblocks + b] is the
+                             // number of keys of tile b with digit d (grid_radix_count); after
+                             // grid_scan, where tile b's first key of digit d goes
+    i64 n;
+    i64 shift;               // 0, 8, ..., 56
+    i64 nblocks;             // ceil(n / SC_RADIX_TILE), the grid size of count and scatter
+};
+
+// grid = nblocks, block = SC_RADIX_THREADS (exactly: one thread per digit).
+extern "C" __global__ void __launch_bounds__(SC_RADIX_THREADS)
+    grid_radix_count(const GridRadixArgs a) {
+    __shared__ unsigned h[256];
+    h[threadIdx.x] = 0u;
+    __syncthreads();
+    const i64 t0 = (i64)blockIdx.x * SC_RADIX_TILE;
+    const i64 t1 = t0 + SC_RADIX_TILE < a.n ? t0 + SC_RADIX_TILE : a.n;
+    for (i64 i = t0 + threadIdx.x; i < t1; i += SC_RADIX_THREADS)
+        atomicAdd(&h[(int)((a.keys_in[i] >> a.shift) & 255)], 1u);
+    __syncthreads();
+    a.counts[(i64)threadIdx.x * a.nblocks + blockIdx.x] = h[threadIdx.x];
+}
+
+struct GridScanArgs {
+    unsigned* data;  // in/out: replaced by its exclusive prefix sum
+    i64 len;
+};
+
+// One block (1024 threads from the host; any multiple of 32 up to 1024 works): thread t sums a
+// contiguous part, thread 0 scans the partial sums, each thread rewrites its part.
+extern "C" __global__ void __launch_bounds__(1024) grid_scan(const GridScanArgs a) {
+    __shared__ unsigned part[1024];
+    const i64 nt = blockDim.x;
+    const i64 per = (a.len + nt - 1) / nt;
+    i64 lo = (i64)threadIdx.x * per;
+    if (lo > a.len) lo = a.len;
+    const i64 hi = lo + per < a.len ? lo + per : a.len;
+    unsigned s = 0u;
+    for (i64 i = lo; i < hi; ++i) s += a.data[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned run = 0u;
+        for (i64 k = 0; k < nt; ++k) {
+            const unsigned v = part[k];
+            part[k] = run;
+            run += v;
+        }
+    }
+    __syncthreads();
+    unsigned run = part[threadIdx.x];
+    for (i64 i = lo; i < hi; ++i) {
+        const unsigned v = a.data[i];
+        a.data[i] = run;
+        run += v;
+    }
+}
+
+// Stable scatter of one radix pass. grid = nblocks, block = SC_RADIX_THREADS (exactly). Warp w
+// of block b owns keys b * TILE + w * 32 * ITEMS + [0, 32 * ITEMS), read in rounds of 32; lanes
+// with equal digits find each other with __match_any_sync, so a key's rank among equal digits is
+// (earlier warps of the tile) + (earlier rounds of its warp) + (lower lanes of its round): the
+// order of equal digits is kept.
+extern "C" __global__ void __launch_bounds__(SC_RADIX_THREADS)
+    grid_radix_scatter(const GridRadixArgs a) {
+    __shared__ unsigned cnt[8 * 256];  // [warp][digit]: counts, then next output position
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned below = (1u << lane) - 1u;  // lanes lower than this one
+    for (int k = threadIdx.x; k < 8 * 256; k += SC_RADIX_THREADS) cnt[k] = 0u;
+    __syncthreads();
+    const i64 base = (i64)blockIdx.x * SC_RADIX_TILE + (i64)warp * (32 * SC_RADIX_ITEMS);
+    for (int r = 0; r < SC_RADIX_ITEMS; ++r) {
+        const i64 i = base + 32 * r + lane;
+        const unsigned d = i < a.n ? (unsigned)((a.keys_in[i] >> a.shift) & 255) : 256u;
+        const unsigned peers = __match_any_sync(SC_FULL, d);
+        if (d < 256u && (peers & below) == 0u) cnt[warp * 256 + d] += (unsigned)__popc(peers);
+        __syncwarp();
+    }
+    __syncthreads();
+    {
+        const int d = threadIdx.x;
+        unsigned run = a.counts[(i64)d * a.nblocks + blockIdx.x];
+        for (int w = 0; w < 8; ++w) {
+            const unsigned c = cnt[w * 256 + d];
+            cnt[w * 256 + d] = run;
+            run += c;
+        }
+    }
+    __syncthreads();
+    for (int r = 0; r < SC_RADIX_ITEMS; ++r) {
+        const i64 i = base + 32 * r + lane;
+        u64 key = 0;
+        unsigned d = 256u;
+        if (i < a.n) {
+            key = a.keys_in[i];
+            d = (unsigned)((key >> a.shift) & 255);
+        }
+        const unsigned peers = __match_any_sync(SC_FULL, d);
+        unsigned pos = 0u;
+        if (d < 256u) pos = cnt[warp * 256 + d] + (unsigned)__popc(peers & below);
+        __syncwarp();
+        if (d < 256u) {
+            a.keys_out[pos] = key;
+            a.vals_out[pos] = a.vals_in[i];
+            if ((peers & below) == 0u) cnt[warp * 256 + d] += (unsigned)__popc(peers);
+        }
+        __syncwarp();
+    }
+}
+
+struct GridRingArgs {
+    const u64* keys;   // n sorted keys of the kept samples
+    const double* z;   // n sorted z (grid_plan_geom), for grid_ring_zspan
+    i64* ring_start;   // nrings + 1
+    double* zmin;      // nrings
+    double* zmax;
+    double* lo_env;
+    double* hi_env;
+    i64 n;             // kept samples (>= 1)
+    i64 nrings;
+};
+
+// ring_start[r] = first sorted position whose ring is >= r, for r = 0..=nrings. Any grid-stride
+// launch over nrings + 1.
+extern "C" __global__ void grid_ring_starts(const GridRingArgs a) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r <= a.nrings; r += stride) {
+        const u64 v = ((u64)r) << SC_PHI_BITS;
+        i64 lo = 0, hi = a.n;
+        while (lo < hi) {
+            const i64 m = lo + ((hi - lo) >> 1);
+            if (a.keys[m] < v) lo = m + 1; else hi = m;
+        }
+        a.ring_start[r] = lo;
+    }
+}
+
+// zmin/zmax of each ring's samples: one warp per ring, grid-stride over rings (blockDim.x a
+// multiple of 32).
+extern "C" __global__ void grid_ring_zspan(const GridRingArgs a) {
+    const int lane = threadIdx.x & 31;
+    const i64 w0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nw = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 r = w0; r < a.nrings; r += nw) {
+        double lo = sc_grid_inf(), hi = -sc_grid_inf();
+        const i64 e = a.ring_start[r + 1];
+        for (i64 i = a.ring_start[r] + lane; i < e; i += 32) {
+            lo = fmin(lo, a.z[i]);
+            hi = fmax(hi, a.z[i]);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            lo = fmin(lo, __shfl_down_sync(SC_FULL, lo, o));
+            hi = fmax(hi, __shfl_down_sync(SC_FULL, hi, o));
+        }
+        if (lane == 0) {
+            a.zmin[r] = lo;
+            a.zmax[r] = hi;
+        }
+    }
+}
+
+// lo_env[r] = min(zmin[0..=r]), hi_env[r] = max(zmax[r..nrings]). One block (1024 threads from
+// the host; any multiple of 32 up to 1024 works), as grid_scan.
+extern "C" __global__ void __launch_bounds__(1024) grid_envelopes(const GridRingArgs a) {
+    __shared__ double plo[1024], phi[1024];
+    const i64 nt = blockDim.x, t = threadIdx.x;
+    const i64 per = (a.nrings + nt - 1) / nt;
+    i64 lo = t * per;
+    if (lo > a.nrings) lo = a.nrings;
+    const i64 hi = lo + per < a.nrings ? lo + per : a.nrings;
+    double m = sc_grid_inf(), M = -sc_grid_inf();
+    for (i64 i = lo; i < hi; ++i) {
+        m = fmin(m, a.zmin[i]);
+        M = fmax(M, a.zmax[i]);
+    }
+    plo[t] = m;
+    phi[t] = M;
+    __syncthreads();
+    if (t == 0) {
+        double run = sc_grid_inf();
+        for (i64 k = 0; k < nt; ++k) {
+            const double v = plo[k];
+            plo[k] = run;
+            run = fmin(run, v);
+        }
+        run = -sc_grid_inf();
+        for (i64 k = nt - 1; k >= 0; --k) {
+            const double v = phi[k];
+            phi[k] = run;
+            run = fmax(run, v);
+        }
+    }
+    __syncthreads();
+    double run = plo[t];
+    for (i64 i = lo; i < hi; ++i) {
+        run = fmin(run, a.zmin[i]);
+        a.lo_env[i] = run;
+    }
+    run = phi[t];
+    for (i64 i = hi - 1; i >= lo; --i) {
+        run = fmax(run, a.zmax[i]);
+        a.hi_env[i] = run;
+    }
+}
+
+struct GridGeomArgs {
+    const double* lon;      // samples in input order, degrees
+    const double* lat;
+    const unsigned* order;  // n: sorted position -> input index
+    double* x;              // out, n: unit vectors in sorted order
+    double* y;
+    double* z;
+    i64 n;                  // kept samples
+};
+
+// Any grid-stride launch.
+extern "C" __global__ void grid_plan_geom(const GridGeomArgs a) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+        const unsigned o = a.order[i];
+        double phi, v[3];
+        sc_sample(a.lon[o], a.lat[o], &phi, v);
+        a.x[i] = v[0];
+        a.y[i] = v[1];
+        a.z[i] = v[2];
+    }
+}
+
+struct GridGatherArgs {
+    const unsigned* order;  // n: sorted position -> input index
+    const void* data;       // T[]: values in input order (one channel), or null when wv is null
+    const void* weight;     // T[]: shared weights in input order, or null (all 1)
+    double* wv;             // out, n: weight * value in sorted order, or null (not wanted)
+    double* w;              // out, n: weight in sorted order
+    i64 n;                  // kept samples
+};
+
+// Per-sample values in sorted order, as f64. Any grid-stride launch.
+template <typename T>
+__device__ void grid_gather(const GridGatherArgs& a) {
+    const T* data = (const T*)a.data;
+    const T* weight = (const T*)a.weight;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+        const unsigned o = a.order[i];
+        const double w = weight ? (double)weight[o] : 1.0;
+        if (a.wv) a.wv[i] = w * (double)data[o];
+        a.w[i] = w;
+    }
+}
+
+extern "C" __global__ void grid_gather_f32(const GridGatherArgs a) { grid_gather<float>(a); }
+extern "C" __global__ void grid_gather_f64(const GridGatherArgs a) { grid_gather<double>(a); }
+
+// ------------------------------------------------------------------------------------------
+// Gathering. One warp per target pixel, grid-stride over targets (blockDim.x a multiple of 32).
+
+struct GridScalarArgs {
+    GridPlan p;
+    GridKernel k;
+    const double* tlon;  // nt target longitudes, degrees (NaN: no output)
+    const double* tlat;
+    i64 nt;
+    const double* wv;    // n: weight * value, sorted order
+    const double* w;     // n: weight, sorted order
+    double* out_u;       // out, nt: sum of k * w * v
+    double* out_w;       // out, nt: sum of k * w
+};
+
+// One channel.
+extern "C" __global__ void grid_scalar(const GridScalarArgs a) {
+    const GridPlan& P = a.p;
+    const GridKernel& K = a.k;
+    const int lane = threadIdx.x & 31;
+    const i64 warp0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 t = warp0; t < a.nt; t += nwarps) {
+        const GridTarget T = sc_target(a.tlon[t], a.tlat[t]);
         double su = 0.0, sw = 0.0;
         for_each_run(P, T.lon, T.lat, K.radius, [&](i64 s, i64 e) {
             for (i64 i = s + lane; i < e; i += 32) {
                 double k;
                 if (sc_pair(P, T, K, i, &k)) {
-                    su += k * wv[i];
-                    sw += k * w[i];
+                    su += k * a.wv[i];
+                    sw += k * a.w[i];
                 }
             }
         });
         su = sc_warp_sum(su);
         sw = sc_warp_sum(sw);
         if (lane == 0) {
-            out_u[t] = su;
-            out_w[t] = sw;
+            a.out_u[t] = su;
+            a.out_w[t] = sw;
         }
     }
 }
 
-// Up to 128 channels (`cw`) of a channel chunk, data `n × cw` in plan order. Lanes first
-// evaluate the kernel for 32 candidates, then every lane adds its channels for each accepted
-// sample in candidate order (the CPU engine's order). Weights: `full` = 0: one weight per
-// sample (`wsh`, f64) and NaN values skipped per channel; `full` = 1: per-channel weights
-// `wfull` (`n × cw`, NaN pairs zeroed on the host). out_* are `cw × nt`.
+struct GridSpectralArgs {
+    GridPlan p;
+    GridKernel k;
+    const double* tlon;     // nt target longitudes, degrees
+    const double* tlat;
+    i64 nt;
+    const unsigned* order;  // n: sorted position -> row of data / wfull
+    const void* data;       // T rows: channel c of row o at data[o * stride + c0 + c]
+    const void* wfull;      // T rows of per-channel weights (same indexing), or null
+    const double* wsh;      // n: shared weight in sorted order (used when wfull is null)
+    i64 stride;             // elements between rows
+    i64 c0;                 // first channel of this launch within a row
+    i64 cw;                 // channels of this launch, 1..128
+    double* out_u;          // out, cw x nt: channel c of target t at [c * nt + t]
+    double* out_w;
+};
+
+// Up to 128 channels, 4 per lane. Lanes first evaluate the kernel for 32 candidates, then every
+// lane adds its channels for each accepted sample in candidate order (the CPU engine's order).
+// A NaN value (or per-channel weight) leaves that sample out of that channel's sums.
 template <typename T>
-__device__ void grid_spectral(SC_PLAN_ARGS, const T* data, const double* wsh, const T* wfull,
-                              int full, int cw, double* out_u, double* out_w) {
-    SC_SETUP
-    for (i64 t = warp0; t < nt; t += nwarps) {
-        const GridTarget G = sc_target(tlon[t], tlat[t]);
+__device__ void grid_spectral(const GridSpectralArgs& a) {
+    const GridPlan& P = a.p;
+    const GridKernel& K = a.k;
+    const T* data = (const T*)a.data;
+    const T* wfull = (const T*)a.wfull;
+    const int lane = threadIdx.x & 31;
+    const i64 warp0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 t = warp0; t < a.nt; t += nwarps) {
+        const GridTarget G = sc_target(a.tlon[t], a.tlat[t]);
         double au[4] = {0.0, 0.0, 0.0, 0.0};
         double aw[4] = {0.0, 0.0, 0.0, 0.0};
         for_each_run(P, G.lon, G.lat, K.radius, [&](i64 s, i64 e) {
             for (i64 base = s; base < e; base += 32) {
                 const i64 i = base + lane;
                 double k = 0.0;
+                i64 row = 0;
                 if (i < e) {
                     double kk;
                     if (sc_pair(P, G, K, i, &kk)) k = kk;
+                    row = (i64)a.order[i] * a.stride + a.c0;
                 }
                 unsigned mask = __ballot_sync(SC_FULL, k != 0.0);
                 while (mask) {
                     const int j = __ffs(mask) - 1;
                     mask &= mask - 1;
                     const double kj = __shfl_sync(SC_FULL, k, j);
-                    const i64 row = (base + j) * (i64)cw;
-                    if (full) {
+                    const i64 rj = __shfl_sync(SC_FULL, row, j);
+                    if (wfull) {
 #pragma unroll
                         for (int q = 0; q < 4; ++q) {
-                            const int c = lane + 32 * q;
-                            if (c < cw) {
-                                const double kw = kj * (double)wfull[row + c];
-                                au[q] += kw * (double)data[row + c];
-                                aw[q] += kw;
+                            const i64 c = lane + 32 * q;
+                            if (c < a.cw) {
+                                const double wt = (double)wfull[rj + c];
+                                const double v = (double)data[rj + c];
+                                if (!isnan(v) && !isnan(wt)) {
+                                    au[q] += kj * wt * v;
+                                    aw[q] += kj * wt;
+                                }
                             }
                         }
                     } else {
-                        const double kw = kj * wsh[base + j];
+                        const double kw = kj * a.wsh[base + j];
 #pragma unroll
                         for (int q = 0; q < 4; ++q) {
-                            const int c = lane + 32 * q;
-                            if (c < cw) {
-                                const double v = (double)data[row + c];
+                            const i64 c = lane + 32 * q;
+                            if (c < a.cw) {
+                                const double v = (double)data[rj + c];
                                 if (!isnan(v)) {
                                     au[q] += kw * v;
                                     aw[q] += kw;
@@ -301,27 +699,42 @@ __device__ void grid_spectral(SC_PLAN_ARGS, const T* data, const double* wsh, co
         });
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            const int c = lane + 32 * q;
-            if (c < cw) {
-                out_u[c * nt + t] = au[q];
-                out_w[c * nt + t] = aw[q];
+            const i64 c = lane + 32 * q;
+            if (c < a.cw) {
+                a.out_u[c * a.nt + t] = au[q];
+                a.out_w[c * a.nt + t] = aw[q];
             }
         }
     }
 }
 
-extern "C" __global__ void grid_spectral_f32(SC_PLAN_ARGS, const float* data, const double* wsh,
-                                             const float* wfull, int full, int cw,
-                                             double* out_u, double* out_w) {
-    grid_spectral<float>(px, py, pz, keys, n, ring_start, zmin, zmax, lo_env, hi_env, nrings,
-                         tlon, tlat, nt, kind, c0, c1, c2, c3, radius, c2_cut, data, wsh, wfull,
-                         full, cw, out_u, out_w);
+extern "C" __global__ void grid_spectral_f32(const GridSpectralArgs a) { grid_spectral<float>(a); }
+extern "C" __global__ void grid_spectral_f64(const GridSpectralArgs a) { grid_spectral<double>(a); }
+
+struct GridFinishArgs {
+    const double* su;  // len: sums of k * w * v
+    const double* sw;  // len: sums of k * w
+    void* cube;        // out, O[len]: O(u) / O(w) (NaN where O(w) == 0), as skyconv.grid.finish
+    void* weights;     // out, O[len]: O(sw)
+    void* unweighted;  // out, O[len]: O(su)
+    i64 len;
+};
+
+// Any grid-stride launch.
+template <typename O>
+__device__ void grid_finish(const GridFinishArgs& a) {
+    O* cube = (O*)a.cube;
+    O* weights = (O*)a.weights;
+    O* unweighted = (O*)a.unweighted;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < a.len; i += stride) {
+        const O u = (O)a.su[i];
+        const O w = (O)a.sw[i];
+        unweighted[i] = u;
+        weights[i] = w;
+        cube[i] = (double)w == 0.0 ? (O)sc_grid_nan() : (O)((double)u / (double)w);
+    }
 }
 
-extern "C" __global__ void grid_spectral_f64(SC_PLAN_ARGS, const double* data, const double* wsh,
-                                             const double* wfull, int full, int cw,
-                                             double* out_u, double* out_w) {
-    grid_spectral<double>(px, py, pz, keys, n, ring_start, zmin, zmax, lo_env, hi_env, nrings,
-                          tlon, tlat, nt, kind, c0, c1, c2, c3, radius, c2_cut, data, wsh,
-                          wfull, full, cw, out_u, out_w);
-}
+extern "C" __global__ void grid_finish_f32(const GridFinishArgs a) { grid_finish<float>(a); }
+extern "C" __global__ void grid_finish_f64(const GridFinishArgs a) { grid_finish<double>(a); }

@@ -432,3 +432,275 @@ def test_gpu_gridder_and_empty(rng):
     res = skyconv.grid(np.zeros(0), np.zeros(0), np.zeros(0), header(), kernel_params=0.2,
                        device="cuda")
     assert np.isnan(res.cube).all()
+
+
+# ---------------------------------------------------------------- GPU engine: memory plan
+
+
+def _plan(n, nt, nchan, weights="none", budget=1 << 50, sz_t=8, sz_o=8, finish=True, radius=0.45):
+    return skyconv._core._grid_memory_plan(n, nt, nchan, sz_t, sz_o, weights, finish, radius,
+                                           budget)
+
+
+def test_gpu_memory_plan():
+    # The planner runs on the host: which path the CUDA engine takes for a budget.
+    n, nt, nchan = 200_000, 90_000, 1024
+    m, layout, cb, need = _plan(n, nt, nchan, sz_t=4, sz_o=4)
+    assert (m, layout, cb) == (n, "resident", 128)
+    m, layout, cb, got = _plan(n, nt, nchan, sz_t=4, sz_o=4, budget=need - 1)
+    assert (m, layout) == (n, "packed") and got <= need - 1 and cb <= 128
+    m, layout, cb, got = _plan(n, nt, nchan, sz_t=4, sz_o=4, budget=300 << 20)
+    assert (m, layout) == (n, "packed") and cb < 128 and got <= 300 << 20
+    m, layout, cb, got = _plan(n, nt, nchan, sz_t=4, sz_o=4, budget=30 << 20)
+    assert m < n and layout == "packed" and got <= 30 << 20
+    with pytest.raises(skyconv.GpuMemoryError):
+        _plan(n, nt, nchan, budget=1 << 20)
+    m, layout, cb, got = _plan(10**7, 90_000, 1, budget=200 << 20)
+    assert m < 10**7 and cb == 1 and got <= 200 << 20
+    m, layout, cb, _ = _plan(10**7, 90_000, 1)
+    assert (m, layout, cb) == (10**7, "resident", 1)
+
+
+def _forced_limit(n, nt, nchan, want, weights="none", sz_t=8, sz_o=8, finish=True, radius=0.45):
+    """A SKYCONV_GPU_MEMORY_LIMIT that makes the CUDA engine take path `want`: "resident",
+    "packed" (all samples at once, several channel blocks per 128) or "chunks" (2 to 8 sample
+    chunks)."""
+    args = (n, nt, nchan, weights)
+    kw = {"sz_t": sz_t, "sz_o": sz_o, "finish": finish, "radius": radius}
+    budget = _plan(*args, **kw)[3]
+    if want == "resident":
+        return budget
+    while budget > 1 << 16:
+        budget = int(budget * 0.93)
+        try:
+            m, layout, cb, _ = _plan(*args, budget=budget, **kw)
+        except skyconv.GpuMemoryError:
+            break
+        if want == "packed" and m == n and layout == "packed" and cb < min(nchan, 128):
+            return budget
+        if want == "chunks" and 2 <= -(-n // m) <= 8:
+            return budget
+    raise AssertionError(f"no budget gives path {want}")
+
+
+# ---------------------------------------------------------------- GPU engine: device lookup
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,out", [(np.float64, np.float64), (np.float32, np.float32),
+                                       (np.float32, np.float64), (np.float64, np.float32)])
+def test_gpu_dtypes_and_determinism(rng, dtype, out):
+    n = 50_000  # 13 radix tiles
+    lon, lat = field(rng, n)
+    data = (rng.normal(size=n) + 3).astype(dtype)
+    hdr = header(nx=60, ny=50, cdelt=0.06)
+    kw = {"kernel_params": 0.1, "dtype": out}
+    cpu = skyconv.grid(lon, lat, data, hdr, device="cpu", **kw)
+    a = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    prof = skyconv.last_profile()
+    b = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    tol = 1e-12 if out == np.float64 else 1e-6
+    for name in ("cube", "weights", "unweighted"):
+        assert getattr(a, name).dtype == out
+        assert rel_err(getattr(a, name), getattr(cpu, name)) <= tol, name
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    assert "plan" in prof and "kernel" in prof and "finish" in prof
+
+
+@pytest.mark.gpu
+def test_gpu_many_samples_match_cpu(rng):
+    # 2e6 samples: hundreds of radix tiles, several digit passes, fine bucketing.
+    n = 2_000_000
+    lon, lat = field(rng, n, lon0=200.0, lat0=-35.0, size=4.0)
+    data = rng.normal(size=n) + 1
+    hdr = header(lon0=200.0, lat0=-35.0, nx=180, ny=180, cdelt=0.02)
+    kw = {"kernel_params": 0.03, "dtype": np.float64}
+    cpu = skyconv.grid(lon, lat, data, hdr, device="cpu", **kw)
+    gpu = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    for name in ("cube", "weights", "unweighted"):
+        assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= 1e-12, name
+    assert np.isfinite(gpu.cube).sum() > 0.9 * gpu.cube.size
+
+
+@pytest.mark.gpu
+def test_gpu_scalar_nan_policy_matches_brute(rng):
+    n = 4000
+    lon, lat = field(rng, n)
+    data = rng.normal(size=n) + 2
+    w = rng.uniform(0.5, 2.0, n)
+    lon = lon.copy()
+    lat = lat.copy()
+    lon[::13] = np.nan        # drops the sample
+    lat[5::29] = np.inf       # drops the sample
+    lat[7] = 91.0             # out of range: dropped
+    data[3::11] = np.nan      # one channel: drops the sample
+    w[4::17] = np.nan         # drops the sample
+    tl, tb = field(rng, 200, size=3.5)
+    tl[::50] = np.nan         # NaN targets receive nothing
+    for weights in (None, w):
+        kw = {"kernel_params": 0.2, "weights": weights, "dtype": np.float64}
+        gpu = skyconv.grid(lon, lat, data, (tl, tb), device="cuda", **kw)
+        cpu = skyconv.grid(lon, lat, data, (tl, tb), device="cpu", **kw)
+        good_lat = np.where(np.abs(lat) <= 90, lat, np.nan)
+        ref = brute(lon, good_lat, data, tl, tb, weights=weights)
+        check(gpu, ref, 1e-12, (200,))
+        for name in ("cube", "weights", "unweighted"):
+            assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= 1e-12
+        assert np.isnan(gpu.cube[::50]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_gpu_spectral_every_kernel(rng, kernel):
+    n, nchan = 3000, 5
+    lon, lat = field(rng, n)
+    data = rng.normal(size=(n, nchan)) + 3
+    tl, tb = field(rng, 250, size=3.5)
+    kw = {"kernel": kernel, "kernel_params": KERNELS[kernel], "dtype": np.float64}
+    gpu = skyconv.grid(lon, lat, data, (tl, tb), device="cuda", **kw)
+    check(gpu, brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel]), 1e-12, (nchan, 250))
+
+
+@pytest.mark.gpu
+def test_gpu_single_sample_empty_bins_and_nothing_kept(rng):
+    hdr = header()
+    tl, tb = wcs_centres(hdr)
+    k = 10 * 30 + 7
+    for data in ([4.25], [[4.25, -1.5, 0.0]]):
+        res = skyconv.grid([tl[k]], [tb[k]], data, hdr, kernel_params=0.05, dtype=np.float64,
+                           device="cuda")
+        cpu = skyconv.grid([tl[k]], [tb[k]], data, hdr, kernel_params=0.05, dtype=np.float64,
+                           device="cpu")
+        assert res.cube.reshape(-1, 24 * 30)[0, k] == 4.25
+        assert res.weights.reshape(-1, 24 * 30)[0, k] == 1.0
+        for name in ("cube", "weights", "unweighted"):
+            assert rel_err(getattr(res, name), getattr(cpu, name)) <= 1e-12
+    lon, lat = field(rng, 500)
+    for data in (rng.normal(size=500), rng.normal(size=(500, 3)).astype(np.float32)):
+        # Targets no sample reaches: NaN cube, zero sums, no warning.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            res = skyconv.grid(lon, lat, data, ([100.0, 200.0, np.nan], [50.0, -60.0, 0.0]),
+                               kernel_params=0.2, device="cuda")
+        assert np.isnan(res.cube).all() and (res.weights == 0).all()
+        assert (res.unweighted == 0).all()
+        # Every sample dropped (NaN coordinates).
+        res = skyconv.grid(np.full(500, np.nan), lat, data, hdr, kernel_params=0.2,
+                           device="cuda")
+        assert np.isnan(res.cube).all() and (res.weights == 0).all()
+    res = skyconv.grid(np.zeros(0), np.zeros(0), np.zeros((0, 2)), hdr, kernel_params=0.2,
+                       device="cuda")
+    assert res.cube.shape == (2, 24, 30) and np.isnan(res.cube).all()
+
+
+# ---------------------------------------------------------------- GPU engine: spectral paths
+
+
+def _spectral_case(rng, weights, n=20_000, nchan=300):
+    lon, lat = field(rng, n)
+    data = rng.normal(size=(n, nchan))
+    data[::9, 5] = np.nan
+    data[::4, 200] = np.nan
+    data[::7, 299] = np.nan
+    w = {"none": None, "shared": rng.uniform(0.5, 2, n),
+         "full": rng.uniform(0.5, 2, (n, nchan))}[weights]
+    if w is not None:
+        w[::13] = np.nan
+        if w.ndim == 2:
+            w[1::10, 17] = np.nan
+    return lon, lat, data, w
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["resident", "packed", "chunks"])
+@pytest.mark.parametrize("weights", ["none", "shared", "full"])
+def test_gpu_spectral_paths_match_cpu(rng, monkeypatch, path, weights):
+    """Rows resident on the device, packed channel blocks (over the budget) and sample chunks
+    (far over it) all give the CPU's sums, deterministically; also through Gridder (adding
+    into f64 accumulators)."""
+    lon, lat, data, w = _spectral_case(rng, weights)
+    n, nchan = data.shape
+    hdr = header(nx=30, ny=30, cdelt=0.1)
+    nt = 900
+    limit = _forced_limit(n, nt, nchan, path, weights=weights)
+    m, layout, cb, _ = _plan(n, nt, nchan, weights, budget=limit)
+    assert (m == n) == (path != "chunks")
+    assert layout == ("resident" if path == "resident" else "packed")
+    kw = {"kernel_params": 0.15, "weights": w, "dtype": np.float64}
+    cpu = skyconv.grid(lon, lat, data, hdr, device="cpu", **kw)
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(limit))
+    a = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    b = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    for name in ("cube", "weights", "unweighted"):
+        assert rel_err(getattr(a, name), getattr(cpu, name)) <= 1e-12, name
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    # Gridder: two batches added on the device path (Sink::Add), f64 accumulators.
+    add_limit = _forced_limit(n // 2, nt, nchan, path, weights=weights, finish=False)
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(add_limit))
+    g = Gridder(hdr, kernel_params=0.15, dtype=np.float64, device="cuda")
+    half = n // 2
+    g.grid(lon[:half], lat[:half], data[:half], weights=None if w is None else w[:half])
+    g.grid(lon[half:], lat[half:], data[half:], weights=None if w is None else w[half:])
+    res = g.result()
+    for name in ("cube", "weights", "unweighted"):
+        assert rel_err(getattr(res, name), getattr(cpu, name)) <= 1e-12, name
+
+
+@pytest.mark.gpu
+def test_gpu_spectral_float32_packed_blocks(rng, monkeypatch):
+    # float32 rows packed in blocks (4-byte elements through the staging buffers), f32 output.
+    n, nchan = 30_000, 150
+    lon, lat = field(rng, n)
+    data = (rng.normal(size=(n, nchan)) + 1).astype(np.float32)
+    data[::5, 149] = np.nan
+    hdr = header(nx=30, ny=30, cdelt=0.1)
+    cpu = skyconv.grid(lon, lat, data, hdr, kernel_params=0.15, device="cpu")
+    limit = _forced_limit(n, 900, nchan, "packed", sz_t=4, sz_o=4)
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(limit))
+    gpu = skyconv.grid(lon, lat, data, hdr, kernel_params=0.15, device="cuda")
+    for name in ("cube", "weights", "unweighted"):
+        assert getattr(gpu, name).dtype == np.float32
+        assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= 1e-6, name
+
+
+@pytest.mark.gpu
+def test_gpu_scalar_chunks_match_cpu(rng, monkeypatch):
+    n = 300_000
+    lon, lat = field(rng, n)
+    data = rng.normal(size=n) + 2
+    data[::101] = np.nan
+    hdr = header(nx=60, ny=50, cdelt=0.06)
+    kw = {"kernel_params": 0.1, "dtype": np.float64}
+    cpu = skyconv.grid(lon, lat, data, hdr, device="cpu", **kw)
+    limit = _forced_limit(n, 3000, 1, "chunks", radius=0.3)
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(limit))
+    gpu = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    for name in ("cube", "weights", "unweighted"):
+        assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= 1e-12, name
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "1000")
+    with pytest.raises(skyconv.GpuMemoryError):
+        skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+
+
+@pytest.mark.gpu
+def test_gpu_pinned_host_copies_match_staged(rng, monkeypatch):
+    # SKYCONV_PIN_HOST=1 page-locks arrays of 64 MiB or more for their copies instead of staging
+    # them: the input rows (70 MB) and each block's outputs (69 MB) here.
+    n, nchan = 70_000, 128
+    lon, lat = field(rng, n, size=3.9)
+    data = rng.normal(size=(n, nchan))
+    data[::7, 3] = np.nan
+    hdr = header(nx=260, ny=260, cdelt=0.015)
+    kw = {"kernel_params": 0.02, "dtype": np.float64}
+    staged = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    monkeypatch.setenv("SKYCONV_PIN_HOST", "1")
+    pinned = skyconv.grid(lon, lat, data, hdr, device="cuda", **kw)
+    readonly = data.copy()
+    readonly.flags.writeable = False
+    pinned_ro = skyconv.grid(lon, lat, readonly, hdr, device="cuda", **kw)
+    for name in ("cube", "weights", "unweighted"):
+        assert np.array_equal(getattr(pinned, name), getattr(staged, name), equal_nan=True)
+        assert np.array_equal(getattr(pinned_ro, name), getattr(staged, name), equal_nan=True)
+    cpu = skyconv.grid(lon[:5000], lat[:5000], data[:5000], hdr, device="cpu", **kw)
+    gpu = skyconv.grid(lon[:5000], lat[:5000], data[:5000], hdr, device="cuda", **kw)
+    assert rel_err(gpu.cube, cpu.cube) <= 1e-12

@@ -7,7 +7,8 @@ spectral case of 2e5 spectra x 1024 channels (float32, 0.8 GB).
 
 Cygrid needs numpy<2, so it runs in its own interpreter: set ``SKYCONV_BENCH_CYGRID_PYTHON``
 to a python with cygrid 2.0.4 (e.g. ``python3 -m venv v && v/bin/pip install 'numpy<2'
-cygrid==2.0.4``); without it the anchor is skipped. Cygrid gets skyconv's thread count (it is
+cygrid==2.0.4``; on the GPU machine bench/gpu/run.sh sets it up from ``.gpu-cygrid/``, see
+bench/README.md); without it the anchor is skipped. Cygrid gets skyconv's thread count (it is
 timed in ``_cygrid_worker.py`` with the same warm-up/repeat rules, WcsGrid construction
 included). Its cube differs from skyconv's (exact) by up to a few 1e-3 relative: Cygrid's
 HEALPix disc lookup misses samples near the sphere edge (checked against a brute-force sum in

@@ -4,9 +4,15 @@
 #   .gpu/whl/*.whl       the wheels it lacks, for CPython 3.12 manylinux x86-64
 #                        (bench/gpu/wheels-core.txt, plus wheels-notebooks.txt with --notebooks)
 #   .gpu/BUILD_INFO      commit and date of the build (recorded by the benchmark)
-# Then carry .gpu to the GPU machine and run `bash bench/gpu/run.sh all` there (bench/README.md).
+#   .gpu-cygrid/*.whl    with --cygrid: Cygrid 2.0.4 and its numpy<2 stack
+#                        (bench/gpu/wheels-cygrid.txt, less the wheels .gpu/whl already has),
+#                        for the gridding benchmark's anchor; carry it beside .gpu
+# Then carry .gpu (and .gpu-cygrid) to the GPU machine and run `bash bench/gpu/run.sh all`
+# there (bench/README.md). One device call carries at most 64 MiB: --skip NAME[,NAME...]
+# leaves wheels out of .gpu/whl (e.g. --skip ducc0 for a gridding run with .gpu-cygrid).
 #
-# Usage: bash bench/gpu/prepare.sh [--notebooks] [--no-build] [--no-download]
+# Usage: bash bench/gpu/prepare.sh [--notebooks] [--cygrid] [--skip NAMES] [--no-build]
+#                                  [--no-download]
 # Environment: PYTHON (default python3, with maturin and pip), GPU_PY (default 3.12).
 set -euo pipefail
 
@@ -16,30 +22,72 @@ PY=${PYTHON:-python3}
 GPU_PY=${GPU_PY:-3.12}
 LIMIT_MIB=60
 
-build=1 download=1 notebooks=0
-for arg in "$@"; do
-    case $arg in
+build=1 download=1 notebooks=0 cygrid=0 skip=""
+while [[ $# -gt 0 ]]; do
+    case $1 in
         --notebooks) notebooks=1 ;;
+        --cygrid) cygrid=1 ;;
+        --skip) skip=${2:?--skip needs NAME[,NAME...]}; shift ;;
         --no-build) build=0 ;;
         --no-download) download=0 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-        *) echo "prepare.sh: unknown argument $arg" >&2; exit 2 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
+    shift
 done
 
 mkdir -p .gpu/whl
 
-# NAME==VERSION lines of the wheel lists in use.
+# NAME==VERSION lines of wheel lists.
+specs_of() {
+    sed -e 's/#.*//' -e 's/[[:space:]]//g' "$@" | grep -v '^$'
+}
+
+# Normalised distribution name: lower case, runs of -_. as one _.
+norm() {
+    printf '%s' "$1" | tr '[:upper:]' '[:lower:]' | sed -E 's/[-_.]+/_/g'
+}
+
+# NAME==VERSION lines of the core wheel lists in use, less --skip.
 wanted() {
-    local lists=(bench/gpu/wheels-core.txt)
+    local lists=(bench/gpu/wheels-core.txt) s skipped
     if [[ $notebooks == 1 ]]; then lists+=(bench/gpu/wheels-notebooks.txt); fi
-    sed -e 's/#.*//' -e 's/[[:space:]]//g' "${lists[@]}" | grep -v '^$'
+    specs_of "${lists[@]}" | while read -r s; do
+        skipped=0
+        for k in ${skip//,/ }; do
+            if [[ $(norm "${s%%==*}") == "$(norm "$k")" ]]; then skipped=1; fi
+        done
+        if [[ $skipped == 0 ]]; then echo "$s"; fi
+    done
 }
 
 # Wheel file-name prefix of NAME==VERSION: lower case, runs of -_. as one _.
 prefix() {
     local name=${1%%==*} version=${1#*==}
-    printf '%s-%s-' "$(printf '%s' "$name" | tr '[:upper:]' '[:lower:]' | sed -E 's/[-_.]+/_/g')" "$version"
+    printf '%s-%s-' "$(norm "$name")" "$version"
+}
+
+# Download the wheels SPECS... into DIR for the GPU machine, after removing DIR's wheels that
+# are no longer listed (an old pin would install beside the new one).
+fetch_wheels() {
+    local dir=$1 f base keep s
+    shift
+    mkdir -p "$dir"
+    shopt -s nullglob
+    for f in "$dir"/*.whl; do
+        base=$(basename "$f" | tr '[:upper:]' '[:lower:]')
+        keep=0
+        for s in "$@"; do
+            if [[ $base == "$(prefix "$s")"* ]]; then keep=1; break; fi
+        done
+        if [[ $keep == 0 ]]; then echo "removing stale $f"; rm -f "$f"; fi
+    done
+    shopt -u nullglob
+    if [[ $# -gt 0 ]]; then
+        "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "$GPU_PY" \
+            --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+            --platform manylinux2014_x86_64 -d "$dir" "$@"
+    fi
 }
 
 if [[ $build == 1 ]]; then
@@ -59,26 +107,32 @@ fi
 if [[ $download == 1 ]]; then
     echo "== downloading wheels for CPython $GPU_PY"
     mapfile -t specs < <(wanted)
-    # Drop wheels no longer listed (an old pin would install beside the new one).
-    shopt -s nullglob
-    for f in .gpu/whl/*.whl; do
-        base=$(basename "$f" | tr '[:upper:]' '[:lower:]')
-        keep=0
-        for s in "${specs[@]}"; do
-            if [[ $base == "$(prefix "$s")"* ]]; then keep=1; break; fi
-        done
-        if [[ $keep == 0 ]]; then echo "removing stale $f"; rm -f "$f"; fi
-    done
-    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "$GPU_PY" \
-        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d .gpu/whl "${specs[@]}"
+    fetch_wheels .gpu/whl "${specs[@]}"
+    if [[ $cygrid == 1 ]]; then
+        echo "== downloading Cygrid's wheels into .gpu-cygrid/"
+        cyg=()
+        while read -r s; do
+            shared=0
+            for c in "${specs[@]}"; do
+                if [[ $(prefix "$s") == "$(prefix "$c")" ]]; then shared=1; fi
+            done
+            if [[ $shared == 0 ]]; then cyg+=("$s"); fi
+        done < <(specs_of bench/gpu/wheels-cygrid.txt)
+        fetch_wheels .gpu-cygrid "${cyg[@]}"
+    fi
 fi
 
 echo "== .gpu/"
 ls -l .gpu .gpu/whl
-size_kib=$(du -sk .gpu | cut -f1)
-echo ".gpu/ holds $((size_kib / 1024)) MiB ($size_kib KiB; limit $LIMIT_MIB MiB)"
+dirs=(.gpu)
+if [[ $cygrid == 1 ]]; then
+    ls -l .gpu-cygrid
+    dirs+=(.gpu-cygrid)
+fi
+size_kib=$(du -skc "${dirs[@]}" | tail -1 | cut -f1)
+echo "${dirs[*]} hold $((size_kib / 1024)) MiB ($size_kib KiB; limit $LIMIT_MIB MiB)"
 if (( size_kib > LIMIT_MIB * 1024 )); then
-    echo "prepare.sh: .gpu/ is over $LIMIT_MIB MiB: trim bench/gpu/wheels-*.txt" >&2
+    echo "prepare.sh: ${dirs[*]} are over $LIMIT_MIB MiB: trim bench/gpu/wheels-*.txt or" \
+        "leave wheels out with --skip (e.g. --skip ducc0)" >&2
     exit 1
 fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Run on the GPU machine, from the repository root, with .gpu/ carried (bench/gpu/prepare.sh).
 # Installs the carried wheels into $SKYCONV_SITE (default /tmp/site), finds CUDA's libraries,
-# then runs the steps asked for. Files for $OUT (at most 8 come back): info.txt,
+# then runs the steps asked for. With .gpu-cygrid/ carried too (prepare.sh --cygrid), installs
+# Cygrid and its numpy<2 stack into $CYGRID_SITE (default /tmp/cygsite) and sets
+# SKYCONV_BENCH_CYGRID_PYTHON to a python that puts that folder first on its path, so the
+# gridding benchmark times Cygrid on this machine. Files for $OUT (at most 8 come back): info.txt,
 # pytest-gpu.log, pytest-all.log, pytest.log, bench.log and <machine>.json.
 #
 # Usage: bash bench/gpu/run.sh STEP [STEP ...]
@@ -53,6 +56,46 @@ install() {
         exit 2
     fi
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+    install_cygrid
+}
+
+# Cygrid 2.0.4 needs numpy<2: its wheels (.gpu-cygrid/, plus the ones bench/gpu/wheels-cygrid.txt
+# shares with .gpu/whl) go into a site folder of their own, and a wrapper runs $PY with only that
+# folder on PYTHONPATH, where numpy 1.26 shadows the system's numpy 2.
+install_cygrid() {
+    local cygsite=${CYGRID_SITE:-/tmp/cygsite} wheels=() spec name f
+    shopt -s nullglob
+    wheels=(.gpu-cygrid/*.whl)
+    if [[ ${#wheels[@]} == 0 ]]; then
+        shopt -u nullglob
+        return 0
+    fi
+    while read -r spec; do
+        name=$(printf '%s' "${spec%%==*}" | tr '[:upper:]' '[:lower:]' | sed -E 's/[-_.]+/_/g')
+        for f in .gpu/whl/*.whl; do
+            if [[ $(basename "$f" | tr '[:upper:]' '[:lower:]') == "$name-${spec#*==}-"* ]]; then
+                wheels+=("$f")
+            fi
+        done
+    done < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' bench/gpu/wheels-cygrid.txt | grep -v '^$')
+    shopt -u nullglob
+    rm -rf "$cygsite"
+    if ! "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$cygsite" \
+            "${wheels[@]}"; then
+        echo "run.sh: installing Cygrid's wheels failed: the Cygrid anchor will be skipped" >&2
+        return 0
+    fi
+    cat > "$cygsite.python" <<EOF
+#!/usr/bin/env bash
+# Python with Cygrid and numpy<2 from $cygsite first on the path (written by bench/gpu/run.sh).
+export PYTHONPATH="$cygsite"
+export PYTHONNOUSERSITE=1
+exec "$(command -v "$PY")" "\$@"
+EOF
+    chmod +x "$cygsite.python"
+    export SKYCONV_BENCH_CYGRID_PYTHON="$cygsite.python"
+    echo "cygrid: $("$cygsite.python" -c 'import cygrid, numpy, astropy
+print("cygrid", cygrid.__version__, "numpy", numpy.__version__, "astropy", astropy.__version__)' 2>&1 | tail -1)"
 }
 
 # Folders holding CUDA 13's libnvrtc and libcufft, for skyconv's loader (it also searches
@@ -93,6 +136,7 @@ step_info() {
     {
         echo "python: $("$PY" --version 2>&1)   glibc: $(ldd --version | head -1)"
         echo "SKYCONV_CUDA_LIB_DIRS=${SKYCONV_CUDA_LIB_DIRS:-}"
+        echo "SKYCONV_BENCH_CYGRID_PYTHON=${SKYCONV_BENCH_CYGRID_PYTHON:-}"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
         "$PY" -c 'import skyconv, json; print(json.dumps(skyconv.backend_info(), indent=1))'
     } 2>&1 | tee "$OUT/info.txt"

@@ -171,9 +171,37 @@ def _grid_accumulate(
     weight_sums: npt.NDArray[np.floating],
     device: str | None = None,
 ) -> None: ...
+
+# _grid_once: (cube, weights, unweighted), each (nchan, ntargets) of dtype ("float32" or
+# "float64"), from this batch alone; on the GPU divided and cast on the device.
+def _grid_once(
+    lons: npt.NDArray[np.float64],
+    lats: npt.NDArray[np.float64],
+    data: npt.NDArray[np.floating],
+    weights: npt.NDArray[np.floating] | None,
+    target_lons: npt.NDArray[np.float64],
+    target_lats: npt.NDArray[np.float64],
+    kernel: str,
+    kernel_params: list[float],
+    sphere_radius: float | None,
+    dtype: str,
+    device: str | None = None,
+) -> tuple[npt.NDArray[np.floating], npt.NDArray[np.floating], npt.NDArray[np.floating]]: ...
 def _grid_finish(
     unweighted: npt.NDArray[np.floating], weights: npt.NDArray[np.floating]
 ) -> npt.NDArray[np.floating]: ...  # unweighted / weights, NaN where weights == 0
+def _grid_arg_layout() -> list[str]: ...  # "Struct.field offset size" of the CUDA kernel args
+def _grid_memory_plan(
+    nsamples: int,
+    ntargets: int,
+    nchan: int,
+    data_itemsize: int,
+    out_itemsize: int,
+    weights: str,
+    finish: bool,
+    sphere_radius: float,
+    budget: int,
+) -> tuple[int, str, int, int]: ...  # (chunk samples, "resident"|"packed", block chans, bytes)
 def _healpix_centres(
     nside: int, nest: bool, pixels: npt.NDArray[np.int64] | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...  # (lons, lats) degrees

@@ -260,10 +260,24 @@ def grid(lons, lats, data, target, kernel="gauss1d", kernel_params=None, sphere_
     WCS targets, ``(n,)`` for sightlines and HEALPix) and dtype ``dtype``. ``device``: "auto",
     "cpu" or "cuda". Raises ShapeError (a ValueError) for inconsistent shapes.
     """
-    g = Gridder(target, kernel=kernel, kernel_params=kernel_params, sphere_radius=sphere_radius,
-                dtype=dtype, device=device, _accumulate_in_dtype=True)
-    g.grid(lons, lats, data, weights=weights)
-    return g._result(copy=False)
+    tgt = resolve_target(target)
+    kernel, params, radius = kernel_args(kernel, kernel_params, sphere_radius)
+    dt = _out_dtype(dtype)
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
+    if lons.size > _MAX_BATCH:
+        g = Gridder(tgt, kernel=kernel, kernel_params=params, sphere_radius=radius, dtype=dt,
+                    device=device, _accumulate_in_dtype=True)
+        g.grid(lons, lats, data2d.reshape((lons.size,) + chan_shape), weights=weights)
+        return g._result(copy=False)
+    # One call: on the GPU the sums, the division and the cast to dtype all happen on the
+    # device and the three outputs come down once.
+    cube, wsum, usum = _core._grid_once(lons, lats, data2d, weights, tgt.lons, tgt.lats, kernel,
+                                        params, radius, dt.name, device)
+    shape = chan_shape + tgt.shape
+    return GridResult(cube=cube.reshape(shape), weights=wsum.reshape(shape),
+                      unweighted=usum.reshape(shape))
 
 
 class Gridder:

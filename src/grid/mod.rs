@@ -11,9 +11,12 @@
 //! value (or per-channel weight) drops that sample for that channel only.
 //!
 //! Angles: coordinates and kernel widths in degrees at the API, radians inside.
+//!
+//! Engines: the CPU builds the lookup (`plan`) on the host and gathers per target pixel
+//! (`cpu`); the GPU builds the same lookup on the device and gathers there (`cuda`).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 pub mod kernels;
 pub mod plan;
 
@@ -136,21 +139,104 @@ pub fn accumulate<T: Real, O: Real>(
     unweighted: &mut [O],
     weights: &mut [O],
 ) -> Result<()> {
+    check_call(
+        samples,
+        target_lon,
+        target_lat,
+        &[unweighted.len(), weights.len()],
+    )?;
+    if samples.is_empty() || target_lon.is_empty() {
+        return Ok(());
+    }
+    match device {
+        Device::Cpu => cpu_accumulate(samples, target_lon, target_lat, setup, unweighted, weights),
+        Device::Cuda => cuda::grid(
+            samples,
+            target_lon,
+            target_lat,
+            setup,
+            cuda::Sink::Add {
+                unweighted,
+                weights,
+            },
+        ),
+    }
+}
+
+/// One call of `skyconv.grid`: `cube`, `weights` and `unweighted` (each `nchan × ntargets`)
+/// computed from these samples alone (overwritten). On the GPU the division and the cast to
+/// `O` happen on the device.
+#[allow(clippy::too_many_arguments)]
+pub fn grid_once<T: Real, O: Real>(
+    device: Device,
+    samples: &Samples<'_, T>,
+    target_lon: &[f64],
+    target_lat: &[f64],
+    setup: &Setup,
+    cube: &mut [O],
+    weights: &mut [O],
+    unweighted: &mut [O],
+) -> Result<()> {
+    check_call(
+        samples,
+        target_lon,
+        target_lat,
+        &[cube.len(), weights.len(), unweighted.len()],
+    )?;
+    match device {
+        Device::Cuda if !samples.is_empty() && !target_lon.is_empty() => cuda::grid(
+            samples,
+            target_lon,
+            target_lat,
+            setup,
+            cuda::Sink::Finish {
+                cube,
+                weights,
+                unweighted,
+            },
+        ),
+        _ => {
+            let zero = O::from_f64(0.0);
+            unweighted.par_iter_mut().for_each(|v| *v = zero);
+            weights.par_iter_mut().for_each(|v| *v = zero);
+            if !samples.is_empty() && !target_lon.is_empty() {
+                cpu_accumulate(samples, target_lon, target_lat, setup, unweighted, weights)?;
+            }
+            finish(unweighted, weights, cube)
+        }
+    }
+}
+
+/// Shape checks shared by `accumulate` and `grid_once`: every output has `nchan × ntargets`.
+fn check_call<T: Real>(
+    samples: &Samples<'_, T>,
+    target_lon: &[f64],
+    target_lat: &[f64],
+    outputs: &[usize],
+) -> Result<()> {
     samples.check()?;
     let nt = target_lon.len();
     if target_lat.len() != nt {
         return Err(Error::shape("target lons and lats differ in length"));
     }
-    let size = samples.nchan * nt;
-    if unweighted.len() != size || weights.len() != size {
+    if outputs.iter().any(|&len| len != samples.nchan * nt) {
         return Err(Error::shape(format!(
-            "accumulators must have {} x {nt} elements",
+            "outputs must have {} x {nt} elements",
             samples.nchan
         )));
     }
-    if samples.is_empty() || nt == 0 {
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// The CPU engine: the host plan, then the gather (src/grid/cpu.rs).
+fn cpu_accumulate<T: Real, O: Real>(
+    samples: &Samples<'_, T>,
+    target_lon: &[f64],
+    target_lat: &[f64],
+    setup: &Setup,
+    unweighted: &mut [O],
+    weights: &mut [O],
+) -> Result<()> {
     let keep: Vec<bool> = (0..samples.len())
         .into_par_iter()
         .with_min_len(4096)
@@ -158,14 +244,9 @@ pub fn accumulate<T: Real, O: Real>(
         .collect();
     let plan = Plan::new(samples.lon, samples.lat, &keep, setup.radius)?;
     drop(keep);
-    match device {
-        Device::Cpu => cpu::accumulate(
-            &plan, samples, target_lon, target_lat, setup, unweighted, weights,
-        ),
-        Device::Cuda => cuda::accumulate(
-            &plan, samples, target_lon, target_lat, setup, unweighted, weights,
-        ),
-    }
+    cpu::accumulate(
+        &plan, samples, target_lon, target_lat, setup, unweighted, weights,
+    )
 }
 
 /// cube = unweighted / weights, NaN where the weight is 0.

@@ -131,6 +131,154 @@ fn _grid_accumulate<'py>(
     }
 }
 
+/// Outputs (cube, weights, unweighted), each `nchan × ntargets`.
+type Outputs<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
+
+fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
+    py: Python<'py>,
+    call: &Call<'_>,
+    data: &numpy::PyReadonlyArrayDyn<'py, T>,
+    weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
+) -> PyResult<Outputs<'py>> {
+    let (shape, values) = parts(data, "data")?;
+    let nchan = if shape.len() == 2 { shape[1] } else { 1 };
+    let w = match weights {
+        None => Weights::Ones,
+        Some(w) => {
+            let (wshape, ws) = parts(w, "weights")?;
+            if wshape.len() == 1 {
+                Weights::PerSample(ws)
+            } else {
+                Weights::Full(ws)
+            }
+        }
+    };
+    let samples = Samples {
+        lon: call.lons,
+        lat: call.lats,
+        data: values,
+        nchan,
+        weights: w,
+    };
+    let out_shape = [nchan, call.tlons.len()];
+    let (cube, wsum, usum) = (
+        empty::<O>(py, &out_shape),
+        empty::<O>(py, &out_shape),
+        empty::<O>(py, &out_shape),
+    );
+    let (c, ws, us) = (data_mut(&cube), data_mut(&wsum), data_mut(&usum));
+    compute(py, || {
+        grid::grid_once(
+            call.device,
+            &samples,
+            call.tlons,
+            call.tlats,
+            &call.setup,
+            c,
+            ws,
+            us,
+        )
+    })?;
+    Ok((cube.into_any(), wsum.into_any(), usum.into_any()))
+}
+
+fn once_any<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    call: &Call<'_>,
+    data: &numpy::PyReadonlyArrayDyn<'py, T>,
+    weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
+    out64: bool,
+) -> PyResult<Outputs<'py>> {
+    if out64 {
+        once_typed::<T, f64>(py, call, data, weights)
+    } else {
+        once_typed::<T, f32>(py, call, data, weights)
+    }
+}
+
+/// `skyconv.grid` in one call: (cube, weights, unweighted), each `nchan × ntargets` of
+/// `dtype` ("float32" or "float64"), from this batch of samples alone.
+#[pyfunction]
+#[pyo3(signature = (lons, lats, data, weights, target_lons, target_lats, kernel, kernel_params,
+                    sphere_radius, dtype, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _grid_once<'py>(
+    py: Python<'py>,
+    lons: PyReadonlyArray1<'py, f64>,
+    lats: PyReadonlyArray1<'py, f64>,
+    data: FloatArray<'py>,
+    weights: Option<FloatArray<'py>>,
+    target_lons: PyReadonlyArray1<'py, f64>,
+    target_lats: PyReadonlyArray1<'py, f64>,
+    kernel: &str,
+    kernel_params: Vec<f64>,
+    sphere_radius: Option<f64>,
+    dtype: &str,
+    device: Option<&str>,
+) -> PyResult<Outputs<'py>> {
+    let out64 = match dtype {
+        "float32" => false,
+        "float64" => true,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "dtype must be 'float32' or 'float64', got {dtype:?}"
+            )))
+        }
+    };
+    let kernel = Kernel::new(kernel, &kernel_params).map_err(to_pyerr)?;
+    let call = Call {
+        lons: slice1(&lons, "lons")?,
+        lats: slice1(&lats, "lats")?,
+        tlons: slice1(&target_lons, "target lons")?,
+        tlats: slice1(&target_lats, "target lats")?,
+        setup: Setup::new(kernel, sphere_radius).map_err(to_pyerr)?,
+        device: backend::resolve(device).map_err(to_pyerr)?,
+    };
+    match (data, weights) {
+        (FloatArray::F32(d), None) => once_any(py, &call, &d, None, out64),
+        (FloatArray::F64(d), None) => once_any(py, &call, &d, None, out64),
+        (FloatArray::F32(d), Some(FloatArray::F32(w))) => once_any(py, &call, &d, Some(&w), out64),
+        (FloatArray::F64(d), Some(FloatArray::F64(w))) => once_any(py, &call, &d, Some(&w), out64),
+        _ => Err(PyValueError::new_err("data and weights must share a dtype")),
+    }
+}
+
+/// What the CUDA engine would do for a call of this size within `budget` bytes: (samples per
+/// chunk, "resident" or "packed", channels per block, bytes needed). Radius in degrees.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn _grid_memory_plan(
+    nsamples: usize,
+    ntargets: usize,
+    nchan: usize,
+    data_itemsize: usize,
+    out_itemsize: usize,
+    weights: &str,
+    finish: bool,
+    sphere_radius: f64,
+    budget: usize,
+) -> PyResult<(usize, &'static str, usize, usize)> {
+    grid::cuda::memory_plan(
+        nsamples,
+        ntargets,
+        nchan,
+        data_itemsize,
+        out_itemsize,
+        weights,
+        finish,
+        sphere_radius.to_radians(),
+        budget,
+    )
+    .map_err(to_pyerr)
+}
+
+/// The CUDA engine's kernel argument layouts ("Struct.field offset size" lines), for the test
+/// that compares them with kernels/grid.cu's structs.
+#[pyfunction]
+fn _grid_arg_layout() -> Vec<String> {
+    grid::cuda::arg_layout()
+}
+
 fn finish_any<'py, O: Real + numpy::Element>(
     py: Python<'py>,
     u: &numpy::PyReadonlyArrayDyn<'py, O>,
@@ -185,6 +333,9 @@ fn _healpix_centres<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_grid_accumulate, m)?)?;
     m.add_function(wrap_pyfunction!(_grid_finish, m)?)?;
+    m.add_function(wrap_pyfunction!(_grid_once, m)?)?;
+    m.add_function(wrap_pyfunction!(_grid_arg_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(_grid_memory_plan, m)?)?;
     m.add_function(wrap_pyfunction!(_healpix_centres, m)?)?;
     Ok(())
 }

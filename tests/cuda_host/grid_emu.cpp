@@ -3,23 +3,13 @@
 // GPU engine's candidate search is checked on machines without a GPU. The plan is rebuilt here
 // as src/grid/plan.rs builds it. Run by tests/test_grid_cuda_host.py (g++ -I kernels).
 // Exit status 1 when any scenario exceeds 1e-12 (relative to the sum of |weights|).
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
+#include "simt.hpp"
+
 #include <algorithm>
 #include <random>
-using std::isfinite; using std::isnan;
-typedef long long i64;
-#define __device__
-#define __forceinline__ inline
-#define __global__
-struct Dim { int x; };
-static Dim threadIdx{0}, blockIdx{0}, blockDim{32}, gridDim{1};
-template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
-template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
-unsigned __ballot_sync(unsigned, int p) { return p ? 1u : 0u; }
-int __ffs(unsigned x) { return __builtin_ffs(x); }
+#include <string>
+
+#include "common.cuh"
 #include "grid.cu"
 
 static const double TAU = 6.283185307179586;
@@ -67,9 +57,9 @@ int run(const char* name, std::vector<double> lon, std::vector<double> lat,
     std::vector<double> lo = zmin, hi = zmax;
     for (int r = 1; r < nrings; ++r) lo[r] = std::min(lo[r], lo[r - 1]);
     for (int r = nrings - 2; r >= 0; --r) hi[r] = std::max(hi[r], hi[r + 1]);
-    GridPlan P = {x.data(), y.data(), z.data(), keys.data(), (i64)n, rs.data(), zmin.data(), zmax.data(), lo.data(), hi.data(), nrings};
+    GridPlan P = {x.data(), y.data(), z.data(), keys.data(), (i64)n, rs.data(), zmin.data(), zmax.data(), lo.data(), hi.data(), (i64)nrings};
     double cc = 2.0 * sin(std::min(0.5 * radius, M_PI / 2));
-    GridKernel K = {kind, c[0], c[1], c[2], c[3], radius, cc * cc * (1 + 1e-9)};
+    GridKernel K = {(i64)kind, c[0], c[1], c[2], c[3], radius, cc * cc * (1 + 1e-9)};
     double worst = 0, scale = 0; long cand = 0, acc = 0;
     for (size_t t = 0; t < tl.size(); ++t) {
         GridTarget T = sc_target(tl[t], tb[t]);

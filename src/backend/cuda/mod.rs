@@ -15,10 +15,11 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cudarc::driver::{result as dr, sys as dsys, CudaContext, CudaModule, CudaStream};
+use cudarc::driver::{result as dr, sys as dsys, CudaContext, CudaModule};
 
 pub use cudarc::driver::{
-    CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    ValidAsZeroBits,
 };
 pub use kernels::MODULES;
 
@@ -131,7 +132,12 @@ pub fn status() -> std::result::Result<(), String> {
 /// A device, its context and stream, and the modules compiled for it.
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
+    /// The stream every kernel runs on.
     pub stream: Arc<CudaStream>,
+    /// A second stream for host<->device copies that overlap kernels on `stream`. Work on it is
+    /// ordered against `stream` only by events the caller records and waits on; a caller that
+    /// queues copies here synchronises it before the buffers involved are freed.
+    pub copy: Arc<CudaStream>,
     /// Compute capability (major, minor).
     pub arch: (i32, i32),
     pid: u32,
@@ -151,14 +157,17 @@ pub fn gpu() -> Result<Arc<Gpu>> {
     }
     let gpu = guarded("creating the CUDA context", || {
         let ctx = CudaContext::new(0)?;
-        // One stream per process: cudarc's cross-stream event tracking is not needed.
-        // SAFETY: every buffer is used only on `stream`.
+        // cudarc's cross-stream event tracking is not used: kernels run on `stream`, and
+        // copies on `copy` are ordered by explicit events (see `Gpu::copy`).
+        // SAFETY: every use of a buffer on `copy` is fenced by such events.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream()?;
+        let copy = ctx.new_stream()?;
         let arch = ctx.compute_capability()?;
         Ok(Gpu {
             ctx,
             stream,
+            copy,
             arch,
             pid: std::process::id(),
             modules: Mutex::new(HashMap::new()),
@@ -222,6 +231,21 @@ impl Gpu {
         self.stream.synchronize()?;
         self.ctx.check_err()?;
         Ok(())
+    }
+
+    /// The device address of `buf`, for kernels that take pointers inside a struct argument.
+    /// The caller keeps `buf` alive (and unmoved on the device) while the address is in use.
+    pub fn dptr<T>(&self, buf: &CudaSlice<T>) -> u64 {
+        use cudarc::driver::DevicePtr;
+        let (ptr, _sync) = buf.device_ptr(&self.stream);
+        ptr
+    }
+
+    /// A new event (no timing) to order work between `stream` and `copy`.
+    pub fn event(&self) -> Result<CudaEvent> {
+        Ok(self
+            .ctx
+            .new_event(Some(dsys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?)
     }
 
     /// (free, total) device memory in bytes.

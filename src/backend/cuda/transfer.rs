@@ -1,9 +1,17 @@
 //! Host<->device copies of large arrays through two pinned staging buffers: while the DMA
 //! engine moves one buffer, CPU threads fill (or drain) the other. Pageable copies run at about
 //! 4.5 GB/s on the H100 machine, pinned ones at about 54 GB/s.
+//!
+//! The DMAs go on the stream the caller names (the compute stream by default, or
+//! `Gpu::copy` to overlap them with kernels). Each buffer's `done` event is recorded after every
+//! DMA that uses it and waited on before the buffer is touched again, whatever the stream.
+//! `upload_with` fills the staging buffers with a caller's function, so data can be repacked
+//! (e.g. a block of channels) on the way up with no extra host copy.
 
-use cudarc::driver::{result as dr, sys as dsys, CudaEvent, DevicePtr, DevicePtrMut};
+use cudarc::driver::{result as dr, sys as dsys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut};
 use rayon::prelude::*;
+
+use std::sync::Arc;
 
 use super::{CudaSlice, DeviceRepr, Gpu};
 use crate::error::Result;
@@ -14,6 +22,44 @@ const STAGE_BYTES: usize = 32 << 20;
 const DIRECT_BYTES: usize = 2 << 20;
 /// Grain of the parallel host-side memcpy.
 const COPY_GRAIN: usize = 1 << 20;
+/// Smallest copy that `SKYCONV_PIN_HOST=1` page-locks instead of staging.
+const REGISTER_MIN: usize = 64 << 20;
+
+/// Whether to page-lock the caller's array for a copy of `len` bytes (an experiment, off by
+/// default: `SKYCONV_PIN_HOST=1` DMAs straight from/to the NumPy array after cuMemHostRegister,
+/// saving the host copy through the staging buffers at the price of registering the pages;
+/// which is faster is measured on the GPU machine).
+fn register_wanted(len: usize) -> bool {
+    len >= REGISTER_MIN && std::env::var("SKYCONV_PIN_HOST").is_ok_and(|v| v.trim() == "1")
+}
+
+/// A host range page-locked by `register` until dropped.
+struct Registered(*mut std::ffi::c_void);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        // SAFETY: registered by `register`; callers drop it only after the copies using it have
+        // completed.
+        unsafe {
+            let _ = dsys::cuMemHostUnregister(self.0);
+        }
+    }
+}
+
+/// Page-lock `len` bytes at `ptr` (read-only registration first, for inputs that may be
+/// read-only arrays); None when the driver refuses (the caller stages instead).
+fn register(ptr: *const u8, len: usize, read_only: bool) -> Option<Registered> {
+    let mut tries = vec![0];
+    if read_only {
+        tries.insert(0, dsys::CU_MEMHOSTREGISTER_READ_ONLY);
+    }
+    tries.into_iter().find_map(|flags| {
+        // SAFETY: the range is a live host allocation of len bytes owned by the caller, who keeps
+        // it alive while the Registered guard exists.
+        let r = unsafe { dsys::cuMemHostRegister_v2(ptr as *mut _, len, flags) };
+        (r == dsys::CUresult::CUDA_SUCCESS).then_some(Registered(ptr as *mut _))
+    })
+}
 
 struct Pinned {
     ptr: *mut u8,
@@ -97,6 +143,17 @@ impl Gpu {
         host: &[T],
         dst: &mut CudaSlice<T>,
     ) -> Result<()> {
+        self.upload_into_on(&self.stream, host, dst)
+    }
+
+    /// Copy `host` into the start of `dst`, the DMAs on `stream`. Returns once the last chunk is
+    /// queued: record an event on `stream` to order later work after the copy.
+    pub fn upload_into_on<T: DeviceRepr + Sync>(
+        &self,
+        stream: &Arc<CudaStream>,
+        host: &[T],
+        dst: &mut CudaSlice<T>,
+    ) -> Result<()> {
         assert!(
             dst.len() >= host.len(),
             "upload_into: destination too short"
@@ -104,23 +161,55 @@ impl Gpu {
         let bytes = bytes_of(host);
         if bytes.len() <= DIRECT_BYTES {
             let mut view = dst.slice_mut(0..host.len());
-            self.stream.memcpy_htod(host, &mut view)?;
+            stream.memcpy_htod(host, &mut view)?;
             return Ok(());
         }
-        let stream = self.stream.cu_stream();
-        let (base, _rec) = dst.device_ptr_mut(&self.stream);
+        let (base, _rec) = dst.device_ptr_mut(stream);
+        if register_wanted(bytes.len()) {
+            self.ctx.bind_to_thread()?;
+            if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), true) {
+                // SAFETY: dst holds bytes.len() bytes; the registration outlives the copy (the
+                // stream is synchronised before `_pinned` is dropped).
+                unsafe { dr::memcpy_htod_async(base, bytes, stream.cu_stream())? };
+                stream.synchronize()?;
+                return Ok(());
+            }
+        }
+        // SAFETY: dst holds at least bytes.len() bytes from base.
+        unsafe {
+            self.upload_with(stream, base, bytes.len(), |off, stage| {
+                par_copy(&bytes[off..off + stage.len()], stage)
+            })
+        }
+    }
+
+    /// Copy `total` bytes to device address `dst` through the staging buffers, the DMAs on
+    /// `stream`: `fill(offset, stage)` writes bytes `offset..offset + stage.len()` of the data
+    /// into `stage` (offsets are multiples of 32 MiB). Returns once the last chunk is queued.
+    ///
+    /// # Safety
+    /// `dst..dst + total` must be device memory that stays allocated until the copy completes.
+    pub unsafe fn upload_with(
+        &self,
+        stream: &Arc<CudaStream>,
+        dst: dsys::CUdeviceptr,
+        total: usize,
+        fill: impl Fn(usize, &mut [u8]) + Sync,
+    ) -> Result<()> {
+        let cu_stream = stream.cu_stream();
         self.with_staging(|st| {
-            for (k, chunk) in bytes.chunks(STAGE_BYTES).enumerate() {
+            for k in 0..total.div_ceil(STAGE_BYTES) {
+                let off = k * STAGE_BYTES;
+                let len = STAGE_BYTES.min(total - off);
                 let b = k % 2;
                 st.done[b].synchronize()?;
                 // SAFETY: the buffer's previous DMA has completed (event above).
-                let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[b].ptr, chunk.len()) };
-                par_copy(chunk, stage);
-                let off = (k * STAGE_BYTES) as u64;
-                // SAFETY: dst holds at least bytes.len() bytes; stage stays alive and untouched
+                let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[b].ptr, len) };
+                fill(off, stage);
+                // SAFETY: dst holds total bytes (caller); stage stays alive and untouched
                 // until done[b] fires.
-                unsafe { dr::memcpy_htod_async(base + off, &*stage, stream)? };
-                st.done[b].record(&self.stream)?;
+                unsafe { dr::memcpy_htod_async(dst + off as u64, &*stage, cu_stream)? };
+                st.done[b].record(stream)?;
             }
             Ok(())
         })
@@ -136,17 +225,54 @@ impl Gpu {
 
     /// Copy the first `host.len()` elements of `src` into `host`; returns when they are there.
     pub fn download<T: DeviceRepr + Send>(&self, src: &CudaSlice<T>, host: &mut [T]) -> Result<()> {
+        self.download_on(&self.stream, src, host)
+    }
+
+    /// `download` with the DMAs on `stream` (queued after the work already on it).
+    pub fn download_on<T: DeviceRepr + Send>(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<T>,
+        host: &mut [T],
+    ) -> Result<()> {
         assert!(src.len() >= host.len(), "download: source too short");
         let n = host.len();
-        let bytes = bytes_of_mut(host);
-        if bytes.len() <= DIRECT_BYTES {
+        if std::mem::size_of_val(host) <= DIRECT_BYTES {
             let view = src.slice(0..n);
-            self.stream.memcpy_dtoh(&view, host)?;
-            self.sync()?;
+            stream.memcpy_dtoh(&view, host)?;
+            stream.synchronize()?;
+            self.ctx.check_err()?;
             return Ok(());
         }
-        let stream = self.stream.cu_stream();
-        let (base, _rec) = src.device_ptr(&self.stream);
+        let bytes = bytes_of_mut(host);
+        let (base, _rec) = src.device_ptr(stream);
+        // SAFETY: src holds at least bytes.len() bytes from base.
+        unsafe { self.download_raw(stream, base, bytes) }
+    }
+
+    /// Copy `host.len()` bytes from device address `src` into `host` through the staging
+    /// buffers, the DMAs on `stream`; returns when they are there.
+    ///
+    /// # Safety
+    /// `src..src + host.len()` must be device memory that stays allocated during the call.
+    pub unsafe fn download_raw(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: dsys::CUdeviceptr,
+        bytes: &mut [u8],
+    ) -> Result<()> {
+        let cu_stream = stream.cu_stream();
+        if register_wanted(bytes.len()) {
+            self.ctx.bind_to_thread()?;
+            if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), false) {
+                // SAFETY: src holds bytes.len() bytes (caller); the registration outlives the
+                // copy (the stream is synchronised before `_pinned` is dropped).
+                unsafe { dr::memcpy_dtoh_async(&mut bytes[..], src, cu_stream)? };
+                stream.synchronize()?;
+                self.ctx.check_err()?;
+                return Ok(());
+            }
+        }
         let total = bytes.len();
         let nchunks = total.div_ceil(STAGE_BYTES);
         let span = |k: usize| (k * STAGE_BYTES, ((k + 1) * STAGE_BYTES).min(total));
@@ -154,10 +280,12 @@ impl Gpu {
             let issue = |st: &mut Staging, k: usize| -> Result<()> {
                 let (lo, hi) = span(k);
                 let b = k % 2;
-                // SAFETY: the previous user of buffer b was drained before this is issued.
+                // The buffer's previous DMA (perhaps an upload on another stream) must be done.
+                st.done[b].synchronize()?;
+                // SAFETY: no DMA uses buffer b now, and the host drained it before this.
                 let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[b].ptr, hi - lo) };
-                unsafe { dr::memcpy_dtoh_async(stage, base + lo as u64, stream)? };
-                st.done[b].record(&self.stream)?;
+                unsafe { dr::memcpy_dtoh_async(stage, src + lo as u64, cu_stream)? };
+                st.done[b].record(stream)?;
                 Ok(())
             };
             for k in 0..nchunks.min(2) {
