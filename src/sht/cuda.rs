@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use realfft::num_complex::Complex64 as C64;
 
+use super::cuda_io::{ChunkIo, MapDownload, MapUpload, Resident};
 use super::{Job, Plan};
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::profile::Timeline;
@@ -25,7 +26,7 @@ use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
-const MODULE: &str = "sht";
+pub(super) const MODULE: &str = "sht";
 const TPB_SYN: u32 = 128;
 const TPB_ANA: u32 = 128;
 const TPB_MISC: u32 = 256;
@@ -134,14 +135,35 @@ struct Work {
 }
 
 /// Work buffers for groups of up to `planes` components.
-fn work(gpu: &Gpu, plan: &Plan, planes: usize) -> Result<Work> {
+/// Chunks a call is cut into at least when its transfers overlap the kernels (more chunks hide
+/// more of the PCIe time; fewer keep the Legendre launches wide).
+const OVERLAP_CHUNKS: usize = 4;
+/// Below this many pixels per map a call is not worth cutting for overlap.
+const OVERLAP_MIN_NPIX: usize = 1 << 22;
+
+/// Order the copy stream after the allocations just made on the compute stream (stream-ordered
+/// memory may be reused from work still queued there).
+fn fence_copy_stream(gpu: &Gpu) -> Result<()> {
+    let ev = gpu.event()?;
+    ev.record(&gpu.stream)?;
+    gpu.copy.wait(&ev)?;
+    Ok(())
+}
+
+/// Work buffers for groups of up to `planes` components; `overlap`: cut the call into at
+/// least OVERLAP_CHUNKS chunks so that transfers can overlap the kernels.
+fn work(gpu: &Gpu, plan: &Plan, planes: usize, overlap: bool) -> Result<Work> {
     let ns = plan.nside;
     let h = 2 * ns + 1;
     let per_pair = planes * 2 * 8 * (2 * (plan.lay.mmax + 1) + 2 * h + 4 * ns);
     let (free, _) = gpu.mem_info()?;
     let budget = WORK_BUDGET.min(free / 3).max(per_pair);
+    let mut np_max = budget / per_pair;
+    if overlap && plan.npix >= OVERLAP_MIN_NPIX {
+        np_max = np_max.min(plan.pairs.len().div_ceil(OVERLAP_CHUNKS));
+    }
     let np_max = super::forced_chunk_pairs()
-        .unwrap_or(budget / per_pair)
+        .unwrap_or(np_max)
         .clamp(1, 16384)
         .min(plan.pairs.len());
     let nrow = 2 * np_max;
@@ -256,6 +278,7 @@ fn synth(
     alms: &[CudaSlice<f64>],
     maps: &mut [CudaSlice<f64>],
     tl: &mut Timeline,
+    io: &mut dyn ChunkIo,
 ) -> Result<()> {
     let (gpu, plan, g) = (cx.gpu, cx.plan, &cx.g);
     let ns = plan.nside as i64;
@@ -349,9 +372,10 @@ fn synth(
                 ))
             }?;
             tl.mark(gpu, "scatter")?;
+            io.after(gpu, plan, p0, np, maps)?;
         }
     }
-    Ok(())
+    io.finish(gpu, plan, maps)
 }
 
 /// Analysis of all components from device maps into device alm (overwritten).
@@ -359,9 +383,10 @@ fn anal(
     cx: &Ctx,
     w: &mut Work,
     groups: &[Group],
-    maps: &[CudaSlice<f64>],
+    maps: &mut [CudaSlice<f64>],
     alms: &mut [CudaSlice<f64>],
     tl: &mut Timeline,
+    io: &mut dyn ChunkIo,
 ) -> Result<()> {
     let (gpu, plan, g) = (cx.gpu, cx.plan, &cx.g);
     let ns = plan.nside as i64;
@@ -371,8 +396,10 @@ fn anal(
     }
     for grp in groups {
         let nc = grp.comps.len();
-        let m = |i: usize| &maps[grp.comps[i.min(nc - 1)]];
         for (p0, np) in chunk_list(plan, w.np_max) {
+            io.before(gpu, plan, p0, np, maps)?;
+            tl.mark(gpu, "h2d")?;
+            let m = |i: usize| &maps[grp.comps[i.min(nc - 1)]];
             let (p0i, npi) = (p0 as i64, np as i64);
             let nrow = 2 * np;
             let f = gpu.function(MODULE, "gather")?;
@@ -493,6 +520,7 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
         &gpu,
         plan,
         grps.iter().map(|g| g.comps.len()).max().unwrap_or(1),
+        grps.len() == 1,
     )?;
     tl.mark(&gpu, "setup")?;
     // SAFETY: scatter writes every pixel of every ring.
@@ -501,11 +529,26 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
         .map(|_| unsafe { gpu.alloc::<f64>(plan.npix) })
         .collect::<Result<_>>()?;
     let cx = Ctx { gpu: &gpu, plan, g };
-    synth(&cx, &mut w, &grps, &d_alm, &mut d_map, &mut tl)?;
-    // the kernels are queued: map the output pages meanwhile
-    crate::backend::threads::install(|| maps.iter_mut().for_each(|m| prefault(m)))?;
-    for (d, h) in d_map.iter().zip(maps.iter_mut()) {
-        gpu.download(d, h)?;
+    if grps.len() == 1 {
+        // each chunk's rings come down while the next chunk computes
+        fence_copy_stream(&gpu)?;
+        let mut io = MapDownload::new(maps);
+        synth(&cx, &mut w, &grps, &d_alm, &mut d_map, &mut tl, &mut io)?;
+    } else {
+        synth(
+            &cx,
+            &mut w,
+            &grps,
+            &d_alm,
+            &mut d_map,
+            &mut tl,
+            &mut Resident,
+        )?;
+        // the kernels are queued: map the output pages meanwhile
+        crate::backend::threads::install(|| maps.iter_mut().for_each(|m| prefault(m)))?;
+        for (d, h) in d_map.iter().zip(maps.iter_mut()) {
+            gpu.download(d, h)?;
+        }
     }
     tl.mark(&gpu, "d2h")?;
     tl.finish()?;
@@ -556,17 +599,27 @@ pub fn map2alm<T: Real>(
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let mut tl = Timeline::start(&gpu)?;
-    let d_map: Vec<CudaSlice<f64>> = maps
-        .iter()
-        .map(|m| upload_clean(&gpu, m))
-        .collect::<Result<_>>()?;
+    let grps = groups(jobs, maps.len());
+    // one group: each chunk's rings go up just before its kernels, overlapping the previous
+    // chunk's; otherwise the maps go up first
+    let overlap = grps.len() == 1;
+    let mut d_map: Vec<CudaSlice<f64>> = if overlap {
+        // SAFETY: every chunk's pixels are uploaded before its kernels read them.
+        maps.iter()
+            .map(|_| unsafe { gpu.alloc::<f64>(plan.npix) })
+            .collect::<Result<_>>()?
+    } else {
+        maps.iter()
+            .map(|m| upload_clean(&gpu, m))
+            .collect::<Result<_>>()?
+    };
     tl.mark(&gpu, "h2d")?;
     let g = geo(&gpu, plan)?;
-    let grps = groups(jobs, maps.len());
     let mut w = work(
         &gpu,
         plan,
         grps.iter().map(|g| g.comps.len()).max().unwrap_or(1),
+        grps.len() == 1,
     )?;
     let nalm2 = 2 * plan.lay.size();
     let mut d_alm: Vec<CudaSlice<f64>> = maps
@@ -575,7 +628,21 @@ pub fn map2alm<T: Real>(
         .collect::<Result<_>>()?;
     tl.mark(&gpu, "setup")?;
     let cx = Ctx { gpu: &gpu, plan, g };
-    anal(&cx, &mut w, &grps, &d_map, &mut d_alm, &mut tl)?;
+    if overlap {
+        let mut io = MapUpload::new(&gpu, plan, maps)?;
+        fence_copy_stream(&gpu)?;
+        anal(&cx, &mut w, &grps, &mut d_map, &mut d_alm, &mut tl, &mut io)?;
+    } else {
+        anal(
+            &cx,
+            &mut w,
+            &grps,
+            &mut d_map,
+            &mut d_alm,
+            &mut tl,
+            &mut Resident,
+        )?;
+    }
     if iter > 0 {
         let mut resid: Vec<CudaSlice<f64>> = maps
             .iter()
@@ -588,7 +655,15 @@ pub fn map2alm<T: Real>(
         let sub = gpu.function(MODULE, "sub_f64")?;
         let add = gpu.function(MODULE, "add_f64")?;
         for _ in 0..iter {
-            synth(&cx, &mut w, &grps, &d_alm, &mut resid, &mut tl)?;
+            synth(
+                &cx,
+                &mut w,
+                &grps,
+                &d_alm,
+                &mut resid,
+                &mut tl,
+                &mut Resident,
+            )?;
             let n = plan.npix as i64;
             for (m, r) in d_map.iter().zip(resid.iter_mut()) {
                 let mut b = gpu.stream.launch_builder(&sub);
@@ -601,7 +676,15 @@ pub fn map2alm<T: Real>(
                     ))
                 }?;
             }
-            anal(&cx, &mut w, &grps, &resid, &mut delta, &mut tl)?;
+            anal(
+                &cx,
+                &mut w,
+                &grps,
+                &mut resid,
+                &mut delta,
+                &mut tl,
+                &mut Resident,
+            )?;
             let n = nalm2 as i64;
             for (d, a) in delta.iter().zip(d_alm.iter_mut()) {
                 let mut b = gpu.stream.launch_builder(&add);

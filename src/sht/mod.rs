@@ -8,6 +8,7 @@
 
 pub mod cpu;
 pub mod cuda;
+mod cuda_io;
 pub mod layout;
 pub mod legendre;
 mod simd;

@@ -154,17 +154,29 @@ impl Gpu {
         host: &[T],
         dst: &mut CudaSlice<T>,
     ) -> Result<()> {
+        self.upload_at_on(stream, host, dst, 0)
+    }
+
+    /// Copy `host` into `dst` from element `at` on, the DMAs on `stream` (as `upload_into_on`).
+    pub fn upload_at_on<T: DeviceRepr + Sync>(
+        &self,
+        stream: &Arc<CudaStream>,
+        host: &[T],
+        dst: &mut CudaSlice<T>,
+        at: usize,
+    ) -> Result<()> {
         assert!(
-            dst.len() >= host.len(),
+            dst.len() >= at + host.len(),
             "upload_into: destination too short"
         );
         let bytes = bytes_of(host);
         if bytes.len() <= DIRECT_BYTES {
-            let mut view = dst.slice_mut(0..host.len());
+            let mut view = dst.slice_mut(at..at + host.len());
             stream.memcpy_htod(host, &mut view)?;
             return Ok(());
         }
         let (base, _rec) = dst.device_ptr_mut(stream);
+        let base = base + (at * std::mem::size_of::<T>()) as u64;
         if register_wanted(bytes.len()) {
             self.ctx.bind_to_thread()?;
             if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), true) {
@@ -235,10 +247,22 @@ impl Gpu {
         src: &CudaSlice<T>,
         host: &mut [T],
     ) -> Result<()> {
-        assert!(src.len() >= host.len(), "download: source too short");
+        self.download_at_on(stream, src, 0, host)
+    }
+
+    /// Copy elements `at..at + host.len()` of `src` into `host`, the DMAs on `stream` (as
+    /// `download_on`).
+    pub fn download_at_on<T: DeviceRepr + Send>(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<T>,
+        at: usize,
+        host: &mut [T],
+    ) -> Result<()> {
+        assert!(src.len() >= at + host.len(), "download: source too short");
         let n = host.len();
         if std::mem::size_of_val(host) <= DIRECT_BYTES {
-            let view = src.slice(0..n);
+            let view = src.slice(at..at + n);
             stream.memcpy_dtoh(&view, host)?;
             stream.synchronize()?;
             self.ctx.check_err()?;
@@ -246,6 +270,7 @@ impl Gpu {
         }
         let bytes = bytes_of_mut(host);
         let (base, _rec) = src.device_ptr(stream);
+        let base = base + (at * std::mem::size_of::<T>()) as u64;
         // SAFETY: src holds at least bytes.len() bytes from base.
         unsafe { self.download_raw(stream, base, bytes) }
     }
