@@ -9,6 +9,15 @@
 //! folded modulo n_i into the half spectrum and inverse-FFT'd at length n_i, scaled by
 //! (4π/npix)/L_i. 1 − cos γ = 2u², u² = sin²((θ_i−θ_j)/2) + sin θ_i sin θ_j sin²(x/2).
 //!
+//! The kernel ring is even about x = −δ_ij: k_ij(y) = K(γ(θ_i, θ_j, y)) = k_ij(−y), so
+//! Ĝ_ij(m) = e^{imδ_ij}·C_ij(m) with C_ij real, the cosine transform of k_ij on the symmetric
+//! grid y = (k + o)·2π/L_i, o = 0 or ½ (whichever is nearer to the samples' offset δ_ij·L_i/2π;
+//! exact when that offset is a whole or half sample, as on the belt; elsewhere the same
+//! band-limited approximation as the plain FFT). The phases go to the rings: the engines
+//! accumulate T_i(m) = Σ_j C_ij(m)·R̃_j(m) with R̃_j(m) = e^{−imφ0_j}R_j(m mod n_j), then
+//! S_i(m) = e^{imφ0_i}T_i(m). C_ij is a direct cosine sum for narrow supports, else a DCT-I
+//! (o = 0) or DCT-II (o = ½) through a real FFT of L_i/2 points.
+//!
 //! Exact (a circular convolution) where n_i = n_j = L_i: output rings of the equatorial belt
 //! whose support lies in the belt use L_i = 4·nside. Elsewhere the only error is G_ij's spectral
 //! content beyond L_i/2; L_i is chosen per output ring from the kernel's spectral extent M along
@@ -53,15 +62,17 @@ pub struct OutRing {
     pub len: usize,
 }
 
-/// Where G_ij is non-zero on the L-point grid: samples k0 .. k0+count (k taken modulo L), with
-/// u² = a + b·sin²((2πk/L + delta)/2) there.
+/// The kernel ring of (i, j) on the `len`-point grid: k_ij(y) = K at
+/// u² = a + b·sin²(y/2), y = (k + o)·2π/len for k = 0 … taps−1 (o = ½ when `half`), mirrored
+/// to negative y; zero beyond. `full`: the support covers the whole ring.
 #[derive(Clone, Copy, Debug)]
 pub struct PairSupport {
     pub a: f64,
     pub b: f64,
     pub delta: f64,
-    pub k0: i64,
-    pub count: usize,
+    pub half: bool,
+    pub taps: usize,
+    pub full: bool,
 }
 
 /// Flop and byte counts of one convolution (the benchmark's floor).
@@ -71,9 +82,10 @@ pub struct Cost {
     pub kernel_ffts: usize,
     /// Kernel samples evaluated (inside the φ-supports).
     pub kernel_evals: usize,
-    /// Real-FFT flops (2.5·n·log2 n each): kernel rings, input and output rings.
+    /// Real-FFT flops (2.5·n·log2 n each): input and output rings, and kernel rings as if
+    /// each were a full-length FFT (direct cosine sums and half-length DCTs do less).
     pub fft_flops: f64,
-    /// Spectral multiply-accumulate flops (8 per complex MAC).
+    /// Spectral multiply-accumulate flops (4 per real × complex MAC).
     pub mac_flops: f64,
     /// Compulsory memory traffic: map in, spectra out and in, map out (bytes).
     pub bytes: f64,
@@ -93,9 +105,9 @@ pub struct RingPlan {
     pub outputs: Vec<OutRing>,
 }
 
-/// Smallest even 2·2^a·3^b·5^c ≥ n.
+/// Smallest 4·2^a·3^b·5^c ≥ n (a multiple of 4, so the half-length DCTs have even length).
 pub fn good_len(n: usize) -> usize {
-    let target = n.div_ceil(2).max(1);
+    let target = n.div_ceil(4).max(1);
     let mut best = usize::MAX;
     let mut p2 = 1usize;
     while p2 < 2 * target {
@@ -110,7 +122,7 @@ pub fn good_len(n: usize) -> usize {
         }
         p2 *= 2;
     }
-    2 * best
+    4 * best
 }
 
 impl RingPlan {
@@ -146,7 +158,10 @@ impl RingPlan {
                 let s = (lo..=hi)
                     .map(|j| (ri.sin_theta * rings[j].sin_theta).sqrt())
                     .fold(0.0, f64::max);
-                let need = 2 * (extent as f64 * s).ceil() as usize + 2;
+                // Beyond m ≈ M·s the ring functions λ_lm(θ) decay over a turning-point zone of
+                // width ~ l^(1/3): margin for it.
+                let m = extent as f64 * s + 2.0 * (extent as f64).cbrt() + 2.0;
+                let need = 2 * m.ceil() as usize + 2;
                 good_len(need.max(ri.nphi)).min(cap.max(ri.nphi))
             };
             outputs.push(OutRing {
@@ -174,30 +189,34 @@ impl RingPlan {
         let a = sd * sd;
         let b = ri.sin_theta * rj.sin_theta;
         let delta = ri.phi0 - rj.phi0;
+        let q = delta * len as f64 / (2.0 * PI);
+        let fr = q - q.floor();
+        let half = (0.25..0.75).contains(&fr);
+        let n2 = len / 2;
+        let all = if half { n2 } else { n2 + 1 };
         let room = (self.table.u2_cut - a) / b;
-        let full = PairSupport {
+        let (taps, full) = if room >= 1.0 {
+            (all, true)
+        } else if room < 0.0 {
+            (0, false)
+        } else {
+            let phic = 2.0 * room.sqrt().asin();
+            let o = if half { 0.5 } else { 0.0 };
+            // One sample of slack: rounding at the edge is settled by the u² test.
+            let t = (phic * len as f64 / (2.0 * PI) - o).floor() as usize + 2;
+            if t >= all {
+                (all, true)
+            } else {
+                (t, false)
+            }
+        };
+        PairSupport {
             a,
             b,
             delta,
-            k0: 0,
-            count: len,
-        };
-        if room >= 1.0 {
-            return full;
-        }
-        if room < 0.0 {
-            return PairSupport { count: 0, ..full };
-        }
-        let phic = 2.0 * room.sqrt().asin();
-        let dx = 2.0 * PI / len as f64;
-        // One sample of slack each side: rounding at the edge is settled by the u² test.
-        let k0 = ((-phic - delta) / dx).floor() as i64 - 1;
-        let k1 = ((phic - delta) / dx).ceil() as i64 + 1;
-        let count = (k1 - k0 + 1) as usize;
-        if count >= len {
-            full
-        } else {
-            PairSupport { k0, count, ..full }
+            half,
+            taps,
+            full,
         }
     }
 
@@ -211,11 +230,15 @@ impl RingPlan {
         for o in &self.outputs {
             let outs = if o.ring == o.mirror { 1 } else { 2 };
             for j in o.lo..=o.hi {
-                let n_inputs = if o.ring == o.mirror && j != o.ring { 2 } else { outs };
+                let n_inputs = if o.ring == o.mirror && j != o.ring {
+                    2
+                } else {
+                    outs
+                };
                 c.kernel_ffts += 1;
                 c.fft_flops += fft(o.len);
-                c.kernel_evals += self.pair_support(o.ring, j, o.len).count;
-                c.mac_flops += 8.0 * (o.len / 2 + 1) as f64 * n_inputs as f64;
+                c.kernel_evals += self.pair_support(o.ring, j, o.len).taps;
+                c.mac_flops += 4.0 * (o.len / 2 + 1) as f64 * n_inputs as f64;
                 c.bytes_streamed += 16.0 * (self.rings[j].nphi / 2 + 1) as f64 * n_inputs as f64;
             }
         }
@@ -306,15 +329,15 @@ mod tests {
 
     #[test]
     fn good_lengths() {
-        assert_eq!(good_len(1), 2);
+        assert_eq!(good_len(1), 4);
         assert_eq!(good_len(8192), 8192);
         assert_eq!(good_len(8193), 8640);
         assert_eq!(good_len(14), 16);
         assert_eq!(good_len(22), 24);
         for n in 1..2000 {
             let g = good_len(n);
-            assert!(g >= n && g % 2 == 0);
-            let mut h = g / 2;
+            assert!(g >= n && g % 4 == 0);
+            let mut h = g / 4;
             for p in [2, 3, 5] {
                 while h % p == 0 {
                     h /= p;

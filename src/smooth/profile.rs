@@ -169,7 +169,9 @@ fn nodes(theta_cut: f64, n: usize) -> Vec<f64> {
 
 /// Rescale so that the ℓ = 0 window 2π∫K sin θ dθ equals `b0` (no-op if either is zero).
 fn normalise(p: &mut Profile, b0: f64) {
-    let have = window_of(&p.theta, &p.values, 0).map(|w| w[0]).unwrap_or(0.0);
+    let have = window_of(&p.theta, &p.values, 0)
+        .map(|w| w[0])
+        .unwrap_or(0.0);
     if have != 0.0 && b0 != 0.0 && have.is_finite() {
         let f = b0 / have;
         p.values.iter_mut().for_each(|v| *v *= f);
@@ -400,7 +402,10 @@ pub fn window_of(theta: &[f64], values: &[f64], lmax: usize) -> Result<Vec<f64>>
         let (a, b) = (w[0], w[1]);
         for (gx, gw) in GX.iter().zip(GW) {
             let t = 0.5 * (a + b) + 0.5 * (b - a) * gx;
-            pts.push((t.cos(), 0.5 * (b - a) * gw * t.sin() * sp.eval(t).0 * 2.0 * PI));
+            pts.push((
+                t.cos(),
+                0.5 * (b - a) * gw * t.sin() * sp.eval(t).0 * 2.0 * PI,
+            ));
         }
     }
     // One recurrence over ℓ per point, accumulated into every b_ℓ; fixed chunks summed in
@@ -534,7 +539,10 @@ mod tests {
                 let c = gauss_closed(sigma, *g);
                 // The reference recurrence is marginally stable at x → 1: over ~9/σ terms it
                 // carries up to ~ε·ℓ^1.5 ≈ 1e-9 of roundoff itself.
-                assert!((c - e).abs() < 1e-9 * exact[0], "sigma {sigma} g {g}: {c} vs {e}");
+                assert!(
+                    (c - e).abs() < 1e-9 * exact[0],
+                    "sigma {sigma} g {g}: {c} vs {e}"
+                );
             }
         }
     }
