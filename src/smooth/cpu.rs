@@ -1,8 +1,9 @@
 //! The rayon engine of the ring method (see the module docs of `smooth` for the maths).
 //!
-//! Input ring spectra are computed once, pre-phased by e^{−imφ0_j} (parallel over rings). Then
-//! each task takes one output ring pair (a northern ring and its mirror): for every input ring
-//! in reach it evaluates the even kernel ring inside its φ-support only, turns it into the real
+//! Output ring pairs go in chunks (north to south); per chunk, the spectra of the input rings
+//! in reach are computed, pre-phased by e^{−imφ0_j} (parallel over rings). Then each task
+//! takes one output ring pair (a northern ring and its mirror): for every input ring in reach
+//! it evaluates the even kernel ring inside its φ-support only, turns it into the real
 //! spectrum C_ij (direct cosine sum for narrow supports, else a half-length DCT), and
 //! accumulates C_ij × R̃_j in float64 into both outputs at once; then phases, folds and
 //! inverse-FFTs. Tasks own their output rings, so the result does not depend on the thread
@@ -95,6 +96,9 @@ struct Scratch {
     /// Kernel samples (N + 1) and the real spectrum C (N + 1).
     g: Vec<f64>,
     c: Vec<f64>,
+    /// C duplicated per (re, im) (2N + 2).
+    c2: Vec<f64>,
+    runs: Vec<Run>,
     /// DCT work: real input (N) and its spectrum (N/2 + 1).
     z: Vec<f64>,
     zh: Vec<C64>,
@@ -130,14 +134,7 @@ fn phases(phi: f64, out: &mut [C64]) {
 /// Ring-method convolution of a float64 RING map into `out` (both npix long).
 pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
     let rings = &plan.rings;
-    // Pre-phased input spectra R̃_j(p) = e^{−ipφ0_j} R_j(p), p ≤ n_j/2, back to back.
-    let mut offs = Vec::with_capacity(rings.len() + 1);
-    let mut total = 0usize;
-    for r in rings {
-        offs.push(total);
-        total += r.nphi / 2 + 1;
-    }
-    offs.push(total);
+    let nr = rings.len();
     let mut lens: Vec<usize> = rings
         .iter()
         .map(|r| r.nphi)
@@ -156,11 +153,30 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
         .into_iter()
         .collect();
 
-    let mut spec = vec![C64::new(0.0, 0.0); total];
-    let sp = Disjoint(spec.as_mut_ptr());
-    (0..rings.len())
-        .into_par_iter()
-        .for_each_init(Scratch::default, |sc, j| {
+    // Output pairs go in chunks, north to south; each chunk first computes the spectra of the
+    // input rings it reaches (those in reach of two chunks are computed twice, a few percent
+    // of the FFTs). The working set stays a few MB, reused, instead of a map-sized buffer.
+    let chunk = (8 * rayon::current_num_threads()).max(32);
+    let mut offs = vec![0usize; nr];
+    let mut spec: Vec<C64> = Vec::new();
+    let op = Disjoint(out.as_mut_ptr());
+    for block in plan.outputs.chunks(chunk) {
+        let lo = block.iter().map(|o| o.lo).min().unwrap_or(0);
+        let hi = block.iter().map(|o| o.hi).max().unwrap_or(0);
+        let mut need: Vec<usize> = (lo..=hi).chain(nr - 1 - hi..=nr - 1 - lo).collect();
+        need.sort_unstable();
+        need.dedup();
+        let mut total = 0usize;
+        for &j in &need {
+            offs[j] = total;
+            total += rings[j].nphi / 2 + 1;
+        }
+        if spec.len() < total {
+            spec.resize(total, C64::new(0.0, 0.0));
+        }
+        let sp = Disjoint(spec.as_mut_ptr());
+        let offs_r = &offs;
+        need.par_iter().for_each_init(Scratch::default, |sc, &j| {
             let r = &rings[j];
             let n = r.nphi;
             let f = &plans[&n];
@@ -170,7 +186,7 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
             let first = r.first as usize;
             sc.ring[..n].copy_from_slice(&map[first..first + n]);
             // SAFETY: ring j's spectrum slice is written by this task only.
-            let dst = unsafe { std::slice::from_raw_parts_mut(sp.at(offs[j]), n / 2 + 1) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(sp.at(offs_r[j]), n / 2 + 1) };
             f.r2c
                 .process_with_scratch(&mut sc.ring[..n], dst, &mut sc.fft)
                 .expect("FFT sizes are consistent");
@@ -180,22 +196,22 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
                 dst.iter_mut().zip(ph.iter()).for_each(|(d, p)| *d *= p);
             }
         });
-    let spec = &spec[..];
-    let op = Disjoint(out.as_mut_ptr());
-    plan.outputs
-        .par_iter()
-        .with_max_len(1)
-        .for_each_init(Scratch::default, |sc, o| {
-            let r_of = |j: usize| &spec[offs[j]..offs[j + 1]];
-            let tab = &tabs[&o.len];
-            #[cfg(target_arch = "x86_64")]
-            if has_avx2() {
-                // SAFETY: the CPU has AVX2 (checked).
-                unsafe { output_pair_avx2(plan, &plans, tab, o, &r_of, sc, op) };
-                return;
-            }
-            output_pair(plan, &plans, tab, o, &r_of, sc, op);
-        });
+        let spec = &spec[..];
+        block
+            .par_iter()
+            .with_max_len(1)
+            .for_each_init(Scratch::default, |sc, o| {
+                let r_of = |j: usize| &spec[offs_r[j]..offs_r[j] + rings[j].nphi / 2 + 1];
+                let tab = &tabs[&o.len];
+                #[cfg(target_arch = "x86_64")]
+                if has_avx2() {
+                    // SAFETY: the CPU has AVX2 (checked).
+                    unsafe { output_pair_avx2(plan, &plans, tab, o, &r_of, sc, op) };
+                    return;
+                }
+                output_pair(plan, &plans, tab, o, &r_of, sc, op);
+            });
+    }
 }
 
 /// The whole task compiled for AVX2 (the block loops then vectorise 4 wide; no FMA
@@ -230,6 +246,7 @@ fn output_pair<'a>(
     let eq = o.ring == o.mirror;
     grow(&mut sc.g, n2 + 1);
     grow(&mut sc.c, n2 + 1);
+    grow(&mut sc.c2, 2 * n2 + 2);
     grow(&mut sc.z, n2);
     grow(&mut sc.zh, n2 / 2 + 1);
     grow(&mut sc.tn, n2 + 1);
@@ -243,24 +260,28 @@ fn output_pair<'a>(
             continue;
         }
         kernel_spectrum(plan, tab, &sup, sc);
+        for (d, c) in sc.c2[..2 * n2 + 2].chunks_exact_mut(2).zip(&sc.c[..=n2]) {
+            d[0] = *c;
+            d[1] = *c;
+        }
         let jm = nr - 1 - j;
         let rj = &plan.rings[j];
-        let sign = if rj.phi0 != 0.0 { -1.0 } else { 1.0 };
-        let c = &sc.c[..=n2];
+        let shift = if rj.phi0 != 0.0 { -1.0 } else { 1.0 };
+        runs(n2, rj.nphi, shift, &mut sc.runs);
+        let c2 = &sc.c2[..2 * n2 + 2];
         if eq {
-            accumulate(&mut sc.tn[..=n2], c, r_of(j), rj.nphi, sign);
+            accumulate(&mut sc.tn[..=n2], None, c2, r_of(j), None, &sc.runs);
             if jm != j {
-                accumulate(&mut sc.tn[..=n2], c, r_of(jm), rj.nphi, sign);
+                accumulate(&mut sc.tn[..=n2], None, c2, r_of(jm), None, &sc.runs);
             }
         } else {
-            accumulate2(
+            accumulate(
                 &mut sc.tn[..=n2],
-                &mut sc.ts[..=n2],
-                c,
+                Some(&mut sc.ts[..=n2]),
+                c2,
                 r_of(j),
-                r_of(jm),
-                rj.nphi,
-                sign,
+                Some(r_of(jm)),
+                &sc.runs,
             );
         }
     }
@@ -310,7 +331,8 @@ fn has_avx2() -> bool {
 /// θ_m = πm/N, by the Chebyshev recurrence over k, in blocks of m (the block vectorises).
 #[inline(always)]
 fn direct(tab: &LenTab, g: &[f64], half: bool, c: &mut [f64]) {
-    const B: usize = 8;
+    // 32 lanes: 8 independent AVX2 chains hide the recurrence latency.
+    const B: usize = 32;
     let n = c.len();
     let mut m0 = 0;
     while m0 < n {
@@ -413,89 +435,127 @@ fn dct2(tab: &LenTab, h: &[f64], c: &mut [f64], z: &mut [f64], zh: &mut [C64], f
     c[n] = 0.0;
 }
 
-/// Visit R̃_j(m) for m = 0 ..= N as runs (m0, p0, len, back, sign): forward runs are
-/// sign·R̃(p0 + q); backward runs sign·conj R̃(p0 − q). R̃ is anti-periodic (sign −1 per
-/// period n_j) for shifted rings and R̃(p) = ±conj R̃(n_j − p) above n_j/2.
-#[inline(always)]
-fn runs(n2: usize, nj: usize, shift: f64, mut visit: impl FnMut(usize, usize, usize, bool, f64)) {
+/// A stretch of m = m0 .. m0+n over which R̃_j(m) is sign·R̃_j(p0 + q) (forward) or
+/// sign·conj R̃_j(p0 − q) (backward).
+#[derive(Clone, Copy)]
+struct Run {
+    m0: usize,
+    p0: usize,
+    n: usize,
+    back: bool,
+    sign: f64,
+}
+
+/// The runs covering m = 0 ..= N for an input ring of n_j pixels: R̃ is periodic (shift = 1)
+/// or anti-periodic (shift = −1, rings with φ0 ≠ 0) with period n_j, and
+/// R̃(p) = shift·conj R̃(n_j − p) above n_j/2.
+fn runs(n2: usize, nj: usize, shift: f64, out: &mut Vec<Run>) {
+    out.clear();
     let hj = nj / 2;
     if hj >= n2 {
-        visit(0, 0, n2 + 1, false, 1.0);
+        out.push(Run {
+            m0: 0,
+            p0: 0,
+            n: n2 + 1,
+            back: false,
+            sign: 1.0,
+        });
         return;
     }
     let mut m = 0;
     let mut sign = 1.0;
     while m <= n2 {
         let n = (hj + 1).min(n2 + 1 - m);
-        visit(m, 0, n, false, sign);
+        out.push(Run {
+            m0: m,
+            p0: 0,
+            n,
+            back: false,
+            sign,
+        });
         m += hj + 1;
         if m > n2 {
             break;
         }
+        // p = hj+1+q ↦ shift·conj R̃(nj − p) = shift·conj R̃(hj − 1 − q)
         let n = (nj - hj - 1).min(n2 + 1 - m);
-        visit(m, hj - 1, n, true, sign * shift);
+        out.push(Run {
+            m0: m,
+            p0: hj - 1,
+            n,
+            back: true,
+            sign: sign * shift,
+        });
         m += nj - hj - 1;
         sign *= shift;
     }
 }
 
-/// t[m] += c[m]·R̃_j(m), m = 0 ..= N.
+/// View complex values as interleaved (re, im) f64.
 #[inline(always)]
-fn accumulate(t: &mut [C64], c: &[f64], r: &[C64], nj: usize, shift: f64) {
-    let n2 = c.len() - 1;
-    runs(n2, nj, shift, |m0, p0, n, back, sign| {
-        let (t, c) = (&mut t[m0..m0 + n], &c[m0..m0 + n]);
-        if !back {
-            for ((t, c), r) in t.iter_mut().zip(c).zip(&r[p0..p0 + n]) {
-                let w = c * sign;
-                t.re += w * r.re;
-                t.im += w * r.im;
-            }
-        } else {
-            for (q, (t, c)) in t.iter_mut().zip(c).enumerate() {
-                let w = c * sign;
-                let r = r[p0 - q];
-                t.re += w * r.re;
-                t.im -= w * r.im;
-            }
-        }
-    });
+fn flat(c: &[C64]) -> &[f64] {
+    // SAFETY: Complex<f64> is #[repr(C)] { re, im }.
+    unsafe { std::slice::from_raw_parts(c.as_ptr() as *const f64, 2 * c.len()) }
 }
 
-/// The north and south outputs of one kernel ring at once (C read once).
 #[inline(always)]
-fn accumulate2(
+fn flat_mut(c: &mut [C64]) -> &mut [f64] {
+    // SAFETY: as `flat`.
+    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr() as *mut f64, 2 * c.len()) }
+}
+
+/// t[m] += C(m)·R̃_j(m), m = 0 ..= N, for one or two outputs (north, and south when `ts` and
+/// `rs` are given). `c2` holds C duplicated, (C(0), C(0), C(1), C(1), …), so the forward runs
+/// are plain element-wise products over interleaved complex data.
+#[inline(always)]
+fn accumulate(
     tn: &mut [C64],
-    ts: &mut [C64],
-    c: &[f64],
+    mut ts: Option<&mut [C64]>,
+    c2: &[f64],
     rn: &[C64],
-    rs: &[C64],
-    nj: usize,
-    shift: f64,
+    rs: Option<&[C64]>,
+    runs: &[Run],
 ) {
-    let n2 = c.len() - 1;
-    runs(n2, nj, shift, |m0, p0, n, back, sign| {
-        let (tn, ts, c) = (&mut tn[m0..m0 + n], &mut ts[m0..m0 + n], &c[m0..m0 + n]);
-        if !back {
-            let (rn, rs) = (&rn[p0..p0 + n], &rs[p0..p0 + n]);
-            for k in 0..n {
-                let w = c[k] * sign;
-                tn[k].re += w * rn[k].re;
-                tn[k].im += w * rn[k].im;
-                ts[k].re += w * rs[k].re;
-                ts[k].im += w * rs[k].im;
+    let tn = flat_mut(tn);
+    let rn = flat(rn);
+    let rs = rs.map(flat);
+    for r in runs {
+        let (a, b) = (2 * r.m0, 2 * (r.m0 + r.n));
+        let c = &c2[a..b];
+        let w = r.sign;
+        if !r.back {
+            let p = 2 * r.p0;
+            mac(&mut tn[a..b], c, &rn[p..p + b - a], w);
+            if let (Some(ts), Some(rs)) = (ts.as_deref_mut(), rs) {
+                mac(&mut flat_mut(ts)[a..b], c, &rs[p..p + b - a], w);
             }
         } else {
-            for k in 0..n {
-                let w = c[k] * sign;
-                let (a, b) = (rn[p0 - k], rs[p0 - k]);
-                tn[k].re += w * a.re;
-                tn[k].im -= w * a.im;
-                ts[k].re += w * b.re;
-                ts[k].im -= w * b.im;
+            let p = 2 * (r.p0 + 1 - r.n);
+            mac_back(&mut tn[a..b], c, &rn[p..p + b - a], w);
+            if let (Some(ts), Some(rs)) = (ts.as_deref_mut(), rs) {
+                mac_back(&mut flat_mut(ts)[a..b], c, &rs[p..p + b - a], w);
             }
         }
-    });
+    }
+}
+
+/// t += w·c·r element-wise (w = ±1, so the product is exact either way round).
+#[inline(always)]
+fn mac(t: &mut [f64], c: &[f64], r: &[f64], w: f64) {
+    for ((t, c), r) in t.iter_mut().zip(c).zip(r) {
+        *t += w * c * r;
+    }
+}
+
+/// t[k] += w·c[k]·conj(r)[n−1−k] over complex k (r read backwards, conjugated).
+#[inline(always)]
+fn mac_back(t: &mut [f64], c: &[f64], r: &[f64], w: f64) {
+    let n = t.len() / 2;
+    for k in 0..n {
+        let q = n - 1 - k;
+        t[2 * k] += w * c[2 * k] * r[2 * q];
+        t[2 * k + 1] -= w * c[2 * k + 1] * r[2 * q + 1];
+    }
 }
 
 /// S(m) = e^{imφ0}T(m); fold modulo n_i, inverse FFT, scale, write the ring.
