@@ -52,6 +52,7 @@ METHODS = ("auto", "harmonic", "ring", "split")
 
 def _missing(m: np.ndarray) -> np.ndarray:
     """healpy's UNSEEN test (|x - UNSEEN| <= 1e-8 + 1e-5 |UNSEEN|) or not finite."""
+    m = np.asarray(m)
     return ~np.isfinite(m) | (np.abs(m - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN))
 
 
@@ -254,21 +255,24 @@ def smooth_map(
         ring_of = healpix.nest2ring(nside, np.arange(maps.shape[1]))
 
     runner = _runner(method, nside, fwhm, window, lmax, tol, iter, device)
-    out = np.empty(maps.shape, dtype=np.float64)
-    for k, mk in enumerate(maps):
-        miss = _missing(mk)
-        filled = np.where(miss, 0.0, mk).astype(np.float64, copy=False)
+    outs = []
+    for mk in maps:
+        miss = _core._smooth_missing(mk)
+        filled = mk
+        if miss is not None:
+            filled = mk.astype(np.float64)
+            filled[miss] = 0.0
         if nest:
-            ring = np.empty_like(filled)
+            ring = np.empty(filled.shape, dtype=filled.dtype)
             ring[ring_of] = filled
             filled = ring
-        s = runner(np.ascontiguousarray(filled))
+        s = runner(filled)
         if nest:
             s = s[ring_of]
-        if miss.any():
+        if miss is not None:
             s[miss] = mk[miss]
-        out[k] = s
-    return out.reshape(arr.shape)
+        outs.append(s)
+    return outs[0] if arr.ndim == 1 else np.stack(outs)
 
 
 def _runner(method, nside, fwhm, window, lmax, tol, iter, device):
@@ -278,6 +282,7 @@ def _runner(method, nside, fwhm, window, lmax, tol, iter, device):
 
         method, _ = choose_method(nside, lmax, window, tol, device=device, iter=iter)
     if method == "harmonic":
+        # float32 maps go to the engines as they are (they compute in float64).
         return lambda f: _harmonic(f, window, lmax, iter, device)
     if method == "ring":
         if fwhm is not None:
@@ -285,7 +290,7 @@ def _runner(method, nside, fwhm, window, lmax, tol, iter, device):
         else:
             theta, values = _profile(window, tol)
         _core._ring_device(device)  # refuses "cuda" before any work
-        return lambda f: _ring(f, nside, theta, values, device)
+        return lambda f: _core._smooth_ring(f, nside, theta, values, device)
     from .split import _smooth_split
 
     return lambda f: _smooth_split(f, nside, window, lmax, tol, iter, device)

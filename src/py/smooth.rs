@@ -1,6 +1,6 @@
 //! Smoothing bindings (skyconv.smooth): the ring-method convolution and kernel profiles.
 
-use numpy::{IntoPyArray, PyArray1, PyArrayDyn, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -134,6 +134,33 @@ fn _ring_plan_info<'py>(
     Ok(d)
 }
 
+fn missing_run<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    map: &numpy::PyReadonlyArrayDyn<'py, T>,
+) -> PyResult<Option<Bound<'py, PyArrayDyn<bool>>>> {
+    let (shape, m) = parts(map, "m")?;
+    let out = PyArrayDyn::<bool>::zeros(py, &shape[..], false);
+    let n = {
+        let mut rw = out.readwrite();
+        let dst = rw.as_slice_mut().expect("new arrays are contiguous");
+        compute(py, || Ok(smooth::missing(m, dst)))?
+    };
+    Ok((n > 0).then_some(out))
+}
+
+/// Boolean mask of the missing pixels of `m` (UNSEEN by healpy's test, NaN, ±inf), or None
+/// when there are none.
+#[pyfunction]
+fn _smooth_missing<'py>(
+    py: Python<'py>,
+    m: FloatArray<'py>,
+) -> PyResult<Option<Bound<'py, PyArrayDyn<bool>>>> {
+    match m {
+        FloatArray::F32(a) => missing_run(py, &a),
+        FloatArray::F64(a) => missing_run(py, &a),
+    }
+}
+
 /// The device the ring method runs on for `device` ("cpu"; DeviceError for "cuda").
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -143,6 +170,7 @@ fn _ring_device(device: Option<&str>) -> PyResult<&'static str> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_profile_window, m)?)?;

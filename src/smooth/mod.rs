@@ -276,6 +276,20 @@ fn spectral_extent(table: &Table, lf: usize) -> usize {
     }
 }
 
+/// Mark missing pixels (healpy's UNSEEN test, or not finite) in `out`; returns how many.
+pub fn missing<T: crate::real::Real>(map: &[T], out: &mut [bool]) -> usize {
+    use rayon::prelude::*;
+    map.par_iter()
+        .zip(out.par_iter_mut())
+        .with_min_len(1 << 14)
+        .map(|(v, o)| {
+            let x = v.to_f64();
+            *o = !x.is_finite() || crate::sht::is_unseen(x);
+            *o as usize
+        })
+        .sum()
+}
+
 /// The device for the ring method: the CPU unless "cuda" is asked for (argument or
 /// SKYCONV_DEVICE), which is refused until the CUDA ring engine exists.
 pub fn ring_device(requested: Option<&str>) -> Result<Device> {
