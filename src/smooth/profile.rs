@@ -449,7 +449,7 @@ pub struct Table {
     pub coef: Vec<[f64; 4]>,
     /// Intervals per unit u.
     pub inv_h: f64,
-    /// sin²(θcut/2): K = 0 where u² exceeds it.
+    /// sin²(θcut/2): K = 0 where u² exceeds it (∞ when θcut = π).
     pub u2_cut: f64,
     pub theta_cut: f64,
 }
@@ -496,7 +496,13 @@ impl Table {
         Ok(Table {
             coef,
             inv_h: 1.0 / h,
-            u2_cut: ucut * ucut,
+            // A kernel reaching π covers every point: u² = 1 + rounding at the antipode must
+            // not read as outside.
+            u2_cut: if theta_cut >= PI {
+                f64::INFINITY
+            } else {
+                ucut * ucut
+            },
             theta_cut,
         })
     }
