@@ -97,7 +97,11 @@ def test_ring_matches_direct_sum(rng, nside, fwhm_px):
             assert np.abs(err[off : off + n]).max() / rms <= 1e-6, f"ring {r}"
             nbelt += 1
         off += n
-    assert nbelt > 0
+    if theta[-1] >= np.pi:
+        # A kernel over the whole sphere has no truncation step: spectrally exact everywhere.
+        assert np.abs(err).max() / rms <= 1e-10
+    else:
+        assert nbelt > 0
 
 
 def test_profile_window_is_the_gaussian():
