@@ -191,37 +191,7 @@ impl RingFft {
         rows: &mut CudaSlice<f64>,
         w: usize,
     ) -> Result<()> {
-        let (h, w) = (h as i64, w as i64);
-        for bi in 0..self.batches.len() {
-            self.chirp_spectra(gpu, bi, -1.0)?;
-            let b = &self.batches[bi];
-            let m = b.m as i64;
-            let f = gpu.function(MODULE, "blue_pre_inv")?;
-            let mut l = gpu.stream.launch_builder(&f);
-            l.arg(spec)
-                .arg(&h)
-                .arg(&b.jn)
-                .arg(&b.ra)
-                .arg(&b.rb)
-                .arg(&mut self.work)
-                .arg(&m);
-            // SAFETY: matches blue_pre_inv; the caller's rows lie inside spec.
-            unsafe { l.launch(cfg((blocks(b.m), b.jobs as u32), TPB)) }?;
-            self.convolve(gpu, bi)?;
-            let b = &self.batches[bi];
-            let f = gpu.function(MODULE, "blue_post_inv")?;
-            let mut l = gpu.stream.launch_builder(&f);
-            l.arg(&self.work)
-                .arg(&mut *rows)
-                .arg(&w)
-                .arg(&b.jn)
-                .arg(&b.ra)
-                .arg(&b.rb)
-                .arg(&m);
-            // SAFETY: matches blue_post_inv; the caller's rows lie inside `rows`.
-            unsafe { l.launch(cfg((blocks(b.n_max), b.jobs as u32), TPB)) }?;
-        }
-        Ok(())
+        self.transform(gpu, spec, h, rows, w, false)
     }
 
     /// Real rows (row r at r·w of `rows`) -> half spectra (row r at complex offset r·h).
@@ -233,35 +203,56 @@ impl RingFft {
         spec: &mut CudaSlice<f64>,
         h: usize,
     ) -> Result<()> {
-        let (h, w) = (h as i64, w as i64);
+        self.transform(gpu, rows, w, spec, h, true)
+    }
+
+    /// `src` rows (stride `si`) -> `dst` rows (stride `so`): spectra -> real rows, or the
+    /// reverse when `forward`. Every batch: chirp spectra, pre-chirp, convolution, post-chirp.
+    fn transform(
+        &mut self,
+        gpu: &Gpu,
+        src: &CudaSlice<f64>,
+        si: usize,
+        dst: &mut CudaSlice<f64>,
+        so: usize,
+        forward: bool,
+    ) -> Result<()> {
+        let (si, so) = (si as i64, so as i64);
+        let (sign, pre, post) = if forward {
+            (1.0, "blue_pre_fwd", "blue_post_fwd")
+        } else {
+            (-1.0, "blue_pre_inv", "blue_post_inv")
+        };
         for bi in 0..self.batches.len() {
-            self.chirp_spectra(gpu, bi, 1.0)?;
+            self.chirp_spectra(gpu, bi, sign)?;
             let b = &self.batches[bi];
             let m = b.m as i64;
-            let f = gpu.function(MODULE, "blue_pre_fwd")?;
+            let f = gpu.function(MODULE, pre)?;
             let mut l = gpu.stream.launch_builder(&f);
-            l.arg(rows)
-                .arg(&w)
+            l.arg(src)
+                .arg(&si)
                 .arg(&b.jn)
                 .arg(&b.ra)
                 .arg(&b.rb)
                 .arg(&mut self.work)
                 .arg(&m);
-            // SAFETY: matches blue_pre_fwd; the caller's rows lie inside `rows`.
+            // SAFETY: matches blue_pre_*; the caller's rows lie inside `src`.
             unsafe { l.launch(cfg((blocks(b.m), b.jobs as u32), TPB)) }?;
             self.convolve(gpu, bi)?;
             let b = &self.batches[bi];
-            let f = gpu.function(MODULE, "blue_post_fwd")?;
+            // the forward post writes half spectra (n/2 + 1 bins), the inverse n points
+            let width = if forward { b.n_max / 2 + 1 } else { b.n_max };
+            let f = gpu.function(MODULE, post)?;
             let mut l = gpu.stream.launch_builder(&f);
             l.arg(&self.work)
-                .arg(&mut *spec)
-                .arg(&h)
+                .arg(&mut *dst)
+                .arg(&so)
                 .arg(&b.jn)
                 .arg(&b.ra)
                 .arg(&b.rb)
                 .arg(&m);
-            // SAFETY: matches blue_post_fwd; the caller's rows lie inside spec.
-            unsafe { l.launch(cfg((blocks(b.n_max / 2 + 1), b.jobs as u32), TPB)) }?;
+            // SAFETY: matches blue_post_*; the caller's rows lie inside `dst`.
+            unsafe { l.launch(cfg((blocks(width), b.jobs as u32), TPB)) }?;
         }
         Ok(())
     }
