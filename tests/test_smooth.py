@@ -79,7 +79,7 @@ def test_ring_matches_direct_sum(rng, nside, fwhm_px):
     sel = (
         range(2 * nside)
         if nside <= 16
-        else sorted({*range(0, 2 * nside, nside // 8), nside - 2, nside - 1, nside, 2 * nside - 1})
+        else sorted({*range(0, 2 * nside, nside // 4), nside - 2, nside - 1, nside, 2 * nside - 1})
     )
     qpix = np.concatenate([rings[r] for r in sel])
     ref = direct_sum(m, nside, g, k, qpix)
