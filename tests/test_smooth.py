@@ -2,9 +2,9 @@
 harmonic method and compat.healpy.smoothing against healpy (CPU always; GPU marked ``gpu``).
 
 Tolerances (fractional to the RMS of the smoothed map):
-- ring vs the direct sum with the same truncated kernel: <= 1e-6 (max) on belt rings whose
-  support lies in the belt (measured ~1e-12), <= 1e-5 RMS over the rings checked (measured
-  3-6e-6 at tol = 1e-5: the truncation step's resampling error off the belt).
+- ring vs the direct sum with the same (cut and tapered) kernel: <= 1e-6 (max) on belt rings
+  whose support lies in the belt (measured ~1e-12), <= 1e-6 RMS over the rings checked
+  (measured ~1e-7 at tol = 1e-5).
 - ring vs healpy.smoothing(iter=3), CMB-like map at nside 512: <= 1e-4 at FWHM 3 px
   (measured 6-7e-5), <= 1e-3 at FWHM 2 px (measured 6e-4). The uniform-weight pixel sum itself
   misses healpy by this much near the poles and at the cap/belt boundary, so the issue's 1e-4
@@ -40,15 +40,27 @@ def pix_of_ring(nside):
 # The plain NumPy reference: s(q) = sum_p K(gamma_pq) m(p) 4 pi / npix
 
 
+def taper(g, t0, t1):
+    """1 - psi((g - t0)/(t1 - t0)), psi(x) = e^(-1/x) / (e^(-1/x) + e^(-1/(1-x)))."""
+    x = np.clip((g - t0) / (t1 - t0), 0.0, 1.0)
+    with np.errstate(divide="ignore", over="ignore"):
+        a = np.where(x > 0, np.exp(-1 / x), 0.0)
+        b = np.where(x < 1, np.exp(-1 / (1 - x)), 0.0)
+    return 1 - a / (a + b)
+
+
 def gauss_kernel_reference(fwhm, theta_cut, ngrid=200_001):
     """K(gamma) of the Gaussian by the Legendre sum of exp(-l(l+1) sigma^2/2) on a fine grid,
-    zero beyond theta_cut and scaled to unit integral (skyconv's normalisation)."""
+    tapered from theta_cut / 1.2 to zero at theta_cut (unless that is pi) and scaled to unit
+    integral (skyconv's normalisation)."""
     sigma = fwhm / np.sqrt(8 * np.log(2))
     lmax = int(np.ceil(9.5 / sigma)) + 2
     ell = np.arange(lmax + 1)
     coef = (2 * ell + 1) / (4 * np.pi) * np.exp(-0.5 * ell * (ell + 1) * sigma**2)
     g = np.linspace(0.0, theta_cut, ngrid)
     k = np.polynomial.legendre.legval(np.cos(g), coef)
+    if theta_cut < np.pi:
+        k *= taper(g, theta_cut / 1.2, theta_cut)
     integrand = 2 * np.pi * k * np.sin(g)
     b0 = np.sum(0.5 * (integrand[1:] + integrand[:-1]) * np.diff(g))
     return g, k / b0
@@ -67,7 +79,7 @@ def direct_sum(m, nside, g, k, qpix):
     return out
 
 
-@pytest.mark.parametrize("nside,fwhm_px", [(16, 2), (16, 5), (16, 40), (32, 3), (64, 2)])
+@pytest.mark.parametrize("nside,fwhm_px", [(16, 2), (16, 3), (16, 40), (32, 5), (64, 2)])
 def test_ring_matches_direct_sum(rng, nside, fwhm_px):
     fwhm = fwhm_px * hp.nside2resol(nside)
     theta, values = sm.kernel_profile(fwhm=fwhm, tol=1e-5)
@@ -79,13 +91,13 @@ def test_ring_matches_direct_sum(rng, nside, fwhm_px):
     sel = (
         range(2 * nside)
         if nside <= 16
-        else sorted({*range(0, 2 * nside, nside // 8), nside - 2, nside - 1, nside, 2 * nside - 1})
+        else sorted({*range(0, 2 * nside, nside // 4), nside - 2, nside - 1, nside, 2 * nside - 1})
     )
     qpix = np.concatenate([rings[r] for r in sel])
     ref = direct_sum(m, nside, g, k, qpix)
     rms = np.sqrt(np.mean(got**2))
     err = got[qpix] - ref
-    assert np.sqrt(np.mean(err**2)) / rms <= 1e-5
+    assert np.sqrt(np.mean(err**2)) / rms <= 1e-6  # the issue asks 1e-5; measured ~1e-7
     # Belt rings whose support lies in the belt: exact circular convolutions.
     theta_r = ri["theta"]
     cap_edge = theta_r[nside - 1]
@@ -115,9 +127,10 @@ def test_profile_window_is_the_gaussian():
     t2, v2 = sm.kernel_profile(beam_window=sm.gauss_window(fwhm, 2000), tol=1e-9)
     assert abs(t2[-1] - theta[-1]) <= 0.02 * theta[-1]
     assert np.abs(np.interp(theta, t2, v2) - values).max() <= 1e-6 * values[0]
-    # Truncation: the last node sits at tol of the peak (closed form: exactly).
+    # Cut at tol of the peak (closed form: exactly), then tapered to 0 over 20% further.
     t3, v3 = sm.kernel_profile(fwhm=np.radians(0.1), tol=1e-5)
-    assert v3[-1] / v3[0] == pytest.approx(1e-5, rel=1e-6)
+    assert v3[-1] == 0.0
+    assert np.interp(t3[-1] / 1.2, t3, v3) / v3[0] == pytest.approx(1e-5, rel=1e-3)
 
 
 def test_ring_is_thread_count_independent(rng):
@@ -258,8 +271,8 @@ def test_nest_unseen_nan_float32(rng, method):
 
 def test_point_sources_ring_has_no_ringing():
     """Beyond the kernel's support the ring result is 0 up to roundoff on the equatorial belt
-    and up to the truncation level (the kernel step of tol·K(0), resampled along the polar
-    rings) elsewhere; the band-limited harmonic result rings at the percent level."""
+    and up to the resampling error (~1e-7) elsewhere; the band-limited harmonic result rings
+    at the percent level."""
     nside = 32
     npix = 12 * nside**2
     m = np.zeros(npix)
@@ -280,7 +293,7 @@ def test_point_sources_ring_has_no_ringing():
     in_belt = np.zeros(npix, bool)
     in_belt[belt] = True
     assert np.abs(ring[far & in_belt]).max() <= 1e-15 * peak
-    assert np.abs(ring[far]).max() <= tol * peak
+    assert np.abs(ring[far]).max() <= 0.1 * tol * peak
     assert np.abs(harm[far]).max() > 1e-3 * harm.max()  # band-limited: it rings
 
 

@@ -638,7 +638,11 @@ mod tests {
         let o = if half { 0.5 } else { 0.0 };
         (0..l)
             .map(|k| {
-                let kk = if (k as f64 + o) <= l as f64 / 2.0 { k } else { l - k - half as usize };
+                let kk = if (k as f64 + o) <= l as f64 / 2.0 {
+                    k
+                } else {
+                    l - k - half as usize
+                };
                 let v = g.get(kk).copied().unwrap_or(0.0);
                 v * (2.0 * PI * m as f64 * (k as f64 + o) / l as f64).cos()
             })
@@ -668,7 +672,12 @@ mod tests {
             direct(&tab, &g[..5], half, &mut d);
             let want5: Vec<f64> = (0..=n2).map(|m| cos_sum(&g[..5], half, l, m)).collect();
             for m in 0..=n2 {
-                assert!((c[m] - want[m]).abs() < 1e-13, "half {half} m {m}: {} vs {}", c[m], want[m]);
+                assert!(
+                    (c[m] - want[m]).abs() < 1e-13,
+                    "half {half} m {m}: {} vs {}",
+                    c[m],
+                    want[m]
+                );
                 assert!((d[m] - want5[m]).abs() < 1e-13, "direct half {half} m {m}");
             }
         }
@@ -682,7 +691,9 @@ mod tests {
         let table = Table::new(&p.theta, &p.values, 0).unwrap();
         let plan = RingPlan::new(nside, table).unwrap();
         let npix = 12 * nside * nside;
-        let map: Vec<f64> = (0..npix).map(|i| ((i * 7919) % 97) as f64 / 97.0 - 0.5).collect();
+        let map: Vec<f64> = (0..npix)
+            .map(|i| ((i * 7919) % 97) as f64 / 97.0 - 0.5)
+            .collect();
         let mut out = vec![0.0; npix];
         convolve(&plan, &map, &mut out);
         let vec_of = |i: usize| {

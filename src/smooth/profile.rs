@@ -4,9 +4,13 @@
 //! - [`gaussian`]: the spherical Gaussian whose Legendre window is exp(−½ℓ(ℓ+1)σ²), from a
 //!   closed form for narrow beams or a Legendre sum for broad ones.
 //! - [`from_window`]: K(γ) = Σ_ℓ (2ℓ+1)/(4π) b_ℓ P_ℓ(cos γ) for any beam window b_ℓ.
-//! - Both are truncated at θcut, beyond which |K| < tol·|K(0)| everywhere, tabulated at
-//!   nodes denser at small angle, and rescaled so that their ℓ = 0 window is b_0 (the
-//!   truncation would otherwise lose ≈ tol of the integral).
+//! - Both are cut where |K| falls below tol·|K(0)| for good (θ_tol: |K| < tol·|K(0)| at every
+//!   larger angle) and tapered there smoothly to zero: K·(1 − ψ) over [θ_tol, θcut],
+//!   θcut = (1 + TAPER)·θ_tol, ψ a C∞ step. The kernel then differs from the untruncated one
+//!   by less than tol·|K(0)| everywhere, as a hard cut would, but has no step for the ring
+//!   engines to resample off the equatorial belt (a step costs ~tol there, the taper ~1e-7
+//!   tol). Tabulated at nodes denser at small angle and rescaled so that the ℓ = 0 window is
+//!   b_0.
 //! - [`Spline`]: the cubic spline through any tabulated profile (K'(0) = 0, K even in γ).
 //! - [`Table`]: the engine's lookup, uniform in u = sin(γ/2) (1 − cos γ = 2u², which the
 //!   engines compute without cancellation), one cubic per interval.
@@ -32,6 +36,8 @@ impl Profile {
 /// Below this σ (radians) the closed form is within ~1e-12 of the peak (its error is
 /// ≈ 0.0135·t² of K(0), t = σ²/2); above it the Legendre sum needs only ℓ ≲ 2300.
 const SIGMA_CLOSED: f64 = 4e-3;
+/// Taper length, as a fraction of θ_tol (costs ~20% more kernel rings than a hard cut).
+pub const TAPER: f64 = 0.2;
 /// Minimum intervals of a tabulated profile.
 const MIN_INTERVALS: usize = 1024;
 /// Node placement θ = θcut·(t + A t²)/(1 + A), t uniform: 1 + 2A times denser at γ = 0 than at
@@ -71,7 +77,7 @@ pub fn gauss_window(sigma: f64) -> Vec<f64> {
         .collect()
 }
 
-/// The spherical Gaussian of full width `fwhm` (radians), truncated at tol·K(0).
+/// The spherical Gaussian of full width `fwhm` (radians), cut at tol·K(0) (and tapered).
 pub fn gaussian(fwhm: f64, tol: f64) -> Result<Profile> {
     if !(fwhm.is_finite() && fwhm > 0.0) {
         return Err(Error::value(format!(
@@ -94,15 +100,43 @@ pub fn gaussian(fwhm: f64, tol: f64) -> Result<Profile> {
             hi = mid;
         }
     }
-    let theta = nodes(hi, MIN_INTERVALS);
-    let values = theta.iter().map(|&g| gauss_closed(sigma, g)).collect();
+    let cut = taper_end(hi);
+    let theta = nodes(cut, MIN_INTERVALS);
+    let values = theta
+        .iter()
+        .map(|&g| gauss_closed(sigma, g) * taper(g, hi, cut))
+        .collect();
     let mut p = Profile { theta, values };
     normalise(&mut p, 1.0);
     Ok(p)
 }
 
-/// K(γ) = Σ_ℓ (2ℓ+1)/(4π) b_ℓ P_ℓ(cos γ) from a beam window b_ℓ (ℓ = 0 … len−1), truncated where
-/// |K| stays below tol·|K(0)| out to π.
+/// End of the taper that starts at θ_tol (π when that is reached: nothing to taper).
+fn taper_end(theta_tol: f64) -> f64 {
+    if theta_tol >= PI {
+        PI
+    } else {
+        (theta_tol * (1.0 + TAPER)).min(PI)
+    }
+}
+
+/// 1 − ψ((θ − t0)/(t1 − t0)): 1 up to t0, 0 from t1, C∞ between
+/// (ψ(x) = e^{−1/x} / (e^{−1/x} + e^{−1/(1−x)})).
+pub fn taper(theta: f64, t0: f64, t1: f64) -> f64 {
+    if theta <= t0 || t1 <= t0 {
+        return 1.0;
+    }
+    if theta >= t1 {
+        return 0.0;
+    }
+    let x = (theta - t0) / (t1 - t0);
+    let a = (-1.0 / x).exp();
+    let b = (-1.0 / (1.0 - x)).exp();
+    1.0 - a / (a + b)
+}
+
+/// K(γ) = Σ_ℓ (2ℓ+1)/(4π) b_ℓ P_ℓ(cos γ) from a beam window b_ℓ (ℓ = 0 … len−1), cut where
+/// |K| stays below tol·|K(0)| out to π (and tapered, see the module docs).
 pub fn from_window(window: &[f64], tol: f64) -> Result<Profile> {
     check_tol(tol)?;
     if window.is_empty() {
@@ -143,11 +177,16 @@ pub fn from_window(window: &[f64], tol: f64) -> Result<Profile> {
         }
         hi
     };
+    let cut = taper_end(theta_cut);
     // ~24 nodes per oscillation of P_lmax inside the support.
-    let n = ((4.0 * theta_cut * lmax as f64).ceil() as usize).clamp(MIN_INTERVALS, 1 << 20);
-    let theta = nodes(theta_cut, n);
+    let n = ((4.0 * cut * lmax as f64).ceil() as usize).clamp(MIN_INTERVALS, 1 << 20);
+    let theta = nodes(cut, n);
     let cs: Vec<f64> = theta.iter().map(|t| t.cos()).collect();
-    let values = legendre_sum(window, &cs);
+    let values = legendre_sum(window, &cs)
+        .into_iter()
+        .zip(&theta)
+        .map(|(v, &t)| v * taper(t, theta_cut, cut))
+        .collect();
     let mut p = Profile { theta, values };
     normalise(&mut p, window[0]);
     Ok(p)
@@ -569,12 +608,21 @@ mod tests {
 
     #[test]
     fn truncation_is_at_tol() {
-        // Closed form (σ < 4e-3): at tol exactly; Legendre sum: at 0.9 tol (sampling margin).
+        // Closed form (σ < 4e-3): θ_tol exactly at tol; Legendre sum: at 0.9 tol (sampling
+        // margin). The taper ends at zero.
         for (fwhm, at) in [(0.005, 1e-5), (0.02, 0.9e-5)] {
             let p = gaussian(fwhm, 1e-5).unwrap();
             let n = p.values.len();
-            let r = p.values[n - 1] / p.values[0];
+            assert_eq!(p.values[n - 1], 0.0);
+            let sp = Spline::new(&p.theta, &p.values);
+            let t_tol = p.theta_cut() / (1.0 + TAPER);
+            let r = sp.eval(t_tol).0 / p.values[0];
             assert!((r - at).abs() < 1e-9, "{r}");
+            assert!(p
+                .values
+                .iter()
+                .zip(&p.theta)
+                .all(|(v, t)| *t <= t_tol || *v <= at * p.values[0] * 1.000001));
         }
         // A window with sidelobes: the tail beyond θcut stays below tol.
         let w: Vec<f64> = (0..65)
@@ -585,13 +633,12 @@ mod tests {
         assert!(tc < 1.0, "{tc}");
         let k0 = p.values[0];
         let xs: Vec<f64> = (0..2000)
-            .map(|k| (tc + (PI - tc) * k as f64 / 1999.0).cos())
+            .map(|k| (tc / (1.0 + TAPER) + (PI - tc) * k as f64 / 1999.0).cos())
             .collect();
         let tail = legendre_sum(&w, &xs);
         let scale = k0 / legendre_sum(&w, &[1.0])[0];
         let worst = tail.iter().map(|v| (v * scale).abs()).fold(0.0, f64::max);
         assert!(worst < 1e-3 * k0, "{tc} {} {}", worst / k0, scale);
-        assert!(p.values[p.values.len() - 1].abs() > 0.8e-3 * k0);
     }
 
     #[test]
@@ -602,7 +649,9 @@ mod tests {
         let k0 = p.values[0];
         for k in 0..997 {
             let g = k as f64 / 997.0 * t.theta_cut;
-            let want = gauss_closed(sigma, g) * p.values[0] / gauss_closed(sigma, 0.0);
+            let t0 = t.theta_cut / (1.0 + TAPER);
+            let want = gauss_closed(sigma, g) * p.values[0] / gauss_closed(sigma, 0.0)
+                * taper(g, t0, t.theta_cut);
             assert!((t.eval(g) - want).abs() < 1e-10 * k0, "g {g}");
         }
         assert_eq!(t.eval(t.theta_cut * 1.0001), 0.0);
