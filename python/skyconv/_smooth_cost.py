@@ -1,0 +1,339 @@
+"""Cost model of the smoothing methods, measured on this machine, and ``method="auto"``.
+
+Times are linear in work counts with constants measured per device:
+
+- harmonic (map2alm + alm2map at band limit L, ``iter`` Jacobi iterations: 1 + iter of each):
+  t = (1 + iter) · (c₀ + c₁ · nrings·(L+1)²/2 + c₂ · npix·log₂(4 nside)), the Legendre
+  recurrences and the ring FFTs;
+- ring (ring-FFT convolution with support θcut): t = r₀ + r₁ · (ring pairs) · 4 nside ·
+  log₂(4 nside) + r₂ · npix · log₂(4 nside), one kernel-ring FFT and spectral product per pair
+  of rings within θcut.
+
+The constants come from timing a handful of small transforms (about two seconds in all, on the
+first ``method="auto"``/``"split"`` or ``split_kernel`` call, never at import) and are kept in a
+JSON file, one entry per machine, thread count and device:
+``$SKYCONV_CACHE_DIR/smooth_cost.json``, else ``$XDG_CACHE_HOME/skyconv/smooth_cost.json``,
+else ``~/.cache/skyconv/smooth_cost.json``. Delete the file or call :func:`clear_cache` to
+measure again; ``SKYCONV_RECALIBRATE=1`` measures afresh in every process and leaves the file
+alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import _core
+from ._backend import get_num_threads, resolve_device
+
+FILE_NAME = "smooth_cost.json"
+SCHEMA = 1
+
+# Calibration sizes: (nside, lmax) for the harmonic transforms, (nside, θcut in pixels) for the
+# ring engine. Small enough for ~2 s on 2 cores, large enough to be past the fixed overheads.
+HARMONIC_CASES = ((64, 191), (128, 64), (128, 383), (256, 255))
+RING_CASES = ((64, 2.0), (128, 3.0), (128, 12.0), (256, 4.0))
+
+
+# --------------------------------------------------------------------------- work counts
+
+
+def _rings_theta(nside: int) -> np.ndarray:
+    from . import healpix
+
+    return healpix.ring_info(nside)["theta"]
+
+
+def harmonic_features(nside: int, lmax: int) -> np.ndarray:
+    """(1, Legendre work, FFT work) of one map2alm + alm2map pair."""
+    nrings = 4 * nside - 1
+    npix = 12 * nside * nside
+    return np.array([1.0, nrings * (lmax + 1.0) ** 2 / 2.0, npix * math.log2(4 * nside)])
+
+
+def ring_pairs(nside: int, theta_cut: float) -> int:
+    """Pairs (output ring, input ring) within θcut of each other."""
+    th = _rings_theta(nside)
+    lo = np.searchsorted(th, th - theta_cut, side="left")
+    hi = np.searchsorted(th, th + theta_cut, side="right")
+    return int(np.sum(hi - lo))
+
+
+def ring_features(nside: int, theta_cut: float) -> np.ndarray:
+    """(1, kernel-ring work, map FFT work) of one ring convolution."""
+    n = 4 * nside
+    return np.array(
+        [1.0, ring_pairs(nside, theta_cut) * n * math.log2(n), 12.0 * nside**2 * math.log2(n)]
+    )
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def cache_path() -> Path:
+    """Where the measured constants are kept (see the module docstring)."""
+    base = os.environ.get("SKYCONV_CACHE_DIR")
+    if base:
+        return Path(base) / FILE_NAME
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg) if xdg else Path.home() / ".cache"
+    return root / "skyconv" / FILE_NAME
+
+
+def clear_cache() -> None:
+    """Forget the measured constants (file and this process): the next use measures again."""
+    _MODELS.clear()
+    try:
+        cache_path().unlink()
+    except FileNotFoundError:
+        pass
+
+
+def device_key(device: str | None) -> str:
+    """Names what a measurement is valid for: machine, skyconv version, threads, device."""
+    dev = resolve_device(device)
+    if dev == "cuda":
+        info = _core.backend_info()["cuda"]
+        what = f"cuda:{info.get('device_name')}"
+    else:
+        what = f"cpu:{get_num_threads()}threads"
+    return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}cpus|{_core.__version__}|{what}"
+
+
+def _load() -> dict:
+    try:
+        doc = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc.get("entries", {}) if doc.get("schema") == SCHEMA else {}
+
+
+def _store(key: str, entry: dict) -> None:
+    path = cache_path()
+    try:
+        entries = _load()
+        entries[key] = entry
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA, "entries": entries}, indent=1))
+        tmp.replace(path)  # atomic: concurrent processes never read half a file
+    except OSError:
+        pass  # a read-only home only costs a measurement per process
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _best_of(fn, repeats: int = 3) -> float:
+    fn()  # warm up (plans, caches, NVRTC)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _fit(rows: list[np.ndarray], times: list[float]) -> list[float]:
+    """Non-negative constants c with rows·c ≈ times, in relative terms (every case counts)."""
+    a = np.array(rows) / np.array(times)[:, None]
+    b = np.ones(len(times))
+    scale = np.abs(a).max(axis=0)
+    scale[scale == 0] = 1.0
+    active = list(range(a.shape[1]))
+    while True:  # drop negative constants one at a time (tiny NNLS)
+        c = np.zeros(a.shape[1])
+        sol = np.linalg.lstsq(a[:, active] / scale[active], b, rcond=None)[0]
+        c[active] = sol / scale[active]
+        neg = [i for i in active if c[i] < 0]
+        if not neg:
+            return [float(x) for x in c]
+        active.remove(min(neg, key=lambda i: c[i]))
+
+
+def _measure_harmonic(device: str) -> list[float]:
+    from . import sht
+
+    rows, times = [], []
+    rng = np.random.default_rng(0)
+    for nside, lmax in HARMONIC_CASES:
+        m = rng.standard_normal(12 * nside * nside)
+
+        def run(m=m, lmax=lmax, nside=nside):
+            alm = sht.map2alm(m, lmax=lmax, iter=0, device=device)
+            sht.alm2map(alm, nside, lmax=lmax, device=device)
+
+        times.append(_best_of(run))
+        rows.append(harmonic_features(nside, lmax))
+    return _fit(rows, times)
+
+
+def _measure_ring(device: str) -> list[float] | None:
+    """The ring constants, or None where the ring engine does not run on ``device``."""
+    from . import smooth
+
+    rows, times = [], []
+    rng = np.random.default_rng(1)
+    for nside, steps in RING_CASES:
+        theta_cut = steps * math.sqrt(4 * math.pi / (12 * nside * nside))
+        theta = np.linspace(0.0, theta_cut, 257)
+        values = (1.0 - (theta / theta_cut) ** 2) ** 4
+        m = rng.standard_normal(12 * nside * nside)
+        try:
+            t = _best_of(lambda m=m, n=nside, th=theta, v=values: smooth._ring(m, n, th, v, device))
+        except Exception:  # noqa: BLE001 - no ring engine on this device
+            return None
+        times.append(t)
+        rows.append(ring_features(nside, theta_cut))
+    return _fit(rows, times)
+
+
+class DeviceCost:
+    """Measured constants of one device (seconds per unit of work)."""
+
+    def __init__(self, device: str, harmonic: list[float], ring: list[float] | None):
+        self.device = device
+        self.harmonic = np.array(harmonic)
+        self.ring = None if ring is None else np.array(ring)
+
+    def harmonic_time(self, nside: int, lmax: int, iter: int = 0) -> float:
+        if lmax < 0:
+            return 0.0
+        return float((1 + iter) * harmonic_features(nside, lmax) @ self.harmonic)
+
+    def ring_time(self, nside: int, theta_cut: float) -> float:
+        if theta_cut <= 0:
+            return 0.0
+        if self.ring is None:
+            return math.inf
+        return float(ring_features(nside, theta_cut) @ self.ring)
+
+
+def _device_cost(device: str) -> DeviceCost:
+    key = device_key(device)
+    fresh = os.environ.get("SKYCONV_RECALIBRATE", "") not in ("", "0")
+    if key in _MODELS and not fresh:
+        return _MODELS[key]
+    entry = None if fresh else _load().get(key)
+    if entry is None:
+        entry = {
+            "harmonic": _measure_harmonic(device),
+            "ring": _measure_ring(device),
+            "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        if not fresh:
+            _store(key, entry)
+    cost = DeviceCost(device, entry["harmonic"], entry["ring"])
+    _MODELS[key] = cost
+    return cost
+
+
+_MODELS: dict[str, DeviceCost] = {}
+
+
+class CostModel:
+    """Predicted times on the devices a ``device`` argument allows ("auto" with a GPU: both the
+    GPU and the CPU, so the two parts of a split can run side by side)."""
+
+    def __init__(self, devices: list[DeviceCost]):
+        self.devices = devices
+
+    def harmonic_time(self, nside: int, lmax: int, iter: int = 0) -> tuple[float, str]:
+        """(seconds, device) of the harmonic method on the fastest device."""
+        return min((d.harmonic_time(nside, lmax, iter), d.device) for d in self.devices)
+
+    def ring_time(self, nside: int, theta_cut: float) -> tuple[float, str]:
+        """(seconds, device) of a ring convolution on the fastest device."""
+        return min((d.ring_time(nside, theta_cut), d.device) for d in self.devices)
+
+    def split_time(self, nside: int, lcut: int, theta_cut: float, iter: int = 0):
+        """(total, harmonic seconds, ring seconds, (harmonic device, ring device)) for the
+        fastest placement: different devices run at once (the longer part counts), one device
+        runs both (they add)."""
+        best = None
+        for dh in self.devices:
+            for dr in self.devices:
+                th = dh.harmonic_time(nside, lcut, iter)
+                tr = dr.ring_time(nside, theta_cut)
+                total = max(th, tr) if dh is not dr else th + tr
+                if best is None or total < best[0]:
+                    best = (total, th, tr, (dh.device, dr.device))
+        return best
+
+
+def model(device: str | None = None) -> CostModel:
+    """The cost model for a ``device`` argument, measuring what is not cached yet."""
+    dev = resolve_device(device)
+    explicit = device if device is not None else os.environ.get("SKYCONV_DEVICE", "auto")
+    devices = [_device_cost(dev)]
+    if dev == "cuda" and str(explicit).strip().lower() == "auto":
+        devices.append(_device_cost("cpu"))
+    return CostModel(devices)
+
+
+# --------------------------------------------------------------------------- method="auto"
+
+
+def choose_method(nside, lmax, window, tol, device=None, iter=0):
+    """The fastest smoothing method whose predicted error meets ``tol``.
+
+    Candidates: "harmonic" at ``lmax`` (the reference: no error); "split" from
+    :func:`skyconv.split.split_kernel` (a split that is only a harmonic part runs it at the
+    window's effective band limit, where the rest of the window carries < 0.1 tol); "ring",
+    the ring method with skyconv.smooth's truncated profile, when its predicted error (window
+    error plus pixel-grid error, see ``skyconv._split_disc``) meets ``tol``.
+
+    Returns ``(method, info)``: ``info`` holds ``times`` and ``errors`` per candidate
+    (seconds; fractional RMS), the ``split`` (a KernelSplit), ``lmax_eff`` and ``devices``.
+    """
+    from .split import cached_split
+
+    cost = model(device)
+    ks = cached_split(window, nside, lmax, tol, iter, device)
+    times = {"harmonic": cost.harmonic_time(nside, lmax, iter)[0], "split": ks.predicted_time}
+    errors = {"harmonic": 0.0, "split": ks.predicted_error}
+    ring = _ring_candidate(nside, lmax, window, tol, cost)
+    if ring is not None:
+        times["ring"], errors["ring"] = ring
+    ok = [m for m in times if errors[m] <= tol]
+    method = min(ok, key=lambda m: times[m])
+    info = {
+        "times": times,
+        "errors": errors,
+        "split": ks,
+        "lmax_eff": ks.lmax_eff,
+        "devices": [d.device for d in cost.devices],
+    }
+    return method, info
+
+
+def _ring_candidate(nside, lmax, window, tol, cost):
+    """(time, predicted error) of skyconv.smooth's ring method, or None if it cannot run."""
+    from . import _split_disc, smooth
+    from ._split_fit import TabulatedProfile
+
+    try:
+        theta, values = smooth._profile(window, tol)
+    except (AttributeError, ValueError):
+        return None
+    t = cost.ring_time(nside, float(theta[-1]))[0]
+    if not math.isfinite(t):
+        return None
+    prof = TabulatedProfile(theta, values)
+    w = np.asarray(window, dtype=np.float64)[: lmax + 1]
+    k = np.zeros(lmax + 1)
+    k[: w.size] = w
+    weights = (2 * np.arange(lmax + 1) + 1) / (4 * np.pi)
+    resid = prof.transform(lmax)[:, 0] - k
+    signal = float(np.sum(weights * k**2))
+    if signal <= 0:
+        return None
+    disc = float(_split_disc.disc_matrix(nside, prof, weights)[0, 0])
+    err = math.sqrt((float(np.sum(weights * resid**2)) + disc) / signal)
+    return t, err
