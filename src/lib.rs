@@ -8,5 +8,6 @@ pub mod healpix;
 mod py;
 pub mod real;
 pub mod sht;
+pub mod smooth;
 
 pub use error::{Error, Result};

@@ -9,6 +9,7 @@ mod filters;
 mod grid;
 mod healpix;
 mod sht;
+mod smooth;
 mod stats;
 
 use pyo3::prelude::*;
@@ -24,5 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     healpix::register(m)?;
     stats::register(m)?;
     sht::register(m)?;
+    smooth::register(m)?;
     Ok(())
 }

@@ -1,0 +1,141 @@
+//! Smoothing bindings (skyconv.smooth): the ring-method convolution and kernel profiles.
+
+use numpy::{IntoPyArray, PyArray1, PyArrayDyn, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::py::arrays::{data_mut, empty, parts, FloatArray};
+use crate::py::errors::{compute, to_pyerr};
+use crate::real::Real;
+use crate::smooth::{self, profile};
+
+fn slice1<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64]> {
+    a.as_slice().map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
+    })
+}
+
+fn ring_run<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    map: &numpy::PyReadonlyArrayDyn<'py, T>,
+    args: (usize, &[f64], &[f64], Option<&str>),
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let (nside, theta, values, device) = args;
+    let dev = smooth::ring_device(device).map_err(to_pyerr)?;
+    let (shape, m) = parts(map, "map")?;
+    let out = empty::<f64>(py, &shape);
+    let dst = data_mut(&out);
+    compute(py, || {
+        let m64: std::borrow::Cow<[f64]> =
+            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
+                // SAFETY: T is f64.
+                std::borrow::Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
+                })
+            } else {
+                use rayon::prelude::*;
+                std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
+            };
+        smooth::ring_smooth(dev, nside, theta, values, &m64, dst)
+    })?;
+    Ok(out)
+}
+
+/// Ring-method smoothing of a RING map (float32/float64, no missing pixels; float64 out) with
+/// the radial profile K(theta) (K = 0 beyond theta[-1]).
+#[pyfunction]
+#[pyo3(signature = (map, nside, theta, values, device=None))]
+fn _smooth_ring<'py>(
+    py: Python<'py>,
+    map: FloatArray<'py>,
+    nside: usize,
+    theta: PyReadonlyArray1<'py, f64>,
+    values: PyReadonlyArray1<'py, f64>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
+    let args = (nside, t, v, device);
+    match map {
+        FloatArray::F32(a) => ring_run(py, &a, args),
+        FloatArray::F64(a) => ring_run(py, &a, args),
+    }
+}
+
+/// Tabulated kernel profile (theta, values) of a Gaussian (`fwhm`, radians) or a beam window,
+/// truncated where |K| < tol·K(0).
+#[pyfunction]
+#[pyo3(signature = (fwhm=None, beam_window=None, tol=1e-5))]
+fn _kernel_profile<'py>(
+    py: Python<'py>,
+    fwhm: Option<f64>,
+    beam_window: Option<PyReadonlyArray1<'py, f64>>,
+    tol: f64,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let p = match (&fwhm, &beam_window) {
+        (Some(f), None) => {
+            let f = *f;
+            compute(py, move || profile::gaussian(f, tol))?
+        }
+        (None, Some(b)) => {
+            let b = slice1(b, "beam_window")?;
+            compute(py, || profile::from_window(b, tol))?
+        }
+        _ => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "give exactly one of fwhm and beam_window",
+            ))
+        }
+    };
+    Ok((p.theta.into_pyarray(py), p.values.into_pyarray(py)))
+}
+
+/// Legendre window b_l (l = 0 … lmax) of a tabulated profile: 2π ∫ K P_l(cos θ) sin θ dθ.
+#[pyfunction]
+fn _profile_window<'py>(
+    py: Python<'py>,
+    theta: PyReadonlyArray1<'py, f64>,
+    values: PyReadonlyArray1<'py, f64>,
+    lmax: usize,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
+    let w = compute(py, || profile::window_of(t, v, lmax))?;
+    Ok(w.into_pyarray(py))
+}
+
+/// The ring plan's shape and cost for (nside, profile): lengths, support sizes, flops, bytes.
+#[pyfunction]
+fn _ring_plan_info<'py>(
+    py: Python<'py>,
+    nside: usize,
+    theta: PyReadonlyArray1<'py, f64>,
+    values: PyReadonlyArray1<'py, f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
+    let plan = compute(py, || {
+        let table = smooth::Table::new(t, v, 0)?;
+        smooth::RingPlan::new(nside, table)
+    })?;
+    let c = plan.cost();
+    let d = PyDict::new(py);
+    d.set_item("theta_cut", plan.table.theta_cut)?;
+    d.set_item("extent", plan.extent)?;
+    let lens: Vec<usize> = plan.outputs.iter().map(|o| o.len).collect();
+    let inputs: Vec<usize> = plan.outputs.iter().map(|o| o.hi + 1 - o.lo).collect();
+    d.set_item("lengths", lens.into_pyarray(py))?;
+    d.set_item("inputs", inputs.into_pyarray(py))?;
+    d.set_item("kernel_ffts", c.kernel_ffts)?;
+    d.set_item("kernel_evals", c.kernel_evals)?;
+    d.set_item("fft_flops", c.fft_flops)?;
+    d.set_item("mac_flops", c.mac_flops)?;
+    d.set_item("bytes", c.bytes)?;
+    d.set_item("bytes_streamed", c.bytes_streamed)?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
+    m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(_profile_window, m)?)?;
+    m.add_function(wrap_pyfunction!(_ring_plan_info, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,571 @@
+//! The rayon engine of the ring method (see the module docs of `smooth` for the maths).
+//!
+//! Input ring spectra are computed once, pre-phased by e^{−imφ0_j} (parallel over rings). Then
+//! each task takes one output ring pair (a northern ring and its mirror): for every input ring
+//! in reach it evaluates the even kernel ring inside its φ-support only, turns it into the real
+//! spectrum C_ij (direct cosine sum for narrow supports, else a half-length DCT), and
+//! accumulates C_ij × R̃_j in float64 into both outputs at once; then phases, folds and
+//! inverse-FFTs. Tasks own their output rings, so the result does not depend on the thread
+//! count; buffers are per thread and only grow.
+
+#![allow(clippy::needless_range_loop)] // block loops index several arrays in step
+
+use std::collections::HashMap;
+use std::f64::consts::PI;
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use realfft::num_complex::Complex64 as C64;
+use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
+
+use super::{OutRing, PairSupport, RingPlan};
+use crate::backend::threads::Disjoint;
+
+/// Direct cosine sums up to this many one-sided taps; wider supports go through the DCT.
+const DIRECT_TAPS: usize = 24;
+
+pub(super) struct Ffts {
+    r2c: Arc<dyn RealToComplex<f64>>,
+    c2r: Arc<dyn ComplexToReal<f64>>,
+}
+
+/// Plans per length, kept for the process (rebuilding them costs more than small transforms).
+static FFTS: Mutex<Option<HashMap<usize, Arc<Ffts>>>> = Mutex::new(None);
+
+fn ffts(n: usize) -> Arc<Ffts> {
+    let mut g = FFTS.lock().unwrap_or_else(|e| e.into_inner());
+    g.get_or_insert_with(HashMap::new)
+        .entry(n)
+        .or_insert_with(|| {
+            let mut p = RealFftPlanner::<f64>::new();
+            Arc::new(Ffts {
+                r2c: p.plan_fft_forward(n),
+                c2r: p.plan_fft_inverse(n),
+            })
+        })
+        .clone()
+}
+
+/// Tables of one kernel-ring length L (N = L/2).
+struct LenTab {
+    n2: usize,
+    /// sin(πj/(2L)), j = 0 ..= L: sin(y/2) at y = (k + o)·2π/L is s2[2k + 2o].
+    s2: Vec<f64>,
+    /// cos(πm/N) and cos(πm/2N), m = 0 ..= N (direct sums).
+    cm: Vec<f64>,
+    chm: Vec<f64>,
+    /// sin(πk/N), k < N (DCT-I pre-processing).
+    sk: Vec<f64>,
+    /// e^{−iπm/2N}, m ≤ N/2 (DCT-II post-processing).
+    tw2: Vec<C64>,
+    /// Real FFT of N points.
+    half: Arc<Ffts>,
+    /// Real FFT of L points is not needed: kernels go through N.
+    _l: usize,
+}
+
+fn len_tab(l: usize) -> LenTab {
+    let n2 = l / 2;
+    LenTab {
+        n2,
+        s2: (0..=l)
+            .map(|j| (PI * j as f64 / (2 * l) as f64).sin())
+            .collect(),
+        cm: (0..=n2)
+            .map(|m| (PI * m as f64 / n2 as f64).cos())
+            .collect(),
+        chm: (0..=n2)
+            .map(|m| (PI * m as f64 / (2 * n2) as f64).cos())
+            .collect(),
+        sk: (0..n2).map(|k| (PI * k as f64 / n2 as f64).sin()).collect(),
+        tw2: (0..=n2 / 2)
+            .map(|m| {
+                let (s, c) = (PI * m as f64 / (2 * n2) as f64).sin_cos();
+                C64::new(c, -s)
+            })
+            .collect(),
+        half: ffts(n2),
+        _l: l,
+    }
+}
+
+/// Per-thread buffers, grown to the largest length met and then reused.
+#[derive(Default)]
+struct Scratch {
+    /// Kernel samples (N + 1) and the real spectrum C (N + 1).
+    g: Vec<f64>,
+    c: Vec<f64>,
+    /// DCT work: real input (N) and its spectrum (N/2 + 1).
+    z: Vec<f64>,
+    zh: Vec<C64>,
+    /// Accumulators T_i of the two outputs (N + 1).
+    tn: Vec<C64>,
+    ts: Vec<C64>,
+    fold: Vec<C64>,
+    fft: Vec<C64>,
+    ring: Vec<f64>,
+}
+
+fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() < n {
+        v.resize(n, T::default());
+    }
+}
+
+/// e^{iφm} for m = 0 … out.len()−1 by rotation, re-anchored every 64 steps (error ≲ 1e-14).
+fn phases(phi: f64, out: &mut [C64]) {
+    let (s, c) = phi.sin_cos();
+    let step = C64::new(c, s);
+    let mut w = C64::new(1.0, 0.0);
+    for (m, o) in out.iter_mut().enumerate() {
+        if m % 64 == 0 {
+            let (s, c) = (m as f64 * phi).sin_cos();
+            w = C64::new(c, s);
+        }
+        *o = w;
+        w *= step;
+    }
+}
+
+/// Ring-method convolution of a float64 RING map into `out` (both npix long).
+pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
+    let rings = &plan.rings;
+    // Pre-phased input spectra R̃_j(p) = e^{−ipφ0_j} R_j(p), p ≤ n_j/2, back to back.
+    let mut offs = Vec::with_capacity(rings.len() + 1);
+    let mut total = 0usize;
+    for r in rings {
+        offs.push(total);
+        total += r.nphi / 2 + 1;
+    }
+    offs.push(total);
+    let mut lens: Vec<usize> = rings
+        .iter()
+        .map(|r| r.nphi)
+        .chain(plan.outputs.iter().map(|o| o.len))
+        .collect();
+    lens.sort_unstable();
+    lens.dedup();
+    let plans: HashMap<usize, Arc<Ffts>> = lens.iter().map(|&n| (n, ffts(n))).collect();
+    let mut klens: Vec<usize> = plan.outputs.iter().map(|o| o.len).collect();
+    klens.sort_unstable();
+    klens.dedup();
+    let tabs: HashMap<usize, LenTab> = klens
+        .par_iter()
+        .map(|&l| (l, len_tab(l)))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect();
+
+    let mut spec = vec![C64::new(0.0, 0.0); total];
+    let sp = Disjoint(spec.as_mut_ptr());
+    (0..rings.len())
+        .into_par_iter()
+        .for_each_init(Scratch::default, |sc, j| {
+            let r = &rings[j];
+            let n = r.nphi;
+            let f = &plans[&n];
+            grow(&mut sc.ring, n);
+            grow(&mut sc.fft, f.r2c.get_scratch_len());
+            grow(&mut sc.fold, n / 2 + 1);
+            let first = r.first as usize;
+            sc.ring[..n].copy_from_slice(&map[first..first + n]);
+            // SAFETY: ring j's spectrum slice is written by this task only.
+            let dst = unsafe { std::slice::from_raw_parts_mut(sp.at(offs[j]), n / 2 + 1) };
+            f.r2c
+                .process_with_scratch(&mut sc.ring[..n], dst, &mut sc.fft)
+                .expect("FFT sizes are consistent");
+            if r.phi0 != 0.0 {
+                let ph = &mut sc.fold[..=n / 2];
+                phases(-r.phi0, ph);
+                dst.iter_mut().zip(ph.iter()).for_each(|(d, p)| *d *= p);
+            }
+        });
+    let spec = &spec[..];
+    let op = Disjoint(out.as_mut_ptr());
+    plan.outputs
+        .par_iter()
+        .with_max_len(1)
+        .for_each_init(Scratch::default, |sc, o| {
+            let r_of = |j: usize| &spec[offs[j]..offs[j + 1]];
+            let tab = &tabs[&o.len];
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: the CPU has AVX2 (checked).
+                unsafe { output_pair_avx2(plan, &plans, tab, o, &r_of, sc, op) };
+                return;
+            }
+            output_pair(plan, &plans, tab, o, &r_of, sc, op);
+        });
+}
+
+/// The whole task compiled for AVX2 (the block loops then vectorise 4 wide; no FMA
+/// contraction, so the results equal the plain build's).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn output_pair_avx2<'a>(
+    plan: &RingPlan,
+    plans: &HashMap<usize, Arc<Ffts>>,
+    tab: &LenTab,
+    o: &OutRing,
+    r_of: &dyn Fn(usize) -> &'a [C64],
+    sc: &mut Scratch,
+    out: Disjoint<f64>,
+) {
+    output_pair(plan, plans, tab, o, r_of, sc, out)
+}
+
+#[inline(always)]
+fn output_pair<'a>(
+    plan: &RingPlan,
+    plans: &HashMap<usize, Arc<Ffts>>,
+    tab: &LenTab,
+    o: &OutRing,
+    r_of: &dyn Fn(usize) -> &'a [C64],
+    sc: &mut Scratch,
+    out: Disjoint<f64>,
+) {
+    let nr = plan.rings.len();
+    let l = o.len;
+    let n2 = l / 2;
+    let eq = o.ring == o.mirror;
+    grow(&mut sc.g, n2 + 1);
+    grow(&mut sc.c, n2 + 1);
+    grow(&mut sc.z, n2);
+    grow(&mut sc.zh, n2 / 2 + 1);
+    grow(&mut sc.tn, n2 + 1);
+    grow(&mut sc.ts, n2 + 1);
+    grow(&mut sc.fft, tab.half.r2c.get_scratch_len());
+    sc.tn[..=n2].fill(C64::new(0.0, 0.0));
+    sc.ts[..=n2].fill(C64::new(0.0, 0.0));
+    for j in o.lo..=o.hi {
+        let sup = plan.pair_support(o.ring, j, l);
+        if sup.taps == 0 {
+            continue;
+        }
+        kernel_spectrum(plan, tab, &sup, sc);
+        let jm = nr - 1 - j;
+        let rj = &plan.rings[j];
+        let sign = if rj.phi0 != 0.0 { -1.0 } else { 1.0 };
+        let c = &sc.c[..=n2];
+        if eq {
+            accumulate(&mut sc.tn[..=n2], c, r_of(j), rj.nphi, sign);
+            if jm != j {
+                accumulate(&mut sc.tn[..=n2], c, r_of(jm), rj.nphi, sign);
+            }
+        } else {
+            accumulate2(
+                &mut sc.tn[..=n2],
+                &mut sc.ts[..=n2],
+                c,
+                r_of(j),
+                r_of(jm),
+                rj.nphi,
+                sign,
+            );
+        }
+    }
+    let scale = 4.0 * PI / plan.npix as f64 / l as f64;
+    let Scratch {
+        tn, ts, fold, fft, ..
+    } = sc;
+    finish(plan, plans, o.ring, l, scale, tn, fold, fft, out);
+    if !eq {
+        finish(plan, plans, o.mirror, l, scale, ts, fold, fft, out);
+    }
+}
+
+/// C_ij(m), m = 0 ..= N, into sc.c (the kernel samples go through sc.g).
+#[inline(always)]
+fn kernel_spectrum(plan: &RingPlan, tab: &LenTab, sup: &PairSupport, sc: &mut Scratch) {
+    let n2 = tab.n2;
+    let table = &plan.table;
+    let o = sup.half as usize;
+    let taps = sup.taps;
+    let g = &mut sc.g[..=n2];
+    for k in 0..taps {
+        let s = tab.s2[2 * k + o];
+        g[k] = table.eval_u2(sup.a + sup.b * s * s);
+    }
+    let c = &mut sc.c[..=n2];
+    if taps <= DIRECT_TAPS && !sup.full {
+        direct(tab, &g[..taps], sup.half, c);
+        return;
+    }
+    g[taps..].fill(0.0);
+    if sup.half {
+        dct2(tab, &g[..n2], c, &mut sc.z, &mut sc.zh, &mut sc.fft);
+    } else {
+        dct1(tab, g, c, &mut sc.z, &mut sc.zh, &mut sc.fft);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| std::is_x86_feature_detected!("avx2"))
+}
+
+/// Integer grid: C(m) = g_0 + 2Σ_{k≥1} g_k cos(kθ_m); half grid: C(m) = 2Σ_k g_k cos((k+½)θ_m),
+/// θ_m = πm/N, by the Chebyshev recurrence over k, in blocks of m (the block vectorises).
+#[inline(always)]
+fn direct(tab: &LenTab, g: &[f64], half: bool, c: &mut [f64]) {
+    const B: usize = 8;
+    let n = c.len();
+    let mut m0 = 0;
+    while m0 < n {
+        let w = B.min(n - m0);
+        let mut x2 = [0.0; B];
+        let mut cur = [0.0; B];
+        let mut prev = [0.0; B];
+        let mut acc = [0.0; B];
+        for q in 0..w {
+            x2[q] = 2.0 * tab.cm[m0 + q];
+        }
+        if half {
+            for q in 0..w {
+                cur[q] = tab.chm[m0 + q];
+                prev[q] = cur[q];
+            }
+            for &gk in g {
+                for q in 0..B {
+                    acc[q] += gk * cur[q];
+                    let nx = x2[q] * cur[q] - prev[q];
+                    prev[q] = cur[q];
+                    cur[q] = nx;
+                }
+            }
+            for q in 0..w {
+                c[m0 + q] = 2.0 * acc[q];
+            }
+        } else {
+            for q in 0..B {
+                cur[q] = 0.5 * x2[q];
+                prev[q] = 1.0;
+                acc[q] = 0.5 * g[0];
+            }
+            for &gk in &g[1..] {
+                for q in 0..B {
+                    acc[q] += gk * cur[q];
+                    let nx = x2[q] * cur[q] - prev[q];
+                    prev[q] = cur[q];
+                    cur[q] = nx;
+                }
+            }
+            for q in 0..w {
+                c[m0 + q] = 2.0 * acc[q];
+            }
+        }
+        m0 += B;
+    }
+}
+
+/// DCT-I through a real FFT of N points: C(m) = g_0 + (−1)^m g_N + 2Σ_{k=1}^{N−1} g_k cos(πmk/N)
+/// for m = 0 ..= N. With z_k = ½(g_k + g_{N−k}) − sin(πk/N)(g_k − g_{N−k}) and Z its DFT:
+/// C(2m) = 2 Re Z(m); the odd outputs D(m') = Σ_k (g_k − g_{N−k}) cos(πm'k/N) satisfy
+/// D(2m+1) = D(2m−1) − 2 Im Z(m), from D(1).
+#[inline(always)]
+fn dct1(tab: &LenTab, g: &[f64], c: &mut [f64], z: &mut [f64], zh: &mut [C64], fft: &mut [C64]) {
+    let n = tab.n2;
+    let mut d1 = 0.0;
+    for k in 0..n {
+        let (a, b) = (g[k], g[n - k]);
+        let dk = a - b;
+        z[k] = 0.5 * (a + b) - tab.sk[k] * dk;
+        d1 += dk * tab.cm[k];
+    }
+    tab.half
+        .r2c
+        .process_with_scratch(&mut z[..n], &mut zh[..=n / 2], fft)
+        .expect("FFT sizes are consistent");
+    for m in 0..=n / 2 {
+        c[2 * m] = 2.0 * zh[m].re;
+    }
+    let mut d = d1;
+    c[1] = d;
+    for m in 1..n / 2 {
+        d -= 2.0 * zh[m].im;
+        c[2 * m + 1] = d;
+    }
+}
+
+/// DCT-II through a real FFT of N points (Makhoul): C(m) = 2Σ_{k<N} h_k cos(πm(2k+1)/2N),
+/// m = 0 ..= N (C(N) = 0). v = (h_0, h_2, …, h_3, h_1), V its DFT: C(m) = 2 Re(e^{−iπm/2N}V(m))
+/// and C(N−m) = 2 Re(−i e^{iπm/2N} conj V(m)).
+#[inline(always)]
+fn dct2(tab: &LenTab, h: &[f64], c: &mut [f64], z: &mut [f64], zh: &mut [C64], fft: &mut [C64]) {
+    let n = tab.n2;
+    for k in 0..n / 2 {
+        z[k] = h[2 * k];
+        z[n - 1 - k] = h[2 * k + 1];
+    }
+    tab.half
+        .r2c
+        .process_with_scratch(&mut z[..n], &mut zh[..=n / 2], fft)
+        .expect("FFT sizes are consistent");
+    for m in 0..=n / 2 {
+        let t = tab.tw2[m];
+        let v = zh[m];
+        c[m] = 2.0 * (t.re * v.re - t.im * v.im);
+        if m >= 1 {
+            // −i·conj(t)·conj(v): real part = −Im(conj(t)conj(v)) = Im(t v).
+            c[n - m] = 2.0 * (t.re * v.im + t.im * v.re);
+        }
+    }
+    c[n] = 0.0;
+}
+
+/// Visit R̃_j(m) for m = 0 ..= N as runs (m0, p0, len, back, sign): forward runs are
+/// sign·R̃(p0 + q); backward runs sign·conj R̃(p0 − q). R̃ is anti-periodic (sign −1 per
+/// period n_j) for shifted rings and R̃(p) = ±conj R̃(n_j − p) above n_j/2.
+#[inline(always)]
+fn runs(n2: usize, nj: usize, shift: f64, mut visit: impl FnMut(usize, usize, usize, bool, f64)) {
+    let hj = nj / 2;
+    if hj >= n2 {
+        visit(0, 0, n2 + 1, false, 1.0);
+        return;
+    }
+    let mut m = 0;
+    let mut sign = 1.0;
+    while m <= n2 {
+        let n = (hj + 1).min(n2 + 1 - m);
+        visit(m, 0, n, false, sign);
+        m += hj + 1;
+        if m > n2 {
+            break;
+        }
+        let n = (nj - hj - 1).min(n2 + 1 - m);
+        visit(m, hj - 1, n, true, sign * shift);
+        m += nj - hj - 1;
+        sign *= shift;
+    }
+}
+
+/// t[m] += c[m]·R̃_j(m), m = 0 ..= N.
+#[inline(always)]
+fn accumulate(t: &mut [C64], c: &[f64], r: &[C64], nj: usize, shift: f64) {
+    let n2 = c.len() - 1;
+    runs(n2, nj, shift, |m0, p0, n, back, sign| {
+        let (t, c) = (&mut t[m0..m0 + n], &c[m0..m0 + n]);
+        if !back {
+            for ((t, c), r) in t.iter_mut().zip(c).zip(&r[p0..p0 + n]) {
+                let w = c * sign;
+                t.re += w * r.re;
+                t.im += w * r.im;
+            }
+        } else {
+            for (q, (t, c)) in t.iter_mut().zip(c).enumerate() {
+                let w = c * sign;
+                let r = r[p0 - q];
+                t.re += w * r.re;
+                t.im -= w * r.im;
+            }
+        }
+    });
+}
+
+/// The north and south outputs of one kernel ring at once (C read once).
+#[inline(always)]
+fn accumulate2(
+    tn: &mut [C64],
+    ts: &mut [C64],
+    c: &[f64],
+    rn: &[C64],
+    rs: &[C64],
+    nj: usize,
+    shift: f64,
+) {
+    let n2 = c.len() - 1;
+    runs(n2, nj, shift, |m0, p0, n, back, sign| {
+        let (tn, ts, c) = (&mut tn[m0..m0 + n], &mut ts[m0..m0 + n], &c[m0..m0 + n]);
+        if !back {
+            let (rn, rs) = (&rn[p0..p0 + n], &rs[p0..p0 + n]);
+            for k in 0..n {
+                let w = c[k] * sign;
+                tn[k].re += w * rn[k].re;
+                tn[k].im += w * rn[k].im;
+                ts[k].re += w * rs[k].re;
+                ts[k].im += w * rs[k].im;
+            }
+        } else {
+            for k in 0..n {
+                let w = c[k] * sign;
+                let (a, b) = (rn[p0 - k], rs[p0 - k]);
+                tn[k].re += w * a.re;
+                tn[k].im -= w * a.im;
+                ts[k].re += w * b.re;
+                ts[k].im -= w * b.im;
+            }
+        }
+    });
+}
+
+/// S(m) = e^{imφ0}T(m); fold modulo n_i, inverse FFT, scale, write the ring.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn finish(
+    plan: &RingPlan,
+    plans: &HashMap<usize, Arc<Ffts>>,
+    ring: usize,
+    l: usize,
+    scale: f64,
+    t: &mut [C64],
+    fold: &mut Vec<C64>,
+    fft: &mut Vec<C64>,
+    out: Disjoint<f64>,
+) {
+    let r = &plan.rings[ring];
+    let n = r.nphi;
+    let hn = n / 2;
+    let half = l / 2;
+    let f = &plans[&n];
+    grow(fft, f.c2r.get_scratch_len());
+    if r.phi0 != 0.0 {
+        // e^{imφ0} by rotation, re-anchored every 64 steps.
+        let (s, c) = r.phi0.sin_cos();
+        let step = C64::new(c, s);
+        let mut w = C64::new(1.0, 0.0);
+        for (m, v) in t[..=half].iter_mut().enumerate() {
+            if m % 64 == 0 {
+                let (s, c) = (m as f64 * r.phi0).sin_cos();
+                w = C64::new(c, s);
+            }
+            *v *= w;
+            w *= step;
+        }
+    }
+    // SAFETY: each ring of the output is written by exactly one task.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out.at(r.first as usize), n) };
+    let spec: &mut [C64] = if l == n {
+        &mut t[..=half]
+    } else {
+        grow(fold, hn + 1);
+        let fo = &mut fold[..=hn];
+        fo.fill(C64::new(0.0, 0.0));
+        // m ↦ bin k = m mod n (if k ≤ n/2) and its conjugate to n − k (if that is ≤ n/2),
+        // with k kept incrementally; the Nyquist bin stands for ±L/2: half to each.
+        fo[0] += t[0];
+        let mut k = 0usize;
+        for m in 1..=half {
+            k += 1;
+            if k == n {
+                k = 0;
+            }
+            let v = if m == half { t[m] * 0.5 } else { t[m] };
+            if k <= hn {
+                fo[k] += v;
+            }
+            let k2 = if k == 0 { 0 } else { n - k };
+            if k2 <= hn {
+                fo[k2] += v.conj();
+            }
+        }
+        fo
+    };
+    spec[0].im = 0.0;
+    spec[spec.len() - 1].im = 0.0;
+    f.c2r
+        .process_with_scratch(spec, dst, fft)
+        .expect("FFT sizes are consistent");
+    dst.iter_mut().for_each(|v| *v *= scale);
+}
