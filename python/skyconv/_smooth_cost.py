@@ -1,17 +1,21 @@
 """Cost model of the smoothing methods, measured on this machine, and ``method="auto"``.
 
-Times are linear in work counts with constants measured per device:
+Times are linear in work counts, with constants measured per device (non-negative least
+squares in relative terms):
 
-- harmonic (map2alm + alm2map at band limit L, ``iter`` Jacobi iterations: 1 + iter of each):
-  t = (1 + iter) · (c₀ + c₁ · nrings·(L+1)²/2 + c₂ · npix·log₂(4 nside)), the Legendre
-  recurrences and the ring FFTs;
-- ring (ring-FFT convolution with support θcut): t = r₀ + r₁ · (ring pairs) · 4 nside ·
-  log₂(4 nside) + r₂ · npix · log₂(4 nside), one kernel-ring FFT and spectral product per pair
-  of rings within θcut.
+- harmonic (map2alm + alm2map at band limit L; ``iter`` Jacobi iterations add ``iter`` of each):
+  t = (1 + iter) · (c₀ + c₁ · nrings·(L+1)²/2 + c₂ · npix·log₂(4 nside) + c₃ · nrings·(L+1)·
+  log₂(4 nside)): the Legendre recurrences, the ring FFTs and the per-(ring, m) work;
+- ring (ring-FFT convolution with support θcut): t = r₀ + r₁ · FFT flops + r₂ · spectral
+  multiply-add flops, counted by the engine's own plan (``_core._ring_plan_info``) for a smooth
+  profile of that support (the count depends on θcut and nside, barely on the profile).
 
-The constants come from timing a handful of small transforms (about two seconds in all, on the
-first ``method="auto"``/``"split"`` or ``split_kernel`` call, never at import) and are kept in a
-JSON file, one entry per machine, thread count and device:
+Fitted on transforms at nside 128-512 and used up to nside 2048 and beyond, the model was
+within -30%/+40% (harmonic) and -25%/+15% (ring) of measured times on the 2-core machine.
+
+The constants come from timing a handful of small transforms (a few seconds, on the first
+``method="auto"``/``"split"`` or ``split_kernel`` call, never at import) and are kept in a JSON
+file, one entry per machine, skyconv version, thread count and device:
 ``$SKYCONV_CACHE_DIR/smooth_cost.json``, else ``$XDG_CACHE_HOME/skyconv/smooth_cost.json``,
 else ``~/.cache/skyconv/smooth_cost.json``. Delete the file or call :func:`clear_cache` to
 measure again; ``SKYCONV_RECALIBRATE=1`` measures afresh in every process and leaves the file
@@ -31,46 +35,50 @@ import numpy as np
 
 from . import _core
 from ._backend import get_num_threads, resolve_device
+from ._errors import DeviceError
 
 FILE_NAME = "smooth_cost.json"
-SCHEMA = 1
+SCHEMA = 2
 
 # Calibration sizes: (nside, lmax) for the harmonic transforms, (nside, θcut in pixels) for the
-# ring engine. Small enough for ~2 s on 2 cores, large enough to be past the fixed overheads.
-HARMONIC_CASES = ((64, 191), (128, 64), (128, 383), (256, 255))
-RING_CASES = ((64, 2.0), (128, 3.0), (128, 12.0), (256, 4.0))
+# ring engine: past the fixed overheads, a few seconds in all on 2 cores.
+HARMONIC_CASES = ((64, 191), (128, 383), (256, 128), (256, 767), (512, 512))
+RING_CASES = ((256, 4.0), (256, 16.0), (512, 2.0), (512, 12.0))
 
 
 # --------------------------------------------------------------------------- work counts
 
 
-def _rings_theta(nside: int) -> np.ndarray:
-    from . import healpix
-
-    return healpix.ring_info(nside)["theta"]
-
-
 def harmonic_features(nside: int, lmax: int) -> np.ndarray:
-    """(1, Legendre work, FFT work) of one map2alm + alm2map pair."""
+    """(1, Legendre work, ring-FFT work, per-(ring, m) work) of one map2alm + alm2map."""
     nrings = 4 * nside - 1
-    npix = 12 * nside * nside
-    return np.array([1.0, nrings * (lmax + 1.0) ** 2 / 2.0, npix * math.log2(4 * nside)])
+    log = math.log2(4 * nside)
+    return np.array(
+        [1.0, nrings * (lmax + 1.0) ** 2 / 2.0, 12.0 * nside**2 * log, nrings * (lmax + 1.0) * log]
+    )
 
 
-def ring_pairs(nside: int, theta_cut: float) -> int:
-    """Pairs (output ring, input ring) within θcut of each other."""
-    th = _rings_theta(nside)
-    lo = np.searchsorted(th, th - theta_cut, side="left")
-    hi = np.searchsorted(th, th + theta_cut, side="right")
-    return int(np.sum(hi - lo))
+def smooth_profile(theta_cut: float) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth stand-in profile of support θcut, for counting the ring engine's work."""
+    theta = np.linspace(0.0, theta_cut, 257)
+    return theta, (1.0 - (theta / theta_cut) ** 2) ** 4
 
 
 def ring_features(nside: int, theta_cut: float) -> np.ndarray:
-    """(1, kernel-ring work, map FFT work) of one ring convolution."""
-    n = 4 * nside
-    return np.array(
-        [1.0, ring_pairs(nside, theta_cut) * n * math.log2(n), 12.0 * nside**2 * math.log2(n)]
+    """(1, FFT flops, multiply-add flops) of one ring convolution with support θcut."""
+    plan_info = getattr(_core, "_ring_plan_info", None)
+    if plan_info is not None:
+        info = plan_info(int(nside), *smooth_profile(theta_cut))
+        return np.array([1.0, float(info["fft_flops"]), float(info["mac_flops"])])
+    # Without the plan: every pair of rings within θcut costs one FFT of length 4 nside.
+    from . import healpix
+
+    th = healpix.ring_info(nside)["theta"]
+    pairs = np.sum(
+        np.searchsorted(th, th + theta_cut, "right") - np.searchsorted(th, th - theta_cut)
     )
+    n = 4 * nside
+    return np.array([1.0, 2.5 * pairs * n * math.log2(n), 4.0 * pairs * n])
 
 
 # --------------------------------------------------------------------------- the cache
@@ -130,8 +138,10 @@ def _store(key: str, entry: dict) -> None:
 # --------------------------------------------------------------------------- measuring
 
 
-def _best_of(fn, repeats: int = 3) -> float:
-    fn()  # warm up (plans, caches, NVRTC)
+def _best_of(fn, repeats: int = 2) -> float:
+    """Shortest of ``repeats`` runs after a warm-up (plans, caches, NVRTC): on a shared
+    machine the shortest is the least disturbed."""
+    fn()
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -182,12 +192,11 @@ def _measure_ring(device: str) -> list[float] | None:
     rng = np.random.default_rng(1)
     for nside, steps in RING_CASES:
         theta_cut = steps * math.sqrt(4 * math.pi / (12 * nside * nside))
-        theta = np.linspace(0.0, theta_cut, 257)
-        values = (1.0 - (theta / theta_cut) ** 2) ** 4
+        theta, values = smooth_profile(theta_cut)
         m = rng.standard_normal(12 * nside * nside)
         try:
             t = _best_of(lambda m=m, n=nside, th=theta, v=values: smooth._ring(m, n, th, v, device))
-        except Exception:  # noqa: BLE001 - no ring engine on this device
+        except DeviceError:  # no ring engine on this device
             return None
         times.append(t)
         rows.append(ring_features(nside, theta_cut))
@@ -216,10 +225,11 @@ class DeviceCost:
 
 
 def _device_cost(device: str) -> DeviceCost:
+    """The constants of ``device``: this process's, else the file's, else measured now."""
     key = device_key(device)
-    fresh = os.environ.get("SKYCONV_RECALIBRATE", "") not in ("", "0")
-    if key in _MODELS and not fresh:
+    if key in _MODELS:
         return _MODELS[key]
+    fresh = os.environ.get("SKYCONV_RECALIBRATE", "") not in ("", "0")
     entry = None if fresh else _load().get(key)
     if entry is None:
         entry = {

@@ -138,11 +138,13 @@ def disc_matrix(nside: int, basis: Basis, weights: np.ndarray) -> np.ndarray:
         g, b = neighbours(info, ring, j, basis.theta_cut)
         vals = basis.values(g) * area  # (npix, n)
         proj = g[:, None] * np.cos(b[:, None] - psi[None, :])  # (npix, ndir)
-        phase = proj[:, :, None] * ks[None, None, :]  # (npix, ndir, nk)
-        scale = np.sqrt(wq * wk / N_DIRECTIONS)[None, None, :]
+        waves = np.exp(1j * proj[:, :, None] * ks[None, None, :])  # (npix, ndir, nk)
+        # Real and imaginary parts side by side: one real matrix product for both.
+        sums = (vals.T @ waves.reshape(g.size, -1).view(np.float64)).reshape(n, -1, 2)
+        scale = np.sqrt(wq * wk / N_DIRECTIONS)
         # A unit-variance wave √2 cos(k·u + φ₀) has error variance e_cos² + e_sin² over φ₀.
-        e_cos = (np.tensordot(vals, np.cos(phase), axes=(0, 0)) - exact) * scale
-        e_sin = np.tensordot(vals, np.sin(phase), axes=(0, 0)) * scale
+        e_cos = (sums[..., 0].reshape(n, N_DIRECTIONS, -1) - exact) * scale
+        e_sin = sums[..., 1].reshape(n, N_DIRECTIONS, -1) * scale
         for e in (e_cos.reshape(n, -1), e_sin.reshape(n, -1)):
             out += e @ e.T
     return out

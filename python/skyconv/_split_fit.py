@@ -28,6 +28,15 @@ TAPER = 3
 #: Singular values below this fraction of the largest are dropped (Sutter et al. 2012).
 RCOND = 1e-6
 
+#: Factor on the measured pixel-grid error: the measurement is an average over map
+#: realisations, and one map's few dominant low-ℓ modes put the realised error up to ~1.4x
+#: above it (seen on CMB-like maps at nside 512-1024).
+DISC_SAFETY = 1.5
+
+#: Relative error of HEALPix quadrature (map2alm with iter=0) for content near lmax ≈ 2 nside,
+#: measured 3e-5 .. 1e-4 (of the aliased part's amplitude); see ``Problem``'s ``alias``.
+QUADRATURE_ERROR = 1e-4
+
 
 def legendre_table(lmax: int, x: np.ndarray) -> np.ndarray:
     """P_ℓ(x) for ℓ = 0..lmax at the points ``x`` (|x| ≤ 1), shape (lmax + 1, len(x)).
@@ -88,10 +97,11 @@ def _transform(basis, lmax: int) -> np.ndarray:
 def basis_size(theta_cut: float, lmax: int) -> int:
     """How many basis functions a profile of support θcut needs to follow a window to lmax.
 
-    P_ℓ(cos θ) makes about ℓθcut/π oscillations on [0, θcut]; the profile needs a few terms per
-    oscillation of the highest ℓ it must reproduce, plus a handful for its shape.
+    P_ℓ(cos θ) makes about ℓθcut/π oscillations on [0, θcut]; a polynomial in θ² follows one
+    oscillation per term, and a dozen more describe the profile's shape. (Tried: 12 + ℓθcut/4
+    loses up to 30% in ℓcut in some cases, more than ℓθcut/3 gains nothing.)
     """
-    return int(np.clip(12 + 0.5 * lmax * theta_cut, 12, 48))
+    return int(np.clip(12 + lmax * theta_cut / 3, 12, 48))
 
 
 @dataclass(frozen=True)
@@ -102,12 +112,14 @@ class Fit:
     coef: np.ndarray
     fit_error: float  # sqrt(Σ w (K̃ − K)² / Σ w K²) over ℓcut < ℓ ≤ lmax, before α
     disc_error: float  # pixel-grid discretisation of the ring part (see _split_disc)
+    alias_error: float  # iterated harmonic part: aliasing of the map above ℓcut
     alpha: float
 
     @property
     def error(self) -> float:
-        """Predicted fractional RMS error: sqrt((α σ_fit)² + σ_disc²)."""
-        return float(np.hypot(self.alpha * self.fit_error, self.disc_error))
+        """Predicted fractional RMS error: sqrt((α σ_fit)² + (1.5 σ_disc)² + σ_alias²)."""
+        terms = (self.alpha * self.fit_error, DISC_SAFETY * self.disc_error, self.alias_error)
+        return float(np.sqrt(sum(t * t for t in terms)))
 
 
 class Problem:
@@ -118,11 +130,19 @@ class Problem:
     (from :func:`skyconv._split_disc.disc_matrix`, or None to leave it out); ``alpha``: the
     factor on the fit residual (5, found empirically by Sutter et al.).
 
-    The least squares minimise α² Σ_{ℓ>ℓcut} w_ℓ (P[K̂_θ]_ℓ − K_ℓ)² + c·D·c, i.e. the predicted
-    error itself; K̂_ℓ = K_ℓ − P[K̂_θ]_ℓ for ℓ ≤ ℓcut is exact, so those ℓ carry no rows.
+    The least squares minimise α² Σ_{ℓ>ℓcut} w_ℓ (P[K̂_θ]_ℓ − K_ℓ)² + 1.5² c·D·c, i.e. the
+    predicted error itself; K̂_ℓ = K_ℓ − P[K̂_θ]_ℓ for ℓ ≤ ℓcut is exact, so those ℓ carry no
+    rows.
+
+    ``alias``: with Jacobi iterations (iter > 0) the reference's alm are exact, but the harmonic
+    part, iterated at lmax = ℓcut, keeps the quadrature's aliasing of the map's content above
+    ℓcut; modelled as alias · sqrt(Σ_{ℓ>ℓcut} w_ℓ / Σ w K²) · max_{ℓ≤ℓcut} |K̂_ℓ| (give
+    ``QUADRATURE_ERROR``; 0 for iter = 0, where both share the same quadrature).
     """
 
-    def __init__(self, basis: Basis, window, weights, disc=None, alpha: float = 5.0):
+    def __init__(
+        self, basis: Basis, window, weights, disc=None, alpha: float = 5.0, alias: float = 0.0
+    ):
         self.basis = basis
         self.window = np.asarray(window, dtype=np.float64)
         self.weights = np.asarray(weights, dtype=np.float64)
@@ -130,10 +150,12 @@ class Problem:
         self.alpha = float(alpha)
         self.design = basis.transform(self.lmax)
         self.signal = float(np.sum(self.weights * self.window**2))
+        self.alias = float(alias)
+        self._tail = np.append(np.cumsum(self.weights[::-1])[::-1], 0.0)  # Σ_{ℓ'≥ℓ} w
         n = basis.n
         self.disc = np.zeros((n, n)) if disc is None else np.asarray(disc, dtype=np.float64)
         lam, vec = np.linalg.eigh(0.5 * (self.disc + self.disc.T))
-        self._disc_rows = np.sqrt(np.clip(lam, 0.0, None))[:, None] * vec.T
+        self._disc_rows = DISC_SAFETY * np.sqrt(np.clip(lam, 0.0, None))[:, None] * vec.T
         self._cache: dict[int, Fit] = {}
 
     def solve(self, lcut: int) -> Fit:
@@ -143,12 +165,12 @@ class Problem:
             return self._cache[lcut]
         n = self.basis.n
         if lcut >= self.lmax:
-            fit = Fit(lcut, np.zeros(n), 0.0, 0.0, self.alpha)
+            fit = Fit(lcut, np.zeros(n), 0.0, 0.0, 0.0, self.alpha)
         else:
             rows = slice(lcut + 1, None)
             sw = self.alpha * np.sqrt(self.weights[rows])
             mat = np.vstack([self.design[rows] * sw[:, None], self._disc_rows])
-            rhs = np.concatenate([self.window[rows] * sw, np.zeros(n)])
+            rhs = np.concatenate([self.window[rows] * sw, np.zeros(len(self._disc_rows))])
             u, s, vt = np.linalg.svd(mat, full_matrices=False)
             keep = s > RCOND * s[0] if s.size and s[0] > 0 else np.zeros(s.size, bool)
             coef = vt[keep].T @ ((u[:, keep].T @ rhs) / s[keep])
@@ -156,20 +178,26 @@ class Problem:
         self._cache[lcut] = fit
         return fit
 
-    def _errors(self, coef: np.ndarray, lcut: int) -> tuple[float, float]:
+    def _errors(self, coef: np.ndarray, lcut: int) -> tuple[float, float, float]:
         if self.signal <= 0:
-            return 0.0, 0.0
-        resid = self.design[lcut + 1 :] @ coef - self.window[lcut + 1 :]
+            return 0.0, 0.0, 0.0
+        ring = self.design @ coef
+        resid = ring[lcut + 1 :] - self.window[lcut + 1 :]
         fit2 = float(np.sum(self.weights[lcut + 1 :] * resid**2))
         disc2 = max(float(coef @ self.disc @ coef), 0.0)
-        return np.sqrt(fit2 / self.signal), np.sqrt(disc2 / self.signal)
+        alias = 0.0
+        if self.alias > 0 and lcut >= 0:
+            harm = float(np.max(np.abs(self.window[: lcut + 1] - ring[: lcut + 1])))
+            alias = self.alias * np.sqrt(self._tail[lcut + 1] / self.signal) * harm
+        return np.sqrt(fit2 / self.signal), np.sqrt(disc2 / self.signal), alias
 
-    def smallest_lcut(self, tol: float) -> Fit:
+    def smallest_lcut(self, tol: float, hi: int | None = None) -> Fit:
         """The fit with the smallest ℓcut whose predicted error is ≤ tol (binary search: the
-        optimum can only improve as ℓcut grows, since rows are only removed)."""
+        optimum can only improve as ℓcut grows, since rows are only removed). ``hi``: an ℓcut
+        known to meet tol (default lmax, where the error is 0)."""
         if self.solve(-1).error <= tol:
             return self.solve(-1)
-        lo, hi = -1, self.lmax  # error(lo) > tol, error(hi) = 0
+        lo, hi = -1, self.lmax if hi is None else hi  # error(lo) > tol ≥ error(hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if self.solve(mid).error <= tol:

@@ -17,8 +17,16 @@ result's power, both weighted by (2ℓ+1)C_ℓ):
 - fit: σ_fit² = Σ(2ℓ+1)C_ℓ(K̃_ℓ − K_ℓ)² / Σ(2ℓ+1)C_ℓK_ℓ², K̃ the split's window, multiplied
   by α = 5 as Sutter et al. found necessary;
 - discretisation: the ring engine sums over pixel centres, not an integral; the error of those
-  sums for this profile on this nside's grid is measured (``skyconv._split_disc``) and the fit
-  minimises α²σ_fit² + σ_disc², the predicted error itself.
+  sums for this profile on this nside's grid is measured (``skyconv._split_disc``), counted
+  1.5 times (one map's realised error was seen up to 1.4x the average), and the fit minimises
+  α²σ_fit² + 1.5²σ_disc², the predicted error itself;
+- with Jacobi iterations (iter > 0) only: the harmonic part, iterated at lmax = ℓcut, keeps
+  the quadrature's aliasing of the map's content above ℓcut (σ_alias, see
+  ``skyconv._split_fit.Problem``).
+
+The errors are relative to the full-kernel harmonic method with the same ``iter``: with
+iter = 0 both share the same quadrature alm below ℓcut (and its ~1e-4 error against the exact
+convolution, which no method choice removes).
 
 ``split_kernel`` scans θcut (in steps of the pixel size) and for each finds the smallest ℓcut
 meeting ``tol`` by bisection, then keeps the pair with the shortest predicted time from the cost
@@ -36,7 +44,7 @@ import numpy as np
 
 from ._arrays import int_arg
 from ._errors import ShapeError
-from ._split_fit import Basis, Problem, basis_size
+from ._split_fit import QUADRATURE_ERROR, Basis, Problem, basis_size
 
 #: Factor on the fit residual in the error model (Sutter et al. 2012).
 ALPHA = 5.0
@@ -68,9 +76,9 @@ class KernelSplit:
         The real-space part K̂_θ (sr⁻¹) tabulated at ascending nodes θ (radians) from 0 to
         θcut; 0 beyond. Empty when there is no real-space part.
     predicted_error : float
-        sqrt((α σ_fit)² + σ_disc²), fractional RMS (≤ tol).
-    fit_error, disc_error : float
-        σ_fit (before α) and σ_disc, see the module docstring.
+        sqrt((α σ_fit)² + (1.5 σ_disc)² + σ_alias²), fractional RMS (≤ tol).
+    fit_error, disc_error, alias_error : float
+        σ_fit (before α), σ_disc (before 1.5) and σ_alias, see the module docstring.
     time_harmonic, time_ring, predicted_time : float
         Predicted seconds of each part and of the split (both parts, run concurrently when
         they go to different devices), from the cost model; ``time_full_harmonic`` is the
@@ -94,6 +102,7 @@ class KernelSplit:
     predicted_error: float
     fit_error: float
     disc_error: float
+    alias_error: float
     time_harmonic: float
     time_ring: float
     predicted_time: float
@@ -142,7 +151,8 @@ class KernelSplit:
             f"nside {self.nside}, lmax {self.lmax}: lcut {self.lcut}, theta_cut "
             f"{np.degrees(self.theta_cut) * 60:.2f} arcmin, predicted error "
             f"{self.predicted_error:.2e} (fit {self.fit_error:.1e} x {ALPHA:g}, disc "
-            f"{self.disc_error:.1e}), time {self.predicted_time:.3g} s (harmonic "
+            f"{self.disc_error:.1e} x 1.5, alias {self.alias_error:.1e}), time "
+            f"{self.predicted_time:.3g} s (harmonic "
             f"{self.time_harmonic:.3g} s on {self.devices[0]}, ring {self.time_ring:.3g} s on "
             f"{self.devices[1]}; full harmonic {self.time_full_harmonic:.3g} s)"
         )
@@ -186,6 +196,16 @@ def effective_lmax(weights: np.ndarray, window: np.ndarray, tol: float) -> int:
     tail = np.cumsum(power[::-1])[::-1]  # tail[L] = Σ_{ℓ≥L}
     ok = np.nonzero(tail <= (TAIL * tol) ** 2 * total)[0]
     return int(ok[0] - 1) if ok.size else window.size - 1
+
+
+def kernel_reach(window: np.ndarray, tol: float) -> float:
+    """Radius (radians) beyond which a Gaussian with the window's half-power multipole is
+    below tol of its peak: the widest real-space part worth trying."""
+    k0 = window[0] if window[0] != 0 else np.max(np.abs(window))
+    below = np.nonzero(np.abs(window) < 0.5 * abs(k0))[0]
+    half = below[0] if below.size else window.size
+    sigma = math.sqrt(2 * math.log(2) / max(half * (half + 1), 1))
+    return sigma * math.sqrt(2 * math.log(1 / tol))
 
 
 def _tabulate(basis: Basis, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,61 +268,47 @@ def split_kernel(
     if cost is None:
         cost = _smooth_cost.model(device)
     leff = effective_lmax(weights, window, tol)
-    k, w = window[: leff + 1], weights[: leff + 1]
     t_full, dev_full = cost.harmonic_time(nside, leff, iter)
 
-    best = dict(
-        lcut=leff,
-        theta_cut=0.0,
-        fit=None,
-        basis=None,
-        time=t_full,
-        t_h=t_full,
-        t_r=0.0,
-        devices=(dev_full, dev_full),
-    )
+    best = dict(lcut=leff, theta_cut=0.0, fit=None, basis=None, time=t_full, t_h=t_full, t_r=0.0)
+    best["devices"] = (dev_full, dev_full)
     pixel = math.sqrt(4 * math.pi / (12 * nside * nside))
+    reach = kernel_reach(window, tol) + 2 * pixel
     tried = []
     for step in THETA_STEPS:
         theta_cut = step * pixel
-        if theta_cut > math.pi / 2:
-            break
-        t_ring_alone = cost.ring_time(nside, theta_cut)[0]
-        if t_ring_alone >= best["time"]:
+        if theta_cut > min(reach, math.pi / 2):
+            break  # the kernel itself is below tol out here: a wider part gains nothing
+        if cost.ring_time(nside, theta_cut)[0] >= best["time"]:
             break  # the ring part only grows with θcut
-        basis = Basis(theta_cut, basis_size(theta_cut, leff))
-        prob = Problem(basis, k, w, disc_matrix(nside, basis, w), ALPHA)
-        fit = prob.smallest_lcut(tol)
+        basis = Basis(theta_cut, basis_size(theta_cut, lmax))
+        # Rows up to lmax: past lmax_eff the ring part must stay as small as the window.
+        alias = QUADRATURE_ERROR if iter > 0 else 0.0
+        prob = Problem(basis, window, weights, disc_matrix(nside, basis, weights), ALPHA, alias)
+        fit = prob.smallest_lcut(tol, hi=leff)
         if fit.lcut >= leff:
-            tried.append(dict(theta_cut=theta_cut, lcut=fit.lcut, error=0.0, time=t_full))
+            tried.append(dict(theta_cut=theta_cut, lcut=leff, error=0.0, time=t_full))
             continue
         total, t_h, t_r, devs = cost.split_time(nside, fit.lcut, theta_cut, iter)
         tried.append(dict(theta_cut=theta_cut, lcut=fit.lcut, error=fit.error, time=total))
         if total < best["time"]:
-            best = dict(
-                lcut=fit.lcut,
-                theta_cut=theta_cut,
-                fit=fit,
-                basis=basis,
-                time=total,
-                t_h=t_h,
-                t_r=t_r,
-                devices=devs,
-            )
+            best = dict(lcut=fit.lcut, theta_cut=theta_cut, fit=fit, basis=basis, time=total)
+            best.update(t_h=t_h, t_r=t_r, devices=devs)
         if fit.lcut < 0:
             break  # a ring part alone meets tol: a wider one only costs more
 
     fit, basis = best["fit"], best["basis"]
     if fit is None:  # the plain harmonic method (on the effective band)
-        harm = k.copy()
+        harm = window[: leff + 1].copy()
         theta = profile = np.zeros(0)
-        coef, errs = None, (0.0, 0.0, 0.0)
+        coef, errs = None, (0.0, 0.0, 0.0, 0.0)
     else:
         coef = fit.coef
-        harm = k[: fit.lcut + 1] - (basis.transform(fit.lcut) @ coef if fit.lcut >= 0 else 0.0)
-        harm = np.asarray(harm, dtype=np.float64).reshape(-1)
+        harm = np.zeros(0)
+        if fit.lcut >= 0:
+            harm = window[: fit.lcut + 1] - basis.transform(fit.lcut) @ coef
         theta, profile = _tabulate(basis, coef)
-        errs = (fit.error, fit.fit_error, fit.disc_error)
+        errs = (fit.error, fit.fit_error, fit.disc_error, fit.alias_error)
     return KernelSplit(
         nside=nside,
         lmax=lmax,
@@ -315,6 +321,7 @@ def split_kernel(
         predicted_error=errs[0],
         fit_error=errs[1],
         disc_error=errs[2],
+        alias_error=errs[3],
         time_harmonic=best["t_h"],
         time_ring=best["t_r"],
         predicted_time=best["time"],
