@@ -28,6 +28,7 @@ from .atrous import AtrousResult, atrous_denoise  # noqa: E402
 from .cube import smooth_and_clip  # noqa: E402
 from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402
 from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402
+from .smooth import smooth_map  # noqa: E402
 
 __version__ = _core.__version__
 
@@ -44,6 +45,7 @@ __all__ = [
     "map2alm",
     "Alm",
     "almxfl",
+    "smooth_map",
     "grid",
     "Gridder",
     "GridResult",

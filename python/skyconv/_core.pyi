@@ -203,3 +203,30 @@ def _map2alm(
     ring_weights: npt.NDArray[np.float64] | None = None,
     device: str | None = None,
 ) -> npt.NDArray[np.complex128]: ...  # (ncomp, nalm)
+
+# --- smooth (src/py/smooth.rs) ---------------------------------------------------------------
+# The ring method (ARKCoS) and its kernel profiles; skyconv.smooth checks the arguments. A
+# profile is (theta, values): K per steradian at ascending nodes theta[0] = 0 ... theta[-1] =
+# theta_cut (radians), K = 0 beyond. Errors: ShapeError (map length, profile lengths),
+# ValueError (nside, fwhm <= 0, tol not in (0, 1), non-finite beam_window or profile, theta not
+# from 0 and ascending), DeviceError (device="cuda": the CUDA ring engine is not built yet).
+
+def _smooth_ring(
+    map: FloatArray,
+    nside: int,
+    theta: npt.NDArray[np.float64],
+    values: npt.NDArray[np.float64],
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # RING map (npix,), s(q) = sum_p K(gamma_pq) m(p) 4pi/npix
+def _kernel_profile(
+    fwhm: float | None = None,
+    beam_window: npt.NDArray[np.float64] | None = None,
+    tol: float = 1e-5,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...  # (theta, values)
+def _profile_window(
+    theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64], lmax: int
+) -> npt.NDArray[np.float64]: ...  # b_l, l = 0 ... lmax
+def _ring_plan_info(
+    nside: int, theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64]
+) -> dict[str, Any]: ...  # theta_cut, extent, lengths, inputs, kernel_ffts, flops, bytes
+def _ring_device(device: str | None = None) -> str: ...  # "cpu", or DeviceError

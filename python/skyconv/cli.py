@@ -33,9 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="device(s) to run on (default: CPU, and the GPU if one works)")
     d.set_defaults(func=_demo)
     # One subcommand per family; each module adds its parser and sets func.
-    from . import _cli_atrous, _cli_cube, _cli_grid, _cli_sht
+    from . import _cli_atrous, _cli_cube, _cli_grid, _cli_sht, _cli_smooth
 
     _cli_sht.add_parser(sub)
+    _cli_smooth.add_parser(sub)
     _cli_grid.add_parser(sub)
     _cli_cube.add_scfind_parser(sub)
     _cli_atrous.add_parser(sub)

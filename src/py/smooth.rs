@@ -9,6 +9,8 @@ use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 use crate::smooth::{self, profile};
 
+type ProfilePair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
+
 fn slice1<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64]> {
     a.as_slice().map_err(|_| {
         pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
@@ -70,7 +72,7 @@ fn _kernel_profile<'py>(
     fwhm: Option<f64>,
     beam_window: Option<PyReadonlyArray1<'py, f64>>,
     tol: f64,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+) -> PyResult<ProfilePair<'py>> {
     let p = match (&fwhm, &beam_window) {
         (Some(f), None) => {
             let f = *f;
@@ -132,7 +134,15 @@ fn _ring_plan_info<'py>(
     Ok(d)
 }
 
+/// The device the ring method runs on for `device` ("cpu"; DeviceError for "cuda").
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn _ring_device(device: Option<&str>) -> PyResult<&'static str> {
+    Ok(smooth::ring_device(device).map_err(to_pyerr)?.name())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_profile_window, m)?)?;

@@ -323,10 +323,8 @@ fn direct(tab: &LenTab, g: &[f64], half: bool, c: &mut [f64]) {
             x2[q] = 2.0 * tab.cm[m0 + q];
         }
         if half {
-            for q in 0..w {
-                cur[q] = tab.chm[m0 + q];
-                prev[q] = cur[q];
-            }
+            cur[..w].copy_from_slice(&tab.chm[m0..m0 + w]);
+            prev[..w].copy_from_slice(&tab.chm[m0..m0 + w]);
             for &gk in g {
                 for q in 0..B {
                     acc[q] += gk * cur[q];

@@ -116,7 +116,7 @@ pub fn from_window(window: &[f64], tol: f64) -> Result<Profile> {
     }
     let lmax = window.len() - 1;
     let k0 = legendre_sum(window, &[1.0])[0];
-    if !(k0.abs() > 0.0) {
+    if k0 == 0.0 || !k0.is_finite() {
         return Err(Error::value(
             "beam_window gives a kernel with K(0) = 0: nothing to truncate against",
         ));
@@ -263,7 +263,7 @@ pub fn check_profile(theta: &[f64], values: &[f64]) -> Result<()> {
             theta[0]
         )));
     }
-    if theta.windows(2).any(|w| !(w[1] > w[0])) || !theta.iter().all(|t| t.is_finite()) {
+    if !theta.iter().all(|t| t.is_finite()) || theta.windows(2).any(|w| w[1] <= w[0]) {
         return Err(Error::value("theta must be finite and strictly ascending"));
     }
     if *theta.last().unwrap() > PI {
