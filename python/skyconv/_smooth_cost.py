@@ -308,7 +308,7 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     ks = cached_split(window, nside, lmax, tol, iter, device)
     times = {"harmonic": cost.harmonic_time(nside, lmax, iter)[0], "split": ks.predicted_time}
     errors = {"harmonic": 0.0, "split": ks.predicted_error}
-    ring = _ring_candidate(nside, lmax, window, tol, cost)
+    ring = _ring_candidate(nside, lmax, window, tol, cost, min(times.values()))
     if ring is not None:
         times["ring"], errors["ring"] = ring
     ok = [m for m in times if errors[m] <= tol]
@@ -323,27 +323,26 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     return method, info
 
 
-def _ring_candidate(nside, lmax, window, tol, cost):
-    """(time, predicted error) of skyconv.smooth's ring method, or None if it cannot run."""
+def _ring_candidate(nside, lmax, window, tol, cost, beat):
+    """(time, predicted error) of skyconv.smooth's ring method; None where it cannot run or
+    cannot beat ``beat`` seconds (then its error is not worth measuring)."""
     from . import _split_disc, smooth
-    from ._split_fit import TabulatedProfile
+    from ._split_fit import DISC_SAFETY, TabulatedProfile
 
+    k = np.asarray(window, dtype=np.float64)[: lmax + 1]
     try:
-        theta, values = smooth._profile(window, tol)
-    except (AttributeError, ValueError):
+        theta, values = smooth._profile(k, tol)
+    except ValueError:
         return None
     t = cost.ring_time(nside, float(theta[-1]))[0]
-    if not math.isfinite(t):
+    if not t < beat:
         return None
     prof = TabulatedProfile(theta, values)
-    w = np.asarray(window, dtype=np.float64)[: lmax + 1]
-    k = np.zeros(lmax + 1)
-    k[: w.size] = w
-    weights = (2 * np.arange(lmax + 1) + 1) / (4 * np.pi)
-    resid = prof.transform(lmax)[:, 0] - k
+    weights = (2 * np.arange(k.size) + 1) / (4 * np.pi)
     signal = float(np.sum(weights * k**2))
     if signal <= 0:
         return None
+    resid = smooth.profile_window(theta, values, k.size - 1) - k
     disc = float(_split_disc.disc_matrix(nside, prof, weights)[0, 0])
-    err = math.sqrt((float(np.sum(weights * resid**2)) + disc) / signal)
+    err = math.sqrt((float(np.sum(weights * resid**2)) + DISC_SAFETY**2 * disc) / signal)
     return t, err

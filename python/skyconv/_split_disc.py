@@ -111,13 +111,17 @@ def bands(weights: np.ndarray, n: int = N_BANDS) -> tuple[np.ndarray, np.ndarray
 
 def _exact(basis: Basis, ks: np.ndarray) -> np.ndarray:
     """2π ∫₀^θcut φ_j(θ) J₀(kθ) sin θ dθ, shape (n, len(ks)); J₀(x) = (1/π)∫₀^π cos(x cos t)dt by
-    the midpoint rule (exponentially accurate for this periodic integrand)."""
+    the midpoint rule (exponentially accurate for this periodic integrand), in chunks of nodes
+    to bound memory."""
     kmax = float(ks.max()) if ks.size else 0.0
-    xmax = kmax * basis.theta_cut
     th, w = basis.nodes(kmax)
-    nt = int(xmax / 2) + 32
+    nt = int(kmax * basis.theta_cut / 2) + 32
     cos_t = np.cos((np.arange(nt) + 0.5) * np.pi / nt)
-    j0 = np.cos(np.multiply.outer(np.multiply.outer(th, ks), cos_t)).mean(axis=-1)
+    j0 = np.empty((th.size, ks.size))
+    step = max(1, 2**22 // (ks.size * nt))
+    for a in range(0, th.size, step):
+        x = np.multiply.outer(th[a : a + step], ks)
+        j0[a : a + step] = np.cos(np.multiply.outer(x, cos_t)).mean(axis=-1)
     return TWO_PI * (basis.values(th) * (w * np.sin(th))[:, None]).T @ j0
 
 

@@ -138,17 +138,26 @@ class Problem:
     part, iterated at lmax = ℓcut, keeps the quadrature's aliasing of the map's content above
     ℓcut; modelled as alias · sqrt(Σ_{ℓ>ℓcut} w_ℓ / Σ w K²) · max_{ℓ≤ℓcut} |K̂_ℓ| (give
     ``QUADRATURE_ERROR``; 0 for iter = 0, where both share the same quadrature).
+
+    ``design``: the basis's transform to lmax when already computed (:meth:`with_disc`).
     """
 
     def __init__(
-        self, basis: Basis, window, weights, disc=None, alpha: float = 5.0, alias: float = 0.0
+        self,
+        basis: Basis,
+        window,
+        weights,
+        disc=None,
+        alpha: float = 5.0,
+        alias: float = 0.0,
+        design=None,
     ):
         self.basis = basis
         self.window = np.asarray(window, dtype=np.float64)
         self.weights = np.asarray(weights, dtype=np.float64)
         self.lmax = self.window.size - 1
         self.alpha = float(alpha)
-        self.design = basis.transform(self.lmax)
+        self.design = basis.transform(self.lmax) if design is None else design
         self.signal = float(np.sum(self.weights * self.window**2))
         self.alias = float(alias)
         self._tail = np.append(np.cumsum(self.weights[::-1])[::-1], 0.0)  # Σ_{ℓ'≥ℓ} w
@@ -157,6 +166,13 @@ class Problem:
         lam, vec = np.linalg.eigh(0.5 * (self.disc + self.disc.T))
         self._disc_rows = DISC_SAFETY * np.sqrt(np.clip(lam, 0.0, None))[:, None] * vec.T
         self._cache: dict[int, Fit] = {}
+
+    def with_disc(self, disc) -> Problem:
+        """The same problem with the pixel-grid error matrix added (the design is reused). Its
+        smallest ℓcut is never below this one's: the error only gains a term."""
+        return Problem(
+            self.basis, self.window, self.weights, disc, self.alpha, self.alias, self.design
+        )
 
     def solve(self, lcut: int) -> Fit:
         """The fit with the harmonic part on ℓ ≤ lcut (−1: none; lmax: no ring part)."""

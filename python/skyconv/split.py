@@ -229,7 +229,16 @@ def _check_args(nside, lmax, tol):
 
 
 def split_kernel(
-    beam_window, nside, lmax=None, tol=1e-5, cl=None, *, iter=0, device=None, cost=None
+    beam_window,
+    nside,
+    lmax=None,
+    tol=1e-5,
+    cl=None,
+    *,
+    iter=0,
+    device=None,
+    theta_cut=None,
+    cost=None,
 ) -> KernelSplit:
     """Split a beam window into a harmonic and a real-space part (Sutter et al. 2012).
 
@@ -246,10 +255,15 @@ def split_kernel(
     cl : 1-D float array, optional
         The input maps' power spectrum C_ℓ (ℓ = 0..lmax at least); flat when None.
     iter : int
-        Jacobi iterations of the harmonic parts (for the time predictions).
+        Jacobi iterations of the harmonic parts (time predictions; with iter > 0 the error
+        model adds the harmonic part's aliasing, see the module docstring).
     device : str or None
         Where the parts will run ("auto", "cpu", "cuda"; None: SKYCONV_DEVICE, else "auto"):
         the cost model picks each part's device among those available.
+    theta_cut : float, optional
+        Fit at this radius (radians) only, whatever the predicted times, instead of scanning
+        (to look at a split the cost model would not choose). The split is still the plain
+        harmonic method when no ℓcut < lmax meets ``tol`` there.
     cost : optional
         A cost model (``skyconv._smooth_cost.CostModel``); default: the cached one for this
         machine, measured on first use (a few seconds).
@@ -274,18 +288,31 @@ def split_kernel(
     best["devices"] = (dev_full, dev_full)
     pixel = math.sqrt(4 * math.pi / (12 * nside * nside))
     reach = kernel_reach(window, tol) + 2 * pixel
+    forced = theta_cut is not None
+    if forced:
+        theta_cut = float(theta_cut)
+        if not 0 < theta_cut <= math.pi / 2:
+            raise ValueError(f"theta_cut must be in (0, pi/2] radians, got {theta_cut}")
+        best["time"] = math.inf  # any split found is kept
+    steps = [theta_cut / pixel] if forced else THETA_STEPS
     tried = []
-    for step in THETA_STEPS:
+    for step in steps:
         theta_cut = step * pixel
-        if theta_cut > min(reach, math.pi / 2):
+        if not forced and theta_cut > min(reach, math.pi / 2):
             break  # the kernel itself is below tol out here: a wider part gains nothing
         if cost.ring_time(nside, theta_cut)[0] >= best["time"]:
             break  # the ring part only grows with θcut
         basis = Basis(theta_cut, basis_size(theta_cut, lmax))
         # Rows up to lmax: past lmax_eff the ring part must stay as small as the window.
         alias = QUADRATURE_ERROR if iter > 0 else 0.0
-        prob = Problem(basis, window, weights, disc_matrix(nside, basis, weights), ALPHA, alias)
-        fit = prob.smallest_lcut(tol, hi=leff)
+        prob = Problem(basis, window, weights, None, ALPHA, alias)
+        # Without the pixel-grid term the error is smaller (iter = 0; nearly so otherwise), so
+        # this ℓcut is a lower bound: skip the costly measurement when even it cannot win.
+        lower = prob.smallest_lcut(tol, hi=leff).lcut
+        if lower >= leff or cost.split_time(nside, lower, theta_cut, iter)[0] >= best["time"]:
+            tried.append(dict(theta_cut=theta_cut, lcut=lower, error=math.nan, time=math.nan))
+            continue
+        fit = prob.with_disc(disc_matrix(nside, basis, weights)).smallest_lcut(tol, hi=leff)
         if fit.lcut >= leff:
             tried.append(dict(theta_cut=theta_cut, lcut=leff, error=0.0, time=t_full))
             continue
@@ -299,6 +326,7 @@ def split_kernel(
 
     fit, basis = best["fit"], best["basis"]
     if fit is None:  # the plain harmonic method (on the effective band)
+        best.update(time=t_full, t_h=t_full, t_r=0.0, devices=(dev_full, dev_full))
         harm = window[: leff + 1].copy()
         theta = profile = np.zeros(0)
         coef, errs = None, (0.0, 0.0, 0.0, 0.0)
