@@ -323,6 +323,20 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     return method, info
 
 
+def gaussian_fwhm(window) -> float | None:
+    """The FWHM (radians) when ``window`` is a Gaussian beam exp(−½ℓ(ℓ+1)σ²) (to 1e-9), else
+    None: smooth_map's ring method then uses the Gaussian itself, not the band-limited sum."""
+    w = np.asarray(window, dtype=np.float64)
+    if w.size < 2 or w[0] != 1.0 or not np.all(w[1:] < 1) or w[1] <= 0:
+        return None
+    ell = np.arange(w.size)
+    ref = int(np.argmin(np.abs(w - 0.5)))  # σ² from the best-conditioned multipole
+    sigma2 = -2 * math.log(w[ref]) / (ref * (ref + 1))
+    if np.max(np.abs(np.exp(-0.5 * ell * (ell + 1) * sigma2) - w)) > 1e-9:
+        return None
+    return math.sqrt(sigma2 * 8 * math.log(2))
+
+
 def _ring_candidate(nside, lmax, window, tol, cost, beat):
     """(time, predicted error) of skyconv.smooth's ring method; None where it cannot run or
     cannot beat ``beat`` seconds (then its error is not worth measuring)."""
@@ -330,8 +344,12 @@ def _ring_candidate(nside, lmax, window, tol, cost, beat):
     from ._split_fit import DISC_SAFETY, TabulatedProfile
 
     k = np.asarray(window, dtype=np.float64)[: lmax + 1]
+    fwhm = gaussian_fwhm(k)
     try:
-        theta, values = smooth._profile(k, tol)
+        if fwhm is not None:
+            theta, values = smooth.kernel_profile(fwhm=fwhm, tol=tol)
+        else:
+            theta, values = smooth._profile(k, tol)
     except ValueError:
         return None
     t = cost.ring_time(nside, float(theta[-1]))[0]
