@@ -97,6 +97,7 @@ def cache_path() -> Path:
 def clear_cache() -> None:
     """Forget the measured constants (file and this process): the next use measures again."""
     _MODELS.clear()
+    _CHOICES.clear()
     try:
         cache_path().unlink()
     except FileNotFoundError:
@@ -301,7 +302,21 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
 
     Returns ``(method, info)``: ``info`` holds ``times`` and ``errors`` per candidate
     (seconds; fractional RMS), the ``split`` (a KernelSplit), ``lmax_eff`` and ``devices``.
+    Remembered per (window, nside, lmax, tol, iter, device) for this process.
     """
+    w = np.ascontiguousarray(window, dtype=np.float64)
+    key = (w.tobytes(), nside, lmax, float(tol), iter, device_key(device))
+    if key not in _CHOICES:
+        if len(_CHOICES) > 32:
+            _CHOICES.clear()
+        _CHOICES[key] = _choose(nside, lmax, w, tol, device, iter)
+    return _CHOICES[key]
+
+
+_CHOICES: dict = {}
+
+
+def _choose(nside, lmax, window, tol, device, iter):
     from .split import cached_split
 
     cost = model(device)
