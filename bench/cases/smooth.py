@@ -1,96 +1,201 @@
-"""Map smoothing: skyconv.smooth_map against healpy.smoothing(iter=0).
+"""Smoothing: skyconv.smooth_map by each method against healpy.smoothing(iter=0).
 
-Size from the issue: nside 2048, Gaussian FWHM 5 arcmin (quick: nside 64, FWHM 2 deg), a
-white-noise RING map. The ring method (real-space, ARKCoS) and the harmonic method (map2alm,
-beam, alm2map) on the CPU; the anchor is healpy on all the machine's cores. The ring method
-differs from healpy by the beam's part beyond lmax and the pixel quadrature (see
-skyconv.smooth), so its "rel err" is not a bug measure.
+Issue 4's sizes: nside 2048 (quick: 64), lmax 3·nside − 1 (both tools' default), tol 1e-5,
+iter=0, a band-limited CMB-like map (ℓ ≤ 2 nside). FWHM 5′ for every method (ring, harmonic,
+split, auto), and the wide beams 30′ and 1° where ``auto`` must be no slower than the best single
+method; quick runs scale the beams with the pixel (×32). The ``auto`` cases record the method it
+chose and its predicted times in their params (and print them). healpy is timed once per beam
+and that measurement is the anchor of every method's row.
 
-Floors of the ring method, from its plan (``skyconv._core._ring_plan_info``): real-FFT flops
-(2.5 n log2 n) of the input and output rings and of one full-length transform per kernel ring,
-plus 4 flops per spectral multiply-accumulate; bytes: the map read, the spectra written and
-read, the result written (8 bytes a pixel each).
+Timing: the warm-up call of ``split``/``auto`` measures the cost model (when it is not cached)
+and fits the split, so the timed calls are the smoothing itself; the planning time is recorded
+in the params as ``plan_seconds``.
+
+Floors: the harmonic transforms as in bench/cases/sht.py (7 flops per ring pair, ℓ and m, one
+map2alm and one alm2map at the band limit used); the ring engine's FFT and multiply-add flops as
+its plan counts them (``_core._ring_plan_info``); a split adds its two parts. Bytes: the map in
+and out (plus the alm of the transforms). Only CPU rows for the ring method (no CUDA engine yet);
+GPU rows are wall clock (each call makes several GPU calls, so ``last_profile`` does not cover
+it).
 """
 
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 
-from ..harness import Case, Comparison, Context, Host, Skyconv, Work, register
+from ..harness import Case, Comparison, Context, Host, Impl, Skyconv, SkyconvGpu, Work, register
 
-NSIDE, FWHM_ARCMIN = 2048, 5.0
-QUICK_NSIDE, QUICK_FWHM_ARCMIN = 64, 120.0
-
-
-def sizes(ctx: Context) -> tuple[int, float]:
-    ns, fw = (QUICK_NSIDE, QUICK_FWHM_ARCMIN) if ctx.quick else (NSIDE, FWHM_ARCMIN)
-    return ns, np.radians(fw / 60.0)
+NSIDE, QUICK_NSIDE = 2048, 64
+TOL = 1e-5
+BEAMS = (5.0, 30.0, 60.0)  # arcmin at NSIDE
+METHODS = ("harmonic", "ring", "split", "auto")
 
 
-def map_input(ctx: Context):
-    nside, fwhm = sizes(ctx)
-
-    def build():
-        return np.random.default_rng(5).standard_normal(12 * nside**2)
-
-    return (ctx.cache(("smooth.map", nside), build), fwhm)
+def nside_of(ctx: Context) -> int:
+    return QUICK_NSIDE if ctx.quick else NSIDE
 
 
-def ring_work(inputs: tuple) -> Work:
-    m, fwhm = inputs
-    from skyconv import _core
-    from skyconv.smooth import kernel_profile
-
-    nside = round(np.sqrt(m.size / 12))
-    theta, values = kernel_profile(fwhm=fwhm)
-    info = _core._ring_plan_info(nside, theta, values)
-    return Work(bytes=info["bytes"], flops=info["fft_flops"] + info["mac_flops"])
+def fwhm_of(ctx: Context, arcmin: float) -> float:
+    """FWHM in radians, scaled with the pixel in quick runs."""
+    return math.radians(arcmin * NSIDE / nside_of(ctx) / 60)
 
 
-def harmonic_work(inputs: tuple) -> Work:
-    m, _ = inputs
-    nside = round(np.sqrt(m.size / 12))
-    lmax = 3 * nside - 1
+def cmb_map(nside: int) -> np.ndarray:
+    """A CMB-like band-limited map (ℓ ≤ 2 nside, μK): a first peak near ℓ = 220, a D_ℓ floor."""
+    import skyconv
+
+    lmax = 2 * nside
+    ell = np.arange(lmax + 1)
+    dl = 5000 * np.exp(-(((ell - 220) / 120) ** 2)) + 1000 * np.exp(-ell / 400) + 200
+    cl = np.zeros(lmax + 1)
+    cl[2:] = 2 * np.pi * dl[2:] / (ell[2:] * (ell[2:] + 1))
+    rng = np.random.default_rng(11)
+    l_of, m_of = skyconv.Alm.getlm(lmax)
+    alm = (rng.standard_normal(l_of.size) + 1j * rng.standard_normal(l_of.size)) * np.sqrt(
+        cl[l_of] / 2
+    )
+    alm[m_of == 0] = alm[m_of == 0].real * np.sqrt(2)
+    return skyconv.alm2map(alm, nside)
+
+
+def inputs_for(arcmin: float):
+    def make(ctx: Context):
+        nside = nside_of(ctx)
+        return ctx.cache(("smooth.map", nside), lambda: cmb_map(nside)), fwhm_of(ctx, arcmin)
+
+    return make
+
+
+# --------------------------------------------------------------------------- work
+
+
+def sht_work(nside: int, lmax: int) -> Work:
+    """One map2alm and one alm2map at band limit lmax."""
+    if lmax < 0:
+        return Work()
     nalm = (lmax + 1) * (lmax + 2) // 2
-    # Two transforms at ~7 flops per (ring pair, l, m); map in, alm twice, map out.
-    return Work(bytes=2 * m.nbytes + 2 * 16 * nalm, flops=2 * 7.0 * 2 * nside * nalm)
+    return Work(bytes=2 * 16.0 * nalm, flops=2 * 7.0 * 2 * nside * nalm)
 
 
-def sc_smooth(method):
-    def call(m, fwhm):
-        import skyconv
+def ring_work(nside: int, theta, values) -> Work:
+    from skyconv import _core
 
-        return skyconv.smooth_map(m, fwhm=fwhm, method=method, iter=0, device="cpu")
-
-    call.__name__ = f"skyconv.smooth_map[{method}]"
-    return call
+    info = _core._ring_plan_info(nside, np.asarray(theta), np.asarray(values))
+    return Work(bytes=float(info["bytes"]) / 2, flops=info["fft_flops"] + info["mac_flops"])
 
 
-def hp_smooth(m, fwhm):
+def plan(method: str, m: np.ndarray, fwhm: float) -> tuple[str, Work, dict]:
+    """What ``method`` runs for this map and beam: (what, its work, facts for the params)."""
+    import skyconv
+    from skyconv import _smooth_cost, smooth, split
+
+    nside = round(math.sqrt(m.size / 12))
+    lmax = 3 * nside - 1
+    window = smooth.gauss_window(fwhm, lmax)
+    io = Work(bytes=2 * 8.0 * m.size, h2d_bytes=8.0 * m.size, d2h_bytes=8.0 * m.size)
+    facts: dict = {}
+    if method == "auto":
+        t0 = time.perf_counter()
+        method, info = _smooth_cost.choose_method(nside, lmax, window, TOL)
+        facts = {
+            "choice": method,
+            "predicted_s": {k: round(v, 3) for k, v in info["times"].items()},
+            "predicted_error": {k: float(f"{v:.2e}") for k, v in info["errors"].items()},
+            "plan_seconds": round(time.perf_counter() - t0, 2),
+        }
+    if method == "harmonic":
+        return "harmonic", io + sht_work(nside, lmax), facts
+    if method == "ring":
+        theta, values = skyconv.smooth.kernel_profile(fwhm=fwhm, tol=TOL)
+        return (
+            f"ring (θcut {math.degrees(theta[-1]) * 60:.1f}′)",
+            io + ring_work(nside, theta, values),
+            facts,
+        )
+    t0 = time.perf_counter()
+    ks = split.cached_split(window, nside, lmax, TOL, 0, None)
+    facts.setdefault("plan_seconds", round(time.perf_counter() - t0, 2))
+    facts["split"] = ks.summary()
+    work = io + sht_work(nside, ks.lcut)
+    if ks.has_ring:
+        work = work + ring_work(nside, ks.theta, ks.profile)
+    return f"split (ℓcut {ks.lcut}, θcut {math.degrees(ks.theta_cut) * 60:.1f}′)", work, facts
+
+
+def work_for(method: str, params: dict):
+    def work(inputs: tuple) -> Work:
+        m, fwhm = inputs
+        what, w, facts = plan(method, m, fwhm)
+        params.update(runs=what, **facts)
+        print(f"  {method}: runs {what}" + (f"; {facts}" if facts else ""), flush=True)
+        return w
+
+    return work
+
+
+# --------------------------------------------------------------------------- implementations
+
+
+class SharedHost(Host):
+    """A CPU anchor measured once per input and reused by every case that names it."""
+
+    _done: dict = {}
+
+    def measure(self, inputs, settings):
+        key = (self.label, id(inputs[0]), inputs[1:], settings)
+        if key not in self._done:
+            self._done[key] = super().measure(inputs, settings)
+        return self._done[key]
+
+
+class SkyconvGpuWall(SkyconvGpu):
+    """skyconv on the GPU, wall clock only (a smoothing makes several GPU calls)."""
+
+    _call = Impl._call
+
+
+def healpy_smoothing(m, fwhm):
     import healpy
 
     return healpy.smoothing(m, fwhm=fwhm, iter=0)
 
 
-for method, work in (("ring", ring_work), ("harmonic", harmonic_work)):
-    register(
-        Case(
-            name=f"smooth.{method}",
-            description=f"smooth_map(method={method!r}), nside 2048, FWHM 5 arcmin",
-            inputs=map_input,
-            work=work,
-            comparisons=[
-                Comparison(
-                    "cpu",
-                    Skyconv([sc_smooth(method)]),
-                    Host("healpy", [hp_smooth], requires=("healpy",)),
-                )
-            ],
-            params={
-                "nside": NSIDE,
-                "fwhm_arcmin": FWHM_ARCMIN,
-                "quick_nside": QUICK_NSIDE,
-                "quick_fwhm_arcmin": QUICK_FWHM_ARCMIN,
-            },
+def sc_smooth(method: str, device: str):
+    def call(m, fwhm):
+        import skyconv
+
+        return skyconv.smooth_map(m, fwhm=fwhm, tol=TOL, method=method, iter=0, device=device)
+
+    call.__name__ = f"skyconv.smooth_map[{method},{device}]"
+    return call
+
+
+ANCHOR = SharedHost("healpy.smoothing", [healpy_smoothing], requires=("healpy",))
+
+for beam in BEAMS:
+    for method in METHODS:
+        comps = [Comparison("cpu", Skyconv([sc_smooth(method, "cpu")]), ANCHOR)]
+        if method != "ring":  # the ring engine has no CUDA version yet
+            comps.append(Comparison("gpu", SkyconvGpuWall([sc_smooth(method, "cuda")]), ANCHOR))
+        params = {
+            "nside": NSIDE,
+            "quick_nside": QUICK_NSIDE,
+            "fwhm_arcmin": beam,
+            "method": method,
+            "tol": TOL,
+            "iter": 0,
+            "lmax": "3 nside - 1",
+        }
+        register(
+            Case(
+                name=f"smooth.fwhm{beam:g}_{method}",
+                description=f"smooth_map {method} vs healpy.smoothing, nside 2048, {beam:g}′",
+                inputs=inputs_for(beam),
+                work=work_for(method, params),
+                comparisons=comps,
+                params=params,
+            )
         )
-    )

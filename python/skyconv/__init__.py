@@ -29,6 +29,7 @@ from .cube import smooth_and_clip  # noqa: E402
 from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402
 from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402
 from .smooth import smooth_map  # noqa: E402
+from .split import KernelSplit, split_kernel  # noqa: E402
 
 __version__ = _core.__version__
 
@@ -46,6 +47,8 @@ __all__ = [
     "Alm",
     "almxfl",
     "smooth_map",
+    "split_kernel",
+    "KernelSplit",
     "grid",
     "Gridder",
     "GridResult",
