@@ -62,8 +62,12 @@ class Work:
     d2h_bytes: float = 0.0
 
     def __add__(self, other: Work) -> Work:
-        return Work(self.bytes + other.bytes, self.flops + other.flops,
-                    self.h2d_bytes + other.h2d_bytes, self.d2h_bytes + other.d2h_bytes)
+        return Work(
+            self.bytes + other.bytes,
+            self.flops + other.flops,
+            self.h2d_bytes + other.h2d_bytes,
+            self.d2h_bytes + other.d2h_bytes,
+        )
 
 
 class Context:
@@ -81,6 +85,7 @@ class Context:
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _as_steps(steps: Step | Sequence[Step]) -> list[Step]:
     if callable(steps):
@@ -148,8 +153,10 @@ def rel_err(got: Any, ref: Any) -> float | None:
     if all(np.asarray(x).dtype.kind in "biu" for x in g_leaves + r_leaves):
         if any(np.shape(g) != np.shape(r) for g, r in zip(g_leaves, r_leaves)):
             return None
-        differ = sum(int(np.count_nonzero(np.asarray(g) != np.asarray(r)))
-                     for g, r in zip(g_leaves, r_leaves))
+        differ = sum(
+            int(np.count_nonzero(np.asarray(g) != np.asarray(r)))
+            for g, r in zip(g_leaves, r_leaves)
+        )
         return differ / max(1, sum(np.size(r) for r in r_leaves))
     worst_diff, scale = 0.0, 0.0
     for g, r in zip(g_leaves, r_leaves):
@@ -195,6 +202,7 @@ def timed_loop(call: Callable[[], tuple[Any, dict[str, float]]], settings: Setti
 
 # --------------------------------------------------------------------------- implementations
 
+
 class Impl:
     """One way to compute a case: ``label`` names the library (e.g. "scipy.ndimage").
 
@@ -205,8 +213,15 @@ class Impl:
 
     engine = "cpu"
 
-    def __init__(self, label: str, steps: Step | Sequence[Step], *,
-                 requires: Sequence[str] = (), threads: int | None = None, note: str = ""):
+    def __init__(
+        self,
+        label: str,
+        steps: Step | Sequence[Step],
+        *,
+        requires: Sequence[str] = (),
+        threads: int | None = None,
+        note: str = "",
+    ):
         self.label = label
         self.steps = _as_steps(steps)
         self.requires = tuple(requires)
@@ -371,6 +386,7 @@ class Cupy(Impl):
 
 # --------------------------------------------------------------------------- cases
 
+
 @dataclass
 class Comparison:
     """skyconv against an anchor on one engine ("cpu" or "gpu")."""
@@ -424,8 +440,11 @@ def measure_impl(impl: Impl | None, inputs: tuple, settings: Settings):
     try:
         out, m = impl.measure(inputs, settings)
     except Exception as e:  # noqa: BLE001 - a failing implementation must not stop the run
-        rec.update(status="error", reason=f"{type(e).__name__}: {e}",
-                   traceback=traceback.format_exc(limit=6)[-2000:])
+        rec.update(
+            status="error",
+            reason=f"{type(e).__name__}: {e}",
+            traceback=traceback.format_exc(limit=6)[-2000:],
+        )
         return None, rec
     rec.update(m)
     return out, rec

@@ -29,15 +29,32 @@ REPO = Path(__file__).resolve().parents[1]
 # Per-GPU constants, matched by substring of the device name (first match wins). hbm_bw is a
 # device-to-device copy (read + write); pcie_* are pinned host<->device copies.
 GPU_CONSTANTS: list[tuple[str, dict[str, float], str]] = [
-    ("H100", {"hbm_bw": 3.0e12, "pcie_h2d_bw": 54e9, "pcie_d2h_bw": 54e9, "gpu_fp64": 34e12},
-     "measured on our H100 machine (REFERENCE.md); fp64 is the SXM non-tensor peak"),
-    ("H200", {"hbm_bw": 4.0e12, "pcie_h2d_bw": 54e9, "pcie_d2h_bw": 54e9, "gpu_fp64": 34e12},
-     "nominal (about 85% of the 4.8 TB/s peak); fp64 is the non-tensor peak"),
+    (
+        "H100",
+        {"hbm_bw": 3.0e12, "pcie_h2d_bw": 54e9, "pcie_d2h_bw": 54e9, "gpu_fp64": 34e12},
+        "measured on our H100 machine (REFERENCE.md); fp64 is the SXM non-tensor peak",
+    ),
+    (
+        "H200",
+        {"hbm_bw": 4.0e12, "pcie_h2d_bw": 54e9, "pcie_d2h_bw": 54e9, "gpu_fp64": 34e12},
+        "nominal (about 85% of the 4.8 TB/s peak); fp64 is the non-tensor peak",
+    ),
 ]
 
 # Distributions whose versions are recorded when installed (importlib.metadata, no import).
-VERSIONED = ("skyconv", "numpy", "scipy", "healpy", "astropy", "ducc0", "torch", "jax",
-             "s2fft", "cygrid", "dask")
+VERSIONED = (
+    "skyconv",
+    "numpy",
+    "scipy",
+    "healpy",
+    "astropy",
+    "ducc0",
+    "torch",
+    "jax",
+    "s2fft",
+    "cygrid",
+    "dask",
+)
 
 
 def _slug(s: str) -> str:
@@ -105,8 +122,11 @@ def versions() -> dict[str, str | None]:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
             out[dist] = None
-    cupys = sorted(d.metadata["Name"] for d in md.distributions()
-                   if (d.metadata["Name"] or "").lower().startswith("cupy"))
+    cupys = sorted(
+        d.metadata["Name"]
+        for d in md.distributions()
+        if (d.metadata["Name"] or "").lower().startswith("cupy")
+    )
     out["cupy"] = None
     for name in cupys:
         out["cupy"] = f"{md.version(name)} ({name})"
@@ -116,12 +136,23 @@ def versions() -> dict[str, str | None]:
 def git_commit() -> str | None:
     """HEAD (with ``-dirty``) of the checkout, else the one prepare.sh wrote in .gpu/BUILD_INFO."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO,
-                              capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            check=False,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if head.returncode == 0:
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   check=False, cwd=REPO, capture_output=True, text=True,
-                                   timeout=10)
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                check=False,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         pass
@@ -162,6 +193,7 @@ def host_facts() -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- rates
 
+
 def _rate(value: float | None, source: str) -> dict[str, Any]:
     return {"value": value, "source": source}
 
@@ -183,9 +215,17 @@ def measure_host_bw(nbytes: int) -> float:
     threads = cpu_count()
     bounds = np.linspace(0, n, threads + 1).astype(int)
     with ThreadPoolExecutor(threads) as pool:
+
         def copy():
-            list(pool.map(lambda i: np.copyto(dst[bounds[i]:bounds[i + 1]],
-                                              src[bounds[i]:bounds[i + 1]]), range(threads)))
+            list(
+                pool.map(
+                    lambda i: np.copyto(
+                        dst[bounds[i] : bounds[i + 1]], src[bounds[i] : bounds[i + 1]]
+                    ),
+                    range(threads),
+                )
+            )
+
         copy()
         t = _best_of(5, copy)
     return 2 * n * 8 / t
@@ -239,8 +279,10 @@ def measure_rates(quick: bool, gpu: str | None, want_gpu: bool) -> dict[str, dic
     """Rates for the floors: measured where possible, per-GPU constants otherwise."""
     rates: dict[str, dict[str, Any]] = {}
     size = (64 if quick else 512) << 20
-    rates["host_bw"] = _rate(measure_host_bw(size), f"measured: NumPy copy of {size >> 20} MiB "
-                             f"on {cpu_count()} threads, best of 5")
+    rates["host_bw"] = _rate(
+        measure_host_bw(size),
+        f"measured: NumPy copy of {size >> 20} MiB on {cpu_count()} threads, best of 5",
+    )
     n = 512 if quick else 2048
     rates["cpu_fp64"] = _rate(measure_cpu_fp64(n), f"measured: NumPy matmul {n}x{n}, best of 3")
     if not want_gpu:
@@ -289,10 +331,15 @@ def floors(work: Work, engine: str, rates: dict[str, dict[str, Any]]) -> dict[st
     else:
         mem, comp = _div(work.bytes, rates.get("hbm_bw")), _div(work.flops, rates.get("gpu_fp64"))
     known = [v for v in (mem, comp) if v is not None]
-    out: dict[str, Any] = {"memory_ms": mem, "compute_ms": comp,
-                           "floor_ms": max(known) if known else None}
+    out: dict[str, Any] = {
+        "memory_ms": mem,
+        "compute_ms": comp,
+        "floor_ms": max(known) if known else None,
+    }
     if engine == "gpu":
-        up, down = _div(work.h2d_bytes, rates.get("pcie_h2d_bw")), _div(
-            work.d2h_bytes, rates.get("pcie_d2h_bw"))
+        up, down = (
+            _div(work.h2d_bytes, rates.get("pcie_h2d_bw")),
+            _div(work.d2h_bytes, rates.get("pcie_d2h_bw")),
+        )
         out["pcie_ms"] = None if up is None or down is None else up + down
     return out

@@ -5,9 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 COLUMNS = [
-    ("case", "<"), ("eng", "<"), ("anchor", "<"), ("anchor ms", ">"), ("skyconv ms", ">"),
-    ("ratio", ">"), ("anc dev", ">"), ("sky dev", ">"), ("dev ratio", ">"), ("floor", ">"),
-    ("pcie", ">"), ("vs cpu", ">"), ("rel err", ">"),
+    ("case", "<"),
+    ("eng", "<"),
+    ("anchor", "<"),
+    ("anchor ms", ">"),
+    ("skyconv ms", ">"),
+    ("ratio", ">"),
+    ("anc dev", ">"),
+    ("sky dev", ">"),
+    ("dev ratio", ">"),
+    ("floor", ">"),
+    ("pcie", ">"),
+    ("vs cpu", ">"),
+    ("rel err", ">"),
 ]
 
 LEGEND = """\
@@ -65,17 +75,23 @@ def rows(cases: list[dict[str, Any]]) -> list[list[str]]:
             anchor_ms = _median(anc, "e2e_ms")
             sky_ms = _median(sky, "e2e_ms")
             err = comp.get("rel_err")
-            out.append([
-                case["name"], comp["engine"], anc.get("label", "-") if anc else "-",
-                fmt_ms(anchor_ms) if anchor_ms is not None else _short_status(anc),
-                fmt_ms(sky_ms) if sky_ms is not None else _short_status(sky),
-                fmt_ratio(comp.get("ratio_e2e")),
-                fmt_ms(_median(anc, "device_ms")), fmt_ms(_median(sky, "device_ms")),
-                fmt_ratio(comp.get("ratio_device")),
-                fmt_ms(floor.get("floor_ms")), fmt_ms(floor.get("pcie_ms")),
-                fmt_ratio(comp.get("speedup_vs_cpu_anchor")),
-                "-" if err is None else f"{err:.1e}",
-            ])
+            out.append(
+                [
+                    case["name"],
+                    comp["engine"],
+                    anc.get("label", "-") if anc else "-",
+                    fmt_ms(anchor_ms) if anchor_ms is not None else _short_status(anc),
+                    fmt_ms(sky_ms) if sky_ms is not None else _short_status(sky),
+                    fmt_ratio(comp.get("ratio_e2e")),
+                    fmt_ms(_median(anc, "device_ms")),
+                    fmt_ms(_median(sky, "device_ms")),
+                    fmt_ratio(comp.get("ratio_device")),
+                    fmt_ms(floor.get("floor_ms")),
+                    fmt_ms(floor.get("pcie_ms")),
+                    fmt_ratio(comp.get("speedup_vs_cpu_anchor")),
+                    "-" if err is None else f"{err:.1e}",
+                ]
+            )
     return out
 
 
@@ -95,8 +111,10 @@ def table(cases: list[dict[str, Any]]) -> str:
             for who in ("skyconv", "anchor"):
                 rec = comp[who]
                 if rec and rec.get("status") in ("skipped", "error"):
-                    notes.append(f"  {case['name']} [{comp['engine']}] {who} "
-                                 f"{rec.get('label', '')}: {rec['status']}: {rec.get('reason')}")
+                    notes.append(
+                        f"  {case['name']} [{comp['engine']}] {who} "
+                        f"{rec.get('label', '')}: {rec['status']}: {rec.get('reason')}"
+                    )
     if notes:
         lines += ["", "not measured:"] + sorted(set(notes))
     return "\n".join(lines)

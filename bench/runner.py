@@ -33,8 +33,9 @@ def select(patterns: str | None) -> list[Case]:
     pats = [p.strip() for p in patterns.split(",") if p.strip()]
 
     def hit(name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) if any(c in p for c in "*?[") else p in name
-                   for p in pats)
+        return any(
+            fnmatch.fnmatchcase(name, p) if any(c in p for c in "*?[") else p in name for p in pats
+        )
 
     return [c for c in cases if hit(c.name)]
 
@@ -72,18 +73,26 @@ def _progress(case: str, engine: str, who: str, rec: dict[str, Any]) -> None:
     print(f"  {case:<24} {engine:<4} {who:<8} {label:<22} {msg}", flush=True)
 
 
-def run_case(case: Case, ctx: Context, settings: Settings, engines: set[str],
-             rates: dict[str, Any]) -> dict[str, Any]:
+def run_case(
+    case: Case, ctx: Context, settings: Settings, engines: set[str], rates: dict[str, Any]
+) -> dict[str, Any]:
     """Measure every comparison of ``case`` on the selected engines; returns its record."""
     t0 = time.perf_counter()
     inputs = case.inputs(ctx)
     inputs = inputs if isinstance(inputs, tuple) else (inputs,)
     work = case.work(inputs)
     rec: dict[str, Any] = {
-        "name": case.name, "family": case.family, "description": case.description,
-        "params": case.params, "inputs": _describe_inputs(inputs),
-        "work": {"bytes": work.bytes, "flops": work.flops, "h2d_bytes": work.h2d_bytes,
-                 "d2h_bytes": work.d2h_bytes},
+        "name": case.name,
+        "family": case.family,
+        "description": case.description,
+        "params": case.params,
+        "inputs": _describe_inputs(inputs),
+        "work": {
+            "bytes": work.bytes,
+            "flops": work.flops,
+            "h2d_bytes": work.h2d_bytes,
+            "d2h_bytes": work.d2h_bytes,
+        },
         "comparisons": [],
     }
     cpu_anchor_ms = None
@@ -98,7 +107,9 @@ def run_case(case: Case, ctx: Context, settings: Settings, engines: set[str],
         del sky_out, anc_out
         gc.collect()
         c = {
-            "engine": comp.engine, "skyconv": sky, "anchor": anc,
+            "engine": comp.engine,
+            "skyconv": sky,
+            "anchor": anc,
             "ratio_e2e": _ratio(_median(anc, "e2e_ms"), _median(sky, "e2e_ms")),
             "ratio_device": _ratio(_median(anc, "device_ms"), _median(sky, "device_ms")),
             "rel_err": err,
@@ -143,9 +154,16 @@ def merge(path: Path, doc: dict[str, Any], fresh: bool) -> dict[str, Any]:
     return doc
 
 
-def run(patterns: str | None, quick: bool, machine_name: str | None, out_dir: Path,
-        settings: Settings, engines: set[str], fresh: bool = False,
-        threads: int | None = None) -> tuple[dict[str, Any], Path, int]:
+def run(
+    patterns: str | None,
+    quick: bool,
+    machine_name: str | None,
+    out_dir: Path,
+    settings: Settings,
+    engines: set[str],
+    fresh: bool = False,
+    threads: int | None = None,
+) -> tuple[dict[str, Any], Path, int]:
     """Run the selected cases; write ``<out_dir>/<machine>.json``; returns (doc, path, errors)."""
     from . import report
 
@@ -159,17 +177,22 @@ def run(patterns: str | None, quick: bool, machine_name: str | None, out_dir: Pa
     info = machine.backend_info()
     gpu = machine.gpu_name(info)
     name = machine_name or machine.default_machine_name(gpu)
-    print(f"machine {name}: {machine.cpu_model()}, {machine.cpu_count()} CPUs, GPU: {gpu}",
-          flush=True)
+    print(
+        f"machine {name}: {machine.cpu_model()}, {machine.cpu_count()} CPUs, GPU: {gpu}", flush=True
+    )
     rates = machine.measure_rates(quick, gpu, want_gpu="gpu" in engines)
     for k, v in rates.items():
         val = v["value"]
         shown = "-" if val is None else (f"{val / 1e9:.1f} G" + ("B/s" if "bw" in k else "flop/s"))
         print(f"  rate {k:<22} {shown:>14}  ({v['source']})", flush=True)
     ctx = Context(quick)
-    run_meta = {"date": machine.host_facts()["date"], "commit": machine.git_commit(),
-                "skyconv": (info.get("version") if isinstance(info, dict) else None),
-                "quick": quick, "settings": settings.__dict__}
+    run_meta = {
+        "date": machine.host_facts()["date"],
+        "commit": machine.git_commit(),
+        "skyconv": (info.get("version") if isinstance(info, dict) else None),
+        "quick": quick,
+        "settings": settings.__dict__,
+    }
     results = []
     for case in cases:
         print(f"{case.name}: {case.description}", flush=True)
@@ -183,8 +206,11 @@ def run(patterns: str | None, quick: bool, machine_name: str | None, out_dir: Pa
         "gpu": gpu,
         "backend_info": info,
         "versions": machine.versions(),
-        "env": {k: v for k, v in os.environ.items()
-                if k.startswith("SKYCONV_") or k in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")},
+        "env": {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith("SKYCONV_") or k in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+        },
         "rates": rates,
         "last_run": {**run_meta, "cases": [c.name for c in cases], "engines": sorted(engines)},
         "cases": results,
@@ -197,7 +223,12 @@ def run(patterns: str | None, quick: bool, machine_name: str | None, out_dir: Pa
     path = out_dir / f"{name}.json"
     doc = _clean(merge(path, doc, fresh))
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    errors = sum(1 for c in results for comp in c["comparisons"]
-                 for who in ("skyconv", "anchor") if comp[who].get("status") == "error")
+    errors = sum(
+        1
+        for c in results
+        for comp in c["comparisons"]
+        for who in ("skyconv", "anchor")
+        if comp[who].get("status") == "error"
+    )
     print(f"\nwrote {path}" + (f"  ({errors} measurement(s) failed)" if errors else ""))
     return doc, path, errors

@@ -32,8 +32,9 @@ def kernel_values(name, params, d, bearing):
     return bessel * np.exp(-(d**2) / (2 * (sigma * a) ** 2))
 
 
-def brute(lons, lats, data, tlons, tlats, kernel="gauss1d", params=(0.2,), radius=None,
-          weights=None):
+def brute(
+    lons, lats, data, tlons, tlats, kernel="gauss1d", params=(0.2,), radius=None, weights=None
+):
     """(cube, weights, unweighted), each (nchan, ntargets), by summing over every pair."""
     if radius is None:
         radius = 3 * max(params[:2]) if kernel == "gauss2d" else 3 * params[0]
@@ -49,12 +50,15 @@ def brute(lons, lats, data, tlons, tlats, kernel="gauss1d", params=(0.2,), radiu
     lon2 = np.radians(np.where(good, lons, 0))[None]
     lat2 = np.radians(np.where(good, lats, 0))[None]
     lon1, lat1 = np.radians(tlons)[:, None], np.radians(tlats)[:, None]
-    hav = (np.sin((lat1 - lat2) / 2) ** 2
-           + np.cos(lat1) * np.cos(lat2) * np.sin((lon1 - lon2) / 2) ** 2)
+    hav = (
+        np.sin((lat1 - lat2) / 2) ** 2
+        + np.cos(lat1) * np.cos(lat2) * np.sin((lon1 - lon2) / 2) ** 2
+    )
     d = np.degrees(2 * np.arcsin(np.sqrt(np.clip(hav, 0, 1))))
     bearing = np.arctan2(
         np.cos(lat2) * np.sin(lon2 - lon1),
-        np.cos(lat1) * np.sin(lat2) - np.sin(lat1) * np.cos(lat2) * np.cos(lon2 - lon1))
+        np.cos(lat1) * np.sin(lat2) - np.sin(lat1) * np.cos(lat2) * np.cos(lon2 - lon1),
+    )
     k = np.where(d < radius, kernel_values(kernel, params, d, bearing), 0.0)
     k = np.where(np.isfinite(tlons)[:, None], k, 0.0)
     usum = (k @ (w * v)).T
@@ -72,10 +76,19 @@ def field(rng, n, lon0=12.0, lat0=0.0, size=4.0):
 
 def header(lon0=12.0, lat0=0.0, nx=30, ny=24, cdelt=0.1, proj="SIN"):
     return {
-        "NAXIS": 2, "NAXIS1": nx, "NAXIS2": ny,
-        "CTYPE1": f"RA---{proj}", "CTYPE2": f"DEC--{proj}",
-        "CRVAL1": lon0, "CRVAL2": lat0, "CRPIX1": nx / 2 + 0.5, "CRPIX2": ny / 2 + 0.5,
-        "CDELT1": -cdelt, "CDELT2": cdelt, "CUNIT1": "deg", "CUNIT2": "deg",
+        "NAXIS": 2,
+        "NAXIS1": nx,
+        "NAXIS2": ny,
+        "CTYPE1": f"RA---{proj}",
+        "CTYPE2": f"DEC--{proj}",
+        "CRVAL1": lon0,
+        "CRVAL2": lat0,
+        "CRPIX1": nx / 2 + 0.5,
+        "CRPIX2": ny / 2 + 0.5,
+        "CDELT1": -cdelt,
+        "CDELT2": cdelt,
+        "CUNIT1": "deg",
+        "CUNIT2": "deg",
     }
 
 

@@ -20,10 +20,11 @@ MAD_TO_STD = 1.482602218505602
 
 
 def _gauss(x, a, s):
-    return a * np.exp(-x**2 / (2.0 * s**2))
+    return a * np.exp(-(x**2) / (2.0 * s**2))
 
 
 # ------------------------------------------------------------------ SoFiA 1.3.2
+
 
 def sofia1_rms(cube, rms_mode="negative", flux_range="all", sample=1):
     """SoFiA 1's GetRMS with zoom 1 and no second pass."""
@@ -51,7 +52,7 @@ def sofia1_rms(cube, rms_mode="negative", flux_range="all", sample=1):
 
         x, h = hist(nbins)
         k = 0
-        while h[-k - 1:].sum() < 0.05 * h.sum():
+        while h[-k - 1 :].sum() < 0.05 * h.sum():
             k += 1
         if k:
             x, h = hist(nbins / (k + 1))
@@ -82,9 +83,19 @@ def sofia1_rms(cube, rms_mode="negative", flux_range="all", sample=1):
     raise ValueError(rms_mode)
 
 
-def sofia1_scfind(cube, mask, kernels, threshold=3.5, maskScaleXY=2.0, edgeMode="constant",
-                  rmsMode="negative", fluxRange="all", kernelUnit="pixel", header=None,
-                  keep=False):
+def sofia1_scfind(
+    cube,
+    mask,
+    kernels,
+    threshold=3.5,
+    maskScaleXY=2.0,
+    edgeMode="constant",
+    rmsMode="negative",
+    fluxRange="all",
+    kernelUnit="pixel",
+    header=None,
+    keep=False,
+):
     """SoFiA 1.3.2's SCfinder_mem on ``cube`` (any float dtype); ORs into ``mask``.
 
     Returns (rms0, [rms per kernel], [smoothed cubes if keep])."""
@@ -123,6 +134,7 @@ def sofia1_scfind(cube, mask, kernels, threshold=3.5, maskScaleXY=2.0, edgeMode=
 
 
 # ------------------------------------------------------------------ SoFiA 2 rules
+
 
 def sofia2_cadence(shape):
     size = int(np.prod(shape))
@@ -164,9 +176,20 @@ def sofia2_noise(cube, statistic, flux_range, cadence):
     return abs(float(p[1]))  # converged: skyconv fits to convergence too
 
 
-def sofia2_scfind(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), threshold=5.0,
-                  replacement=2.0, statistic="mad", flux_range="negative", spectral="boxcar",
-                  spatial="gaussian", edge_mode="constant", mask=None, keep=False):
+def sofia2_scfind(
+    cube,
+    kernels_xy=(0, 3, 6),
+    kernels_z=(0, 3, 7, 15),
+    threshold=5.0,
+    replacement=2.0,
+    statistic="mad",
+    flux_range="negative",
+    spectral="boxcar",
+    spatial="gaussian",
+    edge_mode="constant",
+    mask=None,
+    keep=False,
+):
     """SoFiA 2's S+C rules in float64. Returns (mask uint8, rms0, [rms], [smoothed if keep])."""
     c = np.asarray(cube, dtype=np.float64)
     c = c[np.newaxis] if c.ndim == 2 else c
@@ -197,8 +220,9 @@ def sofia2_scfind(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), threshold
                         else:
                             rad, n = boxcar_approx(sig)
                             for _ in range(n if rad else 0):
-                                s = ndimage.uniform_filter1d(s, 2 * rad + 1, axis=ax,
-                                                             mode=edge_mode)
+                                s = ndimage.uniform_filter1d(
+                                    s, 2 * rad + 1, axis=ax, mode=edge_mode
+                                )
                 if kz > 0:
                     if spectral == "boxcar":
                         s = ndimage.uniform_filter1d(s, kz, axis=0, mode=edge_mode)

@@ -43,8 +43,7 @@ FACTORS = {
     },
     "haar": {
         1: [1.0, 0.707167810, 0.5, 0.353553391, 0.25, 0.176776695, 0.125],
-        2: [1.0, 0.433012702, 0.216506351, 0.108253175, 0.0541265877, 0.0270632939,
-            0.0135316469],
+        2: [1.0, 0.433012702, 0.216506351, 0.108253175, 0.0541265877, 0.0270632939, 0.0135316469],
         3: [1.0, 0.935414347, 0.330718914, 0.116926793, 0.0413398642, 0.0146158492],
     },
 }
@@ -75,8 +74,9 @@ def ref_smooth(c: np.ndarray, w1: list[float], step: int) -> np.ndarray:
     out = np.zeros_like(c)
     for offs in itertools.product(range(len(w1)), repeat=c.ndim):
         weight = np.prod([w1[o] for o in offs])
-        idx = [mirror(np.arange(n) + (o - hw) * step, n)
-               for o, n in zip(offs, c.shape, strict=True)]
+        idx = [
+            mirror(np.arange(n) + (o - hw) * step, n) for o, n in zip(offs, c.shape, strict=True)
+        ]
         out += weight * c[np.ix_(*idx)]
     return out
 
@@ -120,8 +120,16 @@ def ref_unit(x, filt, snr, smin, smax, conv, robust, dim):
     return np.where(good, out, x), it, new, s0
 
 
-def reference(data, dim=3, snr_recon=4.0, scale_min=1, scale_max=0, filter="b3spline",
-              convergence=0.005, robust=True):
+def reference(
+    data,
+    dim=3,
+    snr_recon=4.0,
+    scale_min=1,
+    scale_max=0,
+    filter="b3spline",
+    convergence=0.005,
+    robust=True,
+):
     """(recon, iterations, noise) of the reference, per unit like skyconv."""
     data = np.asarray(data)
     out = np.empty(data.shape, dtype=np.float64)
@@ -134,8 +142,9 @@ def reference(data, dim=3, snr_recon=4.0, scale_min=1, scale_max=0, filter="b3sp
     iters = np.zeros(ushape, dtype=np.int64)
     noise = np.zeros(ushape)
     for u, sel in zip(np.ndindex(*ushape), units, strict=True):
-        r, it, nz, _ = ref_unit(data[sel], filter, snr_recon, scale_min, scale_max,
-                                convergence, robust, dim)
+        r, it, nz, _ = ref_unit(
+            data[sel], filter, snr_recon, scale_min, scale_max, convergence, robust, dim
+        )
         out[sel] = r
         iters[u] = it
         noise[u] = nz
@@ -179,9 +188,9 @@ def test_matches_reference(rng, shape, dim, filt, blanks):
     assert rel_err(res.data, ref) <= 1e-5
     np.testing.assert_array_equal(res.iterations, iters)
     np.testing.assert_allclose(res.noise, noise, rtol=1e-6)
-    assert res.scales == ref_scales(min(shape[a] for a in
-                                        ([0] if dim == 1 else range(len(shape) - dim,
-                                                                    len(shape)))), filt)
+    assert res.scales == ref_scales(
+        min(shape[a] for a in ([0] if dim == 1 else range(len(shape) - dim, len(shape)))), filt
+    )
 
 
 @pytest.mark.parametrize(
@@ -280,11 +289,15 @@ def test_synthetic_sources(rng):
     shape, sigma = (64, 64, 64), 1.0
     z, y, x = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
     truth = np.zeros(shape)
-    sources = [((20, 16, 20), 2.5, 2.0, 8.0), ((44, 40, 44), 3.0, 2.5, 6.0),
-               ((30, 48, 14), 2.0, 2.0, 10.0)]
+    sources = [
+        ((20, 16, 20), 2.5, 2.0, 8.0),
+        ((44, 40, 44), 3.0, 2.5, 6.0),
+        ((30, 48, 14), 2.0, 2.0, 10.0),
+    ]
     for (cz, cy, cx), sz, sxy, peak in sources:
-        truth += peak * np.exp(-((z - cz) ** 2 / (2 * sz**2)
-                                 + ((y - cy) ** 2 + (x - cx) ** 2) / (2 * sxy**2)))
+        truth += peak * np.exp(
+            -((z - cz) ** 2 / (2 * sz**2) + ((y - cy) ** 2 + (x - cx) ** 2) / (2 * sxy**2))
+        )
     data = (truth + rng.normal(0, sigma, shape)).astype(np.float32)
     res = skyconv.atrous_denoise(data, dim=3, snr_recon=4.0, device="cpu")
     resid = data.astype(np.float64) - res.data
@@ -292,9 +305,11 @@ def test_synthetic_sources(rng):
     assert abs(np.std(resid) - sigma) < 0.03 * sigma
     assert abs(res.data.sum(dtype=np.float64) - data.sum(dtype=np.float64)) < 0.06 * truth.sum()
     for (cz, cy, cx), sz, sxy, _ in sources:
-        box = (slice(cz - int(3 * sz), cz + int(3 * sz) + 1),
-               slice(cy - int(3 * sxy), cy + int(3 * sxy) + 1),
-               slice(cx - int(3 * sxy), cx + int(3 * sxy) + 1))
+        box = (
+            slice(cz - int(3 * sz), cz + int(3 * sz) + 1),
+            slice(cy - int(3 * sxy), cy + int(3 * sxy) + 1),
+            slice(cx - int(3 * sxy), cx + int(3 * sxy) + 1),
+        )
         ratio = res.data[box].sum(dtype=np.float64) / truth[box].sum()
         assert 0.95 < ratio < 1.30, ratio
     # The reconstruction is far less noisy than the data away from the sources.
@@ -423,8 +438,9 @@ def test_kernels_compile_for_sm90():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("filt", ["b3spline", "triangle", "haar"])
-@pytest.mark.parametrize("shape,dim", [((33, 20, 21), 1), ((5, 40, 37), 2), ((31, 40, 37), 3),
-                                       ((65,), 1), ((45, 47), 2)])
+@pytest.mark.parametrize(
+    "shape,dim", [((33, 20, 21), 1), ((5, 40, 37), 2), ((31, 40, 37), 3), ((65,), 1), ((45, 47), 2)]
+)
 @pytest.mark.parametrize("robust", [True, False])
 def test_gpu_equals_cpu(rng, shape, dim, filt, dtype, robust):
     x = noisy(rng, shape, blanks=True, dtype=dtype)
@@ -433,7 +449,8 @@ def test_gpu_equals_cpu(rng, shape, dim, filt, dtype, robust):
     assert gpu.device == "cuda" and gpu.data.dtype == x.dtype
     assert rel_err(gpu.data, cpu.data) <= 1e-5
     assert np.max(np.abs(np.asarray(gpu.iterations) - cpu.iterations)) <= (
-        0 if dtype == np.float64 else 1)
+        0 if dtype == np.float64 else 1
+    )
     np.testing.assert_allclose(gpu.noise, cpu.noise, rtol=1e-5)
 
 
@@ -495,8 +512,20 @@ def test_cli_roundtrip(tmp_path, rng, capsys):
     fits.PrimaryHDU(x, header=hdr).writeto(src)
     parser = argparse.ArgumentParser(prog="skyconv")
     _cli_atrous.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["atrous", str(src), "--out", str(out), "--snr", "3",
-                              "--residual", str(resid), "--device", "cpu"])
+    args = parser.parse_args(
+        [
+            "atrous",
+            str(src),
+            "--out",
+            str(out),
+            "--snr",
+            "3",
+            "--residual",
+            str(resid),
+            "--device",
+            "cpu",
+        ]
+    )
     assert args.func(args) == 0
     err = capsys.readouterr().err
     assert "iteration 1:" in err and "iteration 2:" in err
@@ -509,7 +538,7 @@ def test_cli_roundtrip(tmp_path, rng, capsys):
     h = fits.getheader(out)
     assert h["BUNIT"] == "Jy/beam" and "skyconv atrous_denoise" in str(h["HISTORY"])
     # a bad argument is reported, not raised
-    args = parser.parse_args(["atrous", str(src), "--out", str(out), "--overwrite",
-                              "--snr", "-1", "--device", "cpu"])
+    args = parser.parse_args(
+        ["atrous", str(src), "--out", str(out), "--overwrite", "--snr", "-1", "--device", "cpu"]
+    )
     assert _cli_atrous.run(args) == 2
-

@@ -31,8 +31,9 @@ def test_backend_info_shape():
 
 
 def test_import_creates_no_cuda_context():
-    code = ("import skyconv, json; "
-            "print(json.dumps(skyconv.backend_info()['cuda']['context_created']))")
+    code = (
+        "import skyconv, json; print(json.dumps(skyconv.backend_info()['cuda']['context_created']))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "false"
 
@@ -53,17 +54,21 @@ def test_cuda_without_gpu_raises_device_error():
         filters.gaussian_filter1d(a, 1.0, device="cuda")
     assert issubclass(skyconv.DeviceError, skyconv.SkyconvError)
     # "auto" falls back to the CPU
-    np.testing.assert_array_equal(filters.gaussian_filter1d(a, 1.0, device="auto"),
-                                  filters.gaussian_filter1d(a, 1.0, device="cpu"))
+    np.testing.assert_array_equal(
+        filters.gaussian_filter1d(a, 1.0, device="auto"),
+        filters.gaussian_filter1d(a, 1.0, device="cpu"),
+    )
 
 
 def test_environment_default_device():
-    code = ("import skyconv, numpy as np\n"
-            "try:\n"
-            "    skyconv.filters.gaussian_filter1d(np.ones(8, np.float32), 1.0)\n"
-            "    print('ran')\n"
-            "except skyconv.DeviceError as e:\n"
-            "    print('DeviceError')\n")
+    code = (
+        "import skyconv, numpy as np\n"
+        "try:\n"
+        "    skyconv.filters.gaussian_filter1d(np.ones(8, np.float32), 1.0)\n"
+        "    print('ran')\n"
+        "except skyconv.DeviceError as e:\n"
+        "    print('DeviceError')\n"
+    )
     env = dict(os.environ, SKYCONV_DEVICE="cuda", SKYCONV_DISABLE_CUDA="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.strip() == "DeviceError", out.stderr
@@ -131,7 +136,10 @@ def test_kernels_compile_with_nvrtc():
     for arch in ((9, 0), (8, 0)):
         sizes = _core._compile_kernels(*arch)
         registered = {name for name in sizes}
-        on_disk = {f[:-3] for f in os.listdir(os.path.join(os.path.dirname(__file__), "..",
-                                                           "kernels")) if f.endswith(".cu")}
+        on_disk = {
+            f[:-3]
+            for f in os.listdir(os.path.join(os.path.dirname(__file__), "..", "kernels"))
+            if f.endswith(".cu")
+        }
         assert registered == on_disk, "every kernels/*.cu must be registered (and only those)"
         assert all(v > 1000 for v in sizes.values()), sizes

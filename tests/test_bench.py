@@ -15,8 +15,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-TOP_KEYS = {"schema", "machine", "host", "gpu", "backend_info", "versions", "rates", "last_run",
-            "cases"}
+TOP_KEYS = {
+    "schema",
+    "machine",
+    "host",
+    "gpu",
+    "backend_info",
+    "versions",
+    "rates",
+    "last_run",
+    "cases",
+}
 CASE_KEYS = {"name", "family", "description", "params", "inputs", "work", "comparisons", "run"}
 COMP_KEYS = {"engine", "skyconv", "anchor", "ratio_e2e", "ratio_device", "rel_err", "floor"}
 FILTER_CASES = {"filters.gauss_y", "filters.gauss_x", "filters.box_z", "filters.sc_kernel"}
@@ -35,9 +44,25 @@ def _check_timing(stat: dict) -> None:
 def test_quick_filters_bench(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--cases", "filters", "--out", str(tmp_path),
-         "--machine", "pytest"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--cases",
+            "filters",
+            "--out",
+            str(tmp_path),
+            "--machine",
+            "pytest",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "ratio" in proc.stdout  # the table was printed
 

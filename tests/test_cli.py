@@ -26,8 +26,9 @@ def test_demo_runs_and_agrees(capsys):
 
 
 def test_console_script_entry_point():
-    out = subprocess.run([sys.executable, "-m", "skyconv.cli", "info"], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "skyconv.cli", "info"], capture_output=True, text=True, check=True
+    )
     assert json.loads(out.stdout)["version"]
 
 

@@ -28,8 +28,22 @@ def test_fits_table_to_fits_cube(tmp_path, rng):
     Table({"RA": lon, "DEC": lat, "SPECTRUM": spec}).write(tmp_path / "s.fits")
     hdr = fits.Header(header())
     hdr.totextfile(tmp_path / "t.hdr")
-    assert run_cli([str(tmp_path / "s.fits"), "--header", str(tmp_path / "t.hdr"),
-                    "--sigma", "0.2", "--out", str(tmp_path / "c.fits"), "--device", "cpu"]) == 0
+    assert (
+        run_cli(
+            [
+                str(tmp_path / "s.fits"),
+                "--header",
+                str(tmp_path / "t.hdr"),
+                "--sigma",
+                "0.2",
+                "--out",
+                str(tmp_path / "c.fits"),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     with fits.open(tmp_path / "c.fits") as hdul:
         cube, weights = hdul[0].data, hdul["WEIGHTS"].data
         assert hdul[0].header["CTYPE1"].startswith("RA---")
@@ -37,20 +51,57 @@ def test_fits_table_to_fits_cube(tmp_path, rng):
     assert np.array_equal(cube, ref.cube, equal_nan=True)
     assert np.array_equal(weights, ref.weights)
     with pytest.raises(ValueError, match="exists"):
-        run_cli([str(tmp_path / "s.fits"), "--header", str(tmp_path / "t.hdr"),
-                 "--sigma", "0.2", "--out", str(tmp_path / "c.fits")])
+        run_cli(
+            [
+                str(tmp_path / "s.fits"),
+                "--header",
+                str(tmp_path / "t.hdr"),
+                "--sigma",
+                "0.2",
+                "--out",
+                str(tmp_path / "c.fits"),
+            ]
+        )
 
 
 def test_npz_healpix_and_columns(tmp_path, rng):
     lon, lat = field(rng, 500, lon0=40, lat0=30)
-    np.savez(tmp_path / "s.npz", glon=lon, glat=lat, tb=rng.normal(size=500),
-             w=rng.uniform(1, 2, 500))
-    assert run_cli([str(tmp_path / "s.npz"), "--nside", "32", "--nest", "--fwhm", "0.5",
-                    "--weights", "w", "--dtype", "float64", "--out",
-                    str(tmp_path / "m.npz")]) == 0
+    np.savez(
+        tmp_path / "s.npz", glon=lon, glat=lat, tb=rng.normal(size=500), w=rng.uniform(1, 2, 500)
+    )
+    assert (
+        run_cli(
+            [
+                str(tmp_path / "s.npz"),
+                "--nside",
+                "32",
+                "--nest",
+                "--fwhm",
+                "0.5",
+                "--weights",
+                "w",
+                "--dtype",
+                "float64",
+                "--out",
+                str(tmp_path / "m.npz"),
+            ]
+        )
+        == 0
+    )
     z = np.load(tmp_path / "m.npz")
     assert z["cube"].shape == (12 * 32**2,) and z["cube"].dtype == np.float64
     assert np.isfinite(z["cube"]).any()
     with pytest.raises(ValueError, match="column"):
-        run_cli([str(tmp_path / "s.npz"), "--nside", "8", "--sigma", "1", "--data", "nope",
-                 "--out", str(tmp_path / "x.npz")])
+        run_cli(
+            [
+                str(tmp_path / "s.npz"),
+                "--nside",
+                "8",
+                "--sigma",
+                "1",
+                "--data",
+                "nope",
+                "--out",
+                str(tmp_path / "x.npz"),
+            ]
+        )

@@ -63,8 +63,11 @@ def test_sightlines_and_kernels(rng):
     lon, lat = field(rng, 1500)
     data = rng.normal(size=1500)
     tl, tb = field(rng, 100, size=3)
-    for kernel, params in (("gauss2d", (0.25, 0.12, 0.6)), ("tapered_sinc", (0.2, 2.52, 1.55)),
-                           ("gaussbessel", (0.2, 2.52, 1.55))):
+    for kernel, params in (
+        ("gauss2d", (0.25, 0.12, 0.6)),
+        ("tapered_sinc", (0.2, 2.52, 1.55)),
+        ("gaussbessel", (0.2, 2.52, 1.55)),
+    ):
         g = cygrid.SlGrid(tl, tb, dtype=np.float64)
         g.set_kernel(kernel, params, 0.75, 0.1)
         g.grid(lon, lat, data)

@@ -21,8 +21,14 @@ def _cases(rng, n):
     out = []
     for i in range(n):
         shape = SHAPES[i % len(SHAPES)]
-        out.append((shape, int(rng.integers(-len(shape), len(shape))), MODES[i % len(MODES)],
-                    (np.float32, np.float64)[(i // len(MODES)) % 2]))
+        out.append(
+            (
+                shape,
+                int(rng.integers(-len(shape), len(shape))),
+                MODES[i % len(MODES)],
+                (np.float32, np.float64)[(i // len(MODES)) % 2],
+            )
+        )
     return out
 
 
@@ -37,8 +43,9 @@ def test_gaussian_matches_scipy(rng, device):
         sigma = float(rng.uniform(0.3, 6.0))
         truncate = float(rng.choice([4.0, 2.5, 1.0]))
         ref = ndi.gaussian_filter1d(a, sigma, axis=axis, mode=mode, cval=0.7, truncate=truncate)
-        got = filters.gaussian_filter1d(a, sigma, axis=axis, mode=mode, cval=0.7,
-                                        truncate=truncate, device=device)
+        got = filters.gaussian_filter1d(
+            a, sigma, axis=axis, mode=mode, cval=0.7, truncate=truncate, device=device
+        )
         assert got.dtype == a.dtype and got.shape == a.shape
         assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, dtype, sigma)
 
@@ -59,8 +66,9 @@ def test_uniform_matches_scipy(rng, device):
         size = int(rng.integers(1, 16))
         origin = int(rng.integers(-(size // 2), (size - 1) // 2 + 1))
         ref = ndi.uniform_filter1d(a, size, axis=axis, mode=mode, cval=-1.5, origin=origin)
-        got = filters.uniform_filter1d(a, size, axis=axis, mode=mode, cval=-1.5, origin=origin,
-                                       device=device)
+        got = filters.uniform_filter1d(
+            a, size, axis=axis, mode=mode, cval=-1.5, origin=origin, device=device
+        )
         assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, dtype, size, origin)
 
 
@@ -72,8 +80,9 @@ def test_correlate_convolve_match_scipy(rng, device, func):
         w = rng.standard_normal(int(rng.integers(1, 12)))
         origin = int(rng.integers(-(len(w) // 2), (len(w) - 1) // 2 + 1))
         ref = getattr(ndi, func)(a, w, axis=axis, mode=mode, cval=2.0, origin=origin)
-        got = getattr(filters, func)(a, w, axis=axis, mode=mode, cval=2.0, origin=origin,
-                                     device=device)
+        got = getattr(filters, func)(
+            a, w, axis=axis, mode=mode, cval=2.0, origin=origin, device=device
+        )
         assert rel_err(got, ref) <= TOL[dtype], (func, shape, axis, mode, dtype, len(w), origin)
 
 
@@ -84,8 +93,9 @@ def test_kernel_longer_than_line(rng, device):
         for n in (1, 2, 3, 5):
             a = _data(rng, (4, n), np.float64)
             ref = ndi.correlate1d(a, np.arange(1.0, 18.0), axis=1, mode=mode, cval=0.5)
-            got = filters.correlate1d(a, np.arange(1.0, 18.0), axis=1, mode=mode, cval=0.5,
-                                      device=device)
+            got = filters.correlate1d(
+                a, np.arange(1.0, 18.0), axis=1, mode=mode, cval=0.5, device=device
+            )
             assert rel_err(got, ref) <= 1e-12, (mode, n)
             ref = ndi.uniform_filter1d(a, 13, axis=1, mode=mode, cval=0.5)
             got = filters.uniform_filter1d(a, 13, axis=1, mode=mode, cval=0.5, device=device)
@@ -140,8 +150,10 @@ def test_thread_count_independent(rng):
     np.testing.assert_array_equal(one, two)
 
 
-@pytest.mark.parametrize("bad", [np.arange(10), np.arange(10, dtype=np.int16),
-                                 np.ones(4, complex), np.ones(4, np.float16)])
+@pytest.mark.parametrize(
+    "bad",
+    [np.arange(10), np.arange(10, dtype=np.int16), np.ones(4, complex), np.ones(4, np.float16)],
+)
 def test_non_float_input_is_type_error(bad):
     with pytest.raises(TypeError, match="input"):
         filters.gaussian_filter1d(bad, 1.0)
@@ -216,10 +228,12 @@ def test_gpu_budget_too_small_is_gpu_memory_error(rng, monkeypatch):
 def test_chain_equals_successive_calls(rng, device):
     for dtype in (np.float32, np.float64):
         a = _data(rng, (9, 31, 40), dtype)
-        passes = [filters.Gaussian(2.55, axis=2, mode="constant"),
-                  filters.Gaussian(1.2, axis=1, mode="nearest", truncate=3.0),
-                  filters.Uniform(4, axis=0, mode="reflect", origin=-1),
-                  filters.Correlate((1.0, -2.0, 0.5), axis=-1, mode="wrap", origin=1)]
+        passes = [
+            filters.Gaussian(2.55, axis=2, mode="constant"),
+            filters.Gaussian(1.2, axis=1, mode="nearest", truncate=3.0),
+            filters.Uniform(4, axis=0, mode="reflect", origin=-1),
+            filters.Correlate((1.0, -2.0, 0.5), axis=-1, mode="wrap", origin=1),
+        ]
         ref = ndi.gaussian_filter1d(a, 2.55, axis=2, mode="constant")
         ref = ndi.gaussian_filter1d(ref, 1.2, axis=1, mode="nearest", truncate=3.0)
         ref = ndi.uniform_filter1d(ref, 4, axis=0, mode="reflect", origin=-1)
@@ -247,8 +261,11 @@ def test_gpu_chain_over_budget_equals_cpu(rng, monkeypatch):
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "200000")
     a = _data(rng, (12, 40, 70), np.float64)
     for k in (2, 3):
-        passes = [filters.Gaussian(2.0, axis=2), filters.Uniform(5, axis=0, mode="wrap"),
-                  filters.Gaussian(1.5, axis=1, mode="constant")][:k]
+        passes = [
+            filters.Gaussian(2.0, axis=2),
+            filters.Uniform(5, axis=0, mode="wrap"),
+            filters.Gaussian(1.5, axis=1, mode="constant"),
+        ][:k]
         cpu = filters.chain(a, passes, device="cpu")
         gpu = filters.chain(a, passes, device="cuda")
         assert rel_err(gpu, cpu) <= 1e-12

@@ -30,8 +30,16 @@ def test_wcs_target_float64(rng, kernel):
     lon, lat = field(rng, 3000)
     data = rng.normal(size=3000) + 3
     hdr = header()
-    res = skyconv.grid(lon, lat, data, hdr, kernel=kernel, kernel_params=KERNELS[kernel],
-                       dtype=np.float64, device="cpu")
+    res = skyconv.grid(
+        lon,
+        lat,
+        data,
+        hdr,
+        kernel=kernel,
+        kernel_params=KERNELS[kernel],
+        dtype=np.float64,
+        device="cpu",
+    )
     tl, tb = wcs_centres(hdr)
     ref = brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel])
     check(res, ref, 1e-12, (24, 30))
@@ -44,8 +52,17 @@ def test_sightlines_spectral_float64(rng, kernel):
     data = rng.normal(size=(1500, 3))
     weights = rng.uniform(0.5, 2, 1500)
     tl, tb = field(rng, 300, size=3.5)
-    res = skyconv.grid(lon, lat, data, (tl, tb), kernel=kernel, kernel_params=KERNELS[kernel],
-                       weights=weights, dtype=np.float64, device="cpu")
+    res = skyconv.grid(
+        lon,
+        lat,
+        data,
+        (tl, tb),
+        kernel=kernel,
+        kernel_params=KERNELS[kernel],
+        weights=weights,
+        dtype=np.float64,
+        device="cpu",
+    )
     ref = brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel], weights=weights)
     check(res, ref, 1e-12, (3, 300))
 
@@ -59,9 +76,16 @@ def test_healpix_target_float64(rng, kernel, nest):
     data = rng.normal(size=2000)
     vec = hp.ang2vec(40, 30, lonlat=True)
     pix = hp.query_disc(nside, vec, np.radians(2.5), nest=nest)
-    res = skyconv.grid(lon, lat, data, HealpixTarget(nside, nest=nest, pixels=pix),
-                       kernel=kernel, kernel_params=KERNELS[kernel], dtype=np.float64,
-                       device="cpu")
+    res = skyconv.grid(
+        lon,
+        lat,
+        data,
+        HealpixTarget(nside, nest=nest, pixels=pix),
+        kernel=kernel,
+        kernel_params=KERNELS[kernel],
+        dtype=np.float64,
+        device="cpu",
+    )
     tl, tb = hp.pix2ang(nside, pix, nest=nest, lonlat=True)
     ref = brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel])
     check(res, ref, 1e-12, (pix.size,))
@@ -78,8 +102,9 @@ def test_healpix_full_sky_and_centres(rng):
     lon = rng.uniform(0, 360, 4000)
     lat = np.degrees(np.arcsin(rng.uniform(-1, 1, 4000)))
     data = rng.normal(size=4000)
-    res = skyconv.grid(lon, lat, data, HealpixTarget(nside), kernel_params=4.0,
-                       dtype=np.float64, device="cpu")
+    res = skyconv.grid(
+        lon, lat, data, HealpixTarget(nside), kernel_params=4.0, dtype=np.float64, device="cpu"
+    )
     tl, tb = hp.pix2ang(nside, np.arange(hp.nside2npix(nside)), lonlat=True)
     check(res, brute(lon, lat, data, tl, tb, params=(4.0,)), 1e-12, (12 * nside**2,))
 
@@ -89,8 +114,9 @@ def test_float32(rng, kernel):
     lon, lat = field(rng, 2000)
     data = (rng.normal(size=(2000, 2)) + 5).astype(np.float32)
     hdr = header()
-    res = skyconv.grid(lon, lat, data, hdr, kernel=kernel, kernel_params=KERNELS[kernel],
-                       device="cpu")
+    res = skyconv.grid(
+        lon, lat, data, hdr, kernel=kernel, kernel_params=KERNELS[kernel], device="cpu"
+    )
     assert res.cube.dtype == np.float32 and res.weights.dtype == np.float32
     tl, tb = wcs_centres(hdr)
     check(res, brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel]), 1e-6, (2, 24, 30))
@@ -108,8 +134,16 @@ def test_poles(rng, pole):
     tl = np.concatenate([[0.0, 123.0], rng.uniform(0, 360, 200)])
     tb = np.concatenate([[pole, pole], np.sign(pole) * (90 - rng.uniform(0, 2.5, 200))])
     for kernel in ("gauss1d", "gauss2d"):
-        res = skyconv.grid(lon, lat, data, (tl, tb), kernel=kernel,
-                           kernel_params=KERNELS[kernel], dtype=np.float64, device="cpu")
+        res = skyconv.grid(
+            lon,
+            lat,
+            data,
+            (tl, tb),
+            kernel=kernel,
+            kernel_params=KERNELS[kernel],
+            dtype=np.float64,
+            device="cpu",
+        )
         check(res, brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel]), 1e-12, (202,))
     hdr = header(lon0=30, lat0=pole, proj="TAN", nx=40, ny=40)
     res = skyconv.grid(lon, lat, data, hdr, kernel_params=0.2, dtype=np.float64, device="cpu")
@@ -129,8 +163,9 @@ def test_ra_wrap(rng):
     check(res, brute(lon, lat, data, tl, tb), 1e-12, (24, 30))
     # The same samples given with longitudes in (-180, 180] and > 360 grid identically.
     for shifted in (np.where(lon > 180, lon - 360, lon), lon + 360):
-        other = skyconv.grid(shifted, lat, data, hdr, kernel_params=0.2, dtype=np.float64,
-                             device="cpu")
+        other = skyconv.grid(
+            shifted, lat, data, hdr, kernel_params=0.2, dtype=np.float64, device="cpu"
+        )
         assert rel_err(other.cube, res.cube) <= 1e-12
 
 
@@ -145,8 +180,16 @@ def test_small_cos_dec(rng):
     tl, tb = wcs_centres(hdr)
     check(res, brute(lon, lat, data, tl, tb, params=(0.1,)), 1e-12, (30, 30))
     for kernel in ("gauss2d", "tapered_sinc"):
-        res = skyconv.grid(lon, lat, data, (tl, tb), kernel=kernel,
-                           kernel_params=KERNELS[kernel], dtype=np.float64, device="cpu")
+        res = skyconv.grid(
+            lon,
+            lat,
+            data,
+            (tl, tb),
+            kernel=kernel,
+            kernel_params=KERNELS[kernel],
+            dtype=np.float64,
+            device="cpu",
+        )
         check(res, brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel]), 1e-12, (900,))
 
 
@@ -154,22 +197,36 @@ def test_sample_at_pixel_centre():
     hdr = header()
     tl, tb = wcs_centres(hdr)
     k = 10 * 30 + 7
-    res = skyconv.grid([tl[k]], [tb[k]], [4.25], hdr, kernel_params=0.05, dtype=np.float64,
-                       device="cpu")
+    res = skyconv.grid(
+        [tl[k]], [tb[k]], [4.25], hdr, kernel_params=0.05, dtype=np.float64, device="cpu"
+    )
     assert res.weights.ravel()[k] == 1.0
     assert res.cube.ravel()[k] == 4.25
-    gb = skyconv.grid([tl[k]], [tb[k]], [4.25], hdr, kernel="gaussbessel", kernel_params=0.05,
-                      dtype=np.float64, device="cpu")
+    gb = skyconv.grid(
+        [tl[k]],
+        [tb[k]],
+        [4.25],
+        hdr,
+        kernel="gaussbessel",
+        kernel_params=0.05,
+        dtype=np.float64,
+        device="cpu",
+    )
     assert gb.weights.ravel()[k] == 0.5 and gb.cube.ravel()[k] == 4.25
 
 
 def test_single_sample(rng):
     hdr = header()
-    res = skyconv.grid([12.03], [0.07], [2.0], hdr, kernel_params=0.1, dtype=np.float64,
-                       device="cpu")
+    res = skyconv.grid(
+        [12.03], [0.07], [2.0], hdr, kernel_params=0.1, dtype=np.float64, device="cpu"
+    )
     tl, tb = wcs_centres(hdr)
-    check(res, brute(np.array([12.03]), np.array([0.07]), np.array([2.0]), tl, tb,
-                     params=(0.1,)), 1e-12, (24, 30))
+    check(
+        res,
+        brute(np.array([12.03]), np.array([0.07]), np.array([2.0]), tl, tb, params=(0.1,)),
+        1e-12,
+        (24, 30),
+    )
     finite = np.isfinite(res.cube)
     assert finite.sum() > 10 and np.all(res.cube[finite] == 2.0)
 
@@ -179,8 +236,9 @@ def test_empty_targets_and_empty_output(rng):
     data = rng.normal(size=(100, 2))
     res = skyconv.grid(lon, lat, data, (np.zeros(0), np.zeros(0)), kernel_params=0.2)
     assert res.cube.shape == (2, 0)
-    res = skyconv.grid(lon, lat, data[:, 0], HealpixTarget(4, pixels=np.zeros(0, np.int64)),
-                       kernel_params=0.2)
+    res = skyconv.grid(
+        lon, lat, data[:, 0], HealpixTarget(4, pixels=np.zeros(0, np.int64)), kernel_params=0.2
+    )
     assert res.cube.shape == (0,)
     # Targets far from every sample: NaN cube, zero weights, no NumPy warning.
     with warnings.catch_warnings():
@@ -264,11 +322,13 @@ def test_default_and_explicit_sphere_radius(rng):
     data = rng.normal(size=2000)
     tl, tb = field(rng, 100, size=3)
     a = skyconv.grid(lon, lat, data, (tl, tb), kernel_params=0.2, dtype=np.float64)
-    b = skyconv.grid(lon, lat, data, (tl, tb), kernel_params=0.2, sphere_radius=0.6,
-                     dtype=np.float64)
+    b = skyconv.grid(
+        lon, lat, data, (tl, tb), kernel_params=0.2, sphere_radius=0.6, dtype=np.float64
+    )
     assert np.array_equal(a.cube, b.cube, equal_nan=True)
-    c = skyconv.grid(lon, lat, data, (tl, tb), kernel_params=0.2, sphere_radius=0.25,
-                     dtype=np.float64)
+    c = skyconv.grid(
+        lon, lat, data, (tl, tb), kernel_params=0.2, sphere_radius=0.25, dtype=np.float64
+    )
     check(c, brute(lon, lat, data, tl, tb, radius=0.25), 1e-12, (100,))
 
 
@@ -278,21 +338,20 @@ def test_nan_policy(rng):
     data = rng.normal(size=(n, 3))
     weights = rng.uniform(0.5, 2.0, (n, 3))
     tl, tb = field(rng, 150, size=3)
-    data[::7, 1] = np.nan                    # drops those samples for channel 1 only
-    weights[::11, 2] = np.nan                # drops those samples for channel 2 only
+    data[::7, 1] = np.nan  # drops those samples for channel 1 only
+    weights[::11, 2] = np.nan  # drops those samples for channel 2 only
     lon = lon.copy()
-    lon[::13] = np.nan                       # drops those samples entirely
-    res = skyconv.grid(lon, lat, data, (tl, tb), kernel_params=0.2, weights=weights,
-                       dtype=np.float64)
+    lon[::13] = np.nan  # drops those samples entirely
+    res = skyconv.grid(
+        lon, lat, data, (tl, tb), kernel_params=0.2, weights=weights, dtype=np.float64
+    )
     check(res, brute(lon, lat, data, tl, tb, weights=weights), 1e-12, (3, 150))
     assert np.isfinite(res.cube).any()
     # Shared weights: a NaN value drops the sample in its channel, a NaN weight everywhere.
     w1 = rng.uniform(0.5, 2.0, n)
     w1[::17] = np.nan
-    res = skyconv.grid(lon, lat, data, (tl, tb), kernel_params=0.2, weights=w1,
-                       dtype=np.float64)
-    check(res, brute(lon, lat, data, tl, tb, weights=np.repeat(w1[:, None], 3, 1)), 1e-12,
-          (3, 150))
+    res = skyconv.grid(lon, lat, data, (tl, tb), kernel_params=0.2, weights=w1, dtype=np.float64)
+    check(res, brute(lon, lat, data, tl, tb, weights=np.repeat(w1[:, None], 3, 1)), 1e-12, (3, 150))
     # One channel: a NaN value drops the sample.
     res = skyconv.grid(lon, lat, data[:, 1], (tl, tb), kernel_params=0.2, dtype=np.float64)
     check(res, brute(lon, lat, data[:, 1], tl, tb), 1e-12, (150,))
@@ -308,8 +367,11 @@ def test_thread_count_does_not_change_results(rng):
         out = []
         for nt in (1, 2):
             skyconv.set_num_threads(nt)
-            out.append(skyconv.grid(lon, lat, data, hdr, kernel_params=0.15, dtype=np.float64,
-                                    device="cpu"))
+            out.append(
+                skyconv.grid(
+                    lon, lat, data, hdr, kernel_params=0.15, dtype=np.float64, device="cpu"
+                )
+            )
     finally:
         skyconv.set_num_threads(before)
     for name in ("cube", "weights", "unweighted"):
@@ -325,7 +387,7 @@ def test_gridder_accumulates(rng):
     hdr = header()
     g = Gridder(hdr, kernel_params=0.2, dtype=np.float64, device="cpu")
     for s in range(0, 3000, 1000):
-        g.grid(lon[s:s + 1000], lat[s:s + 1000], data[s:s + 1000])
+        g.grid(lon[s : s + 1000], lat[s : s + 1000], data[s : s + 1000])
     res = g.result()
     one = skyconv.grid(lon, lat, data, hdr, kernel_params=0.2, dtype=np.float64, device="cpu")
     for name in ("cube", "weights", "unweighted"):
@@ -349,11 +411,13 @@ def test_target_forms(rng):
     ref = skyconv.grid(lon, lat, data, hdr, kernel_params=0.2).cube
     w = WCS(hdr)
     for target in (fits.Header(hdr), (w, (24, 30))):
-        assert np.array_equal(skyconv.grid(lon, lat, data, target, kernel_params=0.2).cube,
-                              ref, equal_nan=True)
+        assert np.array_equal(
+            skyconv.grid(lon, lat, data, target, kernel_params=0.2).cube, ref, equal_nan=True
+        )
     w.pixel_shape = (30, 24)
-    assert np.array_equal(skyconv.grid(lon, lat, data, w, kernel_params=0.2).cube, ref,
-                          equal_nan=True)
+    assert np.array_equal(
+        skyconv.grid(lon, lat, data, w, kernel_params=0.2).cube, ref, equal_nan=True
+    )
     tl, tb = wcs_centres(hdr)
     sl = skyconv.grid(lon, lat, data, Sightlines(tl, tb), kernel_params=0.2).cube
     assert np.array_equal(sl, ref.ravel(), equal_nan=True)
@@ -387,15 +451,18 @@ def test_gpu_spectral_nan_matches_cpu(rng, weights):
     data = rng.normal(size=(n, nchan))
     data[::9, 5] = np.nan
     data[::4, 200] = np.nan
-    w = {"none": None, "shared": rng.uniform(0.5, 2, n),
-         "full": rng.uniform(0.5, 2, (n, nchan))}[weights]
+    w = {"none": None, "shared": rng.uniform(0.5, 2, n), "full": rng.uniform(0.5, 2, (n, nchan))}[
+        weights
+    ]
     if w is not None:
         w[::13] = np.nan
     hdr = header(nx=30, ny=30, cdelt=0.1)
-    cpu = skyconv.grid(lon, lat, data, hdr, kernel_params=0.15, weights=w, dtype=np.float64,
-                       device="cpu")
-    gpu = skyconv.grid(lon, lat, data, hdr, kernel_params=0.15, weights=w, dtype=np.float64,
-                       device="cuda")
+    cpu = skyconv.grid(
+        lon, lat, data, hdr, kernel_params=0.15, weights=w, dtype=np.float64, device="cpu"
+    )
+    gpu = skyconv.grid(
+        lon, lat, data, hdr, kernel_params=0.15, weights=w, dtype=np.float64, device="cuda"
+    )
     for name in ("cube", "weights", "unweighted"):
         assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= 1e-12
     ref = brute(lon, lat, data, *wcs_centres(hdr), params=(0.15,), weights=w)
@@ -408,12 +475,17 @@ def test_gpu_poles_wrap_and_healpix(rng):
     lon = rng.uniform(0, 360, n)
     lat = np.degrees(np.arcsin(rng.uniform(-1, 1, n)))
     data = rng.normal(size=n)
-    for target in (HealpixTarget(32), HealpixTarget(32, nest=True),
-                   ([0.0, 359.99, 0.01, 180.0], [90.0, 0.0, -89.99, -90.0])):
-        cpu = skyconv.grid(lon, lat, data, target, kernel_params=3.0, dtype=np.float64,
-                           device="cpu")
-        gpu = skyconv.grid(lon, lat, data, target, kernel_params=3.0, dtype=np.float64,
-                           device="cuda")
+    for target in (
+        HealpixTarget(32),
+        HealpixTarget(32, nest=True),
+        ([0.0, 359.99, 0.01, 180.0], [90.0, 0.0, -89.99, -90.0]),
+    ):
+        cpu = skyconv.grid(
+            lon, lat, data, target, kernel_params=3.0, dtype=np.float64, device="cpu"
+        )
+        gpu = skyconv.grid(
+            lon, lat, data, target, kernel_params=3.0, dtype=np.float64, device="cuda"
+        )
         assert rel_err(gpu.cube, cpu.cube) <= 1e-12
         assert rel_err(gpu.weights, cpu.weights) <= 1e-12
 
@@ -429,8 +501,9 @@ def test_gpu_gridder_and_empty(rng):
     assert rel_err(g.result().cube, one.cube) <= 1e-6
     res = skyconv.grid(lon, lat, data, ([100.0], [50.0]), kernel_params=0.2, device="cuda")
     assert np.isnan(res.cube).all()
-    res = skyconv.grid(np.zeros(0), np.zeros(0), np.zeros(0), header(), kernel_params=0.2,
-                       device="cuda")
+    res = skyconv.grid(
+        np.zeros(0), np.zeros(0), np.zeros(0), header(), kernel_params=0.2, device="cuda"
+    )
     assert np.isnan(res.cube).all()
 
 
@@ -438,8 +511,9 @@ def test_gpu_gridder_and_empty(rng):
 
 
 def _plan(n, nt, nchan, weights="none", budget=1 << 50, sz_t=8, sz_o=8, finish=True, radius=0.45):
-    return skyconv._core._grid_memory_plan(n, nt, nchan, sz_t, sz_o, weights, finish, radius,
-                                           budget)
+    return skyconv._core._grid_memory_plan(
+        n, nt, nchan, sz_t, sz_o, weights, finish, radius, budget
+    )
 
 
 def test_gpu_memory_plan():
@@ -487,8 +561,15 @@ def _forced_limit(n, nt, nchan, want, weights="none", sz_t=8, sz_o=8, finish=Tru
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype,out", [(np.float64, np.float64), (np.float32, np.float32),
-                                       (np.float32, np.float64), (np.float64, np.float32)])
+@pytest.mark.parametrize(
+    "dtype,out",
+    [
+        (np.float64, np.float64),
+        (np.float32, np.float32),
+        (np.float32, np.float64),
+        (np.float64, np.float32),
+    ],
+)
 def test_gpu_dtypes_and_determinism(rng, dtype, out):
     n = 50_000  # 13 radix tiles
     lon, lat = field(rng, n)
@@ -530,13 +611,13 @@ def test_gpu_scalar_nan_policy_matches_brute(rng):
     w = rng.uniform(0.5, 2.0, n)
     lon = lon.copy()
     lat = lat.copy()
-    lon[::13] = np.nan        # drops the sample
-    lat[5::29] = np.inf       # drops the sample
-    lat[7] = 91.0             # out of range: dropped
-    data[3::11] = np.nan      # one channel: drops the sample
-    w[4::17] = np.nan         # drops the sample
+    lon[::13] = np.nan  # drops the sample
+    lat[5::29] = np.inf  # drops the sample
+    lat[7] = 91.0  # out of range: dropped
+    data[3::11] = np.nan  # one channel: drops the sample
+    w[4::17] = np.nan  # drops the sample
     tl, tb = field(rng, 200, size=3.5)
-    tl[::50] = np.nan         # NaN targets receive nothing
+    tl[::50] = np.nan  # NaN targets receive nothing
     for weights in (None, w):
         kw = {"kernel_params": 0.2, "weights": weights, "dtype": np.float64}
         gpu = skyconv.grid(lon, lat, data, (tl, tb), device="cuda", **kw)
@@ -567,10 +648,12 @@ def test_gpu_single_sample_empty_bins_and_nothing_kept(rng):
     tl, tb = wcs_centres(hdr)
     k = 10 * 30 + 7
     for data in ([4.25], [[4.25, -1.5, 0.0]]):
-        res = skyconv.grid([tl[k]], [tb[k]], data, hdr, kernel_params=0.05, dtype=np.float64,
-                           device="cuda")
-        cpu = skyconv.grid([tl[k]], [tb[k]], data, hdr, kernel_params=0.05, dtype=np.float64,
-                           device="cpu")
+        res = skyconv.grid(
+            [tl[k]], [tb[k]], data, hdr, kernel_params=0.05, dtype=np.float64, device="cuda"
+        )
+        cpu = skyconv.grid(
+            [tl[k]], [tb[k]], data, hdr, kernel_params=0.05, dtype=np.float64, device="cpu"
+        )
         assert res.cube.reshape(-1, 24 * 30)[0, k] == 4.25
         assert res.weights.reshape(-1, 24 * 30)[0, k] == 1.0
         for name in ("cube", "weights", "unweighted"):
@@ -580,16 +663,22 @@ def test_gpu_single_sample_empty_bins_and_nothing_kept(rng):
         # Targets no sample reaches: NaN cube, zero sums, no warning.
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            res = skyconv.grid(lon, lat, data, ([100.0, 200.0, np.nan], [50.0, -60.0, 0.0]),
-                               kernel_params=0.2, device="cuda")
+            res = skyconv.grid(
+                lon,
+                lat,
+                data,
+                ([100.0, 200.0, np.nan], [50.0, -60.0, 0.0]),
+                kernel_params=0.2,
+                device="cuda",
+            )
         assert np.isnan(res.cube).all() and (res.weights == 0).all()
         assert (res.unweighted == 0).all()
         # Every sample dropped (NaN coordinates).
-        res = skyconv.grid(np.full(500, np.nan), lat, data, hdr, kernel_params=0.2,
-                           device="cuda")
+        res = skyconv.grid(np.full(500, np.nan), lat, data, hdr, kernel_params=0.2, device="cuda")
         assert np.isnan(res.cube).all() and (res.weights == 0).all()
-    res = skyconv.grid(np.zeros(0), np.zeros(0), np.zeros((0, 2)), hdr, kernel_params=0.2,
-                       device="cuda")
+    res = skyconv.grid(
+        np.zeros(0), np.zeros(0), np.zeros((0, 2)), hdr, kernel_params=0.2, device="cuda"
+    )
     assert res.cube.shape == (2, 24, 30) and np.isnan(res.cube).all()
 
 
@@ -602,8 +691,9 @@ def _spectral_case(rng, weights, n=20_000, nchan=300):
     data[::9, 5] = np.nan
     data[::4, 200] = np.nan
     data[::7, 299] = np.nan
-    w = {"none": None, "shared": rng.uniform(0.5, 2, n),
-         "full": rng.uniform(0.5, 2, (n, nchan))}[weights]
+    w = {"none": None, "shared": rng.uniform(0.5, 2, n), "full": rng.uniform(0.5, 2, (n, nchan))}[
+        weights
+    ]
     if w is not None:
         w[::13] = np.nan
         if w.ndim == 2:

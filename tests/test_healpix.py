@@ -199,8 +199,14 @@ def test_scalars_in_scalars_out():
 def test_shapes_and_dtypes(rng):
     pix = rng.integers(0, 12 * 64 * 64, (3, 4, 5))
     ref = hp.pix2ang(64, pix, nest=True)
-    for variant in (pix.astype(np.int32), pix.astype(">i8"), pix.astype(np.uint16),
-                    pix.astype(np.float64), np.asfortranarray(pix), pix[:, ::-1][:, ::-1]):
+    for variant in (
+        pix.astype(np.int32),
+        pix.astype(">i8"),
+        pix.astype(np.uint16),
+        pix.astype(np.float64),
+        np.asfortranarray(pix),
+        pix[:, ::-1][:, ::-1],
+    ):
         got = sh.pix2ang(64, variant, nest=True)
         assert same_bits(got[0], ref[0]) and same_bits(got[1], ref[1])
     theta, phi = sphere_points(rng, 60)
@@ -254,8 +260,12 @@ def test_bad_nside_value(nside):
 
 
 def test_nest_needs_power_of_two():
-    for call in (lambda: sh.pix2ang(3, 0, nest=True), lambda: sh.ang2pix(6, 1.0, 0.0, nest=True),
-                 lambda: sh.ring2nest(3, 0), lambda: sh.nest2ring(12, 0)):
+    for call in (
+        lambda: sh.pix2ang(3, 0, nest=True),
+        lambda: sh.ang2pix(6, 1.0, 0.0, nest=True),
+        lambda: sh.ring2nest(3, 0),
+        lambda: sh.nest2ring(12, 0),
+    ):
         with pytest.raises(ValueError, match="nside.*power of 2"):
             call()
 

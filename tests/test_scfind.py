@@ -15,18 +15,28 @@ import skyconv
 import skyconv.stats as st
 from skyconv.compat import sofia
 
-KERNELS = [[0, 0, 0, "b"], [0, 0, 3, "b"], [3, 3, 0, "b"], [3, 3, 4, "b"], [3, 3, 7, "g"],
-           [6, 6, 15, "b"]]
+KERNELS = [
+    [0, 0, 0, "b"],
+    [0, 0, 3, "b"],
+    [3, 3, 0, "b"],
+    [3, 3, 4, "b"],
+    [3, 3, 7, "g"],
+    [6, 6, 15, "b"],
+]
 
 
 def make_cube(rng, shape=(24, 32, 36), dtype=np.float32, nan=True):
     """Gaussian noise (σ = 1) with a few extended sources of different widths and NaNs."""
     c = rng.normal(size=shape)
     z, y, x = np.indices(shape)
-    for (z0, y0, x0, sz, sxy, amp) in [(8, 10, 12, 2.0, 2.0, 1.5), (16, 22, 24, 4.0, 3.0, 0.8),
-                                       (5, 25, 8, 1.0, 1.0, 3.0)]:
-        c += amp * np.exp(-0.5 * (((z - z0) / sz) ** 2 + ((y - y0) / sxy) ** 2
-                                  + ((x - x0) / sxy) ** 2))
+    for z0, y0, x0, sz, sxy, amp in [
+        (8, 10, 12, 2.0, 2.0, 1.5),
+        (16, 22, 24, 4.0, 3.0, 0.8),
+        (5, 25, 8, 1.0, 1.0, 3.0),
+    ]:
+        c += amp * np.exp(
+            -0.5 * (((z - z0) / sz) ** 2 + ((y - y0) / sxy) ** 2 + ((x - x0) / sxy) ** 2)
+        )
     if nan:
         c[min(3, shape[0] - 1), 4, 5] = np.nan
         c[min(11, shape[0] - 1), :, 7] = np.nan
@@ -56,6 +66,7 @@ def assert_masks_agree(got, ref, kept, max_cascade=0):
 
 # ------------------------------------------------------------------ compat: SoFiA 1.3.2
 
+
 @pytest.mark.parametrize("edge", ["constant", "nearest", "reflect", "mirror", "wrap"])
 @pytest.mark.parametrize("rms_mode", ["negative", "gauss", "mad", "std"])
 def test_compat_matches_sofia1(rng, edge, rms_mode):
@@ -63,10 +74,23 @@ def test_compat_matches_sofia1(rng, edge, rms_mode):
     ref = np.zeros(cube.shape, np.int16)
     ref[8, 10, 12] = 4  # a voxel already flagged by an earlier step
     got = ref.copy()
-    _rms0, _noise, kept = sofia1_scfind(cube, ref, KERNELS, threshold=4.0, edgeMode=edge,
-                                      rmsMode=rms_mode, keep=True)
-    assert sofia.SCfinder_mem(cube, got, {}, 0.0, kernels=KERNELS, threshold=4.0,
-                              edgeMode=edge, rmsMode=rms_mode, device="cpu") is None
+    _rms0, _noise, kept = sofia1_scfind(
+        cube, ref, KERNELS, threshold=4.0, edgeMode=edge, rmsMode=rms_mode, keep=True
+    )
+    assert (
+        sofia.SCfinder_mem(
+            cube,
+            got,
+            {},
+            0.0,
+            kernels=KERNELS,
+            threshold=4.0,
+            edgeMode=edge,
+            rmsMode=rms_mode,
+            device="cpu",
+        )
+        is None
+    )
     assert_masks_agree(got, ref, kept)
     assert got[8, 10, 12] in (4, 5)
     assert ref.sum() > 50
@@ -78,10 +102,20 @@ def test_compat_flux_range_and_noise(rng, rms_mode, flux):
     cube = make_cube(rng, dtype=np.float64)
     ref = np.zeros(cube.shape, np.uint8)
     got = ref.copy()
-    _, _noise, kept = sofia1_scfind(cube, ref, KERNELS[:4], threshold=3.5, rmsMode=rms_mode,
-                                   fluxRange=flux, keep=True)
-    sofia.SCfinder_mem(cube, got, {}, 0, kernels=KERNELS[:4], threshold=3.5, rmsMode=rms_mode,
-                       fluxRange=flux, device="cpu")
+    _, _noise, kept = sofia1_scfind(
+        cube, ref, KERNELS[:4], threshold=3.5, rmsMode=rms_mode, fluxRange=flux, keep=True
+    )
+    sofia.SCfinder_mem(
+        cube,
+        got,
+        {},
+        0,
+        kernels=KERNELS[:4],
+        threshold=3.5,
+        rmsMode=rms_mode,
+        fluxRange=flux,
+        device="cpu",
+    )
     assert_masks_agree(got, ref, kept)
     # the noise values themselves, through skyconv.stats
     for s, _ in kept:
@@ -101,7 +135,8 @@ def test_compat_sampling_large_cube(rng):
     c = rng.normal(size=huge_shape).astype(np.float32)
     for mode in ("negative", "mad", "gauss", "std"):
         assert st.sofia1_rms(c, mode, "all", sample=2) == pytest.approx(
-            sofia1_rms(c, mode, "all", 2), rel=1e-6)
+            sofia1_rms(c, mode, "all", 2), rel=1e-6
+        )
 
 
 def test_compat_world_units_and_header_types(rng):
@@ -121,8 +156,9 @@ def test_compat_world_units_and_header_types(rng):
     sofia.SCfinder_mem(cube, got2, h, 0, kernels=kern, kernelUnit="w", device="cpu")
     np.testing.assert_array_equal(got2, got)
     with pytest.raises(KeyError, match="CDELT3"):
-        sofia.SCfinder_mem(cube, got2, {"CDELT1": 1, "CDELT2": 1}, 0, kernels=kern,
-                           kernelUnit="world")
+        sofia.SCfinder_mem(
+            cube, got2, {"CDELT1": 1, "CDELT2": 1}, 0, kernels=kern, kernelUnit="world"
+        )
 
 
 @pytest.mark.parametrize("mask_dtype", [np.int8, np.uint16, np.int32, ">i4", np.int64, bool])
@@ -141,18 +177,38 @@ def test_compat_mask_dtypes_in_place(rng, mask_dtype):
     buf = got
     sofia.SCfinder_mem(cube, got, {}, 0, kernels=KERNELS[:3], threshold=4.0, device="cpu")
     assert got is buf and got.dtype == np.dtype(mask_dtype)
-    np.testing.assert_array_equal(got.astype(np.int64), ref.astype(bool) if mask_dtype is bool
-                                  else ref)
+    np.testing.assert_array_equal(
+        got.astype(np.int64), ref.astype(bool) if mask_dtype is bool else ref
+    )
 
 
 def test_compat_unused_args_verbose_and_errors(rng, capsys):
     cube = make_cube(rng)
     mask = np.zeros(cube.shape, np.int16)
-    sofia.SCfinder_mem(cube, mask, {}, 0.0, kernels=KERNELS[:2], threshold=4.0, sizeFilter=0.5,
-                       maskScaleZ=3.0, verbose=1, scaleX=True, scaleY=True, scaleZ=False,
-                       edgeX=1, edgeY=1, edgeZ=1, method="3d", windowSpatial=5,
-                       windowSpectral=5, gridSpatial=2, gridSpectral=2, interpolation="linear",
-                       device="cpu")
+    sofia.SCfinder_mem(
+        cube,
+        mask,
+        {},
+        0.0,
+        kernels=KERNELS[:2],
+        threshold=4.0,
+        sizeFilter=0.5,
+        maskScaleZ=3.0,
+        verbose=1,
+        scaleX=True,
+        scaleY=True,
+        scaleZ=False,
+        edgeX=1,
+        edgeY=1,
+        edgeZ=1,
+        method="3d",
+        windowSpatial=5,
+        windowSpectral=5,
+        gridSpatial=2,
+        gridSpectral=2,
+        interpolation="linear",
+        device="cpu",
+    )
     assert "Filter" in capsys.readouterr().out
     with pytest.raises(TypeError, match="integer"):
         sofia.SCfinder_mem(cube, mask.astype(np.float32), {}, 0, kernels=KERNELS[:1])
@@ -167,12 +223,12 @@ def test_compat_unused_args_verbose_and_errors(rng, capsys):
     with pytest.raises(ValueError, match="edgeMode"):
         sofia.SCfinder_mem(cube, mask, {}, 0, kernels=KERNELS[:1], edgeMode="bogus")
     with pytest.warns(UserWarning, match="rmsMode"):
-        sofia.SCfinder_mem(cube, mask, {}, 0, kernels=KERNELS[:1], rmsMode="bogus",
-                           device="cpu")
+        sofia.SCfinder_mem(cube, mask, {}, 0, kernels=KERNELS[:1], rmsMode="bogus", device="cpu")
     pos = np.abs(cube)
     with pytest.raises(ValueError, match="negative"):
-        sofia.SCfinder_mem(pos, mask, {}, 0, kernels=KERNELS[:1], rmsMode="mad",
-                           fluxRange="negative", device="cpu")
+        sofia.SCfinder_mem(
+            pos, mask, {}, 0, kernels=KERNELS[:1], rmsMode="mad", fluxRange="negative", device="cpu"
+        )
 
 
 def test_compat_2d_float64_and_tiny_cube(rng):
@@ -180,17 +236,26 @@ def test_compat_2d_float64_and_tiny_cube(rng):
     ref = np.zeros(img.shape, np.int16)
     got = ref.copy()
     _, _, kept = sofia1_scfind(img, ref, KERNELS, threshold=3.0, rmsMode="mad", keep=True)
-    sofia.SCfinder_mem(img, got, {}, 0, kernels=KERNELS, threshold=3.0, rmsMode="mad",
-                       device="cpu")
+    sofia.SCfinder_mem(img, got, {}, 0, kernels=KERNELS, threshold=3.0, rmsMode="mad", device="cpu")
     assert_masks_agree(got, ref, kept)
     tiny = rng.normal(size=(3, 4, 5)).astype(np.float32)  # smaller than every kernel
     for edge in ("constant", "reflect", "wrap"):
         ref = np.zeros(tiny.shape, np.int16)
         got = ref.copy()
-        _, _, kept = sofia1_scfind(tiny, ref, KERNELS, threshold=1.0, rmsMode="std",
-                                   edgeMode=edge, keep=True)
-        sofia.SCfinder_mem(tiny, got, {}, 0, kernels=KERNELS, threshold=1.0, rmsMode="std",
-                           edgeMode=edge, device="cpu")
+        _, _, kept = sofia1_scfind(
+            tiny, ref, KERNELS, threshold=1.0, rmsMode="std", edgeMode=edge, keep=True
+        )
+        sofia.SCfinder_mem(
+            tiny,
+            got,
+            {},
+            0,
+            kernels=KERNELS,
+            threshold=1.0,
+            rmsMode="std",
+            edgeMode=edge,
+            device="cpu",
+        )
         assert_masks_agree(got, ref, kept)
 
 
@@ -214,13 +279,27 @@ def test_install_replaces_pyfind(monkeypatch):
 
 # ------------------------------------------------------------------ native: SoFiA 2 rules
 
-@pytest.mark.parametrize("statistic,flux", [("mad", "negative"), ("std", "full"),
-                                            ("gauss", "negative"), ("mad", "positive"),
-                                            ("gauss", "full"), ("std", "negative")])
+
+@pytest.mark.parametrize(
+    "statistic,flux",
+    [
+        ("mad", "negative"),
+        ("std", "full"),
+        ("gauss", "negative"),
+        ("mad", "positive"),
+        ("gauss", "full"),
+        ("std", "negative"),
+    ],
+)
 def test_native_matches_float64_reference(rng, statistic, flux):
     cube = make_cube(rng, dtype=np.float64)
-    kw = {"kernels_xy": (0, 3, 6), "kernels_z": (0, 3, 6, 15), "threshold": 4.0,
-          "statistic": statistic, "flux_range": flux}
+    kw = {
+        "kernels_xy": (0, 3, 6),
+        "kernels_z": (0, 3, 6, 15),
+        "threshold": 4.0,
+        "statistic": statistic,
+        "flux_range": flux,
+    }
     ref, rms0, noise, kept = sofia2_scfind(cube, keep=True, **kw)
     got, rep = skyconv.smooth_and_clip(cube, return_noise=True, device="cpu", **kw)
     assert got.dtype == np.uint8 and got.shape == cube.shape
@@ -233,15 +312,26 @@ def test_native_matches_float64_reference(rng, statistic, flux):
     assert got.sum() > 50
 
 
-@pytest.mark.parametrize("spatial,spectral,edge", [("boxcar_approx", "boxcar", "constant"),
-                                                   ("gaussian", "gaussian", "reflect"),
-                                                   ("boxcar_approx", "gaussian", "nearest"),
-                                                   ("gaussian", "boxcar", "wrap"),
-                                                   ("gaussian", "boxcar", "mirror")])
+@pytest.mark.parametrize(
+    "spatial,spectral,edge",
+    [
+        ("boxcar_approx", "boxcar", "constant"),
+        ("gaussian", "gaussian", "reflect"),
+        ("boxcar_approx", "gaussian", "nearest"),
+        ("gaussian", "boxcar", "wrap"),
+        ("gaussian", "boxcar", "mirror"),
+    ],
+)
 def test_native_kernel_shapes_and_modes(rng, spatial, spectral, edge):
     cube = make_cube(rng, dtype=np.float64)
-    kw = {"kernels_xy": (0, 2.5, 5), "kernels_z": (0, 3, 9), "threshold": 4.0, "spatial": spatial,
-              "spectral": spectral, "edge_mode": edge}
+    kw = {
+        "kernels_xy": (0, 2.5, 5),
+        "kernels_z": (0, 3, 9),
+        "threshold": 4.0,
+        "spatial": spatial,
+        "spectral": spectral,
+        "edge_mode": edge,
+    }
     ref, _rms0, noise, kept = sofia2_scfind(cube, keep=True, **kw)
     got, rep = skyconv.smooth_and_clip(cube, return_noise=True, device="cpu", **kw)
     assert_masks_agree(got, ref, kept)
@@ -253,10 +343,17 @@ def test_native_float32_input_mask_and_replacement(rng):
     start = np.zeros(cube.shape, bool)
     start[8, 8:12, 10:14] = True
     for replacement in (2.0, -1.0):
-        ref, _, noise, kept = sofia2_scfind(cube, threshold=4.0, replacement=replacement,
-                                            mask=start, keep=True)
-        got, rep = skyconv.smooth_and_clip(cube, threshold=4.0, replacement=replacement,
-                                           mask=start, device="cpu", return_noise=True)
+        ref, _, noise, kept = sofia2_scfind(
+            cube, threshold=4.0, replacement=replacement, mask=start, keep=True
+        )
+        got, rep = skyconv.smooth_and_clip(
+            cube,
+            threshold=4.0,
+            replacement=replacement,
+            mask=start,
+            device="cpu",
+            return_noise=True,
+        )
         assert got[start].all()
         assert_masks_agree(got, ref, kept, max_cascade=2)
         np.testing.assert_allclose(rep.rms, noise, rtol=1e-6)
@@ -271,11 +368,18 @@ def test_native_2d_tiny_and_all_nan(rng):
     assert_masks_agree(got, ref, kept)
     np.testing.assert_allclose(rep.rms, noise, rtol=1e-9)
     tiny = rng.normal(size=(4, 5, 6))
-    ref, _, noise, kept = sofia2_scfind(tiny, kernels_xy=(0, 10), kernels_z=(0, 15),
-                                        threshold=1.0, flux_range="full", keep=True)
-    got, rep = skyconv.smooth_and_clip(tiny, kernels_xy=(0, 10), kernels_z=(0, 15),
-                                       threshold=1.0, flux_range="full", device="cpu",
-                                       return_noise=True)
+    ref, _, noise, kept = sofia2_scfind(
+        tiny, kernels_xy=(0, 10), kernels_z=(0, 15), threshold=1.0, flux_range="full", keep=True
+    )
+    got, rep = skyconv.smooth_and_clip(
+        tiny,
+        kernels_xy=(0, 10),
+        kernels_z=(0, 15),
+        threshold=1.0,
+        flux_range="full",
+        device="cpu",
+        return_noise=True,
+    )
     assert_masks_agree(got, ref, kept)
     np.testing.assert_allclose(rep.rms, noise, rtol=1e-9)
     with pytest.raises(ValueError, match="no finite values"):
@@ -293,10 +397,18 @@ def test_native_argument_errors(rng):
         sc(cube[None], device="cpu")
     with pytest.raises(TypeError):
         sc(cube.astype(np.int16), device="cpu")
-    for bad in ({"statistic": "median"}, {"flux_range": "both"}, {"spectral": "hann"},
-                {"spatial": "box"}, {"edge_mode": "zero"}, {"threshold": -1},
-                {"kernels_xy": (-3,)}, {"kernels_z": (2.5,)}, {"kernels_z": ()},
-                {"device": "tpu"}):
+    for bad in (
+        {"statistic": "median"},
+        {"flux_range": "both"},
+        {"spectral": "hann"},
+        {"spatial": "box"},
+        {"edge_mode": "zero"},
+        {"threshold": -1},
+        {"kernels_xy": (-3,)},
+        {"kernels_z": (2.5,)},
+        {"kernels_z": ()},
+        {"device": "tpu"},
+    ):
         with pytest.raises(ValueError):
             sc(cube, **bad)
 
@@ -317,6 +429,7 @@ def test_native_progress_and_threads(rng):
 
 # ------------------------------------------------------------------ skyconv.stats
 
+
 def test_stats_against_numpy(rng):
     x = rng.normal(size=(20, 30, 40)).astype(np.float32)
     x[0, 0, :5] = np.nan
@@ -329,7 +442,8 @@ def test_stats_against_numpy(rng):
     sub = x.ravel()[::7]
     g = sub[np.isfinite(sub)].astype(np.float64)
     assert st.std(x, cadence=7, flux_range="positive") == pytest.approx(
-        np.sqrt(np.mean(g[g > 0] ** 2)), rel=1e-12)
+        np.sqrt(np.mean(g[g > 0] ** 2)), rel=1e-12
+    )
     s = x[::3, ::3, ::3]
     h = s[np.isfinite(s)].astype(np.float64)
     assert st.mad(x, stride=3) == np.median(np.abs(h))
@@ -350,15 +464,17 @@ def test_stats_against_numpy(rng):
 def test_fit_gaussian_matches_curve_fit(rng):
     optimize = pytest.importorskip("scipy.optimize")
     x = np.linspace(-4, 4, 81)
-    y = 100 * np.exp(-x**2 / (2 * 1.3**2)) + rng.normal(scale=2.0, size=x.size)
-    want = optimize.curve_fit(lambda t, a, s: a * np.exp(-t**2 / (2 * s**2)), x, y,
-                              p0=[90, 1.0])[0]
+    y = 100 * np.exp(-(x**2) / (2 * 1.3**2)) + rng.normal(scale=2.0, size=x.size)
+    want = optimize.curve_fit(lambda t, a, s: a * np.exp(-(t**2) / (2 * s**2)), x, y, p0=[90, 1.0])[
+        0
+    ]
     a, s = st.fit_gaussian(x, y, (90, 1.0))
     assert a == pytest.approx(want[0], rel=1e-7)
     assert abs(s) == pytest.approx(abs(want[1]), rel=1e-7)
 
 
 # ------------------------------------------------------------------ CUDA
+
 
 def test_scfind_kernels_compile():
     """kernels/scfind.cu is registered and compiles under NVRTC (no GPU needed)."""
@@ -381,10 +497,12 @@ def test_gpu_equals_cpu(rng, dtype):
     for rms_mode in ("negative", "gauss", "mad", "std"):
         m1 = np.zeros(cube.shape, np.int16)
         m2 = m1.copy()
-        sofia.SCfinder_mem(cube, m1, {}, 0, kernels=KERNELS, threshold=4.0, rmsMode=rms_mode,
-                           device="cpu")
-        sofia.SCfinder_mem(cube, m2, {}, 0, kernels=KERNELS, threshold=4.0, rmsMode=rms_mode,
-                           device="cuda")
+        sofia.SCfinder_mem(
+            cube, m1, {}, 0, kernels=KERNELS, threshold=4.0, rmsMode=rms_mode, device="cpu"
+        )
+        sofia.SCfinder_mem(
+            cube, m2, {}, 0, kernels=KERNELS, threshold=4.0, rmsMode=rms_mode, device="cuda"
+        )
         assert (m1 != m2).sum() <= 3, rms_mode
 
 
@@ -394,8 +512,13 @@ def test_gpu_slabbed_equals_unslabbed(rng, spectral):
     from skyconv.cube import smooth_and_clip
 
     cube = make_cube(rng, shape=(37, 40, 44))
-    kw = {"threshold": 4.0, "return_noise": True, "device": "cuda", "spectral": spectral,
-              "edge_mode": "reflect"}
+    kw = {
+        "threshold": 4.0,
+        "return_noise": True,
+        "device": "cuda",
+        "spectral": spectral,
+        "edge_mode": "reflect",
+    }
     a, ra = smooth_and_clip(cube, **kw)
     for planes in (5, 16):
         b, rb = smooth_and_clip(cube, _slab_planes=planes, **kw)
@@ -404,8 +527,9 @@ def test_gpu_slabbed_equals_unslabbed(rng, spectral):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         c = np.zeros(cube.shape, np.int16)
-        sofia.SCfinder_mem(cube, c, {}, 0, kernels=KERNELS, rmsMode="negative", device="cuda",
-                           _slab_planes=7)
+        sofia.SCfinder_mem(
+            cube, c, {}, 0, kernels=KERNELS, rmsMode="negative", device="cuda", _slab_planes=7
+        )
         d = np.zeros(cube.shape, np.int16)
         sofia.SCfinder_mem(cube, d, {}, 0, kernels=KERNELS, rmsMode="negative", device="cuda")
         np.testing.assert_array_equal(c, d)
@@ -433,22 +557,50 @@ def test_cli_scfind(rng, tmp_path, capsys):
     np.save(tmp_path / "cube.npy", cube)
     parser = argparse.ArgumentParser(prog="skyconv")
     add_scfind_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["scfind", str(tmp_path / "cube.npy"), "--out",
-                              str(tmp_path / "mask.npy"), "--kernelsXY", "0,3",
-                              "--kernels-z", "0 3", "--threshold", "4", "--device", "cpu"])
+    args = parser.parse_args(
+        [
+            "scfind",
+            str(tmp_path / "cube.npy"),
+            "--out",
+            str(tmp_path / "mask.npy"),
+            "--kernelsXY",
+            "0,3",
+            "--kernels-z",
+            "0 3",
+            "--threshold",
+            "4",
+            "--device",
+            "cpu",
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr()
     assert "4/4 kernels" in out.err and "voxels in the mask" in out.out
-    want = skyconv.smooth_and_clip(cube, kernels_xy=(0, 3), kernels_z=(0, 3), threshold=4.0,
-                                   device="cpu")
+    want = skyconv.smooth_and_clip(
+        cube, kernels_xy=(0, 3), kernels_z=(0, 3), threshold=4.0, device="cpu"
+    )
     np.testing.assert_array_equal(np.load(tmp_path / "mask.npy"), want)
     fits = pytest.importorskip("astropy.io.fits")
     hdr = fits.Header()
     hdr["CTYPE3"] = "FREQ"
     fits.PrimaryHDU(cube[None], header=hdr).writeto(tmp_path / "cube.fits")
-    args = parser.parse_args(["scfind", str(tmp_path / "cube.fits"), "-o",
-                              str(tmp_path / "mask.fits"), "--kernels-xy", "0,3", "--kernelsZ",
-                              "0,3", "--threshold", "4", "--device", "cpu", "-q"])
+    args = parser.parse_args(
+        [
+            "scfind",
+            str(tmp_path / "cube.fits"),
+            "-o",
+            str(tmp_path / "mask.fits"),
+            "--kernels-xy",
+            "0,3",
+            "--kernelsZ",
+            "0,3",
+            "--threshold",
+            "4",
+            "--device",
+            "cpu",
+            "-q",
+        ]
+    )
     assert args.func(args) == 0
     with fits.open(tmp_path / "mask.fits") as h:
         np.testing.assert_array_equal(h[0].data, want)

@@ -29,8 +29,12 @@ def test_select_matches_sort(rng, device, dtype):
             a[rng.integers(0, n, n // 10)] = np.nan
             a[:3] = np.inf
             a[5:9] = 1.25
-        for center, absdev, rng_name in [(0.0, False, "all"), (0.3, True, "all"),
-                                          (0.0, True, "negative"), (0.0, False, "positive")]:
+        for center, absdev, rng_name in [
+            (0.0, False, "all"),
+            (0.3, True, "all"),
+            (0.0, True, "negative"),
+            (0.0, False, "positive"),
+        ]:
             ref = _reference(a, center, absdev, rng_name)
             for k in sorted({0, len(ref) // 2, max(len(ref) - 1, 0)}):
                 got = _core._select_kth(a, k, center, absdev, rng_name, device)

@@ -27,8 +27,16 @@ SNR = 4.0
 CONVERGENCE = 0.005
 B3 = (1 / 16, 1 / 4, 3 / 8, 1 / 4, 1 / 16)
 # DUCHAMP's 3-D B3 noise factors f[0..7]; beyond: divide by sqrt(8) per scale.
-F3 = (1.0, 0.956543592, 0.120336499, 0.0349500154, 0.0118164242, 0.00413233507,
-      0.00145703714, 0.000514791120)
+F3 = (
+    1.0,
+    0.956543592,
+    0.120336499,
+    0.0349500154,
+    0.0118164242,
+    0.00413233507,
+    0.00145703714,
+    0.000514791120,
+)
 ITERATIONS = 2  # for the floors only
 ACCESSES_PER_SCALE = 16
 ACCESSES_PER_ITERATION = 5
@@ -53,9 +61,10 @@ def make_cube(shape) -> np.ndarray:
         z = np.arange(z0, min(cz + 13, nz))[:, None, None]
         y = np.arange(y0, min(cy + 11, ny))[None, :, None]
         x = np.arange(x0, min(cx + 11, nx))[None, None, :]
-        blob = peak * np.exp(-((z - cz) ** 2 / (2 * sz**2)
-                               + ((y - cy) ** 2 + (x - cx) ** 2) / (2 * sxy**2)))
-        cube[z0:z0 + blob.shape[0], y0:y0 + blob.shape[1], x0:x0 + blob.shape[2]] += blob
+        blob = peak * np.exp(
+            -((z - cz) ** 2 / (2 * sz**2) + ((y - cy) ** 2 + (x - cx) ** 2) / (2 * sxy**2))
+        )
+        cube[z0 : z0 + blob.shape[0], y0 : y0 + blob.shape[1], x0 : x0 + blob.shape[2]] += blob
     return cube
 
 
@@ -120,9 +129,12 @@ def work(inputs: tuple) -> Work:
     a = inputs[0]
     n = nscales(a.shape)
     per_iter = (ACCESSES_PER_SCALE * n + ACCESSES_PER_ITERATION) * a.nbytes
-    return Work(bytes=ITERATIONS * per_iter + 2 * a.nbytes,
-                flops=ITERATIONS * n * 30.0 * a.size,
-                h2d_bytes=a.nbytes, d2h_bytes=a.nbytes)
+    return Work(
+        bytes=ITERATIONS * per_iter + 2 * a.nbytes,
+        flops=ITERATIONS * n * 30.0 * a.size,
+        h2d_bytes=a.nbytes,
+        d2h_bytes=a.nbytes,
+    )
 
 
 def recon_case(name: str, shape, quick_shape, description: str) -> Case:
@@ -130,26 +142,48 @@ def recon_case(name: str, shape, quick_shape, description: str) -> Case:
         s = quick_shape if ctx.quick else shape
         return ctx.cache(("atrous.cube", s), lambda: make_cube(s))
 
-    return register(Case(
-        name=f"atrous.{name}",
-        description=description,
-        inputs=inputs,
-        work=work,
-        params={"shape": list(shape), "quick_shape": list(quick_shape), "dim": 3,
-                "filter": "b3spline", "snr_recon": SNR, "convergence": CONVERGENCE,
-                "scales": nscales(shape), "floor_iterations": ITERATIONS,
-                "floor_accesses_per_voxel_per_scale": ACCESSES_PER_SCALE},
-        comparisons=[
-            Comparison("cpu", Skyconv([skyconv_cpu]),
-                       Host("numpy/scipy reference", [scipy_reference], requires=("scipy",),
-                            threads=1)),
-            Comparison("gpu", SkyconvGpu([skyconv_gpu]),
-                       Cupy("cupy/cupyx reference", [cupy_reference])),
-        ],
-    ))
+    return register(
+        Case(
+            name=f"atrous.{name}",
+            description=description,
+            inputs=inputs,
+            work=work,
+            params={
+                "shape": list(shape),
+                "quick_shape": list(quick_shape),
+                "dim": 3,
+                "filter": "b3spline",
+                "snr_recon": SNR,
+                "convergence": CONVERGENCE,
+                "scales": nscales(shape),
+                "floor_iterations": ITERATIONS,
+                "floor_accesses_per_voxel_per_scale": ACCESSES_PER_SCALE,
+            },
+            comparisons=[
+                Comparison(
+                    "cpu",
+                    Skyconv([skyconv_cpu]),
+                    Host(
+                        "numpy/scipy reference", [scipy_reference], requires=("scipy",), threads=1
+                    ),
+                ),
+                Comparison(
+                    "gpu", SkyconvGpu([skyconv_gpu]), Cupy("cupy/cupyx reference", [cupy_reference])
+                ),
+            ],
+        )
+    )
 
 
-recon_case("recon3d_small", (64, 128, 128), (16, 32, 32),
-           "3-D B3 reconstruction, snr 4, 64x128x128 float32 (DUCHAMP anchor size)")
-recon_case("recon3d", (256, 512, 512), (16, 40, 40),
-           "3-D B3 reconstruction, snr 4, 256x512x512 float32 (H100 target: <= 1 s)")
+recon_case(
+    "recon3d_small",
+    (64, 128, 128),
+    (16, 32, 32),
+    "3-D B3 reconstruction, snr 4, 64x128x128 float32 (DUCHAMP anchor size)",
+)
+recon_case(
+    "recon3d",
+    (256, 512, 512),
+    (16, 40, 40),
+    "3-D B3 reconstruction, snr 4, 256x512x512 float32 (H100 target: <= 1 s)",
+)

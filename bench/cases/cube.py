@@ -32,8 +32,10 @@ SHAPE = (256, 512, 512)
 SHAPE_2G = (500, 1024, 1024)
 QUICK_SHAPE = (16, 64, 64)
 GALAXIES = [  # fractional z, y, x; sigma_z (channels), sigma_xy (pixels), peak S/N
-    (0.2, 0.2, 0.2, 1.5, 1.5, 3.0), (0.6, 0.25, 0.75, 8.0, 1.5, 1.2),
-    (0.3, 0.75, 0.25, 2.0, 5.0, 1.0), (0.7, 0.7, 0.7, 6.0, 4.0, 0.8),
+    (0.2, 0.2, 0.2, 1.5, 1.5, 3.0),
+    (0.6, 0.25, 0.75, 8.0, 1.5, 1.2),
+    (0.3, 0.75, 0.25, 2.0, 5.0, 1.0),
+    (0.7, 0.7, 0.7, 6.0, 4.0, 0.8),
     (0.5, 0.5, 0.5, 3.0, 2.5, 1.5),
 ]
 
@@ -87,8 +89,15 @@ def work(inputs: tuple) -> Work:
 
 def scipy_reference(cube):
     mask = np.zeros(cube.shape, np.uint8)
-    _reference().sofia1_scfind(cube, mask, KERNELS, threshold=THRESHOLD, maskScaleXY=2.0,
-                               rmsMode="mad", fluxRange="negative")
+    _reference().sofia1_scfind(
+        cube,
+        mask,
+        KERNELS,
+        threshold=THRESHOLD,
+        maskScaleXY=2.0,
+        rmsMode="mad",
+        fluxRange="negative",
+    )
     return mask
 
 
@@ -97,8 +106,18 @@ def skyconv_compat(device):
         from skyconv.compat import sofia
 
         mask = np.zeros(cube.shape, np.uint8)
-        sofia.SCfinder_mem(cube, mask, {}, 0, kernels=KERNELS, threshold=THRESHOLD,
-                           maskScaleXY=2.0, rmsMode="mad", fluxRange="negative", device=device)
+        sofia.SCfinder_mem(
+            cube,
+            mask,
+            {},
+            0,
+            kernels=KERNELS,
+            threshold=THRESHOLD,
+            maskScaleXY=2.0,
+            rmsMode="mad",
+            fluxRange="negative",
+            device=device,
+        )
         return mask
 
     run.__name__ = f"skyconv.compat.sofia.SCfinder_mem[{device}]"
@@ -109,9 +128,16 @@ def skyconv_native(device):
     def run(cube):
         import skyconv
 
-        return skyconv.smooth_and_clip(cube, kernels_xy=KXY, kernels_z=KZ, threshold=THRESHOLD,
-                                       replacement=2.0, statistic="mad", flux_range="negative",
-                                       device=device)
+        return skyconv.smooth_and_clip(
+            cube,
+            kernels_xy=KXY,
+            kernels_z=KZ,
+            threshold=THRESHOLD,
+            replacement=2.0,
+            statistic="mad",
+            flux_range="negative",
+            device=device,
+        )
 
     run.__name__ = f"skyconv.smooth_and_clip[{device}]"
     return run
@@ -150,21 +176,43 @@ def scfind_case(name, description, shape, cpu=True):
     comparisons = []
     impl = skyconv_compat if name.endswith("compat") else skyconv_native
     if cpu:
-        comparisons.append(Comparison(
-            "cpu", Skyconv(impl("cpu")),
-            Host("scipy.ndimage (tests/_sofia_ref.py)", scipy_reference, requires=("scipy",),
-                 threads=1)))
-    comparisons.append(Comparison(
-        "gpu", SkyconvGpu(impl("cuda")), Cupy("cupyx.scipy.ndimage", cupy_reference)))
-    return register(Case(
-        name=name, description=description, inputs=inputs(shape), work=work,
-        params={"kernels": KERNELS, "threshold": THRESHOLD, "replacement": 2.0,
-                "noise": "mad of negative values", "shape": list(shape),
-                "quick_shape": list(QUICK_SHAPE), "dtype": "float32"},
-        comparisons=comparisons))
+        comparisons.append(
+            Comparison(
+                "cpu",
+                Skyconv(impl("cpu")),
+                Host(
+                    "scipy.ndimage (tests/_sofia_ref.py)",
+                    scipy_reference,
+                    requires=("scipy",),
+                    threads=1,
+                ),
+            )
+        )
+    comparisons.append(
+        Comparison("gpu", SkyconvGpu(impl("cuda")), Cupy("cupyx.scipy.ndimage", cupy_reference))
+    )
+    return register(
+        Case(
+            name=name,
+            description=description,
+            inputs=inputs(shape),
+            work=work,
+            params={
+                "kernels": KERNELS,
+                "threshold": THRESHOLD,
+                "replacement": 2.0,
+                "noise": "mad of negative values",
+                "shape": list(shape),
+                "quick_shape": list(QUICK_SHAPE),
+                "dtype": "float32",
+            },
+            comparisons=comparisons,
+        )
+    )
 
 
 scfind_case("cube.scfind", "smooth_and_clip, default 12 kernels, 256 MB float32 cube", SHAPE)
 scfind_case("cube.scfind_compat", "compat SCfinder_mem, default 12 kernels, 256 MB cube", SHAPE)
-scfind_case("cube.scfind_2gb", "smooth_and_clip, default 12 kernels, 2 GB float32 cube",
-            SHAPE_2G, cpu=False)
+scfind_case(
+    "cube.scfind_2gb", "smooth_and_clip, default 12 kernels, 2 GB float32 cube", SHAPE_2G, cpu=False
+)

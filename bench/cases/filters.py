@@ -35,8 +35,10 @@ PASSES = {
 def cube(ctx: Context) -> np.ndarray:
     """The shared input: Gaussian noise, float32, shape (z, y, x)."""
     shape = QUICK_SHAPE if ctx.quick else SHAPE
-    return ctx.cache(("filters.cube", shape), lambda: np.random.default_rng(1).standard_normal(
-        shape, dtype=np.float32))
+    return ctx.cache(
+        ("filters.cube", shape),
+        lambda: np.random.default_rng(1).standard_normal(shape, dtype=np.float32),
+    )
 
 
 def step(module: str, pass_name: str, **extra):
@@ -86,29 +88,46 @@ def work(passes: list[str]):
 
 def filter_case(name: str, description: str, passes: list[str]) -> Case:
     """Register ``filters.<name>``: the passes, on CPU and GPU, against scipy and cupy."""
-    return register(Case(
-        name=f"filters.{name}",
-        description=description,
-        inputs=cube,
-        work=work(passes),
-        params={"passes": [dict(zip(("function", "args", "kwargs", "taps"), PASSES[p]))
-                           for p in passes], "mode": MODE,
-                "shape": list(SHAPE), "quick_shape": list(QUICK_SHAPE)},
-        comparisons=[
-            Comparison("cpu",
-                       Skyconv(skyconv_steps(passes, "cpu")),
-                       Host("scipy.ndimage", [step("scipy.ndimage", p) for p in passes],
-                            requires=("scipy",), threads=1)),
-            Comparison("gpu",
-                       SkyconvGpu(skyconv_steps(passes, "cuda")),
-                       Cupy("cupyx.scipy.ndimage",
-                            [step("cupyx.scipy.ndimage", p) for p in passes])),
-        ],
-    ))
+    return register(
+        Case(
+            name=f"filters.{name}",
+            description=description,
+            inputs=cube,
+            work=work(passes),
+            params={
+                "passes": [
+                    dict(zip(("function", "args", "kwargs", "taps"), PASSES[p])) for p in passes
+                ],
+                "mode": MODE,
+                "shape": list(SHAPE),
+                "quick_shape": list(QUICK_SHAPE),
+            },
+            comparisons=[
+                Comparison(
+                    "cpu",
+                    Skyconv(skyconv_steps(passes, "cpu")),
+                    Host(
+                        "scipy.ndimage",
+                        [step("scipy.ndimage", p) for p in passes],
+                        requires=("scipy",),
+                        threads=1,
+                    ),
+                ),
+                Comparison(
+                    "gpu",
+                    SkyconvGpu(skyconv_steps(passes, "cuda")),
+                    Cupy("cupyx.scipy.ndimage", [step("cupyx.scipy.ndimage", p) for p in passes]),
+                ),
+            ],
+        )
+    )
 
 
 filter_case("gauss_y", "gaussian_filter1d sigma 2.55 (FWHM 6 px) along y", ["gauss_y"])
 filter_case("gauss_x", "gaussian_filter1d sigma 2.55 (FWHM 6 px) along x", ["gauss_x"])
 filter_case("box_z", "uniform_filter1d size 7 along z", ["box_z"])
-filter_case("sc_kernel", "one Smooth+Clip kernel: gauss y, gauss x, boxcar z in a row",
-            ["gauss_y", "gauss_x", "box_z"])
+filter_case(
+    "sc_kernel",
+    "one Smooth+Clip kernel: gauss y, gauss x, boxcar z in a row",
+    ["gauss_y", "gauss_x", "box_z"],
+)

@@ -38,9 +38,21 @@ RADIUS = 3.0 * SIGMA
 
 def header() -> dict:
     n = NPIX
-    return {"NAXIS": 2, "NAXIS1": n, "NAXIS2": n, "CTYPE1": "RA---SIN", "CTYPE2": "DEC--SIN",
-            "CRVAL1": LON0, "CRVAL2": LAT0, "CRPIX1": n / 2 + 0.5, "CRPIX2": n / 2 + 0.5,
-            "CDELT1": -PIX, "CDELT2": PIX, "CUNIT1": "deg", "CUNIT2": "deg"}
+    return {
+        "NAXIS": 2,
+        "NAXIS1": n,
+        "NAXIS2": n,
+        "CTYPE1": "RA---SIN",
+        "CTYPE2": "DEC--SIN",
+        "CRVAL1": LON0,
+        "CRVAL2": LAT0,
+        "CRPIX1": n / 2 + 0.5,
+        "CRPIX2": n / 2 + 0.5,
+        "CDELT1": -PIX,
+        "CDELT2": PIX,
+        "CUNIT1": "deg",
+        "CUNIT2": "deg",
+    }
 
 
 def samples(n: int, nchan: int):
@@ -65,8 +77,12 @@ def work(inputs: tuple) -> Work:
     pairs = lons.size * pairs_per_sample()
     in_bytes = lons.nbytes + lats.nbytes + data.nbytes
     # Per pair: distance (~12 flops), kernel (~20), and 2 multiply-adds per channel.
-    return Work(bytes=in_bytes, flops=pairs * (32 + 4 * nchan), h2d_bytes=in_bytes,
-                d2h_bytes=2 * 4 * nchan * NPIX * NPIX)
+    return Work(
+        bytes=in_bytes,
+        flops=pairs * (32 + 4 * nchan),
+        h2d_bytes=in_bytes,
+        d2h_bytes=2 * 4 * nchan * NPIX * NPIX,
+    )
 
 
 def skyconv_step(device: str):
@@ -75,8 +91,9 @@ def skyconv_step(device: str):
     def call(lons, lats, data):
         import skyconv
 
-        return skyconv.grid(lons, lats, data, hdr, kernel_params=SIGMA, sphere_radius=RADIUS,
-                            device=device).cube
+        return skyconv.grid(
+            lons, lats, data, hdr, kernel_params=SIGMA, sphere_radius=RADIUS, device=device
+        ).cube
 
     call.__name__ = f"skyconv.grid[{device}]"
     return call
@@ -93,8 +110,9 @@ class CygridVenv(Host):
         if not self.python:
             return "SKYCONV_BENCH_CYGRID_PYTHON is not set (Cygrid needs its own numpy<2 venv)"
         try:
-            subprocess.run([self.python, "-c", "import cygrid"], check=True,
-                           capture_output=True, timeout=120)
+            subprocess.run(
+                [self.python, "-c", "import cygrid"], check=True, capture_output=True, timeout=120
+            )
         except (OSError, subprocess.SubprocessError) as e:
             return f"cannot import cygrid with {self.python}: {e}"
         return None
@@ -107,11 +125,26 @@ class CygridVenv(Host):
         worker = Path(__file__).with_name("_cygrid_worker.py")
         with tempfile.TemporaryDirectory() as tmp:
             src, out = Path(tmp, "in.npz"), Path(tmp, "cube.npy")
-            np.savez(src, lons=lons, lats=lats, data=data, sigma=SIGMA, radius=RADIUS,
-                     header_json=json.dumps(header()))
-            args = [self.python, str(worker), str(src), str(out), str(self.threads),
-                    str(settings.warmup), str(settings.repeats), str(settings.min_time),
-                    str(settings.budget)]
+            np.savez(
+                src,
+                lons=lons,
+                lats=lats,
+                data=data,
+                sigma=SIGMA,
+                radius=RADIUS,
+                header_json=json.dumps(header()),
+            )
+            args = [
+                self.python,
+                str(worker),
+                str(src),
+                str(out),
+                str(self.threads),
+                str(settings.warmup),
+                str(settings.repeats),
+                str(settings.min_time),
+                str(settings.budget),
+            ]
             env = {**os.environ, "OMP_NUM_THREADS": str(self.threads)}
             run = subprocess.run(args, check=True, capture_output=True, text=True, env=env)
             res = json.loads(run.stdout.strip().splitlines()[-1])
@@ -132,21 +165,35 @@ def grid_case(name: str, n: int, quick_n: int, nchan: int = 1, quick_nchan: int 
         size = (quick_n, quick_nchan) if ctx.quick else (n, nchan)
         return ctx.cache(("grid.samples", *size), lambda: samples(*size))
 
-    return register(Case(
-        name=f"grid.{name}",
-        description=(f"gauss1d FWHM 150\" onto 300x300 60\" pixels, {n:.0e} samples"
-                     + (f" x {nchan} channels" if nchan > 1 else "") + " (float32)"),
-        inputs=inputs,
-        work=work,
-        params={"n": n, "nchan": nchan, "quick_n": quick_n, "quick_nchan": quick_nchan,
-                "sigma_deg": SIGMA, "sphere_radius_deg": RADIUS, "pixel_deg": PIX,
-                "npix": [NPIX, NPIX], "field_deg": FIELD, "centre_deg": [LON0, LAT0],
-                "pairs_per_sample": pairs_per_sample()},
-        comparisons=[
-            Comparison("cpu", Skyconv([skyconv_step("cpu")]), CygridVenv()),
-            Comparison("gpu", SkyconvGpu([skyconv_step("cuda")]), CygridVenv()),
-        ],
-    ))
+    return register(
+        Case(
+            name=f"grid.{name}",
+            description=(
+                f'gauss1d FWHM 150" onto 300x300 60" pixels, {n:.0e} samples'
+                + (f" x {nchan} channels" if nchan > 1 else "")
+                + " (float32)"
+            ),
+            inputs=inputs,
+            work=work,
+            params={
+                "n": n,
+                "nchan": nchan,
+                "quick_n": quick_n,
+                "quick_nchan": quick_nchan,
+                "sigma_deg": SIGMA,
+                "sphere_radius_deg": RADIUS,
+                "pixel_deg": PIX,
+                "npix": [NPIX, NPIX],
+                "field_deg": FIELD,
+                "centre_deg": [LON0, LAT0],
+                "pairs_per_sample": pairs_per_sample(),
+            },
+            comparisons=[
+                Comparison("cpu", Skyconv([skyconv_step("cpu")]), CygridVenv()),
+                Comparison("gpu", SkyconvGpu([skyconv_step("cuda")]), CygridVenv()),
+            ],
+        )
+    )
 
 
 grid_case("cont_1e6", 10**6, 10**4)

@@ -28,8 +28,12 @@ import skyconv  # noqa: E402
 from bench.cases import grid as g  # noqa: E402
 from skyconv.grid import prepare_samples, resolve_target  # noqa: E402
 
-CASES = {"cont_1e6": (10**6, 1), "cont_1e7": (10**7, 1), "cont_1e8": (10**8, 1),
-         "spec": (2 * 10**5, 1024)}
+CASES = {
+    "cont_1e6": (10**6, 1),
+    "cont_1e7": (10**7, 1),
+    "cont_1e8": (10**8, 1),
+    "spec": (2 * 10**5, 1024),
+}
 
 
 def timed(f, repeats):
@@ -43,8 +47,9 @@ def timed(f, repeats):
 
 
 def grid_call(lons, lats, data, hdr, device):
-    return skyconv.grid(lons, lats, data, hdr, kernel_params=g.SIGMA, sphere_radius=g.RADIUS,
-                        device=device)
+    return skyconv.grid(
+        lons, lats, data, hdr, kernel_params=g.SIGMA, sphere_radius=g.RADIUS, device=device
+    )
 
 
 def profile(name, hdr, repeats):
@@ -61,8 +66,10 @@ def profile(name, hdr, repeats):
         med, best = timed(lambda: grid_call(lons, lats, data, hdr, "cuda"), repeats)
         prof = skyconv.last_profile()
         stages = ", ".join(f"{k} {v:.2f}" for k, v in prof.items())
-        print(f"  SKYCONV_PIN_HOST={pin}: e2e median {med:.1f} ms (best {best:.1f}), "
-              f"input rate {in_bytes / med / 1e6:.1f} GB/s")
+        print(
+            f"  SKYCONV_PIN_HOST={pin}: e2e median {med:.1f} ms (best {best:.1f}), "
+            f"input rate {in_bytes / med / 1e6:.1f} GB/s"
+        )
         print(f"    last_profile (ms): {stages}")
     os.environ.pop("SKYCONV_PIN_HOST", None)
     if n <= 10**7:
@@ -70,8 +77,10 @@ def profile(name, hdr, repeats):
         a = grid_call(lons, lats, data, hdr, "cuda").cube
         b = grid_call(lons, lats, data, hdr, "cpu").cube
         diff = np.nanmax(np.abs(a.astype(np.float64) - b)) / np.nanmax(np.abs(b))
-        print(f"  cpu e2e {cpu:.1f} ms; GPU vs CPU cube max |diff| / max |cpu| = {diff:.1e}, "
-              f"NaN positions equal: {np.array_equal(np.isnan(a), np.isnan(b))}")
+        print(
+            f"  cpu e2e {cpu:.1f} ms; GPU vs CPU cube max |diff| / max |cpu| = {diff:.1e}, "
+            f"NaN positions equal: {np.array_equal(np.isnan(a), np.isnan(b))}"
+        )
 
 
 def main():
@@ -79,8 +88,7 @@ def main():
     p.add_argument("--cases", default="cont_1e6,cont_1e7,spec")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    print(skyconv.backend_info()["cuda"].get("device_name"), "threads",
-          skyconv.get_num_threads())
+    print(skyconv.backend_info()["cuda"].get("device_name"), "threads", skyconv.get_num_threads())
     hdr = g.header()
     for name in args.cases.split(","):
         profile(name, hdr, args.repeats)

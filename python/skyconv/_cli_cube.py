@@ -20,7 +20,8 @@ def _numbers(text, cast):
         return [cast(v) for v in text.replace(",", " ").split()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}") from None
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
 
 
 def add_scfind_parser(subparsers) -> argparse.ArgumentParser:
@@ -29,30 +30,58 @@ def add_scfind_parser(subparsers) -> argparse.ArgumentParser:
         "scfind",
         help="Smooth-and-Clip source finding (SoFiA 2 rules) on a spectral-line cube",
         description="Write a uint8 source mask (1 = source) of a (z, y, x) cube found with "
-                    "SoFiA 2's Smooth-and-Clip rules. Options mirror SoFiA 2's scfind.* "
-                    "parameters.")
+        "SoFiA 2's Smooth-and-Clip rules. Options mirror SoFiA 2's scfind.* "
+        "parameters.",
+    )
     p.add_argument("cube", help="input cube: FITS file (first HDU with data, or --hdu) or .npy")
     p.add_argument("--out", "-o", required=True, help="output mask: .fits or .npy")
-    p.add_argument("--hdu", type=int, default=None,
-                   help="FITS HDU index (default: first with data)")
-    p.add_argument("--kernels-xy", "--kernelsXY", dest="kernels_xy", default="0,3,6",
-                   type=lambda t: _numbers(t, float),
-                   help="spatial Gaussian FWHMs in pixels (default: 0,3,6)")
-    p.add_argument("--kernels-z", "--kernelsZ", dest="kernels_z", default="0,3,7,15",
-                   type=lambda t: _numbers(t, float),
-                   help="spectral boxcar widths in channels (default: 0,3,7,15)")
-    p.add_argument("--threshold", type=float, default=5.0,
-                   help="clip level in units of the noise (default: 5.0)")
-    p.add_argument("--replacement", type=float, default=2.0,
-                   help="replace masked voxels by ±replacement·rms before smoothing; <0 off "
-                        "(default: 2.0)")
+    p.add_argument(
+        "--hdu", type=int, default=None, help="FITS HDU index (default: first with data)"
+    )
+    p.add_argument(
+        "--kernels-xy",
+        "--kernelsXY",
+        dest="kernels_xy",
+        default="0,3,6",
+        type=lambda t: _numbers(t, float),
+        help="spatial Gaussian FWHMs in pixels (default: 0,3,6)",
+    )
+    p.add_argument(
+        "--kernels-z",
+        "--kernelsZ",
+        dest="kernels_z",
+        default="0,3,7,15",
+        type=lambda t: _numbers(t, float),
+        help="spectral boxcar widths in channels (default: 0,3,7,15)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        help="clip level in units of the noise (default: 5.0)",
+    )
+    p.add_argument(
+        "--replacement",
+        type=float,
+        default=2.0,
+        help="replace masked voxels by ±replacement·rms before smoothing; <0 off (default: 2.0)",
+    )
     p.add_argument("--statistic", choices=("mad", "std", "gauss"), default="mad")
-    p.add_argument("--flux-range", "--fluxRange", dest="flux_range",
-                   choices=("negative", "full", "positive"), default="negative")
+    p.add_argument(
+        "--flux-range",
+        "--fluxRange",
+        dest="flux_range",
+        choices=("negative", "full", "positive"),
+        default="negative",
+    )
     p.add_argument("--spectral", choices=("boxcar", "gaussian"), default="boxcar")
     p.add_argument("--spatial", choices=("gaussian", "boxcar_approx"), default="gaussian")
-    p.add_argument("--edge-mode", dest="edge_mode", default="constant",
-                   choices=("constant", "nearest", "reflect", "mirror", "wrap"))
+    p.add_argument(
+        "--edge-mode",
+        dest="edge_mode",
+        default="constant",
+        choices=("constant", "nearest", "reflect", "mirror", "wrap"),
+    )
     p.add_argument("--device", default=None, help="auto, cpu or cuda (default: SKYCONV_DEVICE)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
@@ -67,11 +96,13 @@ def _read(path, hdu):
         from astropy.io import fits
     except ImportError:
         raise SystemExit(
-            "skyconv scfind: reading FITS needs astropy (pip install astropy)") from None
+            "skyconv scfind: reading FITS needs astropy (pip install astropy)"
+        ) from None
     with fits.open(path, memmap=True) as hdul:
         if hdu is None:
-            hdu = next((i for i, h in enumerate(hdul) if h.data is not None and h.data.ndim >= 2),
-                       None)
+            hdu = next(
+                (i for i, h in enumerate(hdul) if h.data is not None and h.data.ndim >= 2), None
+            )
             if hdu is None:
                 raise SystemExit(f"skyconv scfind: no image data in {path}")
         h = hdul[hdu]
@@ -120,8 +151,10 @@ class _Bar:
         width = 30
         fill = int(width * done / total)
         dt = time.perf_counter() - self.t0
-        sys.stderr.write(f"\rscfind [{'#' * fill}{'.' * (width - fill)}] {done}/{total} kernels "
-                         f"noise {rms:.3e}  {dt:.1f} s")
+        sys.stderr.write(
+            f"\rscfind [{'#' * fill}{'.' * (width - fill)}] {done}/{total} kernels "
+            f"noise {rms:.3e}  {dt:.1f} s"
+        )
         if done == total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -135,15 +168,27 @@ def run_scfind(args) -> int:
     bar = _Bar(args.quiet)
     t0 = time.perf_counter()
     mask, noise = smooth_and_clip(
-        np.asarray(cube), kernels_xy=args.kernels_xy, kernels_z=args.kernels_z,
-        threshold=args.threshold, replacement=args.replacement, statistic=args.statistic,
-        flux_range=args.flux_range, spectral=args.spectral, spatial=args.spatial,
-        edge_mode=args.edge_mode, device=args.device, return_noise=True, progress=bar)
+        np.asarray(cube),
+        kernels_xy=args.kernels_xy,
+        kernels_z=args.kernels_z,
+        threshold=args.threshold,
+        replacement=args.replacement,
+        statistic=args.statistic,
+        flux_range=args.flux_range,
+        spectral=args.spectral,
+        spatial=args.spatial,
+        edge_mode=args.edge_mode,
+        device=args.device,
+        return_noise=True,
+        progress=bar,
+    )
     dt = time.perf_counter() - t0
     _write(args.out, mask, header, args.overwrite)
     if not args.quiet:
-        print(f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
-              f"({len(noise.rms)} kernels, {dt:.2f} s); noise of the cube {noise.rms0:.4e}")
+        print(
+            f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
+            f"({len(noise.rms)} kernels, {dt:.2f} s); noise of the cube {noise.rms0:.4e}"
+        )
     return 0
 
 

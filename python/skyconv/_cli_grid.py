@@ -28,8 +28,11 @@ DATA_NAMES = ("data", "flux", "value", "spectrum", "tb", "intensity")
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``grid`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser(
-        "grid", help="grid a table of samples onto a FITS header's map or a HEALPix map",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "grid",
+        help="grid a table of samples onto a FITS header's map or a HEALPix map",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("samples", help="table of samples (FITS table, ECSV, CSV, ... or .npz)")
     tgt = p.add_mutually_exclusive_group(required=True)
     tgt.add_argument("--header", help="target FITS header (text file or FITS file)")
@@ -40,13 +43,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--lat", help="latitude column (degrees)")
     p.add_argument("--data", action="append", help="data column(s); repeat for channels")
     p.add_argument("--weights", help="weight column (optional)")
-    p.add_argument("--kernel", default="gauss1d",
-                   choices=["gauss1d", "gauss2d", "tapered_sinc", "gaussbessel"])
+    p.add_argument(
+        "--kernel", default="gauss1d", choices=["gauss1d", "gauss2d", "tapered_sinc", "gaussbessel"]
+    )
     k = p.add_mutually_exclusive_group(required=True)
     k.add_argument("--sigma", type=float, help="kernel sigma in degrees")
     k.add_argument("--fwhm", type=float, help="kernel FWHM in degrees (sigma = FWHM/2.3548)")
-    k.add_argument("--kernel-params", help="comma-separated kernel parameters (degrees; "
-                   "gauss2d PA in radians)")
+    k.add_argument(
+        "--kernel-params", help="comma-separated kernel parameters (degrees; gauss2d PA in radians)"
+    )
     p.add_argument("--sphere-radius", type=float, help="degrees (default 3 sigma)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--device", default=None, help="auto, cpu or cuda (default: SKYCONV_DEVICE)")
@@ -65,8 +70,9 @@ def _pick(names, wanted, choices, what):
     for c in choices:
         if c in lower:
             return lower[c]
-    raise ValueError(f"cannot find the {what} column among {', '.join(names)}: name it with "
-                     f"--{what}")
+    raise ValueError(
+        f"cannot find the {what} column among {', '.join(names)}: name it with --{what}"
+    )
 
 
 def read_samples(path: str, lon=None, lat=None, data=None, weights=None):
@@ -95,8 +101,12 @@ def read_samples(path: str, lon=None, lat=None, data=None, weights=None):
     w = None
     if weights:
         w = np.asarray(cols[_pick(names, weights, (), "weights")], dtype=d.dtype)
-    return (np.asarray(cols[lon_c], dtype=np.float64), np.asarray(cols[lat_c], dtype=np.float64),
-            d, w)
+    return (
+        np.asarray(cols[lon_c], dtype=np.float64),
+        np.asarray(cols[lat_c], dtype=np.float64),
+        d,
+        w,
+    )
 
 
 def read_header(path: str):
@@ -123,24 +133,36 @@ def run(args) -> int:
         params = (args.fwhm / np.sqrt(8 * np.log(2)),)
     else:
         params = (args.sigma,)
-    lons, lats, data, weights = read_samples(args.samples, args.lon, args.lat, args.data,
-                                             args.weights)
+    lons, lats, data, weights = read_samples(
+        args.samples, args.lon, args.lat, args.data, args.weights
+    )
     if args.header:
         hdr = read_header(args.header)
         target = hdr
     else:
         hdr = None
         target = skyconv.HealpixTarget(args.nside, nest=args.nest)
-    res = skyconv.grid(lons, lats, data, target, kernel=args.kernel, kernel_params=params,
-                       sphere_radius=args.sphere_radius, weights=weights,
-                       dtype=np.dtype(args.dtype), device=args.device)
+    res = skyconv.grid(
+        lons,
+        lats,
+        data,
+        target,
+        kernel=args.kernel,
+        kernel_params=params,
+        sphere_radius=args.sphere_radius,
+        weights=weights,
+        dtype=np.dtype(args.dtype),
+        device=args.device,
+    )
     if out.suffix == ".npz":
         np.savez(out, cube=res.cube, weights=res.weights, unweighted=res.unweighted)
     else:
         _write_fits(out, res, hdr, args)
     filled = np.isfinite(res.cube).mean() if res.cube.size else 0.0
-    print(f"skyconv grid: {lons.size} samples -> {out} {res.cube.shape} {res.cube.dtype}, "
-          f"{filled:.1%} of pixels filled")
+    print(
+        f"skyconv grid: {lons.size} samples -> {out} {res.cube.shape} {res.cube.dtype}, "
+        f"{filled:.1%} of pixels filled"
+    )
     return 0
 
 

@@ -76,8 +76,14 @@ def demo_healpix(devices: list[str]) -> Iterator[Row]:
         if healpy is not None:
             err = float(np.count_nonzero(got != healpy.ang2pix(2048, theta, phi, nest=nest)))
         scheme = "NEST" if nest else "RING"
-        yield Row(f"healpix.ang2pix(2048, 1e6 points, {scheme})", "cpu", dt, "healpy", err,
-                  "pixels differing")
+        yield Row(
+            f"healpix.ang2pix(2048, 1e6 points, {scheme})",
+            "cpu",
+            dt,
+            "healpy",
+            err,
+            "pixels differing",
+        )
 
 
 def demo_sht(devices: list[str]) -> Iterator[Row]:
@@ -99,8 +105,9 @@ def demo_sht(devices: list[str]) -> Iterator[Row]:
         yield Row(f"alm2map(nside {nside}, lmax {lmax})", d, dt, "healpy", err, "rel L2 err")
         back, dt = _timed(lambda d=d, m=m: map2alm(m, lmax=lmax, iter=3, device=d))
         err = float(np.linalg.norm(back - alm) / np.linalg.norm(alm))
-        yield Row("map2alm(iter=3) of that map: round trip", d, dt, "the input alm", err,
-                  "rel L2 err")
+        yield Row(
+            "map2alm(iter=3) of that map: round trip", d, dt, "the input alm", err, "rel L2 err"
+        )
 
 
 def demo_grid(devices: list[str]) -> Iterator[Row]:
@@ -118,9 +125,21 @@ def demo_grid(devices: list[str]) -> Iterator[Row]:
     sigma = 0.05
     maps = {}
     for d in devices:
-        maps[d], dt = _timed(lambda d=d: grid(lons, lats, data, target, kernel="gauss1d",
-                                              kernel_params=(sigma,), sphere_radius=3 * sigma,
-                                              dtype=np.float64, device=d).cube)
+        maps[d], dt = _timed(
+            lambda d=d: (
+                grid(
+                    lons,
+                    lats,
+                    data,
+                    target,
+                    kernel="gauss1d",
+                    kernel_params=(sigma,),
+                    sphere_radius=3 * sigma,
+                    dtype=np.float64,
+                    device=d,
+                ).cube
+            )
+        )
         if d == "cpu":
             err = _brute_force_check(lons, lats, data, target, sigma, maps[d])
             ref = "plain NumPy haversine sums (20 sightlines)"
@@ -148,7 +167,7 @@ def _synthetic_cube(shape=(48, 96, 96), seed=2):
     rng = np.random.default_rng(seed)
     cube = rng.standard_normal(shape).astype(np.float32)
     z, y, x = np.indices(shape)
-    for (cz, cy, cx, amp) in [(12, 30, 30, 4.0), (24, 60, 50, 3.0), (36, 40, 70, 2.0)]:
+    for cz, cy, cx, amp in [(12, 30, 30, 4.0), (24, 60, 50, 3.0), (36, 40, 70, 2.0)]:
         cube += amp * np.exp(-((z - cz) ** 2 / 18 + (y - cy) ** 2 / 20 + (x - cx) ** 2 / 20))
     return cube
 
@@ -160,20 +179,35 @@ def demo_cube(devices: list[str]) -> Iterator[Row]:
     masks = {}
     for d in devices:
         masks[d], dt = _timed(lambda d=d: smooth_and_clip(cube, device=d))
-        diff = (float(np.count_nonzero(masks[d] != masks["cpu"])) if d != "cpu" else None)
-        yield Row(f"smooth_and_clip(48x96x96, 12 kernels) -> {int(masks[d].sum())} voxels", d,
-                  dt, "the CPU engine" if d != "cpu" else "itself", diff, "voxels differing")
+        diff = float(np.count_nonzero(masks[d] != masks["cpu"])) if d != "cpu" else None
+        yield Row(
+            f"smooth_and_clip(48x96x96, 12 kernels) -> {int(masks[d].sum())} voxels",
+            d,
+            dt,
+            "the CPU engine" if d != "cpu" else "itself",
+            diff,
+            "voxels differing",
+        )
     recon = {}
     for d in devices:
         recon[d], dt = _timed(lambda d=d: atrous_denoise(cube, dim=3, device=d))
         err = _rel(recon[d].data, recon["cpu"].data) if d != "cpu" else None
-        yield Row(f"atrous_denoise(48x96x96, dim 3) -> {recon[d].iterations} iterations", d, dt,
-                  "the CPU engine" if d != "cpu" else "itself", err)
+        yield Row(
+            f"atrous_denoise(48x96x96, dim 3) -> {recon[d].iterations} iterations",
+            d,
+            dt,
+            "the CPU engine" if d != "cpu" else "itself",
+            err,
+        )
 
 
 #: Every family's demo, in the order printed. Families append theirs here.
 DEMOS: list[Callable[[list[str]], Iterator[Row]]] = [
-    demo_filters, demo_healpix, demo_sht, demo_grid, demo_cube,
+    demo_filters,
+    demo_healpix,
+    demo_sht,
+    demo_grid,
+    demo_cube,
 ]
 
 
@@ -195,7 +229,6 @@ def run(devices: list[str] | None = None) -> list[Row]:
                 agree = "(reference run)"
             else:
                 agree = f"({row.reference} not installed)"
-            print(f"{row.task:66s} {row.device:6s} {row.seconds * 1e3:7.1f}ms  {agree}",
-                  flush=True)
+            print(f"{row.task:66s} {row.device:6s} {row.seconds * 1e3:7.1f}ms  {agree}", flush=True)
             rows.append(row)
     return rows

@@ -225,8 +225,11 @@ def atrous_denoise(
     noise = np.asarray(noise, dtype=np.float64).reshape(ushape)
     noise0 = np.asarray(noise0, dtype=np.float64).reshape(ushape)
     if a.size and not np.any(iters):
-        warnings.warn("atrous_denoise: every voxel is blank (NaN/inf); returning the input",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "atrous_denoise: every voxel is blank (NaN/inf); returning the input",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if ushape == ():
         return AtrousResult(recon, int(iters), float(noise), float(noise0), scales, dev)
     return AtrousResult(recon, iters, noise, noise0, scales, dev)

@@ -25,12 +25,18 @@ def _demo(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="skyconv", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="print backend information (CPU threads, GPU, CUDA versions)"
-                   ).set_defaults(func=_info)
-    d = sub.add_parser("demo", help="run every function on synthetic data and compare with the "
-                       "reference libraries")
-    d.add_argument("--device", default="all", choices=["all", "cpu", "cuda"],
-                   help="device(s) to run on (default: CPU, and the GPU if one works)")
+    sub.add_parser(
+        "info", help="print backend information (CPU threads, GPU, CUDA versions)"
+    ).set_defaults(func=_info)
+    d = sub.add_parser(
+        "demo", help="run every function on synthetic data and compare with the reference libraries"
+    )
+    d.add_argument(
+        "--device",
+        default="all",
+        choices=["all", "cpu", "cuda"],
+        help="device(s) to run on (default: CPU, and the GPU if one works)",
+    )
     d.set_defaults(func=_demo)
     # One subcommand per family; each module adds its parser and sets func.
     from . import _cli_atrous, _cli_cube, _cli_grid, _cli_sht, _cli_smooth

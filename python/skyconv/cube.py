@@ -66,10 +66,24 @@ def _check_mask(mask, shape):
     return (m != 0).astype(np.uint8)
 
 
-def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), threshold=5.0,
-                    replacement=2.0, statistic="mad", flux_range="negative", spectral="boxcar",
-                    spatial="gaussian", edge_mode="constant", mask=None, device=None, *,
-                    return_noise=False, progress=None, _slab_planes=None):
+def smooth_and_clip(
+    cube,
+    kernels_xy=(0, 3, 6),
+    kernels_z=(0, 3, 7, 15),
+    threshold=5.0,
+    replacement=2.0,
+    statistic="mad",
+    flux_range="negative",
+    spectral="boxcar",
+    spatial="gaussian",
+    edge_mode="constant",
+    mask=None,
+    device=None,
+    *,
+    return_noise=False,
+    progress=None,
+    _slab_planes=None,
+):
     """SoFiA 2's Smooth-and-Clip finder; returns a uint8 mask (1 = source) of the cube's shape.
 
     Parameters
@@ -110,8 +124,7 @@ def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), thresho
     if statistic not in ("mad", "std", "gauss"):
         raise ValueError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
     if flux_range not in ("negative", "full", "all", "positive"):
-        raise ValueError(
-            f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}")
+        raise ValueError(f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}")
     if edge_mode not in _MODES:
         raise ValueError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
     threshold = float(threshold)
@@ -141,14 +154,27 @@ def smooth_and_clip(cube, kernels_xy=(0, 3, 6), kernels_z=(0, 3, 7, 15), thresho
     total = len(specs)
     cb = None
     if progress is not None:
+
         def cb(i, rms):
             progress(i + 1, total, rms)
+
     cadence = int(_core._sofia2_cadence(list(cube3.shape)))
     rep = ("copysign", replacement) if replacement >= 0 else ("none", 0.0)
     rng = "full" if flux_range == "all" else flux_range
-    rms0, rms = _core._scfind(cube3, m3, specs, edge_mode, threshold, False, rep,
-                              ("sofia2:" + statistic, rng, False), ("cadence", cadence),
-                              slab_planes=_slab_planes, progress=cb, device=device)
+    rms0, rms = _core._scfind(
+        cube3,
+        m3,
+        specs,
+        edge_mode,
+        threshold,
+        False,
+        rep,
+        ("sofia2:" + statistic, rng, False),
+        ("cadence", cadence),
+        slab_planes=_slab_planes,
+        progress=cb,
+        device=device,
+    )
     out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
     if return_noise:
         return out, NoiseReport(float(rms0), labels, [float(r) for r in rms])

@@ -21,8 +21,16 @@ import numpy as np
 from . import _core
 from ._arrays import float_array, int_arg, normalize_axis
 
-_MODES = ("constant", "nearest", "reflect", "mirror", "wrap", "grid-constant", "grid-mirror",
-          "grid-wrap")
+_MODES = (
+    "constant",
+    "nearest",
+    "reflect",
+    "mirror",
+    "wrap",
+    "grid-constant",
+    "grid-mirror",
+    "grid-wrap",
+)
 
 
 def _mode(mode) -> str:
@@ -49,19 +57,36 @@ def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, 
     (None: SKYCONV_DEVICE, else "auto"). Returns a new array of the input's dtype and shape.
     """
     a = float_array(input, "input")
-    return _core._correlate1d(a, _weights(weights), normalize_axis(axis, a.ndim), _mode(mode),
-                              float(cval), int_arg(origin, "origin"), False, device)
+    return _core._correlate1d(
+        a,
+        _weights(weights),
+        normalize_axis(axis, a.ndim),
+        _mode(mode),
+        float(cval),
+        int_arg(origin, "origin"),
+        False,
+        device,
+    )
 
 
 def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, device=None):
     """1-D convolution along ``axis``, as ``scipy.ndimage.convolve1d`` (reversed weights)."""
     a = float_array(input, "input")
-    return _core._correlate1d(a, _weights(weights), normalize_axis(axis, a.ndim), _mode(mode),
-                              float(cval), int_arg(origin, "origin"), True, device)
+    return _core._correlate1d(
+        a,
+        _weights(weights),
+        normalize_axis(axis, a.ndim),
+        _mode(mode),
+        float(cval),
+        int_arg(origin, "origin"),
+        True,
+        device,
+    )
 
 
-def gaussian_filter1d(input, sigma, axis=-1, mode="reflect", cval=0.0, truncate=4.0, *,
-                      radius=None, device=None):
+def gaussian_filter1d(
+    input, sigma, axis=-1, mode="reflect", cval=0.0, truncate=4.0, *, radius=None, device=None
+):
     """Gaussian smoothing along ``axis``, as ``scipy.ndimage.gaussian_filter1d`` (order 0).
 
     ``sigma`` is the standard deviation in pixels (0 returns a copy); the kernel has
@@ -76,8 +101,16 @@ def gaussian_filter1d(input, sigma, axis=-1, mode="reflect", cval=0.0, truncate=
         radius = int_arg(radius, "radius")
         if radius < 0:
             raise ValueError(f"radius must be >= 0, got {radius}")
-    return _core._gaussian_filter1d(a, sigma, normalize_axis(axis, a.ndim), _mode(mode),
-                                    float(cval), float(truncate), radius, device)
+    return _core._gaussian_filter1d(
+        a,
+        sigma,
+        normalize_axis(axis, a.ndim),
+        _mode(mode),
+        float(cval),
+        float(truncate),
+        radius,
+        device,
+    )
 
 
 def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *, device=None):
@@ -89,8 +122,15 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
     size = int_arg(size, "size")
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
-    return _core._uniform_filter1d(a, size, normalize_axis(axis, a.ndim), _mode(mode),
-                                   float(cval), int_arg(origin, "origin"), device)
+    return _core._uniform_filter1d(
+        a,
+        size,
+        normalize_axis(axis, a.ndim),
+        _mode(mode),
+        float(cval),
+        int_arg(origin, "origin"),
+        device,
+    )
 
 
 @dataclass(frozen=True)
@@ -136,16 +176,25 @@ def _spec(p, ndim: int):
         if not np.isfinite(sigma) or sigma < 0:
             raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
         radius = -1.0 if p.radius is None else float(int_arg(p.radius, "radius"))
-        return ("gaussian", axis, _mode(p.mode), float(p.cval),
-                [sigma, float(p.truncate), radius])
+        return ("gaussian", axis, _mode(p.mode), float(p.cval), [sigma, float(p.truncate), radius])
     if isinstance(p, Uniform):
         size = int_arg(p.size, "size")
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
-        return ("uniform", axis, _mode(p.mode), float(p.cval),
-                [float(size), float(int_arg(p.origin, "origin"))])
-    return ("correlate", axis, _mode(p.mode), float(p.cval),
-            [float(int_arg(p.origin, "origin"))] + _weights(p.weights))
+        return (
+            "uniform",
+            axis,
+            _mode(p.mode),
+            float(p.cval),
+            [float(size), float(int_arg(p.origin, "origin"))],
+        )
+    return (
+        "correlate",
+        axis,
+        _mode(p.mode),
+        float(p.cval),
+        [float(int_arg(p.origin, "origin"))] + _weights(p.weights),
+    )
 
 
 def chain(input, passes, *, device=None):
@@ -161,5 +210,13 @@ def chain(input, passes, *, device=None):
     return _core._filter_chain(a, specs, device)
 
 
-__all__ = ["correlate1d", "convolve1d", "gaussian_filter1d", "uniform_filter1d", "chain",
-           "Gaussian", "Uniform", "Correlate"]
+__all__ = [
+    "correlate1d",
+    "convolve1d",
+    "gaussian_filter1d",
+    "uniform_filter1d",
+    "chain",
+    "Gaussian",
+    "Uniform",
+    "Correlate",
+]

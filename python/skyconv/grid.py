@@ -196,8 +196,9 @@ def kernel_args(kernel, kernel_params, sphere_radius):
     # Let the core validate the kernel now (no samples, nothing computed).
     z = np.zeros(0)
     acc = np.zeros((1, 0))
-    _core._grid_accumulate(z, z, z, None, z, z, kernel, params.tolist(), sphere_radius, acc,
-                           acc.copy(), "cpu")
+    _core._grid_accumulate(
+        z, z, z, None, z, z, kernel, params.tolist(), sphere_radius, acc, acc.copy(), "cpu"
+    )
     return kernel, params.tolist(), sphere_radius
 
 
@@ -226,8 +227,7 @@ def prepare_samples(lons, lats, data, weights):
         weights = float_array(weights, "weights")
         if weights.shape not in ((n,), data.shape):
             raise ShapeError(
-                f"weights must have shape {(n,)} or data's shape {data.shape}, "
-                f"got {weights.shape}"
+                f"weights must have shape {(n,)} or data's shape {data.shape}, got {weights.shape}"
             )
         common = np.result_type(data.dtype, weights.dtype)
         data2d = data2d.astype(common, copy=False)
@@ -239,19 +239,52 @@ def prepare_samples(lons, lats, data, weights):
     return lons, lats, np.ascontiguousarray(data2d), weights, chan_shape
 
 
-def accumulate(target: _Target, lons, lats, data2d, weights, kernel, params, radius,
-               unweighted, weight_sums, device):
+def accumulate(
+    target: _Target,
+    lons,
+    lats,
+    data2d,
+    weights,
+    kernel,
+    params,
+    radius,
+    unweighted,
+    weight_sums,
+    device,
+):
     """Add one batch into the (nchan, ntargets) accumulators, in batches the core accepts."""
     n = lons.size
     for s in range(0, max(n, 1), _MAX_BATCH):
         e = min(n, s + _MAX_BATCH)
         w = None if weights is None else weights[s:e]
-        _core._grid_accumulate(lons[s:e], lats[s:e], data2d[s:e], w, target.lons, target.lats,
-                               kernel, params, radius, unweighted, weight_sums, device)
+        _core._grid_accumulate(
+            lons[s:e],
+            lats[s:e],
+            data2d[s:e],
+            w,
+            target.lons,
+            target.lats,
+            kernel,
+            params,
+            radius,
+            unweighted,
+            weight_sums,
+            device,
+        )
 
 
-def grid(lons, lats, data, target, kernel="gauss1d", kernel_params=None, sphere_radius=None,
-         weights=None, dtype=np.float32, device="auto") -> GridResult:
+def grid(
+    lons,
+    lats,
+    data,
+    target,
+    kernel="gauss1d",
+    kernel_params=None,
+    sphere_radius=None,
+    weights=None,
+    dtype=np.float32,
+    device="auto",
+) -> GridResult:
     """Grid samples at (``lons``, ``lats``) (degrees) onto ``target``.
 
     ``data``: ``(nsamples,)`` or ``(nsamples, nchan, ...)``, float32 or float64. ``weights``:
@@ -267,17 +300,26 @@ def grid(lons, lats, data, target, kernel="gauss1d", kernel_params=None, sphere_
         raise TypeError(f"device must be a str or None, got {type(device).__name__}")
     lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
     if lons.size > _MAX_BATCH:
-        g = Gridder(tgt, kernel=kernel, kernel_params=params, sphere_radius=radius, dtype=dt,
-                    device=device, _accumulate_in_dtype=True)
+        g = Gridder(
+            tgt,
+            kernel=kernel,
+            kernel_params=params,
+            sphere_radius=radius,
+            dtype=dt,
+            device=device,
+            _accumulate_in_dtype=True,
+        )
         g.grid(lons, lats, data2d.reshape((lons.size,) + chan_shape), weights=weights)
         return g._result(copy=False)
     # One call: on the GPU the sums, the division and the cast to dtype all happen on the
     # device and the three outputs come down once.
-    cube, wsum, usum = _core._grid_once(lons, lats, data2d, weights, tgt.lons, tgt.lats, kernel,
-                                        params, radius, dt.name, device)
+    cube, wsum, usum = _core._grid_once(
+        lons, lats, data2d, weights, tgt.lons, tgt.lats, kernel, params, radius, dt.name, device
+    )
     shape = chan_shape + tgt.shape
-    return GridResult(cube=cube.reshape(shape), weights=wsum.reshape(shape),
-                      unweighted=usum.reshape(shape))
+    return GridResult(
+        cube=cube.reshape(shape), weights=wsum.reshape(shape), unweighted=usum.reshape(shape)
+    )
 
 
 class Gridder:
@@ -288,11 +330,21 @@ class Gridder:
     result is cast to ``dtype``. Arguments as in ``skyconv.grid``.
     """
 
-    def __init__(self, target, kernel="gauss1d", kernel_params=None, sphere_radius=None,
-                 dtype=np.float32, device="auto", *, _accumulate_in_dtype=False):
+    def __init__(
+        self,
+        target,
+        kernel="gauss1d",
+        kernel_params=None,
+        sphere_radius=None,
+        dtype=np.float32,
+        device="auto",
+        *,
+        _accumulate_in_dtype=False,
+    ):
         self.target = resolve_target(target)
         self.kernel, self.kernel_params, self.sphere_radius = kernel_args(
-            kernel, kernel_params, sphere_radius)
+            kernel, kernel_params, sphere_radius
+        )
         self.dtype = _out_dtype(dtype)
         if device is not None and not isinstance(device, str):
             raise TypeError(f"device must be a str or None, got {type(device).__name__}")
@@ -328,8 +380,19 @@ class Gridder:
             raise ShapeError(
                 f"data has channel shape {chan_shape}, earlier batches had {self._chan_shape}"
             )
-        accumulate(self.target, lons, lats, data2d, weights, self.kernel, self.kernel_params,
-                   self.sphere_radius, self._u, self._w, self.device)
+        accumulate(
+            self.target,
+            lons,
+            lats,
+            data2d,
+            weights,
+            self.kernel,
+            self.kernel_params,
+            self.sphere_radius,
+            self._u,
+            self._w,
+            self.device,
+        )
 
     def result(self) -> GridResult:
         """The gridded cube, weights and unweighted sums (copies, dtype ``dtype``)."""

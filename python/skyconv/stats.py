@@ -56,16 +56,22 @@ def std(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
     ``clip``: only values with |x − center| < clip count. Returns NaN if none counts.
     """
     a, samp = _prep(data, flux_range, cadence, stride)
-    return _nan(_core._stat(a, "std", float(center), flux_range, samp,
-                            None if clip is None else float(clip)))
+    return _nan(
+        _core._stat(
+            a, "std", float(center), flux_range, samp, None if clip is None else float(clip)
+        )
+    )
 
 
 def mad(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=None):
     """Median of |x − center| over the sampled finite values in ``flux_range`` (unscaled;
     multiply by :data:`MAD_TO_STD` for a Gaussian σ). NaN if none counts."""
     a, samp = _prep(data, flux_range, cadence, stride)
-    return _nan(_core._stat(a, "mad", float(center), flux_range, samp,
-                            None if clip is None else float(clip)))
+    return _nan(
+        _core._stat(
+            a, "mad", float(center), flux_range, samp, None if clip is None else float(clip)
+        )
+    )
 
 
 def gauss(data, flux_range="full", *, cadence=None, stride=None):
@@ -101,7 +107,7 @@ def scipy_fitter():
         return None
 
     def gaussian(x, a, sigma):
-        return a * np.exp(-x**2 / (2.0 * sigma**2))
+        return a * np.exp(-(x**2) / (2.0 * sigma**2))
 
     def fit(x, y, a0, s0):
         p = optimize.curve_fit(gaussian, np.asarray(x), np.asarray(y), p0=[a0, s0])[0]
@@ -120,8 +126,11 @@ def sofia1_rms(data, rms_mode="negative", flux_range="all", *, sample=1, two_pas
     if rms_mode not in ("negative", "gauss", "mad", "std"):
         raise ValueError(f"rms_mode must be 'negative', 'gauss', 'mad' or 'std', got {rms_mode!r}")
     a, samp = _prep(data, flux_range, None, sample)
-    return float(_core._stat(a, "sofia1:" + rms_mode, 0.0, flux_range, samp, None,
-                             bool(two_pass), scipy_fitter()))
+    return float(
+        _core._stat(
+            a, "sofia1:" + rms_mode, 0.0, flux_range, samp, None, bool(two_pass), scipy_fitter()
+        )
+    )
 
 
 def histogram(data, edges):

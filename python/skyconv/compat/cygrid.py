@@ -48,8 +48,16 @@ def _native(a: np.ndarray) -> np.ndarray:
 class Cygrid:
     """Base class (use ``WcsGrid`` or ``SlGrid``)."""
 
-    def __init__(self, target: _Target, *, dbg_messages=False, datacube=None, weightcube=None,
-                 dtype=np.float32, device="auto"):
+    def __init__(
+        self,
+        target: _Target,
+        *,
+        dbg_messages=False,
+        datacube=None,
+        weightcube=None,
+        dtype=np.float32,
+        device="auto",
+    ):
         self._target = target
         self.dbg_messages = bool(dbg_messages)
         self.datacube = datacube
@@ -82,15 +90,18 @@ class Cygrid:
             )
         params = np.atleast_1d(np.asarray(kernel_params, dtype=np.float64))
         if params.size != _KERNELS[kernel_type]:
-            raise ValueError(f"kernel_params needs {_KERNELS[kernel_type]} entries for "
-                             f"{kernel_type}")
+            raise ValueError(
+                f"kernel_params needs {_KERNELS[kernel_type]} entries for {kernel_type}"
+            )
         from ..grid import kernel_args
 
         self._kernel = kernel_args(kernel_type, params, float(sphere_radius))
         self.kernel_set = True
         if self.dbg_messages:
-            print(f"Using {kernel_type} kernel, parameters {params.tolist()}, "
-                  f"sphere radius {sphere_radius} deg")
+            print(
+                f"Using {kernel_type} kernel, parameters {params.tolist()}, "
+                f"sphere radius {sphere_radius} deg"
+            )
 
     # -- gridding -----------------------------------------------------------------------
 
@@ -106,7 +117,8 @@ class Cygrid:
                 raise ShapeError(
                     "Datacube shape doesn't match expectation. (The data cube, which was "
                     f"provided to the constructor has shape {self.datacube.shape}, while based "
-                    f"on the grid-method call, cygrid would expect {self.cube_shape}")
+                    f"on the grid-method call, cygrid would expect {self.cube_shape}"
+                )
             if self.datacube.dtype not in (np.float32, np.float64):
                 raise TypeError("Input datacube must have floating point type.")
             if self.datacube.dtype != self.dtype:
@@ -114,7 +126,9 @@ class Cygrid:
                     f"The datacube that was provided in the constructor ({self.datacube.dtype}) "
                     f"has a different dtype than what was provided with the 'dtype' option "
                     f"({self.dtype}). Will use datacube dtype ({self.datacube.dtype})...",
-                    UserWarning, stacklevel=3)
+                    UserWarning,
+                    stacklevel=3,
+                )
                 self.dtype = self.datacube.dtype
         if self.weightcube is None:
             self.weightcube = np.zeros(self.cube_shape, dtype=self.dtype)
@@ -152,14 +166,17 @@ class Cygrid:
         if self.cube_shape != dshape[1:] + self._target.shape:
             raise ShapeError(
                 f"Data shape mismatch. Expected: "
-                f"{(lons.size,) + self.cube_shape[:len(self.cube_shape) - len(self._target.shape)]}"
-                f" Got: {dshape}")
+                f"{(lons.size,) + self.cube_shape[: len(self.cube_shape) - len(self._target.shape)]}"
+                f" Got: {dshape}"
+            )
         if weights is None:
             weights = np.ones_like(data)
         weights = np.asarray(weights)
         if data.shape != weights.shape:
-            raise ShapeError("Data and weights arrays must have same shape. "
-                             f"(got: {data.shape} and {weights.shape})")
+            raise ShapeError(
+                "Data and weights arrays must have same shape. "
+                f"(got: {data.shape} and {weights.shape})"
+            )
         if data.ndim == 0 or data.shape[0] != lons.size:
             raise ShapeError(f"Data has {data.shape[:1]} samples, coordinates {lons.size}")
         data = _native(data)
@@ -171,8 +188,19 @@ class Cygrid:
         if self.dbg_messages:
             print(f"Gridding {lons.size} spectra in datacube...")
         kernel, params, radius = self._kernel
-        accumulate(self._target, lons, lats, data2d, weights, kernel, params, radius, dcube,
-                   wcube, self.device)
+        accumulate(
+            self._target,
+            lons,
+            lats,
+            data2d,
+            weights,
+            kernel,
+            params,
+            radius,
+            dcube,
+            wcube,
+            self.device,
+        )
 
     # -- results ------------------------------------------------------------------------
 
@@ -215,12 +243,19 @@ class WcsGrid(Cygrid):
     accepts that also supports ``header['NAXIS1']``.
     """
 
-    def __init__(self, header, dbg_messages=False, datacube=None, weightcube=None,
-                 dtype=np.float32, **kwargs):
+    def __init__(
+        self, header, dbg_messages=False, datacube=None, weightcube=None, dtype=np.float32, **kwargs
+    ):
         self.header = header
         target = resolve_target(header if not isinstance(header, dict) else dict(header))
-        super().__init__(target, dbg_messages=dbg_messages, datacube=datacube,
-                         weightcube=weightcube, dtype=dtype, **kwargs)
+        super().__init__(
+            target,
+            dbg_messages=dbg_messages,
+            datacube=datacube,
+            weightcube=weightcube,
+            dtype=dtype,
+            **kwargs,
+        )
 
     def get_wcs(self):
         """The celestial ``astropy.wcs.WCS`` built from the header."""
@@ -239,15 +274,29 @@ class WcsGrid(Cygrid):
 class SlGrid(Cygrid):
     """Grid onto sightlines ``sl_lons``, ``sl_lats`` (degrees, 1-D float64)."""
 
-    def __init__(self, sl_lons, sl_lats, dbg_messages=False, datacube=None, weightcube=None,
-                 dtype=np.float32, **kwargs):
+    def __init__(
+        self,
+        sl_lons,
+        sl_lats,
+        dbg_messages=False,
+        datacube=None,
+        weightcube=None,
+        dtype=np.float32,
+        **kwargs,
+    ):
         sl_lons = np.asarray(sl_lons)
         sl_lats = np.asarray(sl_lats)
         if sl_lons.ndim != 1 or sl_lats.ndim != 1 or sl_lons.size != sl_lats.size:
             raise ShapeError("Sightline coordinates must be 1D arrays of equal length.")
         target = resolve_target((sl_lons, sl_lats))
-        super().__init__(target, dbg_messages=dbg_messages, datacube=datacube,
-                         weightcube=weightcube, dtype=dtype, **kwargs)
+        super().__init__(
+            target,
+            dbg_messages=dbg_messages,
+            datacube=datacube,
+            weightcube=weightcube,
+            dtype=dtype,
+            **kwargs,
+        )
 
 
 __all__ = ["ShapeError", "SlGrid", "WcsGrid"]

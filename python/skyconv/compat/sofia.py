@@ -68,12 +68,39 @@ def _kernel_spec(kernel, kernelUnit, header):
     return ("gaussian", sy, sx, zk, zv, False), (kx, ky, kz, kt)
 
 
-def SCfinder_mem(cube, mask, header, t0=None, kernels=[[0, 0, 0, "b"], ], threshold=3.5,  # noqa: B006
-                 sizeFilter=0, maskScaleXY=2.0, maskScaleZ=2.0, kernelUnit="pixel",
-                 edgeMode="constant", rmsMode="negative", fluxRange="all", verbose=0,
-                 perSCkernel=False, scaleX=False, scaleY=False, scaleZ=True, edgeX=0, edgeY=0,
-                 edgeZ=0, method="1d2d", windowSpatial=20, windowSpectral=20, gridSpatial=0,
-                 gridSpectral=0, interpolation="none", device=None, _slab_planes=None):
+def SCfinder_mem(
+    cube,
+    mask,
+    header,
+    t0=None,
+    kernels=[
+        [0, 0, 0, "b"],
+    ],
+    threshold=3.5,  # noqa: B006
+    sizeFilter=0,
+    maskScaleXY=2.0,
+    maskScaleZ=2.0,
+    kernelUnit="pixel",
+    edgeMode="constant",
+    rmsMode="negative",
+    fluxRange="all",
+    verbose=0,
+    perSCkernel=False,
+    scaleX=False,
+    scaleY=False,
+    scaleZ=True,
+    edgeX=0,
+    edgeY=0,
+    edgeZ=0,
+    method="1d2d",
+    windowSpatial=20,
+    windowSpectral=20,
+    gridSpatial=0,
+    gridSpectral=0,
+    interpolation="none",
+    device=None,
+    _slab_planes=None,
+):
     """SoFiA 1.3.2's Smooth-and-Clip finder; ORs 1 into ``mask`` in place and returns None.
 
     cube: (z, y, x) float32/float64 array (big-endian accepted; NaN = blank). mask: integer
@@ -107,12 +134,12 @@ def SCfinder_mem(cube, mask, header, t0=None, kernels=[[0, 0, 0, "b"], ], thresh
     if edgeMode not in _MODES:
         raise ValueError(f"edgeMode must be one of {_MODES}, got {edgeMode!r}")
     if fluxRange not in ("all", "positive", "negative"):
-        warnings.warn(f"Illegal value of fluxRange = '{fluxRange}'; using 'all' instead.",
-                      stacklevel=2)
+        warnings.warn(
+            f"Illegal value of fluxRange = '{fluxRange}'; using 'all' instead.", stacklevel=2
+        )
         fluxRange = "all"
     if rmsMode not in ("std", "mad", "negative", "gauss"):
-        warnings.warn(f"Illegal value of rmsMode = '{rmsMode}'; using 'mad' instead.",
-                      stacklevel=2)
+        warnings.warn(f"Illegal value of rmsMode = '{rmsMode}'; using 'mad' instead.", stacklevel=2)
         rmsMode = "mad"
     threshold = float(threshold)
     specs, labels = [], []
@@ -129,10 +156,21 @@ def SCfinder_mem(cube, mask, header, t0=None, kernels=[[0, 0, 0, "b"], ], thresh
             kx, ky, kz, kt = labels[i]
             sys.stdout.write(f"    Filter {kx} {ky} {kz} {kt} ... rms = {rms:.3e}\n")
 
-    _core._scfind(cube3, work, specs, edgeMode, threshold, True, ("sign", float(maskScaleXY)),
-                  ("sofia1:" + rmsMode, fluxRange, False), ("stride", stride),
-                  slab_planes=_slab_planes, progress=report if verbose else None,
-                  fitter=scipy_fitter(), device=device)
+    _core._scfind(
+        cube3,
+        work,
+        specs,
+        edgeMode,
+        threshold,
+        True,
+        ("sign", float(maskScaleXY)),
+        ("sofia1:" + rmsMode, fluxRange, False),
+        ("stride", stride),
+        slab_planes=_slab_planes,
+        progress=report if verbose else None,
+        fitter=scipy_fitter(),
+        device=device,
+    )
     found = (work & 2).astype(bool).reshape(mask.shape)
     mask |= found
 
