@@ -164,11 +164,10 @@ class Cygrid:
             self._prepare_cubes()
             self.cubes_prepared = True
         if self.cube_shape != dshape[1:] + self._target.shape:
-            raise ShapeError(
-                f"Data shape mismatch. Expected: "
-                f"{(lons.size,) + self.cube_shape[: len(self.cube_shape) - len(self._target.shape)]}"
-                f" Got: {dshape}"
-            )
+            expected = (lons.size,) + self.cube_shape[
+                : len(self.cube_shape) - len(self._target.shape)
+            ]
+            raise ShapeError(f"Data shape mismatch. Expected: {expected} Got: {dshape}")
         if weights is None:
             weights = np.ones_like(data)
         weights = np.asarray(weights)

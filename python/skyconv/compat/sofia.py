@@ -73,10 +73,8 @@ def SCfinder_mem(
     mask,
     header,
     t0=None,
-    kernels=[
-        [0, 0, 0, "b"],
-    ],
-    threshold=3.5,  # noqa: B006
+    kernels=[[0, 0, 0, "b"]],  # noqa: B006 (SoFiA's signature; never mutated)
+    threshold=3.5,
     sizeFilter=0,
     maskScaleXY=2.0,
     maskScaleZ=2.0,
