@@ -371,3 +371,33 @@ def test_cost_calibration_takes_seconds(tmp_path, monkeypatch):
     again = _smooth_cost.model("cpu")
     assert time.perf_counter() - t0 <= 0.5
     assert np.array_equal(again.devices[0].harmonic, d.harmonic)
+
+
+def test_quick_smooth_bench(tmp_path):
+    """bench/cases/smooth.py at its quick size: every CPU row runs, auto reports its choice,
+    and the transforms-based methods agree with healpy to rounding."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SKYCONV_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--cases", "smooth", "--out", str(tmp_path),
+         "--machine", "pytest", "--engines", "cpu"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "auto: runs" in proc.stdout
+    doc = json.loads((tmp_path / "pytest.json").read_text())
+    cases = {c["name"]: c for c in doc["cases"]}
+    assert len(cases) == 12
+    for name, case in cases.items():
+        comp = case["comparisons"][0]
+        assert comp["skyconv"]["status"] == "ok" and comp["anchor"]["status"] == "ok", name
+        assert comp["floor"]["floor_ms"] > 0
+        assert comp["rel_err"] <= (1e-4 if name.endswith("_ring") else 1e-6), name
+        if name.endswith("_auto"):
+            assert case["params"]["choice"] in ("harmonic", "ring", "split")
