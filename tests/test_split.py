@@ -401,3 +401,23 @@ def test_quick_smooth_bench(tmp_path):
         assert comp["rel_err"] <= (1e-4 if name.endswith("_ring") else 1e-6), name
         if name.endswith("_auto"):
             assert case["params"]["choice"] in ("harmonic", "ring", "split")
+
+
+@pytest.mark.gpu
+def test_split_runs_its_parts_on_gpu_and_cpu_at_once(rng, monkeypatch):
+    """With a GPU under device="auto": the harmonic part on the GPU and the ring part on the
+    CPU (the ring engine has no CUDA version), concurrently; same result as on the CPU."""
+    cpu = _smooth_cost.DeviceCost("cpu", [1e-3, 2e-10, 1e-9, 1e-9], [1e-3, 1e-11, 0.0])
+    gpu = _smooth_cost.DeviceCost("cuda", [1e-3, 2e-11, 1e-10, 1e-10], None)
+    monkeypatch.setattr(
+        _smooth_cost, "model", lambda device=None: _smooth_cost.CostModel([gpu, cpu])
+    )
+    monkeypatch.setattr(split_mod, "_CACHE", {})
+    nside, lmax, tol = 512, 1024, 1e-5
+    window = gauss_window(60, lmax)
+    ks = split_mod.cached_split(window, nside, lmax, tol, 0, "auto")
+    assert ks.has_ring and ks.devices == ("cuda", "cpu"), ks.summary()
+    m = cmb_like_map(rng, nside, lmax)
+    got = split_mod.apply_split(ks, m)
+    full = skyconv.smooth_map(m, beam_window=window, lmax=lmax, method="harmonic", device="cpu")
+    assert power_ratio(got - full, full, lmax) <= tol

@@ -115,6 +115,13 @@ def device_key(device: str | None) -> str:
     return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}cpus|{_core.__version__}|{what}"
 
 
+def placement_key(device: str | None) -> tuple[str, str]:
+    """What a choice depends on besides the problem: the devices measured, and whether the
+    request was "auto" (which lets the two parts of a split go to different devices)."""
+    asked = device if device is not None else os.environ.get("SKYCONV_DEVICE", "auto")
+    return device_key(device), str(asked).strip().lower()
+
+
 def _load() -> dict:
     try:
         doc = json.loads(cache_path().read_text())
@@ -305,7 +312,7 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     Remembered per (window, nside, lmax, tol, iter, device) for this process.
     """
     w = np.ascontiguousarray(window, dtype=np.float64)
-    key = (w.tobytes(), nside, lmax, float(tol), iter, device_key(device))
+    key = (w.tobytes(), nside, lmax, float(tol), iter, placement_key(device))
     if key not in _CHOICES:
         if len(_CHOICES) > 32:
             _CHOICES.clear()

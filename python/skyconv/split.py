@@ -407,7 +407,7 @@ def cached_split(window, nside, lmax, tol, iter, device) -> KernelSplit:
     from . import _smooth_cost
 
     w = np.ascontiguousarray(window, dtype=np.float64)
-    key = (w.tobytes(), nside, lmax, float(tol), iter, _smooth_cost.device_key(device))
+    key = (w.tobytes(), nside, lmax, float(tol), iter, _smooth_cost.placement_key(device))
     if key not in _CACHE:
         if len(_CACHE) > 32:
             _CACHE.clear()
