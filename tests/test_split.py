@@ -408,7 +408,7 @@ def test_split_runs_its_parts_on_gpu_and_cpu_at_once(rng, monkeypatch):
     """With a GPU under device="auto": the harmonic part on the GPU and the ring part on the
     CPU (the ring engine has no CUDA version), concurrently; same result as on the CPU."""
     cpu = _smooth_cost.DeviceCost("cpu", [1e-3, 2e-10, 1e-9, 1e-9], [1e-3, 1e-11, 0.0])
-    gpu = _smooth_cost.DeviceCost("cuda", [1e-3, 2e-11, 1e-10, 1e-10], None)
+    gpu = _smooth_cost.DeviceCost("cuda", [1e-3, 2e-10, 1e-9, 1e-9], None)
     monkeypatch.setattr(
         _smooth_cost, "model", lambda device=None: _smooth_cost.CostModel([gpu, cpu])
     )
