@@ -10,8 +10,10 @@ squares in relative terms):
   multiply-add flops, counted by the engine's own plan (``_core._ring_plan_info``) for a smooth
   profile of that support (the count depends on θcut and nside, barely on the profile).
 
-Fitted on transforms at nside 128-512 and used up to nside 2048 and beyond, the model was
-within -30%/+40% (harmonic) and -25%/+15% (ring) of measured times on the 2-core machine.
+Fitted on transforms at nside 64-512 and used up to nside 2048, the model was within a factor
+of 2 of measured times for the transforms (mostly below them at high nside) and within 25% for
+the ring engine on the shared 2-core machine, whose load moves single timings by as much: close
+calls between methods can go either way, clear ones (wide beams) do not.
 
 The constants come from timing a handful of small transforms (a few seconds, on the first
 ``method="auto"``/``"split"`` or ``split_kernel`` call, never at import) and are kept in a JSON
