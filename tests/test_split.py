@@ -371,3 +371,53 @@ def test_cost_calibration_takes_seconds(tmp_path, monkeypatch):
     again = _smooth_cost.model("cpu")
     assert time.perf_counter() - t0 <= 0.5
     assert np.array_equal(again.devices[0].harmonic, d.harmonic)
+
+
+def test_quick_smooth_bench(tmp_path):
+    """bench/cases/smooth.py at its quick size: every CPU row runs, auto reports its choice,
+    and the transforms-based methods agree with healpy to rounding."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SKYCONV_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--cases", "smooth", "--out", str(tmp_path),
+         "--machine", "pytest", "--engines", "cpu"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "auto: runs" in proc.stdout
+    doc = json.loads((tmp_path / "pytest.json").read_text())
+    cases = {c["name"]: c for c in doc["cases"]}
+    assert len(cases) == 12
+    for name, case in cases.items():
+        comp = case["comparisons"][0]
+        assert comp["skyconv"]["status"] == "ok" and comp["anchor"]["status"] == "ok", name
+        assert comp["floor"]["floor_ms"] > 0
+        assert comp["rel_err"] <= (1e-4 if name.endswith("_ring") else 1e-6), name
+        if name.endswith("_auto"):
+            assert case["params"]["choice"] in ("harmonic", "ring", "split")
+
+
+@pytest.mark.gpu
+def test_split_runs_its_parts_on_gpu_and_cpu_at_once(rng, monkeypatch):
+    """With a GPU under device="auto": the harmonic part on the GPU and the ring part on the
+    CPU (the ring engine has no CUDA version), concurrently; same result as on the CPU."""
+    cpu = _smooth_cost.DeviceCost("cpu", [1e-3, 2e-10, 1e-9, 1e-9], [1e-3, 1e-11, 0.0])
+    gpu = _smooth_cost.DeviceCost("cuda", [1e-3, 2e-10, 1e-9, 1e-9], None)
+    monkeypatch.setattr(
+        _smooth_cost, "model", lambda device=None: _smooth_cost.CostModel([gpu, cpu])
+    )
+    monkeypatch.setattr(split_mod, "_CACHE", {})
+    nside, lmax, tol = 512, 1024, 1e-5
+    window = gauss_window(60, lmax)
+    ks = split_mod.cached_split(window, nside, lmax, tol, 0, "auto")
+    assert ks.has_ring and ks.devices == ("cuda", "cpu"), ks.summary()
+    m = cmb_like_map(rng, nside, lmax)
+    got = split_mod.apply_split(ks, m)
+    full = skyconv.smooth_map(m, beam_window=window, lmax=lmax, method="harmonic", device="cpu")
+    assert power_ratio(got - full, full, lmax) <= tol

@@ -10,8 +10,10 @@ squares in relative terms):
   multiply-add flops, counted by the engine's own plan (``_core._ring_plan_info``) for a smooth
   profile of that support (the count depends on θcut and nside, barely on the profile).
 
-Fitted on transforms at nside 128-512 and used up to nside 2048 and beyond, the model was
-within -30%/+40% (harmonic) and -25%/+15% (ring) of measured times on the 2-core machine.
+Fitted on transforms at nside 64-512 and used up to nside 2048, the model was within a factor
+of 2 of measured times for the transforms (mostly below them at high nside) and within 25% for
+the ring engine on the shared 2-core machine, whose load moves single timings by as much: close
+calls between methods can go either way, clear ones (wide beams) do not.
 
 The constants come from timing a handful of small transforms (a few seconds, on the first
 ``method="auto"``/``"split"`` or ``split_kernel`` call, never at import) and are kept in a JSON
@@ -113,6 +115,13 @@ def device_key(device: str | None) -> str:
     else:
         what = f"cpu:{get_num_threads()}threads"
     return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}cpus|{_core.__version__}|{what}"
+
+
+def placement_key(device: str | None) -> tuple[str, str]:
+    """What a choice depends on besides the problem: the devices measured, and whether the
+    request was "auto" (which lets the two parts of a split go to different devices)."""
+    asked = device if device is not None else os.environ.get("SKYCONV_DEVICE", "auto")
+    return device_key(device), str(asked).strip().lower()
 
 
 def _load() -> dict:
@@ -305,7 +314,7 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     Remembered per (window, nside, lmax, tol, iter, device) for this process.
     """
     w = np.ascontiguousarray(window, dtype=np.float64)
-    key = (w.tobytes(), nside, lmax, float(tol), iter, device_key(device))
+    key = (w.tobytes(), nside, lmax, float(tol), iter, placement_key(device))
     if key not in _CHOICES:
         if len(_CHOICES) > 32:
             _CHOICES.clear()

@@ -30,8 +30,14 @@ convolution, which no method choice removes).
 
 ``split_kernel`` scans θcut (in steps of the pixel size) and for each finds the smallest ℓcut
 meeting ``tol`` by bisection, then keeps the pair with the shortest predicted time from the cost
-model measured on this machine (``skyconv._smooth_cost``). When no split beats the plain
-harmonic transform, the result has no ring part (ℓcut = lmax, θcut = 0).
+model measured on this machine (``skyconv._smooth_cost``). The harmonic part never goes past
+``lmax_eff``, beyond which the window's power is below (0.1 tol)² of its total; when no split
+beats the plain transform at ``lmax_eff``, the result is that transform (no ring part, ℓcut =
+``lmax_eff``, θcut = 0), which for wide beams is much cheaper than one at ``lmax``.
+
+On the 2-core development machine at tol = 1e-5 the CPU ring engine rarely beats the
+transforms: most of the budget goes to the pixel-grid error, and ℓcut stays near lmax (see
+notebooks/02_smoothing.ipynb and bench/cases/smooth.py).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from ._split_fit import QUADRATURE_ERROR, Basis, Problem, basis_size
 ALPHA = 5.0
 #: θcut candidates, in units of the pixel size √(4π/npix).
 THETA_STEPS = (1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-#: The window's tail beyond this fraction of tol (in power) is left out of every part.
+#: The harmonic part stops where the window's remaining power is below (TAIL·tol)² of it.
 TAIL = 0.1
 #: Nodes of the tabulated profile handed to the ring engine (its cubic spline is then exact to
 #: ~1e-10 of the peak for the polynomial profiles used here).
@@ -401,7 +407,7 @@ def cached_split(window, nside, lmax, tol, iter, device) -> KernelSplit:
     from . import _smooth_cost
 
     w = np.ascontiguousarray(window, dtype=np.float64)
-    key = (w.tobytes(), nside, lmax, float(tol), iter, _smooth_cost.device_key(device))
+    key = (w.tobytes(), nside, lmax, float(tol), iter, _smooth_cost.placement_key(device))
     if key not in _CACHE:
         if len(_CACHE) > 32:
             _CACHE.clear()
