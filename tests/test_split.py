@@ -134,15 +134,19 @@ def test_disc_error_predicts_pixel_sums(rng, steps):
     prob = Problem(basis, window, weights, _split_disc.disc_matrix(nside, basis, weights))
     fit = prob.smallest_lcut(1e-4)  # nside 128 is coarse: 1e-5 leaves no room for a ring part
     assert fit.lcut < lmax and fit.disc_error > 0
-    alm = hp.synalm(np.ones(lmax + 1), lmax=lmax, new=True)
+    # white alm from the test's generator (healpy's synalm would draw from NumPy's global state)
+    ell, em = hp.Alm.getlm(lmax)
+    alm = (rng.standard_normal(ell.size) + 1j * rng.standard_normal(ell.size)) / np.sqrt(2)
+    alm[em == 0] = alm[em == 0].real * np.sqrt(2)
     m = hp.alm2map(alm, nside, lmax=lmax)
     pixels = rng.integers(0, 12 * nside**2, 3000)
     got = brute_ring(nside, m, pixels, cut, lambda g: basis.values(g) @ fit.coef)
     exact = hp.alm2map(hp.almxfl(alm, basis.transform(lmax) @ fit.coef), nside)[pixels]
     smooth = hp.alm2map(hp.almxfl(alm, window), nside)[pixels]
     measured = np.sqrt(np.mean((got - exact) ** 2) / np.mean(smooth**2))
-    # measured (seen: 0.3-0.9 of the prediction); the sample of 3000 pixels is noisy at ±20%
-    assert measured <= 1.3 * fit.disc_error
+    # measured (seen: 0.3-1.5 of the prediction over map draws; the sample of 3000 pixels
+    # alone is noisy at ±20%), so the bound allows 1.6
+    assert measured <= 1.6 * fit.disc_error
     assert measured >= fit.disc_error / 10
 
 
