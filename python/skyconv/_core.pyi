@@ -258,3 +258,6 @@ def _ring_plan_info(
     nside: int, theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64]
 ) -> dict[str, Any]: ...  # theta_cut, extent, lengths, inputs, kernel_ffts, flops, bytes
 def _ring_device(device: str | None = None) -> str: ...  # "cpu", or DeviceError
+def _smooth_missing(
+    m: FloatArray,
+) -> npt.NDArray[np.bool_] | None: ...  # UNSEEN (healpy's test) or non-finite; None if none
