@@ -83,6 +83,19 @@ def alm2map(
     return _sht.alm2map(x, nside, lmax=lmax, mmax=mmax, pol=pol)
 
 
+def _refuse_weight_files(use_weights, use_pixel_weights, datapath):
+    """healpy's quadrature weights come from data files skyconv does not bundle."""
+    if use_weights:
+        _not_implemented(
+            "use_weights=True",
+            "healpy's ring weight files are not bundled; pass ring_weights to skyconv.map2alm",
+        )
+    if use_pixel_weights:
+        _not_implemented("use_pixel_weights=True", "healpy's pixel weight files are not bundled")
+    if datapath is not None:
+        _not_implemented("datapath", "weight files are not read")
+
+
 def map2alm(
     maps,
     lmax=None,
@@ -97,15 +110,7 @@ def map2alm(
 ):
     """healpy.map2alm: alm of HEALPix RING map(s) with ``iter`` Jacobi iterations; UNSEEN
     pixels count as 0."""
-    if use_weights:
-        _not_implemented(
-            "use_weights=True",
-            "healpy's ring weight files are not bundled; pass ring_weights to skyconv.map2alm",
-        )
-    if use_pixel_weights:
-        _not_implemented("use_pixel_weights=True", "healpy's pixel weight files are not bundled")
-    if datapath is not None:
-        _not_implemented("datapath", "weight files are not read")
+    _refuse_weight_files(use_weights, use_pixel_weights, datapath)
     if gal_cut != 0:
         _not_implemented("gal_cut", "mask the map with UNSEEN instead")
     return _sht.map2alm(maps, lmax=lmax, mmax=mmax, iter=iter, pol=pol)
@@ -132,15 +137,7 @@ def smoothing(
     s = 2 for E and B; a ``beam_window`` applies to T, E and B alike. UNSEEN (and NaN) pixels
     count as 0 and stay UNSEEN (NaN). Masked arrays are filled with UNSEEN and come back
     masked."""
-    if use_weights:
-        _not_implemented(
-            "use_weights=True",
-            "healpy's ring weight files are not bundled; pass ring_weights to skyconv.map2alm",
-        )
-    if use_pixel_weights:
-        _not_implemented("use_pixel_weights=True", "healpy's pixel weight files are not bundled")
-    if datapath is not None:
-        _not_implemented("datapath", "weight files are not read")
+    _refuse_weight_files(use_weights, use_pixel_weights, datapath)
     from .. import healpix as _hpx
     from ..smooth import _missing
 
