@@ -38,17 +38,15 @@ struct Call<'a> {
     device: backend::Device,
 }
 
-fn run<'py, T: Real + numpy::Element>(
-    py: Python<'py>,
-    call: &Call<'_>,
-    data: &numpy::PyReadonlyArrayDyn<'py, T>,
-    weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
-    unweighted: &mut Acc<'py>,
-    weight_sums: &mut Acc<'py>,
-) -> PyResult<()> {
+/// The samples of one call: values (n, nchan) and weights none, per sample or per value.
+fn samples<'a, 'py, T: Real + numpy::Element>(
+    call: &'a Call<'a>,
+    data: &'a numpy::PyReadonlyArrayDyn<'py, T>,
+    weights: Option<&'a numpy::PyReadonlyArrayDyn<'py, T>>,
+) -> PyResult<Samples<'a, T>> {
     let (shape, values) = parts(data, "data")?;
     let nchan = if shape.len() == 2 { shape[1] } else { 1 };
-    let w = match weights {
+    let weights = match weights {
         None => Weights::Ones,
         Some(w) => {
             let (wshape, ws) = parts(w, "weights")?;
@@ -59,13 +57,24 @@ fn run<'py, T: Real + numpy::Element>(
             }
         }
     };
-    let samples = Samples {
+    Ok(Samples {
         lon: call.lons,
         lat: call.lats,
         data: values,
         nchan,
-        weights: w,
-    };
+        weights,
+    })
+}
+
+fn run<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    call: &Call<'_>,
+    data: &numpy::PyReadonlyArrayDyn<'py, T>,
+    weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
+    unweighted: &mut Acc<'py>,
+    weight_sums: &mut Acc<'py>,
+) -> PyResult<()> {
+    let samples = samples(call, data, weights)?;
     macro_rules! go {
         ($u:expr, $w:expr) => {{
             let (u, w) = (acc_slice($u)?, acc_slice($w)?);
@@ -140,26 +149,8 @@ fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
     data: &numpy::PyReadonlyArrayDyn<'py, T>,
     weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
 ) -> PyResult<Outputs<'py>> {
-    let (shape, values) = parts(data, "data")?;
-    let nchan = if shape.len() == 2 { shape[1] } else { 1 };
-    let w = match weights {
-        None => Weights::Ones,
-        Some(w) => {
-            let (wshape, ws) = parts(w, "weights")?;
-            if wshape.len() == 1 {
-                Weights::PerSample(ws)
-            } else {
-                Weights::Full(ws)
-            }
-        }
-    };
-    let samples = Samples {
-        lon: call.lons,
-        lat: call.lats,
-        data: values,
-        nchan,
-        weights: w,
-    };
+    let samples = samples(call, data, weights)?;
+    let nchan = samples.nchan;
     let out_shape = [nchan, call.tlons.len()];
     let (cube, wsum, usum) = (
         empty::<O>(py, &out_shape),
