@@ -451,17 +451,15 @@ extern "C" __global__ void unfold(const double* spec, double* phase, i64 mmax, i
 }
 
 // ------------------------------------------------------------------------------------------
-// Analysis Legendre stage. One block per m (blockIdx.x) looping over tiles of blockDim.x ring
-// pairs (a multiple of 32, at most 256); per l, each warp sums its lanes' contributions with
-// shuffles and the block's warps are combined in shared memory, then added into the alm.
+// Analysis Legendre stage. One block of ANAL_TPB threads per m (blockIdx.x) looping over tiles
+// of ANAL_TPB * R ring pairs. Each thread sums its R rings' contributions per l and per value
+// q (re/im of each component) into shared memory; every RL values of l the block sums those
+// columns (8 threads per (l, q), strided so that the reads are free of bank conflicts, then 3
+// shuffles) and adds them into the alm. Per l this costs a store and a load per value instead
+// of a 5-level warp shuffle tree, which bounded the kernel.
 
-#define ANAL_MAXW 8
-
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+#define ANAL_TPB 128
+#define ANAL_PAD 8  // doubles of padding per column row: the 8-strided reads hit every bank
 
 template <int NS0, bool POL, int R>
 __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2, i64 lmax_,
@@ -470,17 +468,17 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
     constexpr int NV = 2 * NS0 + (POL ? 4 : 0);
     const int lmax = (int)lmax_, mmax = (int)mmax_;
     const int m = blockIdx.x;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int nwarp = blockDim.x / 32;
+    constexpr int RL = NV <= 2 ? 8 : 4;  // l values per reduction (shared memory < 48 KB)
+    constexpr int NSUM = RL * NV;        // a multiple of 4, so whole warps reduce
     __shared__ double sA[SHT_LT], sC[SHT_LT];
     __shared__ double sq[5][SHT_LT];
-    __shared__ double sred[ANAL_MAXW][SHT_LT][NV];
+    __shared__ double sval[NSUM][ANAL_TPB + ANAL_PAD];
     const i64 nrow = 2 * np;
     const i64 plane = nrow * (i64)(mmax + 1);
     const i64 mstart = (i64)m * (2 * lmax + 1 - m) / 2;
     const double lb = log2_growth_bound(m, lmax, lnfact);
 
-    for (i64 t0 = 0; t0 < np; t0 += (i64)blockDim.x * R) {
+    for (i64 t0 = 0; t0 < np; t0 += (i64)ANAL_TPB * R) {
         // per ring pair r of this thread: recurrence state and inputs
         // spin 0: in0[r][c][par][re/im] = north +- south; spin 2: in2[r][par][8] premultiplied
         double x[R], is2[R], xis2[R], l0[R], l1[R];
@@ -490,7 +488,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
         bool any = false;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            const i64 pl = t0 + (i64)r * blockDim.x + threadIdx.x;
+            const i64 pl = t0 + (i64)r * ANAL_TPB + threadIdx.x;
             double s = 1.0, v = 0.0;
             x[r] = 0.0;
             k[r] = 0;
@@ -571,6 +569,50 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
                 }
             }
             __syncthreads();
+            // Sum column (i % RL) over the block every RL values of l and add it to the alm.
+            auto flush = [&](int i) {
+                __syncthreads();
+                for (int u = threadIdx.x; u < NSUM * 8; u += ANAL_TPB) {
+                    const int sidx = u / 8, c8 = u % 8;
+                    double sum = 0.0;
+#pragma unroll
+                    for (int j = 0; j < ANAL_TPB / 8; ++j) sum += sval[sidx][8 * j + c8];
+#pragma unroll
+                    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                    const int l = lt + (i / RL) * RL + sidx / NV, q = sidx % NV;
+                    if (c8 != 0 || l > lmax) continue;
+                    const int comp = q / 2;
+                    double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
+                    const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
+                    a[2 * (mstart + l) + reim] += sum;
+                }
+                __syncthreads();
+            };
+            if (fast && !POL) {
+#pragma unroll
+                for (int i = 0; i < SHT_LT; ++i) {
+                    const int par = i & 1;
+                    const double A = sA[i], C = sC[i];
+                    double val[NV];
+#pragma unroll
+                    for (int q = 0; q < NV; ++q) val[q] = 0.0;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const double l2 = A * x[r] * l1[r] - C * l0[r];
+                        l0[r] = l1[r];
+                        l1[r] = l2;
+#pragma unroll
+                        for (int c = 0; c < NS0; ++c) {
+                            val[2 * c] = fma(l2, in0[r][c][par][0], val[2 * c]);
+                            val[2 * c + 1] = fma(l2, in0[r][c][par][1], val[2 * c + 1]);
+                        }
+                    }
+#pragma unroll
+                    for (int q = 0; q < NV; ++q) sval[(i % RL) * NV + q][threadIdx.x] = val[q];
+                    if (i % RL == RL - 1) flush(i);
+                }
+                continue;
+            }
 #pragma unroll
             for (int i = 0; i < SHT_LT; ++i) {
                 const int l = lt + i;
@@ -581,11 +623,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
                 for (int q = 0; q < NV; ++q) val[q] = 0.0;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    if (fast) {
-                        const double l2 = A * x[r] * l1[r] - C * l0[r];
-                        l0[r] = l1[r];
-                        l1[r] = l2;
-                    } else if (l > m) {
+                    if (l > m) {
                         const double l2 = A * x[r] * l1[r] - C * l0[r];
                         l0[r] = l1[r];
                         l1[r] = l2;
@@ -595,7 +633,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
                             k[r] -= 1;
                         }
                     }
-                    const double lam = fast || k[r] == 0 ? l1[r] : 0.0;
+                    const double lam = k[r] == 0 ? l1[r] : 0.0;
 #pragma unroll
                     for (int c = 0; c < NS0; ++c) {
                         val[2 * c] = fma(lam, in0[r][c][par][0], val[2 * c]);
@@ -613,23 +651,8 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
                     }
                 }
 #pragma unroll
-                for (int q = 0; q < NV; ++q) {
-                    const double sum = warp_sum(val[q]);
-                    if (lane == 0) sred[warp][i][q] = sum;
-                }
-            }
-            __syncthreads();
-            // combine the warps and add into the alm: thread t handles (i, q) = (t / NV, t % NV)
-            for (int t = threadIdx.x; t < SHT_LT * NV; t += blockDim.x) {
-                const int i = t / NV, q = t % NV;
-                const int l = lt + i;
-                if (l > lmax) continue;
-                double sum = 0.0;
-                for (int w = 0; w < nwarp; ++w) sum += sred[w][i][q];
-                const int comp = q / 2;
-                double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
-                const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
-                a[2 * (mstart + l) + reim] += sum;
+                for (int q = 0; q < NV; ++q) sval[(i % RL) * NV + q][threadIdx.x] = val[q];
+                if (i % RL == RL - 1) flush(i);
             }
         }
     }

@@ -28,6 +28,7 @@ use crate::real::Real;
 
 pub(super) const MODULE: &str = "sht";
 const TPB_SYN: u32 = 128;
+/// Must equal ANAL_TPB in kernels/sht.cu (its shared-memory columns are sized by it).
 const TPB_ANA: u32 = 128;
 const TPB_MISC: u32 = 256;
 /// Most device memory the per-chunk work buffers may take.
