@@ -1,7 +1,11 @@
 //! Accepting float32/float64 NumPy arrays and creating outputs.
 
+use numpy::ndarray::{ArrayViewMut, IxDyn};
 use numpy::{PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+
+use crate::backend::cuda::host_pool;
+use crate::backend::Device;
 
 use crate::real::Real;
 
@@ -17,8 +21,7 @@ pub fn empty<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     shape: &[usize],
 ) -> Bound<'py, PyArrayDyn<T>> {
-    // SAFETY: every caller writes all elements before returning the array to Python.
-    unsafe { PyArrayDyn::<T>::new(py, shape, false) }
+    empty_for(py, shape, Device::Cpu)
 }
 
 /// The shape and contiguous data of a readonly array.
@@ -38,4 +41,34 @@ pub fn parts<'a, T: numpy::Element>(
 pub fn data_mut<'a, T: Real + numpy::Element>(a: &'a Bound<'_, PyArrayDyn<T>>) -> &'a mut [T] {
     // SAFETY: the array was just created by us and is not shared yet.
     unsafe { a.as_slice_mut().expect("new arrays are contiguous") }
+}
+
+/// Keeps a page-locked block alive for as long as a NumPy array views it.
+#[pyclass(frozen)]
+struct PinnedOwner(#[allow(dead_code)] host_pool::Block);
+
+/// A new uninitialised C-contiguous array of `shape` for the output of a call on `dev`: on
+/// the GPU a large one lives in page-locked memory (`backend::cuda::host_pool`), so that the
+/// result is DMA'd straight into it.
+pub fn empty_for<'py, T: numpy::Element>(
+    py: Python<'py>,
+    shape: &[usize],
+    dev: Device,
+) -> Bound<'py, PyArrayDyn<T>> {
+    let bytes = shape.iter().product::<usize>() * std::mem::size_of::<T>();
+    if dev == Device::Cuda && bytes >= host_pool::MIN_BYTES {
+        if let Some(block) = host_pool::take(bytes) {
+            let ptr = block.as_ptr() as *mut T;
+            if let Ok(owner) = Bound::new(py, PinnedOwner(block)) {
+                // SAFETY: the block holds at least `bytes` bytes, suitably aligned (page
+                // aligned), and `owner` keeps it alive (it becomes the array's base object).
+                unsafe {
+                    let view = ArrayViewMut::from_shape_ptr(IxDyn(shape), ptr);
+                    return PyArrayDyn::borrow_from_array(&view, owner.into_any());
+                }
+            }
+        }
+    }
+    // SAFETY: every caller writes all elements before returning the array to Python.
+    unsafe { PyArrayDyn::<T>::new(py, shape, false) }
 }

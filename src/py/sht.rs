@@ -1,10 +1,10 @@
 //! Spherical harmonic transform bindings (skyconv.sht).
 
-use numpy::{Complex64, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use numpy::{Complex64, PyArrayDyn, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use crate::backend;
-use crate::py::arrays::{parts, FloatArray};
+use crate::py::arrays::{empty_for, parts, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 use crate::sht::{self, AlmLayout};
@@ -33,13 +33,13 @@ fn _alm2map<'py>(
     mmax: usize,
     pol: bool,
     device: Option<&str>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
     let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let a = slices(&alms, "alms")?;
     let npix = 12 * nside * nside;
-    // SAFETY: every element is written by the transform before the array is returned.
-    let out = unsafe { PyArray2::<f64>::new(py, [a.len(), npix], false) };
+    // every element is written by the transform before the array is returned
+    let out = empty_for::<f64>(py, &[a.len(), npix], dev);
     {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps: Vec<&mut [f64]> = data.chunks_mut(npix.max(1)).collect();
@@ -53,7 +53,7 @@ fn run_map2alm<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     maps: &[numpy::PyReadonlyArrayDyn<'py, T>],
     args: (usize, AlmLayout, usize, bool, Option<&[f64]>, Option<&str>),
-) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
+) -> PyResult<Bound<'py, PyArrayDyn<Complex64>>> {
     let (nside, lay, iter, pol, w, device) = args;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let m: Vec<&[T]> = maps
@@ -61,8 +61,8 @@ fn run_map2alm<'py, T: Real + numpy::Element>(
         .map(|a| parts(a, "maps").map(|(_, d)| d))
         .collect::<PyResult<_>>()?;
     let n = lay.size();
-    // SAFETY: map2alm overwrites every coefficient.
-    let out = unsafe { PyArray2::<Complex64>::new(py, [m.len(), n], false) };
+    // map2alm overwrites every coefficient
+    let out = empty_for::<Complex64>(py, &[m.len(), n], dev);
     {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alms: Vec<&mut [Complex64]> = data.chunks_mut(n).collect();
@@ -88,7 +88,7 @@ fn _map2alm<'py>(
     pol: bool,
     ring_weights: Option<PyReadonlyArray1<'py, f64>>,
     device: Option<&str>,
-) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
+) -> PyResult<Bound<'py, PyArrayDyn<Complex64>>> {
     let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
     let w = match &ring_weights {
         Some(w) => Some(w.as_slice().map_err(|_| {

@@ -4,6 +4,7 @@
 //! never name cudarc themselves.
 
 pub mod fft;
+pub mod host_pool;
 mod kernels;
 pub mod libs;
 pub mod nvrtc;

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use std::sync::Arc;
 
-use super::{CudaSlice, DeviceRepr, Gpu};
+use super::{host_pool, CudaSlice, DeviceRepr, Gpu};
 use crate::error::Result;
 
 /// Bytes in each staging buffer.
@@ -120,6 +120,9 @@ fn bytes_of_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
 pub fn prefault<T: DeviceRepr + Send>(host: &mut [T]) {
     const PAGE: usize = 4096;
     let bytes = bytes_of_mut(host);
+    if host_pool::contains(bytes.as_ptr(), bytes.len()) {
+        return; // page-locked: already mapped
+    }
     bytes.par_chunks_mut(COPY_GRAIN).for_each(|c| {
         for i in (0..c.len()).step_by(PAGE) {
             // SAFETY: in bounds; volatile so the store is not elided.
@@ -177,6 +180,14 @@ impl Gpu {
         }
         let (base, _rec) = dst.device_ptr_mut(stream);
         let base = base + (at * std::mem::size_of::<T>()) as u64;
+        if host_pool::contains(bytes.as_ptr(), bytes.len()) {
+            // SAFETY: dst holds bytes.len() bytes; the source is page-locked and its array
+            // (kept alive by the caller for the whole call) outlives the copy: the stream is
+            // synchronised before returning.
+            unsafe { dr::memcpy_htod_async(base, bytes, stream.cu_stream())? };
+            stream.synchronize()?;
+            return Ok(());
+        }
         if register_wanted(bytes.len()) {
             self.ctx.bind_to_thread()?;
             if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), true) {
@@ -287,6 +298,13 @@ impl Gpu {
         bytes: &mut [u8],
     ) -> Result<()> {
         let cu_stream = stream.cu_stream();
+        if host_pool::contains(bytes.as_ptr(), bytes.len()) {
+            // SAFETY: src holds bytes.len() bytes (caller); the destination is page-locked.
+            unsafe { dr::memcpy_dtoh_async(&mut bytes[..], src, cu_stream)? };
+            stream.synchronize()?;
+            self.ctx.check_err()?;
+            return Ok(());
+        }
         if register_wanted(bytes.len()) {
             self.ctx.bind_to_thread()?;
             if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), false) {

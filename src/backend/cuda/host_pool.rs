@@ -1,0 +1,126 @@
+//! Page-locked host blocks for the large outputs of GPU calls.
+//!
+//! A NumPy output in ordinary (pageable) memory comes down through the staging buffers and a
+//! host memcpy, and its pages are faulted in on first touch: on the H100 machine that is
+//! 5–12 GB/s against 54 GB/s for a DMA into page-locked memory. So the Python layer hands the
+//! engines outputs that live in page-locked blocks taken from this pool, and `transfer` DMAs
+//! straight into them. Page-locking is slow (the driver pins every page), so a block goes back
+//! to the pool when its array is freed and the next output of that size reuses it: repeated
+//! calls, the normal pattern, pay it once.
+//!
+//! Limits: blocks of at least `MIN_BYTES`; at most `SKYCONV_PINNED_MAX_MB` (default 8192 MiB)
+//! page-locked at once, in use or idle; `SKYCONV_PINNED_MAX_MB=0` turns the pool off. Past the
+//! limit outputs are ordinary NumPy arrays, which only costs speed.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use cudarc::driver::result as dr;
+
+/// Outputs smaller than this gain little from a DMA of their own.
+pub const MIN_BYTES: usize = 16 << 20;
+/// Block sizes are rounded up to this, so that outputs of nearly the same size share blocks.
+const ROUND: usize = 2 << 20;
+const DEFAULT_MAX_MB: usize = 8192;
+
+struct Pool {
+    /// Idle blocks: start address -> bytes.
+    idle: BTreeMap<usize, usize>,
+    /// Blocks held by arrays: start address -> bytes.
+    live: BTreeMap<usize, usize>,
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    idle: BTreeMap::new(),
+    live: BTreeMap::new(),
+});
+
+fn max_bytes() -> usize {
+    std::env::var("SKYCONV_PINNED_MAX_MB")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(DEFAULT_MAX_MB)
+        << 20
+}
+
+/// A page-locked block of at least the bytes asked for; back to the pool when dropped.
+pub struct Block {
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: the block is plain host memory owned by this value alone.
+unsafe impl Send for Block {}
+unsafe impl Sync for Block {}
+
+impl Block {
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let addr = self.ptr as usize;
+        pool.live.remove(&addr);
+        pool.idle.insert(addr, self.bytes);
+    }
+}
+
+/// Free idle blocks until `need` more bytes fit under the limit; false if they cannot.
+fn make_room(pool: &mut Pool, need: usize, limit: usize) -> bool {
+    let held = |p: &Pool| p.idle.values().chain(p.live.values()).sum::<usize>();
+    while held(pool) + need > limit {
+        let Some((&addr, _)) = pool.idle.iter().next() else {
+            return false;
+        };
+        pool.idle.remove(&addr);
+        // SAFETY: allocated by malloc_host below and no longer referenced (idle).
+        unsafe {
+            let _ = dr::free_host(addr as *mut _);
+        }
+    }
+    true
+}
+
+/// A page-locked block for `bytes`, or None (pool off, over its limit, too small to be worth
+/// it, no GPU, or the driver refused).
+pub fn take(bytes: usize) -> Option<Block> {
+    if bytes < MIN_BYTES {
+        return None;
+    }
+    super::gpu().ok()?.ctx.bind_to_thread().ok()?;
+    let want = bytes.div_ceil(ROUND) * ROUND;
+    let limit = max_bytes();
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let reuse = pool.idle.iter().find(|&(_, &b)| b == want).map(|(&a, _)| a);
+    let addr = match reuse {
+        Some(a) => {
+            pool.idle.remove(&a);
+            a
+        }
+        None => {
+            if !make_room(&mut pool, want, limit) {
+                return None;
+            }
+            // SAFETY: plain allocation of page-locked host memory.
+            unsafe { dr::malloc_host(want, 0) }.ok()? as usize
+        }
+    };
+    pool.live.insert(addr, want);
+    Some(Block {
+        ptr: addr as *mut u8,
+        bytes: want,
+    })
+}
+
+/// Whether `len` bytes at `ptr` lie inside one page-locked block of the pool.
+pub fn contains(ptr: *const u8, len: usize) -> bool {
+    let a = ptr as usize;
+    let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    pool.live
+        .range(..=a)
+        .next_back()
+        .is_some_and(|(&s, &b)| a + len <= s + b)
+}
