@@ -8,9 +8,10 @@
 //! to the pool when its array is freed and the next output of that size reuses it: repeated
 //! calls, the normal pattern, pay it once.
 //!
-//! Limits: blocks of at least `MIN_BYTES`; at most `SKYCONV_PINNED_MAX_MB` (default 8192 MiB)
-//! page-locked at once, in use or idle; `SKYCONV_PINNED_MAX_MB=0` turns the pool off. Past the
-//! limit outputs are ordinary NumPy arrays, which only costs speed.
+//! Limits: blocks of at least `MIN_BYTES`; at most `SKYCONV_PINNED_MAX_MB` page-locked at once,
+//! in use or idle (default: a quarter of the machine's memory, at most 8 GiB);
+//! `SKYCONV_PINNED_MAX_MB=0` turns the pool off. Past the limit outputs are ordinary NumPy
+//! arrays, which only costs speed.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -22,6 +23,14 @@ pub const MIN_BYTES: usize = 16 << 20;
 /// Block sizes are rounded up to this, so that outputs of nearly the same size share blocks.
 const ROUND: usize = 2 << 20;
 const DEFAULT_MAX_MB: usize = 8192;
+
+/// Physical memory in MiB (Linux), if known.
+fn mem_total_mb() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib >> 10)
+}
 
 struct Pool {
     /// Idle blocks: start address -> bytes.
@@ -39,7 +48,7 @@ fn max_bytes() -> usize {
     std::env::var("SKYCONV_PINNED_MAX_MB")
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
-        .unwrap_or(DEFAULT_MAX_MB)
+        .unwrap_or_else(|| DEFAULT_MAX_MB.min(mem_total_mb().map_or(0, |m| m / 4)))
         << 20
 }
 
