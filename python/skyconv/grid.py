@@ -64,14 +64,39 @@ class Sightlines:
     lats: np.ndarray
 
 
-@dataclass
 class GridResult:
     """``cube`` = ``unweighted`` / ``weights`` (NaN where the weight is 0). All three have shape
-    ``data.shape[1:] + target shape`` and the requested dtype."""
+    ``data.shape[1:] + target shape`` and the requested dtype.
 
-    cube: np.ndarray
-    weights: np.ndarray
-    unweighted: np.ndarray
+    When every channel has the same weight sums (weights None or per sample, and no NaN value
+    reaching a pixel) the GPU engine returns one weight map: ``weights`` is then a read-only
+    broadcast view of it, and ``unweighted`` is derived as ``cube * weights`` (0 where the weight
+    is 0) on first access. ``np.array(res.weights)`` gives a writable full copy.
+    """
+
+    def __init__(self, cube: np.ndarray, weights: np.ndarray, unweighted: np.ndarray | None = None):
+        self.cube = cube
+        self._weights = weights
+        self._unweighted = unweighted
+
+    @property
+    def weights(self) -> np.ndarray:
+        w = self._weights
+        if w.shape != self.cube.shape:
+            w = np.broadcast_to(w, self.cube.shape)
+        return w
+
+    @property
+    def unweighted(self) -> np.ndarray:
+        if self._unweighted is None:
+            w = self.weights
+            u = np.zeros(self.cube.shape, dtype=self.cube.dtype)
+            np.multiply(self.cube, w, out=u, where=w != 0)
+            self._unweighted = u
+        return self._unweighted
+
+    def __repr__(self) -> str:
+        return f"GridResult(shape={self.cube.shape}, dtype={self.cube.dtype})"
 
 
 class _Target:
@@ -312,13 +337,17 @@ def grid(
         g.grid(lons, lats, data2d.reshape((lons.size,) + chan_shape), weights=weights)
         return g._result(copy=False)
     # One call: on the GPU the sums, the division and the cast to dtype all happen on the
-    # device and the three outputs come down once.
+    # device and the cube comes down with one weight map (or per-channel weights when they
+    # differ); the unweighted sums are derived on request.
     cube, wsum, usum = _core._grid_once(
         lons, lats, data2d, weights, tgt.lons, tgt.lats, kernel, params, radius, dt.name, device
     )
     shape = chan_shape + tgt.shape
+    wshape = shape if wsum.size == cube.size else tgt.shape
     return GridResult(
-        cube=cube.reshape(shape), weights=wsum.reshape(shape), unweighted=usum.reshape(shape)
+        cube.reshape(shape),
+        wsum.reshape(wshape),
+        None if usum is None else usum.reshape(shape),
     )
 
 
