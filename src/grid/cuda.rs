@@ -29,6 +29,7 @@ use rayon::prelude::*;
 use super::plan::nside_for;
 use super::{Samples, Setup, Weights};
 use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{
     self, grid_stride, CudaEvent, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
@@ -1103,6 +1104,13 @@ fn run<T: Real, O: Real>(
             tl.mark(gpu, "finish")?;
         }
         slot.ready.record(&gpu.stream)?;
+        if k == 0 {
+            if let Sink::Finish { cube, .. } = &mut sink {
+                // The first gather is queued: map the cube's pages meanwhile (a fresh NumPy
+                // array would fault them in during the downloads, at half the copy rate).
+                prefault(cube);
+            }
+        }
         // Bring the previous block down while this one computes.
         if let Some((j, jc0, jcw)) = pending.take() {
             let block = Block {
