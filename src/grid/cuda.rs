@@ -288,11 +288,7 @@ pub fn arg_layout() -> Vec<String> {
             nan_flag
         ]
     );
-    layout!(
-        "GridFinishArgs",
-        FinishArgs,
-        [su, sw, cube, weights, len]
-    );
+    layout!("GridFinishArgs", FinishArgs, [su, sw, cube, weights, len]);
     out
 }
 
@@ -1120,7 +1116,15 @@ fn run<T: Real, O: Real>(
                 nt,
                 nchan,
             };
-            fetch(gpu, &slots[j % 2], &mut sink, &block, &flags, &wmap, &mut fetched)?;
+            fetch(
+                gpu,
+                &slots[j % 2],
+                &mut sink,
+                &block,
+                &flags,
+                &wmap,
+                &mut fetched,
+            )?;
         }
         pending = Some((k, c0, cw));
     }
@@ -1132,7 +1136,15 @@ fn run<T: Real, O: Real>(
             nt,
             nchan,
         };
-        fetch(gpu, &slots[j % 2], &mut sink, &block, &flags, &wmap, &mut fetched)?;
+        fetch(
+            gpu,
+            &slots[j % 2],
+            &mut sink,
+            &block,
+            &flags,
+            &wmap,
+            &mut fetched,
+        )?;
     }
     if let Sink::Finish { weights, .. } = &mut sink {
         if weights.len() < nchan * nt {
