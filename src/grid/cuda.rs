@@ -13,9 +13,13 @@
 //!    the rows do not fit the memory budget, blocks of channels are packed into the staging
 //!    buffers on the way up ("packed"), double-buffered so that block k + 1 goes up while
 //!    block k is gathered.
-//! 4. Per block of up to 128 channels: the gather (kernel weight once per pair, reused for the
-//!    block's channels), then on the device the division and the cast to the output dtype; the
-//!    block's outputs come down on the copy stream while the next block is gathered.
+//! 4. Per block of up to 128 channels: the gather (a thread block per run of 16 neighbouring
+//!    targets; each pair's kernel weight once per launch, each value read once per run), then
+//!    on the device the division and the cast to the output dtype; the block's cube comes down
+//!    on the copy stream while the next block is gathered. Block 0 also writes the map of weight
+//!    sums shared by all channels, and each block counts the NaN values that reach a target: a
+//!    block's per-channel weight sums come down only if it has some (or weights are per value);
+//!    else the map stands for them, and the unweighted sums are cube × weights on the host.
 //! 5. More samples than the budget holds: the samples are split into chunks, each gridded as
 //!    above into f64 host accumulators (`Sink::Add`), and divided on the host at the end.
 //!
@@ -1012,10 +1016,13 @@ fn run<T: Real, O: Real>(
     let spectral_name = format!("grid_spectral_{}", T::CUDA);
     let finish_name = format!("grid_finish_{}", O::CUDA);
     let sz_t = size_of::<T>();
-    let mut pending: Option<(usize, usize, usize)> = None;
+    let mut pending: Option<Block> = None;
     let mut fetched = Fetched {
         map: Vec::new(),
         per_channel: full.is_some() && nchan > 1,
+    };
+    let mut bring = |b: Block, sink: &mut Sink<'_, O>| {
+        fetch(gpu, &slots[b.k % 2], sink, &b, &flags, &wmap, &mut fetched)
     };
     for (k, c0) in (0..nchan).step_by(cb).enumerate() {
         let cw = cb.min(nchan - c0);
@@ -1108,43 +1115,19 @@ fn run<T: Real, O: Real>(
             }
         }
         // Bring the previous block down while this one computes.
-        if let Some((j, jc0, jcw)) = pending.take() {
-            let block = Block {
-                k: j,
-                c0: jc0,
-                cw: jcw,
-                nt,
-                nchan,
-            };
-            fetch(
-                gpu,
-                &slots[j % 2],
-                &mut sink,
-                &block,
-                &flags,
-                &wmap,
-                &mut fetched,
-            )?;
+        if let Some(b) = pending.take() {
+            bring(b, &mut sink)?;
         }
-        pending = Some((k, c0, cw));
-    }
-    if let Some((j, jc0, jcw)) = pending {
-        let block = Block {
-            k: j,
-            c0: jc0,
-            cw: jcw,
+        pending = Some(Block {
+            k,
+            c0,
+            cw,
             nt,
             nchan,
-        };
-        fetch(
-            gpu,
-            &slots[j % 2],
-            &mut sink,
-            &block,
-            &flags,
-            &wmap,
-            &mut fetched,
-        )?;
+        });
+    }
+    if let Some(b) = pending {
+        bring(b, &mut sink)?;
     }
     if let Sink::Finish { weights, .. } = &mut sink {
         if weights.len() < nchan * nt {
