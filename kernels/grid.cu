@@ -12,8 +12,9 @@
 //
 // Gather: `for_each_run` reproduces Plan::candidates: for one target it yields the runs of
 // sorted samples that may lie within the sphere radius; the exact test (great-circle distance <
-// radius) is done per pair. One warp per target pixel, grid-stride over targets, no atomics, so
-// results are deterministic. Sums are f64.
+// radius) is done per pair. One channel: one warp per target pixel. Several channels: a block
+// per run of neighbouring targets, each value read once per block (grid_spectral). No atomics
+// on sums, each sum in a fixed order, so results are deterministic. Sums are f64.
 //
 // Every kernel takes one argument, a struct of 8-byte fields (pointers, i64, double) mirrored by
 // a #[repr(C)] struct in src/grid/cuda.rs; tests/test_grid_cuda_host.py checks that the two
@@ -111,9 +112,13 @@ __device__ __forceinline__ i64 sc_search(const u64* keys, i64 a, i64 b, u64 v, b
     return a;
 }
 
-// Calls f(s, e) for each run of candidate samples of the target at (lon, lat) radians.
+// Calls f(s, e) for each run of candidate samples of the target at (lon, lat) radians, in
+// ascending sorted order. Only rings in [rlo, rhi) are visited; `span`, when given, receives the
+// target's whole ring range [r0, r1) (empty: r0 >= r1).
 template <typename F>
-__device__ void for_each_run(const GridPlan& p, double lon, double lat, double radius, F f) {
+__device__ void for_each_run(const GridPlan& p, double lon, double lat, double radius, F f,
+                             int rlo = 0, int rhi = 1 << 30, int* span = nullptr) {
+    if (span) span[0] = span[1] = 0;
     if (p.n == 0 || !isfinite(lon) || !isfinite(lat)) return;
     const double lat_lo = lat - radius, lat_hi = lat + radius;
     const bool pole = lat_lo <= -SC_HALF_PI || lat_hi >= SC_HALF_PI;
@@ -126,13 +131,18 @@ __device__ void for_each_run(const GridPlan& p, double lon, double lat, double r
     a = 0; b = (int)p.nrings;
     while (a < b) { int m = (a + b) >> 1; if (p.hi_env[m] >= z_lo) a = m + 1; else b = m; }
     const int r1 = a;
-    if (r0 >= r1) return;
+    if (span) {
+        span[0] = r0;
+        span[1] = r1;
+    }
+    if (r0 >= r1 || rlo >= rhi) return;
     double phi = fmod(lon, SC_TWO_PI);
     if (phi < 0) phi += SC_TWO_PI;
     const double hav_r = sc_hav(radius);
     const double cos_lat = cos(lat);
     const double lat_w = pole ? 0.0 : asin(fmin(fmax(sin(lat) / cos(radius), -1.0), 1.0));
-    for (int r = r0; r < r1; ++r) {
+    const int re = r1 < rhi ? r1 : rhi;
+    for (int r = r0 > rlo ? r0 : rlo; r < re; ++r) {
         const i64 ra = p.ring_start[r], rb = p.ring_start[r + 1];
         if (ra == rb || p.zmax[r] < z_lo || p.zmin[r] > z_hi) continue;
         double half = SC_PI;
@@ -627,110 +637,222 @@ struct GridSpectralArgs {
     const unsigned* order;  // n: sorted position -> row of data / wfull
     const void* data;       // T rows: channel c of row o at data[o * stride + c0 + c]
     const void* wfull;      // T rows of per-channel weights (same indexing), or null
-    const double* wsh;      // n: shared weight in sorted order (used when wfull is null)
+    const double* wsh;      // n: shared weight in sorted order (1 when wfull is given)
     i64 stride;             // elements between rows
     i64 c0;                 // first channel of this launch within a row
-    i64 cw;                 // channels of this launch, 1..128
+    i64 cw;                 // channels of this launch, 1..SC_SPEC_THREADS
     double* out_u;          // out, cw x nt: channel c of target t at [c * nt + t]
     double* out_w;
+    double* wmap;           // out, nt: sum of k * wsh over every accepted sample, or null
+    unsigned* nan_flag;     // in/out: incremented when a value or weight that reaches a target
+                            // is NaN (then out_w differs between channels)
 };
 
-// Up to 128 channels, 4 per lane. Lanes first evaluate the kernel for 32 candidates, then every
-// lane adds its channels for each accepted sample in candidate order (the CPU engine's order).
-// A NaN value (or per-channel weight) leaves that sample out of that channel's sums.
+// Targets per block (a run of consecutive targets: neighbours along a map row) and threads per
+// block (one per channel of the launch; also one per candidate when evaluating the kernel).
+#define SC_RUN 16
+#define SC_SPEC_THREADS 128
+// Rings whose candidate ranges are merged at a time.
+#define SC_RWIN 32
+
+// Spectral gather, coarsened along rows. A block takes SC_RUN consecutive targets, split into
+// sub-runs of neighbours (consecutive targets closer than two sphere radii; map rows end where
+// the next row starts). Per sub-run and ring, the candidate ranges of its targets are merged into
+// one range [min start, max end), and the merged ranges are walked in ascending sorted order,
+// SC_SPEC_THREADS candidates at a time: first thread j evaluates candidate j against every
+// target of the sub-run (the kernel weight of each pair is computed once per launch), then
+// thread c reads channel c of each candidate that reaches any target once and adds it to every
+// target it reaches. Neighbouring targets share most candidates, so each value is read once per
+// block instead of once per target. Each target's sums run over its accepted samples in
+// ascending sorted order (the CPU engine's order), in f64, so results are deterministic.
+// A NaN value (or per-channel weight) leaves that sample out of that channel's sums. Launch:
+// blockDim.x == SC_SPEC_THREADS, any grid (grid-stride over runs).
 template <typename T>
 __device__ void grid_spectral(const GridSpectralArgs& a) {
+    __shared__ GridTarget tg[SC_RUN];
+    __shared__ int good[SC_RUN];        // finite target
+    __shared__ int span[SC_RUN][2];     // ring range of each target
+    __shared__ i64 hlo[SC_RWIN], hhi[SC_RWIN], hoff[SC_RWIN + 1];
+    __shared__ double kw[SC_SPEC_THREADS][SC_RUN];  // k * wsh of (candidate, target), 0 if out
+    __shared__ unsigned reach[SC_SPEC_THREADS];     // bit p: the candidate reaches target p
+    __shared__ i64 rowof[SC_SPEC_THREADS];
     const GridPlan& P = a.p;
     const GridKernel& K = a.k;
     const T* data = (const T*)a.data;
     const T* wfull = (const T*)a.wfull;
-    const int lane = threadIdx.x & 31;
-    const i64 warp0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
-    for (i64 t = warp0; t < a.nt; t += nwarps) {
-        const GridTarget G = sc_target(a.tlon[t], a.tlat[t]);
-        double au[4] = {0.0, 0.0, 0.0, 0.0};
-        double aw[4] = {0.0, 0.0, 0.0, 0.0};
-        for_each_run(P, G.lon, G.lat, K.radius, [&](i64 s, i64 e) {
-            for (i64 base = s; base < e; base += 32) {
-                const i64 i = base + lane;
-                double k = 0.0;
-                i64 row = 0;
-                if (i < e) {
-                    double kk;
-                    if (sc_pair(P, G, K, i, &kk)) k = kk;
-                    row = (i64)a.order[i] * a.stride + a.c0;
+    const int tid = threadIdx.x;
+    const bool chan = tid < a.cw;
+    const i64 nruns = (a.nt + SC_RUN - 1) / SC_RUN;
+    for (i64 g = blockIdx.x; g < nruns; g += gridDim.x) {
+        const i64 t0 = g * SC_RUN;
+        const int np = (int)(a.nt - t0 < SC_RUN ? a.nt - t0 : SC_RUN);
+        if (tid < SC_RUN) {
+            int ok = 0;
+            span[tid][0] = span[tid][1] = 0;
+            if (tid < np) {
+                const double lo = a.tlon[t0 + tid], la = a.tlat[t0 + tid];
+                ok = isfinite(lo) && isfinite(la);
+                if (ok) {
+                    tg[tid] = sc_target(lo, la);
+                    for_each_run(P, tg[tid].lon, tg[tid].lat, K.radius, [](i64, i64) {}, 0, 0,
+                                 span[tid]);
                 }
-                unsigned mask = __ballot_sync(SC_FULL, k != 0.0);
-                while (mask) {
-                    const int j = __ffs(mask) - 1;
-                    mask &= mask - 1;
-                    const double kj = __shfl_sync(SC_FULL, k, j);
-                    const i64 rj = __shfl_sync(SC_FULL, row, j);
-                    if (wfull) {
+            }
+            good[tid] = ok;
+        }
+        double au[SC_RUN], aw[SC_RUN];
+#pragma unroll
+        for (int p = 0; p < SC_RUN; ++p) au[p] = aw[p] = 0.0;
+        double wm = 0.0;
+        bool nan_seen = false;
+        __syncthreads();
+        for (int sa = 0; sa < np;) {
+            // The sub-run [sa, sb): neighbours closer than two radii (chord² < 4 c2_cut).
+            int sb = sa + 1;
+            while (sb < np && good[sb - 1] && good[sb]) {
+                const double dx = tg[sb].t[0] - tg[sb - 1].t[0];
+                const double dy = tg[sb].t[1] - tg[sb - 1].t[1];
+                const double dz = tg[sb].t[2] - tg[sb - 1].t[2];
+                if (dx * dx + dy * dy + dz * dz >= 4.0 * K.c2_cut) break;
+                ++sb;
+            }
+            int rmin = 1 << 30, rmax = 0;
+            for (int p = sa; p < sb; ++p)
+                if (good[p] && span[p][0] < span[p][1]) {
+                    rmin = span[p][0] < rmin ? span[p][0] : rmin;
+                    rmax = span[p][1] > rmax ? span[p][1] : rmax;
+                }
+            for (int w0 = rmin; w0 < rmax; w0 += SC_RWIN) {
+                if (tid < SC_RWIN) {
+                    hlo[tid] = P.n;
+                    hhi[tid] = 0;
+                }
+                __syncthreads();
+                if (tid >= sa && tid < sb && good[tid]) {
+                    for_each_run(
+                        P, tg[tid].lon, tg[tid].lat, K.radius,
+                        [&](i64 s, i64 e) {
+                            const int k = (int)(P.keys[s] >> SC_PHI_BITS) - w0;
+                            atomicMin(&hlo[k], s);
+                            atomicMax(&hhi[k], e);
+                        },
+                        w0, w0 + SC_RWIN);
+                }
+                __syncthreads();
+                if (tid == 0) {
+                    i64 off = 0;
+                    for (int k = 0; k < SC_RWIN; ++k) {
+                        hoff[k] = off;
+                        if (hhi[k] > hlo[k]) off += hhi[k] - hlo[k];
+                    }
+                    hoff[SC_RWIN] = off;
+                }
+                __syncthreads();
+                const i64 total = hoff[SC_RWIN];
+                for (i64 base = 0; base < total; base += SC_SPEC_THREADS) {
+                    // Thread tid evaluates merged candidate base + tid.
+                    const i64 f = base + tid;
+                    unsigned m = 0u;
+                    i64 row = 0;
+                    if (f < total) {
+                        int k = 0;
+                        while (hoff[k + 1] <= f) ++k;
+                        const i64 c = hlo[k] + (f - hoff[k]);
+                        const double ws = a.wsh[c];
+                        for (int p = sa; p < sb; ++p) {
+                            double kk = 0.0;
+                            if (good[p] && sc_pair(P, tg[p], K, c, &kk)) {
+                                m |= 1u << p;
+                                kk *= ws;
+                            } else {
+                                kk = 0.0;
+                            }
+                            kw[tid][p] = kk;
+                        }
+                        row = (i64)a.order[c] * a.stride + a.c0;
+                    }
+                    reach[tid] = m;
+                    rowof[tid] = row;
+                    __syncthreads();
+                    const int nj = (int)(total - base < SC_SPEC_THREADS ? total - base
+                                                                         : SC_SPEC_THREADS);
+                    // Four candidates' values in flight at a time.
+                    for (int j0 = 0; j0 < nj; j0 += 4) {
+                        unsigned mq[4];
+                        double v[4], wt[4];
 #pragma unroll
                         for (int q = 0; q < 4; ++q) {
-                            const i64 c = lane + 32 * q;
-                            if (c < a.cw) {
-                                const double wt = (double)wfull[rj + c];
-                                const double v = (double)data[rj + c];
-                                if (!isnan(v) && !isnan(wt)) {
-                                    au[q] += kj * wt * v;
-                                    aw[q] += kj * wt;
-                                }
+                            const int j = j0 + q;
+                            mq[q] = j < nj ? reach[j] : 0u;
+                            v[q] = 0.0;
+                            wt[q] = 1.0;
+                            if (mq[q] && chan) {
+                                v[q] = (double)data[rowof[j] + tid];
+                                if (wfull) wt[q] = (double)wfull[rowof[j] + tid];
                             }
                         }
-                    } else {
-                        const double kw = kj * a.wsh[base + j];
 #pragma unroll
                         for (int q = 0; q < 4; ++q) {
-                            const i64 c = lane + 32 * q;
-                            if (c < a.cw) {
-                                const double v = (double)data[rj + c];
-                                if (!isnan(v)) {
-                                    au[q] += kw * v;
-                                    aw[q] += kw;
+                            const unsigned mj = mq[q];
+                            if (!mj) continue;
+                            const int j = j0 + q;
+                            if (a.wmap && tid < SC_RUN && ((mj >> tid) & 1u)) wm += kw[j][tid];
+                            const bool use = !isnan(v[q]) && !isnan(wt[q]);
+                            nan_seen |= chan && !use;
+                            if (!use) continue;
+#pragma unroll
+                            for (int p = 0; p < SC_RUN; ++p) {
+                                if ((mj >> p) & 1u) {
+                                    const double kt = kw[j][p] * wt[q];
+                                    au[p] += kt * v[q];
+                                    aw[p] += kt;
                                 }
                             }
                         }
                     }
+                    __syncthreads();
                 }
             }
-        });
+            sa = sb;
+        }
+        if (chan) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const i64 c = lane + 32 * q;
-            if (c < a.cw) {
-                a.out_u[c * a.nt + t] = au[q];
-                a.out_w[c * a.nt + t] = aw[q];
+            for (int p = 0; p < SC_RUN; ++p) {
+                if (p < np) {
+                    a.out_u[tid * a.nt + t0 + p] = au[p];
+                    a.out_w[tid * a.nt + t0 + p] = aw[p];
+                }
             }
         }
+        if (a.wmap && tid < np) a.wmap[t0 + tid] = wm;
+        if (nan_seen) atomicAdd(a.nan_flag, 1u);
+        __syncthreads();
     }
 }
 
-extern "C" __global__ void grid_spectral_f32(const GridSpectralArgs a) { grid_spectral<float>(a); }
-extern "C" __global__ void grid_spectral_f64(const GridSpectralArgs a) { grid_spectral<double>(a); }
+extern "C" __global__ void __launch_bounds__(SC_SPEC_THREADS)
+    grid_spectral_f32(const GridSpectralArgs a) { grid_spectral<float>(a); }
+extern "C" __global__ void __launch_bounds__(SC_SPEC_THREADS)
+    grid_spectral_f64(const GridSpectralArgs a) { grid_spectral<double>(a); }
 
 struct GridFinishArgs {
     const double* su;  // len: sums of k * w * v
     const double* sw;  // len: sums of k * w
     void* cube;        // out, O[len]: O(u) / O(w) (NaN where O(w) == 0), as skyconv.grid.finish
     void* weights;     // out, O[len]: O(sw)
-    void* unweighted;  // out, O[len]: O(su)
     i64 len;
 };
 
-// Any grid-stride launch.
+// Any grid-stride launch. The unweighted sums are not written: the host derives them as
+// cube * weights when asked.
 template <typename O>
 __device__ void grid_finish(const GridFinishArgs& a) {
     O* cube = (O*)a.cube;
     O* weights = (O*)a.weights;
-    O* unweighted = (O*)a.unweighted;
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < a.len; i += stride) {
         const O u = (O)a.su[i];
         const O w = (O)a.sw[i];
-        unweighted[i] = u;
         weights[i] = w;
         cube[i] = (double)w == 0.0 ? (O)sc_grid_nan() : (O)((double)u / (double)w);
     }

@@ -71,6 +71,9 @@ def profile(name, hdr, repeats):
             f"input rate {in_bytes / med / 1e6:.1f} GB/s"
         )
         print(f"    last_profile (ms): {stages}")
+        res = grid_call(lons, lats, data, hdr, "cuda")
+        kind = "one map" if res._weights.shape != res.cube.shape else "per channel"
+        print(f"    weights came down as {kind} {res._weights.shape}")
     os.environ.pop("SKYCONV_PIN_HOST", None)
     if n <= 10**7:
         cpu, _ = timed(lambda: grid_call(lons, lats, data, hdr, "cpu"), 1)

@@ -64,14 +64,39 @@ class Sightlines:
     lats: np.ndarray
 
 
-@dataclass
 class GridResult:
     """``cube`` = ``unweighted`` / ``weights`` (NaN where the weight is 0). All three have shape
-    ``data.shape[1:] + target shape`` and the requested dtype."""
+    ``data.shape[1:] + target shape`` and the requested dtype.
 
-    cube: np.ndarray
-    weights: np.ndarray
-    unweighted: np.ndarray
+    When every channel has the same weight sums (weights None or per sample, and no NaN value
+    reaching a pixel) the GPU engine returns one weight map: ``weights`` is then a read-only
+    broadcast view of it, and ``unweighted`` is derived as ``cube * weights`` (0 where the weight
+    is 0) on first access. ``np.array(res.weights)`` gives a writable full copy.
+    """
+
+    def __init__(self, cube: np.ndarray, weights: np.ndarray, unweighted: np.ndarray | None = None):
+        self.cube = cube
+        self._weights = weights
+        self._unweighted = unweighted
+
+    @property
+    def weights(self) -> np.ndarray:
+        w = self._weights
+        if w.shape != self.cube.shape:
+            w = np.broadcast_to(w, self.cube.shape)
+        return w
+
+    @property
+    def unweighted(self) -> np.ndarray:
+        if self._unweighted is None:
+            w = self.weights
+            u = np.zeros(self.cube.shape, dtype=self.cube.dtype)
+            np.multiply(self.cube, w, out=u, where=w != 0)
+            self._unweighted = u
+        return self._unweighted
+
+    def __repr__(self) -> str:
+        return f"GridResult(shape={self.cube.shape}, dtype={self.cube.dtype})"
 
 
 class _Target:
@@ -110,14 +135,39 @@ def _wcs_target(w, shape, header=None) -> _Target:
     return _Target(world[lng], world[lat], (ny, nx), wcs=cel, header=header)
 
 
+#: Pixel centres of recent header targets, by header content (astropy takes ~20 ms for a
+#: 300 x 300 map, as long as the gridding itself; repeated calls onto one map reuse them).
+_HEADER_CACHE: dict = {}
+_HEADER_CACHE_SIZE = 4
+
+
+def _header_key(header):
+    items = header.items() if isinstance(header, dict) else header.cards
+    try:
+        return tuple((str(k), repr(v)) for k, v, *_ in items)
+    except (TypeError, ValueError):  # pragma: no cover - unusual header values: no caching
+        return None
+
+
 def _header_target(header) -> _Target:
     from astropy.wcs import WCS
 
+    key = _header_key(header)
+    hit = _HEADER_CACHE.get(key) if key is not None else None
+    if hit is not None:
+        return hit
     try:
         shape = (header["NAXIS2"], header["NAXIS1"])
     except KeyError as e:
         raise ValueError(f"target header lacks {e.args[0]}") from None
-    return _wcs_target(WCS(header), shape, header=header)
+    tgt = _wcs_target(WCS(header), shape, header=header)
+    if key is not None:
+        tgt.lons.flags.writeable = False
+        tgt.lats.flags.writeable = False
+        if len(_HEADER_CACHE) >= _HEADER_CACHE_SIZE:
+            _HEADER_CACHE.pop(next(iter(_HEADER_CACHE)))
+        _HEADER_CACHE[key] = tgt
+    return tgt
 
 
 def resolve_target(target) -> _Target:
@@ -312,13 +362,17 @@ def grid(
         g.grid(lons, lats, data2d.reshape((lons.size,) + chan_shape), weights=weights)
         return g._result(copy=False)
     # One call: on the GPU the sums, the division and the cast to dtype all happen on the
-    # device and the three outputs come down once.
+    # device and the cube comes down with one weight map (or per-channel weights when they
+    # differ); the unweighted sums are derived on request.
     cube, wsum, usum = _core._grid_once(
         lons, lats, data2d, weights, tgt.lons, tgt.lats, kernel, params, radius, dt.name, device
     )
     shape = chan_shape + tgt.shape
+    wshape = shape if wsum.size == cube.size else tgt.shape
     return GridResult(
-        cube=cube.reshape(shape), weights=wsum.reshape(shape), unweighted=usum.reshape(shape)
+        cube.reshape(shape),
+        wsum.reshape(wshape),
+        None if usum is None else usum.reshape(shape),
     )
 
 

@@ -13,9 +13,13 @@
 //!    the rows do not fit the memory budget, blocks of channels are packed into the staging
 //!    buffers on the way up ("packed"), double-buffered so that block k + 1 goes up while
 //!    block k is gathered.
-//! 4. Per block of up to 128 channels: the gather (kernel weight once per pair, reused for the
-//!    block's channels), then on the device the division and the cast to the output dtype; the
-//!    block's outputs come down on the copy stream while the next block is gathered.
+//! 4. Per block of up to 128 channels: the gather (a thread block per run of 16 neighbouring
+//!    targets; each pair's kernel weight once per launch, each value read once per run), then
+//!    on the device the division and the cast to the output dtype; the block's cube comes down
+//!    on the copy stream while the next block is gathered. Block 0 also writes the map of weight
+//!    sums shared by all channels, and each block counts the NaN values that reach a target: a
+//!    block's per-channel weight sums come down only if it has some (or weights are per value);
+//!    else the map stands for them, and the unweighted sums are cube × weights on the host.
 //! 5. More samples than the budget holds: the samples are split into chunks, each gridded as
 //!    above into f64 host accumulators (`Sink::Add`), and divided on the host at the end.
 //!
@@ -29,6 +33,7 @@ use rayon::prelude::*;
 use super::plan::nside_for;
 use super::{Samples, Setup, Weights};
 use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{
     self, grid_stride, CudaEvent, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
@@ -40,11 +45,14 @@ const TILE: usize = 4096;
 const RADIX_THREADS: u32 = 256;
 /// Threads of the one-block kernels (grid_scan, grid_envelopes).
 const ONE_BLOCK_THREADS: u32 = 1024;
-/// Threads per block of the gathers (one warp per target).
+/// Threads per block of the scalar gather (one warp per target).
 const GATHER_THREADS: u32 = 256;
+/// Targets per block of the spectral gather (SC_RUN) and its threads (SC_SPEC_THREADS).
+const SPEC_RUN: usize = 16;
+const SPEC_THREADS: u32 = 128;
 const MAX_BLOCKS: usize = 1 << 16;
-/// Channels per spectral launch (4 per lane of a warp).
-const MAX_CW: usize = 128;
+/// Channels per spectral launch (one per thread of a block).
+const MAX_CW: usize = SPEC_THREADS as usize;
 /// Fewest samples per chunk before giving up with a GpuMemoryError.
 const MIN_CHUNK: usize = 1 << 12;
 
@@ -190,6 +198,8 @@ struct SpectralArgs {
     cw: i64,
     out_u: u64,
     out_w: u64,
+    wmap: u64,
+    nan_flag: u64,
 }
 
 /// `GridFinishArgs`.
@@ -200,7 +210,6 @@ struct FinishArgs {
     sw: u64,
     cube: u64,
     weights: u64,
-    unweighted: u64,
     len: i64,
 }
 
@@ -278,13 +287,12 @@ pub fn arg_layout() -> Vec<String> {
     layout!(
         "GridSpectralArgs",
         SpectralArgs,
-        [p, k, tlon, tlat, nt, order, data, wfull, wsh, stride, c0, cw, out_u, out_w]
+        [
+            p, k, tlon, tlat, nt, order, data, wfull, wsh, stride, c0, cw, out_u, out_w, wmap,
+            nan_flag
+        ]
     );
-    layout!(
-        "GridFinishArgs",
-        FinishArgs,
-        [su, sw, cube, weights, unweighted, len]
-    );
+    layout!("GridFinishArgs", FinishArgs, [su, sw, cube, weights, len]);
     out
 }
 
@@ -339,6 +347,11 @@ fn gather_config(nt: usize) -> LaunchConfig {
         nt.div_ceil(warps_per_block).clamp(1, MAX_BLOCKS),
         GATHER_THREADS,
     )
+}
+
+/// A block per run of `SPEC_RUN` targets, grid-stride over the rest.
+fn spectral_config(nt: usize) -> LaunchConfig {
+    blocks_of(nt.div_ceil(SPEC_RUN).clamp(1, MAX_BLOCKS), SPEC_THREADS)
 }
 
 /// A device buffer that DMAs on the copy stream may use: dropping it first waits for that
@@ -555,11 +568,12 @@ impl DevicePlan {
 
 /// Where the sums go.
 pub enum Sink<'a, O> {
-    /// Overwrite cube, weights and unweighted (each `nchan × nt`): `skyconv.grid`.
+    /// Overwrite `cube` (`nchan × nt`) and set `weights` to the weight sums: `nt` of them (a
+    /// map shared by every channel) when no channel's differ, else `nchan × nt`. The unweighted
+    /// sums are cube × weights (the caller derives them if asked): `skyconv.grid`.
     Finish {
         cube: &'a mut [O],
-        weights: &'a mut [O],
-        unweighted: &'a mut [O],
+        weights: &'a mut Vec<O>,
     },
     /// Add the sums into the accumulators (each `nchan × nt`): `Gridder`.
     Add {
@@ -617,9 +631,10 @@ impl Need {
                 Layout::Packed { cb } => 2 * m * cb * self.sz_t * rows,
             }
         };
-        // Two slots of f64 sums and (Finish) of the three outputs.
-        let slots = 2 * cb * self.nt * (16 + if self.finish { 3 * self.sz_o } else { 0 });
-        let targets = 16 * self.nt;
+        // Two slots of f64 sums and (Finish) of the two outputs.
+        let slots = 2 * cb * self.nt * (16 + if self.finish { 2 * self.sz_o } else { 0 });
+        // Coordinates and the weight map.
+        let targets = 24 * self.nt;
         let total = plan + data + slots + targets;
         total + total / 64 + (8 << 20)
     }
@@ -771,11 +786,7 @@ pub fn grid<T: Real, O: Real>(
             }
             Ok(())
         }
-        Sink::Finish {
-            cube,
-            weights,
-            unweighted,
-        } => {
+        Sink::Finish { cube, weights } => {
             let mut au = vec![0.0f64; nchan * nt];
             let mut aw = vec![0.0f64; nchan * nt];
             for s0 in (0..n).step_by(m) {
@@ -793,7 +804,8 @@ pub fn grid<T: Real, O: Real>(
                     layout,
                 )?;
             }
-            host_finish(&au, &aw, cube, weights, unweighted);
+            weights.resize(nchan * nt, O::from_f64(0.0));
+            host_finish(&au, &aw, cube, weights);
             Ok(())
         }
     }
@@ -809,20 +821,14 @@ fn shared_weights<'a, T>(s: &Samples<'a, T>) -> Option<&'a [T]> {
     }
 }
 
-/// The Finish outputs from f64 sums, as `super::finish` computes them from `O` accumulators.
-fn host_finish<O: Real>(
-    su: &[f64],
-    sw: &[f64],
-    cube: &mut [O],
-    weights: &mut [O],
-    unweighted: &mut [O],
-) {
+/// The Finish outputs (cube, weights) from f64 sums, as grid_finish computes them.
+fn host_finish<O: Real>(su: &[f64], sw: &[f64], cube: &mut [O], weights: &mut [O]) {
     cube.par_iter_mut()
-        .zip(weights.par_iter_mut().zip(unweighted.par_iter_mut()))
+        .zip(weights.par_iter_mut())
         .zip(su.par_iter().zip(sw.par_iter()))
         .with_min_len(1 << 14)
-        .for_each(|((c, (w, u)), (&a, &b))| {
-            *u = O::from_f64(a);
+        .for_each(|((c, w), (&a, &b))| {
+            let u = O::from_f64(a);
             *w = O::from_f64(b);
             let wd = w.to_f64();
             *c = O::from_f64(if wd == 0.0 { f64::NAN } else { u.to_f64() / wd });
@@ -865,13 +871,13 @@ fn pack_block<T: Copy + Send + Sync>(
         });
 }
 
-/// One slot of per-block results: f64 sums and (Finish) the three outputs, with the event
+/// One slot of per-block results: f64 sums and (Finish) the two outputs, with the event
 /// that marks them complete.
 struct Slot<'g, O> {
     su: Fenced<'g, f64>,
     sw: Fenced<'g, f64>,
-    /// cube, weights, unweighted.
-    out: Option<[Fenced<'g, O>; 3]>,
+    /// cube, weights.
+    out: Option<[Fenced<'g, O>; 2]>,
     ready: CudaEvent,
 }
 
@@ -887,15 +893,7 @@ fn run<T: Real, O: Real>(
 ) -> Result<()> {
     let (n, nt, nchan) = (s.len(), target_lon.len(), s.nchan);
     if n == 0 || nt == 0 {
-        if let Sink::Finish {
-            cube,
-            weights,
-            unweighted,
-        } = sink
-        {
-            let zeros = vec![0.0; cube.len()];
-            host_finish(&zeros, &zeros, cube, weights, unweighted);
-        }
+        finish_empty(sink, nt);
         return Ok(());
     }
     let mut tl = Timeline::start(gpu)?;
@@ -950,11 +948,7 @@ fn run<T: Real, O: Real>(
                 su: Fenced::alloc(gpu, cb * nt)?,
                 sw: Fenced::alloc(gpu, cb * nt)?,
                 out: if finish {
-                    Some([
-                        Fenced::alloc(gpu, cb * nt)?,
-                        Fenced::alloc(gpu, cb * nt)?,
-                        Fenced::alloc(gpu, cb * nt)?,
-                    ])
+                    Some([Fenced::alloc(gpu, cb * nt)?, Fenced::alloc(gpu, cb * nt)?])
                 } else {
                     None
                 },
@@ -963,6 +957,13 @@ fn run<T: Real, O: Real>(
         };
         slots.push(slot);
     }
+    // Per block: how many threads saw a NaN value or weight (then its weight sums differ
+    // between channels). The map of weight sums shared by all channels, written by block 0.
+    let nblocks = nchan.div_ceil(cb);
+    let flags = gpu.alloc_zeros::<u32>(nblocks)?;
+    let want_map = finish && nchan > 1 && full.is_none();
+    // SAFETY: block 0's gather writes all nt entries before they are downloaded.
+    let wmap = unsafe { Fenced::<f64>::alloc(gpu, if want_map { nt } else { 1 })? };
     let allocated = gpu.event()?;
     allocated.record(&gpu.stream)?;
     gpu.copy.wait(&allocated)?;
@@ -971,15 +972,7 @@ fn run<T: Real, O: Real>(
     let plan = DevicePlan::build::<T>(gpu, &lon, &lat, n, vcheck, wcheck, nside_for(setup.radius))?;
     let Some(plan) = plan else {
         // No sample is kept: zero sums.
-        if let Sink::Finish {
-            cube,
-            weights,
-            unweighted,
-        } = sink
-        {
-            let zeros = vec![0.0; cube.len()];
-            host_finish(&zeros, &zeros, cube, weights, unweighted);
-        }
+        finish_empty(sink, nt);
         tl.finish()?;
         return gpu.sync();
     };
@@ -1023,7 +1016,14 @@ fn run<T: Real, O: Real>(
     let spectral_name = format!("grid_spectral_{}", T::CUDA);
     let finish_name = format!("grid_finish_{}", O::CUDA);
     let sz_t = size_of::<T>();
-    let mut pending: Option<(usize, usize, usize)> = None;
+    let mut pending: Option<Block> = None;
+    let mut fetched = Fetched {
+        map: Vec::new(),
+        per_channel: full.is_some() && nchan > 1,
+    };
+    let mut bring = |b: Block, sink: &mut Sink<'_, O>| {
+        fetch(gpu, &slots[b.k % 2], sink, &b, &flags, &wmap, &mut fetched)
+    };
     for (k, c0) in (0..nchan).step_by(cb).enumerate() {
         let cw = cb.min(nchan - c0);
         let slot = &slots[k % 2];
@@ -1089,31 +1089,52 @@ fn run<T: Real, O: Real>(
                 cw: cw as i64,
                 out_u: slot.su.ptr(),
                 out_w: slot.sw.ptr(),
+                wmap: if want_map && k == 0 { wmap.ptr() } else { 0 },
+                nan_flag: gpu.dptr(&flags) + (4 * k) as u64,
             };
-            launch(gpu, &spectral_name, gather_config(nt), &sa)?;
+            launch(gpu, &spectral_name, spectral_config(nt), &sa)?;
         }
         tl.mark(gpu, "kernel")?;
-        if let Some([c, w, u]) = &slot.out {
+        if let Some([c, w]) = &slot.out {
             let fa = FinishArgs {
                 su: slot.su.ptr(),
                 sw: slot.sw.ptr(),
                 cube: c.ptr(),
                 weights: w.ptr(),
-                unweighted: u.ptr(),
                 len: (cw * nt) as i64,
             };
             launch(gpu, &finish_name, grid_stride(cw * nt, MAX_BLOCKS), &fa)?;
             tl.mark(gpu, "finish")?;
         }
         slot.ready.record(&gpu.stream)?;
-        // Bring the previous block down while this one computes.
-        if let Some((j, jc0, jcw)) = pending.take() {
-            fetch(gpu, &slots[j % 2], &mut sink, nt, jc0, jcw)?;
+        if k == 0 {
+            if let Sink::Finish { cube, .. } = &mut sink {
+                // The first gather is queued: map the cube's pages meanwhile (a fresh NumPy
+                // array would fault them in during the downloads, at half the copy rate).
+                prefault(cube);
+            }
         }
-        pending = Some((k, c0, cw));
+        // Bring the previous block down while this one computes.
+        if let Some(b) = pending.take() {
+            bring(b, &mut sink)?;
+        }
+        pending = Some(Block {
+            k,
+            c0,
+            cw,
+            nt,
+            nchan,
+        });
     }
-    if let Some((j, jc0, jcw)) = pending {
-        fetch(gpu, &slots[j % 2], &mut sink, nt, jc0, jcw)?;
+    if let Some(b) = pending {
+        bring(b, &mut sink)?;
+    }
+    if let Sink::Finish { weights, .. } = &mut sink {
+        if weights.len() < nchan * nt {
+            // No channel's weight sums differ: the map is the answer.
+            weights.clear();
+            weights.extend_from_slice(if nchan > 1 { &fetched.map } else { &[] });
+        }
     }
     let ev = gpu.event()?;
     ev.record(&gpu.copy)?;
@@ -1124,34 +1145,93 @@ fn run<T: Real, O: Real>(
     gpu.sync()
 }
 
-/// Download one block (channels `c0 .. c0 + cw`) of `slot` on the copy stream, after the
-/// compute stream has finished it, into the sink. Returns when the data are on the host.
+/// Which block of channels a fetch brings down.
+struct Block {
+    k: usize,
+    c0: usize,
+    cw: usize,
+    nt: usize,
+    nchan: usize,
+}
+
+/// What earlier fetches of a Finish call learnt: the map of weight sums shared by all channels
+/// (from block 0) and whether some channel's weight sums differ from it.
+struct Fetched<O> {
+    map: Vec<O>,
+    per_channel: bool,
+}
+
+/// Finish outputs of a call in which no sample reaches any target: NaN cube, a zero map.
+fn finish_empty<O: Real>(sink: Sink<'_, O>, nt: usize) {
+    if let Sink::Finish { cube, weights } = sink {
+        weights.clear();
+        weights.resize(nt, O::from_f64(0.0));
+        let nan = O::from_f64(f64::NAN);
+        cube.par_iter_mut().for_each(|c| *c = nan);
+    }
+}
+
+/// Download one block of `slot` on the copy stream, after the compute stream has finished it,
+/// into the sink. Returns when the data are on the host. Finish: the cube always; the weight
+/// sums of the block only once some block's differ between channels (full weights, or a NaN
+/// that reaches a target), else the map from block 0 stands for them.
+#[allow(clippy::too_many_arguments)]
 fn fetch<O: Real>(
     gpu: &Gpu,
     slot: &Slot<'_, O>,
     sink: &mut Sink<'_, O>,
-    nt: usize,
-    c0: usize,
-    cw: usize,
+    b: &Block,
+    flags: &CudaSlice<u32>,
+    wmap: &Fenced<'_, f64>,
+    fetched: &mut Fetched<O>,
 ) -> Result<()> {
     gpu.copy.wait(&slot.ready)?;
-    let rows = c0 * nt..(c0 + cw) * nt;
+    let nt = b.nt;
+    let rows = b.c0 * nt..(b.c0 + b.cw) * nt;
     match sink {
-        Sink::Finish {
-            cube,
-            weights,
-            unweighted,
-        } => {
-            let [c, w, u] = slot.out.as_ref().expect("Finish slots hold outputs");
+        Sink::Finish { cube, weights } => {
+            let [c, w] = slot.out.as_ref().expect("Finish slots hold outputs");
             gpu.download_on(&gpu.copy, &c.buf, &mut cube[rows.clone()])?;
-            gpu.download_on(&gpu.copy, &w.buf, &mut weights[rows.clone()])?;
-            gpu.download_on(&gpu.copy, &u.buf, &mut unweighted[rows])?;
+            if b.nchan == 1 {
+                weights.resize(nt, O::from_f64(0.0));
+                return gpu.download_on(&gpu.copy, &w.buf, &mut weights[..]);
+            }
+            let mut flag = [0u32];
+            gpu.download_at_on(&gpu.copy, flags, b.k, &mut flag)?;
+            if b.k == 0 && !fetched.per_channel {
+                let mut m = vec![0.0f64; nt];
+                gpu.download_on(&gpu.copy, &wmap.buf, &mut m)?;
+                fetched.map = m.into_par_iter().map(O::from_f64).collect();
+            }
+            if flag[0] != 0 && !fetched.per_channel {
+                // The first block whose weight sums differ between channels: the earlier
+                // channels' sums are the map.
+                fetched.per_channel = true;
+                weights.resize(b.nchan * nt, O::from_f64(0.0));
+                let map = &fetched.map;
+                weights[..b.c0 * nt]
+                    .par_chunks_mut(nt)
+                    .for_each(|row| row.copy_from_slice(map));
+            }
+            if fetched.per_channel {
+                if weights.len() < b.nchan * nt {
+                    weights.resize(b.nchan * nt, O::from_f64(0.0));
+                }
+                if flag[0] != 0 || fetched.map.is_empty() {
+                    gpu.download_on(&gpu.copy, &w.buf, &mut weights[rows])?;
+                } else {
+                    let map = &fetched.map;
+                    weights[rows]
+                        .par_chunks_mut(nt)
+                        .for_each(|row| row.copy_from_slice(map));
+                }
+            }
         }
         Sink::Add {
             unweighted,
             weights,
         } => {
-            let mut tmp = vec![0.0f64; cw * nt];
+            let mut tmp = vec![0.0f64; b.cw * nt];
             gpu.download_on(&gpu.copy, &slot.su.buf, &mut tmp)?;
             add_into(&mut unweighted[rows.clone()], &tmp);
             gpu.download_on(&gpu.copy, &slot.sw.buf, &mut tmp)?;

@@ -163,9 +163,12 @@ pub fn accumulate<T: Real, O: Real>(
     }
 }
 
-/// One call of `skyconv.grid`: `cube`, `weights` and `unweighted` (each `nchan × ntargets`)
-/// computed from these samples alone (overwritten). On the GPU the division and the cast to
-/// `O` happen on the device.
+/// One call of `skyconv.grid`: `cube` (`nchan × ntargets`, overwritten) and `weights`, the
+/// weight sums, computed from these samples alone. `weights` ends with `nchan × ntargets`
+/// values, or with `ntargets` when every channel's weight sums are the same (then that map
+/// stands for all). Returns the unweighted sums when the engine has them at no cost (the CPU);
+/// else they are cube × weights. On the GPU the division and the cast to `O` happen on the
+/// device, and only the cube (and the map) come down.
 #[allow(clippy::too_many_arguments)]
 pub fn grid_once<T: Real, O: Real>(
     device: Device,
@@ -174,35 +177,37 @@ pub fn grid_once<T: Real, O: Real>(
     target_lat: &[f64],
     setup: &Setup,
     cube: &mut [O],
-    weights: &mut [O],
-    unweighted: &mut [O],
-) -> Result<()> {
-    check_call(
-        samples,
-        target_lon,
-        target_lat,
-        &[cube.len(), weights.len(), unweighted.len()],
-    )?;
+    weights: &mut Vec<O>,
+) -> Result<Option<Vec<O>>> {
+    check_call(samples, target_lon, target_lat, &[cube.len()])?;
     match device {
-        Device::Cuda if !samples.is_empty() && !target_lon.is_empty() => cuda::grid(
-            samples,
-            target_lon,
-            target_lat,
-            setup,
-            cuda::Sink::Finish {
-                cube,
-                weights,
-                unweighted,
-            },
-        ),
+        Device::Cuda if !samples.is_empty() && !target_lon.is_empty() => {
+            cuda::grid(
+                samples,
+                target_lon,
+                target_lat,
+                setup,
+                cuda::Sink::Finish { cube, weights },
+            )?;
+            Ok(None)
+        }
         _ => {
             let zero = O::from_f64(0.0);
-            unweighted.par_iter_mut().for_each(|v| *v = zero);
-            weights.par_iter_mut().for_each(|v| *v = zero);
+            let mut unweighted = vec![zero; cube.len()];
+            weights.clear();
+            weights.resize(cube.len(), zero);
             if !samples.is_empty() && !target_lon.is_empty() {
-                cpu_accumulate(samples, target_lon, target_lat, setup, unweighted, weights)?;
+                cpu_accumulate(
+                    samples,
+                    target_lon,
+                    target_lat,
+                    setup,
+                    &mut unweighted,
+                    weights,
+                )?;
             }
-            finish(unweighted, weights, cube)
+            finish(&unweighted, weights, cube)?;
+            Ok(Some(unweighted))
         }
     }
 }

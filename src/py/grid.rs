@@ -140,8 +140,14 @@ fn _grid_accumulate<'py>(
     }
 }
 
-/// Outputs (cube, weights, unweighted), each `nchan × ntargets`.
-type Outputs<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
+/// Outputs (cube, weights, unweighted): cube `nchan × ntargets`; weights the same or, when no
+/// channel's weight sums differ, `ntargets` (one map for all); unweighted, or None when it is
+/// cube × weights (derived in Python on request).
+type Outputs<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Option<Bound<'py, PyAny>>,
+);
 
 fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
     py: Python<'py>,
@@ -150,15 +156,10 @@ fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
     weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
 ) -> PyResult<Outputs<'py>> {
     let samples = samples(call, data, weights)?;
-    let nchan = samples.nchan;
-    let out_shape = [nchan, call.tlons.len()];
-    let (cube, wsum, usum) = (
-        empty::<O>(py, &out_shape),
-        empty::<O>(py, &out_shape),
-        empty::<O>(py, &out_shape),
-    );
-    let (c, ws, us) = (data_mut(&cube), data_mut(&wsum), data_mut(&usum));
-    compute(py, || {
+    let cube = empty::<O>(py, &[samples.nchan, call.tlons.len()]);
+    let c = data_mut(&cube);
+    let mut wsum = Vec::new();
+    let usum = compute(py, || {
         grid::grid_once(
             call.device,
             &samples,
@@ -166,11 +167,14 @@ fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
             call.tlats,
             &call.setup,
             c,
-            ws,
-            us,
+            &mut wsum,
         )
     })?;
-    Ok((cube.into_any(), wsum.into_any(), usum.into_any()))
+    Ok((
+        cube.into_any(),
+        wsum.into_pyarray(py).into_any(),
+        usum.map(|u| u.into_pyarray(py).into_any()),
+    ))
 }
 
 fn once_any<'py, T: Real + numpy::Element>(

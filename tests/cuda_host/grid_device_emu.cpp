@@ -250,7 +250,9 @@ static bool same_bits(const std::vector<V>& a, const std::vector<V>& b) {
 template <typename O>
 struct Sums {
     std::vector<double> u, w;
-    std::vector<O> cube, wout, uout;
+    std::vector<O> cube, wout;
+    std::vector<double> wmap;      // spectral, no per-channel weights: block 0's weight map
+    std::vector<unsigned> flags;   // spectral: NaN flag of each channel block
 };
 
 enum Layout { RESIDENT, PACKED };
@@ -265,10 +267,9 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
     out.w.assign(nchan * nt, 0.0);
     out.cube.assign(nchan * nt, O(0));
     out.wout.assign(nchan * nt, O(0));
-    out.uout.assign(nchan * nt, O(0));
     auto finish = [&](long long off, long long len) {
         GridFinishArgs fa{out.u.data() + off, out.w.data() + off, out.cube.data() + off,
-                          out.wout.data() + off, out.uout.data() + off, len};
+                          out.wout.data() + off, len};
         simt::launch(gs(len), THREADS, [&] {
             if (sizeof(O) == 4) grid_finish_f32(fa); else grid_finish_f64(fa);
         });
@@ -304,6 +305,9 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
     const long long n = (long long)s.lon.size();
     const bool full = s.wmode == W_FULL;
     std::vector<T> pd, pw;
+    if (!full) out.wmap.assign(nt, -1.0);
+    // Spectral launch shape (src/grid/cuda.rs spectral_config), capped low.
+    const unsigned sblocks = (unsigned)std::max(1LL, std::min(3LL, (nt + SC_RUN - 1) / SC_RUN));
     for (long long c0 = 0; c0 < nchan; c0 += block_cw) {
         const long long cw = std::min<long long>(block_cw, nchan - c0);
         const T* dptr = s.data.data();
@@ -322,9 +326,11 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
             stride = cw;
             coff = 0;
         }
+        out.flags.push_back(0u);
         GridSpectralArgs sp{gp, gk, s.tl.data(), s.tb.data(), nt, P.order.data(), dptr, wptr,
-                            wsh.data(), stride, coff, cw, out.u.data() + c0 * nt, out.w.data() + c0 * nt};
-        simt::launch(gblocks, THREADS, [&] {
+                            wsh.data(), stride, coff, cw, out.u.data() + c0 * nt, out.w.data() + c0 * nt,
+                            c0 == 0 && !full ? out.wmap.data() : nullptr, &out.flags.back()};
+        simt::launch(sblocks, SC_SPEC_THREADS, [&] {
             if (sizeof(T) == 4) grid_spectral_f32(sp); else grid_spectral_f64(sp);
         });
         finish(c0 * nt, cw * nt);
@@ -333,11 +339,16 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
 }
 
 // Brute force: every (target, sample) pair, haversine distance, Cygrid's kernels, NaN policy.
+// bm: per target, the sum of k * shared weight over all samples in reach (NaN values or not);
+// nanreach[c]: some sample in reach of some target has a NaN value or weight in channel c.
 template <typename T>
-static void brute(const Scenario<T>& s, std::vector<double>& bu, std::vector<double>& bw) {
+static void brute(const Scenario<T>& s, std::vector<double>& bu, std::vector<double>& bw,
+                  std::vector<double>& bm, std::vector<char>& nanreach) {
     const long long nt = (long long)s.tl.size(), n = (long long)s.lon.size(), nchan = s.nchan;
     bu.assign(nchan * nt, 0.0);
     bw.assign(nchan * nt, 0.0);
+    bm.assign(nt, 0.0);
+    nanreach.assign(nchan, 0);
     const double rdeg = s.K.radius * 180 / M_PI;
     for (long long t = 0; t < nt; ++t) {
         if (!std::isfinite(s.tl[t]) || !std::isfinite(s.tb[t])) continue;
@@ -350,12 +361,17 @@ static void brute(const Scenario<T>& s, std::vector<double>& bu, std::vector<dou
             if (!(d < rdeg)) continue;
             double br = atan2(cos(b2) * sin(l2 - l1), cos(b1) * sin(b2) - sin(b1) * cos(b2) * cos(l2 - l1));
             double k = cygrid_kernel(s.K, d, br);
+            if (s.wmode == W_SHARED && std::isnan((double)s.weights[i])) continue;
+            bm[t] += k * (s.wmode == W_SHARED ? (double)s.weights[i] : 1.0);
             for (long long c = 0; c < nchan; ++c) {
                 double v = (double)s.data[i * nchan + c];
                 double w = 1.0;
                 if (s.wmode == W_SHARED) w = (double)s.weights[i];
                 if (s.wmode == W_FULL) w = (double)s.weights[i * nchan + c];
-                if (std::isnan(v) || std::isnan(w)) continue;
+                if (std::isnan(v) || std::isnan(w)) {
+                    nanreach[c] = 1;
+                    continue;
+                }
                 bu[c * nt + t] += k * w * v;
                 bw[c * nt + t] += k * w;
             }
@@ -387,8 +403,9 @@ static void run(const Scenario<T>& s, int block_cw = 2) {
         CHECK(same_bits(d1.lo_env, h.lo_env) && same_bits(d1.hi_env, h.hi_env), "%s: envelopes differ", s.name.c_str());
         CHECK(same_bits(d1.order, d2.order) && same_bits(d1.keys, d2.keys), "%s: sort not deterministic", s.name.c_str());
     }
-    std::vector<double> bu, bw;
-    brute(s, bu, bw);
+    std::vector<double> bu, bw, bm;
+    std::vector<char> nanreach;
+    brute(s, bu, bw, bm, nanreach);
     for (int layout = 0; layout < (nchan > 1 ? 2 : 1); ++layout) {
         Sums<O> a = device_grid<T, O>(s, d1, (Layout)layout, block_cw, 1);
         Sums<O> b = device_grid<T, O>(s, d2, (Layout)layout, block_cw, 5);
@@ -398,15 +415,37 @@ static void run(const Scenario<T>& s, int block_cw = 2) {
         for (size_t i = 0; i < bw.size(); ++i) empty_mismatch += (a.w[i] == 0) != (bw[i] == 0);
         CHECK(empty_mismatch == 0, "%s: %lld pixels empty on one side only", s.name.c_str(), empty_mismatch);
         CHECK(same_bits(a.u, b.u) && same_bits(a.w, b.w) && same_bits(a.cube, b.cube), "%s: results not deterministic", s.name.c_str());
-        // finish: the outputs are the sums cast to O, the cube O(u) / O(w) or NaN.
+        // finish: the weights are the sums cast to O, the cube O(u) / O(w) or NaN.
         long long bad = 0;
         for (size_t i = 0; i < a.u.size(); ++i) {
             O u = (O)a.u[i], w = (O)a.w[i];
             O c = (double)w == 0.0 ? (O)NAN : (O)((double)u / (double)w);
-            bool ok = a.uout[i] == u && a.wout[i] == w && (std::isnan((double)c) ? std::isnan((double)a.cube[i]) : a.cube[i] == c);
+            bool ok = a.wout[i] == w && (std::isnan((double)c) ? std::isnan((double)a.cube[i]) : a.cube[i] == c);
             bad += !ok;
         }
         CHECK(bad == 0, "%s: %lld finished outputs wrong", s.name.c_str(), bad);
+        if (nchan > 1) {
+            // The NaN flag of each block is set exactly when a NaN reaches a target in one of
+            // its channels; a block without it has every channel's weight sums equal (bit for
+            // bit) to the map, which the host then uses in their place.
+            const bool full = s.wmode == W_FULL;
+            CHECK(same_bits(a.flags, b.flags) || full, "%s: NaN flags not deterministic", s.name.c_str());
+            for (size_t k = 0; k < a.flags.size(); ++k) {
+                bool want = false;
+                for (long long c = (long long)k * block_cw; c < std::min<long long>(nchan, (k + 1) * block_cw); ++c)
+                    want |= nanreach[c] != 0;
+                CHECK((a.flags[k] != 0) == want, "%s: block %zu NaN flag %u, want %d", s.name.c_str(), k, a.flags[k], (int)want);
+                if (full || a.flags[k] != 0) continue;
+                long long differ = 0;
+                for (long long c = (long long)k * block_cw; c < std::min<long long>(nchan, (k + 1) * block_cw); ++c)
+                    for (long long t = 0; t < nt; ++t) differ += a.w[c * nt + t] != a.wmap[t];
+                CHECK(differ == 0, "%s: block %zu: %lld weight sums differ from the map", s.name.c_str(), k, differ);
+            }
+            if (!full) {
+                double em = rel(a.wmap, bm);
+                CHECK(em <= 1e-12, "%s: weight map rel err %.2e", s.name.c_str(), em);
+            }
+        }
         long long nonempty = 0;
         for (double v : bw) nonempty += v != 0;
         if (layout == 0)
@@ -469,9 +508,10 @@ static void print_layout() {
     F(GridSpectralArgs, tlat); F(GridSpectralArgs, nt); F(GridSpectralArgs, order);
     F(GridSpectralArgs, data); F(GridSpectralArgs, wfull); F(GridSpectralArgs, wsh);
     F(GridSpectralArgs, stride); F(GridSpectralArgs, c0); F(GridSpectralArgs, cw);
-    F(GridSpectralArgs, out_u); F(GridSpectralArgs, out_w);
+    F(GridSpectralArgs, out_u); F(GridSpectralArgs, out_w); F(GridSpectralArgs, wmap);
+    F(GridSpectralArgs, nan_flag);
     Z(GridFinishArgs); F(GridFinishArgs, su); F(GridFinishArgs, sw); F(GridFinishArgs, cube);
-    F(GridFinishArgs, weights); F(GridFinishArgs, unweighted); F(GridFinishArgs, len);
+    F(GridFinishArgs, weights); F(GridFinishArgs, len);
 #undef F
 #undef Z
 }
@@ -566,6 +606,30 @@ int main(int argc, char** argv) {
     {   // 130 channels: one block of 128 (4 per lane) and one of 2
         auto s = field<float>("spectral 130ch", 600, 40, 130, 12, 0, 2.5);
         run<float, double>(s, 128);
+    }
+    {   // map rows (runs of neighbours, runs across row ends), NaN in one channel only: block 0
+        // (channels 0, 1) keeps the map, block 1 (channels 2, 3) has per-channel weight sums
+        auto s = field<double>("map rows, NaN in channel 2", 3000, 0, 4, 12, 0, 3);
+        for (int y = 0; y < 9; ++y)
+            for (int x = 0; x < 13; ++x) {
+                s.tl.push_back(10.9 + 0.17 * x);
+                s.tb.push_back(-0.8 + 0.2 * y);
+            }
+        s.tl[40] = NAN;
+        for (int i = 0; i < 3000; i += 37) s.data[i * 4 + 2] = NAN;
+        run<double, double>(s, 2);
+    }
+    {   // map rows, float32, shared weights, no NaN value: every block keeps the map
+        auto s = field<float>("map rows f32 shared w", 4000, 0, 5, 200, -30, 3, 0, 0.12);
+        for (int i = 0; i < 4000; ++i) s.weights.push_back((float)(0.5 + U()));
+        s.wmode = W_SHARED;
+        double cl = std::cos(-30 * M_PI / 180);
+        for (int y = 0; y < 8; ++y)
+            for (int x = 0; x < 21; ++x) {
+                s.tl.push_back(200 + (-1.0 + 0.1 * x) / cl);
+                s.tb.push_back(-30.7 + 0.1 * y);
+            }
+        run<float, float>(s, 3);
     }
     {   // north pole, targets on the pole
         auto s = field<double>("pole", 3000, 0, 1, 0, 90, 0.1);
