@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use crate::backend;
 use crate::grid::{self, Kernel, Samples, Setup, Weights};
-use crate::py::arrays::{data_mut, empty, parts, FloatArray};
+use crate::py::arrays::{data_mut, empty, empty_for, parts, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 
@@ -156,7 +156,7 @@ fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
     weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
 ) -> PyResult<Outputs<'py>> {
     let samples = samples(call, data, weights)?;
-    let cube = empty::<O>(py, &[samples.nchan, call.tlons.len()]);
+    let cube = empty_for::<O>(py, &[samples.nchan, call.tlons.len()], call.device);
     let c = data_mut(&cube);
     let mut wsum = Vec::new();
     let usum = compute(py, || {
