@@ -11,9 +11,8 @@ collectives, a shuffled schedule). Skipped when no C++ compiler is found.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import subprocess
+from pathlib import Path
 
 import pytest
 from _cuda_host import build
