@@ -104,6 +104,19 @@ fn _profile_window<'py>(
     Ok(w.into_pyarray(py))
 }
 
+/// The ring plan of (nside, profile), built without the GIL.
+fn ring_plan(
+    py: Python<'_>,
+    nside: usize,
+    theta: &PyReadonlyArray1<'_, f64>,
+    values: &PyReadonlyArray1<'_, f64>,
+) -> PyResult<smooth::RingPlan> {
+    let (t, v) = (slice1(theta, "theta")?, slice1(values, "values")?);
+    compute(py, || {
+        smooth::RingPlan::new(nside, smooth::Table::new(t, v, 0)?)
+    })
+}
+
 /// The ring plan's shape and cost for (nside, profile): lengths, support sizes, flops, bytes.
 #[pyfunction]
 fn _ring_plan_info<'py>(
@@ -112,11 +125,7 @@ fn _ring_plan_info<'py>(
     theta: PyReadonlyArray1<'py, f64>,
     values: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
-    let plan = compute(py, || {
-        let table = smooth::Table::new(t, v, 0)?;
-        smooth::RingPlan::new(nside, table)
-    })?;
+    let plan = ring_plan(py, nside, &theta, &values)?;
     let c = plan.cost();
     let d = PyDict::new(py);
     d.set_item("theta_cut", plan.table.theta_cut)?;
@@ -179,27 +188,36 @@ fn _ring_cuda_tables<'py>(
     values: PyReadonlyArray1<'py, f64>,
     max_taps: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
-    let (plan, tabs, chunks) = compute(py, || {
-        let plan = smooth::RingPlan::new(nside, smooth::Table::new(t, v, 0)?)?;
+    let plan = ring_plan(py, nside, &theta, &values)?;
+    let (tabs, chunks) = compute(py, || {
         let tabs = smooth::cuda_tables::Tables::new(&plan)?;
         let chunks = tabs.chunks(max_taps, usize::MAX)?;
-        Ok((plan, tabs, chunks))
+        Ok((tabs, chunks))
     })?;
     let d = PyDict::new(py);
-    d.set_item("first", tabs.first.into_pyarray(py))?;
-    d.set_item("nphi", tabs.nphi.into_pyarray(py))?;
-    d.set_item("shifted", tabs.shifted.into_pyarray(py))?;
-    d.set_item("pairs", tabs.pairs.into_pyarray(py))?;
-    d.set_item("scale", tabs.scale.into_pyarray(py))?;
-    d.set_item("tap_off", tabs.tap_off.into_pyarray(py))?;
-    d.set_item("tap_n", tabs.tap_n.into_pyarray(py))?;
-    d.set_item("flags", tabs.flags.into_pyarray(py))?;
-    d.set_item("len", tabs.len.into_pyarray(py))?;
-    d.set_item("ab", tabs.ab.into_pyarray(py))?;
-    d.set_item("tile_pair", tabs.tile_pair.into_pyarray(py))?;
-    d.set_item("tile_k0", tabs.tile_k0.into_pyarray(py))?;
-    d.set_item("coef", tabs.coef.into_pyarray(py))?;
+    let ints64 = [
+        ("first", tabs.first),
+        ("pairs", tabs.pairs),
+        ("tap_off", tabs.tap_off),
+    ];
+    for (name, a) in ints64 {
+        d.set_item(name, a.into_pyarray(py))?;
+    }
+    let ints32 = [
+        ("nphi", tabs.nphi),
+        ("shifted", tabs.shifted),
+        ("tap_n", tabs.tap_n),
+        ("flags", tabs.flags),
+        ("len", tabs.len),
+        ("tile_pair", tabs.tile_pair),
+        ("tile_k0", tabs.tile_k0),
+    ];
+    for (name, a) in ints32 {
+        d.set_item(name, a.into_pyarray(py))?;
+    }
+    for (name, a) in [("scale", tabs.scale), ("ab", tabs.ab), ("coef", tabs.coef)] {
+        d.set_item(name, a.into_pyarray(py))?;
+    }
     d.set_item("inv_h", plan.table.inv_h)?;
     d.set_item("u2_cut", plan.table.u2_cut)?;
     let ch: Vec<i64> = chunks
