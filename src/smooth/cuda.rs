@@ -176,7 +176,7 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) -> Result<()> {
     ring_ffts(&gpu, plan, &mut polar, &mut d_map, &mut spec_in, true)?;
     tl.mark(&gpu, "fft")?;
     phase(&gpu, &dev, tabs.tile_pair.len(), &mut spec_in)?;
-    tl.mark(&gpu, "products")?;
+    tl.mark(&gpu, "fft")?;
     let tab = &plan.table;
     for c in &chunks {
         eval(&gpu, &dev, c, tab, &mut taps)?;
