@@ -11,39 +11,15 @@ collectives, a shuffled schedule). Skipped when no C++ compiler is found.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from _cuda_host import build
 
 from skyconv import _core
 
 ROOT = Path(__file__).parent.parent
-
-
-def build(tmp_path: Path, name: str) -> Path:
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    exe = tmp_path / name
-    subprocess.run(
-        [
-            cxx,
-            "-O2",
-            "-std=c++17",
-            "-I",
-            str(ROOT / "kernels"),
-            "-I",
-            str(ROOT / "tests" / "cuda_host"),
-            "-o",
-            str(exe),
-            str(ROOT / "tests" / "cuda_host" / f"{name}.cpp"),
-            "-lm",
-        ],
-        check=True,
-    )
-    return exe
 
 
 @pytest.mark.parametrize("name", ["grid_emu", "grid_device_emu"])

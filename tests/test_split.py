@@ -35,7 +35,7 @@ def pixel(nside: int) -> float:
     return np.sqrt(4 * np.pi / (12 * nside**2))
 
 
-def fixed_cost(harmonic=(1e-3, 2e-10, 1e-9, 1e-9), ring=(1e-3, 1e-10, 1e-10)):
+def fixed_cost(harmonic=(1e-3, 2e-10, 1e-9, 1e-9), ring=(1e-3, 1e-10, 1e-10, 0.0)):
     """A cost model with given constants (no measuring)."""
     return _smooth_cost.CostModel([_smooth_cost.DeviceCost("cpu", list(harmonic), list(ring))])
 
@@ -161,7 +161,7 @@ def test_split_window_reproduces_beam(nside, fwhm, cl_kind):
     window = gauss_window(fwhm, lmax)
     ell = np.arange(lmax + 1)
     cl = np.ones(lmax + 1) if cl_kind == "flat" else 1.0 / (ell + 10.0) ** 2
-    cheap = fixed_cost(ring=(1e-3, 1e-11, 0.0))
+    cheap = fixed_cost(ring=(1e-3, 1e-11, 0.0, 0.0))
     ks = split_kernel(window, nside, lmax=lmax, tol=1e-5, cl=cl, cost=cheap)
     assert isinstance(ks, KernelSplit)
     assert ks.has_ring and ks.has_harmonic, ks  # a cheap ring engine makes a split worth it
@@ -182,7 +182,7 @@ def test_split_kernel_without_a_worthwhile_split_is_harmonic():
     """An expensive ring engine: the split is the harmonic part alone, at the effective lmax."""
     nside, lmax = 256, 767
     window = gauss_window(60, lmax)
-    ks = split_kernel(window, nside, lmax, cost=fixed_cost(ring=(100.0, 1.0, 1.0)))
+    ks = split_kernel(window, nside, lmax, cost=fixed_cost(ring=(100.0, 1.0, 1.0, 1.0)))
     assert not ks.has_ring and ks.lcut == ks.lmax_eff < lmax
     assert ks.theta.size == 0 and ks.predicted_error == 0
     # what is left beyond lmax_eff carries less than 0.1 tol
@@ -218,7 +218,7 @@ def test_split_kernel_checks_arguments():
 
 
 def test_cost_model_placement_and_times():
-    cpu = _smooth_cost.DeviceCost("cpu", [0.0, 1e-9, 0.0, 0.0], [0.0, 1e-9, 0.0])
+    cpu = _smooth_cost.DeviceCost("cpu", [0.0, 1e-9, 0.0, 0.0], [0.0, 1e-9, 0.0, 0.0])
     gpu = _smooth_cost.DeviceCost("cuda", [0.0, 1e-10, 0.0, 0.0], None)  # no ring engine there
     model = _smooth_cost.CostModel([cpu, gpu])
     assert model.ring_time(256, 0.01)[1] == "cpu"
@@ -228,6 +228,9 @@ def test_cost_model_placement_and_times():
     only_cpu = _smooth_cost.CostModel([cpu])
     total, th, tr, devs = only_cpu.split_time(256, 300, 0.01)
     assert devs == ("cpu", "cpu") and total == pytest.approx(th + tr)
+    # with the GPU ring engine measured, the ring part goes where it is faster
+    gpu_ring = _smooth_cost.DeviceCost("cuda", [0.0, 1e-10, 0.0, 0.0], [0.0, 1e-11, 0.0, 0.0])
+    assert _smooth_cost.CostModel([cpu, gpu_ring]).ring_time(256, 0.01)[1] == "cuda"
 
 
 def test_cost_cache_location_and_clearing(tmp_path, monkeypatch):
@@ -288,7 +291,7 @@ def power_ratio(diff, ref, lmax):
 def cheap_ring(monkeypatch):
     """A cost model whose ring engine is ~8x cheaper than this machine's, so that split_kernel
     picks real splits (here the CPU ring engine rarely beats the transforms at 1e-5)."""
-    model = fixed_cost(harmonic=(1e-3, 2e-10, 1e-9, 1e-9), ring=(1e-3, 1e-11, 0.0))
+    model = fixed_cost(harmonic=(1e-3, 2e-10, 1e-9, 1e-9), ring=(1e-3, 1e-11, 0.0, 0.0))
     monkeypatch.setattr(_smooth_cost, "model", lambda device=None: model)
     monkeypatch.setattr(split_mod, "_CACHE", {})
     return model
@@ -329,7 +332,7 @@ def test_apply_split_runs_each_part_alone(rng):
     both = split_mod.apply_split(ks, m)
     harm = skyconv.smooth._harmonic(m, ks.harmonic_window, ks.lcut, 0, "cpu")
     assert np.allclose(both, expect + harm, rtol=0, atol=1e-12 * np.abs(both).max())
-    plain = split_kernel(window, nside, lmax, cost=fixed_cost(ring=(100.0, 1.0, 1.0)))
+    plain = split_kernel(window, nside, lmax, cost=fixed_cost(ring=(100.0, 1.0, 1.0, 1.0)))
     full = skyconv.smooth._harmonic(m, window, plain.lcut, 0, "cpu")
     assert np.array_equal(split_mod.apply_split(plain, m), full)
 

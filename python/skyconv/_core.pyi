@@ -237,7 +237,8 @@ def _map2alm(
 # profile is (theta, values): K per steradian at ascending nodes theta[0] = 0 ... theta[-1] =
 # theta_cut (radians), K = 0 beyond. Errors: ShapeError (map length, profile lengths),
 # ValueError (nside, fwhm <= 0, tol not in (0, 1), non-finite beam_window or profile, theta not
-# from 0 and ascending), DeviceError (device="cuda": the CUDA ring engine is not built yet).
+# from 0 and ascending), DeviceError (device="cuda" without a usable GPU, or a map too large for
+# its memory).
 
 def _smooth_ring(
     map: FloatArray,
@@ -257,7 +258,10 @@ def _profile_window(
 def _ring_plan_info(
     nside: int, theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64]
 ) -> dict[str, Any]: ...  # theta_cut, extent, lengths, inputs, kernel_ffts, flops, bytes
-def _ring_device(device: str | None = None) -> str: ...  # "cpu", or DeviceError
+def _ring_cuda_tables(
+    nside: int, theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64], max_taps: int
+) -> dict[str, Any]: ...  # the CUDA ring engine's tables and chunks (host emulation tests)
+def _ring_device(device: str | None = None) -> str: ...  # "cpu" or "cuda", or DeviceError
 def _smooth_missing(
     m: FloatArray,
 ) -> npt.NDArray[np.bool_] | None: ...  # UNSEEN (healpy's test) or non-finite; None if none

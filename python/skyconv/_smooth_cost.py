@@ -7,8 +7,10 @@ squares in relative terms):
   t = (1 + iter) · (c₀ + c₁ · nrings·(L+1)²/2 + c₂ · npix·log₂(4 nside) + c₃ · nrings·(L+1)·
   log₂(4 nside)): the Legendre recurrences, the ring FFTs and the per-(ring, m) work;
 - ring (ring-FFT convolution with support θcut): t = r₀ + r₁ · FFT flops + r₂ · spectral
-  multiply-add flops, counted by the engine's own plan (``_core._ring_plan_info``) for a smooth
-  profile of that support (the count depends on θcut and nside, barely on the profile).
+  multiply-add flops + r₃ · direct cosine-sum flops (the GPU engine's kernel spectra), counted by
+  the engine's own plan (``_core._ring_plan_info``) for a smooth profile of that support (the
+  count depends on θcut and nside, barely on the profile). Measured on the CPU and, where there
+  is one, the GPU: either can be the ring method's device.
 
 Fitted on transforms at nside 64-512 and used up to nside 2048, the model was within a factor
 of 2 of measured times for the transforms (mostly below them at high nside) and within 25% for
@@ -40,12 +42,12 @@ from ._backend import get_num_threads, resolve_device
 from ._errors import DeviceError
 
 FILE_NAME = "smooth_cost.json"
-SCHEMA = 2
+SCHEMA = 3
 
 # Calibration sizes: (nside, lmax) for the harmonic transforms, (nside, θcut in pixels) for the
 # ring engine: past the fixed overheads, a few seconds in all on 2 cores.
 HARMONIC_CASES = ((64, 191), (128, 383), (256, 128), (256, 767), (512, 512))
-RING_CASES = ((256, 4.0), (256, 16.0), (512, 2.0), (512, 12.0))
+RING_CASES = ((256, 4.0), (256, 8.0), (256, 16.0), (512, 2.0), (512, 12.0))
 
 
 # --------------------------------------------------------------------------- work counts
@@ -67,11 +69,13 @@ def smooth_profile(theta_cut: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ring_features(nside: int, theta_cut: float) -> np.ndarray:
-    """(1, FFT flops, multiply-add flops) of one ring convolution with support θcut."""
+    """(1, FFT flops, multiply-add flops, cosine-sum flops) of one ring convolution with
+    support θcut."""
     plan_info = getattr(_core, "_ring_plan_info", None)
     if plan_info is not None:
         info = plan_info(int(nside), *smooth_profile(theta_cut))
-        return np.array([1.0, float(info["fft_flops"]), float(info["mac_flops"])])
+        keys = ("fft_flops", "mac_flops", "cos_flops")
+        return np.array([1.0] + [float(info[k]) for k in keys])
     # Without the plan: every pair of rings within θcut costs one FFT of length 4 nside.
     from . import healpix
 
@@ -80,7 +84,7 @@ def ring_features(nside: int, theta_cut: float) -> np.ndarray:
         np.searchsorted(th, th + theta_cut, "right") - np.searchsorted(th, th - theta_cut)
     )
     n = 4 * nside
-    return np.array([1.0, 2.5 * pairs * n * math.log2(n), 4.0 * pairs * n])
+    return np.array([1.0, 2.5 * pairs * n * math.log2(n), 4.0 * pairs * n, 0.0])
 
 
 # --------------------------------------------------------------------------- the cache

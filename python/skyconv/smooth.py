@@ -15,7 +15,8 @@ Methods
     summed, folded to the output ring and inverse-transformed. The kernel is the spherical
     Gaussian whose Legendre window is exactly exp(-l(l+1) sigma^2 / 2) (``fwhm``), or
     sum_l (2l+1)/(4 pi) b_l P_l(cos gamma) (``beam_window``), rescaled so that its l = 0 window
-    is b_0. CPU engine (rayon); the CUDA engine is not built yet.
+    is b_0. CPU engine (rayon) and CUDA engine (the same plan and sums, equal to ~1e-14; the
+    whole map on the device in one upload; see src/smooth/cuda.rs).
 ``"split"`` / ``"auto"``
     A kernel split (harmonic part below l_cut + ring part) and the cost-model choice of the
     fastest method that meets ``tol`` (``skyconv.split``, ``skyconv._smooth_cost``).
@@ -184,7 +185,7 @@ def _ring(map_ring_f64_filled, nside, theta, values, device):
         K'(0) = 0. A profile that ends in a step (K(theta_cut) != 0) carries that step's
         resampling error off the equatorial belt, ~ the step relative to K(0).
     device : str or None
-        "auto"/"cpu" (or None: SKYCONV_DEVICE); "cuda" raises DeviceError (no CUDA engine yet).
+        "auto" (the GPU when there is one), "cpu" or "cuda" (or None: SKYCONV_DEVICE).
 
     Returns
     -------
@@ -248,8 +249,8 @@ def smooth_map(
     iter : int
         Jacobi iterations of map2alm in the harmonic (part of the) method (healpy's ``iter``).
     device : str or None
-        "auto", "cpu" or "cuda" (None: SKYCONV_DEVICE, else "auto"). The ring method runs on
-        the CPU under "auto"; "cuda" with it raises DeviceError until its CUDA engine exists.
+        "auto", "cpu" or "cuda" (None: SKYCONV_DEVICE, else "auto": the GPU when there is
+        one). Every method runs on either.
 
     Returns
     -------
@@ -321,7 +322,7 @@ def _runner(method, nside, fwhm, window, lmax, tol, iter, device):
             theta, values = kernel_profile(fwhm=fwhm, tol=tol)
         else:
             theta, values = _profile(window, tol)
-        _core._ring_device(device)  # refuses "cuda" before any work
+        _core._ring_device(device)  # refuses "cuda" without a GPU before any work
         return lambda f: _core._smooth_ring(f, nside, theta, values, device)
     from .split import _smooth_split
 

@@ -23,7 +23,7 @@ fn ring_run<'py, T: Real + numpy::Element>(
     args: (usize, &[f64], &[f64], Option<&str>),
 ) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
     let (nside, theta, values, device) = args;
-    let dev = smooth::ring_device(device).map_err(to_pyerr)?;
+    let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
     let (shape, m) = parts(map, "map")?;
     let out = empty::<f64>(py, &shape);
     let dst = data_mut(&out);
@@ -104,6 +104,19 @@ fn _profile_window<'py>(
     Ok(w.into_pyarray(py))
 }
 
+/// The ring plan of (nside, profile), built without the GIL.
+fn ring_plan(
+    py: Python<'_>,
+    nside: usize,
+    theta: &PyReadonlyArray1<'_, f64>,
+    values: &PyReadonlyArray1<'_, f64>,
+) -> PyResult<smooth::RingPlan> {
+    let (t, v) = (slice1(theta, "theta")?, slice1(values, "values")?);
+    compute(py, || {
+        smooth::RingPlan::new(nside, smooth::Table::new(t, v, 0)?)
+    })
+}
+
 /// The ring plan's shape and cost for (nside, profile): lengths, support sizes, flops, bytes.
 #[pyfunction]
 fn _ring_plan_info<'py>(
@@ -112,11 +125,7 @@ fn _ring_plan_info<'py>(
     theta: PyReadonlyArray1<'py, f64>,
     values: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
-    let plan = compute(py, || {
-        let table = smooth::Table::new(t, v, 0)?;
-        smooth::RingPlan::new(nside, table)
-    })?;
+    let plan = ring_plan(py, nside, &theta, &values)?;
     let c = plan.cost();
     let d = PyDict::new(py);
     d.set_item("theta_cut", plan.table.theta_cut)?;
@@ -129,6 +138,7 @@ fn _ring_plan_info<'py>(
     d.set_item("kernel_evals", c.kernel_evals)?;
     d.set_item("fft_flops", c.fft_flops)?;
     d.set_item("mac_flops", c.mac_flops)?;
+    d.set_item("cos_flops", c.cos_flops)?;
     d.set_item("bytes", c.bytes)?;
     d.set_item("bytes_streamed", c.bytes_streamed)?;
     Ok(d)
@@ -161,11 +171,71 @@ fn _smooth_missing<'py>(
     }
 }
 
-/// The device the ring method runs on for `device` ("cpu"; DeviceError for "cuda").
+/// The device the ring method runs on for `device` (DeviceError for "cuda" without a GPU).
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn _ring_device(device: Option<&str>) -> PyResult<&'static str> {
-    Ok(smooth::ring_device(device).map_err(to_pyerr)?.name())
+    Ok(crate::backend::resolve(device).map_err(to_pyerr)?.name())
+}
+
+/// The CUDA ring engine's tables for (nside, profile), chunked at `max_taps` kernel samples
+/// (for the host emulation of kernels/smooth.cu in the tests).
+#[pyfunction]
+fn _ring_cuda_tables<'py>(
+    py: Python<'py>,
+    nside: usize,
+    theta: PyReadonlyArray1<'py, f64>,
+    values: PyReadonlyArray1<'py, f64>,
+    max_taps: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let plan = ring_plan(py, nside, &theta, &values)?;
+    let (tabs, chunks) = compute(py, || {
+        let tabs = smooth::cuda_tables::Tables::new(&plan)?;
+        let chunks = tabs.chunks(max_taps, usize::MAX)?;
+        Ok((tabs, chunks))
+    })?;
+    let d = PyDict::new(py);
+    let ints64 = [
+        ("first", tabs.first),
+        ("pairs", tabs.pairs),
+        ("tap_off", tabs.tap_off),
+    ];
+    for (name, a) in ints64 {
+        d.set_item(name, a.into_pyarray(py))?;
+    }
+    let ints32 = [
+        ("nphi", tabs.nphi),
+        ("shifted", tabs.shifted),
+        ("tap_n", tabs.tap_n),
+        ("flags", tabs.flags),
+        ("len", tabs.len),
+        ("tile_pair", tabs.tile_pair),
+        ("tile_k0", tabs.tile_k0),
+    ];
+    for (name, a) in ints32 {
+        d.set_item(name, a.into_pyarray(py))?;
+    }
+    for (name, a) in [("scale", tabs.scale), ("ab", tabs.ab), ("coef", tabs.coef)] {
+        d.set_item(name, a.into_pyarray(py))?;
+    }
+    d.set_item("inv_h", plan.table.inv_h)?;
+    d.set_item("u2_cut", plan.table.u2_cut)?;
+    let ch: Vec<i64> = chunks
+        .iter()
+        .flat_map(|c| {
+            [
+                c.entries.0,
+                c.entries.1,
+                c.tiles.0,
+                c.tiles.1,
+                c.taps.0,
+                c.taps.1,
+            ]
+        })
+        .map(|v| v as i64)
+        .collect();
+    d.set_item("chunks", ch.into_pyarray(py))?;
+    Ok(d)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -175,5 +245,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_profile_window, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_plan_info, m)?)?;
+    m.add_function(wrap_pyfunction!(_ring_cuda_tables, m)?)?;
     Ok(())
 }

@@ -26,9 +26,12 @@
 //! each task does an output pair.
 //!
 //! - `profile`: kernel profiles (Gaussian, beam window), truncation, tables.
-//! - `cpu`: the rayon engine. A CUDA engine plugs in beside it, following [`RingPlan`].
+//! - `cpu`: the rayon engine; `cuda` (tables from `cuda_tables`): the GPU engine. Both follow
+//!   [`RingPlan`].
 
 pub mod cpu;
+pub mod cuda;
+pub mod cuda_tables;
 pub mod profile;
 
 use std::f64::consts::PI;
@@ -87,6 +90,8 @@ pub struct Cost {
     pub fft_flops: f64,
     /// Spectral multiply-accumulate flops (4 per real × complex MAC).
     pub mac_flops: f64,
+    /// Direct cosine-sum flops (2 per kernel sample and spectrum bin): the GPU engine's C_ij.
+    pub cos_flops: f64,
     /// Compulsory memory traffic: map in, spectra out and in, map out (bytes).
     pub bytes: f64,
     /// Input spectra streamed by the accumulation (bytes; mostly from cache).
@@ -94,7 +99,7 @@ pub struct Cost {
 }
 
 /// The plan of a ring convolution: geometry, kernel table and per-output-ring tasks. Shared by
-/// the CPU and (future) CUDA engines.
+/// the CPU and CUDA engines.
 pub struct RingPlan {
     pub nside: usize,
     pub npix: usize,
@@ -237,7 +242,9 @@ impl RingPlan {
                 };
                 c.kernel_ffts += 1;
                 c.fft_flops += fft(o.len);
-                c.kernel_evals += self.pair_support(o.ring, j, o.len).taps;
+                let taps = self.pair_support(o.ring, j, o.len).taps;
+                c.kernel_evals += taps;
+                c.cos_flops += 2.0 * (taps * (o.len / 2 + 1)) as f64;
                 c.mac_flops += 4.0 * (o.len / 2 + 1) as f64 * n_inputs as f64;
                 c.bytes_streamed += 16.0 * (self.rings[j].nphi / 2 + 1) as f64 * n_inputs as f64;
             }
@@ -291,25 +298,6 @@ pub fn missing<T: crate::real::Real>(map: &[T], out: &mut [bool]) -> usize {
         .sum()
 }
 
-/// The device for the ring method: the CPU unless "cuda" is asked for (argument or
-/// SKYCONV_DEVICE), which is refused until the CUDA ring engine exists.
-pub fn ring_device(requested: Option<&str>) -> Result<Device> {
-    let name = match requested {
-        Some(s) => s.to_string(),
-        None => std::env::var("SKYCONV_DEVICE").unwrap_or_else(|_| "auto".into()),
-    };
-    match name.trim().to_ascii_lowercase().as_str() {
-        "cpu" | "auto" => Ok(Device::Cpu),
-        "cuda" | "gpu" => Err(Error::device(
-            "device='cuda': the CUDA engine of the ring method is not built yet; use \
-             device='cpu' (or 'auto'), or method='harmonic' on the GPU",
-        )),
-        other => Err(Error::value(format!(
-            "device must be 'auto', 'cpu' or 'cuda', got {other:?}"
-        ))),
-    }
-}
-
 /// Ring-method smoothing of a RING map (float64, no missing pixels) with the profile
 /// (theta, values) (K at ascending nodes, theta[0] = 0, K = 0 beyond theta[last]).
 pub fn ring_smooth(
@@ -332,9 +320,7 @@ pub fn ring_smooth(
     let plan = RingPlan::new(nside, table)?;
     match device {
         Device::Cpu => crate::backend::threads::install(|| cpu::convolve(&plan, map, out)),
-        Device::Cuda => Err(Error::device(
-            "the CUDA engine of the ring method is not built yet",
-        )),
+        Device::Cuda => cuda::convolve(&plan, map, out),
     }
 }
 

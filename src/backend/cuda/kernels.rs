@@ -12,6 +12,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("grid", include_str!("../../../kernels/grid.cu")),
     ("sht", include_str!("../../../kernels/sht.cu")),
     ("ringfft", include_str!("../../../kernels/ringfft.cu")),
+    ("smooth", include_str!("../../../kernels/smooth.cu")),
 ];
 
 /// The full translation unit for `module`, or None if there is no such module.
