@@ -402,6 +402,9 @@ class Case:
 
     ``inputs(ctx)`` returns the arrays (a tuple, or one array) every implementation gets;
     ``work(inputs)`` the :class:`Work` for the floors; ``params`` is recorded as is.
+    ``reference(inputs)``, when given, is the exact answer: each comparison then also records
+    ``rel_err_ref`` for skyconv and ``anchor_rel_err_ref`` for the anchor (for cases where the
+    anchor is itself approximate, so that skyconv vs anchor mixes the two errors).
     """
 
     name: str
@@ -410,6 +413,7 @@ class Case:
     work: Callable[[tuple], Work]
     comparisons: list[Comparison]
     params: dict[str, Any] = field(default_factory=dict)
+    reference: Callable[[tuple], Any] | None = None
 
     @property
     def family(self) -> str:

@@ -104,6 +104,12 @@ def run_case(
         sky_out, sky = measure_impl(comp.skyconv, inputs, settings)
         _progress(case.name, comp.engine, "skyconv", sky)
         err = rel_err(sky_out, anc_out) if sky_out is not None and anc_out is not None else None
+        errs_ref = {}
+        if case.reference is not None:
+            ref_out = case.reference(inputs)
+            for key, out in (("rel_err_ref", sky_out), ("anchor_rel_err_ref", anc_out)):
+                errs_ref[key] = rel_err(out, ref_out) if out is not None else None
+            del ref_out
         del sky_out, anc_out
         gc.collect()
         c = {
@@ -113,6 +119,7 @@ def run_case(
             "ratio_e2e": _ratio(_median(anc, "e2e_ms"), _median(sky, "e2e_ms")),
             "ratio_device": _ratio(_median(anc, "device_ms"), _median(sky, "device_ms")),
             "rel_err": err,
+            **errs_ref,
             "floor": machine.floors(work, comp.engine, rates),
         }
         if comp.engine == "cpu":

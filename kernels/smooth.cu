@@ -1,7 +1,8 @@
 // The ring method of skyconv.smooth on the GPU (src/smooth/mod.rs has the maths, src/smooth/cuda.rs
 // the launch order). Between these kernels the host runs the ring FFTs (cuFFT for the belt, the
 // shared Bluestein transform for the polar rings):
-//   smooth_phase        the input spectra times e^{-i m phi0} (after the forward FFTs)
+//   smooth_phase        the input spectra times the ring weight factor and e^{-i m phi0} (after
+//                       the forward FFTs)
 //   smooth_kernel_eval  kernel-ring samples of every (output pair, input ring) of a chunk, already
 //                       weighted for the cosine sum (1 for self-mirrored points, else 2)
 //   smooth_products     per output pair and output bin k: the cosine spectra C_ij(m) by direct
@@ -214,15 +215,19 @@ extern "C" __global__ void smooth_products(const int* tile_pair, const int* tile
 // every ring's bins). grid: one block per tile.
 extern "C" __global__ void smooth_phase(const int* tile_pair, const int* tile_k0,
                                         const i64* pairs, const i64* first, const int* nphi,
-                                        const int* shifted, double* spec) {
+                                        const int* shifted, const double* factor,
+                                        double* spec) {
     const i64* pr = pairs + SM_PAIR * (i64)tile_pair[blockIdx.x];
     const i64 k = (i64)tile_k0[blockIdx.x] + threadIdx.x;
     for (int side = 0; side < (pr[0] == pr[1] ? 1 : 2); ++side) {
         const i64 r = pr[side];
         const i64 n = nphi[r];
-        if (k > n / 2 || !shifted[r]) continue;
-        double s, c;
-        sincospi(-(double)k / (double)n, &s, &c);
+        if (k > n / 2) continue;
+        // the FFT is linear: weighting the spectrum weights the ring
+        double s = 0.0, c = 1.0;
+        if (shifted[r]) sincospi(-(double)k / (double)n, &s, &c);
+        s *= factor[r];
+        c *= factor[r];
         double* v = spec + 2 * (first[r] + k);
         const double re = v[0] * c - v[1] * s;
         v[1] = v[0] * s + v[1] * c;

@@ -5,10 +5,11 @@ Tolerances (fractional to the RMS of the smoothed map):
 - ring vs the direct sum with the same (cut and tapered) kernel: <= 1e-6 (max) on belt rings
   whose support lies in the belt (measured ~1e-12), <= 1e-6 RMS over the rings checked
   (measured ~1e-7 at tol = 1e-5).
-- ring vs healpy.smoothing(iter=3), CMB-like map at nside 512: <= 1e-4 at FWHM 3 px
-  (measured 6-7e-5), <= 1e-3 at FWHM 2 px (measured 6e-4). The uniform-weight pixel sum itself
-  misses healpy by this much near the poles and at the cap/belt boundary, so the issue's 1e-4
-  at 2 px is not met (see skyconv.smooth's docs).
+- ring vs healpy.smoothing(iter=3), CMB-like map: <= 1e-4 at FWHM 3 px (nside 128-512; 2e-4 at
+  64) and <= 1e-4 ... 1e-5 at 5 px (measured with the ring weights: see skyconv.smooth's table);
+  <= 1e-3 at FWHM 2 px (measured 6e-4). At 2 px healpy itself misses the exact smoothing by
+  ~4e-4 in the polar caps; the ring method is at least as close to it (tested), so the issue's
+  1e-4 against healpy at 2 px is not met.
 - harmonic and compat vs healpy: <= 1e-10.
 """
 
@@ -66,8 +67,29 @@ def gauss_kernel_reference(fwhm, theta_cut, ngrid=200_001):
     return g, k / b0
 
 
+def ring_weights_reference(nside):
+    """1 + w_j for every ring (RING order): the least sum_j nphi_j w_j^2 with
+    sum_j nphi_j (1 + w_j) P_l(z_j) 4 pi / npix = 4 pi delta_l0 for even l <= 3 nside
+    (minimum-norm least squares)."""
+    ri = healpix.ring_info(nside)
+    nr = 2 * nside  # north rings and the equator (the weights are N/S symmetric)
+    z = ri["z"][:nr]
+    c = ri["nphi"][:nr] * 4 * np.pi / (12 * nside**2) * np.where(np.arange(nr) < nr - 1, 2, 1)
+    ell = np.arange(0, 3 * nside + 1, 2)
+    p = np.array([np.polynomial.legendre.legval(z, np.eye(ell[-1] + 1)[k]) for k in ell])
+    r = -(p @ c)
+    r[0] += 4 * np.pi
+    u = np.linalg.lstsq(p * np.sqrt(c), r, rcond=None)[0]
+    w = u / np.sqrt(c)
+    return 1 + np.concatenate([w, w[-2::-1]])
+
+
 def direct_sum(m, nside, g, k, qpix):
+    """s(q) = sum_p K(gamma_pq) (1 + w_ring(p)) m(p) 4 pi / npix."""
     npix = 12 * nside**2
+    ri, rings = pix_of_ring(nside)
+    fac = np.repeat(ring_weights_reference(nside), ri["nphi"])
+    m = m * fac
     v = np.array(hp.pix2vec(nside, np.arange(npix)))
     out = np.empty(qpix.size)
     for s in range(0, qpix.size, 256):
@@ -167,6 +189,40 @@ def test_ring_matches_healpy_smoothing(fwhm_px, limit):
     ref = hp.smoothing(m, fwhm=fwhm, iter=3)
     got = smooth_map(m, fwhm=fwhm, method="ring", device="cpu")
     assert frac_rms(got, ref) <= limit
+
+
+# Ring-weighted ring method vs healpy.smoothing(iter=3), measured (CMB-like map):
+# nside    64      128     256     512
+# 3 px     1.2e-4  6.4e-5  4.9e-5  4.4e-5
+# 5 px     4.6e-5  8.3e-6  3.0e-6  2.4e-6
+@pytest.mark.parametrize(
+    "nside,limits",
+    [(64, (2e-4, 1e-4)), (128, (1e-4, 2e-5)), (256, (1e-4, 1e-5)), (512, (1e-4, 1e-5))],
+)
+def test_ring_matches_healpy_over_nside(nside, limits):
+    m = cmb_like(nside)
+    for fwhm_px, limit in zip((3, 5), limits, strict=True):
+        fwhm = fwhm_px * hp.nside2resol(nside)
+        ref = hp.smoothing(m, fwhm=fwhm, iter=3)
+        got = smooth_map(m, fwhm=fwhm, method="ring", device="cpu")
+        assert frac_rms(got, ref) <= limit, fwhm_px
+
+
+@pytest.mark.parametrize("nside", [128, 256, 512])
+@pytest.mark.parametrize("fwhm_px", [2, 3])
+def test_ring_is_as_close_to_the_exact_smoothing_as_healpy(nside, fwhm_px):
+    """At 2-3 px healpy.smoothing(iter=3) itself misses the exact smoothing of the synthesised
+    (band-limited, 3 nside - 1) map by 4e-4 (2 px) and 4e-5 (3 px) in the polar caps, where
+    the samples do not determine the high-m a_lm: the ring method is at least as close."""
+    ell = np.arange(3 * nside)
+    cl = 1.0 / (ell + 10.0) ** 2 * np.exp(-((ell / nside) ** 2))
+    np.random.seed(3)
+    m, alm = hp.synfast(cl, nside, alm=True)
+    fwhm = fwhm_px * hp.nside2resol(nside)
+    exact = hp.alm2map(hp.almxfl(alm, hp.gauss_beam(fwhm, 3 * nside - 1)), nside)
+    ref = hp.smoothing(m, fwhm=fwhm, iter=3)
+    got = smooth_map(m, fwhm=fwhm, method="ring", device="cpu")
+    assert frac_rms(got, exact) <= frac_rms(ref, exact)
 
 
 @pytest.mark.parametrize("nside,iter", [(16, 0), (64, 3), (128, 1)])

@@ -405,7 +405,13 @@ def test_quick_smooth_bench(tmp_path):
         comp = case["comparisons"][0]
         assert comp["skyconv"]["status"] == "ok" and comp["anchor"]["status"] == "ok", name
         assert comp["floor"]["floor_ms"] > 0
-        assert comp["rel_err"] <= (1e-4 if name.endswith("_ring") else 1e-6), name
+        if name.endswith("_ring"):
+            # The ring method's weighted pixel sums are closer to the exact smoothing than
+            # healpy.smoothing(iter=0) is (the two differ by both quadrature errors).
+            assert comp["rel_err_ref"] <= 0.5 * comp["anchor_rel_err_ref"], name
+            assert comp["rel_err_ref"] <= 5e-3, name
+        else:
+            assert comp["rel_err"] <= 1e-6, name
         if name.endswith("_auto"):
             assert case["params"]["choice"] in ("harmonic", "ring", "split")
 

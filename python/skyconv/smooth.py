@@ -50,20 +50,28 @@ RMS):
 - Beyond theta_cut the result is 0 to roundoff on the belt and below ~1e-6 * peak elsewhere;
   the harmonic method rings at the percent level.
 
-Against healpy.smoothing(iter=3) (band-limited at 3 nside - 1) the ring result differs by the
-pixel quadrature of the real-space sum, largest at the poles and at the cap/belt boundary
-(measured, fractional RMS; CMB-like map = C_l ~ (l+10)^-2 exp(-(l/nside)^2); "red" = without
-the damping):
+Quadrature: the input ring j is weighted by 1 + w_j, HEALPix ring weights (``src/smooth/
+weights.rs``: exact for ring averages of even degree <= 3 nside in z, least area-weighted
+norm; equivalent to healpy's weight_ring files). Uniform weights miss the integral by ~1e-3
+near the poles; the weights cost O(npix) multiplies per map (computed once per nside).
 
-  ========= ======= ======= =======
-  nside 512 2 px    3 px    5 px
-  ========= ======= ======= =======
-  CMB-like  6.0e-4  6.0e-5  2.7e-5
-  red       1.0e-2  6.5e-4  5.5e-5
-  ========= ======= ======= =======
+Against healpy.smoothing(iter=3) (band-limited at 3 nside - 1), fractional RMS, CMB-like map
+C_l ~ (l+10)^-2 exp(-(l/nside)^2) synthesised to 3 nside - 1 (before the weights in brackets):
 
-  The equatorial belt alone is ~10x closer (7e-5, 7e-6, 7e-6 for the CMB-like map); the
-  errors fall with nside (the pole's share of the map shrinks).
+  ===== ================ ================ ================ ================
+  FWHM  nside 64         128              256              512
+  ===== ================ ================ ================ ================
+  2 px  1.0e-3 (1.2e-3)  7.9e-4 (8.3e-4)  6.7e-4 (6.8e-4)  5.9e-4 (5.9e-4)
+  3 px  1.2e-4 (5.6e-4)  6.4e-5 (2.2e-4)  4.9e-5 (8.3e-5)  4.4e-5 (5.9e-5)
+  5 px  4.6e-5 (4.0e-4)  8.3e-6 (1.5e-4)  3.0e-6 (4.5e-5)  2.4e-6 (2.6e-5)
+  ===== ================ ================ ================ ================
+
+  At 2 px the difference is healpy's own error: against the exact smoothing of the map's
+  a_lm, healpy.smoothing(iter=3) is off by 5.4e-4, 4.8e-4, 4.3e-4, 3.9e-4 (nside 64-512), the
+  ring method by 6.3e-4, 4.4e-4, 3.6e-4, 3.0e-4; both errors sit in the polar caps, where the
+  samples do not determine the high-m a_lm (ring j has 4j pixels). No pixel quadrature
+  reaches 1e-4 against healpy there; a kernel band-limited at healpy's lmax would remove a
+  further ~2x but its ringing tail (b_l ~ 3% at 3 nside for 2 px) widens the support ~50x.
 
 Missing pixels: UNSEEN (-1.6375e30, healpy's criterion) and non-finite (NaN, +-inf) pixels are
 treated as 0 for the convolution and get their input value back in the output.
@@ -189,7 +197,8 @@ def _ring(map_ring_f64_filled, nside, theta, values, device):
 
     Returns
     -------
-    float64 array (12 nside^2,): s(q) = sum_p K(gamma_pq) m(p) * 4 pi / npix, RING.
+    float64 array (12 nside^2,): s(q) = sum_p K(gamma_pq) m(p) (1 + w_ring(p)) 4 pi / npix,
+    RING, with the ring weights w (exact quadrature of ring averages up to degree 3 nside).
     """
     t = np.ascontiguousarray(theta, dtype=np.float64)
     v = np.ascontiguousarray(values, dtype=np.float64)

@@ -4,7 +4,7 @@ use numpy::{IntoPyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray1}
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::py::arrays::{data_mut, empty, parts, FloatArray};
+use crate::py::arrays::{data_mut, empty_for, parts, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 use crate::smooth::{self, profile};
@@ -25,7 +25,7 @@ fn ring_run<'py, T: Real + numpy::Element>(
     let (nside, theta, values, device) = args;
     let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
     let (shape, m) = parts(map, "map")?;
-    let out = empty::<f64>(py, &shape);
+    let out = empty_for::<f64>(py, &shape, dev);
     let dst = data_mut(&out);
     compute(py, || {
         let m64: std::borrow::Cow<[f64]> =
@@ -215,7 +215,12 @@ fn _ring_cuda_tables<'py>(
     for (name, a) in ints32 {
         d.set_item(name, a.into_pyarray(py))?;
     }
-    for (name, a) in [("scale", tabs.scale), ("ab", tabs.ab), ("coef", tabs.coef)] {
+    for (name, a) in [
+        ("scale", tabs.scale),
+        ("factor", tabs.factor),
+        ("ab", tabs.ab),
+        ("coef", tabs.coef),
+    ] {
         d.set_item(name, a.into_pyarray(py))?;
     }
     d.set_item("inv_h", plan.table.inv_h)?;

@@ -184,7 +184,11 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
             grow(&mut sc.fft, f.r2c.get_scratch_len());
             grow(&mut sc.fold, n / 2 + 1);
             let first = r.first as usize;
-            sc.ring[..n].copy_from_slice(&map[first..first + n]);
+            let w = plan.ring_factor[j];
+            sc.ring[..n]
+                .iter_mut()
+                .zip(&map[first..first + n])
+                .for_each(|(d, s)| *d = s * w);
             // SAFETY: ring j's spectrum slice is written by this task only.
             let dst = unsafe { std::slice::from_raw_parts_mut(sp.at(offs_r[j]), n / 2 + 1) };
             f.r2c
@@ -702,12 +706,18 @@ mod tests {
         };
         let v: Vec<[f64; 3]> = (0..npix).map(vec_of).collect();
         let w = 4.0 * PI / npix as f64;
+        // The quadrature factor of each pixel's ring.
+        let mut fac = vec![0.0; npix];
+        for (j, r) in plan.rings.iter().enumerate() {
+            let first = r.first as usize;
+            fac[first..first + r.nphi].fill(plan.ring_factor[j]);
+        }
         let mut worst: f64 = 0.0;
         for q in 0..npix {
             let s: f64 = (0..npix)
                 .map(|p| {
                     let d2: f64 = (0..3).map(|k| (v[p][k] - v[q][k]).powi(2)).sum();
-                    plan.table.eval_u2(d2 / 4.0) * map[p] * w
+                    plan.table.eval_u2(d2 / 4.0) * map[p] * fac[p] * w
                 })
                 .sum();
             worst = worst.max((s - out[q]).abs());

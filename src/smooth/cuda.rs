@@ -33,6 +33,7 @@ struct Dev {
     first: CudaSlice<i64>,
     nphi: CudaSlice<i32>,
     shifted: CudaSlice<i32>,
+    factor: CudaSlice<f64>,
     pairs: CudaSlice<i64>,
     scale: CudaSlice<f64>,
     tap_off: CudaSlice<i64>,
@@ -50,6 +51,7 @@ fn upload(gpu: &Gpu, t: &Tables) -> Result<Dev> {
         first: gpu.upload_small(&t.first)?,
         nphi: gpu.upload_small(&t.nphi)?,
         shifted: gpu.upload_small(&t.shifted)?,
+        factor: gpu.upload_small(&t.factor)?,
         pairs: gpu.upload_small(&t.pairs)?,
         scale: gpu.upload_small(&t.scale)?,
         tap_off: gpu.upload_small(&t.tap_off)?,
@@ -212,6 +214,7 @@ fn phase(gpu: &Gpu, d: &Dev, tiles: usize, spec: &mut CudaSlice<f64>) -> Result<
         .arg(&d.first)
         .arg(&d.nphi)
         .arg(&d.shifted)
+        .arg(&d.factor)
         .arg(spec);
     // SAFETY: matches smooth_phase; the tiles cover each ring's bins inside `spec`.
     unsafe { l.launch(cfg(tiles, TILE)) }?;

@@ -30,6 +30,8 @@ pub struct Tables {
     pub first: Vec<i64>,
     pub nphi: Vec<i32>,
     pub shifted: Vec<i32>,
+    /// Ring weight factor of each input ring (`RingPlan::ring_factor`).
+    pub factor: Vec<f64>,
     /// PAIR i64 per output pair: ring, mirror, lo, hi, L, first support entry.
     pub pairs: Vec<i64>,
     /// (4π/npix)/L per pair.
@@ -75,6 +77,7 @@ impl Tables {
                 .map(|r| to_i32(r.nphi, "ring length"))
                 .collect::<Result<_>>()?,
             shifted: rings.iter().map(|r| (r.phi0 != 0.0) as i32).collect(),
+            factor: plan.ring_factor.to_vec(),
             pairs: Vec::with_capacity(PAIR * plan.outputs.len()),
             scale: Vec::with_capacity(plan.outputs.len()),
             tap_off: Vec::with_capacity(nent),

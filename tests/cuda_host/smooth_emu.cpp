@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
     auto first = load<i64>("first");
     auto nphi = load<int>("nphi");
     auto shifted = load<int>("shifted");
+    auto factor = load<double>("factor");
     auto pairs = load<i64>("pairs");
     auto scale = load<double>("scale");
     auto tap_off = load<i64>("tap_off");
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
     const unsigned tpb = 128;
     simt::launch((unsigned)tile_pair.size(), tpb, [&] {
         smooth_phase(tile_pair.data(), tile_k0.data(), pairs.data(), first.data(), nphi.data(),
-                     shifted.data(), spec_in.data());
+                     shifted.data(), factor.data(), spec_in.data());
     });
     const i64 ncoef = (i64)coef.size() / 4;
     for (size_t c = 0; c + 6 <= chunks.size(); c += 6) {
