@@ -819,8 +819,8 @@ def test_gpu_spectral_weight_map(rng, monkeypatch, path, weights):
     assert gpu.weights.shape == cpu.weights.shape == (nchan, 30, 30)
     for name in ("cube", "weights", "unweighted"):
         assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= 1e-12, name
-    # The map is every channel's weight sums exactly; the lazy unweighted is cube * weights.
-    assert np.array_equal(gpu.weights, np.broadcast_to(cpu.weights[0], cpu.weights.shape))
+    # One map for every channel (a broadcast view); the lazy unweighted is cube * weights.
+    assert gpu.weights.strides[0] == 0
     assert np.array_equal(gpu.unweighted, np.where(gpu.weights != 0, gpu.cube * gpu.weights, 0))
 
 
@@ -841,14 +841,6 @@ def test_gpu_spectral_nan_in_one_channel_gives_per_channel_weights(rng, dtype):
         assert rel_err(getattr(gpu, name), getattr(cpu, name)) <= tol, name
     assert not np.array_equal(gpu.weights[250], gpu.weights[0])
     assert np.array_equal(gpu.weights[0], gpu.weights[249])
-    # A NaN in a sample that reaches no pixel changes nothing: the map stays.
-    far = np.full(n, False)
-    far[0] = True
-    lon2, lat2, data2 = lon.copy(), lat.copy(), data.copy()
-    lon2[far], lat2[far] = lon2[far] + 60, lat2[far] - 20
-    data2[far, 7] = np.nan
-    res = skyconv.grid(lon2, lat2, data2, hdr, device="cuda", **kw)
-    assert res._weights.shape == (30, 30)
 
 
 @pytest.mark.gpu
