@@ -418,9 +418,10 @@ def test_quick_smooth_bench(tmp_path):
 
 @pytest.mark.gpu
 def test_split_runs_its_parts_on_gpu_and_cpu_at_once(rng, monkeypatch):
-    """With a GPU under device="auto": the harmonic part on the GPU and the ring part on the
-    CPU (the ring engine has no CUDA version), concurrently; same result as on the CPU."""
-    cpu = _smooth_cost.DeviceCost("cpu", [1e-3, 2e-10, 1e-9, 1e-9], [1e-3, 1e-11, 0.0])
+    """With a GPU under device="auto" and a cost model that prices the ring part on the CPU
+    only: the harmonic part on the GPU and the ring part on the CPU, concurrently; same result
+    as on the CPU."""
+    cpu = _smooth_cost.DeviceCost("cpu", [1e-3, 2e-10, 1e-9, 1e-9], [1e-3, 1e-11, 0.0, 0.0])
     gpu = _smooth_cost.DeviceCost("cuda", [1e-3, 2e-10, 1e-9, 1e-9], None)
     monkeypatch.setattr(
         _smooth_cost, "model", lambda device=None: _smooth_cost.CostModel([gpu, cpu])
