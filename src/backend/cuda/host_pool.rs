@@ -4,12 +4,11 @@
 //! host memcpy, and its pages are faulted in on first touch: on the H100 machine that is
 //! 5–12 GB/s against 54 GB/s for a DMA into page-locked memory. So the Python layer hands the
 //! engines outputs that live in page-locked blocks taken from this pool, and `transfer` DMAs
-//! straight into them. Page-locking is slow (0.4 GB: 0.3 s, 1.6 GB: 1 s on the H100 machine,
-//! far more than the staged copy it saves), so no call waits for it: when no idle block of the
-//! size is there, the output is an ordinary array and a background thread page-locks a block
-//! for the next output of that size. A block goes back to the pool when its array is freed.
-//! Up to `PER_SIZE` blocks of one size are kept, enough for `m = f(m0)` in a loop (the old
-//! result is still alive while the next is made).
+//! straight into them. A block is ordinary memory backed by transparent huge pages (where the
+//! kernel allows them), faulted in on all cores and then page-locked with cuMemHostRegister:
+//! cuMemHostAlloc took 0.3 s for 0.4 GB and 1 s for 1.6 GB on the H100 machine, more than the
+//! staged copy it saves. A block goes back to the pool when its array is freed and the next
+//! output of that size reuses it.
 //!
 //! Limits: blocks of at least `MIN_BYTES`; at most `SKYCONV_PINNED_MAX_MB` page-locked at once,
 //! in use or idle (default: a quarter of the machine's memory, at most 8 GiB);
@@ -19,15 +18,14 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use cudarc::driver::result as dr;
+use cudarc::driver::sys as dsys;
+use rayon::prelude::*;
 
 /// Outputs smaller than this gain little from a DMA of their own.
 pub const MIN_BYTES: usize = 16 << 20;
 /// Block sizes are rounded up to this, so that outputs of nearly the same size share blocks.
 const ROUND: usize = 2 << 20;
 const DEFAULT_MAX_MB: usize = 8192;
-/// Most blocks of one size (in use, idle or being made).
-const PER_SIZE: usize = 2;
 
 /// Physical memory in MiB (Linux), if known.
 fn mem_total_mb() -> Option<usize> {
@@ -42,30 +40,11 @@ struct Pool {
     idle: BTreeMap<usize, usize>,
     /// Blocks held by arrays: start address -> bytes.
     live: BTreeMap<usize, usize>,
-    /// Sizes of the blocks being page-locked in the background.
-    pending: Vec<usize>,
-}
-
-impl Pool {
-    fn held(&self) -> usize {
-        self.idle
-            .values()
-            .chain(self.live.values())
-            .chain(&self.pending)
-            .sum()
-    }
-    fn count(&self, bytes: usize) -> usize {
-        let same = |&b: &usize| b == bytes;
-        self.idle.values().copied().filter(same).count()
-            + self.live.values().copied().filter(same).count()
-            + self.pending.iter().copied().filter(same).count()
-    }
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
     idle: BTreeMap::new(),
     live: BTreeMap::new(),
-    pending: Vec::new(),
 });
 
 fn max_bytes() -> usize {
@@ -101,73 +80,118 @@ impl Drop for Block {
     }
 }
 
-/// Free idle blocks until `need` more bytes fit under the limit; false if they cannot. The
-/// GPU context must be current.
+// Linux x86-64/aarch64 values (the C library is linked anyway).
+const PROT_READ_WRITE: i32 = 0x1 | 0x2;
+const MAP_PRIVATE_ANONYMOUS: i32 = 0x02 | 0x20;
+const MADV_HUGEPAGE: i32 = 14;
+const HUGE: usize = 2 << 20;
+
+extern "C" {
+    fn mmap(
+        addr: *mut std::ffi::c_void,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        off: i64,
+    ) -> *mut std::ffi::c_void;
+    fn munmap(addr: *mut std::ffi::c_void, len: usize) -> i32;
+    fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+}
+
+/// A page-locked block of `bytes` (a multiple of 2 MiB), or None. The GPU context must be
+/// current.
+fn lock_new(bytes: usize) -> Option<usize> {
+    // SAFETY: a fresh private anonymous mapping, owned by the pool until `unlock`.
+    let p = unsafe {
+        mmap(
+            std::ptr::null_mut(),
+            bytes,
+            PROT_READ_WRITE,
+            MAP_PRIVATE_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p as isize == -1 || p.is_null() {
+        return None;
+    }
+    // SAFETY: the mapping just made; huge pages are a hint (ignored where THP is off).
+    unsafe { madvise(p, bytes, MADV_HUGEPAGE) };
+    let base = p as usize;
+    // Fault the pages in on all cores before the driver walks them.
+    let touch = || {
+        (0..bytes / HUGE).into_par_iter().for_each(|k| {
+            // SAFETY: inside the mapping; one write per 4 KiB page of the chunk.
+            unsafe {
+                for off in (0..HUGE).step_by(4096) {
+                    std::ptr::write_volatile((base + k * HUGE + off) as *mut u8, 0);
+                }
+            }
+        })
+    };
+    // (if the pool cannot run, the driver faults the pages in itself)
+    let _ = crate::backend::threads::install(touch);
+    // SAFETY: the range is a live mapping of `bytes` bytes.
+    let r = unsafe { dsys::cuMemHostRegister_v2(p, bytes, 0) };
+    if r != dsys::CUresult::CUDA_SUCCESS {
+        // SAFETY: the mapping made above, not shared.
+        unsafe { munmap(p, bytes) };
+        return None;
+    }
+    Some(base)
+}
+
+/// Undo `lock_new`. The GPU context must be current.
+fn unlock(addr: usize, bytes: usize) {
+    // SAFETY: registered and mapped by lock_new; no array views it any more (idle).
+    unsafe {
+        let _ = dsys::cuMemHostUnregister(addr as *mut _);
+        munmap(addr as *mut _, bytes);
+    }
+}
+
+/// Free idle blocks until `need` more bytes fit under the limit; false if they cannot.
 fn make_room(pool: &mut Pool, need: usize, limit: usize) -> bool {
-    while pool.held() + need > limit {
-        let Some((&addr, _)) = pool.idle.iter().next() else {
+    let held = |p: &Pool| p.idle.values().chain(p.live.values()).sum::<usize>();
+    while held(pool) + need > limit {
+        let Some((&addr, &bytes)) = pool.idle.iter().next() else {
             return false;
         };
         pool.idle.remove(&addr);
-        // SAFETY: allocated by malloc_host below and no longer referenced (idle).
-        unsafe {
-            let _ = dr::free_host(addr as *mut _);
-        }
+        unlock(addr, bytes);
     }
     true
 }
 
-/// A page-locked block for `bytes` when an idle one of that size is there, else None (the
-/// caller makes an ordinary array; pool off, over its limit, too small to be worth it or no
-/// GPU also give None). Either way, one more block of this size is page-locked in the
-/// background when fewer than `PER_SIZE` exist.
+/// A page-locked block for `bytes`, or None (pool off, over its limit, too small to be worth
+/// it, no GPU, or the driver refused).
 pub fn take(bytes: usize) -> Option<Block> {
-    let limit = max_bytes();
-    if bytes < MIN_BYTES || limit == 0 {
+    if bytes < MIN_BYTES {
         return None;
     }
+    super::gpu().ok()?.ctx.bind_to_thread().ok()?;
     let want = bytes.div_ceil(ROUND) * ROUND;
+    let limit = max_bytes();
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let reuse = pool.idle.iter().find(|&(_, &b)| b == want).map(|(&a, _)| a);
-    if let Some(a) = reuse {
-        pool.idle.remove(&a);
-        pool.live.insert(a, want);
-    }
-    if pool.count(want) < PER_SIZE && pool.held() + want <= limit {
-        pool.pending.push(want);
-        if std::thread::Builder::new()
-            .name("skyconv-pin".into())
-            .spawn(move || lock_in_background(want, limit))
-            .is_err()
-        {
-            pool.pending.retain(|&b| b != want);
+    let addr = match reuse {
+        Some(a) => {
+            pool.idle.remove(&a);
+            a
         }
-    }
-    reuse.map(|a| Block {
-        ptr: a as *mut u8,
+        None => {
+            if !make_room(&mut pool, want, limit) {
+                return None;
+            }
+            lock_new(want)?
+        }
+    };
+    pool.live.insert(addr, want);
+    Some(Block {
+        ptr: addr as *mut u8,
         bytes: want,
     })
-}
-
-/// Page-lock a block of `bytes` and add it to the idle ones (the background half of `take`).
-fn lock_in_background(bytes: usize, limit: usize) {
-    let ctx_ok = super::gpu().is_ok_and(|g| g.ctx.bind_to_thread().is_ok());
-    // SAFETY: plain allocation of page-locked host memory (the context is current).
-    let ptr = ctx_ok.then(|| unsafe { dr::malloc_host(bytes, 0) }.ok());
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = pool.pending.iter().position(|&b| b == bytes) {
-        pool.pending.swap_remove(i);
-    }
-    if let Some(Some(p)) = ptr {
-        if make_room(&mut pool, bytes, limit) {
-            pool.idle.insert(p as usize, bytes);
-        } else {
-            // SAFETY: just allocated above and never shared.
-            unsafe {
-                let _ = dr::free_host(p);
-            }
-        }
-    }
 }
 
 /// Whether `len` bytes at `ptr` lie inside one page-locked block of the pool.
