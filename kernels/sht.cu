@@ -89,6 +89,14 @@ __device__ __forceinline__ double log2_growth_bound(int m, int lmax, const doubl
     return 0.5 * lnb / 0.69314718055994530942;
 }
 
+// One step of the l-recurrence: (l0, l1) <- (l1, A x l1 - C l0); returns the new value.
+__device__ __forceinline__ double leg_step(double A, double C, double x, double& l0, double& l1) {
+    const double l2 = A * x * l1 - C * l0;
+    l0 = l1;
+    l1 = l2;
+    return l2;
+}
+
 // Recurrence and spin-2 coefficients of degree l for order m (zeros beyond lmax).
 struct Coef {
     double A, C, q1, q2, q3, q4, q5;
@@ -225,9 +233,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
                     const double A = sA[i], C = sC[i];
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        const double l2 = A * x[r] * l1[r] - C * l0[r];
-                        l0[r] = l1[r];
-                        l1[r] = l2;
+                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
 #pragma unroll
                         for (int c = 0; c < NS0; ++c) {
                             acc0[r][c][par][0] = fma(sa[c][0][i], l2, acc0[r][c][par][0]);
@@ -251,9 +257,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     if (l > m) {
-                        const double l2 = A * x[r] * l1[r] - C * l0[r];
-                        l0[r] = l1[r];
-                        l1[r] = l2;
+                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
                         if (k[r] > 0 && fabs(l2) > SHT_BIG) {
                             l0[r] *= SHT_DOWN;
                             l1[r] *= SHT_DOWN;
@@ -598,9 +602,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
                     for (int q = 0; q < NV; ++q) val[q] = 0.0;
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        const double l2 = A * x[r] * l1[r] - C * l0[r];
-                        l0[r] = l1[r];
-                        l1[r] = l2;
+                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
 #pragma unroll
                         for (int c = 0; c < NS0; ++c) {
                             val[2 * c] = fma(l2, in0[r][c][par][0], val[2 * c]);
@@ -624,9 +626,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     if (l > m) {
-                        const double l2 = A * x[r] * l1[r] - C * l0[r];
-                        l0[r] = l1[r];
-                        l1[r] = l2;
+                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
                         if (k[r] > 0 && fabs(l2) > SHT_BIG) {
                             l0[r] *= SHT_DOWN;
                             l1[r] *= SHT_DOWN;

@@ -32,6 +32,23 @@ fn north_rings(nside: usize) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
+/// Run P_ℓ(z_k) up to `lmax` for a block of nodes and call `f(ℓ, P_ℓ)` at every even ℓ ≥ 2
+/// (P_0 = 1 is left to the caller).
+fn even_legendre(z: &[f64; B], lmax: usize, mut f: impl FnMut(usize, &[f64; B])) {
+    let (mut p0, mut p1) = ([1.0; B], *z);
+    for l in 2..=lmax {
+        let (a, b) = ((2 * l - 1) as f64 / l as f64, (l - 1) as f64 / l as f64);
+        for k in 0..B {
+            let p2 = a * p1[k] * z[k] - b * p0[k];
+            p0[k] = p1[k];
+            p1[k] = p2;
+        }
+        if l % 2 == 0 {
+            f(l, &p1);
+        }
+    }
+}
+
 /// f_j = Σ_ℓ y_ℓ P_ℓ(z_j) (y: even ℓ only, y[k] for ℓ = 2k).
 fn synth(y: &[f64], z: &[f64]) -> Vec<f64> {
     let lmax = 2 * (y.len() - 1);
@@ -40,22 +57,13 @@ fn synth(y: &[f64], z: &[f64]) -> Vec<f64> {
         let n = z.len();
         let mut zb = [0.0; B];
         zb[..n].copy_from_slice(z);
-        let (mut p0, mut p1) = ([1.0; B], zb);
         let mut acc = [y[0]; B];
-        for l in 2..=lmax {
-            let (a, b) = ((2 * l - 1) as f64 / l as f64, (l - 1) as f64 / l as f64);
+        even_legendre(&zb, lmax, |l, p| {
+            let c = y[l / 2];
             for k in 0..B {
-                let p2 = a * p1[k] * zb[k] - b * p0[k];
-                p0[k] = p1[k];
-                p1[k] = p2;
+                acc[k] += c * p[k];
             }
-            if l % 2 == 0 {
-                let c = y[l / 2];
-                for k in 0..B {
-                    acc[k] += c * p1[k];
-                }
-            }
-        }
+        });
         f.copy_from_slice(&acc[..n]);
     });
     f
@@ -73,19 +81,10 @@ fn analyse(h: &[f64], z: &[f64], lmax: usize) -> Vec<f64> {
                 let (mut zb, mut hb) = ([0.0; B], [0.0; B]);
                 zb[..n].copy_from_slice(z);
                 hb[..n].copy_from_slice(h);
-                let (mut p0, mut p1) = ([1.0; B], zb);
                 g[0] += hb.iter().sum::<f64>();
-                for l in 2..=lmax {
-                    let (a, b) = ((2 * l - 1) as f64 / l as f64, (l - 1) as f64 / l as f64);
-                    for k in 0..B {
-                        let p2 = a * p1[k] * zb[k] - b * p0[k];
-                        p0[k] = p1[k];
-                        p1[k] = p2;
-                    }
-                    if l % 2 == 0 {
-                        g[l / 2] += (0..B).map(|k| hb[k] * p1[k]).sum::<f64>();
-                    }
-                }
+                even_legendre(&zb, lmax, |l, p| {
+                    g[l / 2] += (0..B).map(|k| hb[k] * p[k]).sum::<f64>();
+                });
                 g
             },
         )
