@@ -711,7 +711,10 @@ fn prefer_overlap<T>(
     budget: usize,
 ) -> Layout {
     let packed = Layout::Packed { cb: MAX_CW };
-    let wanted = layout == Layout::Resident
+    // SKYCONV_GRID_OVERLAP=0 keeps such rows resident (to compare the two on a machine).
+    let off = std::env::var("SKYCONV_GRID_OVERLAP").is_ok_and(|v| v.trim() == "0");
+    let wanted = !off
+        && layout == Layout::Resident
         && need.nchan > MAX_CW
         && std::mem::size_of_val(data) >= OVERLAP_BYTES
         && need.bytes(n, packed) <= budget
