@@ -8,15 +8,20 @@
 //!    that vary, per-ring start tables, unit vectors in sorted order and the ring z spans. The
 //!    order is the host plan's (src/grid/plan.rs): by key, ties by sample index, so the result
 //!    does not depend on scheduling.
-//! 3. Spectral data: the raw `nsamples × nchan` rows go up once, on the copy stream while the
-//!    plan is built ("resident"), and the gather reads them in place through the sort order. When
-//!    the rows do not fit the memory budget, blocks of channels are packed into the staging
-//!    buffers on the way up ("packed"), double-buffered so that block k + 1 goes up while
-//!    block k is gathered.
+//! 3. Spectral data: either the raw `nsamples × nchan` rows go up once, on the copy stream
+//!    while the plan is built ("resident"), and the gather reads them in place through the sort
+//!    order; or blocks of 128 channels are packed into the staging buffers on the way up
+//!    ("packed"), double-buffered: the calling thread packs block k + 1 and queues its DMAs on
+//!    the copy stream while the device gathers block k (a second thread queues the gathers,
+//!    each waiting on its block's upload event, and sends back an event after each gather that
+//!    the copy stream waits on before overwriting that block's buffer). Packed is used over the
+//!    memory budget, and for large pageable rows spanning several blocks, where the upload
+//!    (a host copy at ~20 GB/s) would otherwise precede every gather (`prefer_overlap`).
+//!    Page-locked rows go up resident by one DMA.
 //! 4. Per block of up to 128 channels: the gather (a thread block per run of 16 neighbouring
 //!    targets; each pair's kernel weight once per launch, each value read once per run), then
 //!    on the device the division and the cast to the output dtype; the block's cube comes down
-//!    on the copy stream while the next block is gathered. Block 0 also writes the map of weight
+//!    on a download stream of its own while the next block is gathered. Block 0 also writes the map of weight
 //!    sums shared by all channels, and each block counts the NaN values that reach a target: a
 //!    block's per-channel weight sums come down only if it has some (or weights are per value);
 //!    else the map stands for them, and the unweighted sums are cube × weights on the host.
@@ -27,15 +32,17 @@
 //! device pointers, i64, f64); `arg_layout` lists the Rust side for the layout test.
 
 use std::mem::{offset_of, size_of};
+use std::sync::{mpsc, Arc};
 
 use rayon::prelude::*;
 
 use super::plan::nside_for;
 use super::{Samples, Setup, Weights};
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::transfer::prefault;
+use crate::backend::cuda::transfer::{bytes_of, prefault};
 use crate::backend::cuda::{
-    self, grid_stride, CudaEvent, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
+    self, grid_stride, CudaEvent, CudaSlice, CudaStream, DeviceRepr, Gpu, LaunchConfig,
+    PushKernelArg,
 };
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -686,6 +693,39 @@ fn choose(need: &Need, n: usize, budget: usize) -> Result<(usize, Layout)> {
     }
 }
 
+/// Pageable rows of at least this many bytes go up in packed blocks even when they would fit
+/// resident (`prefer_overlap`).
+const OVERLAP_BYTES: usize = 32 << 20;
+
+/// The layout for a call whose samples all fit at once. Resident rows wait for the whole
+/// upload before the first gather; when they are pageable (so the host copies them through the
+/// staging buffers anyway), large, and span several gathers, packed blocks of `MAX_CW` channels
+/// go faster: block k + 1 is repacked and uploaded while block k is gathered. Page-locked rows
+/// stay resident: the DMA alone moves them faster than the host could repack them.
+fn prefer_overlap<T>(
+    need: &Need,
+    n: usize,
+    layout: Layout,
+    data: &[T],
+    page_locked: bool,
+    budget: usize,
+) -> Layout {
+    let packed = Layout::Packed { cb: MAX_CW };
+    // SKYCONV_GRID_OVERLAP=0 keeps such rows resident (to compare the two on a machine).
+    let off = std::env::var("SKYCONV_GRID_OVERLAP").is_ok_and(|v| v.trim() == "0");
+    let wanted = !off
+        && layout == Layout::Resident
+        && need.nchan > MAX_CW
+        && std::mem::size_of_val(data) >= OVERLAP_BYTES
+        && need.bytes(n, packed) <= budget
+        && !page_locked;
+    if wanted {
+        packed
+    } else {
+        layout
+    }
+}
+
 /// What `grid` would do for a call of this size within `budget` bytes: (samples per chunk,
 /// "resident" or "packed", channels per block, device bytes needed). `weights` is "none",
 /// "shared" or "full". Lets the tests force each path with `SKYCONV_GPU_MEMORY_LIMIT`.
@@ -744,8 +784,11 @@ pub fn grid<T: Real, O: Real>(
         finish: matches!(sink, Sink::Finish { .. }),
         nrings: 4 * nside_for(setup.radius) as usize,
     };
-    let (m, layout) = choose(&need, n, gpu.budget()?)?;
+    let budget = gpu.budget()?;
+    let (m, layout) = choose(&need, n, budget)?;
     if m >= n {
+        let locked = gpu.dma_direct(bytes_of(samples.data))?;
+        let layout = prefer_overlap(&need, n, layout, samples.data, locked, budget);
         return run(&gpu, samples, target_lon, target_lat, setup, sink, layout);
     }
     // Sample chunks, each added into f64 accumulators (the caller's, or ours when finishing).
@@ -862,9 +905,12 @@ fn pack_block<T: Copy + Send + Sync>(
         first.copy_from_slice(&src[s..s + head]);
     }
     let r0 = (e0 + head) / cw;
+    // Tasks of about 256 KiB: row pieces are short (cw values), so finer tasks cost more in
+    // scheduling than they gain in balance.
+    let rows_per_task = ((256 << 10) / (cw * size_of::<T>()).max(1)).max(1);
     rest.par_chunks_mut(cw)
         .enumerate()
-        .with_min_len(64)
+        .with_min_len(rows_per_task)
         .for_each(|(j, row)| {
             let s = (r0 + j) * nchan + c0;
             row.copy_from_slice(&src[s..s + row.len()]);
@@ -1011,138 +1057,285 @@ fn run<T: Real, O: Real>(
         gpu.stream.wait(&ev)?;
         tl.mark(gpu, "h2d")?;
     }
-    let pa = plan.args(gpu);
-    let ka = KernelArgs::new(setup);
-    let spectral_name = format!("grid_spectral_{}", T::CUDA);
-    let finish_name = format!("grid_finish_{}", O::CUDA);
-    let sz_t = size_of::<T>();
-    let mut pending: Option<Block> = None;
-    let mut fetched = Fetched {
-        map: Vec::new(),
-        per_channel: full.is_some() && nchan > 1,
+    let packed: Vec<(u64, u64)> = if resident_rows {
+        Vec::new()
+    } else {
+        rows.iter()
+            .map(|(d, w)| (d.ptr(), w.as_ref().map_or(0, |b| b.ptr())))
+            .collect()
     };
-    let mut bring = |b: Block, sink: &mut Sink<'_, O>| {
-        fetch(gpu, &slots[b.k % 2], sink, &b, &flags, &wmap, &mut fetched)
+    // The blocks come down on a stream of their own, so that they do not queue behind the
+    // packed uploads on the copy stream (the two directions use separate copy engines).
+    let down = gpu.ctx.new_stream()?;
+    let blocks = Blocks {
+        gpu,
+        plan: &plan,
+        setup,
+        tlon: &tlon,
+        tlat: &tlat,
+        w_sorted: &w_sorted,
+        wv: wv.as_ref(),
+        resident: rows
+            .first()
+            .filter(|_| resident_rows)
+            .map(|(d, w)| (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()))),
+        slots: &slots,
+        flags: &flags,
+        wmap: &wmap,
+        want_map,
+        full: full.is_some(),
+        down: &down,
+        nt,
+        nchan,
+        cb,
     };
-    for (k, c0) in (0..nchan).step_by(cb).enumerate() {
-        let cw = cb.min(nchan - c0);
-        let slot = &slots[k % 2];
-        if nchan == 1 {
-            let sa = ScalarArgs {
-                p: pa,
-                k: ka,
-                tlon: gpu.dptr(&tlon),
-                tlat: gpu.dptr(&tlat),
-                nt: nt as i64,
-                wv: wv.as_ref().map_or(0, |b| gpu.dptr(b)),
-                w: gpu.dptr(&w_sorted),
-                out_u: slot.su.ptr(),
-                out_w: slot.sw.ptr(),
-            };
-            launch(gpu, "grid_scalar", gather_config(nt), &sa)?;
-        } else {
-            let (data, wfull, stride, coff) = if resident_rows {
-                let (d, w) = &rows[0];
-                (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()), nchan, c0)
-            } else {
-                // Pack channels c0..c0 + cw of every row into the staging buffers on the way
-                // up. This buffer's previous reader (block k - 2) has finished: its outputs
-                // were downloaded (blocking) in the last iteration, after it completed.
-                let (d, w) = &rows[k % 2];
-                let up = |dst: u64, src: &[T]| -> Result<()> {
-                    // SAFETY: dst holds n·cb >= n·cw elements of T and is Fenced, so it
-                    // outlives the queued copies.
-                    unsafe {
-                        gpu.upload_with(&gpu.copy, dst, n * cw * sz_t, |off, stage| {
-                            // SAFETY: staging buffers are page-aligned and chunk offsets are
-                            // multiples of 32 MiB, so `stage` holds whole T values.
-                            let typed = std::slice::from_raw_parts_mut(
-                                stage.as_mut_ptr() as *mut T,
-                                stage.len() / sz_t,
-                            );
-                            pack_block(src, nchan, c0, cw, off / sz_t, typed);
-                        })
-                    }
-                };
-                up(d.ptr(), s.data)?;
-                if let (Some(wb), Some(wsrc)) = (w, full) {
-                    up(wb.ptr(), wsrc)?;
-                }
-                let ev = gpu.event()?;
-                ev.record(&gpu.copy)?;
-                gpu.stream.wait(&ev)?;
-                tl.mark(gpu, "h2d")?;
-                (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()), cw, 0)
-            };
-            let sa = SpectralArgs {
-                p: pa,
-                k: ka,
-                tlon: gpu.dptr(&tlon),
-                tlat: gpu.dptr(&tlat),
-                nt: nt as i64,
-                order: gpu.dptr(&plan.order),
-                data,
-                wfull,
-                wsh: gpu.dptr(&w_sorted),
-                stride: stride as i64,
-                c0: coff as i64,
-                cw: cw as i64,
-                out_u: slot.su.ptr(),
-                out_w: slot.sw.ptr(),
-                wmap: if want_map && k == 0 { wmap.ptr() } else { 0 },
-                nan_flag: gpu.dptr(&flags) + (4 * k) as u64,
-            };
-            launch(gpu, &spectral_name, spectral_config(nt), &sa)?;
-        }
-        tl.mark(gpu, "kernel")?;
-        if let Some([c, w]) = &slot.out {
-            let fa = FinishArgs {
-                su: slot.su.ptr(),
-                sw: slot.sw.ptr(),
-                cube: c.ptr(),
-                weights: w.ptr(),
-                len: (cw * nt) as i64,
-            };
-            launch(gpu, &finish_name, grid_stride(cw * nt, MAX_BLOCKS), &fa)?;
-            tl.mark(gpu, "finish")?;
-        }
-        slot.ready.record(&gpu.stream)?;
-        if k == 0 {
-            if let Sink::Finish { cube, .. } = &mut sink {
-                // The first gather is queued: map the cube's pages meanwhile (a fresh NumPy
-                // array would fault them in during the downloads, at half the copy rate).
-                prefault(cube);
-            }
-        }
-        // Bring the previous block down while this one computes.
-        if let Some(b) = pending.take() {
-            bring(b, &mut sink)?;
-        }
-        pending = Some(Block {
-            k,
-            c0,
-            cw,
-            nt,
-            nchan,
-        });
-    }
-    if let Some(b) = pending {
-        bring(b, &mut sink)?;
-    }
-    if let Sink::Finish { weights, .. } = &mut sink {
-        if weights.len() < nchan * nt {
-            // No channel's weight sums differ: the map is the answer.
-            weights.clear();
-            weights.extend_from_slice(if nchan > 1 { &fetched.map } else { &[] });
-        }
-    }
-    let ev = gpu.event()?;
-    ev.record(&gpu.copy)?;
-    gpu.stream.wait(&ev)?;
-    tl.mark(gpu, "d2h")?;
+    let done = if packed.is_empty() {
+        blocks.gather_all::<T>(&mut sink, &mut tl, None)
+    } else {
+        // Packed: this thread packs and uploads the blocks while a second one queues the
+        // gathers and brings the results down, so the host repacks block k + 1 whatever the
+        // gather of block k waits for. The packing stays here, on skyconv's pool: a pool
+        // worker runs its own parallel loops, so it cannot wait on workers that are busy
+        // elsewhere. The second thread's few parallel loops (copies of the map, a staged
+        // download) run on rayon's global pool.
+        std::thread::scope(|sc| {
+            let (up_tx, up_rx) = mpsc::channel();
+            let (free_tx, free_rx) = mpsc::channel();
+            let (blocks, sink, tl) = (&blocks, &mut sink, &mut tl);
+            let consumer = sc.spawn(move || {
+                gpu.ctx.bind_to_thread()?;
+                blocks.gather_all::<T>(sink, tl, Some((&up_rx, free_tx)))
+            });
+            // On an error here `up_tx` is dropped, which stops the gathers.
+            let produced = upload_blocks(gpu, s.data, full, nchan, cb, &packed, up_tx, free_rx);
+            let gathered = consumer.join().unwrap_or_else(|_| {
+                Err(Error::Internal(
+                    "the gathers of packed channel blocks panicked".into(),
+                ))
+            });
+            // A failed upload is the cause of a failed gather, so its error comes first.
+            produced.and(gathered)
+        })
+    };
+    let _ = down.synchronize();
+    done?;
     tl.finish()?;
     gpu.copy.synchronize()?;
     gpu.sync()
+}
+
+/// Pack and upload the channel blocks of `data` (and of the per-channel weights `full`) on the
+/// copy stream, block k into the device rows `bufs[k % 2]` (data, weights) once the gather of
+/// block k - 2 is done with them (its event comes through `freed`); after each block, send an
+/// event that marks it uploaded. Stops quietly when the gathers stop listening.
+#[allow(clippy::too_many_arguments)]
+fn upload_blocks<T: Real>(
+    gpu: &Gpu,
+    data: &[T],
+    full: Option<&[T]>,
+    nchan: usize,
+    cb: usize,
+    bufs: &[(u64, u64)],
+    uploaded: mpsc::Sender<(u64, u64, CudaEvent)>,
+    freed: mpsc::Receiver<CudaEvent>,
+) -> Result<()> {
+    gpu.ctx.bind_to_thread()?;
+    let n = data.len() / nchan;
+    let sz_t = size_of::<T>();
+    for (k, c0) in (0..nchan).step_by(cb).enumerate() {
+        let cw = cb.min(nchan - c0);
+        if k >= 2 {
+            let Ok(ev) = freed.recv() else {
+                return Ok(());
+            };
+            // Only the DMAs wait for the gather: the host packs meanwhile.
+            gpu.copy.wait(&ev)?;
+        }
+        let (d, w) = bufs[k % 2];
+        let up = |dst: u64, src: &[T]| -> Result<()> {
+            // SAFETY: dst holds n·cb >= n·cw elements of T, in a Fenced buffer of the caller
+            // that outlives this thread and synchronises the copy stream before it is freed.
+            unsafe {
+                gpu.upload_with(&gpu.copy, dst, n * cw * sz_t, |off, stage| {
+                    // SAFETY: staging buffers are page-aligned and chunk offsets are multiples
+                    // of 32 MiB, so `stage` holds whole T values.
+                    let typed = std::slice::from_raw_parts_mut(
+                        stage.as_mut_ptr() as *mut T,
+                        stage.len() / sz_t,
+                    );
+                    pack_block(src, nchan, c0, cw, off / sz_t, typed);
+                })
+            }
+        };
+        up(d, data)?;
+        if let Some(wsrc) = full {
+            up(w, wsrc)?;
+        }
+        let ev = gpu.event()?;
+        ev.record(&gpu.copy)?;
+        if uploaded.send((d, w, ev)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The gathers' ends of the packed uploads' channels: (device rows, uploaded) per block in,
+/// the gather of each block queued, out.
+type Packed<'r> = (
+    &'r mpsc::Receiver<(u64, u64, CudaEvent)>,
+    mpsc::Sender<CudaEvent>,
+);
+
+/// What the gathers of one call use: the plan, the targets, the rows (resident) and the slots.
+struct Blocks<'a, 'g, O> {
+    gpu: &'g Gpu,
+    plan: &'a DevicePlan,
+    setup: &'a Setup,
+    tlon: &'a CudaSlice<f64>,
+    tlat: &'a CudaSlice<f64>,
+    w_sorted: &'a CudaSlice<f64>,
+    wv: Option<&'a CudaSlice<f64>>,
+    /// Device addresses of the resident rows (data, per-channel weights or 0).
+    resident: Option<(u64, u64)>,
+    slots: &'a [Slot<'g, O>],
+    flags: &'a CudaSlice<u32>,
+    wmap: &'a Fenced<'g, f64>,
+    want_map: bool,
+    full: bool,
+    down: &'a Arc<CudaStream>,
+    nt: usize,
+    nchan: usize,
+    cb: usize,
+}
+
+impl<O: Real> Blocks<'_, '_, O> {
+    /// Gather every block of channels and bring each down while the next one computes. Packed
+    /// rows: block k's device rows (data, weights) and the event that marks them uploaded come
+    /// through the receiver, and the sender gets an event once its gather is queued.
+    fn gather_all<T: Real>(
+        &self,
+        sink: &mut Sink<'_, O>,
+        tl: &mut Timeline,
+        packed: Option<Packed<'_>>,
+    ) -> Result<()> {
+        let gpu = self.gpu;
+        let (nt, nchan, cb) = (self.nt, self.nchan, self.cb);
+        let pa = self.plan.args(gpu);
+        let ka = KernelArgs::new(self.setup);
+        let spectral_name = format!("grid_spectral_{}", T::CUDA);
+        let finish_name = format!("grid_finish_{}", O::CUDA);
+        let mut pending: Option<Block> = None;
+        let mut fetched = Fetched {
+            map: Vec::new(),
+            per_channel: self.full && nchan > 1,
+        };
+        for (k, c0) in (0..nchan).step_by(cb).enumerate() {
+            let cw = cb.min(nchan - c0);
+            let slot = &self.slots[k % 2];
+            if nchan == 1 {
+                let sa = ScalarArgs {
+                    p: pa,
+                    k: ka,
+                    tlon: gpu.dptr(self.tlon),
+                    tlat: gpu.dptr(self.tlat),
+                    nt: nt as i64,
+                    wv: self.wv.map_or(0, |b| gpu.dptr(b)),
+                    w: gpu.dptr(self.w_sorted),
+                    out_u: slot.su.ptr(),
+                    out_w: slot.sw.ptr(),
+                };
+                launch(gpu, "grid_scalar", gather_config(nt), &sa)?;
+            } else {
+                let (data, wfull, stride, coff) = match (&packed, self.resident) {
+                    (_, Some((d, w))) => (d, w, nchan, c0),
+                    (None, None) => return Err(Error::Internal("no rows to gather".into())),
+                    (Some((uploaded, _)), None) => {
+                        let (d, w, ev) = uploaded.recv().map_err(|_| {
+                            Error::Internal("the upload of channel blocks stopped".into())
+                        })?;
+                        gpu.stream.wait(&ev)?;
+                        tl.mark(gpu, "h2d")?;
+                        (d, w, cw, 0)
+                    }
+                };
+                let sa = SpectralArgs {
+                    p: pa,
+                    k: ka,
+                    tlon: gpu.dptr(self.tlon),
+                    tlat: gpu.dptr(self.tlat),
+                    nt: nt as i64,
+                    order: gpu.dptr(&self.plan.order),
+                    data,
+                    wfull,
+                    wsh: gpu.dptr(self.w_sorted),
+                    stride: stride as i64,
+                    c0: coff as i64,
+                    cw: cw as i64,
+                    out_u: slot.su.ptr(),
+                    out_w: slot.sw.ptr(),
+                    wmap: if self.want_map && k == 0 {
+                        self.wmap.ptr()
+                    } else {
+                        0
+                    },
+                    nan_flag: gpu.dptr(self.flags) + (4 * k) as u64,
+                };
+                launch(gpu, &spectral_name, spectral_config(nt), &sa)?;
+                if let Some((_, freed)) = &packed {
+                    let ev = gpu.event()?;
+                    ev.record(&gpu.stream)?;
+                    // The uploads may have stopped (their error is reported by the caller).
+                    let _ = freed.send(ev);
+                }
+            }
+            tl.mark(gpu, "kernel")?;
+            if let Some([c, w]) = &slot.out {
+                let fa = FinishArgs {
+                    su: slot.su.ptr(),
+                    sw: slot.sw.ptr(),
+                    cube: c.ptr(),
+                    weights: w.ptr(),
+                    len: (cw * nt) as i64,
+                };
+                launch(gpu, &finish_name, grid_stride(cw * nt, MAX_BLOCKS), &fa)?;
+                tl.mark(gpu, "finish")?;
+            }
+            slot.ready.record(&gpu.stream)?;
+            if k == 0 {
+                if let Sink::Finish { cube, .. } = sink {
+                    // The first gather is queued: map the cube's pages meanwhile (a fresh NumPy
+                    // array would fault them in during the downloads, at half the copy rate).
+                    prefault(cube);
+                }
+            }
+            // Bring the previous block down while this one computes.
+            if let Some(b) = pending.take() {
+                self.fetch(sink, &b, &mut fetched)?;
+            }
+            pending = Some(Block {
+                k,
+                c0,
+                cw,
+                nt,
+                nchan,
+            });
+        }
+        if let Some(b) = pending {
+            self.fetch(sink, &b, &mut fetched)?;
+        }
+        if let Sink::Finish { weights, .. } = sink {
+            if weights.len() < nchan * nt {
+                // No channel's weight sums differ: the map is the answer.
+                weights.clear();
+                weights.extend_from_slice(if nchan > 1 { &fetched.map } else { &[] });
+            }
+        }
+        let ev = gpu.event()?;
+        ev.record(self.down)?;
+        gpu.stream.wait(&ev)?;
+        tl.mark(gpu, "d2h")
+    }
 }
 
 /// Which block of channels a fetch brings down.
@@ -1171,74 +1364,69 @@ fn finish_empty<O: Real>(sink: Sink<'_, O>, nt: usize) {
     }
 }
 
-/// Download one block of `slot` on the copy stream, after the compute stream has finished it,
-/// into the sink. Returns when the data are on the host. Finish: the cube always; the weight
-/// sums of the block only once some block's differ between channels (full weights, or a NaN
-/// that reaches a target), else the map from block 0 stands for them.
-#[allow(clippy::too_many_arguments)]
-fn fetch<O: Real>(
-    gpu: &Gpu,
-    slot: &Slot<'_, O>,
-    sink: &mut Sink<'_, O>,
-    b: &Block,
-    flags: &CudaSlice<u32>,
-    wmap: &Fenced<'_, f64>,
-    fetched: &mut Fetched<O>,
-) -> Result<()> {
-    gpu.copy.wait(&slot.ready)?;
-    let nt = b.nt;
-    let rows = b.c0 * nt..(b.c0 + b.cw) * nt;
-    match sink {
-        Sink::Finish { cube, weights } => {
-            let [c, w] = slot.out.as_ref().expect("Finish slots hold outputs");
-            gpu.download_on(&gpu.copy, &c.buf, &mut cube[rows.clone()])?;
-            if b.nchan == 1 {
-                weights.resize(nt, O::from_f64(0.0));
-                return gpu.download_on(&gpu.copy, &w.buf, &mut weights[..]);
-            }
-            let mut flag = [0u32];
-            gpu.download_at_on(&gpu.copy, flags, b.k, &mut flag)?;
-            if b.k == 0 && !fetched.per_channel {
-                let mut m = vec![0.0f64; nt];
-                gpu.download_on(&gpu.copy, &wmap.buf, &mut m)?;
-                fetched.map = m.into_par_iter().map(O::from_f64).collect();
-            }
-            if flag[0] != 0 && !fetched.per_channel {
-                // The first block whose weight sums differ between channels: the earlier
-                // channels' sums are the map.
-                fetched.per_channel = true;
-                weights.resize(b.nchan * nt, O::from_f64(0.0));
-                let map = &fetched.map;
-                weights[..b.c0 * nt]
-                    .par_chunks_mut(nt)
-                    .for_each(|row| row.copy_from_slice(map));
-            }
-            if fetched.per_channel {
-                if weights.len() < b.nchan * nt {
-                    weights.resize(b.nchan * nt, O::from_f64(0.0));
+impl<O: Real> Blocks<'_, '_, O> {
+    /// Download block `b` from its slot on the download stream, after the compute stream has
+    /// finished it, into the sink. Returns when the data are on the host. Finish: the cube always; the weight
+    /// sums of the block only once some block's differ between channels (full weights, or a NaN
+    /// that reaches a target), else the map from block 0 stands for them.
+    fn fetch(&self, sink: &mut Sink<'_, O>, b: &Block, fetched: &mut Fetched<O>) -> Result<()> {
+        let (gpu, down) = (self.gpu, self.down);
+        let slot = &self.slots[b.k % 2];
+        down.wait(&slot.ready)?;
+        let nt = b.nt;
+        let rows = b.c0 * nt..(b.c0 + b.cw) * nt;
+        match sink {
+            Sink::Finish { cube, weights } => {
+                let [c, w] = slot.out.as_ref().expect("Finish slots hold outputs");
+                gpu.download_on(down, &c.buf, &mut cube[rows.clone()])?;
+                if b.nchan == 1 {
+                    weights.resize(nt, O::from_f64(0.0));
+                    return gpu.download_on(down, &w.buf, &mut weights[..]);
                 }
-                if flag[0] != 0 || fetched.map.is_empty() {
-                    gpu.download_on(&gpu.copy, &w.buf, &mut weights[rows])?;
-                } else {
+                let mut flag = [0u32];
+                gpu.download_at_on(down, self.flags, b.k, &mut flag)?;
+                if b.k == 0 && !fetched.per_channel {
+                    let mut m = vec![0.0f64; nt];
+                    gpu.download_on(down, &self.wmap.buf, &mut m)?;
+                    fetched.map = m.into_par_iter().map(O::from_f64).collect();
+                }
+                if flag[0] != 0 && !fetched.per_channel {
+                    // The first block whose weight sums differ between channels: the earlier
+                    // channels' sums are the map.
+                    fetched.per_channel = true;
+                    weights.resize(b.nchan * nt, O::from_f64(0.0));
                     let map = &fetched.map;
-                    weights[rows]
+                    weights[..b.c0 * nt]
                         .par_chunks_mut(nt)
                         .for_each(|row| row.copy_from_slice(map));
                 }
+                if fetched.per_channel {
+                    if weights.len() < b.nchan * nt {
+                        weights.resize(b.nchan * nt, O::from_f64(0.0));
+                    }
+                    if flag[0] != 0 || fetched.map.is_empty() {
+                        gpu.download_on(down, &w.buf, &mut weights[rows])?;
+                    } else {
+                        let map = &fetched.map;
+                        weights[rows]
+                            .par_chunks_mut(nt)
+                            .for_each(|row| row.copy_from_slice(map));
+                    }
+                }
+            }
+            Sink::Add {
+                unweighted,
+                weights,
+            } => {
+                let mut tmp = vec![0.0f64; b.cw * nt];
+                gpu.download_on(down, &slot.su.buf, &mut tmp)?;
+                add_into(&mut unweighted[rows.clone()], &tmp);
+                gpu.download_on(down, &slot.sw.buf, &mut tmp)?;
+                add_into(&mut weights[rows], &tmp);
             }
         }
-        Sink::Add {
-            unweighted,
-            weights,
-        } => {
-            let mut tmp = vec![0.0f64; b.cw * nt];
-            gpu.download_on(&gpu.copy, &slot.su.buf, &mut tmp)?;
-            add_into(&mut unweighted[rows.clone()], &tmp);
-            gpu.download_on(&gpu.copy, &slot.sw.buf, &mut tmp)?;
-            add_into(&mut weights[rows], &tmp);
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

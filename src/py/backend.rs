@@ -64,6 +64,17 @@ fn last_profile(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// Whether the GPU engines DMA straight from/to the `nbytes` bytes at host address `address`
+/// (page-locked memory) rather than staging them; for the tests.
+#[pyfunction]
+fn _dma_direct(py: Python<'_>, address: usize, nbytes: usize) -> PyResult<bool> {
+    crate::py::errors::compute(py, || {
+        // SAFETY: the bytes are only passed to the driver's pointer queries, never read.
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, nbytes) };
+        cuda::gpu()?.dma_direct(bytes)
+    })
+}
+
 /// Compile every module in kernels/ with NVRTC for sm_{major}{minor}; returns {module: bytes}.
 #[pyfunction]
 fn _compile_kernels(py: Python<'_>, major: i32, minor: i32) -> PyResult<Bound<'_, PyDict>> {
@@ -83,5 +94,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(backend_info, m)?)?;
     m.add_function(wrap_pyfunction!(last_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_compile_kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(_dma_direct, m)?)?;
     Ok(())
 }

@@ -98,13 +98,72 @@ impl Staging {
     }
 }
 
+/// Whether every byte of `len` bytes at `ptr` is page-locked host memory the device can DMA
+/// straight from or to: a block of our pool, or any range the driver knows as host memory
+/// (cuMemHostAlloc'd, e.g. `cupyx.empty_pinned`, or cuMemHostRegister'ed by the user). Asked of
+/// the driver on every call (a registration can end at any time), for the first and the last
+/// byte, both of one allocation when the driver reports its range. Managed memory migrates on
+/// demand, so it is staged like pageable memory.
+pub fn page_locked(ptr: *const u8, len: usize) -> bool {
+    if len == 0 || host_pool::contains(ptr, len) {
+        return len > 0;
+    }
+    let first = ptr as usize;
+    let last = first + len - 1;
+    match host_range(first) {
+        None => false,
+        Some((start, size)) if size > 0 => last < start + size,
+        Some(_) => host_range(last).is_some(),
+    }
+}
+
+/// Some((start, bytes)) of its allocation when `addr` is page-locked, unmanaged host memory
+/// (bytes 0 when the driver does not report the range).
+fn host_range(addr: usize) -> Option<(usize, usize)> {
+    use dsys::CUpointer_attribute as A;
+    let mut mem_type: u32 = 0;
+    let mut managed: u32 = 0;
+    let mut start: u64 = 0;
+    let mut size: usize = 0;
+    let mut attrs = [
+        A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        A::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        A::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    ];
+    let mut data: [*mut std::ffi::c_void; 4] = [
+        &mut mem_type as *mut u32 as *mut _,
+        &mut managed as *mut u32 as *mut _,
+        &mut start as *mut u64 as *mut _,
+        &mut size as *mut usize as *mut _,
+    ];
+    // SAFETY: four attributes, each with a slot of the type the driver writes (CUmemorytype and
+    // a bool as 32-bit values, a CUdeviceptr, a size_t). Unknown addresses (pageable memory)
+    // leave the slots zero and still succeed.
+    let r = unsafe {
+        dsys::cuPointerGetAttributes(
+            attrs.len() as u32,
+            attrs.as_mut_ptr(),
+            data.as_mut_ptr(),
+            addr as dsys::CUdeviceptr,
+        )
+    };
+    let host = dsys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
+    if r != dsys::CUresult::CUDA_SUCCESS || mem_type != host || managed != 0 {
+        return None;
+    }
+    let start = start as usize;
+    let known = size > 0 && start <= addr && addr < start + size;
+    Some(if known { (start, size) } else { (0, 0) })
+}
+
 fn par_copy(src: &[u8], dst: &mut [u8]) {
     dst.par_chunks_mut(COPY_GRAIN)
         .zip(src.par_chunks(COPY_GRAIN))
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-fn bytes_of<T>(s: &[T]) -> &[u8] {
+pub fn bytes_of<T>(s: &[T]) -> &[u8] {
     // SAFETY: any initialised T is readable as bytes.
     unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
 }
@@ -120,7 +179,7 @@ fn bytes_of_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
 pub fn prefault<T: DeviceRepr + Send>(host: &mut [T]) {
     const PAGE: usize = 4096;
     let bytes = bytes_of_mut(host);
-    if host_pool::contains(bytes.as_ptr(), bytes.len()) {
+    if page_locked(bytes.as_ptr(), bytes.len()) {
         return; // page-locked: already mapped
     }
     bytes.par_chunks_mut(COPY_GRAIN).for_each(|c| {
@@ -138,6 +197,14 @@ impl Gpu {
             *slot = Some(Staging::new(self)?);
         }
         f(slot.as_mut().expect("just created"))
+    }
+
+    /// Whether copies to or from `bytes` DMA straight from the caller's memory (it is
+    /// page-locked: `page_locked`) instead of going through the staging buffers.
+    pub fn dma_direct(&self, bytes: &[u8]) -> Result<bool> {
+        // The driver's pointer attributes need the context current on this thread.
+        self.ctx.bind_to_thread()?;
+        Ok(page_locked(bytes.as_ptr(), bytes.len()))
     }
 
     /// Copy `host` into the start of `dst`.
@@ -180,7 +247,7 @@ impl Gpu {
         }
         let (base, _rec) = dst.device_ptr_mut(stream);
         let base = base + (at * std::mem::size_of::<T>()) as u64;
-        if host_pool::contains(bytes.as_ptr(), bytes.len()) {
+        if self.dma_direct(bytes)? {
             // SAFETY: dst holds bytes.len() bytes; the source is page-locked and its array
             // (kept alive by the caller for the whole call) outlives the copy: the stream is
             // synchronised before returning.
@@ -189,7 +256,6 @@ impl Gpu {
             return Ok(());
         }
         if register_wanted(bytes.len()) {
-            self.ctx.bind_to_thread()?;
             if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), true) {
                 // SAFETY: dst holds bytes.len() bytes; the registration outlives the copy (the
                 // stream is synchronised before `_pinned` is dropped).
@@ -298,7 +364,7 @@ impl Gpu {
         bytes: &mut [u8],
     ) -> Result<()> {
         let cu_stream = stream.cu_stream();
-        if host_pool::contains(bytes.as_ptr(), bytes.len()) {
+        if self.dma_direct(bytes)? {
             // SAFETY: src holds bytes.len() bytes (caller); the destination is page-locked.
             unsafe { dr::memcpy_dtoh_async(&mut bytes[..], src, cu_stream)? };
             stream.synchronize()?;
@@ -306,7 +372,6 @@ impl Gpu {
             return Ok(());
         }
         if register_wanted(bytes.len()) {
-            self.ctx.bind_to_thread()?;
             if let Some(_pinned) = register(bytes.as_ptr(), bytes.len(), false) {
                 // SAFETY: src holds bytes.len() bytes (caller); the registration outlives the
                 // copy (the stream is synchronised before `_pinned` is dropped).
