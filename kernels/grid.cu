@@ -651,7 +651,8 @@ struct GridSpectralArgs {
 // Targets per block (a run of consecutive targets: neighbours along a map row) and threads per
 // block (one per channel of the launch; also one per candidate when evaluating the kernel).
 #define SC_RUN 16
-#define SC_SPEC_THREADS 128
+#define SC_SPEC_THREADS 256
+#define SC_INFLIGHT 8
 // Rings whose candidate ranges are merged at a time.
 #define SC_RWIN 32
 
@@ -776,12 +777,13 @@ __device__ void grid_spectral(const GridSpectralArgs& a) {
                     __syncthreads();
                     const int nj = (int)(total - base < SC_SPEC_THREADS ? total - base
                                                                          : SC_SPEC_THREADS);
-                    // Four candidates' values in flight at a time.
-                    for (int j0 = 0; j0 < nj; j0 += 4) {
-                        unsigned mq[4];
-                        double v[4], wt[4];
+                    // SC_INFLIGHT candidates' values in flight at a time (the loop is bound
+                    // by load latency, not bandwidth).
+                    for (int j0 = 0; j0 < nj; j0 += SC_INFLIGHT) {
+                        unsigned mq[SC_INFLIGHT];
+                        double v[SC_INFLIGHT], wt[SC_INFLIGHT];
 #pragma unroll
-                        for (int q = 0; q < 4; ++q) {
+                        for (int q = 0; q < SC_INFLIGHT; ++q) {
                             const int j = j0 + q;
                             mq[q] = j < nj ? reach[j] : 0u;
                             v[q] = 0.0;
@@ -792,7 +794,7 @@ __device__ void grid_spectral(const GridSpectralArgs& a) {
                             }
                         }
 #pragma unroll
-                        for (int q = 0; q < 4; ++q) {
+                        for (int q = 0; q < SC_INFLIGHT; ++q) {
                             const unsigned mj = mq[q];
                             if (!mj) continue;
                             const int j = j0 + q;

@@ -516,15 +516,19 @@ def _plan(n, nt, nchan, weights="none", budget=1 << 50, sz_t=8, sz_o=8, finish=T
     )
 
 
+#: channels per spectral launch of the CUDA engine (SPEC_THREADS in src/grid/cuda.rs)
+SPEC_BLOCK = 256
+
+
 def test_gpu_memory_plan():
     # The planner runs on the host: which path the CUDA engine takes for a budget.
     n, nt, nchan = 200_000, 90_000, 1024
     m, layout, cb, need = _plan(n, nt, nchan, sz_t=4, sz_o=4)
-    assert (m, layout, cb) == (n, "resident", 128)
+    assert (m, layout, cb) == (n, "resident", SPEC_BLOCK)
     m, layout, cb, got = _plan(n, nt, nchan, sz_t=4, sz_o=4, budget=need - 1)
-    assert (m, layout) == (n, "packed") and got <= need - 1 and cb <= 128
+    assert (m, layout) == (n, "packed") and got <= need - 1 and cb <= SPEC_BLOCK
     m, layout, cb, got = _plan(n, nt, nchan, sz_t=4, sz_o=4, budget=300 << 20)
-    assert (m, layout) == (n, "packed") and cb < 128 and got <= 300 << 20
+    assert (m, layout) == (n, "packed") and cb < SPEC_BLOCK and got <= 300 << 20
     m, layout, cb, got = _plan(n, nt, nchan, sz_t=4, sz_o=4, budget=30 << 20)
     assert m < n and layout == "packed" and got <= 30 << 20
     with pytest.raises(skyconv.GpuMemoryError):
@@ -537,7 +541,7 @@ def test_gpu_memory_plan():
 
 def _forced_limit(n, nt, nchan, want, weights="none", sz_t=8, sz_o=8, finish=True, radius=0.45):
     """A SKYCONV_GPU_MEMORY_LIMIT that makes the CUDA engine take path `want`: "resident",
-    "packed" (all samples at once, several channel blocks per 128) or "chunks" (2 to 8 sample
+    "packed" (all samples at once, several channel blocks per SPEC_BLOCK) or "chunks" (2 to 8 sample
     chunks)."""
     args = (n, nt, nchan, weights)
     kw = {"sz_t": sz_t, "sz_o": sz_o, "finish": finish, "radius": radius}
@@ -550,7 +554,7 @@ def _forced_limit(n, nt, nchan, want, weights="none", sz_t=8, sz_o=8, finish=Tru
             m, layout, cb, _ = _plan(*args, budget=budget, **kw)
         except skyconv.GpuMemoryError:
             break
-        if want == "packed" and m == n and layout == "packed" and cb < min(nchan, 128):
+        if want == "packed" and m == n and layout == "packed" and cb < min(nchan, SPEC_BLOCK):
             return budget
         if want == "chunks" and 2 <= -(-n // m) <= 8:
             return budget

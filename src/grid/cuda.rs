@@ -10,7 +10,7 @@
 //!    does not depend on scheduling.
 //! 3. Spectral data: either the raw `nsamples × nchan` rows go up once, on the copy stream
 //!    while the plan is built ("resident"), and the gather reads them in place through the sort
-//!    order; or blocks of 128 channels are packed into the staging buffers on the way up
+//!    order; or blocks of 256 channels are packed into the staging buffers on the way up
 //!    ("packed"), double-buffered: the calling thread packs block k + 1 and queues its DMAs on
 //!    the copy stream while the device gathers block k (a second thread queues the gathers,
 //!    each waiting on its block's upload event, and sends back an event after each gather that
@@ -18,7 +18,7 @@
 //!    memory budget, and for large pageable rows spanning several blocks, where the upload
 //!    (a host copy at ~20 GB/s) would otherwise precede every gather (`prefer_overlap`).
 //!    Page-locked rows go up resident by one DMA.
-//! 4. Per block of up to 128 channels: the gather (a thread block per run of 16 neighbouring
+//! 4. Per block of up to 256 channels: the gather (a thread block per run of 16 neighbouring
 //!    targets; each pair's kernel weight once per launch, each value read once per run), then
 //!    on the device the division and the cast to the output dtype; the block's cube comes down
 //!    on a download stream of its own while the next block is gathered. Block 0 also writes the map of weight
@@ -56,7 +56,7 @@ const ONE_BLOCK_THREADS: u32 = 1024;
 const GATHER_THREADS: u32 = 256;
 /// Targets per block of the spectral gather (SC_RUN) and its threads (SC_SPEC_THREADS).
 const SPEC_RUN: usize = 16;
-const SPEC_THREADS: u32 = 128;
+const SPEC_THREADS: u32 = 256;
 const MAX_BLOCKS: usize = 1 << 16;
 /// Channels per spectral launch (one per thread of a block).
 const MAX_CW: usize = SPEC_THREADS as usize;

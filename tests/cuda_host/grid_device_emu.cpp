@@ -603,9 +603,9 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 2500 * 4; i += 19) s.data[i] = NAN;
         run<double, double>(s, 3);
     }
-    {   // 130 channels: one block of 128 (4 per lane) and one of 2
-        auto s = field<float>("spectral 130ch", 600, 40, 130, 12, 0, 2.5);
-        run<float, double>(s, 128);
+    {   // 258 channels: one block of SC_SPEC_THREADS and one of 2
+        auto s = field<float>("spectral 258ch", 600, 40, SC_SPEC_THREADS + 2, 12, 0, 2.5);
+        run<float, double>(s, SC_SPEC_THREADS);
     }
     {   // map rows (runs of neighbours, runs across row ends), NaN in one channel only: block 0
         // (channels 0, 1) keeps the map, block 1 (channels 2, 3) has per-channel weight sums
