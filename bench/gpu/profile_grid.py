@@ -77,7 +77,6 @@ def page_locked_row(lons, lats, data, hdr, in_bytes, repeats):
         f"  page-locked rows: e2e median {med:.1f} ms, input rate {got:.1f} GB/s = "
         f"{got / rate:.0%} of the pinned H2D rate ({rate:.1f} GB/s, cupy, same rows)"
     )
-    del dev
 
 
 def profile(name, hdr, repeats):
