@@ -70,11 +70,6 @@ class Alm:
         return (ell, m)
 
 
-def _ell_of_index(lmax: int, mmax: int) -> np.ndarray:
-    """l of every coefficient of the layout (lmax, mmax)."""
-    return np.concatenate([np.arange(m, lmax + 1) for m in range(mmax + 1)])
-
-
 def almxfl(alm, fl, mmax=None, inplace=False):
     """Multiply alm by a function of l: a_lm * fl[l] (0 where l >= len(fl)), as healpy.
 
@@ -99,9 +94,14 @@ def almxfl(alm, fl, mmax=None, inplace=False):
     full = np.zeros(lmax + 1, dtype=np.result_type(f.dtype, np.float64))
     n = min(lmax + 1, f.size)
     full[:n] = f[:n]
-    fac = full[_ell_of_index(lmax, mm)]
     out = a if inplace else np.array(a, dtype=np.result_type(a.dtype, np.complex128), copy=True)
-    out *= fac
+    # One slice per m (a_lm for l = m..lmax are contiguous): no per-coefficient index array,
+    # which cost more than the multiply at lmax ~ 6000.
+    start = 0
+    for m in range(mm + 1):
+        n_m = lmax + 1 - m
+        out[start : start + n_m] *= full[m:]
+        start += n_m
     return out
 
 
