@@ -807,51 +807,46 @@ pub fn grid<T: Real, O: Real>(
             },
         }
     };
+    let targets = (target_lon, target_lat);
     match sink {
         Sink::Add {
             unweighted,
             weights,
-        } => {
-            for s0 in (0..n).step_by(m) {
-                let sink = Sink::Add {
-                    unweighted: &mut *unweighted,
-                    weights: &mut *weights,
-                };
-                run(
-                    &gpu,
-                    &chunk(s0),
-                    target_lon,
-                    target_lat,
-                    setup,
-                    sink,
-                    layout,
-                )?;
-            }
-            Ok(())
-        }
+        } => add_chunks(
+            &gpu, n, m, &chunk, targets, setup, layout, unweighted, weights,
+        ),
         Sink::Finish { cube, weights } => {
             let mut au = vec![0.0f64; nchan * nt];
             let mut aw = vec![0.0f64; nchan * nt];
-            for s0 in (0..n).step_by(m) {
-                let sink = Sink::Add {
-                    unweighted: &mut au[..],
-                    weights: &mut aw[..],
-                };
-                run(
-                    &gpu,
-                    &chunk(s0),
-                    target_lon,
-                    target_lat,
-                    setup,
-                    sink,
-                    layout,
-                )?;
-            }
+            add_chunks(&gpu, n, m, &chunk, targets, setup, layout, &mut au, &mut aw)?;
             weights.resize(nchan * nt, O::from_f64(0.0));
             host_finish(&au, &aw, cube, weights);
             Ok(())
         }
     }
+}
+
+/// Add samples `0..n`, `m` at a time (`chunk(first)`), into the accumulators.
+#[allow(clippy::too_many_arguments)]
+fn add_chunks<'a, T: Real, P: Real>(
+    gpu: &Gpu,
+    n: usize,
+    m: usize,
+    chunk: &impl Fn(usize) -> Samples<'a, T>,
+    (target_lon, target_lat): (&[f64], &[f64]),
+    setup: &Setup,
+    layout: Layout,
+    unweighted: &mut [P],
+    weights: &mut [P],
+) -> Result<()> {
+    for s0 in (0..n).step_by(m) {
+        let sink = Sink::Add {
+            unweighted: &mut *unweighted,
+            weights: &mut *weights,
+        };
+        run(gpu, &chunk(s0), target_lon, target_lat, setup, sink, layout)?;
+    }
+    Ok(())
 }
 
 /// The weights shared by all channels of a sample, if any (per-sample weights, or full
