@@ -348,37 +348,30 @@ fn direct(tab: &LenTab, g: &[f64], half: bool, c: &mut [f64]) {
         for q in 0..w {
             x2[q] = 2.0 * tab.cm[m0 + q];
         }
-        if half {
+        // Start of the recurrence: cos(½θ), cos(−½θ) on the half grid; cos θ, 1 (and the ½g_0
+        // term) on the integer grid.
+        let coeffs = if half {
             cur[..w].copy_from_slice(&tab.chm[m0..m0 + w]);
             prev[..w].copy_from_slice(&tab.chm[m0..m0 + w]);
-            for &gk in g {
-                for q in 0..B {
-                    acc[q] += gk * cur[q];
-                    let nx = x2[q] * cur[q] - prev[q];
-                    prev[q] = cur[q];
-                    cur[q] = nx;
-                }
-            }
-            for q in 0..w {
-                c[m0 + q] = 2.0 * acc[q];
-            }
+            g
         } else {
             for q in 0..B {
                 cur[q] = 0.5 * x2[q];
                 prev[q] = 1.0;
                 acc[q] = 0.5 * g[0];
             }
-            for &gk in &g[1..] {
-                for q in 0..B {
-                    acc[q] += gk * cur[q];
-                    let nx = x2[q] * cur[q] - prev[q];
-                    prev[q] = cur[q];
-                    cur[q] = nx;
-                }
+            &g[1..]
+        };
+        for &gk in coeffs {
+            for q in 0..B {
+                acc[q] += gk * cur[q];
+                let nx = x2[q] * cur[q] - prev[q];
+                prev[q] = cur[q];
+                cur[q] = nx;
             }
-            for q in 0..w {
-                c[m0 + q] = 2.0 * acc[q];
-            }
+        }
+        for q in 0..w {
+            c[m0 + q] = 2.0 * acc[q];
         }
         m0 += B;
     }
