@@ -27,12 +27,15 @@ pub const MIN_BYTES: usize = 16 << 20;
 const ROUND: usize = 2 << 20;
 const DEFAULT_MAX_MB: usize = 8192;
 
-/// Physical memory in MiB (Linux), if known.
+/// Physical memory in MiB (Linux), if known; read once per process.
 fn mem_total_mb() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib >> 10)
+    static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib >> 10)
+    })
 }
 
 struct Pool {
