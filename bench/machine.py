@@ -319,6 +319,20 @@ def _div(num: float, rate: dict[str, Any] | None) -> float | None:
     return num / rate["value"] * 1e3
 
 
+def h2d_share(work: Work, e2e_ms: float | None, rates: dict[str, dict[str, Any]]) -> dict:
+    """The input rate of a GPU call (its host-to-device bytes over its end-to-end time) and
+    that rate as a fraction of this run's measured pinned and pageable (cudaMemcpy from a NumPy
+    array) host-to-device rates."""
+    if not e2e_ms or not work.h2d_bytes:
+        return {}
+    rate = work.h2d_bytes / (e2e_ms * 1e-3)
+    out: dict[str, Any] = {"input_gb_per_s": rate / 1e9}
+    for key, name in (("of_pinned", "pcie_h2d_bw"), ("of_pageable", "pcie_pageable_h2d_bw")):
+        r = rates.get(name)
+        out[key] = rate / r["value"] if r and r.get("value") else None
+    return out
+
+
 def floors(work: Work, engine: str, rates: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Floors in ms for ``work`` on ``engine``: memory, compute, their max, and PCIe on the GPU.
 

@@ -16,6 +16,7 @@ COLUMNS = [
     ("dev ratio", ">"),
     ("floor", ">"),
     ("pcie", ">"),
+    ("h2d %", ">"),
     ("vs cpu", ">"),
     ("rel err", ">"),
 ]
@@ -27,7 +28,9 @@ anc dev / sky dev: GPU time on the device alone (cupy: CUDA events on device-res
   skyconv: last_profile() stages other than h2d/d2h). dev ratio = anc dev / sky dev.
 floor: max(bytes / bandwidth, flops / float64 rate) for the engine (host memory and CPU
   rate on cpu rows, HBM and GPU rate on gpu rows). pcie: inputs up + outputs down at the
-  pinned rate. vs cpu: CPU anchor's time / skyconv GPU end to end.
+  pinned rate. h2d %: input bytes / end to end, as a share of the measured pinned H2D rate
+  (and in the JSON of the pageable one, h2d_share). vs cpu: CPU anchor's time / skyconv GPU
+  end to end.
 rel err: max |skyconv - anchor| / max |anchor| (masks: fraction of voxels that differ)."""
 
 
@@ -44,6 +47,10 @@ def fmt_ms(v: float | None) -> str:
     if v >= 0.01:
         return f"{v:.3f}"
     return f"{v:.2g}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
 
 
 def fmt_ratio(v: float | None) -> str:
@@ -88,6 +95,7 @@ def rows(cases: list[dict[str, Any]]) -> list[list[str]]:
                     fmt_ratio(comp.get("ratio_device")),
                     fmt_ms(floor.get("floor_ms")),
                     fmt_ms(floor.get("pcie_ms")),
+                    _pct((comp.get("h2d_share") or {}).get("of_pinned")),
                     fmt_ratio(comp.get("speedup_vs_cpu_anchor")),
                     "-" if err is None else f"{err:.1e}",
                 ]

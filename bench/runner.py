@@ -126,6 +126,7 @@ def run_case(
             cpu_anchor_ms = _median(anc, "e2e_ms")
         else:
             c["speedup_vs_cpu_anchor"] = _ratio(cpu_anchor_ms, _median(sky, "e2e_ms"))
+            c["h2d_share"] = machine.h2d_share(work, _median(sky, "e2e_ms"), rates)
         rec["comparisons"].append(c)
     rec["seconds"] = round(time.perf_counter() - t0, 3)
     rec["loadavg_1min"] = machine.loadavg()  # others' work on the machine skews the timings

@@ -26,7 +26,7 @@ def direct(a: np.ndarray) -> bool:
 @pytest.mark.gpu
 def test_gpu_page_locked_inputs_equal_pageable(rng):
     # Spectral rows of 84 MB: pageable ones go up in packed channel blocks overlapping the
-    # gathers, page-locked ones by one DMA (resident); the sums are the same either way.
+    # gathers, page-locked ones resident (by 2-D DMAs per block); the sums are the same.
     n, nchan = 41_000, 512
     lon, lat = field(rng, n)
     data = (rng.normal(size=(n, nchan)) + 1).astype(np.float32)
@@ -37,6 +37,13 @@ def test_gpu_page_locked_inputs_equal_pageable(rng):
     kw = {"kernel_params": 0.15, "device": "cuda"}
     a = skyconv.grid(lon, lat, data, hdr, **kw)
     b = skyconv.grid(lon, lat, locked, hdr, **kw)
+    for name in ("cube", "weights", "unweighted"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    # Page-locked rows go up by 2-D DMAs a channel block at a time; a ragged last block and
+    # page-locked per-value weights too.
+    w = rng.uniform(0.5, 2.0, size=(n, 300)).astype(np.float32)
+    a = skyconv.grid(lon, lat, data[:, :300].copy(), hdr, weights=w, **kw)
+    b = skyconv.grid(lon, lat, pinned_copy(data[:, :300]), hdr, weights=pinned_copy(w), **kw)
     for name in ("cube", "weights", "unweighted"):
         assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
     sub = slice(0, 4000)

@@ -17,7 +17,8 @@
 //!    the copy stream waits on before overwriting that block's buffer). Packed is used over the
 //!    memory budget, and for large pageable rows spanning several blocks, where the upload
 //!    (a host copy at ~20 GB/s) would otherwise precede every gather (`prefer_overlap`).
-//!    Page-locked rows go up resident by one DMA.
+//!    Page-locked rows go up resident, by one 2-D DMA per channel block (its columns of every
+//!    row), each marked by an event that only that block's gather waits for.
 //! 4. Per block of up to 256 channels: the gather (a thread block per run of 16 neighbouring
 //!    targets; each pair's kernel weight once per launch, each value read once per run), then
 //!    on the device the division and the cast to the output dtype; the block's cube comes down
@@ -701,7 +702,7 @@ const OVERLAP_BYTES: usize = 32 << 20;
 /// upload before the first gather; when they are pageable (so the host copies them through the
 /// staging buffers anyway), large, and span several gathers, packed blocks of `MAX_CW` channels
 /// go faster: block k + 1 is repacked and uploaded while block k is gathered. Page-locked rows
-/// stay resident: the DMA alone moves them faster than the host could repack them.
+/// stay resident (their blocks' 2-D DMAs overlap the gathers too, with no host copy at all).
 fn prefer_overlap<T>(
     need: &Need,
     n: usize,
@@ -1040,17 +1041,61 @@ fn run<T: Real, O: Real>(
     drop((shared, scalar));
     tl.mark(gpu, "plan")?;
 
-    // All spectral rows go up now, on the copy stream, while the plan kernels run.
+    // All spectral rows go up now, on the copy stream, while the plan kernels run. Page-locked
+    // rows go up by 2-D DMAs a block of channels at a time, each marked by an event, so that
+    // the gather of block k waits for its own columns only; other rows in one upload.
+    let mut ready: Vec<CudaEvent> = Vec::new();
     if resident_rows {
         let (d, w) = &mut rows[0];
-        gpu.upload_into_on(&gpu.copy, s.data, &mut d.buf)?;
-        if let (Some(wb), Some(wsrc)) = (w.as_mut(), full) {
-            gpu.upload_into_on(&gpu.copy, wsrc, &mut wb.buf)?;
+        let locked = gpu.dma_direct(bytes_of(s.data))?
+            && match full {
+                Some(wsrc) => gpu.dma_direct(bytes_of(wsrc))?,
+                None => true,
+            };
+        if locked && nchan > cb {
+            let sz_t = size_of::<T>();
+            for c0 in (0..nchan).step_by(cb) {
+                let cw = cb.min(nchan - c0);
+                // SAFETY: the rows are page-locked (checked), belong to the caller for the
+                // whole call, and the copy stream is synchronised before `run` returns (also
+                // on errors: `Fenced` buffers synchronise it when dropped); the device rows hold
+                // n·nchan elements.
+                unsafe {
+                    gpu.upload_columns_async(
+                        &gpu.copy,
+                        bytes_of(s.data),
+                        d.ptr(),
+                        nchan,
+                        sz_t,
+                        c0,
+                        cw,
+                    )?;
+                    if let (Some(wb), Some(wsrc)) = (w.as_ref(), full) {
+                        gpu.upload_columns_async(
+                            &gpu.copy,
+                            bytes_of(wsrc),
+                            wb.ptr(),
+                            nchan,
+                            sz_t,
+                            c0,
+                            cw,
+                        )?;
+                    }
+                }
+                let ev = gpu.event()?;
+                ev.record(&gpu.copy)?;
+                ready.push(ev);
+            }
+        } else {
+            gpu.upload_into_on(&gpu.copy, s.data, &mut d.buf)?;
+            if let (Some(wb), Some(wsrc)) = (w.as_mut(), full) {
+                gpu.upload_into_on(&gpu.copy, wsrc, &mut wb.buf)?;
+            }
+            let ev = gpu.event()?;
+            ev.record(&gpu.copy)?;
+            gpu.stream.wait(&ev)?;
+            tl.mark(gpu, "h2d")?;
         }
-        let ev = gpu.event()?;
-        ev.record(&gpu.copy)?;
-        gpu.stream.wait(&ev)?;
-        tl.mark(gpu, "h2d")?;
     }
     let packed: Vec<(u64, u64)> = if resident_rows {
         Vec::new()
@@ -1074,6 +1119,7 @@ fn run<T: Real, O: Real>(
             .first()
             .filter(|_| resident_rows)
             .map(|(d, w)| (d.ptr(), w.as_ref().map_or(0, |b| b.ptr()))),
+        ready: &ready,
         slots: &slots,
         flags: &flags,
         wmap: &wmap,
@@ -1193,6 +1239,8 @@ struct Blocks<'a, 'g, O> {
     wv: Option<&'a CudaSlice<f64>>,
     /// Device addresses of the resident rows (data, per-channel weights or 0).
     resident: Option<(u64, u64)>,
+    /// Resident rows uploaded a block at a time: the event that marks block k's columns up.
+    ready: &'a [CudaEvent],
     slots: &'a [Slot<'g, O>],
     flags: &'a CudaSlice<u32>,
     wmap: &'a Fenced<'g, f64>,
@@ -1243,7 +1291,13 @@ impl<O: Real> Blocks<'_, '_, O> {
                 launch(gpu, "grid_scalar", gather_config(nt), &sa)?;
             } else {
                 let (data, wfull, stride, coff) = match (&packed, self.resident) {
-                    (_, Some((d, w))) => (d, w, nchan, c0),
+                    (_, Some((d, w))) => {
+                        if let Some(ev) = self.ready.get(k) {
+                            gpu.stream.wait(ev)?;
+                            tl.mark(gpu, "h2d")?;
+                        }
+                        (d, w, nchan, c0)
+                    }
                     (None, None) => return Err(Error::Internal("no rows to gather".into())),
                     (Some((uploaded, _)), None) => {
                         let (d, w, ev) = uploaded.recv().map_err(|_| {

@@ -207,6 +207,54 @@ impl Gpu {
         Ok(page_locked(bytes.as_ptr(), bytes.len()))
     }
 
+    /// Queue on `stream` the DMA of columns [c0, c0 + cw) of the page-locked row-major
+    /// `rows × ncol` array `host` (elements of `sz` bytes) into the same columns of a device
+    /// array of the same layout at `dst` (one 2-D copy: the rows' slices go up strided). Returns
+    /// once queued.
+    ///
+    /// # Safety
+    /// `host` must be page-locked (`dma_direct`) and stay alive and unmodified until `stream`
+    /// has been synchronised; `dst` must hold rows·ncol·sz bytes until then.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn upload_columns_async(
+        &self,
+        stream: &Arc<CudaStream>,
+        host: &[u8],
+        dst: u64,
+        ncol: usize,
+        sz: usize,
+        c0: usize,
+        cw: usize,
+    ) -> Result<()> {
+        let pitch = ncol * sz;
+        assert!(
+            pitch > 0 && host.len().is_multiple_of(pitch) && c0 + cw <= ncol,
+            "upload_columns_async: columns out of range"
+        );
+        let copy = dsys::CUDA_MEMCPY2D {
+            srcXInBytes: c0 * sz,
+            srcY: 0,
+            srcMemoryType: dsys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            srcHost: host.as_ptr().cast(),
+            srcDevice: 0,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: pitch,
+            dstXInBytes: c0 * sz,
+            dstY: 0,
+            dstMemoryType: dsys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: dst,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: pitch,
+            WidthInBytes: cw * sz,
+            Height: host.len() / pitch,
+        };
+        self.ctx.bind_to_thread()?;
+        // SAFETY: the ranges lie inside both arrays (checked above and by the caller).
+        unsafe { dsys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result()?;
+        Ok(())
+    }
+
     /// Copy `host` into the start of `dst`.
     pub fn upload_into<T: DeviceRepr + Sync>(
         &self,
