@@ -19,10 +19,6 @@
 #define SM_PAIR 6
 #define SM_HALF 1
 #define SM_FULL 2
-// ring_bits[r] (src/smooth/cuda_tables.rs): phi0 != 0; the ring enters as its trigonometric
-// interpolant (RingPlan::interpolated: bins up to n/2, the Nyquist bin halved, 0 beyond).
-#define SM_SHIFTED 1
-#define SM_INTERP 2
 // Samples between exact restarts of the cosine recurrence (its error grows with the steps).
 #define SM_ANCHOR 64
 
@@ -96,17 +92,9 @@ __device__ __forceinline__ double sm_cosine_sum(const double* g, int n, int half
 
 // R~_j(m) = e^{-i m phi0_j} R_j(m mod n_j) from the stored bins 0..n_j/2 (already phased):
 // periodic, or anti-periodic for rings with phi0 != 0, and R~(p) = s conj R~(n_j - p) above
-// n_j / 2 (s = -1 for those rings). Interpolated rings: R~(m) up to n_j / 2 (half of it there),
-// 0 beyond.
-__device__ __forceinline__ void sm_fetch(const double* spec, i64 first, i64 n, int bits,
+// n_j / 2 (s = -1 for those rings).
+__device__ __forceinline__ void sm_fetch(const double* spec, i64 first, i64 n, int shifted,
                                          i64 m, double& re, double& im) {
-    if ((bits & SM_INTERP) && 2 * m >= n) {
-        const double h = 2 * m == n ? 0.5 : 0.0;
-        re = 2 * m == n ? h * spec[2 * (first + m)] : 0.0;
-        im = 2 * m == n ? h * spec[2 * (first + m) + 1] : 0.0;
-        return;
-    }
-    const int shifted = bits & SM_SHIFTED;
     i64 q = 0, p = m;
     if (m >= n) {
         q = m / n;
@@ -129,7 +117,7 @@ __device__ __forceinline__ void sm_fetch(const double* spec, i64 first, i64 n, i
 __device__ __forceinline__ void sm_accumulate(const i64* pr, const int* tap_n, const int* flags,
                                               const i64* tap_off, i64 tap0, const double* taps,
                                               const i64* first, const int* nphi,
-                                              const int* ring_bits, i64 nrings,
+                                              const int* shifted, i64 nrings,
                                               const double* spec, i64 m, double* tn,
                                               double* ts) {
     const i64 lo = pr[2], hi = pr[3], L = pr[4], s0 = pr[5];
@@ -144,12 +132,12 @@ __device__ __forceinline__ void sm_accumulate(const i64* pr, const int* tap_n, c
         const double c = sm_cosine_sum(taps + (tap_off[e] - tap0), n, flags[e] & SM_HALF, m, L,
                                        c1, ch);
         double re, im;
-        sm_fetch(spec, first[j], nphi[j], ring_bits[j], m, re, im);
+        sm_fetch(spec, first[j], nphi[j], shifted[j], m, re, im);
         tn[0] += c * re;
         tn[1] += c * im;
         const i64 jm = nrings - 1 - j;
         if (eq && jm == j) continue;
-        sm_fetch(spec, first[jm], nphi[jm], ring_bits[jm], m, re, im);
+        sm_fetch(spec, first[jm], nphi[jm], shifted[jm], m, re, im);
         double* t = eq ? tn : ts;
         t[0] += c * re;
         t[1] += c * im;
@@ -186,7 +174,7 @@ extern "C" __global__ void smooth_products(const int* tile_pair, const int* tile
                                            const int* tap_n, const int* flags,
                                            const i64* tap_off, i64 tap0, const double* taps,
                                            const i64* first, const int* nphi,
-                                           const int* ring_bits, i64 nrings,
+                                           const int* shifted, i64 nrings,
                                            const double* spec_in, double* spec_out) {
     const i64 pi = tile_pair[blockIdx.x];
     const i64 k = (i64)tile_k0[blockIdx.x] + threadIdx.x;
@@ -194,7 +182,7 @@ extern "C" __global__ void smooth_products(const int* tile_pair, const int* tile
     const i64 ring = pr[0], mirror = pr[1], L = pr[4];
     const i64 n = nphi[ring], hn = n / 2, N = L / 2;
     if (k > hn) return;
-    const int sh = ring_bits[ring] & SM_SHIFTED;
+    const int sh = shifted[ring];
     const bool eq = ring == mirror;
     double an[2] = {0.0, 0.0}, as[2] = {0.0, 0.0};
     double tn[2], ts[2];
@@ -202,7 +190,7 @@ extern "C" __global__ void smooth_products(const int* tile_pair, const int* tile
     const bool self = k == 0 || k == hn;
     for (int pass = 0; pass < (self ? 1 : 2); ++pass) {
         for (i64 m = pass == 0 ? k : n - k; m <= N; m += n) {
-            sm_accumulate(pr, tap_n, flags, tap_off, tap0, taps, first, nphi, ring_bits, nrings,
+            sm_accumulate(pr, tap_n, flags, tap_off, tap0, taps, first, nphi, shifted, nrings,
                           spec_in, m, tn, ts);
             const double w = m == N ? 0.5 : 1.0;
             const bool both = self && m != 0;
@@ -227,7 +215,7 @@ extern "C" __global__ void smooth_products(const int* tile_pair, const int* tile
 // every ring's bins). grid: one block per tile.
 extern "C" __global__ void smooth_phase(const int* tile_pair, const int* tile_k0,
                                         const i64* pairs, const i64* first, const int* nphi,
-                                        const int* ring_bits, const double* factor,
+                                        const int* shifted, const double* factor,
                                         double* spec) {
     const i64* pr = pairs + SM_PAIR * (i64)tile_pair[blockIdx.x];
     const i64 k = (i64)tile_k0[blockIdx.x] + threadIdx.x;
@@ -237,7 +225,7 @@ extern "C" __global__ void smooth_phase(const int* tile_pair, const int* tile_k0
         if (k > n / 2) continue;
         // the FFT is linear: weighting the spectrum weights the ring
         double s = 0.0, c = 1.0;
-        if (ring_bits[r] & SM_SHIFTED) sincospi(-(double)k / (double)n, &s, &c);
+        if (shifted[r]) sincospi(-(double)k / (double)n, &s, &c);
         s *= factor[r];
         c *= factor[r];
         double* v = spec + 2 * (first[r] + k);

@@ -54,34 +54,24 @@ Quadrature: the input ring j is weighted by 1 + w_j, HEALPix ring weights (``src
 weights.rs``: exact for ring averages of even degree <= 3 nside in z, least area-weighted
 norm; equivalent to healpy's weight_ring files). Uniform weights miss the integral by ~1e-3
 near the poles; the weights cost O(npix) multiplies per map (computed once per nside).
-Along a ring, belt rings (4 nside pixels) are point samples: neighbouring belt rings are
-staggered by half a pixel, so their sampling images cancel in pairs. Polar-cap rings (4j
-pixels) are not, and enter as their trigonometric interpolants instead (the phi-integral of
-the interpolant, exact; src/smooth/mod.rs): at 2 px this takes the ring method 3-7x closer to
-the exact smoothing than the plain pixel sum, whose cap images dominated.
 
 Against healpy.smoothing(iter=3) (band-limited at 3 nside - 1), fractional RMS, CMB-like map
-C_l ~ (l+10)^-2 exp(-(l/nside)^2); in brackets: the ring method / healpy against the exact
-smoothing of the map's a_lm:
+C_l ~ (l+10)^-2 exp(-(l/nside)^2) synthesised to 3 nside - 1 (before the weights in brackets):
 
-  ===== ====================== ====================== ====================== ======================
-  FWHM  nside 64               128                    256                    512
-  ===== ====================== ====================== ====================== ======================
-  synthesised to 3 nside - 1
-  2 px  5.9e-4 [2.3e-4/5.4e-4] 5.1e-4 [1.5e-4/4.8e-4] 4.5e-4 [1.1e-4/4.3e-4] 4.0e-4 [9.3e-5/3.9e-4]
-  3 px  9.5e-5 [6.9e-5/6.4e-5] 5.7e-5 [3.1e-5/5.1e-5] 4.5e-5 [1.1e-5/4.4e-5] 4.2e-5 [7.4e-6/4.1e-5]
-  5 px  4.4e-5 [3.7e-5/2.2e-5] 7.9e-6 [1.1e-5/9.8e-6] 2.4e-6 [2.6e-6/3.1e-6] 2.4e-6 [1.7e-6/1.2e-6]
-  synthesised to 1.5 nside
-  2 px  1.5e-4 [1.4e-4/7.2e-5] 6.1e-5 [5.2e-5/3.3e-5] 3.7e-5 [3.7e-5/1.1e-5] 1.7e-5 [1.7e-5/4.8e-6]
-  3 px  4.8e-5 [4.5e-5/3.1e-5] 2.0e-5 [1.4e-5/1.5e-5] 9.8e-6 [1.0e-5/4.7e-6] 2.9e-6 [2.1e-6/2.0e-6]
-  ===== ====================== ====================== ====================== ======================
+  ===== ================ ================ ================ ================
+  FWHM  nside 64         128              256              512
+  ===== ================ ================ ================ ================
+  2 px  1.0e-3 (1.2e-3)  7.9e-4 (8.3e-4)  6.7e-4 (6.8e-4)  5.9e-4 (5.9e-4)
+  3 px  1.2e-4 (5.6e-4)  6.4e-5 (2.2e-4)  4.9e-5 (8.3e-5)  4.4e-5 (5.9e-5)
+  5 px  4.6e-5 (4.0e-4)  8.3e-6 (1.5e-4)  3.0e-6 (4.5e-5)  2.4e-6 (2.6e-5)
+  ===== ================ ================ ================ ================
 
-  At 2 px on the full-band map the difference is healpy's own error: its lmax = 3 nside - 1
-  iterations cannot fix the high-m a_lm that the polar rings (4j pixels) do not sample, and
-  the ring method is 2.4-4x closer to the exact answer. On the map band-limited to 1.5 nside,
-  healpy is near exact and the ring method agrees with it to <= 1e-4 for nside >= 128; at
-  nside 64 the innermost polar rings (4-12 pixels) leave 1.5e-4: a local method cannot
-  resolve the map there, a global fit (healpy's) can.
+  At 2 px the difference is healpy's own error: against the exact smoothing of the map's
+  a_lm, healpy.smoothing(iter=3) is off by 5.4e-4, 4.8e-4, 4.3e-4, 3.9e-4 (nside 64-512), the
+  ring method by 6.3e-4, 4.4e-4, 3.6e-4, 3.0e-4; both errors sit in the polar caps, where the
+  samples do not determine the high-m a_lm (ring j has 4j pixels). No pixel quadrature
+  reaches 1e-4 against healpy there; a kernel band-limited at healpy's lmax would remove a
+  further ~2x but its ringing tail (b_l ~ 3% at 3 nside for 2 px) widens the support ~50x.
 
 Missing pixels: UNSEEN (-1.6375e30, healpy's criterion) and non-finite (NaN, +-inf) pixels are
 treated as 0 for the convolution and get their input value back in the output.

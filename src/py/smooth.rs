@@ -205,7 +205,7 @@ fn _ring_cuda_tables<'py>(
     }
     let ints32 = [
         ("nphi", tabs.nphi),
-        ("ring_bits", tabs.ring_bits),
+        ("shifted", tabs.shifted),
         ("tap_n", tabs.tap_n),
         ("flags", tabs.flags),
         ("len", tabs.len),

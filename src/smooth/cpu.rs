@@ -271,7 +271,7 @@ fn output_pair<'a>(
         let jm = nr - 1 - j;
         let rj = &plan.rings[j];
         let shift = if rj.phi0 != 0.0 { -1.0 } else { 1.0 };
-        runs(n2, rj.nphi, shift, plan.interpolated(j), &mut sc.runs);
+        runs(n2, rj.nphi, shift, &mut sc.runs);
         let c2 = &sc.c2[..2 * n2 + 2];
         if eq {
             accumulate(&mut sc.tn[..=n2], None, c2, r_of(j), None, &sc.runs);
@@ -445,29 +445,10 @@ struct Run {
 
 /// The runs covering m = 0 ..= N for an input ring of n_j pixels: R̃ is periodic (shift = 1)
 /// or anti-periodic (shift = −1, rings with φ0 ≠ 0) with period n_j, and
-/// R̃(p) = shift·conj R̃(n_j − p) above n_j/2; or, for a ring taken as its trigonometric
-/// interpolant (`interp`), R̃ up to n_j/2 with the Nyquist bin halved and nothing beyond.
-fn runs(n2: usize, nj: usize, shift: f64, interp: bool, out: &mut Vec<Run>) {
+/// R̃(p) = shift·conj R̃(n_j − p) above n_j/2.
+fn runs(n2: usize, nj: usize, shift: f64, out: &mut Vec<Run>) {
     out.clear();
     let hj = nj / 2;
-    if interp && hj <= n2 {
-        // cos(n_j x / 2) = (e^{i n_j x/2} + e^{−i n_j x/2}) / 2: half of the bin on each side.
-        out.push(Run {
-            m0: 0,
-            p0: 0,
-            n: hj,
-            back: false,
-            sign: 1.0,
-        });
-        out.push(Run {
-            m0: hj,
-            p0: hj,
-            n: 1,
-            back: false,
-            sign: 0.5,
-        });
-        return;
-    }
     if hj >= n2 {
         out.push(Run {
             m0: 0,
@@ -555,7 +536,7 @@ fn accumulate(
     }
 }
 
-/// t += w·c·r element-wise (w = ±1 or ½, so the product is exact either way round).
+/// t += w·c·r element-wise (w = ±1, so the product is exact either way round).
 #[inline(always)]
 fn mac(t: &mut [f64], c: &[f64], r: &[f64], w: f64) {
     for ((t, c), r) in t.iter_mut().zip(c).zip(r) {

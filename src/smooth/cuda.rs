@@ -32,7 +32,7 @@ const CHUNK_TAPS: usize = 1 << 27;
 struct Dev {
     first: CudaSlice<i64>,
     nphi: CudaSlice<i32>,
-    ring_bits: CudaSlice<i32>,
+    shifted: CudaSlice<i32>,
     factor: CudaSlice<f64>,
     pairs: CudaSlice<i64>,
     scale: CudaSlice<f64>,
@@ -50,7 +50,7 @@ fn upload(gpu: &Gpu, t: &Tables) -> Result<Dev> {
     Ok(Dev {
         first: gpu.upload_small(&t.first)?,
         nphi: gpu.upload_small(&t.nphi)?,
-        ring_bits: gpu.upload_small(&t.ring_bits)?,
+        shifted: gpu.upload_small(&t.shifted)?,
         factor: gpu.upload_small(&t.factor)?,
         pairs: gpu.upload_small(&t.pairs)?,
         scale: gpu.upload_small(&t.scale)?,
@@ -213,7 +213,7 @@ fn phase(gpu: &Gpu, d: &Dev, tiles: usize, spec: &mut CudaSlice<f64>) -> Result<
         .arg(&d.pairs)
         .arg(&d.first)
         .arg(&d.nphi)
-        .arg(&d.ring_bits)
+        .arg(&d.shifted)
         .arg(&d.factor)
         .arg(spec);
     // SAFETY: matches smooth_phase; the tiles cover each ring's bins inside `spec`.
@@ -283,7 +283,7 @@ fn products(
         .arg(taps)
         .arg(&d.first)
         .arg(&d.nphi)
-        .arg(&d.ring_bits)
+        .arg(&d.shifted)
         .arg(&nr)
         .arg(spec_in)
         .arg(spec_out);

@@ -26,15 +26,10 @@ pub struct Chunk {
     pub taps: (usize, usize),
 }
 
-/// Bits of `Tables::ring_bits` (SM_SHIFTED, SM_INTERP in kernels/smooth.cu).
-pub const SM_SHIFTED: i32 = 1;
-pub const SM_INTERP: i32 = 2;
-
 pub struct Tables {
     pub first: Vec<i64>,
     pub nphi: Vec<i32>,
-    /// Per ring: SM_SHIFTED (φ0 ≠ 0) | SM_INTERP (`RingPlan::interpolated`).
-    pub ring_bits: Vec<i32>,
+    pub shifted: Vec<i32>,
     /// Ring weight factor of each input ring (`RingPlan::ring_factor`).
     pub factor: Vec<f64>,
     /// PAIR i64 per output pair: ring, mirror, lo, hi, L, first support entry.
@@ -81,12 +76,7 @@ impl Tables {
                 .iter()
                 .map(|r| to_i32(r.nphi, "ring length"))
                 .collect::<Result<_>>()?,
-            ring_bits: (0..rings.len())
-                .map(|j| {
-                    i32::from(rings[j].phi0 != 0.0) * SM_SHIFTED
-                        + i32::from(plan.interpolated(j)) * SM_INTERP
-                })
-                .collect(),
+            shifted: rings.iter().map(|r| (r.phi0 != 0.0) as i32).collect(),
             factor: plan.ring_factor.to_vec(),
             pairs: Vec::with_capacity(PAIR * plan.outputs.len()),
             scale: Vec::with_capacity(plan.outputs.len()),

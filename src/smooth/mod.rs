@@ -30,12 +30,6 @@
 //! pixel sum integrates band-limited functions exactly up to degree 3·nside in z (uniform
 //! weights are off by ~1e-3 at the poles, which dominated the gap to healpy at FWHM ≥ 3 px).
 //!
-//! Polar-cap input rings (n_j < 4·nside, [`RingPlan::interpolated`]) enter as their
-//! trigonometric interpolants: R̃_j(m) for m < n_j/2, half of it at m = n_j/2 and 0 beyond,
-//! instead of repeated with period n_j. The φ-integral along such a ring is then exact for the
-//! interpolant rather than a pixel sum, whose aliases at m ≈ n_j do not cancel between cap
-//! rings of different lengths.
-//!
 //! - `profile`: kernel profiles (Gaussian, beam window), truncation, tables.
 //! - `weights`: the ring weights.
 //! - `cpu`: the rayon engine; `cuda` (tables from `cuda_tables`): the GPU engine. Both follow
@@ -147,18 +141,6 @@ pub fn good_len(n: usize) -> usize {
 }
 
 impl RingPlan {
-    /// Input ring j enters as its trigonometric interpolant (its spectrum up to n_j/2, the
-    /// Nyquist bin halved, nothing beyond) instead of as point samples (the spectrum repeated
-    /// with period n_j). True for the polar-cap rings (n_j < 4·nside): they are not staggered
-    /// against their neighbours as belt rings are, so the samples' images at m ≈ n_j do not
-    /// cancel between rings, and a narrow kernel turns them into the dominant error (2 px:
-    /// 3–7× farther from the exact smoothing). Belt rings stay point samples: their images
-    /// cancel in pairs, and interpolating a ring that holds power above its Nyquist would
-    /// fold it down unfiltered.
-    pub fn interpolated(&self, j: usize) -> bool {
-        self.rings[j].nphi < 4 * self.nside
-    }
-
     pub fn new(nside: usize, table: Table) -> Result<Self> {
         hp::check_nside(nside as u64, false)?;
         let npix = hp::nside2npix(nside as u64) as usize;

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     g_dir = argv[1];
     auto first = load<i64>("first");
     auto nphi = load<int>("nphi");
-    auto ring_bits = load<int>("ring_bits");
+    auto shifted = load<int>("shifted");
     auto factor = load<double>("factor");
     auto pairs = load<i64>("pairs");
     auto scale = load<double>("scale");
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     const unsigned tpb = 128;
     simt::launch((unsigned)tile_pair.size(), tpb, [&] {
         smooth_phase(tile_pair.data(), tile_k0.data(), pairs.data(), first.data(), nphi.data(),
-                     ring_bits.data(), factor.data(), spec_in.data());
+                     shifted.data(), factor.data(), spec_in.data());
     });
     const i64 ncoef = (i64)coef.size() / 4;
     for (size_t c = 0; c + 6 <= chunks.size(); c += 6) {
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
             simt::launch((unsigned)(t1 - t0), tpb, [&] {
                 smooth_products(tile_pair.data() + t0, tile_k0.data() + t0, pairs.data(),
                                 scale.data(), tap_n.data(), flags.data(), tap_off.data(), tap0,
-                                taps.data(), first.data(), nphi.data(), ring_bits.data(), nrings,
+                                taps.data(), first.data(), nphi.data(), shifted.data(), nrings,
                                 spec_in.data(), spec_out.data());
             });
     }
