@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 from _grid_refs import field, header
@@ -11,12 +9,11 @@ from _grid_refs import field, header
 import skyconv
 from skyconv import _cli_grid
 
+from _refs import run_cli
 
-def run_cli(argv):
-    parser = argparse.ArgumentParser(prog="skyconv")
-    _cli_grid.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["grid", *argv])
-    return args.func(args)
+
+def grid_cli(argv):
+    return run_cli(_cli_grid, ["grid", *argv])
 
 
 def test_fits_table_to_fits_cube(tmp_path, rng):
@@ -29,7 +26,7 @@ def test_fits_table_to_fits_cube(tmp_path, rng):
     hdr = fits.Header(header())
     hdr.totextfile(tmp_path / "t.hdr")
     assert (
-        run_cli(
+        grid_cli(
             [
                 str(tmp_path / "s.fits"),
                 "--header",
@@ -51,7 +48,7 @@ def test_fits_table_to_fits_cube(tmp_path, rng):
     assert np.array_equal(cube, ref.cube, equal_nan=True)
     assert np.array_equal(weights, ref.weights)
     with pytest.raises(ValueError, match="exists"):
-        run_cli(
+        grid_cli(
             [
                 str(tmp_path / "s.fits"),
                 "--header",
@@ -70,7 +67,7 @@ def test_npz_healpix_and_columns(tmp_path, rng):
         tmp_path / "s.npz", glon=lon, glat=lat, tb=rng.normal(size=500), w=rng.uniform(1, 2, 500)
     )
     assert (
-        run_cli(
+        grid_cli(
             [
                 str(tmp_path / "s.npz"),
                 "--nside",
@@ -92,7 +89,7 @@ def test_npz_healpix_and_columns(tmp_path, rng):
     assert z["cube"].shape == (12 * 32**2,) and z["cube"].dtype == np.float64
     assert np.isfinite(z["cube"]).any()
     with pytest.raises(ValueError, match="column"):
-        run_cli(
+        grid_cli(
             [
                 str(tmp_path / "s.npz"),
                 "--nside",

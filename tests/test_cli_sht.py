@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 
 from skyconv import _cli_sht
+
+from _refs import rel_l2, run_cli
 
 hp = pytest.importorskip("healpy")
 pytest.importorskip("astropy")
 
 
 def cli(argv):
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="command", required=True)
-    _cli_sht.add_parser(sub)
-    args = p.parse_args(argv)
-    return args.func(args)
-
-
-def rel_l2(a, b):
-    return float(np.linalg.norm(np.asarray(a) - b) / np.linalg.norm(b))
+    return run_cli(_cli_sht, argv)
 
 
 def test_alm2map_cli_reads_healpy_alm_and_writes_healpy_map(tmp_path, rng):

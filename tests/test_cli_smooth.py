@@ -9,20 +9,14 @@ import pytest
 
 from skyconv import _cli_smooth
 
+from _refs import rel_l2, run_cli
+
 hp = pytest.importorskip("healpy")
 pytest.importorskip("astropy")
 
 
 def cli(argv):
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="command", required=True)
-    _cli_smooth.add_parser(sub)
-    args = p.parse_args(argv)
-    return args.func(args)
-
-
-def rel(a, b):
-    return float(np.linalg.norm(np.asarray(a) - b) / np.linalg.norm(b))
+    return run_cli(_cli_smooth, argv)
 
 
 @pytest.mark.parametrize("fwhm", ["300arcmin", "5deg", "0.08726646rad", "300"])
@@ -50,7 +44,7 @@ def test_smooth_cli_harmonic_matches_healpy(tmp_path, rng, fwhm):
         == 0
     )
     got = hp.read_map(str(out))
-    assert rel(got, hp.smoothing(m, fwhm=np.radians(5.0), iter=3)) <= 1e-7
+    assert rel_l2(got, hp.smoothing(m, fwhm=np.radians(5.0), iter=3)) <= 1e-7
 
 
 def test_smooth_cli_ring_nest_and_beam_window(tmp_path, rng):

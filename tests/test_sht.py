@@ -18,14 +18,9 @@ import pytest
 import skyconv
 from skyconv import Alm, ShapeError, alm2map, almxfl, map2alm
 
+from _refs import rel_l2
+
 hp = pytest.importorskip("healpy")
-
-
-def rel_l2(got, ref) -> float:
-    got = np.asarray(got)
-    ref = np.asarray(ref)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 def random_alm(rng, lmax, mmax=None, ncomp=None):
