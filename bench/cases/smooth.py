@@ -142,6 +142,8 @@ def plan(method: str, m: np.ndarray, fwhm: float) -> tuple[str, Work, dict]:
             "choice": method,
             "predicted_s": {k: round(v, 3) for k, v in info["times"].items()},
             "predicted_error": {k: float(f"{v:.2e}") for k, v in info["errors"].items()},
+            "vs_exact": info["vs_exact"]
+            and {k: float(f"{v:.2e}") for k, v in info["vs_exact"].items()},
             "plan_seconds": round(time.perf_counter() - t0, 2),
         }
     if method == "harmonic":
