@@ -1,6 +1,7 @@
 //! Device selection, the CPU thread pool and the CUDA runtime pieces (context, NVRTC modules,
 //! staging buffers, cuFFT plans). The only place in the crate that touches cudarc.
 
+pub mod cpu_features;
 pub mod cuda;
 pub mod threads;
 

@@ -175,7 +175,7 @@ fn fill_gauss(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::backend::cpu_features::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { gauss_block_avx2(xs, ys, zs, t, c0, c2_cut, radius, kbuf) };
         }

@@ -463,7 +463,7 @@ fn simd_level() -> u8 {
     {
         let have = if !has_avx2() {
             0
-        } else if std::is_x86_feature_detected!("avx512f") {
+        } else if crate::backend::cpu_features::avx512f() {
             2
         } else {
             1
@@ -478,14 +478,7 @@ fn simd_level() -> u8 {
 }
 
 fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::backend::cpu_features::avx2_fma()
 }
 
 /// Synthesis on the CPU: `alms` (layout `plan.lay`) to `maps` (RING, npix each).

@@ -326,9 +326,7 @@ fn kernel_spectrum(plan: &RingPlan, tab: &LenTab, sup: &PairSupport, sc: &mut Sc
 
 #[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| std::is_x86_feature_detected!("avx2"))
+    crate::backend::cpu_features::avx2()
 }
 
 /// Integer grid: C(m) = g_0 + 2Σ_{k≥1} g_k cos(kθ_m); half grid: C(m) = 2Σ_k g_k cos((k+½)θ_m),

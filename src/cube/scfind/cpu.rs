@@ -29,14 +29,7 @@ const BLOCK: usize = 1024;
 /// Whether the hot loops may use their AVX2 build (same arithmetic, no FMA contraction, so
 /// results do not depend on the CPU).
 fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::backend::cpu_features::avx2()
 }
 
 #[inline(always)]
