@@ -399,8 +399,7 @@ def grid_errors(nside, lmax, window, tol, iter):
     ell = np.arange(lc + 1)
     fwhm = gaussian_fwhm(w)
     if fwhm is not None:  # the same Gaussian in pixels, not ℓ(ℓ+1) read off at scaled ℓ
-        sigma = fwhm * scale / math.sqrt(8 * math.log(2))
-        wc = np.exp(-0.5 * ell * (ell + 1.0) * sigma**2)
+        wc = smooth.gauss_window(fwhm * scale, lc)
     else:
         wc = np.interp(ell * scale, np.arange(w.size), w, right=0.0)
     rng = np.random.default_rng(7)
