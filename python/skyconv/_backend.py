@@ -26,11 +26,55 @@ def get_num_threads() -> int:
 def backend_info() -> dict[str, Any]:
     """Version, CPU threads and CUDA status.
 
-    ``info["cuda"]`` holds ``available`` (bool), ``reason`` (why not, or None), ``device_name``,
-    ``compute_capability`` ((major, minor)), ``total_memory_bytes``, ``driver_version`` and
-    ``nvrtc_version`` (strings like "13.0"), and ``context_created``. Creates no CUDA context.
+    Returns
+    -------
+    dict
+        ``version``, ``cpu_threads`` and ``cuda``, a dict with:
+
+        - ``available`` (bool) and ``reason`` (why not, or None);
+        - ``driver_version`` and ``nvrtc_version`` (strings like ``"12.4"``);
+        - ``toolkit``: the CUDA major version (12 or 13) whose libraries are used, or None;
+        - ``nvrtc`` and ``cufft``: ``{"path", "version", "cuda", "source"}`` of the library
+          used (``source``: where its folder came from: ``python`` for pip's wheels,
+          ``conda``, ``CUDA_HOME``, ``/usr/local/cuda``, ``LD_LIBRARY_PATH``), or None;
+        - ``rejected``: ``[{"path", "reason"}]`` for each library found but not used (newer
+          than the driver, broken, or of another toolkit than ``SKYCONV_CUDA_VERSION``);
+        - ``search_dirs``: ``[(folder, source)]`` searched, in order;
+        - ``devices``: ``[{"ordinal", "name", "compute_capability", "total_memory_bytes",
+          "context_created"}]`` for every GPU; ``ordinal``: the one ``device="cuda"`` means;
+          ``device_name``, ``compute_capability`` and ``total_memory_bytes`` of that GPU;
+        - ``context_created`` (whether any CUDA context exists) and ``kernel_cache`` (the
+          folder of compiled kernels, or None when ``SKYCONV_KERNEL_CACHE=0``).
+
+    Creates no CUDA context.
     """
     return _core.backend_info()
+
+
+def clear_kernel_cache() -> int:
+    """Remove skyconv's compiled GPU kernels from the on-disk cache.
+
+    The cache lives in ``$SKYCONV_CACHE_DIR/kernels``, else ``$XDG_CACHE_HOME/skyconv/kernels``,
+    else ``~/.cache/skyconv/kernels``; kernels are compiled again (by NVRTC, about a second a
+    module) on their next use.
+
+    Returns
+    -------
+    int
+        The number of files removed.
+
+    Raises
+    ------
+    OSError
+        If a cached file cannot be removed.
+    """
+    return _core._clear_kernel_cache()
+
+
+def kernel_cache_dir() -> str | None:
+    """The folder of the on-disk kernel cache, or None when it is off
+    (``SKYCONV_KERNEL_CACHE=0``)."""
+    return _core._kernel_cache_dir()
 
 
 def last_profile() -> dict[str, float]:
@@ -40,10 +84,11 @@ def last_profile() -> dict[str, float]:
 
 
 def resolve_device(device: str | None) -> str:
-    """``"cpu"`` or ``"cuda"`` for a ``device`` argument (None: SKYCONV_DEVICE, else "auto").
+    """``"cpu"`` or ``"cuda"`` for a ``device`` argument (``"auto"``, ``"cpu"``, ``"cuda"`` or
+    ``"cuda:N"``; None: SKYCONV_DEVICE, else "auto").
 
-    Raises DeviceError when ``"cuda"`` is asked for and no GPU works, ValueError for an unknown
-    name."""
+    Raises DeviceError when ``"cuda"``/``"cuda:N"`` is asked for and that GPU cannot be used,
+    ValueError for an unknown name."""
     if device is not None and not isinstance(device, str):
         raise TypeError(f"device must be a str or None, got {type(device).__name__}")
     return _core.resolve_device(device)
