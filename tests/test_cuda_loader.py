@@ -233,6 +233,7 @@ def test_backend_info_reports_libraries():
             "CUDA_PATH",
             "/usr/local/cuda",
             "LD_LIBRARY_PATH",
+            "system",
         )
     for r in info["rejected"]:
         assert r["path"] and r["reason"]
@@ -262,6 +263,8 @@ def test_search_sources_from_environment(tmp_path):
     assert order.index("conda") < order.index("CUDA_HOME") < order.index("LD_LIBRARY_PATH")
     if "python" in order:
         assert order.index("python") < order.index("conda")
+    if "system" in order:  # the distribution's folders come last
+        assert order.index("LD_LIBRARY_PATH") < order.index("system")
 
 
 def test_override_without_its_libraries_names_the_pip_command():

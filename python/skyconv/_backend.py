@@ -36,7 +36,8 @@ def backend_info() -> dict[str, Any]:
         - ``toolkit``: the CUDA major version (12 or 13) whose libraries are used, or None;
         - ``nvrtc`` and ``cufft``: ``{"path", "version", "cuda", "source"}`` of the library
           used (``source``: where its folder came from: ``python`` for pip's wheels,
-          ``conda``, ``CUDA_HOME``, ``/usr/local/cuda``, ``LD_LIBRARY_PATH``), or None;
+          ``conda``, ``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``, ``LD_LIBRARY_PATH``,
+          ``system``), or None;
         - ``rejected``: ``[{"path", "reason"}]`` for each library found but not used (newer
           than the driver, broken, or of another toolkit than ``SKYCONV_CUDA_VERSION``);
         - ``search_dirs``: ``[(folder, source)]`` searched, in order;

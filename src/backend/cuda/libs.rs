@@ -11,7 +11,7 @@
 //! Search order (most specific first): the folders the Python package passes (pip's
 //! `nvidia/cu13/lib`, `nvidia/cuda_nvrtc/lib`, `nvidia/cufft/lib` on sys.path and
 //! `SKYCONV_CUDA_LIB_DIRS`), `$CONDA_PREFIX/lib`, `CUDA_HOME` / `CUDA_PATH`, `/usr/local/cuda*`,
-//! then `LD_LIBRARY_PATH`. A toolkit newer than the driver is rejected (a CUDA 13 library needs
+//! `LD_LIBRARY_PATH`, then the system's library folders (a distribution's CUDA packages). A toolkit newer than the driver is rejected (a CUDA 13 library needs
 //! a 13.x driver); within one major version any minor runs (CUDA's minor-version compatibility:
 //! kernels are compiled to CUBIN, never PTX, so no JIT step needs a newer driver).
 //! `SKYCONV_CUDA_VERSION=12|13` restricts the choice to one toolkit.
@@ -136,6 +136,10 @@ pub fn search_dirs() -> Vec<(PathBuf, String)> {
     }
     for d in env_dirs("LD_LIBRARY_PATH") {
         dirs.push((d, "LD_LIBRARY_PATH".into()));
+    }
+    let multiarch = format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH);
+    for d in [multiarch.as_str(), "/usr/lib64", "/usr/lib"] {
+        dirs.push((PathBuf::from(d), "system".into()));
     }
     dedup(dirs)
 }
