@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 
-def calls():
+def calls(dev: str = "cuda"):
     import skyconv
     from skyconv import filters
 
@@ -34,7 +34,7 @@ def calls():
     lon, lat = r.uniform(0, 360, n), np.degrees(np.arcsin(r.uniform(-1, 1, n)))
     v = r.standard_normal(n)
     cube = r.standard_normal((32, 64, 64))
-    dev = "cuda"
+
     return {
         "smooth_ring": lambda: skyconv.smooth_map(
             m, fwhm=np.radians(1.0), method="ring", device=dev
@@ -44,7 +44,13 @@ def calls():
         "map2alm": lambda: skyconv.map2alm(m, lmax=lmax, device=dev),
         "grid": lambda: (
             skyconv.grid(
-                lon, lat, v, skyconv.HealpixTarget(128), kernel_params=(0.3,), device=dev
+                lon,
+                lat,
+                v,
+                skyconv.HealpixTarget(128),
+                kernel_params=(0.3,),
+                dtype="float64",
+                device=dev,
             ).cube
         ),
         "gaussian_filter1d": lambda: filters.gaussian_filter1d(cube, 3.0, axis=0, device=dev),
