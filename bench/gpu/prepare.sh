@@ -132,7 +132,7 @@ if [[ $download == 1 ]]; then
 fi
 
 if [[ $cuda12 == 1 ]]; then
-    echo "== packing CUDA 12's NVRTC and cuFFT into .gpu-cu12/ (xz -9: minutes)"
+    echo "== packing CUDA 12's NVRTC and cuFFT into .gpu-cu12/ (xz: minutes)"
     src=.whl/cu12
     mkdir -p "$src"
     if [[ $download == 1 ]]; then
@@ -149,7 +149,7 @@ if [[ $cuda12 == 1 ]]; then
         unzip -q -o "$w" 'nvidia/cufft/lib/libcufft.so.11' -d "$stage"
     done
     rm -rf .gpu-cu12 && mkdir -p .gpu-cu12
-    tar -C "$stage" -cf - nvidia | xz -9 -T0 | split -b "${LIMIT_MIB}M" - .gpu-cu12/cu12libs.tar.xz.part-
+    tar -C "$stage" -cf - nvidia | xz -6 -T0 | split -b "${LIMIT_MIB}M" - .gpu-cu12/cu12libs.tar.xz.part-
     rm -rf "$stage"
     cat .gpu-cu12/cu12libs.tar.xz.part-* | sha256sum > .gpu-cu12/SHA256
     {
