@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import skyconv
@@ -323,8 +324,6 @@ def test_gpu_ordinals_and_devices():
 @pytest.mark.gpu
 def test_every_ordinal_gives_the_same_result(rng):
     """The same call on each GPU (cuda:N) equals the CPU's; contexts appear per ordinal."""
-    import numpy as np
-
     from skyconv import filters
 
     a = rng.standard_normal((6, 40, 50))
@@ -388,3 +387,51 @@ def test_kernels_compile_with_each_installed_nvrtc(toolkit):
     for per_arch in sizes:
         assert {k for k, _ in per_arch} == on_disk
         assert all(v > 1000 for _, v in per_arch), per_arch
+
+
+@pytest.mark.gpu
+def test_cuda12_and_cuda13_libraries_agree(tmp_path):
+    """The FFT-based transforms (cuFFT through skyconv's own bindings) and a kernel-only call
+    give the same float64 numbers (1e-12 relative) with CUDA 12's and CUDA 13's libraries,
+    where this machine has both (bench/gpu/run.sh use-cuda12 provides CUDA 12's)."""
+    code = (
+        "import sys, numpy as np, skyconv\n"
+        "r = np.random.default_rng(7)\n"
+        "nside, lmax = 64, 128\n"
+        "nalm = (lmax + 1) * (lmax + 2) // 2\n"
+        "a = r.standard_normal(nalm) + 1j * r.standard_normal(nalm)\n"
+        "a[: lmax + 1] = a[: lmax + 1].real\n"
+        "m = r.standard_normal(12 * nside**2)\n"
+        "try:\n"
+        "    out = dict(\n"
+        "        alm2map=skyconv.alm2map(a, nside, lmax=lmax, device='cuda'),\n"
+        "        map2alm=skyconv.map2alm(m, lmax=lmax, device='cuda'),\n"
+        "        smooth=skyconv.smooth_map(m, fwhm=np.radians(2.0), method='ring', "
+        "device='cuda'),\n"
+        "        filt=skyconv.filters.gaussian_filter1d(m.reshape(48, -1), 3.0, device='cuda'),\n"
+        "    )\n"
+        "except skyconv.DeviceError as e:\n"
+        "    print('DeviceError', e)\n"
+        "    sys.exit(0)\n"
+        "assert skyconv.backend_info()['cuda']['toolkit'] == int(sys.argv[2])\n"
+        "np.savez(sys.argv[1], **out)\n"
+        "print('saved')\n"
+    )
+    res = {}
+    for v in (12, 13):
+        path = tmp_path / f"cuda{v}.npz"
+        env = dict(os.environ, SKYCONV_CUDA_VERSION=str(v))
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(path), str(v)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        if "saved" not in out.stdout:
+            pytest.skip(f"CUDA {v}'s libraries are not usable here: {out.stdout.strip()}")
+        res[v] = np.load(path)
+    for name in res[13].files:
+        x, y = res[13][name], res[12][name]
+        scale = np.max(np.abs(x))
+        assert np.max(np.abs(x - y)) <= 1e-12 * scale, name
