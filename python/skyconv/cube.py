@@ -17,6 +17,7 @@ from . import _core
 from . import stats as _stats  # noqa: F401  (makes skyconv.stats importable with skyconv)
 from ._arrays import float_array
 from ._errors import ShapeError
+from ._utils.device import resolve
 
 #: FWHM = FWHM_CONST · σ for a Gaussian.
 FWHM_CONST = 2.0 * np.sqrt(2.0 * np.log(2.0))
@@ -173,7 +174,7 @@ def smooth_and_clip(
         ("cadence", cadence),
         slab_planes=_slab_planes,
         progress=cb,
-        device=device,
+        device=resolve(device).core,
     )
     out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
     if return_noise:

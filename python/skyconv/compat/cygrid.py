@@ -31,9 +31,10 @@ import warnings
 
 import numpy as np
 
-from .. import _backend
-from .._errors import ShapeError
-from ..grid import _Target, accumulate, prepare_samples, resolve_target
+from .. import _core, backend
+from .._utils.device import resolve
+from ..exceptions import ShapeError
+from ..grid import GridPlan, _Target, prepare_samples, resolve_target
 
 _KERNELS = {"gauss1d": 1, "gauss2d": 3, "tapered_sinc": 3, "gaussbessel": 3}
 
@@ -56,14 +57,16 @@ class Cygrid:
         datacube=None,
         weightcube=None,
         dtype=np.float32,
-        device="auto",
+        device=None,
     ):
         self._target = target
         self.dbg_messages = bool(dbg_messages)
         self.datacube = datacube
         self.weightcube = weightcube
         self.dtype = np.dtype(dtype)
-        self.device = device
+        self._device = resolve(device)  # the one device rule, once per gridder
+        self.device = str(self._device)
+        self._plan = None
         self.kernel_set = False
         self.cubes_prepared = False
         self.cube_shape = None
@@ -72,7 +75,7 @@ class Cygrid:
 
     def set_num_threads(self, nthreads):
         """Change the number of CPU threads (for every later skyconv call, as OpenMP's was)."""
-        _backend.set_num_threads(int(nthreads))
+        backend.set_num_threads(int(nthreads))
 
     def set_kernel(self, kernel_type, kernel_params, sphere_radius, hpx_max_resolution=None):
         """Set the gridding kernel.
@@ -93,9 +96,9 @@ class Cygrid:
             raise ValueError(
                 f"kernel_params needs {_KERNELS[kernel_type]} entries for {kernel_type}"
             )
-        from ..grid import kernel_args
-
-        self._kernel = kernel_args(kernel_type, params, float(sphere_radius))
+        self._plan = GridPlan.build(
+            self._target, kernel_type, params, float(sphere_radius), self._device
+        )
         self.kernel_set = True
         if self.dbg_messages:
             print(
@@ -186,20 +189,7 @@ class Cygrid:
         wcube = self.weightcube.reshape(nchan, self._target.size)
         if self.dbg_messages:
             print(f"Gridding {lons.size} spectra in datacube...")
-        kernel, params, radius = self._kernel
-        accumulate(
-            self._target,
-            lons,
-            lats,
-            data2d,
-            weights,
-            kernel,
-            params,
-            radius,
-            dcube,
-            wcube,
-            self.device,
-        )
+        self._plan.accumulate(lons, lats, data2d, weights, dcube, wcube)
 
     # -- results ------------------------------------------------------------------------
 
@@ -210,8 +200,6 @@ class Cygrid:
     def get_datacube(self):
         """datacube / weightcube, NaN where no sample contributed (no NumPy warning)."""
         self._need_cubes()
-        from .. import _core
-
         return _core._grid_finish(self.datacube, self.weightcube).reshape(self.cube_shape)
 
     def get_weights(self):
