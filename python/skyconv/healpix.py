@@ -224,7 +224,7 @@ def npix2nside(npix):
     npix = int(npix)
     n = math.isqrt(npix // 12) if npix > 0 else 0
     if npix <= 0 or 12 * n * n != npix or n > MAX_NSIDE:
-        raise ShapeError(f"npix = {npix} is not 12*nside**2 for a valid nside")
+        raise ShapeError(f"npix = {npix} pixels is not 12*nside**2 for a valid nside")
     return n
 
 

@@ -347,6 +347,10 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     return out[0] if lonely else out
 
 
+#: The old private name (compat.healpy uses it): the one rule is ``healpix.npix2nside``.
+_npix2nside = npix2nside
+
+
 def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, device=None):
     """alm of HEALPix RING maps by quadrature with Jacobi iterations (healpy's ``map2alm``).
 

@@ -322,8 +322,18 @@ def split_kernel(
     """
     nside, lmax, tol = _check_args(nside, lmax, tol)
     window = _window_array(beam_window, lmax)
-    weights = (2 * np.arange(lmax + 1) + 1) * _spectrum(cl, lmax) / (4 * np.pi)
+    spectrum = _spectrum(cl, lmax)
     iter = int_arg(iter, "iter")
+    if theta_cut is not None:
+        theta_cut = float(theta_cut)
+        if not 0 < theta_cut <= math.pi / 2:
+            raise ValueError(f"theta_cut must be in (0, pi/2] radians, got {theta_cut}")
+    return _split(window, nside, lmax, tol, spectrum, iter, device, theta_cut, cost)
+
+
+def _split(window, nside, lmax, tol, spectrum, iter, device, theta_cut, cost) -> KernelSplit:
+    """:func:`split_kernel` on checked arguments (``window``: float64, lmax + 1 values)."""
+    weights = (2 * np.arange(lmax + 1) + 1) * spectrum / (4 * np.pi)
     if cost is None:
         cost = _cost.model(device)
     leff = effective_lmax(weights, window, tol)
@@ -335,9 +345,6 @@ def split_kernel(
     reach = kernel_reach(window, tol) + 2 * pixel
     forced = theta_cut is not None
     if forced:
-        theta_cut = float(theta_cut)
-        if not 0 < theta_cut <= math.pi / 2:
-            raise ValueError(f"theta_cut must be in (0, pi/2] radians, got {theta_cut}")
         best["time"] = math.inf  # any split found is kept
     steps = [theta_cut / pixel] if forced else THETA_STEPS
     tried = []
@@ -435,13 +442,17 @@ _CACHE: dict = {}
 
 def cached_split(window, nside, lmax, tol, iter, device) -> KernelSplit:
     """:func:`split_kernel` with a flat spectrum, remembered per (window, nside, lmax, tol,
-    iter, device) for this process (``auto`` and ``split`` then fit once)."""
-    w = np.ascontiguousarray(window, dtype=np.float64)
+    iter, device) for this process (``auto`` and ``split`` then fit once). The arguments are
+    taken as checked (``smooth_map``'s beam); the window is cut or padded to lmax + 1."""
+    w = np.zeros(lmax + 1)
+    given = np.asarray(window, dtype=np.float64)[: lmax + 1]
+    w[: given.size] = given
     key = (w.tobytes(), nside, lmax, float(tol), iter, _cost.placement_key(device))
     if key not in _CACHE:
         if len(_CACHE) > 32:
             _CACHE.clear()
-        _CACHE[key] = split_kernel(w, nside, lmax, tol, iter=iter, device=device)
+        flat = np.ones(lmax + 1)
+        _CACHE[key] = _split(w, nside, lmax, float(tol), flat, iter, device, None, None)
     return _CACHE[key]
 
 
