@@ -655,7 +655,7 @@ class Gridder:
         )
 
     def clear(self) -> None:
-        """Zero the accumulators (the target and kernel stay)."""
+        """Zero the accumulators; the plan (target, kernel, device) stays."""
         if self._u is not None:
             self._u[...] = 0
             self._w[...] = 0

@@ -148,22 +148,52 @@ class KernelSplit:
         return self.lcut >= 0
 
     def profile_at(self, theta) -> np.ndarray:
-        """K̂_θ at angles ``theta`` (radians), sr⁻¹, from the fitted coefficients (0 beyond
-        θcut)."""
+        """The real-space part K̂_θ at ``theta``, from the fitted coefficients.
+
+        Parameters
+        ----------
+        theta : float or array
+            Angles, radians.
+
+        Returns
+        -------
+        float64 array shaped like ``theta``
+            sr⁻¹; 0 beyond θcut and everywhere when there is no real-space part.
+        """
         th = np.asarray(theta, dtype=np.float64)
         if not self.has_ring:
             return np.zeros_like(th)
         return (self._basis.values(th) @ self._coef).reshape(th.shape)
 
     def ring_window(self, lmax: int | None = None) -> np.ndarray:
-        """P[K̂_θ]_ℓ for ℓ = 0..lmax (default ``self.lmax``): the real-space part's window."""
+        """P[K̂_θ]_ℓ, the real-space part's window.
+
+        Parameters
+        ----------
+        lmax : int, optional
+            Highest ℓ (default ``self.lmax``).
+
+        Returns
+        -------
+        float64 array (lmax + 1,)
+        """
         lmax = self.lmax if lmax is None else int_arg(lmax, "lmax")
         if not self.has_ring:
             return np.zeros(lmax + 1)
         return self._basis.transform(lmax) @ self._coef
 
     def window(self, lmax: int | None = None) -> np.ndarray:
-        """K̃_ℓ = K̂_ℓ (ℓ ≤ ℓcut) + P[K̂_θ]_ℓ: the window the split applies."""
+        """K̃_ℓ = K̂_ℓ (ℓ ≤ ℓcut) + P[K̂_θ]_ℓ: the window the split applies.
+
+        Parameters
+        ----------
+        lmax : int, optional
+            Highest ℓ (default ``self.lmax``).
+
+        Returns
+        -------
+        float64 array (lmax + 1,)
+        """
         out = self.ring_window(lmax)
         n = min(out.size, self.lcut + 1)
         out[:n] += self.harmonic_window[:n]
