@@ -54,6 +54,8 @@ class Device:
 
 
 CPU = Device("cpu")
+_AUTO = {"cpu": Device("cpu", auto=True), "cuda": Device("cuda", auto=True)}
+_CUDA = Device("cuda")
 
 _NAMES = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
@@ -94,10 +96,10 @@ def resolve(device=None) -> Device:
     if name == "cpu":
         return CPU
     if name == "auto":
-        return Device(_core.resolve_device("auto"), auto=True)
+        return _AUTO[_core.resolve_device("auto")]
     index = _gpu_index(name, where)
     _core.resolve_device("cuda")  # DeviceError saying why no GPU works
-    return Device("cuda", index)
+    return _CUDA if index is None else Device("cuda", index)
 
 
 def resolve_device(device=None) -> str:
