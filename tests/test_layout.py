@@ -289,3 +289,23 @@ def test_walker_finds_a_planted_cycle(tmp_path):
             test_no_module_imports_from_a_layer_above()
     finally:
         PACKAGE = saved
+
+
+def test_init_files_only_re_export():
+    """__init__.py files hold imports, ``__all__``/``__version__`` and (the root) the CUDA
+    library folders handed to the core: no function, class or logic."""
+    bad = []
+    for path in PACKAGE.rglob("__init__.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            if isinstance(node, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id in ("__all__", "__version__") for t in node.targets
+            ):
+                continue
+            if isinstance(node, ast.Expr) and ast.unparse(node).startswith("_core."):
+                continue  # the root hands the core its settings (CUDA library folders)
+            bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)[:60]}")
+    assert not bad, bad
