@@ -20,7 +20,7 @@ import skyconv
 #: The modules whose public functions carry numpydoc docstrings with a doctested example.
 MODULES = [
     "skyconv",
-    "skyconv.backend",
+    "skyconv._backend",  # public as skyconv.backend
     "skyconv.filters",
     "skyconv.grid",
     "skyconv.healpix",

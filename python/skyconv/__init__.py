@@ -33,8 +33,8 @@ from .exceptions import (
 _core._set_cuda_search_dirs(_search_dirs())
 
 from . import filters, healpix, stats  # noqa: E402
+from ._backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
 from .atrous import AtrousResult, atrous_denoise  # noqa: E402
-from .backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
 from .cube import smooth_and_clip  # noqa: E402
 from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402
 from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402

@@ -99,7 +99,10 @@ def resolve(device=None) -> Device:
         return _AUTO[_core.resolve_device("auto")]
     index = _gpu_index(name, where)
     _core.resolve_device("cuda")  # DeviceError saying why no GPU works
-    return _CUDA if index is None else Device("cuda", index)
+    if index is None:
+        return _CUDA
+    _core.resolve_device(f"cuda:{index}")  # DeviceError when GPU N cannot be used
+    return Device("cuda", index)
 
 
 def resolve_device(device=None) -> str:

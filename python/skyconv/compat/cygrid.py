@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from .. import _core, backend
+from .. import _backend, _core
 from .._utils.device import resolve
 from ..exceptions import ShapeError
 from ..grid import GridPlan, _Target, prepare_samples, resolve_target
@@ -75,7 +75,7 @@ class Cygrid:
 
     def set_num_threads(self, nthreads):
         """Change the number of CPU threads (for every later skyconv call, as OpenMP's was)."""
-        backend.set_num_threads(int(nthreads))
+        _backend.set_num_threads(int(nthreads))
 
     def set_kernel(self, kernel_type, kernel_params, sphere_radius, hpx_max_resolution=None):
         """Set the gridding kernel.
