@@ -143,6 +143,7 @@ def smooth_and_clip(
     m = _check_mask(mask, a.shape)
     cube3 = a.reshape((1,) + a.shape) if a.ndim == 2 else a
     m3 = m.reshape(cube3.shape)
+    device = resolve(device).core  # the one device rule, once
 
     specs, labels = [], []
     for k in xy:
@@ -174,7 +175,7 @@ def smooth_and_clip(
         ("cadence", cadence),
         slab_planes=_slab_planes,
         progress=cb,
-        device=resolve(device).core,
+        device=device,
     )
     out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
     if return_noise:
