@@ -230,7 +230,7 @@ def _layer(name: str) -> int:
     top = parts[1]
     if top in ("_core", "_utils", "exceptions", "_errors"):
         return 0
-    if top in ("compat", "cli", "dask", "_demo") or top.startswith("_cli") or top == "cli":
+    if top in ("compat", "cli", "dask", "_demo", "__main__") or top.startswith("_cli"):
         return 2
     return 1
 
