@@ -22,7 +22,9 @@ Differences, all deliberate:
   contribution to the float32 cube), so float32 cubes are more accurate.
 - ``hpx_max_resolution`` is accepted and ignored (skyconv picks its own lookup resolution);
   ``set_num_threads`` sets skyconv's thread count for the whole process, as OpenMP's did.
-- ``device`` keyword (skyconv's "auto", "cpu", "cuda") on the constructors.
+- ``device`` keyword on the constructors (skyconv's "auto", "cpu", "cuda", "cuda:N"; None:
+  ``SKYCONV_DEVICE``, else "auto"), resolved once per gridder; ``set_kernel`` builds the
+  gridder's plan (``skyconv.grid.GridPlan``) that every ``grid()`` call uses.
 """
 
 from __future__ import annotations
