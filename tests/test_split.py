@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 import skyconv
-from skyconv import _smooth_cost, _split_disc, healpix
-from skyconv import split as split_mod
-from skyconv._split_fit import Basis, Problem, TabulatedProfile, basis_size, legendre_table
+from skyconv import healpix
+from skyconv.smooth import _disc as _split_disc
+from skyconv.smooth import auto as smooth_auto
+from skyconv.smooth import cost as _smooth_cost
+from skyconv.smooth import split as split_mod
+from skyconv.smooth._fit import Basis, Problem, TabulatedProfile, basis_size, legendre_table
 from skyconv.split import KernelSplit, split_kernel
 
 hp = pytest.importorskip("healpy")
@@ -253,7 +256,7 @@ def test_import_does_not_measure(tmp_path):
     import sys
 
     env = {**os.environ, "SKYCONV_CACHE_DIR": str(tmp_path)}
-    code = "import skyconv, skyconv.split, skyconv._smooth_cost"
+    code = "import skyconv, skyconv.split, skyconv.smooth.cost, skyconv.smooth.auto"
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
     assert not any(tmp_path.iterdir())
 
@@ -346,7 +349,7 @@ def test_auto_picks_a_method_that_meets_tol(rng, tmp_path, monkeypatch):
     nside, lmax, tol = 256, 767, 1e-5
     for fwhm in (20, 120):
         window = gauss_window(fwhm, lmax)
-        method, info = _smooth_cost.choose_method(nside, lmax, window, tol, device="cpu")
+        method, info = smooth_auto.choose_method(nside, lmax, window, tol, device="cpu")
         assert info["errors"][method] <= tol
         ok = [k for k in info["times"] if info["errors"][k] <= tol]
         assert info["times"][method] == min(info["times"][k] for k in ok)
@@ -385,13 +388,13 @@ def test_auto_takes_the_ring_method_when_as_close_to_the_exact_smoothing(monkeyp
     cheap_ring = fixed_cost(ring=(1e-4, 1e-12, 1e-12, 0.0))
     monkeypatch.setattr(_smooth_cost, "model", lambda device=None: cheap_ring)
     monkeypatch.setattr(split_mod, "_CACHE", {})
-    monkeypatch.setattr(_smooth_cost, "_CHOICES", {})
+    monkeypatch.setattr(smooth_auto, "_CHOICES", {})
     nside, tol = 128, 1e-5
     lmax = 3 * nside - 1
     for px, expect in ((3.0, "ring"), (1.5, "harmonic")):
         fwhm = px * pixel(nside)
         window = hp.gauss_beam(fwhm, lmax)
-        method, info = _smooth_cost.choose_method(nside, lmax, window, tol, device="cpu", iter=iter)
+        method, info = smooth_auto.choose_method(nside, lmax, window, tol, device="cpu", iter=iter)
         times, vs = info["times"], info["vs_exact"]
         assert times["ring"] < min(times["harmonic"], times["split"])
         assert info["errors"]["ring"] > tol and vs["nside"] == nside

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import healpix
-from ._split_fit import Basis
+from .. import healpix
+from ._fit import Basis
 
 TWO_PI = 2.0 * np.pi
 #: Plane-wave directions in [0, π) (the error depends on the angle to the pixel lattice).

@@ -111,7 +111,7 @@ class Fit:
     lcut: int
     coef: np.ndarray
     fit_error: float  # sqrt(Σ w (K̃ − K)² / Σ w K²) over ℓcut < ℓ ≤ lmax, before α
-    disc_error: float  # pixel-grid discretisation of the ring part (see _split_disc)
+    disc_error: float  # pixel-grid discretisation of the ring part (see _disc)
     alias_error: float  # iterated harmonic part: aliasing of the map above ℓcut
     alpha: float
 
@@ -127,7 +127,7 @@ class Problem:
 
     ``window``: K_ℓ, ℓ = 0..lmax; ``weights``: (2ℓ+1) C_ℓ / 4π (the map variance per ℓ);
     ``disc``: the n×n matrix D with c·D·c = variance of the ring part's pixel-grid error
-    (from :func:`skyconv._split_disc.disc_matrix`, or None to leave it out); ``alpha``: the
+    (from :func:`skyconv.smooth._disc.disc_matrix`, or None to leave it out); ``alpha``: the
     factor on the fit residual (5, found empirically by Sutter et al.).
 
     The least squares minimise α² Σ_{ℓ>ℓcut} w_ℓ (P[K̂_θ]_ℓ − K_ℓ)² + 1.5² c·D·c, i.e. the
