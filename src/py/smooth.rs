@@ -184,7 +184,7 @@ fn _ring_cuda_tables<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = ring_plan(py, nside, &theta, &values)?;
     let (tabs, chunks) = compute(py, || {
-        let tabs = smooth::cuda_tables::Tables::new(&plan)?;
+        let tabs = smooth::cuda::tables::Tables::new(&plan)?;
         let chunks = tabs.chunks(max_taps, usize::MAX)?;
         Ok((tabs, chunks))
     })?;

@@ -10,14 +10,18 @@
 //! analysis runs `gather`, the forward ring FFTs, `unfold`
 //! (weights, phase shift) and `leg_anal_*` (adds into the alm). map2alm's Jacobi iterations
 //! run entirely on the device.
+//!
+//! - `mod.rs` (this file): the chunked synthesis and analysis, the entry points.
+//! - `io`: the host transfers of a chunk overlapped with its kernels (uses only this file's
+//!   kernel module name; nothing here is used by it otherwise).
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use realfft::num_complex::Complex64 as C64;
 
-use super::cuda_io::{ChunkIo, MapDownload, MapUpload, Resident};
-use super::{Job, Plan};
+mod io;
+
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
@@ -25,6 +29,8 @@ use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::real::Real;
+use crate::sht::{Job, Plan};
+use io::{ChunkIo, MapDownload, MapUpload, Resident};
 
 pub(super) const MODULE: &str = "sht";
 const TPB_SYN: u32 = 128;
