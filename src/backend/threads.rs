@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
@@ -20,16 +20,23 @@ static POOL: Mutex<Option<PoolEntry>> = Mutex::new(None);
 /// Thread count set by `set_num_threads`; 0 means "not set".
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
+/// The cores available to this process, read once: `available_parallelism` reads the cgroup
+/// CPU quota files on every call (~60 µs), which every call into skyconv would pay.
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
+
 fn default_threads() -> usize {
     std::env::var("SKYCONV_NUM_THREADS")
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
+        .unwrap_or_else(cores)
 }
 
 /// The number of threads the pool has (or will have when next used).
