@@ -10,6 +10,10 @@
 //! the result over the input map, which comes down once. Device memory: 40 bytes per pixel (the
 //! map, two spectra of npix complex) plus the kernel samples and the FFT work: ~2 GB at nside
 //! 2048, ~33 GB at nside 8192 (refused with a clear error where the budget is smaller).
+//!
+//! - `mod.rs` (this file): the launches of one call.
+//! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
+//!   emulator test through `_core._ring_cuda_tables`).
 
 pub mod tables;
 
