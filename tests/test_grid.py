@@ -516,7 +516,7 @@ def _plan(n, nt, nchan, weights="none", budget=1 << 50, sz_t=8, sz_o=8, finish=T
     )
 
 
-#: channels per spectral launch of the CUDA engine (SPEC_THREADS in src/grid/cuda.rs)
+#: channels per spectral launch of the CUDA engine (SPEC_THREADS in src/grid/cuda/args.rs)
 SPEC_BLOCK = 256
 
 

@@ -3,7 +3,7 @@ in a small SIMT emulator (tests/cuda_host/simt.hpp: fibers for threads, real bar
 collectives, a shuffled schedule). Skipped when no C++ compiler is found.
 
 - grid_emu.cpp: the per-target candidate search and pair evaluation against a brute-force sum.
-- grid_device_emu.cpp: the whole device pipeline in src/grid/cuda.rs's launch order: the plan
+- grid_device_emu.cpp: the whole device pipeline in src/grid/cuda/'s launch order: the plan
   built on the device (equal to the host plan, bit for bit), the gathers (resident and packed
   channel blocks), the finish kernel, against brute force, and deterministic across schedules.
 - The layouts of the kernels' argument structs against the Rust #[repr(C)] mirrors.
@@ -41,11 +41,11 @@ def test_kernel_argument_layouts_match(tmp_path):
 
 
 def test_launched_kernel_names_exist():
-    """Every kernel name src/grid/cuda.rs launches (literal, or format!("grid_x_{}") over the
+    """Every kernel name src/grid/cuda/ launches (literal, or format!("grid_x_{}") over the
     f32/f64 suffixes) is an extern "C" __global__ function of kernels/grid.cu."""
     import re
 
-    rust = (ROOT / "src" / "grid" / "cuda.rs").read_text()
+    rust = "\n".join(f.read_text() for f in sorted((ROOT / "src" / "grid" / "cuda").glob("*.rs")))
     cuda = (ROOT / "kernels" / "grid.cu").read_text()
     defined = set(
         re.findall(

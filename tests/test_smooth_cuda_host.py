@@ -1,7 +1,7 @@
 """kernels/smooth.cu tested without a GPU: the CUDA ring engine's tables (built by the Rust
 host code, ``_core._ring_cuda_tables``) drive its kernels compiled for the host and run in the
 SIMT emulator (tests/cuda_host/smooth_emu.cpp, plain DFTs in place of the GPU's ring FFTs), in
-src/smooth/cuda.rs's launch order; the result must equal the CPU engine's. Skipped when no
+src/smooth/cuda/mod.rs's launch order; the result must equal the CPU engine's. Skipped when no
 C++ compiler is found.
 """
 

@@ -3,12 +3,11 @@
 //! come down (alm2map) while the next chunk computes, on the GPU's copy stream and fenced by
 //! events, so the PCIe time hides behind the Legendre stage.
 
-use cudarc::driver::CudaEvent;
-
-use super::Plan;
-use crate::backend::cuda::{CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use super::MODULE;
+use crate::backend::cuda::{CudaEvent, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::Result;
 use crate::real::Real;
+use crate::sht::Plan;
 
 /// What a chunk loop does around each chunk's kernels.
 pub(super) trait ChunkIo {
@@ -180,14 +179,14 @@ impl<T: Real> ChunkIo for MapUpload<'_, T> {
                 }
                 let n = (b - a) as i64;
                 if T::CUDA == "f64" {
-                    let f = gpu.function(super::cuda::MODULE, "clean_inplace_f64")?;
+                    let f = gpu.function(MODULE, "clean_inplace_f64")?;
                     let mut l = gpu.stream.launch_builder(&f);
                     let mut view = map.slice_mut(a..b);
                     l.arg(&mut view).arg(&n);
                     // SAFETY: matches clean_inplace_f64; the view holds n values.
                     unsafe { l.launch(clean_cfg(b - a)) }?;
                 } else {
-                    let f = gpu.function(super::cuda::MODULE, "clean_f32")?;
+                    let f = gpu.function(MODULE, "clean_f32")?;
                     let mut l = gpu.stream.launch_builder(&f);
                     let src = self.raw[c].slice(a..b);
                     let mut view = map.slice_mut(a..b);

@@ -6,8 +6,8 @@
 
 use rayon::prelude::*;
 
-use super::RingPlan;
 use crate::error::{Error, Result};
+use crate::smooth::RingPlan;
 
 /// i64 per pair in `pairs` (SM_PAIR in kernels/smooth.cu).
 pub const PAIR: usize = 6;
@@ -60,7 +60,7 @@ fn to_i32(v: usize, what: &str) -> Result<i32> {
 impl Tables {
     pub fn new(plan: &RingPlan) -> Result<Self> {
         let rings = &plan.rings;
-        let sup: Vec<Vec<super::PairSupport>> = plan
+        let sup: Vec<Vec<crate::smooth::PairSupport>> = plan
             .outputs
             .par_iter()
             .map(|o| {

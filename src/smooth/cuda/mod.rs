@@ -1,5 +1,5 @@
 //! The CUDA engine of the ring method (`kernels/smooth.cu`), consuming the same [`RingPlan`] as
-//! the CPU engine through the tables of `cuda_tables`.
+//! the CPU engine through the tables of `tables`.
 //!
 //! One call: the map goes up once; the forward ring FFTs write every ring's half spectrum at
 //! its first pixel's complex offset (one batched cuFFT D2Z for the 2·nside+1 belt rings, the
@@ -10,17 +10,21 @@
 //! the result over the input map, which comes down once. Device memory: 40 bytes per pixel (the
 //! map, two spectra of npix complex) plus the kernel samples and the FFT work: ~2 GB at nside
 //! 2048, ~33 GB at nside 8192 (refused with a clear error where the budget is smaller).
+//!
+//! - `mod.rs` (this file): the launches of one call.
+//! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
+//!   emulator test through `_core._ring_cuda_tables`).
 
-use cudarc::driver::PushKernelArg;
+pub mod tables;
 
-use super::cuda_tables::{Chunk, Tables, TILE};
-use super::RingPlan;
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::transfer::prefault;
-use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig};
+use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
+use crate::smooth::RingPlan;
+use tables::{Chunk, Tables, TILE};
 
 const MODULE: &str = "smooth";
 /// Support entries per block of smooth_kernel_eval (a warp each).
@@ -225,7 +229,7 @@ fn eval(
     gpu: &Gpu,
     d: &Dev,
     c: &Chunk,
-    tab: &super::Table,
+    tab: &crate::smooth::Table,
     taps: &mut CudaSlice<f64>,
 ) -> Result<()> {
     let n = c.entries.1 - c.entries.0;
