@@ -7,8 +7,6 @@ import pytest
 
 from skyconv import _core
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-
 
 def _reference(a, center, absdev, rng_name):
     v = a.astype(np.float64)
@@ -20,7 +18,6 @@ def _reference(a, center, absdev, rng_name):
     return np.sort(np.abs(v) if absdev else v)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_select_matches_sort(rng, device, dtype):
     for n in (1, 2, 17, 1000, 300_001):
@@ -45,7 +42,6 @@ def test_select_matches_sort(rng, device, dtype):
             assert _core._select_kth(a, len(ref), center, absdev, rng_name, device) is None
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_select_heavy_ties(rng, device):
     """Half the cube exactly zero (replaced blanks): the refinement must not blow up."""
     a = rng.standard_normal(400_000).astype(np.float32)

@@ -445,7 +445,7 @@ def test_quick_smooth_bench(tmp_path):
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SKYCONV_CACHE_DIR": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--cases", "smooth", "--out", str(tmp_path),

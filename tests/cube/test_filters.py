@@ -36,7 +36,6 @@ def _data(rng, shape, dtype):
     return (rng.standard_normal(shape) * 3 + 1).astype(dtype)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_gaussian_matches_scipy(rng, device):
     for shape, axis, mode, dtype in _cases(rng, 40):
         a = _data(rng, shape, dtype)
@@ -50,7 +49,6 @@ def test_gaussian_matches_scipy(rng, device):
         assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, dtype, sigma)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_gaussian_radius_matches_scipy(rng, device):
     a = _data(rng, (30, 11), np.float64)
     for radius in (0, 1, 5, 40):
@@ -59,7 +57,6 @@ def test_gaussian_radius_matches_scipy(rng, device):
         assert rel_err(got, ref) <= 1e-12
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_uniform_matches_scipy(rng, device):
     for shape, axis, mode, dtype in _cases(rng, 50):
         a = _data(rng, shape, dtype)
@@ -72,7 +69,6 @@ def test_uniform_matches_scipy(rng, device):
         assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, dtype, size, origin)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("func", ["correlate1d", "convolve1d"])
 def test_correlate_convolve_match_scipy(rng, device, func):
     for shape, axis, mode, dtype in _cases(rng, 50):
@@ -86,7 +82,6 @@ def test_correlate_convolve_match_scipy(rng, device, func):
         assert rel_err(got, ref) <= TOL[dtype], (func, shape, axis, mode, dtype, len(w), origin)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_kernel_longer_than_line(rng, device):
     """Extensions wider than the line repeat periodically, as scipy extends them."""
     for mode in MODES:
@@ -224,7 +219,6 @@ def test_gpu_budget_too_small_is_gpu_memory_error(rng, monkeypatch):
         filters.gaussian_filter1d(_data(rng, (4, 300), np.float64), 3.0, axis=0, device="cuda")
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_chain_equals_successive_calls(rng, device):
     for dtype in (np.float32, np.float64):
         a = _data(rng, (9, 31, 40), dtype)

@@ -146,7 +146,6 @@ def test_float32_and_unseen(rng):
     assert rel_l2(got, hp.map2alm(masked, iter=1)) <= 1e-10
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_chunked_rings_give_the_same_result(rng, monkeypatch, device):
     """Ring pairs processed in several chunks (forced small) == one chunk."""
     a = random_alm(rng, 70, 60, 3)

@@ -138,7 +138,7 @@ def test_kernels_compile_with_nvrtc():
         registered = {name for name in sizes}
         on_disk = {
             f[:-3]
-            for f in os.listdir(os.path.join(os.path.dirname(__file__), "..", "kernels"))
+            for f in os.listdir(os.path.join(os.path.dirname(__file__), "..", "..", "kernels"))
             if f.endswith(".cu")
         }
         assert registered == on_disk, "every kernels/*.cu must be registered (and only those)"

@@ -19,7 +19,7 @@ from _cuda_host import build
 
 from skyconv import _core
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", ["grid_emu", "grid_device_emu"])
