@@ -1,0 +1,80 @@
+"""``skyconv demo``: every family's functions on synthetic data, timed on each device asked
+for and compared with the reference library (scipy, healpy, plain NumPy) where installed.
+
+    skyconv demo [--device {auto,cpu,cuda}] [--threads N] [--out rows.json --overwrite]
+
+The device rule is every verb's (``--device``, else ``$SKYCONV_DEVICE``, else ``auto``); for
+the demo ``auto`` means every usable device (the CPU, and the GPU when one works) and ``cuda``
+runs the CPU too, as the reference the GPU rows are compared with. ``all`` is accepted as the
+old name of ``auto``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from . import _io
+from ._common import DEVICES, add_common, add_output, apply_threads, requested_device
+
+
+def _demo_device(text: str) -> str:
+    name = str(text).strip().lower()
+    if name == "all":
+        return "auto"
+    if name not in DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"invalid device {text!r}: choose from {', '.join(DEVICES)}"
+        )
+    return name
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``demo`` verb to an argparse subparsers object; returns its parser."""
+    p = subparsers.add_parser(
+        "demo",
+        help="run every function on synthetic data and compare with the reference libraries",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_common(
+        p,
+        device_type=_demo_device,
+        device_help="auto: every usable device, cpu, or cuda (with the CPU as the reference); "
+        "default: $SKYCONV_DEVICE, else auto",
+    )
+    add_output(p, "also write the rows as JSON to this file", required=False)
+    p.set_defaults(func=run, command="demo")
+    return p
+
+
+def devices_for(name: str) -> list[str]:
+    """The devices the demo runs on for a resolved device name (see the module docs).
+
+    Raises
+    ------
+    skyconv.DeviceError
+        ``cuda`` and no GPU works.
+    """
+    from .. import _core, backend_info
+
+    if name == "cpu":
+        return ["cpu"]
+    if name == "cuda":
+        _core.resolve_device("cuda")  # a DeviceError that says why, before any work
+        return ["cpu", "cuda"]
+    return ["cpu"] + (["cuda"] if backend_info()["cuda"]["available"] else [])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demos and print one line per (task, device); returns 0."""
+    from .. import _demo
+
+    _io.check_output(args.out, args.overwrite)
+    apply_threads(args)
+    rows = _demo.run(devices_for(requested_device(args)))
+    if args.out is not None:
+        with open(args.out, "w") as f:
+            json.dump([dataclasses.asdict(r) for r in rows], f, indent=1)
+    return 0

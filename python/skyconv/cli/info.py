@@ -1,0 +1,36 @@
+"""``skyconv info``: backend information (version, CPU threads, GPU, CUDA versions) as JSON.
+
+skyconv info [--out info.json --overwrite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from . import _io
+from ._common import add_output
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``info`` verb to an argparse subparsers object; returns its parser."""
+    p = subparsers.add_parser(
+        "info", help="print backend information (CPU threads, GPU, CUDA versions) as JSON"
+    )
+    add_output(p, "write the JSON to this file instead of stdout", required=False)
+    p.set_defaults(func=run, command="info")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print (or write to ``--out``) ``skyconv.backend_info()`` as JSON; returns 0."""
+    import skyconv
+
+    _io.check_output(args.out, args.overwrite)
+    text = json.dumps(skyconv.backend_info(), indent=2)
+    if args.out is None:
+        print(text)
+    else:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    return 0
