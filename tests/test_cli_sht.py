@@ -13,10 +13,6 @@ from _refs import rel_l2, run_cli
 hp = pytest.importorskip("healpy")
 pytest.importorskip("astropy")
 
-# These tests use the deprecated positional output on purpose (test_cli_convention.py tests
-# its warning); --out is the documented form.
-pytestmark = pytest.mark.filterwarnings("ignore:.*positional argument is deprecated:FutureWarning")
-
 
 def cli(argv):
     verb = {"alm2map": alm2map_verb, "map2alm": map2alm_verb}[argv[0]]

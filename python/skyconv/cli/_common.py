@@ -16,7 +16,6 @@ import os
 import re
 import sys
 import time
-import warnings
 
 import numpy as np
 
@@ -135,7 +134,7 @@ def add_output(
     """Add ``--out``/``-o PATH`` and ``--overwrite``.
 
     ``positional=True`` also accepts the output as a second positional argument, the form these
-    verbs took before ``--out`` (deprecated: it prints a FutureWarning).
+    verbs took before ``--out`` (deprecated: a note on stderr says so).
     """
     if positional:
         p.add_argument("output", nargs="?", default=None, help=argparse.SUPPRESS)
@@ -160,10 +159,11 @@ def output_path(args: argparse.Namespace, verb: str) -> str | None:
     if old is not None:
         if out is not None:
             raise UsageError(f"give the output once: --out {out} or {old}, not both")
-        warnings.warn(
-            f"skyconv {verb}: the output as a positional argument is deprecated; write --out {old}",
-            FutureWarning,
-            stacklevel=2,
+        print(
+            f"skyconv {verb}: note: the output as a positional argument is deprecated; "
+            f"write --out {old}",
+            file=sys.stderr,
+            flush=True,
         )
         return old
     if out is None and hasattr(args, "output"):
@@ -186,10 +186,19 @@ _UNITS = {
 
 class Angle(float):
     """An angle in radians read from the command line; ``bare`` is True when it was written
-    without a unit (and read in the option's default unit)."""
+    without a unit (and read in the option's default unit). ``to(unit)`` gives the number in
+    another unit, exactly the number written when that is the unit it was written in."""
 
     bare: bool = False
     text: str = ""
+    number: float = 0.0
+    unit: str = "rad"
+
+    def to(self, unit: str) -> float:
+        """The angle in ``unit`` (arcmin, arcsec, deg or rad)."""
+        if _UNITS[unit] == _UNITS[self.unit]:
+            return self.number
+        return float(self) / _UNITS[unit]
 
 
 def parse_angle(text: str, default_unit: str = "arcmin") -> Angle:
@@ -224,6 +233,7 @@ def parse_angle(text: str, default_unit: str = "arcmin") -> Angle:
     except ValueError:
         raise argparse.ArgumentTypeError(f"cannot read the angle {text!r}") from None
     out = Angle(value * _UNITS[unit or default_unit])
+    out.number, out.unit = value, unit or default_unit
     out.bare = not unit
     out.text = text.strip()
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import zipfile
 
 import numpy as np
 
@@ -310,8 +311,11 @@ def read_table(path: str) -> dict[str, np.ndarray]:
     """
     fmt = file_format(path)
     if fmt == "npz":
-        with np.load(path) as z:
-            return {k: z[k] for k in z.files}
+        try:
+            with np.load(path) as z:
+                return {k: z[k] for k in z.files}
+        except (ValueError, OSError, zipfile.BadZipFile) as e:
+            raise InputFileError(f"{path}: not a NumPy .npz file ({e})") from None
     if fmt == "zarr":
         zarr = _need("zarr")
         g = zarr.open_group(path, mode="r")

@@ -149,8 +149,8 @@ def kernel_params(args: argparse.Namespace) -> tuple:
                 f"--kernel-params {args.kernel_params!r}: expected comma-separated numbers"
             ) from None
     if args.fwhm is not None:
-        return (float(np.degrees(args.fwhm)) / FWHM_PER_SIGMA,)
-    return (float(np.degrees(args.sigma)),)
+        return (args.fwhm.to("deg") / FWHM_PER_SIGMA,)
+    return (args.sigma.to("deg"),)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args)
     apply_threads(args)
     params = kernel_params(args)
-    radius = None if args.sphere_radius is None else float(np.degrees(args.sphere_radius))
+    radius = None if args.sphere_radius is None else args.sphere_radius.to("deg")
     say = Progress("grid", args.quiet)
     for opt in ("sigma", "fwhm", "sphere_radius"):
         say.note_bare("--" + opt.replace("_", "-"), getattr(args, opt), "deg")

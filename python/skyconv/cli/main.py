@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 
 from . import _errors, alm2map, atrous, demo, grid, info, map2alm, scfind, smooth
 
@@ -58,9 +57,7 @@ def run_verb(args: argparse.Namespace) -> int:
     """
     verb = getattr(args, "command", None) or "skyconv"
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("default", FutureWarning)
-            return int(args.func(args) or 0)
+        return int(args.func(args) or 0)
     except BrokenPipeError:  # stdout closed early (`skyconv info | head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
