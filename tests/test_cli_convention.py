@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from _cli_cases import VERBS, write_inputs
+from test_cli_cases import VERBS, write_inputs
 
 import skyconv
 from skyconv import cli
@@ -186,9 +186,16 @@ def test_legacy_atrous_run_still_returns_the_status(inputs, tmp_path):
     assert _cli_atrous.run(args) == 2
 
 
-def test_info_out_and_python_dash_m(tmp_path):
+def test_info_out_and_python_dash_m(tmp_path, monkeypatch):
     out = tmp_path / "info.json"
+    from skyconv.cli import _io
+
+    def no_data_format(fmt):
+        raise AssertionError(f"a JSON file was checked as {fmt}")
+
+    monkeypatch.setattr(_io, "_need", no_data_format)
     assert cli.main(["info", "--out", str(out)]) == 0
+    monkeypatch.undo()
     assert json.loads(out.read_text())["version"] == skyconv.__version__
     assert cli.main(["info", "--out", str(out)]) == 2  # exists
     r = subprocess.run([sys.executable, "-m", "skyconv", "info"], capture_output=True, text=True)

@@ -7,7 +7,7 @@ import argparse
 
 import numpy as np
 import pytest
-from _cli_cases import VERBS, write_inputs
+from test_cli_cases import VERBS, write_inputs
 
 import skyconv
 from skyconv import _core, cli

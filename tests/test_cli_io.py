@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _cli_cases import write_inputs
+from test_cli_cases import write_inputs
 
 import skyconv
 from skyconv import cli

@@ -29,7 +29,9 @@ def file_format(path: str) -> str:
     return "fits"
 
 
-def check_output(path: str | None, overwrite: bool, option: str = "--out") -> None:
+def check_output(
+    path: str | None, overwrite: bool, option: str = "--out", data_file: bool = True
+) -> None:
     """Refuse an output that cannot be written, before any work is done.
 
     Parameters
@@ -40,6 +42,9 @@ def check_output(path: str | None, overwrite: bool, option: str = "--out") -> No
         ``--overwrite`` was given: an existing file may be replaced.
     option : str
         The option that named the path, for the message.
+    data_file : bool
+        The path is a data file (FITS, .npy, .npz, .zarr): check that the package its format
+        needs is installed. False for other files (JSON, text).
 
     Raises
     ------
@@ -57,7 +62,8 @@ def check_output(path: str | None, overwrite: bool, option: str = "--out") -> No
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError(f"{option} {path}: the folder {parent} does not exist")
-    _need(file_format(path))
+    if data_file:
+        _need(file_format(path))
 
 
 def check_input(path: str, option: str = "input") -> None:

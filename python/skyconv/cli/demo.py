@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the demos and print one line per (task, device); returns 0."""
     from .. import _demo
 
-    _io.check_output(args.out, args.overwrite)
+    _io.check_output(args.out, args.overwrite, data_file=False)
     apply_threads(args)
     rows = _demo.run(devices_for(requested_device(args)))
     if args.out is not None:

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     """Print (or write to ``--out``) ``skyconv.backend_info()`` as JSON; returns 0."""
     import skyconv
 
-    _io.check_output(args.out, args.overwrite)
+    _io.check_output(args.out, args.overwrite, data_file=False)
     text = json.dumps(skyconv.backend_info(), indent=2)
     if args.out is None:
         print(text)

@@ -1,4 +1,5 @@
-"""Small input files for every computing ``skyconv`` verb (shared by the tests/test_cli_* files)."""
+"""Small input files for every computing ``skyconv`` verb, shared by the other tests/test_cli_*
+files (this module holds no tests of its own)."""
 
 from __future__ import annotations
 
