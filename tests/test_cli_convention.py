@@ -244,3 +244,13 @@ def test_bare_numbers_say_their_unit(inputs, tmp_path, capsys):
     assert capsys.readouterr().err == ""
     got = hp.read_map(str(tmp_path / "b.fits"))
     np.testing.assert_array_equal(got, hp.read_map(str(tmp_path / "c.fits")))
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_the_input_is_never_the_output(verb, inputs, monkeypatch, capsys):
+    argv, fn = inputs[verb]
+    _forbid(monkeypatch, fn)
+    before = open(argv[1], "rb").read()
+    assert cli.main([*argv, "--out", argv[1], "--overwrite"]) == 2
+    assert "is the input" in capsys.readouterr().err
+    assert open(argv[1], "rb").read() == before

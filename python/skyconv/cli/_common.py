@@ -139,7 +139,13 @@ def add_output(
     if positional:
         p.add_argument("output", nargs="?", default=None, help=argparse.SUPPRESS)
     p.add_argument(
-        "--out", "-o", dest="out", default=None, required=required and not positional, help=what
+        "--out",
+        "-o",
+        dest="out",
+        metavar="PATH",
+        default=None,
+        required=required and not positional,
+        help=what,
     )
     p.add_argument(
         "--overwrite", action="store_true", help="replace existing output files (checked first)"

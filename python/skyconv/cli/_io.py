@@ -66,6 +66,23 @@ def check_output(
         _need(file_format(path))
 
 
+def check_distinct(outputs, inputs) -> None:
+    """Refuse an output that is one of the inputs (``UsageError``, exit status 2): the input
+    may still be read (memory-mapped) while the output is written.
+
+    Parameters
+    ----------
+    outputs, inputs : sequence of (str or None)
+        Paths; None entries are skipped. Call after :func:`check_input`.
+    """
+    for out in outputs:
+        if out is None or not os.path.exists(out):
+            continue
+        for inp in inputs:
+            if inp is not None and os.path.exists(inp) and os.path.samefile(out, inp):
+                raise UsageError(f"the output {out} is the input {inp}: write another file")
+
+
 def check_input(path: str, option: str = "input") -> None:
     """Refuse a missing input file before any work (``UsageError``, exit status 2)."""
     if not os.path.exists(path):
@@ -563,6 +580,7 @@ def write_alm(path: str, alms: np.ndarray, lmax: int, mmax: int, overwrite: bool
 
 
 __all__ = [
+    "check_distinct",
     "check_input",
     "check_output",
     "drop_axes",

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args, "alm2map")
     _io.check_output(out, args.overwrite)
     _io.check_input(args.input)
+    _io.check_distinct([out], [args.input])
     device = resolve_device(args)
     apply_threads(args)
     say = Progress("alm2map", args.quiet)

@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_output(args.out, args.overwrite)
     _io.check_output(args.residual, args.overwrite, "--residual")
     _io.check_input(args.input)
+    _io.check_distinct([args.out, args.residual], [args.input])
     device = resolve_device(args)
     apply_threads(args)
     kwargs = params(args)

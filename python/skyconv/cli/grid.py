@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_input(args.samples, "samples")
     if args.header:
         _io.check_input(args.header, "--header")
+    _io.check_distinct([out], [args.samples, args.header])
     device = resolve_device(args)
     apply_threads(args)
     params = kernel_params(args)

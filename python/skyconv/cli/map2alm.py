@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args, "map2alm")
     _io.check_output(out, args.overwrite)
     _io.check_input(args.input)
+    _io.check_distinct([out], [args.input])
     device = resolve_device(args)
     apply_threads(args)
     say = Progress("map2alm", args.quiet)

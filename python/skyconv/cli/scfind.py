@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     _io.check_output(args.out, args.overwrite)
     _io.check_input(args.cube, "cube")
+    _io.check_distinct([args.out], [args.cube])
     device = resolve_device(args)
     apply_threads(args)
     kwargs = params(args)

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_input(args.input)
     if args.beam_window is not None:
         _io.check_input(args.beam_window, "--beam-window")
+    _io.check_distinct([out], [args.input, args.beam_window])
     device = resolve_device(args)
     apply_threads(args)
     say = Progress("smooth", args.quiet)
