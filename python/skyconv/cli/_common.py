@@ -1,8 +1,8 @@
 """Options every verb shares and the one place they are resolved.
 
 - ``--device {auto,cpu,cuda}``: one default for every verb: not given → the ``SKYCONV_DEVICE``
-  environment variable → ``auto`` (the GPU when one works, else the CPU). Resolved once, before
-  any work, into ``"cpu"`` or ``"cuda"`` by :func:`resolve_device`.
+  environment variable → ``auto`` (the GPU when one works, else the CPU). Resolved and checked
+  once, before any work, by :func:`resolve_device`; the name is passed down as asked.
 - ``--threads N``: CPU threads for this run (``skyconv.set_num_threads``).
 - ``--quiet``/``-q``: no progress messages on stderr (:class:`Progress`).
 - ``--out``/``-o PATH`` and ``--overwrite``: the output convention (:func:`add_output`,
@@ -94,8 +94,12 @@ def requested_device(args: argparse.Namespace) -> str:
         ) from None
 
 
-def resolve_device(args: argparse.Namespace) -> str:
-    """Resolve the device once, before any work: ``"cpu"`` or ``"cuda"``.
+def resolve_device(args: argparse.Namespace) -> tuple[str, str]:
+    """Resolve the device once, before any work.
+
+    The name is passed down as asked (``"auto"`` stays ``"auto"``, so that a function that can
+    spread work over the GPU and the CPU, as smoothing's split method does, may); it is checked
+    here, so that a GPU that does not work is reported before any file is read.
 
     Parameters
     ----------
@@ -104,8 +108,10 @@ def resolve_device(args: argparse.Namespace) -> str:
 
     Returns
     -------
-    str
-        ``"cpu"`` or ``"cuda"``; the verbs pass it to the skyconv functions.
+    name : str
+        ``"auto"``, ``"cpu"`` or ``"cuda"``: the ``device`` argument for the skyconv functions.
+    where : str
+        For messages: ``"cpu"``, ``"cuda"``, or ``"auto: cpu"`` / ``"auto: cuda"``.
 
     Raises
     ------
@@ -116,7 +122,9 @@ def resolve_device(args: argparse.Namespace) -> str:
     """
     from .. import _core
 
-    return _core.resolve_device(requested_device(args))
+    name = requested_device(args)
+    kind = _core.resolve_device(name)
+    return name, (f"auto: {kind}" if name == "auto" else kind)
 
 
 def apply_threads(args: argparse.Namespace) -> None:

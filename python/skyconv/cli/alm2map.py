@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_output(out, args.overwrite)
     _io.check_input(args.input)
     _io.check_distinct([out], [args.input])
-    device = resolve_device(args)
+    device, where = resolve_device(args)
     apply_threads(args)
     say = Progress("alm2map", args.quiet)
     alm, lmax, mmax = _io.read_alm(args.input)
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         alm = relayout(alm, lmax, mmax, lmax2, mmax2)
         lmax, mmax = lmax2, mmax2
     pol = not args.no_pol
-    with say.stage(f"alm2map lmax {lmax} -> nside {args.nside} on {device}"):
+    with say.stage(f"alm2map lmax {lmax} -> nside {args.nside} on {where}"):
         maps = skyconv.alm2map(alm, args.nside, lmax=lmax, mmax=mmax, pol=pol, device=device)
     _io.write_healpix(out, maps, nested=False, overwrite=args.overwrite, pol=pol)
     say.say(f"alm2map: wrote {out}")

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_output(args.residual, args.overwrite, "--residual")
     _io.check_input(args.input)
     _io.check_distinct([args.out, args.residual], [args.input])
-    device = resolve_device(args)
+    device, where = resolve_device(args)
     apply_threads(args)
     kwargs = params(args)
     say = Progress("atrous", args.quiet)
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         squeezed = squeezed.astype(np.float32)
     say.say(
         f"skyconv atrous: {args.input} {squeezed.shape} {squeezed.dtype}, dim={args.dim}, "
-        f"snr={args.snr}, filter={args.filter}, device {device}"
+        f"snr={args.snr}, filter={args.filter}, device {where}"
     )
 
     def progress(iteration, active, units, noise, change):

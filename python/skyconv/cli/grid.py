@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.header:
         _io.check_input(args.header, "--header")
     _io.check_distinct([out], [args.samples, args.header])
-    device = resolve_device(args)
+    device, where = resolve_device(args)
     apply_threads(args)
     params = kernel_params(args)
     radius = None if args.sphere_radius is None else args.sphere_radius.to("deg")
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         device=device,
     )
     if lons.size <= args.batch:
-        with say.stage(f"{lons.size} samples, {nmaps} channel(s) on {device}"):
+        with say.stage(f"{lons.size} samples, {nmaps} channel(s) on {where}"):
             res = skyconv.grid(lons, lats, data, target, weights=weights, **kw)
     else:
         res = _grid_batches(skyconv.Gridder(target, **kw), lons, lats, data, weights, args, say)

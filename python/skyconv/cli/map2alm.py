@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_output(out, args.overwrite)
     _io.check_input(args.input)
     _io.check_distinct([out], [args.input])
-    device = resolve_device(args)
+    device, where = resolve_device(args)
     apply_threads(args)
     say = Progress("map2alm", args.quiet)
     maps, _, nested = _io.read_healpix(args.input)
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     nside = int(round(np.sqrt(np.atleast_2d(maps).shape[1] / 12)))
     lmax = args.lmax if args.lmax is not None else 3 * nside - 1
     mmax = args.mmax if args.mmax is not None else lmax
-    with say.stage(f"map2alm nside {nside} -> lmax {lmax}, iter {args.iter}, on {device}"):
+    with say.stage(f"map2alm nside {nside} -> lmax {lmax}, iter {args.iter}, on {where}"):
         alm = skyconv.map2alm(
             maps, lmax=lmax, mmax=mmax, iter=args.iter, pol=not args.no_pol, device=device
         )

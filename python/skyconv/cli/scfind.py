@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     _io.check_output(args.out, args.overwrite)
     _io.check_input(args.cube, "cube")
     _io.check_distinct([args.out], [args.cube])
-    device = resolve_device(args)
+    device, where = resolve_device(args)
     apply_threads(args)
     kwargs = params(args)
     say = Progress("scfind", args.quiet)
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
-            f"({len(noise.rms)} kernels, {dt:.2f} s on {device}); "
+            f"({len(noise.rms)} kernels, {dt:.2f} s on {where}); "
             f"noise of the cube {noise.rms0:.4e}"
         )
     return 0

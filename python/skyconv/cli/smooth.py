@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.beam_window is not None:
         _io.check_input(args.beam_window, "--beam-window")
     _io.check_distinct([out], [args.input, args.beam_window])
-    device = resolve_device(args)
+    device, where = resolve_device(args)
     apply_threads(args)
     say = Progress("smooth", args.quiet)
     say.note_bare("--fwhm", args.fwhm, "arcmin")
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.beam_window is not None:
         window = np.loadtxt(args.beam_window, dtype=np.float64, ndmin=1)
     nside = int(round(np.sqrt(maps.shape[1] / 12)))
-    with say.stage(f"{len(names)} map(s) at nside {nside}, method {args.method}, on {device}"):
+    with say.stage(f"{len(names)} map(s) at nside {nside}, method {args.method}, on {where}"):
         result = skyconv.smooth_map(
             maps,
             fwhm=None if args.fwhm is None else float(args.fwhm),
