@@ -130,7 +130,8 @@ def test_exit_status_two_for_a_wrong_command_line(inputs, tmp_path, monkeypatch,
     # a bad SKYCONV_DEVICE names the variable
     monkeypatch.setenv("SKYCONV_DEVICE", "gpu0")
     assert cli.main([*inputs["map2alm"][0], "--out", out]) == 2
-    assert "SKYCONV_DEVICE='gpu0'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "gpu0" in err and "SKYCONV_DEVICE" in err
     assert not (tmp_path / "o.fits").exists()
 
 

@@ -51,17 +51,31 @@ def _record(monkeypatch, name):
 
 
 @pytest.mark.parametrize("verb", VERBS)
-def test_the_device_comes_from_the_environment_then_auto(verb, inputs, tmp_path, monkeypatch):
+def test_the_device_is_passed_down_as_asked(verb, inputs, tmp_path, monkeypatch):
     argv, fn = inputs[verb]
     seen = _record(monkeypatch, fn)
-    monkeypatch.setenv("SKYCONV_DEVICE", "cpu")
+    monkeypatch.delenv("SKYCONV_DEVICE", raising=False)
     assert cli.main([*argv, "--out", str(tmp_path / "a.fits"), "-q"]) == 0
-    monkeypatch.delenv("SKYCONV_DEVICE")
-    assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "-q"]) == 0
-    # the flag wins over the environment (a GPU-less machine would fail with cuda)
-    monkeypatch.setenv("SKYCONV_DEVICE", "cuda")
-    assert cli.main([*argv, "--out", str(tmp_path / "c.fits"), "-q", "--device", "CPU"]) == 0
-    assert seen == ["cpu", "auto", "cpu"]  # "auto" passed down as asked
+    assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "-q", "--device", "Auto"]) == 0
+    assert cli.main([*argv, "--out", str(tmp_path / "c.fits"), "-q", "--device", "cpu"]) == 0
+    # None: the function applies the one rule (SKYCONV_DEVICE, else auto) itself
+    assert seen == [None, "auto", "cpu"]
+
+
+@pytest.mark.skipif(_core.resolve_device("auto") == "cuda", reason="a GPU works here")
+@pytest.mark.parametrize("verb", VERBS)
+def test_the_environment_is_the_default_and_the_flag_wins(
+    verb, inputs, tmp_path, monkeypatch, capsys
+):
+    argv, fn = inputs[verb]
+    seen = _record(monkeypatch, fn)
+    monkeypatch.setenv("SKYCONV_DEVICE", "cuda")  # no GPU here: refused before any work
+    assert cli.main([*argv, "--out", str(tmp_path / "a.fits"), "-q"]) == 1
+    assert "cuda" in capsys.readouterr().err and seen == []
+    assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "-q", "--device", "cpu"]) == 0
+    monkeypatch.setenv("SKYCONV_DEVICE", "cpu")
+    assert cli.main([*argv, "--out", str(tmp_path / "c.fits"), "-q"]) == 0
+    assert seen == ["cpu", None]
 
 
 def test_threads_option_sets_the_pool(inputs, tmp_path, monkeypatch):
@@ -74,27 +88,27 @@ def test_threads_option_sets_the_pool(inputs, tmp_path, monkeypatch):
         cli.main([*argv, "--out", str(tmp_path / "b.fits"), "--threads", "0"])
 
 
-def test_demo_devices(monkeypatch):
+def test_demo_devices():
     from skyconv.cli import demo
 
     assert demo.devices_for("cpu") == ["cpu"]
-    auto = demo.devices_for("auto")
-    assert auto[0] == "cpu" and auto[1:] == (
-        ["cuda"] if _core.resolve_device("auto") == "cuda" else []
-    )
+    assert demo.devices_for("cuda") == ["cpu", "cuda"]
     p = _verb_parsers()["demo"]
     assert p.parse_args(["--device", "all"]).device == "auto"  # the old name
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("verb", VERBS)
-def test_cuda_from_the_environment_matches_the_cpu(verb, inputs, tmp_path, monkeypatch):
+def test_cuda_from_the_environment_matches_the_cpu(verb, inputs, tmp_path, monkeypatch, capsys):
     argv, fn = inputs[verb]
     seen = _record(monkeypatch, fn)
     assert cli.main([*argv, "--out", str(tmp_path / "cpu.fits"), "-q", "--device", "cpu"]) == 0
+    capsys.readouterr()
     monkeypatch.setenv("SKYCONV_DEVICE", "cuda")
-    assert cli.main([*argv, "--out", str(tmp_path / "gpu.fits"), "-q"]) == 0
-    assert seen == ["cpu", "cuda"]
+    assert cli.main([*argv, "--out", str(tmp_path / "gpu.fits")]) == 0
+    said = capsys.readouterr()
+    assert seen == ["cpu", None]
+    assert "on cuda" in said.out + said.err or "device cuda" in said.err
     from astropy.io import fits
 
     with fits.open(tmp_path / "cpu.fits") as a, fits.open(tmp_path / "gpu.fits") as b:

@@ -1,8 +1,9 @@
 """Options every verb shares and the one place they are resolved.
 
 - ``--device {auto,cpu,cuda}``: one default for every verb: not given → the ``SKYCONV_DEVICE``
-  environment variable → ``auto`` (the GPU when one works, else the CPU). Resolved and checked
-  once, before any work, by :func:`resolve_device`; the name is passed down as asked.
+  environment variable → ``auto`` (the GPU when one works, else the CPU): skyconv's one device
+  rule, which the functions apply; :func:`resolve_device` checks it once before any work and
+  the name is passed down as asked.
 - ``--threads N``: CPU threads for this run (``skyconv.set_num_threads``).
 - ``--quiet``/``-q``: no progress messages on stderr (:class:`Progress`).
 - ``--out``/``-o PATH`` and ``--overwrite``: the output convention (:func:`add_output`,
@@ -12,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -54,7 +54,7 @@ def add_common(
     device_type=device_name,
     device_help: str | None = None,
 ) -> None:
-    """Add ``--device`` (default None: see :func:`requested_device`), ``--threads`` and
+    """Add ``--device`` (default None: see :func:`resolve_device`), ``--threads`` and
     ``--quiet`` to a verb's parser."""
     if device:
         p.add_argument(
@@ -73,33 +73,14 @@ def add_common(
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
 
 
-def requested_device(args: argparse.Namespace) -> str:
-    """The device asked for: ``--device``, else ``$SKYCONV_DEVICE``, else ``"auto"``.
+def resolve_device(args: argparse.Namespace) -> tuple[str | None, str]:
+    """Check the device once, before any work, with skyconv's one device rule.
 
-    Raises
-    ------
-    UsageError
-        ``SKYCONV_DEVICE`` holds a name that is not auto, cpu or cuda.
-    """
-    if getattr(args, "device", None) is not None:
-        return args.device
-    env = os.environ.get(DEVICE_ENV, "").strip()
-    if not env:
-        return "auto"
-    try:
-        return device_name(env)
-    except argparse.ArgumentTypeError:
-        raise UsageError(
-            f"{DEVICE_ENV}={env!r} is not a device: set it to one of {', '.join(DEVICES)}"
-        ) from None
-
-
-def resolve_device(args: argparse.Namespace) -> tuple[str, str]:
-    """Resolve the device once, before any work.
-
-    The name is passed down as asked (``"auto"`` stays ``"auto"``, so that a function that can
-    spread work over the GPU and the CPU, as smoothing's split method does, may); it is checked
-    here, so that a GPU that does not work is reported before any file is read.
+    The CLI does not apply the rule itself: ``--device`` (None when not given) is passed down
+    as asked, and the skyconv functions resolve it (None → ``SKYCONV_DEVICE`` → ``"auto"``;
+    ``"auto"`` stays ``"auto"``, so a function that can spread work over the GPU and the CPU,
+    as smoothing's split method does, may). It is checked here with the same rule, so that a
+    bad ``SKYCONV_DEVICE`` or a GPU that does not work is reported before any file is read.
 
     Parameters
     ----------
@@ -108,23 +89,28 @@ def resolve_device(args: argparse.Namespace) -> tuple[str, str]:
 
     Returns
     -------
-    name : str
-        ``"auto"``, ``"cpu"`` or ``"cuda"``: the ``device`` argument for the skyconv functions.
+    device : str or None
+        The ``device`` argument for the skyconv functions.
     where : str
-        For messages: ``"cpu"``, ``"cuda"``, or ``"auto: cpu"`` / ``"auto: cuda"``.
+        ``"cpu"`` or ``"cuda"``, where the work will run (for messages).
 
     Raises
     ------
     UsageError
-        ``SKYCONV_DEVICE`` is not a device name.
+        ``SKYCONV_DEVICE`` is not a device name (exit status 2).
     skyconv.DeviceError
         ``cuda`` was asked for and no GPU works (exit status 1).
     """
     from .. import _core
 
-    name = requested_device(args)
-    kind = _core.resolve_device(name)
-    return name, (f"auto: {kind}" if name == "auto" else kind)
+    device = getattr(args, "device", None)
+    try:
+        where = _core.resolve_device(device)
+    except ValueError as e:
+        if device is None:
+            raise UsageError(f"{e} (from the {DEVICE_ENV} environment variable)") from None
+        raise
+    return device, where
 
 
 def apply_threads(args: argparse.Namespace) -> None:
@@ -333,6 +319,5 @@ __all__ = [
     "output_path",
     "parse_angle",
     "positive_int",
-    "requested_device",
     "resolve_device",
 ]

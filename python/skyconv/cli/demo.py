@@ -3,10 +3,10 @@ for and compared with the reference library (scipy, healpy, plain NumPy) where i
 
     skyconv demo [--device {auto,cpu,cuda}] [--threads N] [--out rows.json --overwrite]
 
-The device rule is every verb's (``--device``, else ``$SKYCONV_DEVICE``, else ``auto``); for
-the demo ``auto`` means every usable device (the CPU, and the GPU when one works) and ``cuda``
-runs the CPU too, as the reference the GPU rows are compared with. ``all`` is accepted as the
-old name of ``auto``.
+The device rule is every verb's (``--device``, else ``$SKYCONV_DEVICE``, else ``auto``); the
+demo runs on the CPU, and also on the GPU when the rule gives the GPU (``auto`` with a working
+GPU, or ``cuda``): the CPU rows are the reference the GPU rows are compared with. ``all`` is
+accepted as the old name of ``auto``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 import json
 
 from . import _io
-from ._common import DEVICES, add_common, add_output, apply_threads, requested_device
+from ._common import DEVICES, add_common, add_output, apply_threads, resolve_device
 
 
 def _demo_device(text: str) -> str:
@@ -49,22 +49,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def devices_for(name: str) -> list[str]:
-    """The devices the demo runs on for a resolved device name (see the module docs).
-
-    Raises
-    ------
-    skyconv.DeviceError
-        ``cuda`` and no GPU works.
-    """
-    from .. import _core, backend_info
-
-    if name == "cpu":
-        return ["cpu"]
-    if name == "cuda":
-        _core.resolve_device("cuda")  # a DeviceError that says why, before any work
-        return ["cpu", "cuda"]
-    return ["cpu"] + (["cuda"] if backend_info()["cuda"]["available"] else [])
+def devices_for(where: str) -> list[str]:
+    """The devices the demo runs on, for where the device rule puts the work (``"cpu"`` or
+    ``"cuda"``, from :func:`~skyconv.cli._common.resolve_device`): the CPU, and the GPU after
+    it when the rule gives the GPU (the CPU rows are the reference of the GPU rows)."""
+    return ["cpu", "cuda"] if where == "cuda" else ["cpu"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     _io.check_output(args.out, args.overwrite, data_file=False)
     apply_threads(args)
-    rows = _demo.run(devices_for(requested_device(args)))
+    _, where = resolve_device(args)
+    rows = _demo.run(devices_for(where))
     if args.out is not None:
         with open(args.out, "w") as f:
             json.dump([dataclasses.asdict(r) for r in rows], f, indent=1)
