@@ -131,3 +131,20 @@ def test_cuda_from_the_environment_matches_the_cpu(verb, inputs, tmp_path, monke
                 np.testing.assert_array_equal(np.isnan(x), np.isnan(y))
                 scale = np.nanmax(np.abs(x)) or 1.0
                 assert np.nanmax(np.abs(x - y)) <= 1e-5 * scale
+
+
+@pytest.mark.skipif(_core.resolve_device("auto") == "cuda", reason="a GPU works here")
+def test_demo_on_cuda_without_a_gpu_is_a_runtime_error(capsys, monkeypatch):
+    import skyconv._demo as demo_mod
+
+    monkeypatch.setattr(demo_mod, "run", lambda devices: pytest.fail("the demo ran"))
+    assert cli.main(["demo", "--device", "cuda"]) == 1
+    assert "skyconv demo: error: " in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_demo_on_cuda_runs_the_cpu_as_reference(capsys):
+    assert cli.main(["demo", "--device", "cuda"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if " cuda " in ln]
+    assert lines and all(" vs " in ln for ln in lines)  # each GPU row compared
