@@ -28,7 +28,18 @@ from ._common import (
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``alm2map`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``alm2map`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "alm2map",
         help="synthesise a HEALPix map from alm (FITS in, FITS out)",
@@ -47,7 +58,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``skyconv alm2map`` with parsed arguments; returns 0."""
+    """Synthesise the map of the alm in ``args.input`` and write it to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as alm (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    """
     import skyconv
 
     out = output_path(args, "alm2map")

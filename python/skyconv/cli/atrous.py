@@ -27,7 +27,18 @@ from ._common import Progress, add_common, add_output, apply_threads, resolve_de
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``atrous`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``atrous`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "atrous",
         help="à trous wavelet reconstruction (DUCHAMP) of a FITS spectrum, image or cube",
@@ -90,7 +101,28 @@ def params(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the verb; returns 0 (errors are raised for ``cli.run_verb``)."""
+    """Reconstruct ``args.input`` and write it (and ``--residual``) to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as an image (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    """
     import skyconv
 
     _io.check_output(args.out, args.overwrite)

@@ -31,7 +31,18 @@ def _demo_device(text: str) -> str:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``demo`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``demo`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "demo",
         help="run every function on synthetic data and compare with the reference libraries",
@@ -57,7 +68,24 @@ def devices_for(where: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demos and print one line per (task, device); returns 0."""
+    """Run the demos and print one line per (task, device); ``--out`` also writes the rows
+    as JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError
+        ``--out`` exists without ``--overwrite`` (exit status 2), before any work.
+    """
     from .. import _demo
 
     _io.check_output(args.out, args.overwrite, data_file=False)

@@ -49,7 +49,18 @@ FWHM_PER_SIGMA = float(np.sqrt(8 * np.log(2)))
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``grid`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``grid`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "grid",
         help="grid a table of samples onto a FITS header's map or a HEALPix map",
@@ -154,7 +165,28 @@ def kernel_params(args: argparse.Namespace) -> tuple:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``skyconv grid`` for parsed ``args``; returns 0."""
+    """Grid the samples of ``args.samples`` and write the cube and weights to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as a table (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    """
     import skyconv
 
     out = args.out

@@ -19,7 +19,18 @@ from ._common import Progress, add_common, add_output, apply_threads, output_pat
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``map2alm`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``map2alm`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "map2alm",
         help="alm of a HEALPix map (FITS in, FITS out)",
@@ -38,7 +49,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``skyconv map2alm`` with parsed arguments; returns 0."""
+    """Analyse the map in ``args.input`` and write its alm to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as a HEALPix map (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    """
     import skyconv
 
     out = output_path(args, "map2alm")

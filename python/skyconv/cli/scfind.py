@@ -36,7 +36,18 @@ def numbers(text: str, cast=float) -> list:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``scfind`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``scfind`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "scfind",
         help="Smooth-and-Clip source finding (SoFiA 2 rules) on a spectral-line cube",
@@ -136,7 +147,28 @@ def read_cube(path: str, hdu=None):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the ``scfind`` verb for parsed ``args``; returns 0."""
+    """Find sources in ``args.cube`` and write the mask to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as a 2-D or 3-D cube (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    """
     import skyconv
 
     _io.check_output(args.out, args.overwrite)

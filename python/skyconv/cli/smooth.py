@@ -43,7 +43,18 @@ def parse_angle(text: str) -> float:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``smooth`` verb to an argparse subparsers object; returns its parser."""
+    """Add the ``smooth`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
     p = subparsers.add_parser(
         "smooth",
         help="smooth a HEALPix map with a beam (FITS in, FITS out)",
@@ -74,12 +85,27 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``skyconv smooth`` with parsed arguments; returns 0.
+    """Smooth the maps of ``args.input`` and write them to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
 
     Raises
     ------
-    OutputExistsError
-        The output exists and ``--overwrite`` was not given (checked before reading).
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as a HEALPix map (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
     """
     import skyconv
 
