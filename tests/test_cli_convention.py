@@ -255,3 +255,25 @@ def test_the_input_is_never_the_output(verb, inputs, monkeypatch, capsys):
     assert cli.main([*argv, "--out", argv[1], "--overwrite"]) == 2
     assert "is the input" in capsys.readouterr().err
     assert open(argv[1], "rb").read() == before
+
+
+def test_a_long_stage_says_it_is_still_running(inputs, tmp_path, monkeypatch, capsys):
+    import time
+
+    from skyconv.cli import _common
+
+    real = skyconv.map2alm
+
+    def slow(*a, **k):
+        time.sleep(0.35)  # the GIL is free, as in the compiled core
+        return real(*a, **k)
+
+    monkeypatch.setattr(skyconv, "map2alm", slow)
+    monkeypatch.setattr(_common, "TICK", 0.1)
+    argv, _ = inputs["map2alm"]
+    assert cli.main([*argv, "--out", str(tmp_path / "a.fits"), "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("still running") >= 2
+    assert err.splitlines()[-2].startswith("map2alm: map2alm nside 8 -> lmax 8")  # then done
+    assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "--device", "cpu", "-q"]) == 0
+    assert capsys.readouterr().err == ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import threading
 import time
 
 import numpy as np
@@ -23,6 +24,8 @@ from ._errors import UsageError
 
 DEVICES = ("auto", "cpu", "cuda")
 DEVICE_ENV = "SKYCONV_DEVICE"
+#: Seconds between a long stage's "still running" lines.
+TICK = 10.0
 
 
 def device_name(text: str) -> str:
@@ -250,12 +253,26 @@ def angle_type(default_unit: str):
 
 
 class Progress:
-    """Progress messages on stderr (nothing with ``quiet``): lines, timed stages and a bar."""
+    """Progress messages on stderr (nothing with ``quiet``): lines, timed stages and a bar.
 
-    def __init__(self, verb: str, quiet: bool = False, stream=None):
+    Parameters
+    ----------
+    verb : str
+        The verb's name, at the start of each message.
+    quiet : bool
+        Print nothing.
+    stream : file, optional
+        Where to print (default ``sys.stderr``).
+    tick : float, optional
+        Seconds between the "still running" lines a :meth:`stage` prints while its work (one
+        skyconv call that reports no progress of its own) goes on (default :data:`TICK`).
+    """
+
+    def __init__(self, verb: str, quiet: bool = False, stream=None, tick: float | None = None):
         self.verb = verb
         self.quiet = quiet
         self.stream = stream if stream is not None else sys.stderr
+        self.tick = TICK if tick is None else tick
         self.t0 = time.perf_counter()
 
     def elapsed(self) -> float:
@@ -273,7 +290,9 @@ class Progress:
             self.say(f"skyconv {self.verb}: {option} {value.text} read as {value.text} {unit}")
 
     def stage(self, what: str):
-        """Context manager: ``what ...`` before, ``what: N.NN s`` after."""
+        """Context manager: ``what ...`` before, ``what: still running, N s`` every
+        ``tick`` seconds meanwhile (from a background thread: the skyconv functions release
+        the GIL), ``what: N.NN s`` after."""
         return _Stage(self, what)
 
     def bar(self, done: int, total: int, label: str, extra: str = "") -> None:
@@ -294,13 +313,26 @@ class Progress:
 class _Stage:
     def __init__(self, progress: Progress, what: str):
         self.progress, self.what = progress, what
+        self.done = threading.Event()
+        self.thread = None
 
     def __enter__(self):
         self.t = time.perf_counter()
         self.progress.say(f"{self.progress.verb}: {self.what} ...")
+        if not self.progress.quiet and self.progress.tick > 0:
+            self.thread = threading.Thread(target=self._ticker, daemon=True)
+            self.thread.start()
         return self
 
+    def _ticker(self):
+        while not self.done.wait(self.progress.tick):
+            dt = time.perf_counter() - self.t
+            self.progress.say(f"{self.progress.verb}: {self.what}: still running, {dt:.0f} s")
+
     def __exit__(self, *exc):
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
         if exc[0] is None:
             dt = time.perf_counter() - self.t
             self.progress.say(f"{self.progress.verb}: {self.what}: {dt:.2f} s")
