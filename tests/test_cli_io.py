@@ -233,3 +233,25 @@ def test_healpix_reader_refuses_bad_files(tmp_path):
     fits.HDUList([fits.PrimaryHDU(np.zeros(3))]).writeto(tmp_path / "img.fits")
     with pytest.raises(cli._errors.InputFileError, match="no binary table"):
         _io.read_healpix(str(tmp_path / "img.fits"))
+
+
+def test_beam_window_from_text_or_fits(tmp_path, rng, capsys):
+    nside = 8
+    m = rng.standard_normal(12 * nside**2)
+    hp.write_map(str(tmp_path / "in.fits"), m, dtype=np.float64)
+    bw = hp.gauss_beam(np.radians(12.0), lmax=3 * nside - 1)
+    np.savetxt(tmp_path / "bl.txt", bw)
+    hp.write_cl(str(tmp_path / "bl.fits"), bw)
+    base = ["smooth", str(tmp_path / "in.fits"), "--method", "harmonic", "--device", "cpu", "-q"]
+    for name in ("bl.txt", "bl.fits"):
+        out = str(tmp_path / f"out_{name}.fits")
+        assert cli.main([*base, "--beam-window", str(tmp_path / name), "--out", out]) == 0
+    a = hp.read_map(str(tmp_path / "out_bl.txt.fits"))
+    b = hp.read_map(str(tmp_path / "out_bl.fits.fits"))
+    np.testing.assert_array_equal(a, b)
+    ref = hp.smoothing(m, beam_window=bw, iter=0)
+    assert np.linalg.norm(a - ref) <= 1e-7 * np.linalg.norm(ref)
+    (tmp_path / "junk.txt").write_text("one\ntwo\n")
+    out = str(tmp_path / "x.fits")
+    assert cli.main([*base, "--beam-window", str(tmp_path / "junk.txt"), "--out", out]) == 1
+    assert "b_l values" in capsys.readouterr().err

@@ -497,6 +497,31 @@ def _healpix_table(fits, maps, names, nested, pol, extname, history):
     return hdu
 
 
+def read_window(path: str) -> np.ndarray:
+    """A beam window b_l (l = 0, 1, ...) as float64: a text file (one value per line) or a FITS
+    table whose first column holds it (``healpy.write_cl``'s layout, as Planck's beam files).
+
+    Raises
+    ------
+    InputFileError
+        Neither a FITS table nor a text file of numbers.
+    """
+    if str(path).lower().endswith((".fits", ".fit", ".fits.gz", ".fit.gz")):
+        fits = _need("fits")
+        try:
+            with fits.open(path) as hdul:
+                hdu = next((h for h in hdul[1:] if isinstance(h, fits.BinTableHDU)), None)
+                if hdu is None:
+                    raise InputFileError(f"{path}: no table with a beam window")
+                return np.asarray(hdu.data.field(0), dtype=np.float64).ravel()
+        except OSError as e:
+            raise InputFileError(f"{path}: not a FITS file ({e})") from None
+    try:
+        return np.loadtxt(path, dtype=np.float64, ndmin=1)
+    except ValueError as e:
+        raise InputFileError(f"{path}: not a text file of b_l values ({e})") from None
+
+
 def nest_to_ring(maps: np.ndarray) -> np.ndarray:
     """``(ncomp, npix)`` NESTED maps reordered to RING."""
     from .. import healpix
@@ -593,6 +618,7 @@ __all__ = [
     "read_healpix",
     "read_image",
     "read_table",
+    "read_window",
     "write_alm",
     "write_arrays",
     "write_healpix",

@@ -8,8 +8,9 @@ layout, any number of columns, each smoothed as a spin-0 map); the output keeps 
 column names and ORDERING (NESTED maps are smoothed with ``nest=True``) and is read back by
 ``healpy.read_map``. ``--fwhm`` takes a number with a unit: ``5arcmin``, ``0.5deg``,
 ``1.2e-3rad``, ``30arcsec``; a bare number is read as arcmin (and says so on stderr).
-``--beam-window`` is a text file of b_l (one per line, l = 0, 1, ...). The output may also be
-given as a second positional argument (deprecated: use ``--out``).
+``--beam-window`` is a text file of b_l (one per line, l = 0, 1, ...) or a FITS table whose
+first column holds them (``healpy.write_cl``'s layout, as Planck's beam window files). The
+output may also be given as a second positional argument (deprecated: use ``--out``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         type=angle_type("arcmin"),
         help="Gaussian FWHM with a unit: 5arcmin, 0.5deg, 0.001rad (bare number: arcmin)",
     )
-    beam.add_argument("--beam-window", help="text file of the beam window b_l, one per line")
+    beam.add_argument(
+        "--beam-window",
+        help="the beam window b_l: a text file (one per line) or a FITS table (healpy.write_cl)",
+    )
     p.add_argument(
         "--method",
         default="auto",
@@ -122,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     maps, names, nested = _io.read_healpix(args.input)
     window = None
     if args.beam_window is not None:
-        window = np.loadtxt(args.beam_window, dtype=np.float64, ndmin=1)
+        window = _io.read_window(args.beam_window)
     nside = int(round(np.sqrt(maps.shape[1] / 12)))
     with say.stage(f"{len(names)} map(s) at nside {nside}, method {args.method}, on {where}"):
         result = skyconv.smooth_map(
