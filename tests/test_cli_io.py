@@ -255,3 +255,59 @@ def test_beam_window_from_text_or_fits(tmp_path, rng, capsys):
     out = str(tmp_path / "x.fits")
     assert cli.main([*base, "--beam-window", str(tmp_path / "junk.txt"), "--out", out]) == 1
     assert "b_l values" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["atrous", "scfind"])
+def test_cube_in_an_extension_is_found(verb, tmp_path, rng):
+    x = rng.standard_normal((6, 10, 10)).astype(np.float32)
+    h = fits.Header({"CTYPE3": "FREQ"})
+    hdus = [fits.PrimaryHDU(), fits.ImageHDU(x, header=h, name="CUBE")]
+    fits.HDUList(hdus).writeto(tmp_path / "ext.fits")
+    out = tmp_path / "o.fits"
+    assert (
+        cli.main([verb, str(tmp_path / "ext.fits"), "--out", str(out), "--device", "cpu", "-q"])
+        == 0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fits.open(out) as hdul:
+            hdul.verify("exception")
+            assert hdul[0].header["CTYPE3"] == "FREQ" and "XTENSION" not in hdul[0].header
+            got = hdul[0].data
+    if verb == "atrous":
+        np.testing.assert_array_equal(got, skyconv.atrous_denoise(x, device="cpu").data)
+    else:
+        np.testing.assert_array_equal(got, skyconv.smooth_and_clip(x, device="cpu"))
+    # the same with the HDU named
+    out2 = tmp_path / "o2.fits"
+    assert (
+        cli.main(
+            [
+                verb,
+                str(tmp_path / "ext.fits"),
+                "--hdu",
+                "CUBE",
+                "--out",
+                str(out2),
+                "--device",
+                "cpu",
+                "-q",
+            ]
+        )
+        == 0
+    )
+    np.testing.assert_array_equal(fits.getdata(out2), got)
+    assert (
+        cli.main(
+            [
+                verb,
+                str(tmp_path / "ext.fits"),
+                "--hdu",
+                "NOPE",
+                "--out",
+                str(tmp_path / "o3.fits"),
+                "-q",
+            ]
+        )
+        == 1
+    )

@@ -3,7 +3,7 @@
 
     skyconv atrous cube.fits --out recon.fits [--dim 3 --snr 4 --scale-min 1 --scale-max 0
                    --filter b3spline --convergence 0.005 --no-robust
-                   --device {auto,cpu,cuda} --threads N --hdu 0 --residual resid.fits
+                   --device {auto,cpu,cuda} --threads N --hdu N --residual resid.fits
                    --overwrite -q]
 
 The FITS data axes (NAXIS3, NAXIS2, NAXIS1) are the array's (z, y, x); leading degenerate
@@ -47,7 +47,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("input", help="input FITS file (or .npy, .zarr)")
     add_output(p, "output file (the reconstruction)")
-    p.add_argument("--hdu", type=_io.hdu_key, default=0, help="HDU index or name (default 0)")
+    p.add_argument(
+        "--hdu",
+        type=_io.hdu_key,
+        default=None,
+        help="FITS HDU index or name (default: the first with data)",
+    )
     p.add_argument("--residual", help="also write input − reconstruction to this file")
     add_options(p)
     add_common(p)
