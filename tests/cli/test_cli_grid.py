@@ -1,4 +1,4 @@
-"""`skyconv grid` subcommand logic (python/skyconv/_cli_grid.py), driven through argparse."""
+"""`skyconv grid` verb (python/skyconv/cli/grid.py), driven through argparse."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import pytest
 from _grid_refs import field, header
 
 import skyconv
-from skyconv import _cli_grid
+from skyconv.cli import grid as grid_verb
 
 from _refs import run_cli
 
 
 def grid_cli(argv):
-    return run_cli(_cli_grid, ["grid", *argv])
+    return run_cli(grid_verb, ["grid", *argv])
 
 
 def test_fits_table_to_fits_cube(tmp_path, rng):

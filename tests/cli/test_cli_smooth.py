@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 import pytest
 
-from skyconv import _cli_smooth
+from skyconv.cli import smooth as smooth_verb
 
 from _refs import rel_l2, run_cli
 
@@ -16,7 +16,7 @@ pytest.importorskip("astropy")
 
 
 def cli(argv):
-    return run_cli(_cli_smooth, argv)
+    return run_cli(smooth_verb, argv)
 
 
 @pytest.mark.parametrize("fwhm", ["300arcmin", "5deg", "0.08726646rad", "300"])
@@ -85,8 +85,8 @@ def test_smooth_cli_ring_nest_and_beam_window(tmp_path, rng):
 
 
 def test_parse_angle():
-    assert _cli_smooth.parse_angle("60arcmin") == pytest.approx(np.radians(1.0))
-    assert _cli_smooth.parse_angle("1 deg") == pytest.approx(np.radians(1.0))
-    assert _cli_smooth.parse_angle("3600arcsec") == pytest.approx(np.radians(1.0))
+    assert smooth_verb.parse_angle("60arcmin") == pytest.approx(np.radians(1.0))
+    assert smooth_verb.parse_angle("1 deg") == pytest.approx(np.radians(1.0))
+    assert smooth_verb.parse_angle("3600arcsec") == pytest.approx(np.radians(1.0))
     with pytest.raises(argparse.ArgumentTypeError):
-        _cli_smooth.parse_angle("5 parsec")
+        smooth_verb.parse_angle("5 parsec")
