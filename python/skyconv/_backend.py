@@ -106,13 +106,37 @@ def clear_kernel_cache() -> int:
     ------
     OSError
         If a cached file cannot be removed.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import skyconv
+    >>> folder = tempfile.mkdtemp()  # a cache of our own, so the user's stays
+    >>> old, os.environ["SKYCONV_CACHE_DIR"] = os.environ.get("SKYCONV_CACHE_DIR"), folder
+    >>> skyconv.clear_kernel_cache()  # nothing compiled there yet
+    0
+    >>> _ = os.environ.pop("SKYCONV_CACHE_DIR") if old is None else os.environ.update(
+    ...     SKYCONV_CACHE_DIR=old)
     """
     return _core._clear_kernel_cache()
 
 
 def kernel_cache_dir() -> str | None:
-    """The folder of the on-disk kernel cache, or None when it is off
-    (``SKYCONV_KERNEL_CACHE=0``)."""
+    """The folder of the on-disk kernel cache.
+
+    Returns
+    -------
+    str or None
+        ``$SKYCONV_CACHE_DIR/kernels``, else ``$XDG_CACHE_HOME/skyconv/kernels``, else
+        ``~/.cache/skyconv/kernels``; None when the cache is off (``SKYCONV_KERNEL_CACHE=0``).
+
+    Examples
+    --------
+    >>> import skyconv
+    >>> d = skyconv.backend.kernel_cache_dir()
+    >>> d is None or d.endswith("kernels")
+    True
+    """
     return _core._kernel_cache_dir()
 
 

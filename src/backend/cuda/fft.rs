@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 use super::fft_api::{self, Handle, CUFFT_D2Z, CUFFT_Z2D, CUFFT_Z2Z};
+use super::toolkit;
 use super::{CudaSlice, Gpu};
 use crate::error::{Error, Result};
 
@@ -65,7 +66,7 @@ fn check(what: &str, r: i32) -> Result<()> {
 
 /// Whether a cuFFT was found.
 pub fn present() -> bool {
-    fft_api::api().is_ok()
+    toolkit::cufft().is_ok()
 }
 
 fn to_i32(v: usize, what: &str) -> Result<i32> {
@@ -90,7 +91,7 @@ impl Gpu {
         if let Some(p) = map.get(&(self.ordinal, key)) {
             return Ok(p.clone());
         }
-        let api = fft_api::api()?;
+        let api = toolkit::cufft()?;
         self.ctx.bind_to_thread()?;
         let n = [to_i32(key.n, "length")?];
         let half = key.n / 2 + 1;

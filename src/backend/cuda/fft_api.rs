@@ -4,9 +4,7 @@
 use std::ffi::{c_int, c_void};
 use std::path::Path;
 
-use super::nvrtc::sym;
-use super::{libs, toolkit};
-use crate::error::{Error, Result};
+use super::libs::{self, sym};
 
 /// cufftHandle.
 pub type Handle = c_int;
@@ -77,29 +75,6 @@ impl Api {
                 destroy: sym(&lib, "cufftDestroy")?,
                 _lib: lib,
             })
-        }
-    }
-}
-
-/// The cuFFT chosen for this process (DeviceError naming what is missing).
-pub fn api() -> Result<&'static Api> {
-    let tk = toolkit::get();
-    match &tk.cufft {
-        Some((_, api)) => Ok(api),
-        None => {
-            let want = match tk.toolkit {
-                Some(t) => format!(
-                    "cuFFT of CUDA {t} ({}) was not found",
-                    libs::Lib::Cufft.soname(t)
-                ),
-                None => "cuFFT was not found".to_string(),
-            };
-            Err(Error::device(format!(
-                "{want}: {} (or put the lib folder of a CUDA 12 or 13 toolkit on \
-                 LD_LIBRARY_PATH){}",
-                libs::pip_hint(tk.driver, tk.only),
-                tk.rejected_note()
-            )))
         }
     }
 }

@@ -308,3 +308,17 @@ pub fn pip_hint(driver: Option<i32>, only: Option<u32>) -> &'static str {
         _ => "pip install 'skyconv[cuda13]'",
     }
 }
+
+/// A function pointer of type `F` named `name` in `lib`.
+///
+/// # Safety
+/// `F` must be the symbol's true C signature.
+pub unsafe fn sym<F: Copy>(
+    lib: &libloading::Library,
+    name: &str,
+) -> std::result::Result<F, String> {
+    // SAFETY: the caller gives the true signature.
+    unsafe { lib.get::<F>(name.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|_| format!("lacks the symbol {name}"))
+}

@@ -5,6 +5,7 @@
 //! `gpu()` is the GPU of the innermost `on(ordinal, ..)` scope (device 0 outside any).
 
 pub mod cache;
+pub mod compile;
 pub mod fft;
 pub mod fft_api;
 pub mod host_pool;
@@ -109,7 +110,7 @@ fn probe() -> Result<()> {
         }
         Ok(())
     })?;
-    nvrtc::api()?;
+    toolkit::nvrtc()?;
     Ok(())
 }
 
@@ -256,15 +257,15 @@ impl Gpu {
                 None => {
                     let src = kernels::translation_unit(module)
                         .ok_or_else(|| Error::Internal(format!("no kernel module {module}")))?;
-                    let (cubin, cached) = nvrtc::compile_cached(module, &src, self.arch)?;
+                    let (cubin, cached) = compile::compile_cached(module, &src, self.arch)?;
                     let loaded = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
                     let m = match loaded {
                         Ok(m) => m,
                         // A cached CUBIN the driver refuses: compile afresh (and re-cache).
                         Err(_) if cached => {
-                            let cubin = nvrtc::compile_cubin(module, &src, self.arch)?;
+                            let cubin = compile::compile_cubin(module, &src, self.arch)?;
                             let opts = nvrtc::options(self.arch);
-                            let key = cache::key(&src, &opts, self.arch, nvrtc::version()?);
+                            let key = cache::key(&src, &opts, self.arch, compile::version()?);
                             let _ = cache::store(&key, &cubin);
                             self.ctx
                                 .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?
@@ -395,7 +396,7 @@ pub fn info() -> Info {
         ordinal: ORDINAL.with(|o| o.get()),
         ..Info::default()
     };
-    info.nvrtc_version = nvrtc::version().ok();
+    info.nvrtc_version = compile::version().ok();
     let created: Vec<u32> = GPUS
         .lock()
         .map(|g| g.keys().copied().collect())
@@ -426,7 +427,7 @@ pub fn info() -> Info {
 pub fn compile_module_cached(name: &str, arch: (i32, i32)) -> Result<(usize, bool)> {
     let src = kernels::translation_unit(name)
         .ok_or_else(|| Error::value(format!("no kernel module {name:?}")))?;
-    let (cubin, hit) = nvrtc::compile_cached(name, &src, arch)?;
+    let (cubin, hit) = compile::compile_cached(name, &src, arch)?;
     Ok((cubin.len(), hit))
 }
 
@@ -438,7 +439,7 @@ pub fn module_cache_key(name: &str, arch: (i32, i32)) -> Result<String> {
         &src,
         &nvrtc::options(arch),
         arch,
-        nvrtc::version()?,
+        compile::version()?,
     ))
 }
 
@@ -449,7 +450,7 @@ pub fn compile_all(arch: (i32, i32)) -> Result<Vec<(String, usize)>> {
         .iter()
         .map(|(name, _)| {
             let src = kernels::translation_unit(name).expect("listed module");
-            let cubin = nvrtc::compile_cubin(name, &src, arch)?;
+            let cubin = compile::compile_cubin(name, &src, arch)?;
             Ok((name.to_string(), cubin.len()))
         })
         .collect()

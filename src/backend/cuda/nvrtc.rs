@@ -1,12 +1,11 @@
-//! Run-time compilation of `kernels/` to CUBIN for one exact architecture (so no driver JIT
-//! step is needed and the PTX ISA can never be newer than what the driver accepts), through
-//! NVRTC 12 or 13 opened by full path (`libs` says why not through cudarc), with the on-disk
-//! cache of `cache`.
+//! NVRTC's entry points (NVRTC 12 or 13, opened by full path: `libs` says why not through
+//! cudarc) and the options kernels are compiled with: CUBIN for one exact architecture, so no
+//! driver JIT step is needed and the PTX ISA can never be newer than what the driver accepts.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 
-use super::{cache, libs, toolkit};
+use super::libs::{self, sym};
 use crate::error::{Error, Result};
 
 type Prog = *mut c_void;
@@ -37,20 +36,6 @@ pub struct Api {
 // library handle that keeps them valid.
 unsafe impl Send for Api {}
 unsafe impl Sync for Api {}
-
-/// A function pointer of type `F` named `name` in `lib`.
-///
-/// # Safety
-/// `F` must be the symbol's true C signature.
-pub(crate) unsafe fn sym<F: Copy>(
-    lib: &libloading::Library,
-    name: &str,
-) -> std::result::Result<F, String> {
-    // SAFETY: the caller gives the true signature.
-    unsafe { lib.get::<F>(name.as_bytes()) }
-        .map(|s| *s)
-        .map_err(|_| format!("lacks the symbol {name}"))
-}
 
 impl Api {
     /// Open the NVRTC at `path` (after its builtins, which NVRTC opens by bare name), check
@@ -184,33 +169,6 @@ impl Api {
     }
 }
 
-/// The NVRTC chosen for this process (DeviceError naming what is missing).
-pub fn api() -> Result<&'static Api> {
-    let tk = toolkit::get();
-    match &tk.nvrtc {
-        Some((_, api)) => Ok(api),
-        None => Err(Error::device(format!(
-            "NVRTC was not found{}: {} (or put the lib folder of a CUDA 12 or 13 toolkit on \
-             LD_LIBRARY_PATH){}",
-            tk.driver
-                .map(|d| format!(" for the driver's CUDA {}", libs::version_string(d)))
-                .unwrap_or_default(),
-            libs::pip_hint(tk.driver, tk.only),
-            tk.rejected_note()
-        ))),
-    }
-}
-
-/// Whether an NVRTC was found.
-pub fn present() -> bool {
-    api().is_ok()
-}
-
-/// NVRTC's (major, minor) version.
-pub fn version() -> Result<(i32, i32)> {
-    Ok(api()?.version)
-}
-
 /// The options every kernel module is compiled with, for `sm_{major}{minor}`.
 pub fn options(arch: (i32, i32)) -> Vec<String> {
     vec![
@@ -219,23 +177,4 @@ pub fn options(arch: (i32, i32)) -> Vec<String> {
         "-default-device".to_string(),
         "-lineinfo".to_string(),
     ]
-}
-
-/// Compile one translation unit to a CUBIN for `sm_{major}{minor}` (no cache).
-pub fn compile_cubin(name: &str, source: &str, arch: (i32, i32)) -> Result<Vec<u8>> {
-    api()?.compile(name, source, &options(arch))
-}
-
-/// `compile_cubin` through the on-disk cache: (cubin, whether it came from the cache).
-pub fn compile_cached(name: &str, source: &str, arch: (i32, i32)) -> Result<(Vec<u8>, bool)> {
-    let api = api()?;
-    let opts = options(arch);
-    let key = cache::key(source, &opts, arch, api.version);
-    if let Some(bin) = cache::load(&key) {
-        return Ok((bin, true));
-    }
-    let bin = api.compile(name, source, &opts)?;
-    // A cache that cannot be written only costs the next process a compile.
-    let _ = cache::store(&key, &bin);
-    Ok((bin, false))
 }

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use super::libs::{self, Candidate, Lib, Rejected};
 use super::{fft_api, nvrtc};
+use crate::error::{Error, Result};
 
 /// The libraries chosen, and what was rejected.
 pub struct Toolkit {
@@ -47,7 +48,7 @@ pub enum Opened {
 }
 
 /// Open a candidate for real.
-pub fn open(c: &Candidate) -> Result<Opened, String> {
+pub fn open(c: &Candidate) -> std::result::Result<Opened, String> {
     match c.lib {
         Lib::Nvrtc => nvrtc::Api::load(&c.path, c.toolkit).map(Opened::Nvrtc),
         Lib::Cufft => fft_api::Api::load(&c.path, c.toolkit).map(Opened::Cufft),
@@ -95,4 +96,44 @@ pub fn get() -> &'static Toolkit {
         tk.error = error;
         tk
     })
+}
+
+/// The NVRTC chosen for this process (DeviceError naming what is missing).
+pub fn nvrtc() -> Result<&'static nvrtc::Api> {
+    let tk = get();
+    match &tk.nvrtc {
+        Some((_, api)) => Ok(api),
+        None => Err(Error::device(format!(
+            "NVRTC was not found{}: {} (or put the lib folder of a CUDA 12 or 13 toolkit on \
+             LD_LIBRARY_PATH){}",
+            tk.driver
+                .map(|d| format!(" for the driver's CUDA {}", libs::version_string(d)))
+                .unwrap_or_default(),
+            libs::pip_hint(tk.driver, tk.only),
+            tk.rejected_note()
+        ))),
+    }
+}
+
+/// The cuFFT chosen for this process (DeviceError naming what is missing).
+pub fn cufft() -> Result<&'static fft_api::Api> {
+    let tk = get();
+    match &tk.cufft {
+        Some((_, api)) => Ok(api),
+        None => {
+            let want = match tk.toolkit {
+                Some(t) => format!(
+                    "cuFFT of CUDA {t} ({}) was not found",
+                    libs::Lib::Cufft.soname(t)
+                ),
+                None => "cuFFT was not found".to_string(),
+            };
+            Err(Error::device(format!(
+                "{want}: {} (or put the lib folder of a CUDA 12 or 13 toolkit on \
+                 LD_LIBRARY_PATH){}",
+                libs::pip_hint(tk.driver, tk.only),
+                tk.rejected_note()
+            )))
+        }
+    }
 }

@@ -18,7 +18,7 @@ import pytest
 
 import skyconv
 from skyconv import _core
-from skyconv._cudalibs import search_dirs
+from skyconv._utils.cudalibs import search_dirs
 
 from conftest import gpu_available
 
@@ -382,7 +382,7 @@ def test_kernels_compile_with_each_installed_nvrtc(toolkit):
     tk, ver, sizes = json.loads(out.stdout.strip().splitlines()[-1])
     assert tk == toolkit and ver.startswith(f"{toolkit}.")
     on_disk = {
-        f[:-3] for f in os.listdir(Path(__file__).parent.parent / "kernels") if f.endswith(".cu")
+        f[:-3] for f in os.listdir(Path(__file__).parents[2] / "kernels") if f.endswith(".cu")
     }
     for per_arch in sizes:
         assert {k for k, _ in per_arch} == on_disk
