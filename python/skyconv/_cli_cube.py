@@ -75,7 +75,13 @@ def add_scfind_parser(subparsers) -> argparse.ArgumentParser:
         default="negative",
     )
     p.add_argument("--spectral", choices=("boxcar", "gaussian"), default="boxcar")
-    p.add_argument("--spatial", choices=("gaussian", "boxcar_approx"), default="gaussian")
+    p.add_argument("--spatial", choices=("boxcar", "boxcar_approx", "gaussian"), default="boxcar")
+    p.add_argument(
+        "--precision",
+        choices=("sofia2", "float64"),
+        default="sofia2",
+        help="sofia2: SoFiA-2 2.5.1's arithmetic and estimators (default); float64: skyconv's",
+    )
     p.add_argument(
         "--edge-mode",
         dest="edge_mode",
@@ -178,6 +184,7 @@ def run_scfind(args) -> int:
         spectral=args.spectral,
         spatial=args.spatial,
         edge_mode=args.edge_mode,
+        precision=args.precision,
         device=args.device,
         return_noise=True,
         progress=bar,
