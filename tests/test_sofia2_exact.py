@@ -145,6 +145,17 @@ def test_initial_mask_and_replacement(rng):
         assert got[start & ~np.isnan(cube)].all()
 
 
+def test_single_channel_image(rng):
+    img = make_cube(rng, shape=(3, 41, 37))[0]
+    ref, rms0, rms = scfind(img[None], kernels_z=(0,), threshold=3.5)
+    got, rep = run(img, threshold=3.5)
+    assert got.shape == img.shape
+    np.testing.assert_array_equal(got, ref[0])
+    np.testing.assert_allclose(rep.rms, rms, rtol=NOISE_RTOL)
+    with pytest.raises(ValueError, match="no finite values"):
+        skyconv.smooth_and_clip(np.full((3, 4, 5), np.nan, np.float32), device="cpu")
+
+
 def test_float64_cube(rng):
     check(make_cube(rng, dtype=np.float64), threshold=4.0, statistic="mad", flux_range="full")
 

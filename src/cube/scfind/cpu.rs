@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::running::{self, boxcar_line};
+use super::running::{self, boxcar_axis0, transpose};
 use super::{
     extremes_or_nan, merge_extremes, prepared, Kernel, Outcome, Plan, Progress, BLANK, DETECTED,
     MASKED,
@@ -264,26 +264,19 @@ impl<'a> Spatial<'a> {
             *d = prepared(x, mb, plan.replace, rms0);
         }
         if self.exact {
-            // SoFiA-2: every row (x) through all its boxcars, then every column (y).
-            for f in self.x {
-                for row in a.chunks_mut(nx) {
-                    boxcar_line::<T>(row, f.taps() / 2, ext);
+            // SoFiA-2: every row (x) through all its boxcars, then every column (y); each
+            // pass runs along axis 0 for all lines at once (x passes on the transposed plane).
+            if !self.x.is_empty() {
+                transpose(a, b, ny, nx);
+                for f in self.x {
+                    boxcar_axis0::<T>(b, a, nx, ny, f.taps() / 2, acc);
+                    std::mem::swap(a, b);
                 }
+                transpose(b, a, nx, ny);
             }
-            if !self.y.is_empty() {
-                acc.clear();
-                acc.resize(ny, 0.0);
-                for x in 0..nx {
-                    for (y, c) in acc.iter_mut().enumerate() {
-                        *c = a[y * nx + x];
-                    }
-                    for f in self.y {
-                        boxcar_line::<T>(acc, f.taps() / 2, ext);
-                    }
-                    for (y, c) in acc.iter().enumerate() {
-                        a[y * nx + x] = *c;
-                    }
-                }
+            for f in self.y {
+                boxcar_axis0::<T>(a, b, ny, nx, f.taps() / 2, acc);
+                std::mem::swap(a, b);
             }
             for (o, &v) in out.iter_mut().zip(a.iter()) {
                 *o = T::from_f64(v);

@@ -41,6 +41,87 @@ pub fn boxcar_line<T: Real>(line: &mut [f64], r: usize, pad: &mut Vec<f64>) {
     }
 }
 
+/// `boxcar_line` along axis 0 of a (rows, cols) array, all columns at once (the same
+/// operations per element, vectorised across columns): `src` → `dst`; `m` is scratch.
+pub fn boxcar_axis0<T: Real>(
+    src: &[f64],
+    dst: &mut [f64],
+    rows: usize,
+    cols: usize,
+    r: usize,
+    m: &mut Vec<f64>,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let inv = inverse_width::<T>(r);
+    let row = |p: isize| -> Option<&[f64]> {
+        (p >= 0 && (p as usize) < rows).then(|| &src[p as usize * cols..(p as usize + 1) * cols])
+    };
+    let z = |v: f64| if v.is_nan() { 0.0 } else { v };
+    m.clear();
+    m.resize(cols, 0.0);
+    let top = rows as isize - 1;
+    for p in (top - r as isize..=top + r as isize).rev() {
+        match row(p) {
+            Some(v) => m
+                .iter_mut()
+                .zip(v)
+                .for_each(|(a, &x)| *a = rnd::<T>(*a + z(x))),
+            None => m.iter_mut().for_each(|a| *a = rnd::<T>(*a + 0.0)),
+        }
+    }
+    m.iter_mut().for_each(|a| *a = rnd::<T>(*a * inv));
+    dst[(rows - 1) * cols..].copy_from_slice(m);
+    for i in (0..rows - 1).rev() {
+        let ii = i as isize;
+        let out = &mut dst[i * cols..(i + 1) * cols];
+        match (row(ii - r as isize), row(ii + r as isize + 1)) {
+            (Some(lo), Some(hi)) => {
+                for c in 0..cols {
+                    let d = rnd::<T>(z(lo[c]) - z(hi[c]));
+                    m[c] = rnd::<T>(m[c] + rnd::<T>(d * inv));
+                    out[c] = m[c];
+                }
+            }
+            (Some(lo), None) => {
+                for c in 0..cols {
+                    let d = rnd::<T>(z(lo[c]) - 0.0);
+                    m[c] = rnd::<T>(m[c] + rnd::<T>(d * inv));
+                    out[c] = m[c];
+                }
+            }
+            (None, Some(hi)) => {
+                for c in 0..cols {
+                    let d = rnd::<T>(0.0 - z(hi[c]));
+                    m[c] = rnd::<T>(m[c] + rnd::<T>(d * inv));
+                    out[c] = m[c];
+                }
+            }
+            (None, None) => {
+                for c in 0..cols {
+                    m[c] = rnd::<T>(m[c] + rnd::<T>(0.0 * inv));
+                    out[c] = m[c];
+                }
+            }
+        }
+    }
+}
+
+/// `dst` (cols, rows) = transpose of `src` (rows, cols).
+pub fn transpose(src: &[f64], dst: &mut [f64], rows: usize, cols: usize) {
+    const B: usize = 32;
+    for r0 in (0..rows).step_by(B) {
+        for c0 in (0..cols).step_by(B) {
+            for r in r0..(r0 + B).min(rows) {
+                for c in c0..(c0 + B).min(cols) {
+                    dst[c * rows + r] = src[r * cols + c];
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +139,28 @@ mod tests {
                 assert!((got[i] - want).abs() < 1e-12, "r={r} i={i}");
             }
         }
+    }
+
+    #[test]
+    fn axis0_equals_lines() {
+        let (rows, cols) = (13, 9);
+        let x: Vec<f64> = (0..rows * cols)
+            .map(|i| (((i * 7919) % 1000) as f32 / 37.0 - 13.0) as f64)
+            .collect();
+        for r in [0usize, 1, 4, 20] {
+            let mut got = vec![0.0; rows * cols];
+            boxcar_axis0::<f32>(&x, &mut got, rows, cols, r, &mut Vec::new());
+            for c in 0..cols {
+                let mut line: Vec<f64> = (0..rows).map(|i| x[i * cols + c]).collect();
+                boxcar_line::<f32>(&mut line, r, &mut Vec::new());
+                for i in 0..rows {
+                    assert_eq!(got[i * cols + c].to_bits(), line[i].to_bits(), "r={r}");
+                }
+            }
+        }
+        let mut t = vec![0.0; rows * cols];
+        transpose(&x, &mut t, rows, cols);
+        assert_eq!(t[2 * rows + 5], x[5 * cols + 2]);
     }
 
     #[test]
