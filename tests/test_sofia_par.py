@@ -128,3 +128,38 @@ def test_run_par_writes_sofia2_raw_mask(tmp_path, rng):
     par.overwrite = False
     with pytest.raises(FileExistsError):
         run_par(par, device="cpu")
+
+
+def test_cli_scfind_par(tmp_path, rng, capsys):
+    import argparse
+
+    fits = pytest.importorskip("astropy.io.fits")
+    import skyconv
+    from skyconv._cli_cube import add_scfind_parser
+
+    cube = rng.normal(size=(12, 30, 34)).astype(np.float32)
+    cube[5:8, 10:16, 12:20] += 2.5
+    fits.PrimaryHDU(cube).writeto(tmp_path / "c.fits")
+    (tmp_path / "s.par").write_text(
+        f"input.data = {tmp_path / 'c.fits'}\n"
+        "scfind.kernelsXY = 0, 3\nscfind.kernelsZ = 0, 3\nscfind.threshold = 4\n"
+        "output.writeRawMask = true\nlinker.enable = true\nscaleNoise.enable = true\n"
+    )
+    parser = argparse.ArgumentParser(prog="skyconv")
+    add_scfind_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["scfind", "--par", str(tmp_path / "s.par"), "--device", "cpu"])
+    assert args.func(args) == 0
+    err = capsys.readouterr().err
+    assert "ignored" in err and "linker.enable" in err and "scaleNoise.enable" in err
+    want = skyconv.smooth_and_clip(
+        cube, kernels_xy=(0, 3), kernels_z=(0, 3), threshold=4.0, device="cpu"
+    )
+    with fits.open(tmp_path / "c_mask-raw.fits") as h:
+        np.testing.assert_array_equal(h[0].data, want)
+    # no raw mask and no --out: nothing would be written
+    (tmp_path / "t.par").write_text(f"input.data = {tmp_path / 'c.fits'}\n")
+    args = parser.parse_args(["scfind", "--par", str(tmp_path / "t.par"), "-q"])
+    assert args.func(args) == 2
+    args = parser.parse_args(["scfind", str(tmp_path / "c.fits")])
+    with pytest.raises(SystemExit, match="--out"):
+        args.func(args)

@@ -33,8 +33,17 @@ def add_scfind_parser(subparsers) -> argparse.ArgumentParser:
         "SoFiA 2's Smooth-and-Clip rules. Options mirror SoFiA 2's scfind.* "
         "parameters.",
     )
-    p.add_argument("cube", help="input cube: FITS file (first HDU with data, or --hdu) or .npy")
-    p.add_argument("--out", "-o", required=True, help="output mask: .fits or .npy")
+    p.add_argument(
+        "cube",
+        nargs="?",
+        help="input cube: FITS file (first HDU with data, or --hdu) or .npy (not with --par)",
+    )
+    p.add_argument("--out", "-o", help="output mask: .fits or .npy (optional with --par)")
+    p.add_argument(
+        "--par",
+        help="a SoFiA-2 parameter file: input.*, scfind.*, flag.region and output.* as SoFiA-2 "
+        "reads them; writes <output.filename>_mask-raw.fits when output.writeRawMask = true",
+    )
     p.add_argument(
         "--hdu", type=int, default=None, help="FITS HDU index (default: first with data)"
     )
@@ -170,6 +179,21 @@ def run_scfind(args) -> int:
     """Run the ``scfind`` subcommand for parsed ``args``; returns the exit status."""
     from .cube import smooth_and_clip
 
+    if args.par is not None:
+        from ._utils.sofia_scfind import cli_par
+
+        if args.cube is not None:
+            raise SystemExit("skyconv scfind: give the cube in the parameter file (input.data)")
+        return cli_par(
+            args.par,
+            out=args.out,
+            write=lambda path, mask, header: _write(path, mask, header, args.overwrite),
+            device=args.device,
+            quiet=args.quiet,
+            progress=_Bar(args.quiet),
+        )
+    if args.cube is None or args.out is None:
+        raise SystemExit("skyconv scfind: needs a cube and --out (or --par FILE)")
     cube, header = _read(args.cube, args.hdu)
     bar = _Bar(args.quiet)
     t0 = time.perf_counter()

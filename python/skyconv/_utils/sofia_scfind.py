@@ -125,4 +125,87 @@ def run_par(par: SofiaPar, *, device=None, progress=None):
     return mask, noise, path
 
 
-__all__ = ["load_cube", "run_par", "write_raw_mask"]
+def cli_par(path, *, out=None, write=None, device=None, quiet=False, progress=None) -> int:
+    """``skyconv scfind --par FILE``: run S+C as a SoFiA-2 parameter file says.
+
+    Reports ignored keys and settings that make the mask differ from SoFiA-2's on stderr,
+    writes the raw mask as SoFiA-2 does when ``output.writeRawMask = true`` and, with
+    ``out``, also to that path through ``write(out, mask, header)``.
+
+    Parameters
+    ----------
+    path : str
+        The parameter file.
+    out : str or None
+        Extra output path (the CLI's ``--out``).
+    write : callable or None
+        ``write(path, mask, header)`` for ``out`` (the CLI's FITS/.npy writer).
+    device : str or None
+    quiet : bool
+        No summary line.
+    progress : callable or None
+
+    Returns
+    -------
+    int
+        Exit status: 0, or 2 when the file cannot be used or nothing would be written.
+    """
+    import sys
+    import time
+
+    from .sofia_par import ParError, read_par
+
+    try:
+        par = read_par(path)
+    except (OSError, ParError) as e:
+        print(f"skyconv scfind: {e}", file=sys.stderr)
+        return 2
+    if par.ignored:
+        print(
+            f"skyconv scfind: ignored (not part of Smooth + Clip): {', '.join(par.ignored)}",
+            file=sys.stderr,
+        )
+    for w in par.warnings:
+        print(f"skyconv scfind: warning: {w}", file=sys.stderr)
+    if not par.enabled:
+        print("skyconv scfind: scfind.enable = false: nothing to do", file=sys.stderr)
+        return 0
+    if not par.write_raw_mask and out is None:
+        print(
+            "skyconv scfind: output.writeRawMask is false and no --out given: nothing would "
+            "be written",
+            file=sys.stderr,
+        )
+        return 2
+    t0 = time.perf_counter()
+    try:
+        cube, header = load_cube(par)
+    except (OSError, ValueError) as e:
+        print(f"skyconv scfind: {e}", file=sys.stderr)
+        return 2
+    from ..cube import smooth_and_clip
+
+    mask, noise = smooth_and_clip(
+        cube, device=device, return_noise=True, progress=progress, **par.kwargs
+    )
+    written = []
+    if par.write_raw_mask:
+        try:
+            write_raw_mask(par.raw_mask_path, mask, header, par.overwrite)
+        except FileExistsError as e:
+            print(f"skyconv scfind: {e}", file=sys.stderr)
+            return 2
+        written.append(par.raw_mask_path)
+    if out is not None:
+        write(out, mask, header)
+        written.append(str(out))
+    if not quiet:
+        print(
+            f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
+            f"({len(noise.rms)} kernels, {time.perf_counter() - t0:.2f} s); noise of the cube "
+            f"{noise.rms0:.4e}; wrote {', '.join(written)}"
+        )
+    return 0
+
+
+__all__ = ["cli_par", "load_cube", "run_par", "write_raw_mask"]
