@@ -186,6 +186,32 @@ __device__ void sofia2_boxcar(const T* __restrict__ src, T* __restrict__ dst, i6
     }
 }
 
+// dst (planes, cols, rows) = each plane of src (planes, rows, cols) transposed, through 32x32
+// tiles in shared memory (reads and writes coalesced). One-dimensional launch: block b of the
+// grid-stride loop takes tile b; blockDim.x a multiple of 32 (rows of the tile per step).
+template <typename T>
+__device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64 planes,
+                             i64 rows, i64 cols) {
+    __shared__ T tile[32][33];
+    const i64 ty = (rows + 31) / 32, tx = (cols + 31) / 32;
+    const i64 tiles = planes * ty * tx;
+    const int lane = threadIdx.x % 32, step = blockDim.x / 32;
+    for (i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const i64 p = t / (ty * tx), rem = t - p * ty * tx;
+        const i64 r0 = (rem / tx) * 32, c0 = (rem % tx) * 32;
+        for (int k = threadIdx.x / 32; k < 32; k += step) {
+            const i64 r = r0 + k, c = c0 + lane;
+            if (r < rows && c < cols) tile[k][lane] = src[(p * rows + r) * cols + c];
+        }
+        __syncthreads();
+        for (int k = threadIdx.x / 32; k < 32; k += step) {
+            const i64 c = c0 + k, r = r0 + lane;
+            if (r < rows && c < cols) dst[(p * cols + c) * rows + r] = tile[lane][k];
+        }
+        __syncthreads();
+    }
+}
+
 #define SC_INSTANTIATE(T, S)                                                                    \
     extern "C" __global__ void init_blank_##S(const T* cube, unsigned char* mask, i64 n) {       \
         init_blank<T>(cube, mask, n);                                                           \
@@ -204,6 +230,10 @@ __device__ void sofia2_boxcar(const T* __restrict__ src, T* __restrict__ dst, i6
         i64 bottom, const T* carry_in, int has_carry_in, T* carry_out, int has_carry_out) {     \
         sofia2_boxcar<T>(src, dst, outer, n, inner, r, inv, top, bottom, carry_in,              \
                          has_carry_in, carry_out, has_carry_out);                               \
+    }                                                                                           \
+    extern "C" __global__ void sc_transpose_##S(const T* src, T* dst, i64 planes, i64 rows,      \
+                                                i64 cols) {                                     \
+        sc_transpose<T>(src, dst, planes, rows, cols);                                          \
     }                                                                                           \
     extern "C" __global__ void minmax_##S(const T* w, const unsigned char* mask, i64 n,          \
                                           double* partial) {                                    \

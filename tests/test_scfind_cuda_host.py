@@ -32,6 +32,7 @@ def slabs(nz, step, rz):
         ((9, 7, 11), 1, 3, 1, None),
         ((13, 6, 10), 2, 6, 3, None),
         ((13, 6, 10), 2, 6, 3, 4),
+        ((5, 70, 45), 2, 3, 1, 2),  # planes of several 32x32 tiles
         ((17, 5, 8), 0, 0, 7, 3),
         ((11, 8, 5), 3, 5, 2, 5),
         ((6, 4, 4), 1, 4, 10, 2),  # spectral window wider than the cube

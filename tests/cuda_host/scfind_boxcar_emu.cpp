@@ -1,6 +1,6 @@
 // Host run of kernels/scfind.cu's sofia2_boxcar (SoFiA-2's boxcar arithmetic) in
-// src/cube/scfind/cuda.rs's order for `Plan::exact`: per slab (top slab first) the x boxcars,
-// the y boxcars, then the spectral running mean carried from the slab above. Slabs hold planes
+// src/cube/scfind/cuda.rs's order for `Plan::exact`: per slab (top slab first) the x boxcars
+// (on the planes transposed by sc_transpose, and back), the y boxcars, then the spectral running mean carried from the slab above. Slabs hold planes
 // z0-lo .. z1+hi-1 (zero planes outside the cube, the constant boundary). Usage:
 // scfind_boxcar_emu DIR; reads DIR/cube.bin (float32), DIR/params.bin (i64: nz ny nx rxy
 // passes rz nslabs, then z0 z1 lo hi per slab in ascending z), writes DIR/out.bin (float32,
@@ -51,6 +51,14 @@ static void pass(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 n,
     if (has_out) std::swap(cin, cout);
 }
 
+static void transpose(std::vector<float>& a, std::vector<float>& b, i64 planes, i64 rows,
+                      i64 cols) {
+    const i64 tiles = planes * ((rows + 31) / 32) * ((cols + 31) / 32);
+    const unsigned grid = (unsigned)std::min<i64>(tiles, 5);  // blocks loop over tiles
+    simt::launch(grid, 256, [&] { sc_transpose_f32(a.data(), b.data(), planes, rows, cols); });
+    std::swap(a, b);
+}
+
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
     const std::string dir = argv[1];
@@ -75,8 +83,10 @@ int main(int argc, char** argv) {
             }
         }
         if (rxy > 0) {
+            transpose(a, b, l, ny, nx);
             for (i64 q = 0; q < passes; ++q)
-                pass(a, b, l * ny, nx, 1, rxy, nx - 1, 0, carry, 0, carry_next, 0);
+                pass(a, b, l, nx, ny, rxy, nx - 1, 0, carry, 0, carry_next, 0);
+            transpose(a, b, l, nx, ny);
             for (i64 q = 0; q < passes; ++q)
                 pass(a, b, l, ny, nx, rxy, ny - 1, 0, carry, 0, carry_next, 0);
         }

@@ -47,6 +47,7 @@ struct Fns {
     minmax: CudaFunction,
     clip: CudaFunction,
     boxcar: CudaFunction,
+    transpose: CudaFunction,
 }
 
 impl Fns {
@@ -59,6 +60,7 @@ impl Fns {
             minmax: f("minmax")?,
             clip: f("clip")?,
             boxcar: f("sofia2_boxcar")?,
+            transpose: f("sc_transpose")?,
         })
     }
 }
@@ -434,19 +436,37 @@ impl<'a, T: Real> Engine<'a, T> {
         Ok(())
     }
 
+    /// b = every plane of a ((planes, rows, cols) → (planes, cols, rows)), then swap a and b.
+    fn transpose_planes(&mut self, planes: usize, rows: usize, cols: usize) -> Result<()> {
+        let tiles = planes * rows.div_ceil(32) * cols.div_ceil(32);
+        let (p, r, c) = (planes as i64, rows as i64, cols as i64);
+        let mut bld = self.gpu.stream.launch_builder(&self.fns.transpose);
+        bld.arg(&self.a).arg(&mut self.b).arg(&p).arg(&r).arg(&c);
+        // SAFETY: arguments match sc_transpose_* in kernels/scfind.cu; a and b hold
+        // planes·rows·cols elements; blockDim is THREADS (a multiple of 32).
+        unsafe { bld.launch(cfg(tiles * cuda::THREADS as usize)) }?;
+        std::mem::swap(&mut self.a, &mut self.b);
+        Ok(())
+    }
+
     /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first, then columns (y), then the
-    /// spectral running mean, top down, carried from the slab above.
+    /// spectral running mean, top down, carried from the slab above. The x boxcars run on the
+    /// transposed planes, so that neighbouring threads read neighbouring values.
     fn smooth_exact(&mut self, s: &Slab, passes: &KernelPasses) -> Result<()> {
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
         if let Some((xr, yr)) = &passes.exact_xy {
-            for &r in xr {
-                let v = AxisView {
-                    outer: l * ny,
-                    n: nx,
-                    inner: 1,
-                };
-                self.boxcar_pass(v, r, nx - 1, 0, false, false)?;
+            if !xr.is_empty() {
+                self.transpose_planes(l, ny, nx)?;
+                for &r in xr {
+                    let v = AxisView {
+                        outer: l,
+                        n: nx,
+                        inner: ny,
+                    };
+                    self.boxcar_pass(v, r, nx - 1, 0, false, false)?;
+                }
+                self.transpose_planes(l, nx, ny)?;
             }
             for &r in yr {
                 let v = AxisView {
