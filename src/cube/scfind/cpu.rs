@@ -9,8 +9,8 @@ use rayon::prelude::*;
 
 use super::running::{self, boxcar_axis0, transpose};
 use super::{
-    extremes_or_nan, merge_extremes, prepared, Kernel, Outcome, Plan, Progress, BLANK, DETECTED,
-    MASKED,
+    exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, Kernel, Outcome,
+    Plan, Progress, BLANK, DETECTED, MASKED,
 };
 use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
@@ -169,17 +169,6 @@ pub(crate) fn extremes<T: Real>(data: &[T]) -> Option<(f64, f64)> {
 
 // ---------------------------------------------------------------- spatial smoothing
 
-/// The kernel's spatial passes run with SoFiA-2's boxcar arithmetic.
-pub(crate) fn exact_spatial(ker: &Kernel, plan: &Plan) -> bool {
-    plan.exact
-        && (!ker.x.is_empty() || !ker.y.is_empty())
-        && ker.x.iter().chain(&ker.y).all(|f| f.boxcar)
-}
-
-/// The kernel's spectral pass runs with SoFiA-2's boxcar arithmetic.
-pub(crate) fn exact_spectral(zf: &Filter1d, plan: &Plan) -> bool {
-    plan.exact && zf.boxcar
-}
 
 /// The spatial passes of one kernel and, for incremental updates, the response of a unit
 /// change at each row/column position.

@@ -728,11 +728,11 @@ impl KernelPasses {
             )
         };
         let radii = |v: &[crate::cube::filters::Filter1d]| v.iter().map(|f| f.taps() / 2).collect();
-        let exact_xy = super::cpu::exact_spatial(ker, plan).then(|| (radii(&ker.x), radii(&ker.y)));
+        let exact_xy = super::exact_spatial(ker, plan).then(|| (radii(&ker.x), radii(&ker.y)));
         let exact_z = ker
             .z
             .as_ref()
-            .filter(|f| super::cpu::exact_spectral(f, plan))
+            .filter(|f| super::exact_spectral(f, plan))
             .map(|f| f.taps() / 2);
         Ok(KernelPasses {
             exact_xy,

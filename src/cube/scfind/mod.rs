@@ -263,6 +263,18 @@ pub fn run<T: Real>(
     }
 }
 
+/// The kernel's spatial passes run with SoFiA-2's boxcar arithmetic (`Plan::exact`).
+pub(crate) fn exact_spatial(ker: &Kernel, plan: &Plan) -> bool {
+    plan.exact
+        && (!ker.x.is_empty() || !ker.y.is_empty())
+        && ker.x.iter().chain(&ker.y).all(|f| f.boxcar)
+}
+
+/// The kernel's spectral pass runs with SoFiA-2's boxcar arithmetic (`Plan::exact`).
+pub(crate) fn exact_spectral(zf: &Filter1d, plan: &Plan) -> bool {
+    plan.exact && zf.boxcar
+}
+
 /// (min, max) of the finite values, or None if there is none.
 pub(crate) fn merge_extremes(a: Option<(f64, f64)>, b: Option<(f64, f64)>) -> Option<(f64, f64)> {
     match (a, b) {
