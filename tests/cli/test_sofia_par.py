@@ -94,10 +94,10 @@ def test_errors(text, match):
         parse_par(text, "t.par")
 
 
-def test_run_par_writes_sofia2_raw_mask(tmp_path, rng):
+def test_load_cube_and_raw_mask(tmp_path, rng):
     fits = pytest.importorskip("astropy.io.fits")
     import skyconv
-    from skyconv._utils.sofia_scfind import run_par
+    from skyconv._utils.sofia_scfind import load_cube, write_raw_mask
 
     cube = rng.normal(size=(20, 36, 44)).astype(np.float32)
     cube[8:12, 10:20, 15:25] += 2.0
@@ -109,25 +109,31 @@ def test_run_par_writes_sofia2_raw_mask(tmp_path, rng):
     fits.PrimaryHDU(cube.astype(">f4"), header=hdr).writeto(tmp_path / "cube.fits")
     (tmp_path / "s.par").write_text(PAR.format(data=tmp_path / "cube.fits", out=tmp_path))
     par = read_par(tmp_path / "s.par")
-    mask, noise, path = run_par(par, device="cpu")
-    assert path == str(tmp_path / "run1_mask-raw.fits")
+    got, header = load_cube(par)
 
     want_cube = cube.copy()
-    want_cube[3:5, 5:9, 5:9] = np.nan
+    want_cube[3:5, 5:9, 5:9] = np.nan  # flag.region, full-cube pixels, inclusive
     want_cube[0:20, 10:13, 30:32] = np.nan
-    want_cube = want_cube[0:20, 1:34, 2:41]
-    want = skyconv.smooth_and_clip(want_cube, device="cpu", **par.kwargs)
-    np.testing.assert_array_equal(mask, want)
-    assert want.sum() > 100
-    with fits.open(path) as h:
+    want_cube = want_cube[0:20, 1:34, 2:41]  # input.region
+    np.testing.assert_array_equal(got, want_cube)
+    assert got.dtype == np.float32 and got.dtype.isnative
+    assert header["CRPIX1"] == 8.0 and header["CRPIX2"] == 11.0 and header["CRPIX3"] == 1.0
+
+    mask = skyconv.smooth_and_clip(got, device="cpu", **par.kwargs)
+    assert mask.sum() > 100
+    write_raw_mask(par.raw_mask_path, mask, header, par.overwrite)
+    with fits.open(par.raw_mask_path) as h:
         assert h[0].header["BITPIX"] == 8
-        np.testing.assert_array_equal(h[0].data, want)
-        assert h[0].header["CRPIX1"] == 8.0 and h[0].header["CRPIX2"] == 11.0
-        assert h[0].header["CRPIX3"] == 1.0 and h[0].header["CTYPE3"] == "FREQ"
+        np.testing.assert_array_equal(h[0].data, mask)
+        assert h[0].header["CRPIX1"] == 8.0 and h[0].header["CTYPE3"] == "FREQ"
         assert "BUNIT" not in h[0].header
-    par.overwrite = False
     with pytest.raises(FileExistsError):
-        run_par(par, device="cpu")
+        write_raw_mask(par.raw_mask_path, mask, header, overwrite=False)
+    par.invert = True
+    np.testing.assert_array_equal(load_cube(par)[0], -want_cube)
+    par.region = (0, 50, 0, 1, 0, 1)
+    with pytest.raises(ValueError, match="outside"):
+        load_cube(par)
 
 
 def test_cli_scfind_par(tmp_path, rng, capsys):

@@ -1,7 +1,7 @@
-"""SoFiA-2's Smooth + Clip step driven by its parameter file (``skyconv scfind --par``):
-read the cube (``input.data``, ``input.region``, ``input.invert``), blank ``flag.region``
-boxes, run :func:`skyconv.smooth_and_clip` with the ``scfind.*`` settings and write the raw
-mask as SoFiA-2 does: 8-bit, 1 = detected, the (cropped) cube's header and WCS, file
+"""The input and output of SoFiA-2's Smooth + Clip step as its parameter file describes them
+(``skyconv scfind --par``, :mod:`skyconv.cli.scfind`): read the cube (``input.data``,
+``input.region``, ``input.invert``) with ``flag.region`` boxes blanked, and write the raw mask
+as SoFiA-2 does: 8-bit, 1 = detected, the (cropped) cube's header and WCS, file
 ``<output.directory>/<output.filename>_mask-raw.fits``.
 """
 
@@ -94,35 +94,4 @@ def write_raw_mask(path, mask, header, overwrite):
     hdu.writeto(path, overwrite=overwrite)
 
 
-def run_par(par: SofiaPar, *, device=None, progress=None):
-    """Run S+C as the parameter file says; returns (mask, noise report, raw mask path or None).
-
-    Parameters
-    ----------
-    par : SofiaPar
-    device : str or None
-        Passed to :func:`skyconv.smooth_and_clip`.
-    progress : callable or None
-        Passed to :func:`skyconv.smooth_and_clip`.
-
-    Returns
-    -------
-    mask : ndarray of uint8
-    noise : skyconv.cube.NoiseReport
-    path : str or None
-        The raw mask written (``output.writeRawMask = true``), else None.
-    """
-    from ..cube import smooth_and_clip
-
-    cube, header = load_cube(par)
-    mask, noise = smooth_and_clip(
-        cube, device=device, return_noise=True, progress=progress, **par.kwargs
-    )
-    path = None
-    if par.write_raw_mask:
-        path = par.raw_mask_path
-        write_raw_mask(path, mask, header, par.overwrite)
-    return mask, noise, path
-
-
-__all__ = ["load_cube", "run_par", "write_raw_mask"]
+__all__ = ["load_cube", "write_raw_mask"]
