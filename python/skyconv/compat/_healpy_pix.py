@@ -1,0 +1,277 @@
+"""healpy's pixel functions with healpy 1.20.1's signatures, on skyconv's HEALPix core.
+
+``pix2ang``, ``ang2pix``, ``ring2nest``, ``nest2ring`` and ``npix2nside`` run skyconv's Rust
+geometry (bit-identical to healpy); the rest is small numpy built on them. Angles: θ colatitude
+and φ longitude in radians, or (``lonlat=True``) longitude and latitude in degrees.
+
+Hand-overs to healpy (when installed; otherwise NotImplementedError naming the case): an array
+``nside`` (healpy broadcasts it; skyconv takes one resolution per call), ``query_disc`` with
+``inclusive=True`` or ``return_ranges=True``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import healpix as _hpx
+from . import _healpy_orig
+from ._healpy_masked import UNSEEN, accept_ma
+
+
+def _handover(name: str, why: str, *args, **kwargs):
+    if _healpy_orig.module() is None:
+        raise NotImplementedError(
+            f"skyconv.compat.healpy.{name}: {why} is handed to healpy, which is not installed "
+            "(pip install healpy)"
+        )
+    return _healpy_orig.original(name)(*args, **kwargs)
+
+
+def _vector_nside(nside) -> bool:
+    return np.ndim(nside) > 0
+
+
+def nside2npix(nside):
+    """Number of pixels 12·nside² (int, or an array for an array of nside)."""
+    return _hpx.nside2npix(nside)
+
+
+def npix2nside(npix):
+    """nside of a map of ``npix`` pixels; ValueError when npix is not 12·nside²."""
+    return _hpx.npix2nside(npix)
+
+
+def nside2order(nside):
+    """HEALPix order log2(nside); ValueError unless nside is a power of 2."""
+    if _vector_nside(nside):
+        return np.array([nside2order(n) for n in np.asarray(nside).ravel()]).reshape(
+            np.shape(nside)
+        )
+    n = _hpx._nside(nside, True)
+    return n.bit_length() - 1
+
+
+def order2nside(order):
+    """nside = 2**order (int, or an array for an array of orders); ValueError out of range."""
+    o = np.asarray(order)
+    if o.dtype.kind not in "iu":
+        raise TypeError(f"order must be an integer, got dtype {o.dtype}")
+    if np.any(o < 0) or np.any(o > 29):
+        raise ValueError(f"order must be in 0..29, got {order}")
+    n = np.left_shift(1, o.astype(np.int64))
+    return int(n) if o.ndim == 0 else n
+
+
+def nside2pixarea(nside, degrees=False):
+    """Pixel area 4π / npix in steradians (square degrees with ``degrees``)."""
+    area = 4.0 * np.pi / nside2npix(nside)
+    return area * (180.0 / np.pi) ** 2 if degrees else area
+
+
+def nside2resol(nside, arcmin=False):
+    """Approximate pixel size sqrt(pixel area) in radians (arcminutes with ``arcmin``)."""
+    res = np.sqrt(nside2pixarea(nside))
+    return np.degrees(res) * 60.0 if arcmin else res
+
+
+def pix2ang(nside, ipix, nest=False, lonlat=False):
+    """Centres of pixels: (θ, φ) in radians, or (lon, lat) in degrees with ``lonlat``."""
+    if _vector_nside(nside):
+        return _handover("pix2ang", "an array nside", nside, ipix, nest=nest, lonlat=lonlat)
+    return _hpx.pix2ang(nside, ipix, nest=nest, lonlat=lonlat)
+
+
+def _fold_lat(lon, lat, latbounce):
+    """healpy's ``latauto``: latitudes beyond ±90° fold back over the pole; without
+    ``latbounce`` the longitude moves by 180° where a pole was crossed."""
+    lat = np.asarray(lat, dtype=np.float64)
+    lon = np.asarray(lon, dtype=np.float64)
+    crossed = (lat > 90.0) | (lat < -90.0)
+    folded = np.where(lat > 90.0, 180.0 - lat, np.where(lat < -90.0, -180.0 - lat, lat))
+    if not latbounce:
+        lon = np.where(crossed, lon + 180.0, lon)
+    return lon, folded
+
+
+def ang2pix(nside, theta, phi, nest=False, lonlat=False, latauto=False, latbounce=True):
+    """Pixel of each point: (θ, φ) in radians, or (lon, lat) in degrees with ``lonlat``.
+
+    ``latauto`` (with ``lonlat``): latitudes in (90, 180] and [-180, -90) fold back over the
+    pole; ``latbounce=False`` then adds 180° to the longitude of those points.
+    """
+    if _vector_nside(nside):
+        return _handover(
+            "ang2pix",
+            "an array nside",
+            nside,
+            theta,
+            phi,
+            nest=nest,
+            lonlat=lonlat,
+            latauto=latauto,
+            latbounce=latbounce,
+        )
+    if lonlat and latauto:
+        scalar = np.ndim(theta) == 0 and np.ndim(phi) == 0
+        theta, phi = _fold_lat(theta, phi, latbounce)
+        if scalar:
+            theta, phi = theta[()], phi[()]
+    return _hpx.ang2pix(nside, theta, phi, nest=nest, lonlat=lonlat)
+
+
+def pix2vec(nside, ipix, nest=False):
+    """Unit vectors (x, y, z) of pixel centres, three float64 arrays shaped like ``ipix``."""
+    theta, phi = pix2ang(nside, ipix, nest=nest)
+    st = np.sin(theta)
+    return st * np.cos(phi), st * np.sin(phi), np.cos(theta)
+
+
+def vec2pix(nside, x, y, z, nest=False):
+    """Pixel containing the direction of each vector (x, y, z) (any length > 0)."""
+    x, y, z = (np.asarray(v, dtype=np.float64) for v in (x, y, z))
+    scalar = x.ndim == 0 and y.ndim == 0 and z.ndim == 0
+    theta = np.arctan2(np.hypot(x, y), z)
+    phi = np.arctan2(y, x)
+    if scalar:
+        theta, phi = theta[()], phi[()]
+    return ang2pix(nside, theta, phi, nest=nest)
+
+
+def ring2nest(nside, ipix):
+    """NEST index of each RING pixel (nside a power of 2)."""
+    if _vector_nside(nside):
+        return _handover("ring2nest", "an array nside", nside, ipix)
+    return _hpx.ring2nest(nside, ipix)
+
+
+def nest2ring(nside, ipix):
+    """RING index of each NEST pixel (nside a power of 2)."""
+    if _vector_nside(nside):
+        return _handover("nest2ring", "an array nside", nside, ipix)
+    return _hpx.nest2ring(nside, ipix)
+
+
+def _scheme(name, value, flag_r2n, flag_n2r):
+    if value is not None:
+        v = str(value).strip().upper()[:4]
+        if v not in ("RING", "NEST"):
+            raise ValueError(f"{name} must be 'RING' or 'NESTED', got {value!r}")
+        return v
+    return None
+
+
+@accept_ma
+def reorder(map_in, inp=None, out=None, r2n=None, n2r=None):
+    """A map (or maps) in the other pixel ordering: ``inp``/``out`` 'RING' or 'NESTED', or
+    ``r2n=True`` (RING to NEST) or ``n2r=True`` (NEST to RING). Masked arrays stay masked."""
+    src = _scheme("inp", inp, r2n, n2r)
+    dst = _scheme("out", out, r2n, n2r)
+    if src is None or dst is None:
+        if r2n:
+            src, dst = "RING", "NEST"
+        elif n2r:
+            src, dst = "NEST", "RING"
+        else:
+            raise ValueError("give inp and out, or r2n=True, or n2r=True")
+    maps = np.asarray(map_in)
+    if src == dst:
+        return map_in
+    npix = maps.shape[-1]
+    nside = npix2nside(npix)
+    idx = np.arange(npix)
+    # out[j] = in[k] where k is pixel j's index in the input ordering.
+    take = nest2ring(nside, idx) if dst == "NEST" else ring2nest(nside, idx)
+    return maps[..., take]
+
+
+def _ud_grade_one(m, nside_out, pess, power, dtype):
+    npix_in = m.size
+    nside_in = npix2nside(npix_in)
+    out_type = dtype if dtype else m.dtype
+    ratio = (float(nside_out) / float(nside_in)) ** float(power) if power else 1.0
+    npix_out = 12 * nside_out * nside_out
+    if nside_out > nside_in:
+        k = npix_out // npix_in
+        return np.repeat(m * np.asarray(ratio, dtype=m.dtype), k).astype(out_type)
+    if nside_out == nside_in:
+        return m.astype(out_type)
+    k = npix_in // npix_out
+    blocks = m.reshape(npix_out, k)
+    with np.errstate(invalid="ignore"):
+        good = np.isfinite(blocks) & ~np.isclose(blocks, UNSEEN, rtol=1e-5, atol=1e-8)
+    nhit = good.sum(axis=1)
+    total = np.where(good, blocks, 0).sum(axis=1).astype(out_type)
+    hit = nhit != 0
+    res = np.zeros(npix_out, dtype=out_type)
+    res[hit] = total[hit] / (nhit[hit] / ratio)
+    bad = nhit != k if pess else ~hit
+    res[bad] = UNSEEN
+    return res
+
+
+@accept_ma
+def ud_grade(
+    map_in, nside_out, pess=False, order_in="RING", order_out=None, power=None, dtype=None
+):
+    """Map(s) at another resolution: a degraded pixel is the mean of its valid children
+    (UNSEEN and non-finite children left out; UNSEEN when none is valid, or with ``pess`` when
+    any is missing); an upgraded pixel repeats its parent. ``power``: values scaled by
+    (nside_out / nside_in)**power. ``order_in``/``order_out``: 'RING' or 'NESTED'."""
+    nside_out = _hpx._nside(nside_out, True)
+    maps = np.asarray(map_in)
+    if maps.ndim not in (1, 2):
+        raise TypeError("Invalid map")
+    order_out = order_in if order_out is None else order_out
+    ring_in = str(order_in).upper()[:4] == "RING"
+    ring_out = str(order_out).upper()[:4] == "RING"
+    out = []
+    for m in np.atleast_2d(maps):
+        if ring_in:
+            m = reorder(m, r2n=True)
+        g = _ud_grade_one(np.asarray(m), nside_out, pess, power, dtype)
+        out.append(reorder(g, n2r=True) if ring_out else g)
+    return out[0] if maps.ndim == 1 else np.array(out)
+
+
+def query_disc(
+    nside, vec, radius, inclusive=False, fact=4, nest=False, buff=None, return_ranges=False
+):
+    """Pixels whose centres lie within ``radius`` (radians) of the direction ``vec``, sorted
+    (int64). ``inclusive=True`` (pixels overlapping the disc) and ``return_ranges`` are handed
+    to healpy; ``buff`` is ignored."""
+    if inclusive or return_ranges or _vector_nside(nside):
+        return _handover(
+            "query_disc",
+            "inclusive=True or return_ranges=True",
+            nside,
+            vec,
+            radius,
+            inclusive=inclusive,
+            fact=fact,
+            nest=nest,
+            buff=buff,
+            return_ranges=return_ranges,
+        )
+    n = _hpx._nside(nside, bool(nest))
+    v = np.asarray(vec, dtype=np.float64).ravel()
+    v = v / np.linalg.norm(v)
+    z0 = v[2]
+    theta0 = np.arccos(np.clip(z0, -1.0, 1.0))
+    phi0 = np.arctan2(v[1], v[0])
+    radius = float(radius)
+    info = _hpx.ring_info(n)
+    cosr = np.cos(radius)
+    sel = np.abs(info["theta"] - theta0) <= radius
+    parts = []
+    s0 = np.sqrt(max(0.0, 1.0 - z0 * z0))
+    for r in np.flatnonzero(sel):
+        z, s = info["z"][r], info["sin_theta"][r]
+        nphi, first, p0 = int(info["nphi"][r]), int(info["first_pixel"][r]), info["phi0"][r]
+        phis = p0 + 2.0 * np.pi / nphi * np.arange(nphi)
+        cosd = z * z0 + s * s0 * np.cos(phis - phi0)
+        parts.append(first + np.flatnonzero(cosd >= cosr))
+    pix = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    pix = pix.astype(np.int64)
+    if nest:
+        pix = np.sort(ring2nest(n, pix))
+    return pix
