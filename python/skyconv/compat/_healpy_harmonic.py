@@ -69,9 +69,9 @@ def alm2cl(alms1, alms2=None, lmax=None, mmax=None, lmax_out=None, nspec=None):
     cls = [
         _cross_cl(a1[i], a2[i + d], lmax, mmax, lmax_out) for d in range(n) for i in range(n - d)
     ]
-    if nspec is not None:
-        cls = cls[:nspec]
-    return cls[0] if lonely else np.array(cls)
+    if lonely:  # healpy slices the one spectrum itself with nspec
+        return cls[0] if nspec is None else cls[0][:nspec]
+    return np.array(cls if nspec is None else cls[:nspec])
 
 
 def synalm(cls, lmax=None, mmax=None, new=False, verbose=True):

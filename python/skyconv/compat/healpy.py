@@ -399,8 +399,8 @@ def synfast(
     verbose=True,
 ):
     """healpy.synfast: a Gaussian random map of power spectrum ``cls`` (:func:`synalm` then
-    :func:`alm2map`); ``alm=True`` also returns the alm. Several spectra and ``pixwin`` are
-    handed to healpy."""
+    :func:`alm2map`); ``alm=True`` also returns the alm (after the beam, as healpy). Several
+    spectra and ``pixwin`` are handed to healpy."""
     if np.ndim(cls) != 1 or pixwin:
         return _handover(
             "synfast",
@@ -421,5 +421,10 @@ def synfast(
     lmax = min(len(cls) - 1, 3 * nside - 1) if lmax is None or lmax < 0 else int(lmax)
     mmax = lmax if mmax is None or mmax < 0 else int(mmax)
     alms = synalm(cls, lmax=lmax, mmax=mmax, new=new)
-    maps = alm2map(alms, nside, lmax=lmax, mmax=mmax, fwhm=fwhm, sigma=sigma, pol=pol)
+    if sigma is None:
+        sigma = fwhm / np.sqrt(8.0 * np.log(2.0))
+    if sigma != 0:  # healpy returns the beam-smoothed alm (its alm2map runs in place)
+        ell = np.arange(lmax + 1.0)
+        almxfl(alms, np.exp(-0.5 * ell * (ell + 1) * sigma**2), mmax=mmax, inplace=True)
+    maps = alm2map(alms, nside, lmax=lmax, mmax=mmax, pol=pol)
     return (maps, alms) if alm else maps

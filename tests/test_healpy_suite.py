@@ -1,0 +1,159 @@
+"""healpy 1.20.1's own test suite, run with skyconv.compat.healpy substituted into healpy.
+
+At test time the healpy 1.20.1 source archive is fetched from PyPI (its URL from PyPI's JSON
+API, checked against the published sha256, cached in ``$XDG_CACHE_HOME/skyconv``); only its
+``test/`` folder (tests and their data) is extracted into a temporary folder. Nothing of healpy's
+code is in this repository. The suite then runs twice, in parallel subprocesses with a time
+limit: with plain healpy, and with tests/_healpy_suite_plugin.py substituting compat.healpy's
+functions. Every test that passes with plain healpy must pass with skyconv substituted.
+
+Tests that need the network (healpy-data downloads of pixel windows and pixel weights) fail in
+both runs when it is down and pass in both when it is up; they need no exclusion list.
+
+Marked ``healpy_suite`` (deselect with ``-m "not healpy_suite"``); skipped with the reason when
+healpy is not installed or PyPI cannot be reached. Set ``SKYCONV_HEALPY_SDIST`` to a local
+healpy-1.20.1.tar.gz to run offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.healpy_suite
+
+VERSION = "1.20.1"
+PYPI_JSON = "https://pypi.org/pypi/healpy/json"
+RUN_LIMIT_S = 420  # per run; both runs go in parallel
+
+# Differences from plain healpy that are deliberate improvements, each with its own test in
+# tests/test_compat_healpy.py (none so far).
+IMPROVEMENTS: dict[str, str] = {}
+
+
+def _sdist_info():
+    with urllib.request.urlopen(PYPI_JSON, timeout=20) as r:
+        meta = json.load(r)
+    files = [f for f in meta["releases"][VERSION] if f["packagetype"] == "sdist"]
+    f = files[0]
+    return urllib.parse.urljoin(PYPI_JSON, f["url"]), f["digests"]["sha256"]
+
+
+def _archive() -> bytes:
+    local = os.environ.get("SKYCONV_HEALPY_SDIST")
+    if local:
+        return Path(local).read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "skyconv"
+    try:
+        url, sha = _sdist_info()
+    except (OSError, KeyError, IndexError, ValueError) as exc:
+        pytest.skip(f"cannot reach PyPI for healpy {VERSION}'s source archive: {exc}")
+    path = cache / f"healpy-{VERSION}.tar.gz"
+    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == sha:
+        return path.read_bytes()
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r:
+            data = r.read()
+    except OSError as exc:
+        pytest.skip(f"cannot download healpy {VERSION}'s source archive: {exc}")
+    assert hashlib.sha256(data).hexdigest() == sha, "healpy archive does not match PyPI's sha256"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError:
+        pass  # caching is optional
+    return data
+
+
+def _extract_tests(data: bytes, dest: Path) -> Path:
+    prefix = f"healpy-{VERSION}/test/"
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        members = [m for m in tf.getmembers() if m.name.startswith(prefix) and m.isreg()]
+        tf.extractall(dest, members=members, filter="data")
+    root = dest / f"healpy-{VERSION}"
+    (root / "pytest.ini").write_text("[pytest]\n")  # keep our pyproject's options out
+    return root
+
+
+def _start(root: Path, xml: Path, plugin: bool) -> subprocess.Popen:
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
+    args = [sys.executable, "-m", "pytest", "test", "-q", "-p", "no:cacheprovider"]
+    args += [f"--junitxml={xml}", "-W", "ignore"]
+    if plugin:
+        tests_dir = str(Path(__file__).resolve().parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tests_dir, env.get("PYTHONPATH")]))
+        args += ["-p", "_healpy_suite_plugin"]
+        env["SKYCONV_SUITE_REPORT"] = str(xml.parent / "substituted.txt")
+    return subprocess.Popen(
+        args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _outcomes(xml: Path) -> dict[str, str]:
+    out = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        if kinds & {"failure", "error"}:
+            out[name] = "failed"
+        elif "skipped" in kinds:
+            out[name] = "skipped"
+        else:
+            out[name] = "passed"
+    return out
+
+
+def test_healpy_suite_passes_with_skyconv(tmp_path, record_property):
+    healpy = pytest.importorskip("healpy")
+    root = _extract_tests(_archive(), tmp_path)
+    t0 = time.perf_counter()
+    runs = {
+        "healpy": (_start(root, tmp_path / "plain.xml", False), tmp_path / "plain.xml"),
+        "skyconv": (_start(root, tmp_path / "skyconv.xml", True), tmp_path / "skyconv.xml"),
+    }
+    logs = {}
+    for key, (proc, _) in runs.items():
+        try:
+            logs[key], _ = proc.communicate(
+                timeout=max(1.0, RUN_LIMIT_S - (time.perf_counter() - t0))
+            )
+        except subprocess.TimeoutExpired:
+            for p, _ in runs.values():
+                p.kill()
+            pytest.fail(f"healpy's suite ({key} run) took more than {RUN_LIMIT_S} s")
+    wall = time.perf_counter() - t0
+    for key, (_, xml) in runs.items():
+        assert xml.exists(), f"{key} run wrote no report:\n{logs[key][-3000:]}"
+    plain, sky = _outcomes(runs["healpy"][1]), _outcomes(runs["skyconv"][1])
+    substituted = (tmp_path / "substituted.txt").read_text().split()
+    assert "map2alm" in substituted and "smoothing" in substituted, substituted
+    n_plain = sum(v == "passed" for v in plain.values())
+    n_sky = sum(v == "passed" for v in sky.values())
+    summary = (
+        f"healpy {healpy.__version__} running healpy {VERSION}'s suite: {len(plain)} tests, "
+        f"{n_plain} pass with healpy, {n_sky} pass with {len(substituted)} skyconv functions "
+        f"substituted ({wall:.0f} s)"
+    )
+    record_property("healpy_suite", summary)
+    print(summary)
+    assert len(plain) > 300, f"too few healpy tests ran: {summary}\n{logs['healpy'][-3000:]}"
+    regressions = sorted(n for n, v in plain.items() if v == "passed" and sky.get(n) != "passed")
+    regressions = [n for n in regressions if n not in IMPROVEMENTS]
+    assert not regressions, (
+        f"{summary}\npass with healpy, not with skyconv substituted:\n  "
+        + "\n  ".join(regressions)
+        + "\n"
+        + logs["skyconv"][-6000:]
+    )
