@@ -355,3 +355,13 @@ def test_other_names_without_healpy_name_the_function(monkeypatch):
         sc.alm2map(np.zeros(6, complex), 2, pixwin=True)
     with pytest.raises(NotImplementedError, match="spin 1"):
         sc.alm2map_spin(np.zeros((2, 6), complex), 2, 1, 2)
+
+
+def test_synfast_several_spectra_with_none_go_to_healpy():
+    """A list of spectra (one of them None) is handed to healpy: same draws, same maps."""
+    cl = np.linspace(0, 1e-3, 40)
+    cls = [cl, cl / 3, cl / 2, None]
+    np.random.seed(3)
+    got = sc.synfast(cls, 8)
+    np.random.seed(3)
+    assert rel(got, hp.synfast(cls, 8)) == 0

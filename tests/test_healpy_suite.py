@@ -78,6 +78,7 @@ def _archive() -> bytes:
 
 
 def _extract_tests(data: bytes, dest: Path) -> Path:
+    """healpy's test/ folder under ``dest`` (one copy per run: the tests write files)."""
     prefix = f"healpy-{VERSION}/test/"
     with tarfile.open(fileobj=io.BytesIO(data)) as tf:
         members = [m for m in tf.getmembers() if m.name.startswith(prefix) and m.isreg()]
@@ -117,11 +118,15 @@ def _outcomes(xml: Path) -> dict[str, str]:
 
 def test_healpy_suite_passes_with_skyconv(tmp_path, record_property):
     healpy = pytest.importorskip("healpy")
-    root = _extract_tests(_archive(), tmp_path)
+    data = _archive()
+    roots = {key: _extract_tests(data, tmp_path / key) for key in ("healpy", "skyconv")}
     t0 = time.perf_counter()
     runs = {
-        "healpy": (_start(root, tmp_path / "plain.xml", False), tmp_path / "plain.xml"),
-        "skyconv": (_start(root, tmp_path / "skyconv.xml", True), tmp_path / "skyconv.xml"),
+        key: (
+            _start(roots[key], tmp_path / f"{key}.xml", key == "skyconv"),
+            tmp_path / f"{key}.xml",
+        )
+        for key in roots
     }
     logs = {}
     for key, (proc, _) in runs.items():

@@ -74,13 +74,24 @@ def alm2cl(alms1, alms2=None, lmax=None, mmax=None, lmax_out=None, nspec=None):
     return np.array(cls if nspec is None else cls[:nspec])
 
 
+def one_spectrum(cls) -> bool:
+    """Whether ``cls`` is one spectrum (numbers), not a sequence of spectra (some maybe None)."""
+    if isinstance(cls, np.ndarray):
+        return cls.ndim == 1
+    try:
+        first = cls[0]
+    except (TypeError, IndexError, KeyError):
+        return False
+    return isinstance(first, (int, float, np.number)) and not isinstance(first, bool)
+
+
 def synalm(cls, lmax=None, mmax=None, new=False, verbose=True):
     """Gaussian random alm with power spectrum ``cls`` (numpy's global random state, drawn
     as healpy draws them: real parts of all coefficients, then imaginary parts; m = 0 real).
     Several spectra are handed to healpy."""
-    c = np.asarray(cls, dtype=np.float64) if np.ndim(cls) == 1 else None
-    if c is None:
+    if not one_spectrum(cls):
         return _handover("synalm", "several spectra", cls, lmax=lmax, mmax=mmax, new=new)
+    c = np.asarray(cls, dtype=np.float64)
     lmax = c.size - 1 if lmax is None or lmax < 0 else int(lmax)
     mmax = lmax if mmax is None or mmax < 0 else int(mmax)
     ell, m = _lm_of(lmax, mmax)

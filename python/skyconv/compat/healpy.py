@@ -40,7 +40,14 @@ from .. import sht as _sht
 from ..sht import UNSEEN, almxfl
 from ..sht import Alm as _Alm
 from . import _healpy_orig
-from ._healpy_harmonic import alm2cl, alm2map_der1, alm2map_spin, map2alm_spin, synalm
+from ._healpy_harmonic import (
+    alm2cl,
+    alm2map_der1,
+    alm2map_spin,
+    map2alm_spin,
+    one_spectrum,
+    synalm,
+)
 from ._healpy_masked import is_ma, ma_to_array, to_ma
 from ._healpy_pix import (
     _handover,
@@ -401,7 +408,7 @@ def synfast(
     """healpy.synfast: a Gaussian random map of power spectrum ``cls`` (:func:`synalm` then
     :func:`alm2map`); ``alm=True`` also returns the alm (after the beam, as healpy). Several
     spectra and ``pixwin`` are handed to healpy."""
-    if np.ndim(cls) != 1 or pixwin:
+    if not one_spectrum(cls) or pixwin:
         return _handover(
             "synfast",
             "several spectra or pixwin=True",
