@@ -18,6 +18,13 @@ hp = pytest.importorskip("healpy")
 NSIDES = [1, 2, 4, 16, 32]
 
 
+@pytest.fixture(autouse=True)
+def cpu_engine(request, monkeypatch):
+    """The equality tests run on the CPU engine; tests marked gpu choose their device."""
+    if "gpu" not in request.keywords:
+        monkeypatch.setenv("SKYCONV_DEVICE", "cpu")
+
+
 def rel(a, b):
     """Largest difference relative to the largest reference value."""
     a, b = np.asarray(a), np.asarray(b)
@@ -365,3 +372,24 @@ def test_synfast_several_spectra_with_none_go_to_healpy():
     got = sc.synfast(cls, 8)
     np.random.seed(3)
     assert rel(got, hp.synfast(cls, 8)) == 0
+
+
+@pytest.mark.gpu
+def test_gpu_compat_functions_equal_healpy(monkeypatch, rng):
+    """compat.healpy on the GPU engine against healpy (1e-10 of the largest value)."""
+    monkeypatch.setenv("SKYCONV_DEVICE", "cuda")
+    nside = 32
+    m = rng.standard_normal((3, 12 * nside * nside))
+    assert rel(sc.map2alm(m, use_weights=True), hp.map2alm(m, use_weights=True)) < 1e-10
+    assert rel(sc.map2alm(m, gal_cut=10), hp.map2alm(m, gal_cut=10)) < 1e-10
+    assert rel(sc.anafast(m), hp.anafast(m)) < 1e-10
+    maps = [hp.ma(x) for x in m]
+    for x in maps:
+        x.mask = rng.random(m.shape[1]) < 0.2
+    got, ref = sc.smoothing(maps, fwhm=0.1), hp.smoothing(maps, fwhm=0.1)
+    assert np.array_equal(got.mask, ref.mask) and rel(got.filled(), ref.filled()) < 1e-10
+    alm = hp.map2alm(m, lmax=40)
+    assert rel(sc.alm2map_der1(alm[0], nside), hp.alm2map_der1(alm[0], nside)) < 1e-10
+    got = sc.alm2map_spin(alm[1:], nside, 2, 40)
+    assert rel(got, hp.alm2map_spin(alm[1:], nside, 2, 40)) < 1e-10
+    assert rel(sc.map2alm_spin(m[1:], 2, lmax=40), hp.map2alm_spin(m[1:], 2, lmax=40)) < 1e-10

@@ -44,10 +44,32 @@ def _lm_of(lmax, mmax):
 
 
 def alm2cl(alms1, alms2=None, lmax=None, mmax=None, lmax_out=None, nspec=None):
-    """(Cross-)power spectra of alm. For n alm, the n(n+1)/2 spectra in healpy's order (for
-    T, E, B: TT, EE, BB, TE, EB, TB); ``alms2`` gives cross-spectra alms1[i] × alms2[i+d].
-    ``nspec`` keeps the first nspec spectra. Returns one array (min(lmax, lmax_out) + 1,) for
-    one alm (healpy does not extend beyond the alm's lmax)."""
+    """healpy.alm2cl: (cross-)power spectra of alm.
+
+    Parameters
+    ----------
+    alms1 : complex array (nalm,) or sequence of n arrays
+        healpy-layout alm.
+    alms2 : same as alms1, optional
+        Cross-spectra alms1[i] x alms2[i + d] (default: alms1).
+    lmax, mmax : int, optional
+        Layout of the alm (default from the size, mmax = lmax).
+    lmax_out : int, optional
+        Last multipole returned (capped at lmax, as healpy).
+    nspec : int, optional
+        Keep the first nspec spectra (for one alm, the first nspec values, as healpy).
+
+    Returns
+    -------
+    numpy.ndarray
+        C_l = (1/(2l+1)) sum_m Re(a_lm b*_lm) (unit of alm squared): (min(lmax, lmax_out) + 1,)
+        for one alm, else (n(n+1)/2, ...) in healpy's order (TT, EE, BB, TE, EB, TB for 3).
+
+    Raises
+    ------
+    ValueError
+        For alm of different sizes or a size that does not fit (lmax, mmax).
+    """
     lonely = np.ndim(alms1[0]) == 0 if len(alms1) else True
     a1 = [np.asarray(alms1)] if lonely else [np.asarray(a) for a in alms1]
     if alms2 is None:
@@ -86,9 +108,23 @@ def one_spectrum(cls) -> bool:
 
 
 def synalm(cls, lmax=None, mmax=None, new=False, verbose=True):
-    """Gaussian random alm with power spectrum ``cls`` (numpy's global random state, drawn
-    as healpy draws them: real parts of all coefficients, then imaginary parts; m = 0 real).
-    Several spectra are handed to healpy."""
+    """healpy.synalm: Gaussian random alm with power spectrum ``cls``.
+
+    Parameters
+    ----------
+    cls : array (lmax + 1,)
+        C_l (unit squared). Several spectra are handed to healpy.
+    lmax, mmax : int, optional
+        Layout (default len(cls) - 1 and lmax); C_l beyond len(cls) count as 0.
+    new, verbose : bool
+        Ignored for one spectrum.
+
+    Returns
+    -------
+    numpy.ndarray
+        complex128 alm: real and imaginary parts drawn from numpy's global random state (all real
+        parts, then all imaginary parts, as healpy: the same seed gives healpy's alm), m = 0 real.
+    """
     if not one_spectrum(cls):
         return _handover("synalm", "several spectra", cls, lmax=lmax, mmax=mmax, new=new)
     c = np.asarray(cls, dtype=np.float64)
@@ -106,8 +142,26 @@ def synalm(cls, lmax=None, mmax=None, new=False, verbose=True):
 
 
 def alm2map_spin(alms, nside, spin, lmax, mmax=None):
-    """Spin-``spin`` maps (two arrays) from gradient and curl alm; spin 2 on skyconv (equal to
-    the Q, U of a polarised alm2map with T = 0)."""
+    """healpy.alm2map_spin: two spin-s maps from gradient and curl alm.
+
+    Parameters
+    ----------
+    alms : sequence of two complex arrays
+        Gradient (E) and curl (B) alm.
+    nside : int
+        Output resolution.
+    spin : int
+        2 on skyconv; other spins are handed to healpy.
+    lmax : int
+        Band limit.
+    mmax : int, optional
+        Default lmax.
+
+    Returns
+    -------
+    list of two numpy.ndarray
+        float64 Q and U maps (npix,), healpy's sign convention.
+    """
     if int(spin) != 2:
         return _handover("alm2map_spin", f"spin {spin}", alms, nside, spin, lmax, mmax=mmax)
     e, b = (np.asarray(a, dtype=np.complex128) for a in alms)
@@ -117,8 +171,22 @@ def alm2map_spin(alms, nside, spin, lmax, mmax=None):
 
 
 def map2alm_spin(maps, spin, lmax=None, mmax=None):
-    """Gradient and curl alm of two spin-``spin`` maps (no iteration, as healpy); spin 2 on
-    skyconv."""
+    """healpy.map2alm_spin: gradient and curl alm of two spin-s maps (no iteration).
+
+    Parameters
+    ----------
+    maps : sequence of two arrays (npix,)
+        Q and U RING maps.
+    spin : int
+        2 on skyconv; other spins are handed to healpy.
+    lmax, mmax : int, optional
+        Band limits (default 3*nside - 1 and lmax).
+
+    Returns
+    -------
+    list of two numpy.ndarray
+        complex128 E and B alm.
+    """
     if int(spin) != 2:
         return _handover("map2alm_spin", f"spin {spin}", maps, spin, lmax=lmax, mmax=mmax)
     q, u = (np.asarray(m, dtype=np.float64) for m in maps)
@@ -144,7 +212,22 @@ def _sin_dtheta_alm(alm, lmax, mmax):
 
 
 def alm2map_der1(alm, nside, lmax=None, mmax=None):
-    """The map and its first derivatives: (T, ∂T/∂θ, ∂T/∂φ / sin θ), an array (3, npix)."""
+    """healpy.alm2map_der1: a map and its first derivatives.
+
+    Parameters
+    ----------
+    alm : complex array
+        healpy-layout alm of a spin-0 field.
+    nside : int
+        Output resolution.
+    lmax, mmax : int, optional
+        Layout (default from the size, mmax = lmax).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (3, npix): T, dT/dtheta and dT/dphi / sin(theta) (per radian).
+    """
     a = np.asarray(alm, dtype=np.complex128)
     if lmax is None:
         lmax = _lmax_of(a.size, mmax, "alm")

@@ -151,7 +151,7 @@ def nest2ring(nside, ipix):
     return _hpx.nest2ring(nside, ipix)
 
 
-def _scheme(name, value, flag_r2n, flag_n2r):
+def _scheme(name, value):
     if value is not None:
         v = str(value).strip().upper()[:4]
         if v not in ("RING", "NEST"):
@@ -162,10 +162,29 @@ def _scheme(name, value, flag_r2n, flag_n2r):
 
 @accept_ma
 def reorder(map_in, inp=None, out=None, r2n=None, n2r=None):
-    """A map (or maps) in the other pixel ordering: ``inp``/``out`` 'RING' or 'NESTED', or
-    ``r2n=True`` (RING to NEST) or ``n2r=True`` (NEST to RING). Masked arrays stay masked."""
-    src = _scheme("inp", inp, r2n, n2r)
-    dst = _scheme("out", out, r2n, n2r)
+    """healpy.reorder: map(s) in the other pixel ordering.
+
+    Parameters
+    ----------
+    map_in : array (npix,) or (ncomp, npix) (masked arrays accepted)
+        Map(s).
+    inp, out : str, optional
+        'RING' or 'NESTED' (or 'NEST').
+    r2n, n2r : bool, optional
+        RING to NEST, NEST to RING (when inp/out are not given).
+
+    Returns
+    -------
+    numpy.ndarray
+        The reordered map(s) (the input itself when inp == out).
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme, no direction given, or a size that is not 12*nside**2.
+    """
+    src = _scheme("inp", inp)
+    dst = _scheme("out", out)
     if src is None or dst is None:
         if r2n:
             src, dst = "RING", "NEST"
@@ -213,10 +232,29 @@ def _ud_grade_one(m, nside_out, pess, power, dtype):
 def ud_grade(
     map_in, nside_out, pess=False, order_in="RING", order_out=None, power=None, dtype=None
 ):
-    """Map(s) at another resolution: a degraded pixel is the mean of its valid children
-    (UNSEEN and non-finite children left out; UNSEEN when none is valid, or with ``pess`` when
-    any is missing); an upgraded pixel repeats its parent. ``power``: values scaled by
-    (nside_out / nside_in)**power. ``order_in``/``order_out``: 'RING' or 'NESTED'."""
+    """healpy.ud_grade: map(s) at another resolution.
+
+    Parameters
+    ----------
+    map_in : array (npix,) or (ncomp, npix) (masked arrays accepted)
+        Map(s), any unit.
+    nside_out : int
+        Output resolution (a power of 2).
+    pess : bool
+        A degraded pixel is UNSEEN when any child is missing (default: only when all are).
+    order_in, order_out : str
+        'RING' or 'NESTED' (order_out defaults to order_in).
+    power : float, optional
+        Scale values by (nside_out / nside_in)**power.
+    dtype : numpy dtype, optional
+        Output dtype (default the input's).
+
+    Returns
+    -------
+    numpy.ndarray
+        A degraded pixel is the mean of its valid children (UNSEEN and non-finite ones left out;
+        healpy lets a NaN child make the parent NaN); an upgraded pixel repeats its parent.
+    """
     nside_out = _hpx._nside(nside_out, True)
     maps = np.asarray(map_in)
     if maps.ndim not in (1, 2):
@@ -236,9 +274,35 @@ def ud_grade(
 def query_disc(
     nside, vec, radius, inclusive=False, fact=4, nest=False, buff=None, return_ranges=False
 ):
-    """Pixels whose centres lie within ``radius`` (radians) of the direction ``vec``, sorted
-    (int64). ``inclusive=True`` (pixels overlapping the disc) and ``return_ranges`` are handed
-    to healpy; ``buff`` is ignored."""
+    """healpy.query_disc: pixels whose centres lie within ``radius`` of ``vec``.
+
+    Parameters
+    ----------
+    nside : int
+        Resolution.
+    vec : array (3,)
+        Direction of the disc centre (any length > 0).
+    radius : float
+        Radius in radians.
+    inclusive, fact, return_ranges
+        ``inclusive=True`` (pixels overlapping the disc) and ``return_ranges`` are handed to
+        healpy.
+    nest : bool
+        NEST indices (sorted) instead of RING.
+    buff : ignored
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 pixel indices, sorted.
+
+    Raises
+    ------
+    ValueError
+        For an invalid nside.
+    NotImplementedError
+        For the handed-over options without healpy installed.
+    """
     if inclusive or return_ranges or _vector_nside(nside):
         return _handover(
             "query_disc",

@@ -158,9 +158,35 @@ def alm2map(
     inplace=False,
     verbose=True,
 ):
-    """healpy.alm2map: HEALPix RING map(s) from alm; ``fwhm``/``sigma`` (radians) smooth with a
-    Gaussian beam first (spin-2 beam for E and B when ``pol``). ``pixwin=True`` is handed to
-    healpy (pixel window files)."""
+    """healpy.alm2map: HEALPix RING map(s) from alm.
+
+    Parameters
+    ----------
+    alms : complex array (nalm,) or (ncomp, nalm), or sequence of arrays
+        healpy-layout alm (the map's unit).
+    nside : int
+        Output resolution.
+    lmax, mmax : int, optional
+        Band limits (default from the array size, mmax = lmax).
+    pixwin : bool
+        Handed to healpy (pixel window files); NotImplementedError without healpy.
+    fwhm, sigma : float
+        Gaussian beam in radians applied first (spin-2 beam for E and B with ``pol``).
+    pol : bool
+        (T, E, B) -> (I, Q, U) for three components.
+    inplace, verbose : bool
+        Ignored (the input is never modified).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (npix,) for one alm, (ncomp, npix) otherwise.
+
+    Raises
+    ------
+    ShapeError
+        If the alm size fits no (lmax, mmax).
+    """
     if pixwin:
         return _handover(
             "alm2map",
@@ -231,12 +257,42 @@ def map2alm(
     use_pixel_weights=False,
     verbose=True,
 ):
-    """healpy.map2alm: alm of HEALPix RING map(s) with ``iter`` Jacobi iterations.
+    """healpy.map2alm: alm of HEALPix RING map(s) by quadrature with Jacobi iterations.
 
-    UNSEEN and masked pixels count as 0. ``use_weights``: HEALPix ring weights computed by
-    skyconv (:func:`ring_weights`). ``gal_cut`` (degrees): pixels with |latitude| < gal_cut
-    count as 0. ``use_pixel_weights``: handed to healpy (pixel weight files); without healpy,
-    a warning and an unweighted transform. Returns complex128 alm, (3, nalm) for I, Q, U.
+    Parameters
+    ----------
+    maps : array (npix,) or (ncomp, npix), or sequence of maps (masked arrays accepted)
+        RING-ordered map(s), any unit. UNSEEN and masked pixels count as 0.
+    lmax, mmax : int, optional
+        Band limits (default 3*nside - 1 and lmax).
+    iter : int
+        Jacobi iterations (default 3, as healpy).
+    pol : bool
+        With three maps (I, Q, U), the polarised transform giving (T, E, B).
+    use_weights : bool
+        Multiply each ring's pixel weight by HEALPix's ring weight, computed by skyconv
+        (:func:`ring_weights`; no file, no network).
+    datapath : str, optional
+        Only passed on with ``use_pixel_weights`` (ring weights are not read from files).
+    gal_cut : float
+        Degrees: pixels with |latitude| < gal_cut count as 0.
+    use_pixel_weights : bool
+        Handed to healpy (which fetches its pixel weight files); without healpy a warning is
+        logged and the transform runs unweighted, as healpy does when the download fails.
+    verbose : bool
+        Ignored.
+
+    Returns
+    -------
+    numpy.ndarray
+        complex128 alm (nalm,) for one map, (ncomp, nalm) otherwise; the maps' unit.
+
+    Raises
+    ------
+    RuntimeError
+        If both ``use_weights`` and ``use_pixel_weights`` are set.
+    ValueError, ShapeError
+        For invalid lmax/mmax or a map size that is not 12*nside**2.
     """
     if use_pixel_weights:
         if use_weights:
@@ -278,13 +334,47 @@ def smoothing(
     verbose=True,
     nest=False,
 ):
-    """healpy.smoothing: map2alm -> beam -> alm2map. ``fwhm``/``sigma`` in radians (``sigma``
-    overrides ``fwhm``, ``beam_window`` both; a zero width still band-limits at ``lmax``).
-    With ``pol`` and three maps (I, Q, U) the Gaussian is exp(-(l(l+1) - s^2) sigma^2 / 2),
-    s = 2 for E and B; a ``beam_window`` applies to T, E and B alike. UNSEEN (and NaN) pixels
-    count as 0 and stay UNSEEN (NaN). A masked array, or a sequence of them, is filled with
-    UNSEEN and comes back masked. ``use_weights``: skyconv's ring weights;
-    ``use_pixel_weights``: handed to healpy (a warning and no weights without it)."""
+    """healpy.smoothing: map2alm, multiply by a beam, alm2map.
+
+    Parameters
+    ----------
+    map_in : array (npix,) or (ncomp, npix), or sequence of maps (masked arrays accepted)
+        RING maps (``nest=True``: NEST), any unit.
+    fwhm : float
+        Gaussian beam FWHM in radians (``sigma`` overrides it, ``beam_window`` both). With
+        ``pol`` and three maps the beam is exp(-(l(l+1) - s^2) sigma^2 / 2), s = 2 for E and B.
+    sigma : float, optional
+        Gaussian beam sigma in radians.
+    beam_window : array, optional
+        b_l applied to every component (0 beyond its length).
+    pol : bool
+        Polarised transform for three maps (I, Q, U).
+    iter : int
+        Jacobi iterations of map2alm (default 3, as healpy).
+    lmax, mmax : int, optional
+        Band limits (default 3*nside - 1 and lmax).
+    use_weights : bool
+        HEALPix ring weights computed by skyconv.
+    use_pixel_weights : bool
+        Handed to healpy (a warning and no weights without it).
+    datapath : str, optional
+        Passed on with ``use_pixel_weights``.
+    verbose : bool
+        Ignored.
+    nest : bool
+        Maps in the NEST ordering.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.ma.MaskedArray
+        float64 map(s) shaped like the input; UNSEEN (and NaN) pixels stay UNSEEN (NaN). Masked
+        input (an array or a sequence of them) gives a masked array, masked where UNSEEN.
+
+    Raises
+    ------
+    ShapeError
+        If the maps are not 1-D or 2-D, or not 12*nside**2 pixels.
+    """
     if use_pixel_weights:
         if _healpy_orig.module() is not None:
             return _healpy_orig.original("smoothing")(
@@ -369,10 +459,26 @@ def anafast(
     gal_cut=0,
     use_pixel_weights=False,
 ):
-    """healpy.anafast: (cross-)power spectra of map(s) via :func:`map2alm` and :func:`alm2cl`.
+    """healpy.anafast: (cross-)power spectra of map(s), :func:`map2alm` then :func:`alm2cl`.
 
-    Returns the spectra (one array for one map; TT, EE, BB, TE, EB, TB for I, Q, U), and with
-    ``alm=True`` also the alm: (cl, alm1) or (cl, alm1, alm2).
+    Parameters
+    ----------
+    map1 : array (npix,) or (ncomp, npix), or sequence of maps (masked arrays accepted)
+        RING map(s), any unit.
+    map2 : same as map1, optional
+        Second map(s) for cross-spectra.
+    nspec : int, optional
+        Keep the first nspec spectra.
+    lmax, mmax, iter, pol, use_weights, datapath, gal_cut, use_pixel_weights
+        As :func:`map2alm`.
+    alm : bool
+        Also return the alm.
+
+    Returns
+    -------
+    numpy.ndarray or tuple
+        C_l in the maps' unit squared: (lmax + 1,) for one map, (6, lmax + 1) for I, Q, U (TT, EE,
+        BB, TE, EB, TB); with ``alm=True`` (cl, alm1) or (cl, alm1, alm2).
     """
     kw = dict(
         lmax=lmax,
@@ -405,9 +511,38 @@ def synfast(
     new=False,
     verbose=True,
 ):
-    """healpy.synfast: a Gaussian random map of power spectrum ``cls`` (:func:`synalm` then
-    :func:`alm2map`); ``alm=True`` also returns the alm (after the beam, as healpy). Several
-    spectra and ``pixwin`` are handed to healpy."""
+    """healpy.synfast: a Gaussian random map with power spectrum ``cls``.
+
+    Parameters
+    ----------
+    cls : array (lmax + 1,)
+        C_l (map unit squared). Several spectra are handed to healpy.
+    nside : int
+        Output resolution.
+    lmax, mmax : int, optional
+        Band limits (default min(len(cls) - 1, 3*nside - 1) and lmax).
+    alm : bool
+        Also return the alm (after the beam, as healpy).
+    pol : bool
+        Passed on to alm2map.
+    pixwin : bool
+        Handed to healpy.
+    fwhm, sigma : float
+        Gaussian beam in radians.
+    new, verbose : bool
+        Ignored for one spectrum.
+
+    Returns
+    -------
+    numpy.ndarray or tuple
+        float64 map (npix,), or (map, alm) with ``alm=True``. Draws come from numpy's global
+        random state in healpy's order: the same seed gives healpy's map.
+
+    Raises
+    ------
+    ValueError
+        For an invalid nside.
+    """
     if not one_spectrum(cls) or pixwin:
         return _handover(
             "synfast",
