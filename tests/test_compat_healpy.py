@@ -349,6 +349,9 @@ def test_gauss_beam_equals_healpy():
 def test_other_names_are_healpys():
     assert sc.read_map is hp.read_map
     assert sc.Rotator is hp.Rotator
+    assert sc.__version__ == hp.__version__
+    assert {"mollview", "map2alm", "ring_weights"} <= set(dir(sc))
+    assert sc.map2alm is not hp.map2alm
     with pytest.raises(AttributeError, match="no_such_function"):
         sc.no_such_function  # noqa: B018
 

@@ -125,10 +125,16 @@ class Alm(_Alm):
 
 
 def __getattr__(name):
-    """healpy's own ``name`` for everything skyconv does not provide."""
-    if name.startswith("__"):
+    """healpy's own ``name`` (and ``__version__``) for everything skyconv does not provide."""
+    if name.startswith("__") and name != "__version__":
         raise AttributeError(name)
     return _healpy_orig.original(name)
+
+
+def __dir__():
+    hp = _healpy_orig.module()
+    theirs = [n for n in dir(hp) if not n.startswith("_")] if hp is not None else []
+    return sorted(set(globals()) | set(theirs))
 
 
 def gauss_beam(fwhm, lmax=512, pol=False):
