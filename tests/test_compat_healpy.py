@@ -109,6 +109,14 @@ def test_gal_cut_equals_healpy(gal_cut, rng):
     assert rel(sc.map2alm(m[0], gal_cut=gal_cut), hp.map2alm(m[0], gal_cut=gal_cut)) < 1e-12
 
 
+def test_map2alm_shapes_follow_healpy(rng):
+    m = rng.standard_normal((3, 12 * 4**2))
+    for x in (m[0], m[:1], [m[0]], m, list(m)):
+        for pol in (True, False):
+            got, ref = sc.map2alm(x, pol=pol), hp.map2alm(x, pol=pol)
+            assert np.shape(got) == np.shape(ref) and rel(got, ref) < 1e-12
+
+
 def test_pixel_weights_without_healpy_warn_and_proceed(monkeypatch, caplog, rng):
     m = rng.standard_normal(12 * 8**2)
     monkeypatch.setitem(_healpy_orig._STATE, "tried", True)

@@ -248,7 +248,7 @@ def _as_maps(maps):
     """Masked or plain map(s) as a list of 1-D float arrays, and whether there was one."""
     maps = ma_to_array(maps)
     comps, lonely = _sht._components(maps, "maps", "map")
-    return comps, lonely
+    return comps, lonely or len(comps) == 1  # healpy: a (1, npix) input gives one alm
 
 
 def map2alm(
