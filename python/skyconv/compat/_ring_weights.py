@@ -122,7 +122,7 @@ def ring_weights(nside, lmax=None):
     Notes
     -----
     Cost: a QR factorisation of a 2·nside × (lmax/2 + 1) matrix, growing as nside³: 0.2 s at
-    nside 128, 3 s at 512, 22 s at 1024, 78 s at 2048 on two busy cores (about 10 minutes and
+    nside 128, 3 s at 512, 22 s at 1024, 78 s at 2048 on two busy cores (by that scaling ~10 min and
     0.4 GB at 4096; impractical at 8192). Results are cached in memory per (nside, lmax).
     """
     nside = int(nside)
