@@ -60,6 +60,25 @@ def test_ring_weights_make_legendre_quadrature_exact(nside):
         assert np.max(np.abs(p @ (nphi * 4 * np.pi / npix) - target)) > 1e-6
 
 
+def test_ring_weights_disk_cache(tmp_path, monkeypatch):
+    """Computed once, then read back from SKYCONV_CACHE_DIR; a corrupt entry is recomputed."""
+    monkeypatch.setenv("SKYCONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_ring_weights, "DISK_CACHE_MIN_NSIDE", 1)
+    _ring_weights._weights.cache_clear()
+    try:
+        w = sc.ring_weights(8)
+        path = tmp_path / "ring_weights_v1" / f"n8_l{_ring_weights.default_lmax(8)}.npy"
+        assert np.array_equal(np.load(path), w)
+        np.save(path, np.full(16, 7.0))  # a stand-in entry is what comes back
+        _ring_weights._weights.cache_clear()
+        assert np.all(sc.ring_weights(8) == 7.0)
+        path.write_bytes(b"not numpy")
+        _ring_weights._weights.cache_clear()
+        assert np.array_equal(sc.ring_weights(8), w)
+    finally:
+        _ring_weights._weights.cache_clear()
+
+
 @pytest.mark.parametrize("nside", [2, 4, 8, 16, 32, 64, 128, 256])
 def test_ring_weights_equal_healpys_files(nside):
     """Computed weights equal healpy's bundled weight files (which store w, we return 1 + w)."""

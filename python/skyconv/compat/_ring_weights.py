@@ -25,6 +25,8 @@ of two from 2 to 8192); other nsides use lmax = 3·nside.
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -77,8 +79,42 @@ def _even_legendre(lmax: int, z: np.ndarray) -> np.ndarray:
     return rows
 
 
+# Weights of at least this nside are kept on disk once computed (1 s and more to compute).
+DISK_CACHE_MIN_NSIDE = 512
+
+
+def _cache_dir() -> Path:
+    """``SKYCONV_CACHE_DIR``, else ``$XDG_CACHE_HOME/skyconv`` (``~/.cache/skyconv``)."""
+    base = os.environ.get("SKYCONV_CACHE_DIR")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "skyconv"
+
+
 @functools.lru_cache(maxsize=8)
 def _weights(nside: int, lmax: int) -> np.ndarray:
+    if nside < DISK_CACHE_MIN_NSIDE:
+        w = _solve(nside, lmax)
+    else:
+        path = _cache_dir() / "ring_weights_v1" / f"n{nside}_l{lmax}.npy"
+        try:
+            w = np.load(path)
+            if w.shape != (2 * nside,) or w.dtype != np.float64 or not np.all(np.isfinite(w)):
+                raise ValueError("bad cache entry")
+        except (OSError, ValueError):
+            w = _solve(nside, lmax)
+            try:  # the cache is optional: a read-only home just recomputes next time
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+                np.save(tmp, w)
+                os.replace(tmp, path)
+            except OSError:
+                pass
+    w.setflags(write=False)
+    return w
+
+
+def _solve(nside: int, lmax: int) -> np.ndarray:
     z, nphi = _north_rings(nside)
     mult = np.full(2 * nside, 2.0)
     mult[-1] = 1.0  # the equator has no mirror ring
@@ -92,9 +128,7 @@ def _weights(nside: int, lmax: int) -> np.ndarray:
     rhs[0] += npix
     q, r = np.linalg.qr(p.T)
     t = q @ np.linalg.solve(r.T, rhs)
-    w = 1.0 + t / total
-    w.setflags(write=False)
-    return w
+    return 1.0 + t / total
 
 
 def ring_weights(nside, lmax=None):
@@ -123,7 +157,8 @@ def ring_weights(nside, lmax=None):
     -----
     Cost: a QR factorisation of a 2·nside × (lmax/2 + 1) matrix, growing as nside³: 0.2 s at
     nside 128, 3 s at 512, 22 s at 1024, 78 s at 2048 on two busy cores (by that scaling ~10 min and
-    0.4 GB at 4096; impractical at 8192). Results are cached in memory per (nside, lmax).
+    0.4 GB at 4096; impractical at 8192). Results are cached in memory per (nside, lmax), and
+    from nside 512 on disk in ``SKYCONV_CACHE_DIR`` (default ``~/.cache/skyconv``).
     """
     nside = int(nside)
     if nside < 1:
