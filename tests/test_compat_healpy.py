@@ -423,3 +423,13 @@ def test_gpu_compat_functions_equal_healpy(monkeypatch, rng):
     got = sc.alm2map_spin(alm[1:], nside, 2, 40)
     assert rel(got, hp.alm2map_spin(alm[1:], nside, 2, 40)) < 1e-10
     assert rel(sc.map2alm_spin(m[1:], 2, lmax=40), hp.map2alm_spin(m[1:], 2, lmax=40)) < 1e-10
+
+
+def test_skyconv_alm_getlm_out_of_range_raises():
+    """skyconv.Alm (not only the compat one) refuses indices outside the layout."""
+    import skyconv
+
+    for bad in (125751, -1, [0, 125751]):
+        with pytest.raises(ValueError, match="out of range"):
+            skyconv.Alm.getlm(500, bad)
+    assert skyconv.Alm.getlm(500, 125750) == (500, 500)

@@ -59,10 +59,16 @@ class Alm:
 
     @staticmethod
     def getlm(lmax, i=None):
-        """(l, m) of index ``i`` (all indices for mmax = lmax if None)."""
+        """(l, m) of index ``i`` (all indices for mmax = lmax if None).
+
+        Raises ValueError for an index outside [0, getsize(lmax)).
+        """
+        size = Alm.getsize(lmax)
         if i is None:
-            i = np.arange(Alm.getsize(lmax))
+            i = np.arange(size)
         i = np.asarray(i)
+        if i.size and (np.min(i) < 0 or np.max(i) >= size):
+            raise ValueError(f"alm index out of range [0, {size}) for lmax={lmax}")
         m = (np.ceil(((2 * lmax + 1) - np.sqrt((2 * lmax + 1) ** 2 - 8 * (i - lmax))) / 2)).astype(
             int
         )
