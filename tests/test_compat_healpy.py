@@ -211,6 +211,31 @@ def test_pixel_functions_equal_healpy(nside, nest, rng):
     assert np.array_equal(sc.nest2ring(nside, ipix), hp.nest2ring(nside, ipix))
 
 
+@pytest.mark.parametrize("nside", [1, 16, 1024, 2**29])
+@pytest.mark.parametrize("nest", [False, True])
+def test_vec2pix_equals_healpy_on_axes_and_poles(nside, nest, rng):
+    """z is taken from the vector, as HEALPix does: a vector in the equatorial plane, on an
+    axis or within 1e-12 rad of a pole gets healpy's pixel (through θ = arccos z it would not:
+    (1, 0, 0) at nside 16 is pixel 1504, ang2pix(π/2, 0) gives 1440)."""
+    axes = np.array(
+        [[1, 0, 0], [0, 1, 0], [-1, 0, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1], [1, 1, 0],
+         [1, 1, 1], [3, 4, 0], [1, -1e-17, 0], [1, 0, 1e-17], [1e-300, 0, 1]],
+        dtype=float,
+    ).T  # fmt: skip
+    grid = rng.integers(-3, 4, (3, 2000)).astype(float)
+    grid = grid[:, np.any(grid != 0, axis=0)]
+    t = 10 ** rng.uniform(-12, -1, 5000)
+    p = rng.uniform(0, 2 * np.pi, 5000)
+    polar = np.array([np.sin(t) * np.cos(p), np.sin(t) * np.sin(p), np.cos(t)])
+    polar[2, ::2] *= -1
+    for v in (axes, grid, polar, rng.standard_normal((3, 20000))):
+        assert np.array_equal(sc.vec2pix(nside, *v, nest=nest), hp.vec2pix(nside, *v, nest=nest))
+    got = sc.vec2pix(nside, 1.0, 0.0, 0.0, nest=nest)
+    assert np.ndim(got) == 0 and got == hp.vec2pix(nside, 1.0, 0.0, 0.0, nest=nest)
+    with pytest.raises(ValueError, match="no direction"):
+        sc.vec2pix(nside, [1.0, 0.0], [0.0, 0.0], [0.0, 0.0])
+
+
 def test_nside2order_rejects_non_power_of_two():
     with pytest.raises(ValueError):
         sc.nside2order(12)

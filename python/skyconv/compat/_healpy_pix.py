@@ -1,8 +1,9 @@
 """healpy's pixel functions with healpy 1.20.1's signatures, on skyconv's HEALPix core.
 
-``pix2ang``, ``ang2pix``, ``ring2nest``, ``nest2ring`` and ``npix2nside`` run skyconv's Rust
-geometry (bit-identical to healpy); the rest is small numpy built on them. Angles: θ colatitude
-and φ longitude in radians, or (``lonlat=True``) longitude and latitude in degrees.
+``pix2ang``, ``ang2pix``, ``vec2pix``, ``ring2nest``, ``nest2ring`` and ``npix2nside`` run
+skyconv's Rust geometry (bit-identical to healpy); the rest is small numpy built on them.
+Angles: θ colatitude and φ longitude in radians, or (``lonlat=True``) longitude and latitude in
+degrees.
 
 Hand-overs to healpy (when installed; otherwise NotImplementedError naming the case): an array
 ``nside`` (healpy broadcasts it; skyconv takes one resolution per call), ``query_disc`` with
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from .. import healpix as _hpx
 from . import _healpy_orig
 from ._healpy_masked import UNSEEN, accept_ma
@@ -127,14 +129,21 @@ def pix2vec(nside, ipix, nest=False):
 
 
 def vec2pix(nside, x, y, z, nest=False):
-    """Pixel containing the direction of each vector (x, y, z) (any length > 0)."""
-    x, y, z = (np.asarray(v, dtype=np.float64) for v in (x, y, z))
-    scalar = x.ndim == 0 and y.ndim == 0 and z.ndim == 0
-    theta = np.arctan2(np.hypot(x, y), z)
-    phi = np.arctan2(y, x)
-    if scalar:
-        theta, phi = theta[()], phi[()]
-    return ang2pix(nside, theta, phi, nest=nest)
+    """Pixel containing the direction of each vector (x, y, z) (any length > 0), computed as
+    HEALPix does (z straight from the vector), so the same pixel as healpy for every vector.
+    ValueError for a zero or non-finite vector (healpy returns an arbitrary pixel)."""
+    if _vector_nside(nside):
+        return _handover("vec2pix", "an array nside", nside, x, y, z, nest=nest)
+    nest = bool(nest)
+    n = _hpx._nside(nside, nest)
+    try:
+        x, y, z = np.broadcast_arrays(*(_hpx._reals(v, name) for v, name in zip((x, y, z), "xyz")))
+    except ValueError:
+        raise _hpx.ShapeError("x, y and z cannot be broadcast together") from None
+    scalar = x.ndim == 0
+    x, y, z = (np.asarray(v, order="C") for v in (x, y, z))  # keeps 0-d
+    pix = _core._healpix_vec2pix(n, x, y, z, nest)
+    return pix[()] if scalar else pix
 
 
 def ring2nest(nside, ipix):
