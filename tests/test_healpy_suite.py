@@ -57,11 +57,13 @@ def _archive() -> bytes:
     if local:
         return Path(local).read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "skyconv"
+    path = cache / f"healpy-{VERSION}.tar.gz"
     try:
         url, sha = _sdist_info()
     except (OSError, KeyError, IndexError, ValueError) as exc:
+        if path.exists():  # checked against PyPI's sha256 when it was stored
+            return path.read_bytes()
         pytest.skip(f"cannot reach PyPI for healpy {VERSION}'s source archive: {exc}")
-    path = cache / f"healpy-{VERSION}.tar.gz"
     if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == sha:
         return path.read_bytes()
     try:
