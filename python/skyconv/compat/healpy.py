@@ -23,10 +23,16 @@ Handed to healpy when installed (NotImplementedError naming the option otherwise
 
 ``smoothing`` is healpy's harmonic smoothing (same result to ~1e-12 with the same ``iter``); for
 real-space smoothing without ringing, or the fastest method at a given accuracy, use
-``skyconv.smooth_map``. Two deliberate differences: with ``nest=True`` UNSEEN pixels are
-restored on the right pixels (healpy 1.20 restores them at the RING positions), and NaN pixels
-are treated like UNSEEN ones (zero in the transform, NaN again in the output) where healpy turns
-the whole map into NaN.
+``skyconv.smooth_map``.
+
+Deliberate differences (each tested in tests/test_compat_healpy.py): ``smoothing`` with
+``nest=True`` restores UNSEEN pixels on the right pixels (healpy 1.20 restores them at the RING
+positions) and treats NaN pixels like UNSEEN ones where healpy turns the whole map into NaN;
+``ud_grade`` leaves NaN children out of the mean (healpy's parent becomes NaN); ``query_disc``
+with ``nest=True`` returns every centre within the radius for discs wider than a hemisphere
+(healpy 1.20.1 misses some); ``alm2map_der1`` works for lmax = 0 (healpy aborts); pixel
+indices outside the map, zero vectors and NaN angles raise ValueError (healpy returns arbitrary
+values); ``Alm.getlm`` raises AssertionError for an index outside the layout, as healpy.
 """
 
 from __future__ import annotations
