@@ -305,6 +305,11 @@ def query_disc(
     numpy.ndarray
         int64 pixel indices, sorted.
 
+    Notes
+    -----
+    numpy code, one step per ring with exact tests only at the ends of each ring's arc: equal
+    to healpy, but 10x to 100x slower than healpy's C++ for discs of 10^5 pixels and more.
+
     Raises
     ------
     ValueError
@@ -340,11 +345,52 @@ def query_disc(
     for r in np.flatnonzero(sel):
         z, s = info["z"][r], info["sin_theta"][r]
         nphi, first, p0 = int(info["nphi"][r]), int(info["first_pixel"][r]), info["phi0"][r]
-        phis = p0 + 2.0 * np.pi / nphi * np.arange(nphi)
-        cosd = z * z0 + s * s0 * np.cos(phis - phi0)
-        parts.append(first + np.flatnonzero(cosd >= cosr))
+        arc, edge = _disc_candidates(z, s, z0, s0, cosr, phi0 - p0, nphi)
+        phis = p0 + 2.0 * np.pi / nphi * (edge % nphi)
+        ok = z * z0 + s * s0 * np.cos(phis - phi0) >= cosr
+        if arc is None:  # every candidate was tested (a short arc may wrap past φ = 0)
+            parts.append(first + np.sort(edge[ok]))
+            continue
+        lo, hi = arc
+        ok_lo, ok_hi = edge[:4][ok[:4]], edge[4:][ok[4:]]
+        # The disc meets a ring in one arc: from the first accepted pixel of the lower edge to
+        # the last of the upper edge, interior included.
+        a = ok_lo[0] if ok_lo.size else lo + 4
+        b = ok_hi[-1] if ok_hi.size else hi - 4
+        if b < a:
+            continue
+        ks = np.arange(a, b + 1)
+        if a < 0 or b >= nphi:  # wraps past φ = 0: keep the ring's pixels in ascending order
+            ks = np.sort(ks % nphi)
+        parts.append(first + ks)
     pix = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    pix = pix.astype(np.int64)
+    pix = pix.astype(np.int64)  # rings come in order, each ring ascending
     if nest:
         pix = np.sort(ring2nest(n, pix))
     return pix
+
+
+def _disc_candidates(z, s, z0, s0, cosr, dphi_c, nphi):
+    """Where a ring (centres at phi0 + 2πk/nphi) meets the disc: ``(arc, edge)``.
+
+    The disc covers |Δφ| <= arccos((cos r - z z0) / (s s0)) of the ring. For an arc (lo, hi)
+    (k unreduced, lo < hi - 7), ``edge`` is the four pixels at each end (lo..lo+3, hi-3..hi),
+    which the caller tests exactly; the pixels between are inside. Otherwise ``arc`` is None
+    and ``edge`` holds every pixel to test."""
+    every = np.arange(nphi)
+    if s * s0 == 0.0:
+        return None, every
+    c = (cosr - z * z0) / (s * s0)
+    if c <= -1.0 - 1e-9 and nphi >= 8:  # the whole ring is well inside: test its ends only
+        return (0, nphi - 1), np.concatenate([np.arange(4), np.arange(nphi - 4, nphi)])
+    if c <= -1.0:
+        return None, every
+    half = np.arccos(min(c, 1.0))
+    step = 2.0 * np.pi / nphi
+    lo = int(np.floor((dphi_c - half) / step)) - 1
+    hi = int(np.ceil((dphi_c + half) / step)) + 1
+    if hi - lo + 1 >= nphi:
+        return None, every
+    if hi - lo < 8:
+        return None, np.arange(lo, hi + 1) % nphi
+    return (lo, hi), np.concatenate([np.arange(lo, lo + 4), np.arange(hi - 3, hi + 1)])
