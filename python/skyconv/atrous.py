@@ -58,6 +58,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import float_array, int_arg
+from ._utils.device import resolve
 
 _FILTERS = ("b3spline", "triangle", "haar")
 
@@ -213,8 +214,7 @@ def atrous_denoise(
         raise ValueError(f"convergence must be finite and > 0, got {conv}")
     if not isinstance(robust, (bool, np.bool_)):
         raise TypeError(f"robust must be a bool, got {type(robust).__name__}")
-    if device is not None and not isinstance(device, str):
-        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    device = resolve(device).core
     if progress is not None and not callable(progress):
         raise TypeError("progress must be callable or None")
     recon, iters, noise, noise0, scales, dev = _core._atrous_denoise(

@@ -25,7 +25,7 @@ Handed to healpy when installed (NotImplementedError naming the option otherwise
 real-space smoothing without ringing, or the fastest method at a given accuracy, use
 ``skyconv.smooth_map``.
 
-Deliberate differences (each tested in tests/test_compat_healpy.py): ``smoothing`` with
+Deliberate differences (each tested in tests/compat/test_compat_healpy.py): ``smoothing`` with
 ``nest=True`` restores UNSEEN pixels on the right pixels (healpy 1.20 restores them at the RING
 positions) and treats NaN pixels like UNSEEN ones where healpy turns the whole map into NaN;
 ``ud_grade`` leaves NaN children out of the mean (healpy's parent becomes NaN); ``query_disc``
