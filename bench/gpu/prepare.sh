@@ -7,12 +7,19 @@
 #   .gpu-cygrid/*.whl    with --cygrid: Cygrid 2.0.4 and its numpy<2 stack
 #                        (bench/gpu/wheels-cygrid.txt, less the wheels .gpu/whl already has),
 #                        for the gridding benchmark's anchor; carry it beside .gpu
+#   .gpu-cu12/           with --cuda12: CUDA 12's libnvrtc.so.12 (+ builtins) and libcufft.so.11
+#                        from the nvidia-cuda-nvrtc-cu12 / nvidia-cufft-cu12 wheels (90 + 200
+#                        MB: neither wheel fits one device call), xz-packed and split into
+#                        parts of at most 60 MiB (cu12libs.tar.xz.part-aa, -ab, ...), with
+#                        SHA256 of the whole and PARTS, the carry plan. run.sh use-cuda12
+#                        unpacks them once every part is on the machine: carry one part a call
+#                        (the machine keeps what earlier calls carried while it stays warm).
 # Then carry .gpu (and .gpu-cygrid) to the GPU machine and run `bash bench/gpu/run.sh all`
 # there (bench/README.md). One device call carries at most 64 MiB: --skip NAME[,NAME...]
 # leaves wheels out of .gpu/whl (e.g. --skip ducc0 for a gridding run with .gpu-cygrid).
 #
-# Usage: bash bench/gpu/prepare.sh [--notebooks] [--cygrid] [--skip NAMES] [--no-build]
-#                                  [--no-download]
+# Usage: bash bench/gpu/prepare.sh [--notebooks] [--cygrid] [--cuda12] [--skip NAMES]
+#                                  [--no-build] [--no-download]
 # Environment: PYTHON (default python3, with maturin and pip), GPU_PY (default 3.12).
 set -euo pipefail
 
@@ -22,15 +29,17 @@ PY=${PYTHON:-python3}
 GPU_PY=${GPU_PY:-3.12}
 LIMIT_MIB=60
 
-build=1 download=1 notebooks=0 cygrid=0 skip=""
+build=1 download=1 notebooks=0 cygrid=0 cuda12=0 skip=""
+CUDA12_WHEELS=(nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cufft-cu12==11.4.1.4)
 while [[ $# -gt 0 ]]; do
     case $1 in
         --notebooks) notebooks=1 ;;
         --cygrid) cygrid=1 ;;
+        --cuda12) cuda12=1 ;;
         --skip) skip=${2:?--skip needs NAME[,NAME...]}; shift ;;
         --no-build) build=0 ;;
         --no-download) download=0 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -120,6 +129,38 @@ if [[ $download == 1 ]]; then
         done < <(specs_of bench/gpu/wheels-cygrid.txt)
         fetch_wheels .gpu-cygrid "${cyg[@]}"
     fi
+fi
+
+if [[ $cuda12 == 1 ]]; then
+    echo "== packing CUDA 12's NVRTC and cuFFT into .gpu-cu12/ (xz: minutes)"
+    src=.whl/cu12
+    mkdir -p "$src"
+    if [[ $download == 1 ]]; then
+        "$PY" -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+            --platform manylinux_2_17_x86_64 --platform manylinux_2_12_x86_64 \
+            --python-version "$GPU_PY" --implementation cp -d "$src" "${CUDA12_WHEELS[@]}"
+    fi
+    stage=$(mktemp -d)
+    for w in "$src"/nvidia_cuda_nvrtc_cu12-*.whl; do
+        unzip -q -o "$w" 'nvidia/cuda_nvrtc/lib/libnvrtc.so.12' \
+            'nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.*' -x '*alt*' -d "$stage"
+    done
+    for w in "$src"/nvidia_cufft_cu12-*.whl; do
+        unzip -q -o "$w" 'nvidia/cufft/lib/libcufft.so.11' -d "$stage"
+    done
+    rm -rf .gpu-cu12 && mkdir -p .gpu-cu12
+    tar -C "$stage" -cf - nvidia | xz -6 -T0 | split -b "${LIMIT_MIB}M" - .gpu-cu12/cu12libs.tar.xz.part-
+    rm -rf "$stage"
+    cat .gpu-cu12/cu12libs.tar.xz.part-* | sha256sum > .gpu-cu12/SHA256
+    {
+        echo "Carry one part a device call (each <= $LIMIT_MIB MiB), in any order, e.g."
+        for f in .gpu-cu12/cu12libs.tar.xz.part-*; do
+            echo "  carry [\"$f\", \".gpu-cu12/SHA256\"]  command: true"
+        done
+        echo "then: bash bench/gpu/run.sh info gpu-tests use-cuda12 info gpu-tests"
+    } > .gpu-cu12/PARTS
+    ls -l .gpu-cu12
+    cat .gpu-cu12/PARTS
 fi
 
 echo "== .gpu/"

@@ -18,6 +18,18 @@
 #   cmd CMD ARGS..     any command with the wheels installed (takes the rest of the line),
 #                      e.g. cmd python3 bench/gpu/profile_sht.py --nside 4096
 #   all                info, tests, bench (every case)
+#   use-cuda12         later steps use CUDA 12's NVRTC and cuFFT (SKYCONV_CUDA_VERSION=12):
+#                      from .gpu-cu12/ (prepare.sh --cuda12; its parts may come over several
+#                      calls), else from CUDA 12 wheels or toolkits already on this machine
+#   use-cuda13         later steps use CUDA 13's (SKYCONV_CUDA_VERSION=13)
+#   first-call         bench/gpu/first_call.py (fresh processes, cold and warm kernel cache)
+#                      -> $OUT/first-call$SFX.log
+#   toolkit-save       bench/gpu/toolkit_compare.py save -> /tmp/toolkit$SFX.npz
+#   toolkit-compare    use-cuda13 + toolkit-save, use-cuda12 + toolkit-save, then compare the
+#                      two (1e-12) -> $OUT/toolkit-compare.log
+# Logs of steps run after use-cuda12/13 get the suffix -cuda12/-cuda13 ($SFX), e.g.
+#   run.sh info gpu-tests use-cuda12 info gpu-tests first-call toolkit-compare
+# runs the GPU suite once with each toolkit.
 # A failing step does not stop later ones; the exit status is 1 if any step failed.
 # Environment: BENCH_MACHINE (default from the GPU: h100, h200, ...), BENCH_ARGS (extra
 # arguments for python -m bench, e.g. "--repeats 10"), PYTHON (default python3).
@@ -32,7 +44,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 failed=()
 
-usage() { sed -n '2,20p' "$0"; }
+usage() { sed -n '2,35p' "$0"; }
 
 case ${1:-} in
     "") usage; exit 2 ;;
@@ -131,6 +143,71 @@ machine_name() {
     esac
 }
 
+# CUDA 12's libnvrtc.so.12 (+ builtins) and libcufft.so.11: the parts of .gpu-cu12/ unpacked
+# into /tmp/cu12, else pip's -cu12 wheels in this python's site-packages, else a CUDA 12 toolkit.
+# Prints the folders (colon-separated).
+cu12_dirs() {
+    local parts=() d dirs=() sp
+    shopt -s nullglob
+    parts=(.gpu-cu12/cu12libs.tar.xz.part-*)
+    shopt -u nullglob
+    if [[ ${#parts[@]} -gt 0 ]]; then
+        if [[ -f .gpu-cu12/SHA256 ]] && ! cat "${parts[@]}" | sha256sum | grep -q "$(cut -d' ' -f1 .gpu-cu12/SHA256)"; then
+            echo "run.sh: .gpu-cu12 parts incomplete (${#parts[@]} here; see .gpu-cu12/PARTS)" >&2
+        else
+            rm -rf /tmp/cu12 && mkdir -p /tmp/cu12
+            cat "${parts[@]}" | xz -d | tar -x -C /tmp/cu12
+            echo "/tmp/cu12/nvidia/cuda_nvrtc/lib:/tmp/cu12/nvidia/cufft/lib"
+            return 0
+        fi
+    fi
+    while read -r sp; do
+        if [[ -e $sp/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 ]]; then dirs+=("$sp/nvidia/cuda_nvrtc/lib"); fi
+        if [[ -e $sp/nvidia/cufft/lib/libcufft.so.11 ]]; then dirs+=("$sp/nvidia/cufft/lib"); fi
+    done < <("$PY" -c 'import sys; print("\n".join(p for p in sys.path if p))')
+    for d in /usr/local/cuda-12*/lib64; do
+        if [[ -e $d/libnvrtc.so.12 ]]; then dirs+=("$d"); fi
+    done
+    if [[ ${#dirs[@]} -gt 0 ]]; then printf '%s\n' "${dirs[@]}" | awk '!seen[$0]++' | paste -sd:; fi
+}
+
+use_cuda() {  # use_cuda 12|13
+    export SKYCONV_CUDA_VERSION=$1 SFX=-cuda$1
+    if [[ $1 == 12 ]]; then
+        local d
+        d=$(cu12_dirs)
+        if [[ -z $d ]]; then
+            echo "run.sh: no CUDA 12 NVRTC/cuFFT here (carry .gpu-cu12: prepare.sh --cuda12)" >&2
+            return 1
+        fi
+        echo "CUDA 12 libraries: $d"
+        SKYCONV_CUDA_LIB_DIRS="$d${BASE_LIB_DIRS:+:$BASE_LIB_DIRS}"
+    else
+        SKYCONV_CUDA_LIB_DIRS=$BASE_LIB_DIRS
+    fi
+    export SKYCONV_CUDA_LIB_DIRS
+    "$PY" -c 'import skyconv, json; c = skyconv.backend_info()["cuda"]
+print(json.dumps({k: c[k] for k in ("available", "reason", "driver_version", "toolkit", "nvrtc", "cufft", "rejected")}, indent=1))'
+}
+
+step_first_call() {
+    "$PY" bench/gpu/first_call.py --json "/tmp/first-call$SFX.json" 2>&1 | tee "$OUT/first-call$SFX.log"
+    return "${PIPESTATUS[0]}"
+}
+
+step_toolkit_save() {
+    "$PY" bench/gpu/toolkit_compare.py save "/tmp/toolkit$SFX.npz"
+}
+
+step_toolkit_compare() {
+    {
+        use_cuda 13 && step_toolkit_save
+        use_cuda 12 && step_toolkit_save
+        "$PY" bench/gpu/toolkit_compare.py compare /tmp/toolkit-cuda13.npz /tmp/toolkit-cuda12.npz
+    } 2>&1 | tee "$OUT/toolkit-compare.log"
+    return "${PIPESTATUS[0]}"
+}
+
 # ---------------------------------------------------------------- steps
 step_info() {
     {
@@ -139,7 +216,7 @@ step_info() {
         echo "SKYCONV_BENCH_CYGRID_PYTHON=${SKYCONV_BENCH_CYGRID_PYTHON:-}"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
         "$PY" -c 'import skyconv, json; print(json.dumps(skyconv.backend_info(), indent=1))'
-    } 2>&1 | tee "$OUT/info.txt"
+    } 2>&1 | tee "$OUT/info${SFX}.txt"
     return "${PIPESTATUS[0]}"
 }
 
@@ -177,13 +254,20 @@ run() {  # run NAME CMD...: record NAME as failed when CMD fails
 install
 SKYCONV_CUDA_LIB_DIRS=$( (cuda_dirs; echo "${SKYCONV_CUDA_LIB_DIRS:-}") | paste -sd: | sed 's/^://; s/:$//')
 export SKYCONV_CUDA_LIB_DIRS
+BASE_LIB_DIRS=$SKYCONV_CUDA_LIB_DIRS
+SFX=${SFX:-}
 
 while [[ $# -gt 0 ]]; do
     step=$1
     shift
     case $step in
         info) run info step_info ;;
-        gpu-tests) run gpu-tests run_pytest pytest-gpu.log -m gpu -q ;;
+        gpu-tests) run "gpu-tests$SFX" run_pytest "pytest-gpu$SFX.log" -m gpu -q ;;
+        use-cuda12) run use-cuda12 use_cuda 12 ;;
+        use-cuda13) run use-cuda13 use_cuda 13 ;;
+        first-call) run "first-call$SFX" step_first_call ;;
+        toolkit-save) run "toolkit-save$SFX" step_toolkit_save ;;
+        toolkit-compare) run toolkit-compare step_toolkit_compare ;;
         all-tests) run all-tests run_pytest pytest-all.log -q -x ;;
         tests)
             run gpu-tests run_pytest pytest-gpu.log -m gpu -q
@@ -192,7 +276,7 @@ while [[ $# -gt 0 ]]; do
         cmd) run cmd "$@"; set -- ;;
         bench)
             pats=()
-            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all)$ ]]; do
+            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|use-cuda12|use-cuda13|first-call|toolkit-save|toolkit-compare)$ ]]; do
                 pats+=("$1")
                 shift
             done

@@ -33,7 +33,13 @@ from .exceptions import (
 _core._set_cuda_search_dirs(_search_dirs())
 
 from . import filters, healpix, stats  # noqa: E402
-from ._backend import backend_info, get_num_threads, last_profile, set_num_threads  # noqa: E402
+from ._backend import (  # noqa: E402
+    backend_info,
+    clear_kernel_cache,
+    get_num_threads,
+    last_profile,
+    set_num_threads,
+)
 from .atrous import AtrousResult, atrous_denoise  # noqa: E402
 from .cube import smooth_and_clip  # noqa: E402
 from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402
@@ -46,6 +52,7 @@ __version__ = _core.__version__
 __all__ = [
     "__version__",
     "backend_info",
+    "clear_kernel_cache",
     "get_num_threads",
     "set_num_threads",
     "last_profile",

@@ -62,10 +62,23 @@ def backend_info() -> dict[str, Any]:
     Returns
     -------
     dict
-        ``version`` (str), ``cpu_threads`` (int) and ``cuda``, a dict with ``available``
-        (bool), ``reason`` (why not, or None), ``device_name``, ``compute_capability``
-        ((major, minor)), ``total_memory_bytes``, ``driver_version`` and ``nvrtc_version``
-        (strings like "13.0"), and ``context_created``.
+        ``version``, ``cpu_threads`` and ``cuda``, a dict with:
+
+        - ``available`` (bool) and ``reason`` (why not, or None);
+        - ``driver_version`` and ``nvrtc_version`` (strings like ``"12.4"``);
+        - ``toolkit``: the CUDA major version (12 or 13) whose libraries are used, or None;
+        - ``nvrtc`` and ``cufft``: ``{"path", "version", "cuda", "source"}`` of the library
+          used (``source``: where its folder came from: ``python`` for pip's wheels,
+          ``conda``, ``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``, ``LD_LIBRARY_PATH``,
+          ``system``), or None;
+        - ``rejected``: ``[{"path", "reason"}]`` for each library found but not used (newer
+          than the driver, broken, or of another toolkit than ``SKYCONV_CUDA_VERSION``);
+        - ``search_dirs``: ``[(folder, source)]`` searched, in order;
+        - ``devices``: ``[{"ordinal", "name", "compute_capability", "total_memory_bytes",
+          "context_created"}]`` for every GPU; ``ordinal``: the one ``device="cuda"`` means;
+          ``device_name``, ``compute_capability`` and ``total_memory_bytes`` of that GPU;
+        - ``context_created`` (whether any CUDA context exists) and ``kernel_cache`` (the
+          folder of compiled kernels, or None when ``SKYCONV_KERNEL_CACHE=0``).
 
     Examples
     --------
@@ -75,6 +88,56 @@ def backend_info() -> dict[str, Any]:
     (True, True)
     """
     return _core.backend_info()
+
+
+def clear_kernel_cache() -> int:
+    """Remove skyconv's compiled GPU kernels from the on-disk cache.
+
+    The cache lives in ``$SKYCONV_CACHE_DIR/kernels``, else ``$XDG_CACHE_HOME/skyconv/kernels``,
+    else ``~/.cache/skyconv/kernels``; kernels are compiled again (by NVRTC, about a second a
+    module) on their next use.
+
+    Returns
+    -------
+    int
+        The number of files removed.
+
+    Raises
+    ------
+    OSError
+        If a cached file cannot be removed.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import skyconv
+    >>> folder = tempfile.mkdtemp()  # a cache of our own, so the user's stays
+    >>> old, os.environ["SKYCONV_CACHE_DIR"] = os.environ.get("SKYCONV_CACHE_DIR"), folder
+    >>> skyconv.clear_kernel_cache()  # nothing compiled there yet
+    0
+    >>> _ = os.environ.pop("SKYCONV_CACHE_DIR") if old is None else os.environ.update(
+    ...     SKYCONV_CACHE_DIR=old)
+    """
+    return _core._clear_kernel_cache()
+
+
+def kernel_cache_dir() -> str | None:
+    """The folder of the on-disk kernel cache.
+
+    Returns
+    -------
+    str or None
+        ``$SKYCONV_CACHE_DIR/kernels``, else ``$XDG_CACHE_HOME/skyconv/kernels``, else
+        ``~/.cache/skyconv/kernels``; None when the cache is off (``SKYCONV_KERNEL_CACHE=0``).
+
+    Examples
+    --------
+    >>> import skyconv
+    >>> d = skyconv.backend.kernel_cache_dir()
+    >>> d is None or d.endswith("kernels")
+    True
+    """
+    return _core._kernel_cache_dir()
 
 
 def last_profile() -> dict[str, float]:
@@ -95,4 +158,12 @@ def last_profile() -> dict[str, float]:
     return _core.last_profile()
 
 
-__all__ = ["backend_info", "get_num_threads", "last_profile", "resolve_device", "set_num_threads"]
+__all__ = [
+    "backend_info",
+    "clear_kernel_cache",
+    "get_num_threads",
+    "kernel_cache_dir",
+    "last_profile",
+    "resolve_device",
+    "set_num_threads",
+]

@@ -150,16 +150,18 @@ pub fn accumulate<T: Real, O: Real>(
     }
     match device {
         Device::Cpu => cpu_accumulate(samples, target_lon, target_lat, setup, unweighted, weights),
-        Device::Cuda => cuda::grid(
-            samples,
-            target_lon,
-            target_lat,
-            setup,
-            cuda::Sink::Add {
-                unweighted,
-                weights,
-            },
-        ),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || {
+            cuda::grid(
+                samples,
+                target_lon,
+                target_lat,
+                setup,
+                cuda::Sink::Add {
+                    unweighted,
+                    weights,
+                },
+            )
+        }),
     }
 }
 
@@ -181,14 +183,16 @@ pub fn grid_once<T: Real, O: Real>(
 ) -> Result<Option<Vec<O>>> {
     check_call(samples, target_lon, target_lat, &[cube.len()])?;
     match device {
-        Device::Cuda if !samples.is_empty() && !target_lon.is_empty() => {
-            cuda::grid(
-                samples,
-                target_lon,
-                target_lat,
-                setup,
-                cuda::Sink::Finish { cube, weights },
-            )?;
+        Device::Cuda(o) if !samples.is_empty() && !target_lon.is_empty() => {
+            crate::backend::cuda::on(o, || {
+                cuda::grid(
+                    samples,
+                    target_lon,
+                    target_lat,
+                    setup,
+                    cuda::Sink::Finish { cube, weights },
+                )
+            })?;
             Ok(None)
         }
         _ => {

@@ -108,8 +108,8 @@ pub fn empty_for<'py, T: numpy::Element>(
     dev: Device,
 ) -> Bound<'py, PyArrayDyn<T>> {
     let bytes = shape.iter().product::<usize>() * std::mem::size_of::<T>();
-    if dev == Device::Cuda && bytes >= host_pool::MIN_BYTES {
-        if let Some(block) = host_pool::take(bytes) {
+    if let (Device::Cuda(ordinal), true) = (dev, bytes >= host_pool::MIN_BYTES) {
+        if let Some(block) = host_pool::take(bytes, ordinal) {
             let ptr = block.as_ptr() as *mut T;
             if let Ok(owner) = Bound::new(py, PinnedOwner(block)) {
                 // SAFETY: the block holds at least `bytes` bytes, suitably aligned (page

@@ -1,8 +1,9 @@
 //! Device, threads and backend information.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
+use crate::backend::cuda::libs::{self, Candidate};
 use crate::backend::{self, cuda, threads};
 use crate::py::errors::to_pyerr;
 
@@ -16,11 +17,22 @@ fn get_num_threads() -> usize {
     threads::num_threads()
 }
 
-/// Resolve a device argument to "cpu" or "cuda" (raising DeviceError/ValueError).
+/// Resolve a device argument ("auto", "cpu", "cuda", "cuda:N") to the engine, "cpu" or
+/// "cuda" (raising DeviceError/ValueError).
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn resolve_device(device: Option<&str>) -> PyResult<&'static str> {
     backend::resolve(device).map(|d| d.name()).map_err(to_pyerr)
+}
+
+/// Resolve a device argument to "cpu" or "cuda:N" (the ordinal checked against the driver's
+/// device count).
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn resolve_device_label(device: Option<&str>) -> PyResult<String> {
+    backend::resolve(device)
+        .map(|d| d.label())
+        .map_err(to_pyerr)
 }
 
 #[pyfunction]
@@ -50,8 +62,176 @@ fn backend_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         info.nvrtc_version.map(|(a, b)| format!("{a}.{b}")),
     )?;
     c.set_item("context_created", info.context_created)?;
+    c.set_item("ordinal", info.ordinal)?;
+    let devices = PyList::empty(py);
+    for g in &info.devices {
+        let e = PyDict::new(py);
+        e.set_item("ordinal", g.ordinal)?;
+        e.set_item("name", &g.name)?;
+        e.set_item("compute_capability", g.compute_capability)?;
+        e.set_item("total_memory_bytes", g.total_memory)?;
+        e.set_item("context_created", g.context_created)?;
+        devices.append(e)?;
+    }
+    c.set_item("devices", devices)?;
+    let tk = py.detach(cuda::toolkit::get);
+    c.set_item("toolkit", tk.toolkit)?;
+    c.set_item(
+        "nvrtc",
+        lib_entry(
+            py,
+            tk.nvrtc
+                .as_ref()
+                .map(|(c, a)| (c, format!("{}.{}", a.version.0, a.version.1))),
+        )?,
+    )?;
+    c.set_item(
+        "cufft",
+        lib_entry(
+            py,
+            tk.cufft.as_ref().map(|(c, a)| {
+                (
+                    c,
+                    format!(
+                        "{}.{}.{}",
+                        a.version / 1000,
+                        (a.version % 1000) / 100,
+                        a.version % 100
+                    ),
+                )
+            }),
+        )?,
+    )?;
+    c.set_item("rejected", rejected_list(py, &tk.rejected)?)?;
+    if let Some(e) = &tk.error {
+        c.set_item("config_error", e)?;
+    }
+    let dirs = PyList::empty(py);
+    for (dir, source) in &tk.dirs {
+        dirs.append((dir.to_string_lossy().to_string(), source))?;
+    }
+    c.set_item("search_dirs", dirs)?;
+    c.set_item(
+        "kernel_cache",
+        cuda::cache::dir().map(|p| p.to_string_lossy().to_string()),
+    )?;
     d.set_item("cuda", c)?;
     Ok(d)
+}
+
+fn lib_entry<'py>(
+    py: Python<'py>,
+    lib: Option<(&Candidate, String)>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some((c, version)) = lib else {
+        return Ok(None);
+    };
+    let e = PyDict::new(py);
+    e.set_item("path", c.path.to_string_lossy().to_string())?;
+    e.set_item("version", version)?;
+    e.set_item("cuda", c.toolkit)?;
+    e.set_item("source", &c.source)?;
+    Ok(Some(e))
+}
+
+fn rejected_list<'py>(py: Python<'py>, r: &[libs::Rejected]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for x in r {
+        let e = PyDict::new(py);
+        e.set_item("path", x.path.to_string_lossy().to_string())?;
+        e.set_item("reason", &x.reason)?;
+        out.append(e)?;
+    }
+    Ok(out)
+}
+
+/// The loader's choice among the CUDA libraries in `dirs` for a driver of CUDA `driver_version`
+/// (cuDriverGetVersion's value, e.g. 12040; None: no driver) and `only` (the
+/// SKYCONV_CUDA_VERSION override). With `loadable` (a list of paths) nothing is opened: those
+/// paths load and every other candidate fails ("not loadable (test)"); without it the libraries
+/// are opened for real. Returns {"toolkit", "nvrtc", "cufft" (paths or None), "candidates",
+/// "rejected"}. For the tests; touches none of the process's state.
+#[pyfunction]
+#[pyo3(signature = (dirs, driver_version=None, only=None, loadable=None))]
+fn _select_cuda_libs(
+    py: Python<'_>,
+    dirs: Vec<std::path::PathBuf>,
+    driver_version: Option<i32>,
+    only: Option<u32>,
+    loadable: Option<Vec<std::path::PathBuf>>,
+) -> PyResult<Bound<'_, PyDict>> {
+    let dirs: Vec<_> = dirs.into_iter().map(|d| (d, "test".to_string())).collect();
+    let cands = libs::scan(&dirs);
+    let sel = match &loadable {
+        Some(ok) => libs::select(&cands, driver_version, only, |c| {
+            if ok.contains(&c.path) {
+                Ok(())
+            } else {
+                Err("not loadable (test)".to_string())
+            }
+        }),
+        None => libs::select(&cands, driver_version, only, |c| {
+            cuda::toolkit::open(c).map(|_| ())
+        }),
+    };
+    let d = PyDict::new(py);
+    let path = |c: &Option<(Candidate, ())>| {
+        c.as_ref()
+            .map(|(c, _)| c.path.to_string_lossy().to_string())
+    };
+    d.set_item("toolkit", sel.toolkit)?;
+    d.set_item("nvrtc", path(&sel.nvrtc))?;
+    d.set_item("cufft", path(&sel.cufft))?;
+    let all = PyList::empty(py);
+    for c in &cands {
+        all.append((c.path.to_string_lossy().to_string(), c.toolkit))?;
+    }
+    d.set_item("candidates", all)?;
+    d.set_item("rejected", rejected_list(py, &sel.rejected)?)?;
+    Ok(d)
+}
+
+/// The kernel cache folder (None when off).
+#[pyfunction]
+fn _kernel_cache_dir() -> Option<String> {
+    cuda::cache::dir().map(|p| p.to_string_lossy().to_string())
+}
+
+/// Remove every cached kernel module; returns the number of files removed.
+#[pyfunction]
+fn _clear_kernel_cache() -> PyResult<usize> {
+    cuda::cache::clear().map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!("cannot clear the kernel cache: {e}"))
+    })
+}
+
+/// The cache key of a source, options, arch and NVRTC version (for the tests).
+#[pyfunction]
+fn _kernel_cache_key(
+    source: &str,
+    options: Vec<String>,
+    arch: (i32, i32),
+    nvrtc_version: (i32, i32),
+) -> String {
+    cuda::cache::key(source, &options, arch, nvrtc_version)
+}
+
+/// Compile kernel module `name` for sm_{major}{minor} through the on-disk cache:
+/// (CUBIN bytes, whether it came from the cache).
+#[pyfunction]
+fn _compile_module_cached(
+    py: Python<'_>,
+    name: &str,
+    major: i32,
+    minor: i32,
+) -> PyResult<(usize, bool)> {
+    crate::py::errors::compute(py, || cuda::compile_module_cached(name, (major, minor)))
+}
+
+/// The cache key kernel module `name` has for sm_{major}{minor} with the NVRTC in use.
+#[pyfunction]
+fn _module_cache_key(py: Python<'_>, name: &str, major: i32, minor: i32) -> PyResult<String> {
+    crate::py::errors::compute(py, || cuda::module_cache_key(name, (major, minor)))
 }
 
 /// Stage timings (ms) of the last GPU call.
@@ -90,6 +270,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_device, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_device_label, m)?)?;
+    m.add_function(wrap_pyfunction!(_select_cuda_libs, m)?)?;
+    m.add_function(wrap_pyfunction!(_kernel_cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(_clear_kernel_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(_kernel_cache_key, m)?)?;
+    m.add_function(wrap_pyfunction!(_compile_module_cached, m)?)?;
+    m.add_function(wrap_pyfunction!(_module_cache_key, m)?)?;
     m.add_function(wrap_pyfunction!(_set_cuda_search_dirs, m)?)?;
     m.add_function(wrap_pyfunction!(backend_info, m)?)?;
     m.add_function(wrap_pyfunction!(last_profile, m)?)?;

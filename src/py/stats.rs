@@ -11,8 +11,8 @@ use crate::real::Real;
 fn kth<T: Real>(dev: Device, data: &[T], k: usize, vals: Values) -> crate::Result<Option<f64>> {
     match dev {
         Device::Cpu => Ok(stats::select_kth(data, k, vals)),
-        Device::Cuda => {
-            let gpu = cuda::gpu()?;
+        Device::Cuda(o) => {
+            let gpu = cuda::gpu_on(o)?;
             let _only = gpu.exclusive();
             let d = gpu.upload(data)?;
             stats::select_kth_device(&gpu, &d, data.len(), k, vals)

@@ -182,7 +182,7 @@ pub fn alm2map(
             let plan = plan.with_ffts();
             crate::backend::threads::install(|| cpu::alm2map(&plan, &jobs, alms, maps))
         }
-        Device::Cuda => cuda::alm2map(&plan, &jobs, alms, maps),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::alm2map(&plan, &jobs, alms, maps)),
     }
 }
 
@@ -228,7 +228,9 @@ pub fn map2alm<T: Real>(
                 map2alm_cpu(&plan, &jobs, &refs, iter, alms)
             })
         }
-        Device::Cuda => cuda::map2alm(&plan, &jobs, maps, iter, alms),
+        Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || cuda::map2alm(&plan, &jobs, maps, iter, alms))
+        }
     }
 }
 

@@ -330,7 +330,7 @@ pub fn ring_smooth(
     let plan = RingPlan::new(nside, table)?;
     match device {
         Device::Cpu => crate::backend::threads::install(|| cpu::convolve(&plan, map, out)),
-        Device::Cuda => cuda::convolve(&plan, map, out),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::convolve(&plan, map, out)),
     }
 }
 

@@ -1,6 +1,12 @@
-"""Where to look for CUDA 13's shared libraries (libnvrtc, libcufft) installed by pip.
+"""Where to look for CUDA 12's or 13's shared libraries (libnvrtc, libcufft) installed by pip.
 
-Only folder names are computed here; nothing is loaded until a GPU is first needed."""
+CUDA 13's wheels (``nvidia-cuda-nvrtc``, ``nvidia-cufft``: ``pip install 'skyconv[cuda13]'``)
+put everything in ``nvidia/cu13/lib``; CUDA 12's (``nvidia-cuda-nvrtc-cu12``,
+``nvidia-cufft-cu12``: ``pip install 'skyconv[cuda12]'``) use one folder a library,
+``nvidia/cuda_nvrtc/lib`` and ``nvidia/cufft/lib``. The core adds conda, CUDA_HOME, CUDA_PATH,
+/usr/local/cuda* and LD_LIBRARY_PATH, and picks the toolkit the driver can run
+(``skyconv.backend_info()["cuda"]`` says which). Only folder names are computed here; nothing
+is loaded until a GPU is first needed."""
 
 from __future__ import annotations
 
@@ -17,8 +23,8 @@ def search_dirs() -> list[str]:
         dirs.extend(Path(p) for p in extra.split(os.pathsep) if p)
     for entry in sys.path:
         base = Path(entry or ".") / "nvidia"
-        # CUDA 13 wheels put everything in nvidia/cu13/lib; older ones used one folder a library.
-        for sub in ("cu13/lib", "cuda_nvrtc/lib", "cufft/lib"):
+        # CUDA 13 wheels put everything in nvidia/cu13/lib; CUDA 12's use one folder a library.
+        for sub in ("cu13/lib", "cu12/lib", "cuda_nvrtc/lib", "cufft/lib"):
             d = base / sub
             if d.is_dir():
                 dirs.append(d)

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::cufft::{result as fr, sys as fs, CudaFft};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
+use super::fft_api::{self, Handle, CUFFT_D2Z, CUFFT_Z2D, CUFFT_Z2Z};
+use super::toolkit;
 use super::{CudaSlice, Gpu};
 use crate::error::{Error, Result};
 
@@ -36,30 +37,36 @@ pub struct FftKey {
     pub kind: FftKind,
 }
 
-/// A cached plan.
+/// A cached plan (on the stream of the GPU it was made for).
 pub struct FftPlan {
     pub key: FftKey,
-    plan: CudaFft,
+    handle: Handle,
+    api: &'static fft_api::Api,
 }
 
-/// (pid, plans) of this process.
-type PlanCache = (u32, HashMap<FftKey, Arc<FftPlan>>);
+impl Drop for FftPlan {
+    fn drop(&mut self) {
+        // SAFETY: the plan was created by cufftPlanMany and is not used afterwards.
+        unsafe { (self.api.destroy)(self.handle) };
+    }
+}
+
+/// (pid, plans by GPU ordinal and shape) of this process.
+type PlanCache = (u32, HashMap<(u32, FftKey), Arc<FftPlan>>);
 
 static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
 
-fn fft_err(what: &str, e: fr::CufftError) -> Error {
-    Error::Cuda(format!("cuFFT {what} failed: {e:?}"))
+fn check(what: &str, r: i32) -> Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(Error::Cuda(format!("cuFFT {what} failed: cufftResult {r}")))
+    }
 }
 
-/// Whether libcufft can be opened.
+/// Whether a cuFFT was found.
 pub fn present() -> bool {
-    for name in ["libcufft.so.12", "libcufft.so.13", "libcufft.so.11"] {
-        if super::libs::preload(name).is_some() {
-            break;
-        }
-    }
-    // SAFETY: only probes with dlopen.
-    unsafe { fs::is_culib_present() }
+    toolkit::cufft().is_ok()
 }
 
 fn to_i32(v: usize, what: &str) -> Result<i32> {
@@ -81,40 +88,47 @@ impl Gpu {
             *guard = Some((pid, HashMap::new()));
         }
         let map = &mut guard.as_mut().expect("just set").1;
-        if let Some(p) = map.get(&key) {
+        if let Some(p) = map.get(&(self.ordinal, key)) {
             return Ok(p.clone());
         }
-        if !present() {
-            return Err(Error::device(
-                "cuFFT (libcufft.so.12) was not found: install CUDA 13's cuFFT (pip install \
-                 nvidia-cufft) or put its lib folder on LD_LIBRARY_PATH",
-            ));
-        }
+        let api = toolkit::cufft()?;
         self.ctx.bind_to_thread()?;
         let n = [to_i32(key.n, "length")?];
         let half = key.n / 2 + 1;
         let (ty, ilen, olen) = match key.kind {
-            FftKind::D2Z => (fs::cufftType::CUFFT_D2Z, key.n, half),
-            FftKind::Z2D => (fs::cufftType::CUFFT_Z2D, half, key.n),
-            FftKind::Z2Z => (fs::cufftType::CUFFT_Z2Z, key.n, key.n),
+            FftKind::D2Z => (CUFFT_D2Z, key.n, half),
+            FftKind::Z2D => (CUFFT_Z2D, half, key.n),
+            FftKind::Z2Z => (CUFFT_Z2Z, key.n, key.n),
         };
-        let inembed = [to_i32(ilen, "embed")?];
-        let onembed = [to_i32(olen, "embed")?];
-        let plan = CudaFft::plan_many(
-            &n,
-            Some(&inembed),
-            1,
-            to_i32(key.idist, "idist")?,
-            Some(&onembed),
-            1,
-            to_i32(key.odist, "odist")?,
-            ty,
-            to_i32(key.batch, "batch")?,
-            self.stream.clone(),
-        )
-        .map_err(|e| fft_err("plan creation", e))?;
-        let p = Arc::new(FftPlan { key, plan });
-        map.insert(key, p.clone());
+        let mut n = n;
+        let mut inembed = [to_i32(ilen, "embed")?];
+        let mut onembed = [to_i32(olen, "embed")?];
+        let (idist, odist) = (to_i32(key.idist, "idist")?, to_i32(key.odist, "odist")?);
+        let batch = to_i32(key.batch, "batch")?;
+        let mut handle: Handle = 0;
+        // SAFETY: the arrays outlive the call; the context is current.
+        let r = unsafe {
+            (api.plan_many)(
+                &mut handle,
+                1,
+                n.as_mut_ptr(),
+                inembed.as_mut_ptr(),
+                1,
+                idist,
+                onembed.as_mut_ptr(),
+                1,
+                odist,
+                ty,
+                batch,
+            )
+        };
+        check("plan creation", r)?;
+        let p = Arc::new(FftPlan { key, handle, api });
+        // SAFETY: a live plan and this GPU's stream.
+        check("cufftSetStream", unsafe {
+            (api.set_stream)(handle, self.stream.cu_stream() as *mut _)
+        })?;
+        map.insert((self.ordinal, key), p.clone());
         Ok(p)
     }
 
@@ -141,14 +155,9 @@ impl Gpu {
         let ip = ip + (16 * in_off) as u64;
         let op = op + (8 * out_off) as u64;
         // SAFETY: the plan runs on this stream; the ranges were checked above.
-        unsafe {
-            fr::exec_z2d(
-                plan.plan.handle(),
-                ip as *mut fs::cufftDoubleComplex,
-                op as *mut fs::cufftDoubleReal,
-            )
-        }
-        .map_err(|e| fft_err("Z2D", e))
+        check("Z2D", unsafe {
+            (plan.api.exec_z2d)(plan.handle, ip as *mut _, op as *mut _)
+        })
     }
 
     /// Real rows -> half spectra (D2Z). Offsets in f64 elements for `input` and complex
@@ -172,14 +181,9 @@ impl Gpu {
         let ip = ip + (8 * in_off) as u64;
         let op = op + (16 * out_off) as u64;
         // SAFETY: as fft_z2d.
-        unsafe {
-            fr::exec_d2z(
-                plan.plan.handle(),
-                ip as *mut fs::cufftDoubleReal,
-                op as *mut fs::cufftDoubleComplex,
-            )
-        }
-        .map_err(|e| fft_err("D2Z", e))
+        check("D2Z", unsafe {
+            (plan.api.exec_d2z)(plan.handle, ip as *mut _, op as *mut _)
+        })
     }
 
     /// In-place complex transforms (Z2Z) of `buf` from complex element `off`: forward
@@ -196,10 +200,12 @@ impl Gpu {
         self.ctx.bind_to_thread()?;
         assert!(2 * (off + (k.batch - 1) * k.idist.max(k.odist) + k.n) <= buf.len());
         let (p, _g) = buf.device_ptr_mut(&self.stream);
-        let p = (p + (16 * off) as u64) as *mut fs::cufftDoubleComplex;
+        let p = (p + (16 * off) as u64) as *mut std::ffi::c_void;
         // cufft.h: CUFFT_FORWARD = -1, CUFFT_INVERSE = 1 (the exponent's sign).
         let dir = if forward { -1 } else { 1 };
         // SAFETY: as fft_z2d; in place with idist == odist.
-        unsafe { fr::exec_z2z(plan.plan.handle(), p, p, dir) }.map_err(|e| fft_err("Z2Z", e))
+        check("Z2Z", unsafe {
+            (plan.api.exec_z2z)(plan.handle, p, p, dir)
+        })
     }
 }

@@ -136,7 +136,8 @@ fn lock_new(bytes: usize) -> Option<usize> {
     // (if the pool cannot run, the driver faults the pages in itself)
     let _ = crate::backend::threads::install(touch);
     // SAFETY: the range is a live mapping of `bytes` bytes.
-    let r = unsafe { dsys::cuMemHostRegister_v2(p, bytes, 0) };
+    // PORTABLE: page-locked for every context, so a block serves outputs of any GPU.
+    let r = unsafe { dsys::cuMemHostRegister_v2(p, bytes, dsys::CU_MEMHOSTREGISTER_PORTABLE) };
     if r != dsys::CUresult::CUDA_SUCCESS {
         // SAFETY: the mapping made above, not shared.
         unsafe { munmap(p, bytes) };
@@ -167,13 +168,13 @@ fn make_room(pool: &mut Pool, need: usize, limit: usize) -> bool {
     true
 }
 
-/// A page-locked block for `bytes`, or None (pool off, over its limit, too small to be worth
-/// it, no GPU, or the driver refused).
-pub fn take(bytes: usize) -> Option<Block> {
+/// A page-locked block for `bytes` for an output of GPU `ordinal`, or None (pool off, over its
+/// limit, too small to be worth it, no GPU, or the driver refused).
+pub fn take(bytes: usize, ordinal: u32) -> Option<Block> {
     if bytes < MIN_BYTES {
         return None;
     }
-    super::gpu().ok()?.ctx.bind_to_thread().ok()?;
+    super::gpu_on(ordinal).ok()?.ctx.bind_to_thread().ok()?;
     let want = bytes.div_ceil(ROUND) * ROUND;
     let limit = max_bytes();
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,18 +1,24 @@
-//! The CUDA engine's shared pieces: probing for a usable GPU without creating a context, the
-//! lazily created context and stream, NVRTC modules compiled once per process, pinned staging
-//! buffers for host<->device copies, and stage timings. Families use what this re-exports and
-//! never name cudarc themselves.
+//! The CUDA engine's shared pieces: probing for a usable GPU without creating a context, one
+//! lazily created context and stream per GPU ordinal, NVRTC modules compiled once per process
+//! (through the on-disk cache), pinned staging buffers for host<->device copies, and stage
+//! timings. Families use what this re-exports and never name cudarc themselves; a family's
+//! `gpu()` is the GPU of the innermost `on(ordinal, ..)` scope (device 0 outside any).
 
+pub mod cache;
+pub mod compile;
 pub mod fft;
+pub mod fft_api;
 pub mod host_pool;
 mod kernels;
 pub mod libs;
 pub mod nvrtc;
 pub mod profile;
 pub mod ring_fft;
+pub mod toolkit;
 pub mod transfer;
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -43,8 +49,9 @@ pub fn grid_stride(n: usize, max_blocks: usize) -> LaunchConfig {
     }
 }
 
-/// Oldest driver API we load symbols for (cudarc's `cuda-13000` feature).
-const MIN_DRIVER: i32 = 13000;
+/// Oldest driver skyconv runs on: CUDA 12.0 (the driver API calls skyconv makes all exist
+/// there; cudarc resolves each symbol on first use).
+const MIN_DRIVER: i32 = 12000;
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -56,9 +63,16 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 fn driver_present() -> bool {
-    libs::preload("libcuda.so.1");
     // SAFETY: only probes with dlopen.
     unsafe { dsys::is_culib_present() }
+}
+
+/// cuDriverGetVersion's value (12040 for CUDA 12.4) when a driver library loads.
+pub fn driver_version_if_present() -> Option<i32> {
+    if !driver_present() {
+        return None;
+    }
+    guarded("cuDriverGetVersion", driver_version).ok()
 }
 
 fn driver_version() -> Result<i32> {
@@ -83,9 +97,9 @@ fn probe() -> Result<()> {
         let v = driver_version()?;
         if v < MIN_DRIVER {
             return Err(Error::device(format!(
-                "the NVIDIA driver supports CUDA {}.{}, skyconv needs CUDA 13.0 or newer",
-                v / 1000,
-                (v % 1000) / 10
+                "the NVIDIA driver supports CUDA {}, skyconv needs a driver for CUDA 12.0 or \
+                 newer",
+                libs::version_string(v)
             )));
         }
         dr::init().map_err(|e| Error::device(format!("cuInit failed: {e}")))?;
@@ -96,12 +110,7 @@ fn probe() -> Result<()> {
         }
         Ok(())
     })?;
-    if !nvrtc::present() {
-        return Err(Error::device(
-            "NVRTC (libnvrtc.so.13) was not found: `pip install nvidia-cuda-nvrtc==13.0.*` or \
-             put CUDA 13's lib64 on LD_LIBRARY_PATH",
-        ));
-    }
+    toolkit::nvrtc()?;
     Ok(())
 }
 
@@ -110,7 +119,12 @@ static PROBED: Mutex<Option<(u32, std::result::Result<(), String>)>> = Mutex::ne
 /// Whether a GPU can be used in this process (cached; never creates a context).
 pub fn status() -> std::result::Result<(), String> {
     let pid = std::process::id();
-    if let Some(gpu) = GPU.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+    if let Some(gpu) = GPUS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .next()
+    {
         if gpu.pid != pid {
             return Err(
                 "CUDA was initialised in a parent process and cannot be used after \
@@ -141,23 +155,69 @@ pub struct Gpu {
     pub copy: Arc<CudaStream>,
     /// Compute capability (major, minor).
     pub arch: (i32, i32),
+    /// The device's ordinal (`cuda:N`).
+    pub ordinal: u32,
     pid: u32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     staging: Mutex<Option<transfer::Staging>>,
     busy: Mutex<()>,
 }
 
-static GPU: Mutex<Option<Arc<Gpu>>> = Mutex::new(None);
+/// The process's GPUs by ordinal, each created on first use.
+static GPUS: Mutex<BTreeMap<u32, Arc<Gpu>>> = Mutex::new(BTreeMap::new());
 
-/// The process's GPU (device 0), creating the context on first use.
+thread_local! {
+    /// The ordinal `gpu()` returns on this thread (set by `on`).
+    static ORDINAL: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Run `f` with `gpu()` meaning GPU `ordinal` on this thread (families' GPU paths run on the
+/// calling thread; the previous ordinal is restored afterwards, also on panic).
+pub fn on<R>(ordinal: u32, f: impl FnOnce() -> R) -> R {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ORDINAL.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(ORDINAL.with(|o| o.replace(ordinal)));
+    f()
+}
+
+/// The number of CUDA devices the driver reports (0 when the engine cannot run).
+pub fn device_count() -> usize {
+    if status().is_err() {
+        return 0;
+    }
+    guarded("counting devices", || {
+        Ok(dr::device::get_count().map_err(|e| Error::device(e.to_string()))? as usize)
+    })
+    .unwrap_or(0)
+}
+
+/// The GPU of the current `on` scope (device 0 outside any), its context created on first use.
 pub fn gpu() -> Result<Arc<Gpu>> {
+    gpu_on(ORDINAL.with(|o| o.get()))
+}
+
+/// GPU `ordinal`, its context created on first use.
+pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
     status().map_err(Error::Device)?;
-    let mut slot = GPU.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(g) = slot.as_ref() {
+    if let Some(g) = GPUS.lock().unwrap_or_else(|e| e.into_inner()).get(&ordinal) {
+        return Ok(g.clone());
+    }
+    let count = device_count();
+    if ordinal as usize >= count {
+        return Err(Error::device(format!(
+            "device 'cuda:{ordinal}' requested but the driver reports {count} CUDA device(s)"
+        )));
+    }
+    let mut slot = GPUS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(g) = slot.get(&ordinal) {
         return Ok(g.clone());
     }
     let gpu = guarded("creating the CUDA context", || {
-        let ctx = CudaContext::new(0)?;
+        let ctx = CudaContext::new(ordinal as usize)?;
         // cudarc's cross-stream event tracking is not used: kernels run on `stream`, and
         // copies on `copy` are ordered by explicit events (see `Gpu::copy`).
         // SAFETY: every use of a buffer on `copy` is fenced by such events.
@@ -170,6 +230,7 @@ pub fn gpu() -> Result<Arc<Gpu>> {
             stream,
             copy,
             arch,
+            ordinal,
             pid: std::process::id(),
             modules: Mutex::new(HashMap::new()),
             staging: Mutex::new(None),
@@ -177,7 +238,7 @@ pub fn gpu() -> Result<Arc<Gpu>> {
         })
     })?;
     let gpu = Arc::new(gpu);
-    *slot = Some(gpu.clone());
+    slot.insert(ordinal, gpu.clone());
     Ok(gpu)
 }
 
@@ -196,10 +257,21 @@ impl Gpu {
                 None => {
                     let src = kernels::translation_unit(module)
                         .ok_or_else(|| Error::Internal(format!("no kernel module {module}")))?;
-                    let cubin = nvrtc::compile_cubin(module, &src, self.arch)?;
-                    let m = self
-                        .ctx
-                        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
+                    let (cubin, cached) = compile::compile_cached(module, &src, self.arch)?;
+                    let loaded = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
+                    let m = match loaded {
+                        Ok(m) => m,
+                        // A cached CUBIN the driver refuses: compile afresh (and re-cache).
+                        Err(_) if cached => {
+                            let cubin = compile::compile_cubin(module, &src, self.arch)?;
+                            let opts = nvrtc::options(self.arch);
+                            let key = cache::key(&src, &opts, self.arch, compile::version()?);
+                            let _ = cache::store(&key, &cubin);
+                            self.ctx
+                                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
                     mods.insert(module, m.clone());
                     m
                 }
@@ -269,6 +341,16 @@ impl Gpu {
     }
 }
 
+/// One GPU as `backend_info()` reports it.
+#[derive(Debug, Default, Clone)]
+pub struct DeviceInfo {
+    pub ordinal: u32,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub total_memory: usize,
+    pub context_created: bool,
+}
+
 /// What `backend_info()` reports about CUDA.
 #[derive(Debug, Default, Clone)]
 pub struct Info {
@@ -280,42 +362,85 @@ pub struct Info {
     pub driver_version: Option<i32>,
     pub nvrtc_version: Option<(i32, i32)>,
     pub context_created: bool,
+    /// Every GPU the driver reports.
+    pub devices: Vec<DeviceInfo>,
+    /// The ordinal `device="cuda"` uses on this thread.
+    pub ordinal: u32,
 }
 
-/// Describe the GPU without creating a context.
-pub fn info() -> Info {
-    let mut info = Info::default();
-    if driver_present() {
-        info.driver_version = guarded("cuDriverGetVersion", driver_version).ok();
+fn describe(ordinal: u32) -> Result<DeviceInfo> {
+    let dev = dr::device::get(ordinal as i32)?;
+    let name = dr::device::get_name(dev)?;
+    use dsys::CUdevice_attribute as A;
+    // SAFETY: dev comes from device::get.
+    unsafe {
+        let total_memory = dr::device::total_mem(dev)?;
+        let major =
+            dr::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor =
+            dr::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        Ok(DeviceInfo {
+            ordinal,
+            name,
+            compute_capability: (major, minor),
+            total_memory,
+            context_created: false,
+        })
     }
-    info.nvrtc_version = nvrtc::version().ok();
+}
+
+/// Describe the GPUs without creating a context.
+pub fn info() -> Info {
+    let mut info = Info {
+        driver_version: driver_version_if_present(),
+        ordinal: ORDINAL.with(|o| o.get()),
+        ..Info::default()
+    };
+    info.nvrtc_version = compile::version().ok();
+    let created: Vec<u32> = GPUS
+        .lock()
+        .map(|g| g.keys().copied().collect())
+        .unwrap_or_default();
     match status() {
         Ok(()) => {
             info.available = true;
-            let _ = guarded("querying device 0", || {
-                let dev = dr::device::get(0)?;
-                info.device_name = Some(dr::device::get_name(dev)?);
-                // SAFETY: dev comes from device::get.
-                unsafe {
-                    info.total_memory = Some(dr::device::total_mem(dev)?);
-                    use dsys::CUdevice_attribute as A;
-                    let major = dr::device::get_attribute(
-                        dev,
-                        A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                    )?;
-                    let minor = dr::device::get_attribute(
-                        dev,
-                        A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                    )?;
-                    info.compute_capability = Some((major, minor));
+            for k in 0..device_count() as u32 {
+                if let Ok(mut d) = guarded("querying a device", || describe(k)) {
+                    d.context_created = created.contains(&k);
+                    info.devices.push(d);
                 }
-                Ok(())
-            });
+            }
+            if let Some(d) = info.devices.iter().find(|d| d.ordinal == info.ordinal) {
+                info.device_name = Some(d.name.clone());
+                info.compute_capability = Some(d.compute_capability);
+                info.total_memory = Some(d.total_memory);
+            }
         }
         Err(why) => info.reason = Some(why),
     }
-    info.context_created = GPU.lock().map(|g| g.is_some()).unwrap_or(false);
+    info.context_created = !created.is_empty();
     info
+}
+
+/// Compile kernel module `name` for `arch` through the on-disk cache (for the tests and the
+/// first-call benchmark): (CUBIN size in bytes, whether it came from the cache).
+pub fn compile_module_cached(name: &str, arch: (i32, i32)) -> Result<(usize, bool)> {
+    let src = kernels::translation_unit(name)
+        .ok_or_else(|| Error::value(format!("no kernel module {name:?}")))?;
+    let (cubin, hit) = compile::compile_cached(name, &src, arch)?;
+    Ok((cubin.len(), hit))
+}
+
+/// The cache key of kernel module `name` for `arch` with the NVRTC in use.
+pub fn module_cache_key(name: &str, arch: (i32, i32)) -> Result<String> {
+    let src = kernels::translation_unit(name)
+        .ok_or_else(|| Error::value(format!("no kernel module {name:?}")))?;
+    Ok(cache::key(
+        &src,
+        &nvrtc::options(arch),
+        arch,
+        compile::version()?,
+    ))
 }
 
 /// Compile every kernel module for `arch` (used by the test suite on machines with no GPU).
@@ -325,7 +450,7 @@ pub fn compile_all(arch: (i32, i32)) -> Result<Vec<(String, usize)>> {
         .iter()
         .map(|(name, _)| {
             let src = kernels::translation_unit(name).expect("listed module");
-            let cubin = nvrtc::compile_cubin(name, &src, arch)?;
+            let cubin = compile::compile_cubin(name, &src, arch)?;
             Ok((name.to_string(), cubin.len()))
         })
         .collect()

@@ -545,7 +545,7 @@ pub fn atrous_denoise<T: Real>(
     let plan = Plan::new(shape, params)?;
     match device {
         Device::Cpu => cpu::run(input, &plan, out, progress),
-        Device::Cuda => cuda::run(input, &plan, out, progress),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::run(input, &plan, out, progress)),
     }
 }
 

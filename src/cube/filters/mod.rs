@@ -271,7 +271,7 @@ pub fn apply<T: Real>(
             crate::backend::threads::install(|| cpu::apply(input, view, pass, out))?;
             Ok(())
         }
-        Device::Cuda => cuda::apply(input, view, pass, out),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::apply(input, view, pass, out)),
     }
 }
 
@@ -328,7 +328,9 @@ pub fn apply_chain<T: Real>(
                     Ok(())
                 })
             })?,
-            Device::Cuda => cuda::apply_chain(input, shape, passes, out),
+            Device::Cuda(o) => {
+                crate::backend::cuda::on(o, || cuda::apply_chain(input, shape, passes, out))
+            }
         },
     }
 }

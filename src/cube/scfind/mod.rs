@@ -259,7 +259,7 @@ pub fn run<T: Real>(
     }
     match device {
         Device::Cpu => crate::backend::threads::install(|| cpu::run(cube, plan, mask, progress))?,
-        Device::Cuda => cuda::run(cube, plan, mask, progress),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::run(cube, plan, mask, progress)),
     }
 }
 

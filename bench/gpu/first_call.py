@@ -1,0 +1,110 @@
+"""First-call latency of the GPU engine in a fresh process, with a cold and a warm kernel cache.
+
+    python bench/gpu/first_call.py [--repeats 3] [--json out.json]
+
+For each call (smooth_map at nside 1024 with a 30' beam, alm2map at nside 1024 / lmax 2048,
+grid of 10^6 samples to nside 256, atrous_denoise of a 64^3 cube), starts a new interpreter
+that imports skyconv and times the first call on the GPU, then the second (steady state), with
+SKYCONV_CACHE_DIR pointing at an empty folder (cold: NVRTC compiles the modules the call
+needs) and again at the filled folder (warm: the CUBINs come from the cache). The issue's
+target: warm first call <= steady state + 0.2 s. Prints one line a case and, with --json,
+writes every number. Also reports which toolkit (CUDA 12 or 13) the loader chose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CASES = {
+    "smooth_map": (
+        "m = np.random.default_rng(1).standard_normal(12 * 1024**2)\n"
+        "call = lambda: skyconv.smooth_map(m, fwhm=np.radians(0.5), device='cuda')\n"
+    ),
+    "alm2map": (
+        "lmax = 2048\n"
+        "nalm = (lmax + 1) * (lmax + 2) // 2\n"
+        "r = np.random.default_rng(1)\n"
+        "a = r.standard_normal(nalm) + 1j * r.standard_normal(nalm)\n"
+        "a[: lmax + 1] = a[: lmax + 1].real\n"
+        "call = lambda: skyconv.alm2map(a, 1024, lmax=lmax, device='cuda')\n"
+    ),
+    "grid": (
+        "r = np.random.default_rng(1)\n"
+        "n = 10**6\n"
+        "lon, lat = r.uniform(0, 360, n), np.degrees(np.arcsin(r.uniform(-1, 1, n)))\n"
+        "v = r.standard_normal(n)\n"
+        "call = lambda: skyconv.grid(lon, lat, v, skyconv.HealpixTarget(256), "
+        "kernel_params=(0.1,), device='cuda')\n"
+    ),
+    "atrous_denoise": (
+        "c = np.random.default_rng(1).standard_normal((64, 64, 64))\n"
+        "call = lambda: skyconv.atrous_denoise(c, device='cuda')\n"
+    ),
+}
+
+CHILD = """
+import json, time
+t0 = time.perf_counter()
+import numpy as np, skyconv
+t_import = time.perf_counter() - t0
+{setup}
+t = time.perf_counter(); call(); first = time.perf_counter() - t
+steady = []
+for _ in range(3):
+    t = time.perf_counter(); call(); steady.append(time.perf_counter() - t)
+info = skyconv.backend_info()["cuda"]
+print(json.dumps({{"import_s": t_import, "first_s": first, "steady_s": min(steady),
+                  "toolkit": info["toolkit"], "nvrtc": info["nvrtc_version"]}}))
+"""
+
+
+def run_child(case: str, cache: str) -> dict:
+    env = dict(os.environ, SKYCONV_CACHE_DIR=cache)
+    env.pop("SKYCONV_KERNEL_CACHE", None)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(setup=CASES[case])],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=3, help="fresh processes per warm case")
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
+    p.add_argument("--json", help="write the numbers here")
+    args = p.parse_args()
+    results = {}
+    for case in args.cases.split(","):
+        with tempfile.TemporaryDirectory(prefix="skyconv-cache-") as cache:
+            cold = run_child(case, cache)
+            warm = [run_child(case, cache) for _ in range(args.repeats)]
+        results[case] = {"cold": cold, "warm": warm}
+        if "error" in cold or any("error" in w for w in warm):
+            print(f"{case:15s} failed: {cold.get('error') or warm}")
+            continue
+        w = min(warm, key=lambda r: r["first_s"])
+        over = w["first_s"] - w["steady_s"]
+        print(
+            f"{case:15s} CUDA {cold['toolkit']} (NVRTC {cold['nvrtc']}): import "
+            f"{w['import_s']:.2f} s; first call cold cache {cold['first_s']:.3f} s, "
+            f"warm cache {w['first_s']:.3f} s; steady {w['steady_s'] * 1e3:.1f} ms; "
+            f"warm - steady {over:.3f} s {'OK' if over <= 0.2 else 'OVER 0.2 s'}"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
