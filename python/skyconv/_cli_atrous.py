@@ -1,8 +1,15 @@
 """``skyconv atrous``: à trous wavelet reconstruction of a FITS cube (see skyconv.atrous).
 
     skyconv atrous cube.fits --out recon.fits [--dim 3 --snr 4 --scale-min 1 --scale-max 0
-                   --filter b3spline --convergence 0.005 --no-robust --device auto
-                   --hdu 0 --residual resid.fits --overwrite --quiet]
+                   --filter b3spline --convergence 0.005 --no-robust --variant duchamp
+                   --device auto --hdu 0 --residual resid.fits --overwrite --quiet]
+    skyconv atrous --par duchamp.par [options above, which override the file]
+
+``--par`` reads a DUCHAMP parameter file (skyconv._utils.duchamp_par): imageFile is the input,
+reconDim, scaleMin, scaleMax, snrRecon, reconConvergence, filterCode and flagRobustStats set
+the reconstruction, fileOutputRecon (or DUCHAMP's default name) the output, and
+flagOutputResid/fileOutputResid the residual. Other keys are listed as ignored. The blank value
+DUCHAMP's 2-D reconstruction uses is BLANK×BSCALE+BZERO from the header, or −8.00061.
 
 The FITS data axes (NAXIS3, NAXIS2, NAXIS1) are the array's (z, y, x); leading degenerate
 axes (e.g. a Stokes axis of length 1) are dropped for the reconstruction and restored in the
@@ -28,35 +35,51 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Denoise a FITS cube by DUCHAMP's iterative à trous wavelet "
         "reconstruction (skyconv.atrous_denoise).",
     )
-    p.add_argument("input", help="input FITS file")
-    p.add_argument("--out", "-o", required=True, help="output FITS file (the reconstruction)")
+    p.add_argument("input", nargs="?", help="input FITS file (default: imageFile of --par)")
+    p.add_argument(
+        "--out",
+        "-o",
+        help="output FITS file, the reconstruction (default with --par: fileOutputRecon or "
+        "DUCHAMP's default name)",
+    )
+    p.add_argument("--par", help="DUCHAMP parameter file (its reconstruction keys)")
     p.add_argument(
         "--dim",
         type=int,
-        default=3,
+        default=None,
         choices=(1, 2, 3),
         help="1: each spectrum, 2: each channel map, 3: the whole cube (default 3)",
     )
     p.add_argument(
         "--snr",
         type=float,
-        default=4.0,
+        default=None,
         help="threshold in units of each scale's noise (default 4)",
     )
-    p.add_argument("--scale-min", type=int, default=1, help="first scale kept (default 1)")
-    p.add_argument("--scale-max", type=int, default=0, help="last scale kept, 0 = all (default 0)")
-    p.add_argument("--filter", default="b3spline", choices=("b3spline", "triangle", "haar"))
+    p.add_argument("--scale-min", type=int, default=None, help="first scale kept (default 1)")
+    p.add_argument(
+        "--scale-max", type=int, default=None, help="last scale kept, 0 = all (default 0)"
+    )
+    p.add_argument("--filter", default=None, choices=("b3spline", "triangle", "haar"))
     p.add_argument(
         "--convergence",
         type=float,
-        default=0.005,
+        default=None,
         help="relative change of the residual noise that stops (default 0.005)",
     )
     p.add_argument(
         "--no-robust",
         dest="robust",
-        action="store_false",
+        action="store_const",
+        const=False,
+        default=None,
         help="mean/standard deviation instead of median/MADFM",
+    )
+    p.add_argument(
+        "--variant",
+        default="duchamp",
+        choices=("duchamp", "corrected"),
+        help="DUCHAMP 1.6.1 exactly (default) or skyconv's corrected reconstruction",
     )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument("--hdu", default=0, help="HDU index or name (default 0)")
@@ -74,6 +97,82 @@ def _hdu_key(value):
         return value
 
 
+_DEFAULTS = {
+    "dim": 3,
+    "snr_recon": 4.0,
+    "scale_min": 1,
+    "scale_max": 0,
+    "filter": "b3spline",
+    "convergence": 0.005,
+    "robust": True,
+}
+_OPTIONS = {
+    "dim": "dim",
+    "snr_recon": "snr",
+    "scale_min": "scale_min",
+    "scale_max": "scale_max",
+    "filter": "filter",
+    "convergence": "convergence",
+    "robust": "robust",
+}
+
+
+def _settings(args: argparse.Namespace, say) -> dict | None:
+    """Input, outputs and atrous_denoise keywords from --par (if given) and the options, which
+    override the file; None (after a message) when they cannot be had."""
+    from ._utils.duchamp_par import read_duchamp_par
+
+    kwargs = dict(_DEFAULTS)
+    s = {"input": args.input, "out": args.out, "residual": args.residual}
+    if args.par:
+        par = read_duchamp_par(args.par)
+        for w in par.warnings:
+            say(f"skyconv atrous: {args.par}: {w}")
+        if par.ignored:
+            say(
+                f"skyconv atrous: {args.par}: ignored (not used by the reconstruction): "
+                + ", ".join(par.ignored)
+            )
+        if not par.flag_atrous:
+            print(
+                f"skyconv atrous: flagATrous is not true in {args.par}: DUCHAMP would not "
+                "reconstruct",
+                file=sys.stderr,
+            )
+            return None
+        if par.flag_subsection:
+            print(
+                f"skyconv atrous: {args.par} sets flagSubsection: subsections are not "
+                "supported (cut the cube first)",
+                file=sys.stderr,
+            )
+            return None
+        kwargs.update(par.atrous_kwargs())
+        s["input"] = s["input"] or par.image_file
+        s["out"] = s["out"] or par.recon_file()
+        if s["residual"] is None and par.flag_output_resid:
+            s["residual"] = par.resid_file()
+    for key, opt in _OPTIONS.items():
+        if getattr(args, opt) is not None:
+            kwargs[key] = getattr(args, opt)
+    if not s["input"] or not s["out"]:
+        print("skyconv atrous: give the input and --out, or --par", file=sys.stderr)
+        return None
+    s["kwargs"] = kwargs
+    return s
+
+
+def _blank_value(header) -> float:
+    """DUCHAMP's BLANK value for this header: BLANK×BSCALE+BZERO, or its default −8.00061."""
+    from .atrous import DUCHAMP_BLANK
+
+    if "BLANK" not in header:
+        return DUCHAMP_BLANK
+    return float(header["BLANK"]) * float(header.get("BSCALE", 1.0)) + float(
+        header.get("BZERO", 0.0)
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status (0 success, 2 bad input)."""
     from astropy.io import fits
@@ -84,6 +183,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
+    settings = _settings(args, say)
+    if settings is None:
+        return 2
+    kw = settings["kwargs"]
+    args.input, args.out, args.residual = (settings[k] for k in ("input", "out", "residual"))
+    dim = kw["dim"]
     with fits.open(args.input) as hdul:
         hdu = hdul[_hdu_key(args.hdu)]
         if hdu.data is None:
@@ -91,15 +196,16 @@ def run(args: argparse.Namespace) -> int:
             return 2
         data = np.asarray(hdu.data)
         header = hdu.header.copy()
+        blank_value = _blank_value(hdu.header)
     shape = data.shape
     squeezed = data
-    while squeezed.ndim > 1 and squeezed.shape[0] == 1 and squeezed.ndim > args.dim:
+    while squeezed.ndim > 1 and squeezed.shape[0] == 1 and squeezed.ndim > dim:
         squeezed = squeezed[0]
     if squeezed.dtype.kind != "f":
         squeezed = squeezed.astype(np.float32)
     say(
-        f"skyconv atrous: {args.input} {squeezed.shape} {squeezed.dtype}, dim={args.dim}, "
-        f"snr={args.snr}, filter={args.filter}"
+        f"skyconv atrous: {args.input} {squeezed.shape} {squeezed.dtype}, dim={dim}, "
+        f"snr={kw['snr_recon']}, filter={kw['filter']}, variant={args.variant}"
     )
     t0 = time.perf_counter()
 
@@ -114,15 +220,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         res = atrous_denoise(
             squeezed,
-            dim=args.dim,
-            snr_recon=args.snr,
-            scale_min=args.scale_min,
-            scale_max=args.scale_max,
-            filter=args.filter,
-            convergence=args.convergence,
-            robust=args.robust,
             device=args.device,
             progress=progress,
+            variant=args.variant,
+            blank_value=blank_value,
+            **kw,
         )
     except (ValueError, TypeError) as e:
         print(f"skyconv atrous: {e}", file=sys.stderr)
@@ -135,9 +237,9 @@ def run(args: argparse.Namespace) -> int:
         f"{np.nanmedian(noise) if np.any(np.isfinite(noise)) else float('nan'):.6g}"
     )
     header.add_history(
-        f"skyconv atrous_denoise: dim={args.dim} snr_recon={args.snr} "
-        f"scale_min={args.scale_min} scale_max={args.scale_max} filter={args.filter} "
-        f"convergence={args.convergence} robust={args.robust}"
+        f"skyconv atrous_denoise: dim={dim} snr_recon={kw['snr_recon']} "
+        f"scale_min={kw['scale_min']} scale_max={kw['scale_max']} filter={kw['filter']} "
+        f"convergence={kw['convergence']} robust={kw['robust']} variant={args.variant}"
     )
     header.add_history(
         f"skyconv atrous_denoise: {res.scales} scales, "
