@@ -84,3 +84,17 @@ def test_par_refusals(tmp_path, capsys):
     assert main(["atrous", "--par", str(par)]) == 2
     assert "subsection" in capsys.readouterr().err
     assert main(["atrous"]) == 2
+
+
+def test_recon_dim_lowered_as_duchamp_does(tmp_path, rng, capsys):
+    x = cube(rng, (1, 29, 31))
+    src = tmp_path / "img.fits"
+    fits.PrimaryHDU(x).writeto(src)
+    par = tmp_path / "d.par"
+    par.write_text(f"imageFile {src}\nflagATrous 1\nreconDim 3\nflaggedChannels 3-5\n")
+    assert main(["atrous", "--par", str(par), "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "lowered to 2" in err and "ignored" in err
+    got = fits.getdata(tmp_path / "img.RECON-3-1-4-1-0-0.005.fits")
+    want = skyconv.atrous_denoise(x[0], dim=2, device="cpu").data
+    np.testing.assert_array_equal(got[0], want)

@@ -96,3 +96,10 @@ def test_duchamp_adjustments():
 def test_bad_filter_code():
     with pytest.raises(ValueError, match="filterCode"):
         parse_duchamp_par("flagATrous 1\nfilterCode 4\n")
+
+
+def test_flagged_channels_warn_in_2d():
+    p = parse_duchamp_par("flagATrous 1\nreconDim 2\nflaggedChannels 0-4\n")
+    assert p.ignored == {"flaggedChannels": "0-4"}
+    assert any("flaggedChannels" in w for w in p.warnings)
+    assert parse_duchamp_par("flagATrous 1\nreconDim 3\nflaggedChannels 0-4\n").warnings == []

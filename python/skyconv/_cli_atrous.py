@@ -203,6 +203,14 @@ def run(args: argparse.Namespace) -> int:
         squeezed = squeezed[0]
     if squeezed.dtype.kind != "f":
         squeezed = squeezed.astype(np.float32)
+    if args.par:
+        # DUCHAMP lowers reconDim to the data's dimensions, and runs 3-D on one channel as 2-D.
+        lowered = min(dim, squeezed.ndim)
+        if lowered == 3 and squeezed.shape[0] == 1:
+            squeezed, lowered = squeezed[0], 2
+        if lowered != dim:
+            say(f"skyconv atrous: reconDim {dim} lowered to {lowered}, as DUCHAMP does")
+            dim = kw["dim"] = lowered
     say(
         f"skyconv atrous: {args.input} {squeezed.shape} {squeezed.dtype}, dim={dim}, "
         f"snr={kw['snr_recon']}, filter={kw['filter']}, variant={args.variant}"

@@ -202,6 +202,11 @@ def _check(par: DuchampPar) -> None:
     """DUCHAMP's adjustments of the reconstruction parameters (only when it is on)."""
     if not par.flag_atrous:
         return
+    if par.recon_dim == 2 and any(k.lower() == "flaggedchannels" for k in par.ignored):
+        par.warnings.append(
+            "flaggedChannels is set: DUCHAMP's 2-D reconstruction copies those channels "
+            "unreconstructed, skyconv reconstructs every channel"
+        )
     if par.recon_convergence < 0:
         par.warnings.append(
             f"reconConvergence is negative ({par.recon_convergence:g}): using "
