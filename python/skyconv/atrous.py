@@ -65,9 +65,10 @@ Common to both:
 - Blanks are NaN and ±inf (DUCHAMP: its BLANK value); they pass through unchanged (DUCHAMP
   leaves 0 there when no scale is thresholded at all).
 - Not reproduced: DUCHAMP's single-precision arithmetic (skyconv sums in double: results
-  differ from DUCHAMP's by float32 rounding, about 1e-7 relative), and its ``flagTrim``
-  (cutting blank borders off the cube before the reconstruction, which moves the reflection
-  edges and can lower N): skyconv reconstructs the array it is given.
+  differ from DUCHAMP's by float32 rounding, about 1e-6 relative, and a coefficient that lies
+  within that rounding of its threshold may be kept by one and not the other), and its
+  ``flagTrim`` (cutting blank borders off the cube before the reconstruction, which moves the
+  reflection edges and can lower N): skyconv reconstructs the array it is given.
 """
 
 from __future__ import annotations
