@@ -51,15 +51,15 @@ def test_par_file_drives_the_reconstruction(tmp_path, rng, capsys):
 
 def test_blank_value_from_the_header(tmp_path, rng):
     """Integer data with BLANK: DUCHAMP's blank pixels hold BLANK*BSCALE+BZERO."""
-    from skyconv._cli_atrous import _blank_value
+    from skyconv._utils.duchamp_par import header_blank_value
 
     hdr = fits.Header()
-    assert _blank_value(hdr) == DUCHAMP_BLANK
+    assert header_blank_value(hdr) == DUCHAMP_BLANK
     hdr["BLANK"] = -32768
-    assert _blank_value(hdr) == -32768.0
+    assert header_blank_value(hdr) == -32768.0
     hdr["BSCALE"] = 0.01
     hdr["BZERO"] = 5.0
-    assert _blank_value(hdr) == pytest.approx(-327.68 + 5.0)
+    assert header_blank_value(hdr) == pytest.approx(-327.68 + 5.0)
     x = np.round(cube(rng, (29, 31)) * 100)
     raw = np.where(np.isnan(x), -32768, x).astype(np.int16)
     hdu = fits.PrimaryHDU(raw)

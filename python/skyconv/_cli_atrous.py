@@ -117,36 +117,18 @@ _OPTIONS = {
 }
 
 
-def _settings(args: argparse.Namespace, say) -> dict | None:
+def _settings(args: argparse.Namespace, say) -> dict:
     """Input, outputs and atrous_denoise keywords from --par (if given) and the options, which
-    override the file; None (after a message) when they cannot be had."""
+    override the file. Raises ValueError when they cannot be had."""
     from ._utils.duchamp_par import read_duchamp_par
 
     kwargs = dict(_DEFAULTS)
     s = {"input": args.input, "out": args.out, "residual": args.residual}
     if args.par:
         par = read_duchamp_par(args.par)
-        for w in par.warnings:
-            say(f"skyconv atrous: {args.par}: {w}")
-        if par.ignored:
-            say(
-                f"skyconv atrous: {args.par}: ignored (not used by the reconstruction): "
-                + ", ".join(par.ignored)
-            )
-        if not par.flag_atrous:
-            print(
-                f"skyconv atrous: flagATrous is not true in {args.par}: DUCHAMP would not "
-                "reconstruct",
-                file=sys.stderr,
-            )
-            return None
-        if par.flag_subsection:
-            print(
-                f"skyconv atrous: {args.par} sets flagSubsection: subsections are not "
-                "supported (cut the cube first)",
-                file=sys.stderr,
-            )
-            return None
+        for line in par.report():
+            say(f"skyconv atrous: {args.par}: {line}")
+        par.check_reconstruction()
         kwargs.update(par.atrous_kwargs())
         s["input"] = s["input"] or par.image_file
         s["out"] = s["out"] or par.recon_file()
@@ -156,35 +138,26 @@ def _settings(args: argparse.Namespace, say) -> dict | None:
         if getattr(args, opt) is not None:
             kwargs[key] = getattr(args, opt)
     if not s["input"] or not s["out"]:
-        print("skyconv atrous: give the input and --out, or --par", file=sys.stderr)
-        return None
+        raise ValueError("give the input and --out, or --par")
     s["kwargs"] = kwargs
     return s
-
-
-def _blank_value(header) -> float:
-    """DUCHAMP's BLANK value for this header: BLANK×BSCALE+BZERO, or its default −8.00061."""
-    from .atrous import DUCHAMP_BLANK
-
-    if "BLANK" not in header:
-        return DUCHAMP_BLANK
-    return float(header["BLANK"]) * float(header.get("BSCALE", 1.0)) + float(
-        header.get("BZERO", 0.0)
-    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status (0 success, 2 bad input)."""
     from astropy.io import fits
 
+    from ._utils.duchamp_par import header_blank_value
     from .atrous import atrous_denoise
 
     def say(msg: str) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
-    settings = _settings(args, say)
-    if settings is None:
+    try:
+        settings = _settings(args, say)
+    except (ValueError, OSError) as e:
+        print(f"skyconv atrous: {e}", file=sys.stderr)
         return 2
     kw = settings["kwargs"]
     args.input, args.out, args.residual = (settings[k] for k in ("input", "out", "residual"))
@@ -196,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         data = np.asarray(hdu.data)
         header = hdu.header.copy()
-        blank_value = _blank_value(hdu.header)
+        blank_value = header_blank_value(hdu.header)
     shape = data.shape
     squeezed = data
     while squeezed.ndim > 1 and squeezed.shape[0] == 1 and squeezed.ndim > dim:

@@ -131,6 +131,25 @@ class DuchampPar:
         )
         return f"{stem}{sub}.{kind}-{nums}.fits"
 
+    def check_reconstruction(self) -> None:
+        """Raise ``ValueError`` when skyconv cannot run the reconstruction these parameters ask
+        for: flagATrous is not true (DUCHAMP would not reconstruct), or flagSubsection is set
+        (pixel subsections are not supported: cut the cube first)."""
+        if not self.flag_atrous:
+            raise ValueError("flagATrous is not true: DUCHAMP would not reconstruct")
+        if self.flag_subsection:
+            raise ValueError(
+                f"flagSubsection is set ({self.subsection}): subsections are not supported "
+                "(cut the cube first)"
+            )
+
+    def report(self) -> list[str]:
+        """Messages for the user: DUCHAMP's adjustments, then the keys ignored."""
+        lines = list(self.warnings)
+        if self.ignored:
+            lines.append("ignored (not used by the reconstruction): " + ", ".join(self.ignored))
+        return lines
+
     def recon_file(self) -> str:
         """``fileOutputRecon``, or DUCHAMP's default name for the reconstruction."""
         return self.file_output_recon or self._default_name("RECON")
@@ -231,6 +250,28 @@ def _check(par: DuchampPar) -> None:
         par.flag_atrous = False
 
 
+def header_blank_value(header) -> float:
+    """The value DUCHAMP holds in blank pixels of an image with this FITS header: BLANK ×
+    BSCALE + BZERO, or DUCHAMP's default -8.00061 (NaNs of a file without a BLANK keyword).
+
+    Parameters
+    ----------
+    header : mapping
+        The FITS header (``astropy.io.fits.Header`` or a dict).
+
+    Returns
+    -------
+    float
+        The blank value, in the data's (scaled) units.
+    """
+    from ..atrous import DUCHAMP_BLANK
+
+    if "BLANK" not in header:
+        return DUCHAMP_BLANK
+    bscale = float(header.get("BSCALE", 1.0))
+    return float(header["BLANK"]) * bscale + float(header.get("BZERO", 0.0))
+
+
 def read_duchamp_par(path) -> DuchampPar:
     """Read the reconstruction keys of the DUCHAMP parameter file at ``path``.
 
@@ -254,4 +295,4 @@ def read_duchamp_par(path) -> DuchampPar:
     return parse_duchamp_par(Path(path).read_text(encoding="utf-8", errors="replace"))
 
 
-__all__ = ["DuchampPar", "parse_duchamp_par", "read_duchamp_par"]
+__all__ = ["DuchampPar", "header_blank_value", "parse_duchamp_par", "read_duchamp_par"]
