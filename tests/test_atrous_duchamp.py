@@ -372,3 +372,76 @@ def test_noise_factors_are_the_propagated_noise(filt, dim):
             assert abs(dev - slip) <= (1e-5 if slip else 3e-8), (s, dev)
         else:
             assert abs(dev) <= (6e-7 if dim < 3 else 2.2e-4), (s, dev)
+
+
+def duchamp_float32(x, dim, filt="b3spline", snr=4.0, blank=DUCHAMP_BLANK):
+    """duchamp_unit with DUCHAMP's arithmetic: float32 arrays (data, coefficients, output,
+    medians, sigma, threshold), each filter tap subtracted in double and rounded to float32,
+    the noise factors in double; robust statistics, snrRecon as a float32."""
+    f32 = np.float32
+    x = np.asarray(x, dtype=np.float32)
+    good = np.isfinite(x)
+    xin = np.where(good, x, f32(blank))  # DUCHAMP's array holds the BLANK value
+    n = n_scales(min(x.shape), filt)
+    loop = n - 1 if dim == 2 else n
+    w1 = WEIGHTS[filt]
+    hw = len(w1) // 2
+
+    def mad(v):
+        v = np.sort(v.astype(np.float32))
+        m = len(v)
+        med = v[m // 2] if m % 2 else f32((np.float64(v[m // 2 - 1]) + v[m // 2]) / 2)
+        d = np.sort(np.abs(v - med).astype(np.float32))
+        md = d[m // 2] if m % 2 else f32((np.float64(d[m // 2 - 1]) + d[m // 2]) / 2)
+        return med, f32(md / 0.6744888)
+
+    _, s0 = mad(xin[good])
+    out = np.zeros_like(xin)
+    old, it = f32(1e9), 0
+    while True:
+        it += 1
+        c = (xin - out).astype(np.float32)
+        for s in range(1, loop + 1):
+            step = 2 ** (s - 1)
+            wav = c.copy()
+            for offs in itertools.product(range(len(w1)), repeat=c.ndim):
+                weight = np.prod([w1[o] for o in offs])
+                idx = [
+                    np.array([reflect(j + (o - hw) * step, m) for j in range(m)])
+                    for o, m in zip(offs, c.shape)
+                ]
+                tap = c[np.ix_(*idx)].astype(np.float64)
+                if dim != 2:
+                    tap = np.where(good[np.ix_(*idx)], tap, 0.0)
+                wav = (wav.astype(np.float64) - weight * tap).astype(np.float32)
+            wav = np.where(good, wav, f32(0))
+            c = (c - wav).astype(np.float32)
+            v = np.sort(wav[good])
+            m = len(v)
+            med = v[m // 2] if m % 2 else f32((np.float64(v[m // 2 - 1]) + v[m // 2]) / 2)
+            thr = f32(
+                np.float64(med) + np.float64(f32(snr)) * np.float64(s0) * factor(filt, dim, s)
+            )
+            out = np.where(
+                ~good, xin, np.where(np.abs(wav) > thr, (out + wav).astype(np.float32), out)
+            )
+        out = np.where(good, (out + c).astype(np.float32), out)
+        _, new = mad((xin - out)[good])
+        rel = abs(np.float64(old) - new) / np.float64(new)
+        if not (rel > 0.005) or it >= 100:  # conv: only the default 0.005 here
+            break
+        old = new
+    return np.where(good, out, x), it
+
+
+@pytest.mark.parametrize(
+    "shape,dim,border,holes", [((45, 51), 2, 0, 0.0), ((45, 51), 2, 2, 0.03), ((67,), 1, 0, 0.0)]
+)
+def test_within_1e6_of_duchamps_float32_arithmetic(rng, shape, dim, border, holes):
+    """DUCHAMP computes in float32; skyconv (float64 sums) stays within 1e-6 of that, with the
+    same iteration count (measured: 6e-8 to 4e-7, also for 3-D)."""
+    x = sky(rng, shape, dim, border, holes).astype(np.float32)
+    want, iters = duchamp_float32(x, dim)
+    res = skyconv.atrous_denoise(x, dim=dim, device="cpu")
+    assert rel_err(res.data, want) <= 1e-6
+    assert res.iterations == iters
