@@ -670,4 +670,45 @@ mod tests {
         assert_eq!((l.units, l.len), (7, 6));
         assert!(Layout::new(&[6, 7], 3).is_err());
     }
+
+    #[test]
+    fn variants_plan_the_loop() {
+        let mut p = Params {
+            dim: 2,
+            snr: 4.0,
+            scale_min: 2,
+            scale_max: 3,
+            filter: WaveletFilter::B3Spline,
+            convergence: 0.05,
+            robust: true,
+            variant: Variant::Duchamp,
+            blank_value: -8.0,
+        };
+        // N = floor(log2(36)) - 1 = 4; DUCHAMP's 2-D loop runs 1..=3 and ignores scale_max.
+        let plan = Plan::new(&[3, 40, 37], &p).unwrap();
+        assert_eq!((plan.scales, plan.loop_scales), (4, 3));
+        assert!(!plan.kept(1) && plan.kept(2) && plan.kept(3) && plan.kept(4));
+        assert_eq!(plan.convergence(), DUCHAMP_2D_TOLERANCE);
+        assert_eq!(
+            (plan.blank_coefficient(1), plan.blank_coefficient(2)),
+            (-8.0, 0.0)
+        );
+        p.scale_min = 4; // nothing thresholded in 1..=3: the BLANK value every iteration
+        p.scale_max = 0;
+        let plan = Plan::new(&[3, 40, 37], &p).unwrap();
+        assert_eq!(plan.blank_coefficient(5), -8.0);
+        p.scale_min = 2;
+        p.scale_max = 3;
+        p.variant = Variant::Corrected;
+        let plan = Plan::new(&[3, 40, 37], &p).unwrap();
+        assert_eq!((plan.loop_scales, plan.convergence()), (4, 0.05));
+        assert!(plan.kept(3) && !plan.kept(4));
+        assert_eq!(plan.blank_coefficient(1), 0.0);
+        p.variant = Variant::Duchamp;
+        p.dim = 3;
+        let plan = Plan::new(&[40, 40, 37], &p).unwrap();
+        assert_eq!((plan.loop_scales, plan.convergence()), (4, 0.05));
+        assert_eq!(plan.blank_coefficient(1), 0.0);
+        assert!(Variant::parse("exact").is_err());
+    }
 }
