@@ -1,4 +1,4 @@
-// Convolution gridding on the GPU (src/grid/cuda.rs launches these): the lookup is built on the
+// Convolution gridding on the GPU (src/grid/cuda/ launches these): the lookup is built on the
 // device, then one warp per target pixel gathers its candidates.
 //
 // Lookup (the same structure as src/grid/plan.rs builds on the host): every sample gets the sort
@@ -17,7 +17,7 @@
 // on sums, each sum in a fixed order, so results are deterministic. Sums are f64.
 //
 // Every kernel takes one argument, a struct of 8-byte fields (pointers, i64, double) mirrored by
-// a #[repr(C)] struct in src/grid/cuda.rs; tests/test_grid_cuda_host.py checks that the two
+// a #[repr(C)] struct in src/grid/cuda/args.rs; tests/test_grid_cuda_host.py checks that the two
 // layouts agree and runs these kernels in a host emulator (tests/cuda_host/).
 
 #define SC_PHI_BITS 44
@@ -245,7 +245,7 @@ __device__ __forceinline__ double sc_warp_sum(double v) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Building the plan on the device. Launch order (src/grid/cuda.rs, DevicePlan::build):
+// Building the plan on the device. Launch order (src/grid/cuda/plan.rs, DevicePlan::build):
 //   zero hist; grid_prep_T; [host: passes and kept count from hist]; per pass: grid_radix_count,
 //   grid_scan, grid_radix_scatter; grid_ring_starts; grid_plan_geom; grid_ring_zspan;
 //   grid_envelopes; grid_gather_T.

@@ -325,7 +325,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     }
 }
 
-// R (ring pairs per thread) must match `Group::rings_per_thread` in src/sht/cuda.rs.
+// R (ring pairs per thread) must match `Group::synth_rings` in src/sht/cuda/setup.rs.
 #define SYNTH_ENTRY(NAME, NS0, POL, R)                                                           \
     extern "C" __global__ void NAME(const double* a0, const double* a1, const double* a2,      \
                                     i64 lmax, i64 mmax, const double* norms,                   \

@@ -1,6 +1,6 @@
-// The ring method of skyconv.smooth on the GPU (src/smooth/mod.rs has the maths, src/smooth/cuda.rs
-// the launch order). Between these kernels the host runs the ring FFTs (cuFFT for the belt, the
-// shared Bluestein transform for the polar rings):
+// The ring method of skyconv.smooth on the GPU (src/smooth/mod.rs has the maths,
+// src/smooth/cuda/mod.rs the launch order). Between these kernels the host runs the ring FFTs
+// (cuFFT for the belt, the shared Bluestein transform for the polar rings):
 //   smooth_phase        the input spectra times the ring weight factor and e^{-i m phi0} (after
 //                       the forward FFTs)
 //   smooth_kernel_eval  kernel-ring samples of every (output pair, input ring) of a chunk, already

@@ -1,5 +1,5 @@
 """Straightforward NumPy/SciPy reference implementations of Smooth-and-Clip, used by
-tests/test_scfind.py and bench/cases/cube.py (one copy only).
+tests/cube/test_scfind.py and bench/cases/cube.py (one copy only).
 
 ``sofia1_scfind`` follows SoFiA 1.3.2's ``SCfinder_mem`` step by step (scipy.ndimage filters in
 the cube's dtype, SoFiA 1's noise estimators including its histogram Gaussian fits).

@@ -1,4 +1,12 @@
-"""Shared pytest setup: GPU tests (marked ``gpu``) run only where a CUDA GPU works."""
+"""Shared pytest setup: GPU tests (marked ``gpu``) run only where a CUDA GPU works; the one
+``device`` fixture that runs a test once per engine; the seeded ``rng``.
+
+The test tree follows the families (``backend/ healpix/ sht/ smooth/ grid/ cube/ cli/ compat/``);
+helpers shared by several folders (``_refs.py``, ``_grid_refs.py``, ``_sofia_ref.py``,
+``_cuda_host.py``, ``cuda_host/``) stay here, where pytest's default (prepend) import mode puts
+this folder on ``sys.path`` for every test below it. Test files have no ``__init__.py``, so
+their basenames must stay unique across the folders.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +28,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request) -> str:
+    """The engine a test runs on: ``"cpu"``, and ``"cuda"`` marked ``gpu`` (so it is skipped,
+    by the hook above, where no CUDA GPU works). A test that takes ``device`` runs once for each.
+    """
+    return request.param
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ bench/README.md); without it the anchor is skipped. Cygrid gets skyconv's thread
 timed in ``_cygrid_worker.py`` with the same warm-up/repeat rules, WcsGrid construction
 included). Its cube differs from skyconv's (exact) by up to a few 1e-3 relative: Cygrid's
 HEALPix disc lookup misses samples near the sphere edge (checked against a brute-force sum in
-tests/test_grid.py's reference).
+tests/grid/test_grid.py's reference).
 """
 
 from __future__ import annotations

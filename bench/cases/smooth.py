@@ -128,7 +128,8 @@ def ring_work(nside: int, theta, values) -> Work:
 def plan(method: str, m: np.ndarray, fwhm: float) -> tuple[str, Work, dict]:
     """What ``method`` runs for this map and beam: (what, its work, facts for the params)."""
     import skyconv
-    from skyconv import _smooth_cost, smooth, split
+    from skyconv import smooth, split
+    from skyconv.smooth import auto
 
     nside = round(math.sqrt(m.size / 12))
     lmax = 3 * nside - 1
@@ -137,7 +138,7 @@ def plan(method: str, m: np.ndarray, fwhm: float) -> tuple[str, Work, dict]:
     facts: dict = {}
     if method == "auto":
         t0 = time.perf_counter()
-        method, info = _smooth_cost.choose_method(nside, lmax, window, TOL)
+        method, info = auto.choose_method(nside, lmax, window, TOL)
         facts = {
             "choice": method,
             "predicted_s": {k: round(v, 3) for k, v in info["times"].items()},

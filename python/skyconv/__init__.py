@@ -2,16 +2,26 @@
 
 Drop-in fast replacements for healpy's SHTs and smoothing, Cygrid's gridding, SoFiA's
 Smooth-and-Clip finder and DUCHAMP's à trous reconstruction. Every compute function takes a
-``device`` argument: ``"auto"`` (GPU if one works, else CPU), ``"cpu"`` or ``"cuda"``; the
-default comes from the ``SKYCONV_DEVICE`` environment variable. No CUDA context is created at
-import time.
+``device`` argument: ``"auto"`` (GPU if one works, else CPU), ``"cpu"``, ``"cuda"`` or
+``"cuda:N"``; the default (``None``) is the ``SKYCONV_DEVICE`` environment variable, else
+``"auto"``. No CUDA context is created at import time.
+
+This module only re-exports; each family lives in its own module or package (``sht``,
+``smooth``, ``grid``, ``filters``, ``stats``, ``healpix``, ``cube``, ``atrous``), the
+drop-in replacements in ``compat``, private helpers in ``_utils``.
+
+Examples
+--------
+>>> import skyconv
+>>> skyconv.healpix.nside2npix(4)
+192
 """
 
 from __future__ import annotations
 
 from . import _core
-from ._cudalibs import search_dirs as _search_dirs
-from ._errors import (
+from ._utils.cudalibs import search_dirs as _search_dirs
+from .exceptions import (
     CudaError,
     DeviceError,
     GpuMemoryError,

@@ -164,6 +164,9 @@ def _atrous_plan(
 # are (nchan, ntargets) arrays of one float dtype, added to in place. Errors: ShapeError,
 # ValueError (kernel, radius, device), DeviceError.
 
+def _grid_check_kernel(
+    kernel: str, kernel_params: list[float], sphere_radius: float | None = None
+) -> float: ...  # the sphere radius used (degrees); ValueError for a bad kernel or radius
 def _grid_accumulate(
     lons: npt.NDArray[np.float64],
     lats: npt.NDArray[np.float64],

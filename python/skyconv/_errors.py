@@ -1,35 +1,5 @@
-"""skyconv's exception tree. Raised by the Rust core (see src/py/errors.rs) and the Python layer."""
+"""Kept for the Rust core (src/py/errors.rs looks the classes up here by name) and for old
+imports: the exception tree lives in :mod:`skyconv.exceptions`."""
 
-
-class SkyconvError(Exception):
-    """Base class of every exception skyconv raises on its own account."""
-
-
-class DeviceError(SkyconvError):
-    """The requested device cannot be used (no driver, no GPU, NVRTC missing, after fork, ...)."""
-
-
-class ShapeError(SkyconvError, ValueError):
-    """An array has the wrong shape or length."""
-
-
-class CudaError(SkyconvError):
-    """A CUDA call failed after the device was set up."""
-
-
-class GpuMemoryError(CudaError, MemoryError):
-    """The GPU ran out of memory."""
-
-
-class InternalError(SkyconvError):
-    """A bug in skyconv (an invariant broke or a Rust panic was caught). Please report it."""
-
-
-__all__ = [
-    "SkyconvError",
-    "DeviceError",
-    "ShapeError",
-    "CudaError",
-    "GpuMemoryError",
-    "InternalError",
-]
+from .exceptions import *  # noqa: F403
+from .exceptions import __all__  # noqa: F401

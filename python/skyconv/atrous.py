@@ -82,11 +82,11 @@ import numpy as np
 
 from . import _core
 from ._arrays import float_array, int_arg
+from ._utils.device import resolve
+from ._utils.duchamp_par import DUCHAMP_BLANK
 
 _FILTERS = ("b3spline", "triangle", "haar")
 _VARIANTS = ("duchamp", "corrected")
-#: DUCHAMP's BLANK value for NaN pixels of a FITS file without a BLANK keyword.
-DUCHAMP_BLANK = -8.00061
 
 
 @dataclass(frozen=True)
@@ -253,8 +253,7 @@ def atrous_denoise(
         raise ValueError(f"convergence must be finite and > 0, got {conv}")
     if not isinstance(robust, (bool, np.bool_)):
         raise TypeError(f"robust must be a bool, got {type(robust).__name__}")
-    if device is not None and not isinstance(device, str):
-        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    device = resolve(device).core
     if progress is not None and not callable(progress):
         raise TypeError("progress must be callable or None")
     if not isinstance(variant, str) or variant.lower() not in _VARIANTS:

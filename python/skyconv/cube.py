@@ -17,6 +17,7 @@ from . import _core
 from . import stats as _stats  # noqa: F401  (makes skyconv.stats importable with skyconv)
 from ._arrays import float_array
 from ._errors import ShapeError
+from ._utils.device import resolve
 
 #: FWHM = FWHM_CONST · σ for a Gaussian.
 FWHM_CONST = 2.0 * np.sqrt(2.0 * np.log(2.0))
@@ -142,6 +143,7 @@ def smooth_and_clip(
     m = _check_mask(mask, a.shape)
     cube3 = a.reshape((1,) + a.shape) if a.ndim == 2 else a
     m3 = m.reshape(cube3.shape)
+    device = resolve(device).core  # the one device rule, once
 
     specs, labels = [], []
     for k in xy:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._arrays import float_array, int_arg, normalize_axis
+from ._utils.arrays import float_array, int_arg, normalize_axis
+from ._utils.device import resolve
 
 _MODES = (
     "constant",
@@ -49,12 +50,48 @@ def _weights(weights) -> list[float]:
 
 
 def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, device=None):
-    """1-D correlation along ``axis``.
+    """1-D correlation along ``axis``, as ``scipy.ndimage.correlate1d``.
 
-    ``out[i] = sum_j weights[j] * input[i + j - len(weights)//2 - origin]``.
+    out[i] = sum_j weights[j] input[i + j - len(weights) // 2 - origin], summed in float64.
 
-    Same semantics as ``scipy.ndimage.correlate1d``. ``device``: "auto", "cpu" or "cuda"
-    (None: SKYCONV_DEVICE, else "auto"). Returns a new array of the input's dtype and shape.
+    Parameters
+    ----------
+    input : float32 or float64 array
+        Any number of dimensions (big-endian and non-contiguous accepted).
+    weights : 1-D sequence of float
+        The finite filter weights.
+    axis : int
+        The axis to filter along (negative counts from the end).
+    mode : str
+        Boundary mode: ``"constant"``, ``"nearest"``, ``"reflect"``, ``"mirror"``, ``"wrap"``
+        or the ``"grid-*"`` aliases (scipy's).
+    cval : float
+        The value beyond the edges for ``mode="constant"``.
+    origin : int
+        Shift of the window (scipy's).
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+
+    Returns
+    -------
+    array
+        A new array of the input's dtype and shape (input's unit).
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not float32/float64, or an argument of the wrong type.
+    ValueError
+        An unknown ``mode`` or ``device``, an axis out of range, bad weights or sizes.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import filters
+    >>> filters.correlate1d(np.array([1.0, 2.0, 4.0]), [1.0, 0.0, -1.0], device="cpu")
+    array([-1., -3., -2.])
     """
     a = float_array(input, "input")
     return _core._correlate1d(
@@ -65,12 +102,52 @@ def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, 
         float(cval),
         int_arg(origin, "origin"),
         False,
-        device,
+        resolve(device).core,
     )
 
 
 def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, device=None):
-    """1-D convolution along ``axis``, as ``scipy.ndimage.convolve1d`` (reversed weights)."""
+    """1-D convolution along ``axis``, as ``scipy.ndimage.convolve1d`` (reversed weights).
+
+    Parameters
+    ----------
+    input : float32 or float64 array
+        Any number of dimensions.
+    weights : 1-D sequence of float
+        The finite filter weights.
+    axis : int
+        The axis to filter along (negative counts from the end).
+    mode : str
+        Boundary mode: ``"constant"``, ``"nearest"``, ``"reflect"``, ``"mirror"``, ``"wrap"``
+        or the ``"grid-*"`` aliases (scipy's).
+    cval : float
+        The value beyond the edges for ``mode="constant"``.
+    origin : int
+        Shift of the window (scipy's).
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+
+    Returns
+    -------
+    array
+        A new array of the input's dtype and shape (input's unit).
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not float32/float64, or an argument of the wrong type.
+    ValueError
+        An unknown ``mode`` or ``device``, an axis out of range, bad weights or sizes.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import filters
+    >>> filters.convolve1d(np.array([1.0, 2.0, 4.0]), [1.0, 0.0, -1.0], device="cpu")
+    array([1., 3., 2.])
+    """
     a = float_array(input, "input")
     return _core._correlate1d(
         a,
@@ -80,7 +157,7 @@ def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, d
         float(cval),
         int_arg(origin, "origin"),
         True,
-        device,
+        resolve(device).core,
     )
 
 
@@ -89,9 +166,49 @@ def gaussian_filter1d(
 ):
     """Gaussian smoothing along ``axis``, as ``scipy.ndimage.gaussian_filter1d`` (order 0).
 
-    ``sigma`` is the standard deviation in pixels (0 returns a copy); the kernel has
-    ``radius = int(truncate * sigma + 0.5)`` unless ``radius`` is given, and is normalised to
-    sum 1.
+    Parameters
+    ----------
+    input : float32 or float64 array
+        Any number of dimensions.
+    sigma : float
+        Standard deviation in pixels, >= 0 (0 returns a copy).
+    axis : int
+        The axis to filter along (negative counts from the end).
+    mode : str
+        Boundary mode: ``"constant"``, ``"nearest"``, ``"reflect"``, ``"mirror"``, ``"wrap"``
+        or the ``"grid-*"`` aliases (scipy's).
+    cval : float
+        The value beyond the edges for ``mode="constant"``.
+    truncate : float
+        The kernel's radius is ``int(truncate * sigma + 0.5)`` pixels...
+    radius : int, optional
+        ...unless given here (pixels, >= 0). The kernel is normalised to sum 1.
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+
+    Returns
+    -------
+    array
+        A new array of the input's dtype and shape (input's unit).
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not float32/float64, or an argument of the wrong type.
+    ValueError
+        An unknown ``mode`` or ``device``, an axis out of range, bad weights or sizes.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import filters
+    >>> x = np.zeros(9)
+    >>> x[4] = 1.0
+    >>> y = filters.gaussian_filter1d(x, 1.0, device="cpu")
+    >>> round(float(y.sum()), 12), bool(y[4] == y.max())
+    (1.0, True)
     """
     a = float_array(input, "input")
     sigma = float(sigma)
@@ -109,14 +226,54 @@ def gaussian_filter1d(
         float(cval),
         float(truncate),
         radius,
-        device,
+        resolve(device).core,
     )
 
 
 def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *, device=None):
     """Boxcar mean of ``size`` pixels along ``axis``, as ``scipy.ndimage.uniform_filter1d``.
 
-    Runs as a sliding sum on the CPU (O(1) per output whatever the size).
+    A sliding sum on the CPU (O(1) per output whatever the size); unlike scipy, a NaN or inf
+    stays local to the windows that hold it.
+
+    Parameters
+    ----------
+    input : float32 or float64 array
+        Any number of dimensions.
+    size : int
+        Window length in pixels, >= 1.
+    axis : int
+        The axis to filter along (negative counts from the end).
+    mode : str
+        Boundary mode: ``"constant"``, ``"nearest"``, ``"reflect"``, ``"mirror"``, ``"wrap"``
+        or the ``"grid-*"`` aliases (scipy's).
+    cval : float
+        The value beyond the edges for ``mode="constant"``.
+    origin : int
+        Shift of the window (scipy's).
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+
+    Returns
+    -------
+    array
+        A new array of the input's dtype and shape (input's unit).
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not float32/float64, or an argument of the wrong type.
+    ValueError
+        An unknown ``mode`` or ``device``, an axis out of range, bad weights or sizes.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import filters
+    >>> filters.uniform_filter1d(np.array([0.0, 3.0, 6.0, 9.0]), 3, mode="nearest", device="cpu")
+    array([1., 3., 6., 8.])
     """
     a = float_array(input, "input")
     size = int_arg(size, "size")
@@ -129,13 +286,27 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
         _mode(mode),
         float(cval),
         int_arg(origin, "origin"),
-        device,
+        resolve(device).core,
     )
 
 
 @dataclass(frozen=True)
 class Gaussian:
-    """A ``gaussian_filter1d`` pass for :func:`chain` (sigma in pixels)."""
+    """A :func:`gaussian_filter1d` pass for :func:`chain`.
+
+    Parameters
+    ----------
+    sigma : float
+        Standard deviation in pixels.
+    axis, mode, cval, truncate, radius
+        As in :func:`gaussian_filter1d`.
+
+    Examples
+    --------
+    >>> from skyconv.filters import Gaussian
+    >>> Gaussian(2.55, axis=1).radius is None
+    True
+    """
 
     sigma: float
     axis: int = -1
@@ -147,7 +318,21 @@ class Gaussian:
 
 @dataclass(frozen=True)
 class Uniform:
-    """A ``uniform_filter1d`` pass (boxcar of ``size`` pixels) for :func:`chain`."""
+    """A :func:`uniform_filter1d` pass (boxcar of ``size`` pixels) for :func:`chain`.
+
+    Parameters
+    ----------
+    size : int
+        Window length in pixels.
+    axis, mode, cval, origin
+        As in :func:`uniform_filter1d`.
+
+    Examples
+    --------
+    >>> from skyconv.filters import Uniform
+    >>> Uniform(7, axis=0).size
+    7
+    """
 
     size: int
     axis: int = -1
@@ -158,7 +343,21 @@ class Uniform:
 
 @dataclass(frozen=True)
 class Correlate:
-    """A ``correlate1d`` pass for :func:`chain`."""
+    """A :func:`correlate1d` pass for :func:`chain`.
+
+    Parameters
+    ----------
+    weights : tuple of float
+        The filter weights.
+    axis, mode, cval, origin
+        As in :func:`correlate1d`.
+
+    Examples
+    --------
+    >>> from skyconv.filters import Correlate
+    >>> Correlate((0.25, 0.5, 0.25)).weights
+    (0.25, 0.5, 0.25)
+    """
 
     weights: tuple[float, ...]
     axis: int = -1
@@ -198,16 +397,51 @@ def _spec(p, ndim: int):
 
 
 def chain(input, passes, *, device=None):
-    """Apply several 1-D passes in order, e.g. SoFiA's spatial Gaussian and spectral boxcar::
+    """Apply several 1-D passes in order (e.g. SoFiA's spatial Gaussians and spectral boxcar).
 
-        chain(cube, [Gaussian(2.55, axis=2), Gaussian(2.55, axis=1), Uniform(7, axis=0)])
+    Same result as calling the functions one after the other, but on the GPU the array
+    crosses the bus once each way and the passes run back to back on the device.
 
-    Same result as calling the functions one after the other, but on the GPU the array crosses
-    the bus once each way and the passes run back to back on the device.
+    Parameters
+    ----------
+    input : float32 or float64 array
+        Any number of dimensions.
+    passes : sequence of Gaussian, Uniform or Correlate
+        The passes, applied first to last.
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+
+    Returns
+    -------
+    array
+        A new array of the input's dtype and shape (input's unit).
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not float32/float64, or an argument of the wrong type.
+    ValueError
+        An unknown ``mode`` or ``device``, an axis out of range, bad weights or sizes.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import filters
+    >>> from skyconv.filters import Gaussian, Uniform
+    >>> cube = np.random.default_rng(0).standard_normal((8, 16, 16)).astype(np.float32)
+    >>> passes = [Gaussian(1.5, axis=2), Gaussian(1.5, axis=1), Uniform(3, axis=0)]
+    >>> out = filters.chain(cube, passes, device="cpu")
+    >>> one_by_one = filters.uniform_filter1d(
+    ...     filters.gaussian_filter1d(filters.gaussian_filter1d(cube, 1.5, axis=2), 1.5, axis=1),
+    ...     3, axis=0)
+    >>> bool(np.allclose(out, one_by_one, atol=1e-6)), out.dtype
+    (True, dtype('float32'))
     """
     a = float_array(input, "input")
     specs = [_spec(p, a.ndim) for p in passes]
-    return _core._filter_chain(a, specs, device)
+    return _core._filter_chain(a, specs, resolve(device).core)
 
 
 __all__ = [

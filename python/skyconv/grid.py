@@ -39,8 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._arrays import float_array, int_arg
-from ._errors import ShapeError
+from ._utils.arrays import float_array, int_arg
+from ._utils.device import Device, resolve
+from .exceptions import ShapeError
 
 #: Samples per call into the core (its sort index is 32-bit).
 _MAX_BATCH = 2**31
@@ -48,8 +49,26 @@ _MAX_BATCH = 2**31
 
 @dataclass(frozen=True, eq=False)
 class HealpixTarget:
-    """Grid onto HEALPix pixel centres: ``nside``, ``nest`` (NEST instead of RING ordering) and
-    optionally ``pixels``, the indices (in that scheme) to grid, in output order."""
+    """Grid onto HEALPix pixel centres.
+
+    Parameters
+    ----------
+    nside : int
+        Resolution.
+    nest : bool
+        NEST instead of RING ordering.
+    pixels : 1-D int array, optional
+        The pixel indices (in that scheme) to grid, in output order; default all.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import skyconv
+    >>> res = skyconv.grid([45.0], [0.0], np.array([1.0]), skyconv.HealpixTarget(1),
+    ...                    kernel_params=20.0, device="cpu")
+    >>> res.cube.shape, int(np.isfinite(res.cube).sum())  # the 4 centres within 60 deg
+    ((12,), 4)
+    """
 
     nside: int
     nest: bool = False
@@ -58,20 +77,51 @@ class HealpixTarget:
 
 @dataclass(frozen=True, eq=False)
 class Sightlines:
-    """Grid onto arbitrary positions: ``lons``, ``lats`` in degrees (1-D, same length)."""
+    """Grid onto arbitrary positions.
+
+    Parameters
+    ----------
+    lons, lats : 1-D float arrays
+        Positions in degrees, same length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import Sightlines
+    >>> Sightlines(np.array([0.0, 1.0]), np.array([0.0, 0.0])).lons.size
+    2
+    """
 
     lons: np.ndarray
     lats: np.ndarray
 
 
 class GridResult:
-    """``cube`` = ``unweighted`` / ``weights`` (NaN where the weight is 0). All three have shape
-    ``data.shape[1:] + target shape`` and the requested dtype.
+    """The result of gridding: ``cube`` = ``unweighted`` / ``weights`` (NaN where the weight is
+    0).
 
-    When every channel has the same weight sums (weights None or per sample, and no NaN value
-    reaching a pixel) the GPU engine returns one weight map: ``weights`` is then a read-only
-    broadcast view of it, and ``unweighted`` is derived as ``cube * weights`` (0 where the weight
-    is 0) on first access. ``np.array(res.weights)`` gives a writable full copy.
+    All three have shape ``data.shape[1:] + target shape`` and the requested dtype. When every
+    channel has the same weight sums (weights None or per sample, and no NaN value reaching a
+    pixel) the GPU engine returns one weight map: ``weights`` is then a read-only broadcast
+    view of it, and ``unweighted`` is derived as ``cube * weights`` (0 where the weight is 0)
+    on first access. ``np.array(res.weights)`` gives a writable full copy.
+
+    Parameters
+    ----------
+    cube : array
+        The gridded data (data's unit).
+    weights : array
+        Sum of kernel times weight per pixel (full shape, or the spatial shape when shared).
+    unweighted : array, optional
+        Sum of kernel times weight times data; derived when None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import GridResult
+    >>> r = GridResult(np.array([2.0, np.nan]), np.array([0.5, 0.0]))
+    >>> r.unweighted.tolist()
+    [1.0, 0.0]
     """
 
     def __init__(self, cube: np.ndarray, weights: np.ndarray, unweighted: np.ndarray | None = None):
@@ -243,12 +293,7 @@ def kernel_args(kernel, kernel_params, sphere_radius):
         sphere_radius = float(sphere_radius)
         if not (np.isfinite(sphere_radius) and 0 < sphere_radius <= 180):
             raise ValueError(f"sphere_radius must be in (0, 180] degrees, got {sphere_radius}")
-    # Let the core validate the kernel now (no samples, nothing computed).
-    z = np.zeros(0)
-    acc = np.zeros((1, 0))
-    _core._grid_accumulate(
-        z, z, z, None, z, z, kernel, params.tolist(), sphere_radius, acc, acc.copy(), "cpu"
-    )
+    _core._grid_check_kernel(kernel, params.tolist(), sphere_radius)  # the core's own checks
     return kernel, params.tolist(), sphere_radius
 
 
@@ -289,38 +334,77 @@ def prepare_samples(lons, lats, data, weights):
     return lons, lats, np.ascontiguousarray(data2d), weights, chan_shape
 
 
+@dataclass(frozen=True, eq=False)
+class GridPlan:
+    """Everything about a gridding job but the samples, checked and resolved once: the target's
+    pixel centres, the kernel (name, parameters and sphere radius, checked by the core), and
+    the device. ``Gridder`` and ``compat.cygrid`` hold one; ``grid`` builds one per call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv.grid import GridPlan, Sightlines
+    >>> plan = GridPlan.build(Sightlines(np.zeros(1), np.zeros(1)), "gauss1d", 1.0, None, "cpu")
+    >>> u, w = np.zeros((1, 1)), np.zeros((1, 1))
+    >>> plan.accumulate(np.zeros(2), np.array([0.5, -0.5]), np.array([2.0, 4.0]), None, u, w)
+    >>> str(plan.device), round(float(u[0, 0] / w[0, 0]), 12)
+    ('cpu', 3.0)
+    """
+
+    target: _Target
+    kernel: str
+    params: list
+    radius: float | None
+    device: Device
+
+    @classmethod
+    def build(cls, target, kernel, kernel_params, sphere_radius, device) -> GridPlan:
+        """Resolve ``target`` (see :func:`resolve_target`), check the kernel, resolve
+        ``device`` (the one device rule)."""
+        tgt = target if isinstance(target, _Target) else resolve_target(target)
+        kernel, params, radius = kernel_args(kernel, kernel_params, sphere_radius)
+        return cls(tgt, kernel, params, radius, resolve(device))
+
+    def accumulate(self, lons, lats, data2d, weights, unweighted, weight_sums) -> None:
+        """Add checked samples (see :func:`prepare_samples`) into the (nchan, ntargets)
+        accumulators, in batches the core accepts."""
+        n = lons.size
+        for s in range(0, max(n, 1), _MAX_BATCH):
+            e = min(n, s + _MAX_BATCH)
+            w = None if weights is None else weights[s:e]
+            _core._grid_accumulate(
+                lons[s:e],
+                lats[s:e],
+                data2d[s:e],
+                w,
+                self.target.lons,
+                self.target.lats,
+                self.kernel,
+                self.params,
+                self.radius,
+                unweighted,
+                weight_sums,
+                self.device.core,
+            )
+
+    def once(self, lons, lats, data2d, weights, dtype: np.dtype):
+        """(cube, weights, unweighted or None) of one batch of at most 2**31 checked samples:
+        on the GPU the sums, the division and the cast to ``dtype`` all happen on the device."""
+        t = self.target
+        return _core._grid_once(
+            lons, lats, data2d, weights, t.lons, t.lats, self.kernel, self.params, self.radius,
+            dtype.name, self.device.core,
+        )  # fmt: skip
+
+
 def accumulate(
-    target: _Target,
-    lons,
-    lats,
-    data2d,
-    weights,
-    kernel,
-    params,
-    radius,
-    unweighted,
-    weight_sums,
-    device,
+    target, lons, lats, data2d, weights, kernel, params, radius, unweighted, weight_sums, device
 ):
-    """Add one batch into the (nchan, ntargets) accumulators, in batches the core accepts."""
-    n = lons.size
-    for s in range(0, max(n, 1), _MAX_BATCH):
-        e = min(n, s + _MAX_BATCH)
-        w = None if weights is None else weights[s:e]
-        _core._grid_accumulate(
-            lons[s:e],
-            lats[s:e],
-            data2d[s:e],
-            w,
-            target.lons,
-            target.lats,
-            kernel,
-            params,
-            radius,
-            unweighted,
-            weight_sums,
-            device,
-        )
+    """Add checked samples into the (nchan, ntargets) accumulators (the plan-less form of
+    :meth:`GridPlan.accumulate`, for callers of the old signature; the kernel is assumed
+    checked by :func:`kernel_args`)."""
+    plan = GridPlan(target, kernel, params, radius, resolve(device))
+    plan.accumulate(lons, lats, data2d, weights, unweighted, weight_sums)
 
 
 def grid(
@@ -333,42 +417,78 @@ def grid(
     sphere_radius=None,
     weights=None,
     dtype=np.float32,
-    device="auto",
+    device=None,
 ) -> GridResult:
-    """Grid samples at (``lons``, ``lats``) (degrees) onto ``target``.
+    """Grid samples at (``lons``, ``lats``) onto ``target`` (Cygrid's algorithm, exact sums).
 
-    ``data``: ``(nsamples,)`` or ``(nsamples, nchan, ...)``, float32 or float64. ``weights``:
-    None (all 1), ``(nsamples,)`` (shared by all channels) or data's shape. Returns a
-    ``GridResult`` whose arrays have shape ``data.shape[1:] + target shape`` (``(ny, nx)`` for
-    WCS targets, ``(n,)`` for sightlines and HEALPix) and dtype ``dtype``. ``device``: "auto",
-    "cpu" or "cuda". Raises ShapeError (a ValueError) for inconsistent shapes.
+    Parameters
+    ----------
+    lons, lats : 1-D float arrays
+        Sample positions, degrees.
+    data : float32 or float64 array
+        ``(nsamples,)`` or ``(nsamples, nchan, ...)``, any unit.
+    target : FITS header, WCS, (WCS, shape), (lons, lats), Sightlines or HealpixTarget
+        Where to grid (see the module docstring).
+    kernel : str
+        ``"gauss1d"``, ``"gauss2d"``, ``"tapered_sinc"`` or ``"gaussbessel"`` (see the module
+        docstring).
+    kernel_params : float or sequence of float
+        The kernel's widths in degrees (gauss2d's position angle in radians); a scalar means
+        ``(sigma,)``. Required.
+    sphere_radius : float, optional
+        Samples farther than this from a pixel centre are ignored, degrees in (0, 180]
+        (default 3 sigma, 3 sigma_maj for gauss2d).
+    weights : float array, optional
+        None (all 1), ``(nsamples,)`` (shared by all channels) or data's shape.
+    dtype : float32 or float64
+        The result's dtype.
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto"), resolved
+        once.
+
+    Returns
+    -------
+    GridResult
+        ``cube``, ``weights`` and ``unweighted``, each ``data.shape[1:] + target shape``
+        (``(ny, nx)`` for WCS targets, ``(n,)`` for sightlines and HEALPix); NaN where no
+        sample reaches a pixel.
+
+    Raises
+    ------
+    skyconv.ShapeError
+        Inconsistent shapes (a ValueError).
+    ValueError
+        A bad kernel, kernel parameters, radius or device.
+    TypeError
+        Arguments of the wrong type, an unknown target form.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    Two samples, each alone within reach of one sightline:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> res = skyconv.grid([10.0, 20.0], [0.0, 0.0], np.array([1.0, 3.0]),
+    ...                    skyconv.Sightlines(np.array([10.0, 20.0]), np.zeros(2)),
+    ...                    kernel_params=0.5, device="cpu")
+    >>> res.cube.tolist()
+    [1.0, 3.0]
     """
-    tgt = resolve_target(target)
-    kernel, params, radius = kernel_args(kernel, kernel_params, sphere_radius)
     dt = _out_dtype(dtype)
-    if device is not None and not isinstance(device, str):
-        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    plan = GridPlan.build(target, kernel, kernel_params, sphere_radius, device)
     lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
     if lons.size > _MAX_BATCH:
-        g = Gridder(
-            tgt,
-            kernel=kernel,
-            kernel_params=params,
-            sphere_radius=radius,
-            dtype=dt,
-            device=device,
-            _accumulate_in_dtype=True,
-        )
+        g = Gridder(plan, dtype=dt, _accumulate_in_dtype=True)
         g.grid(lons, lats, data2d.reshape((lons.size,) + chan_shape), weights=weights)
         return g._result(copy=False)
     # One call: on the GPU the sums, the division and the cast to dtype all happen on the
     # device and the cube comes down with one weight map (or per-channel weights when they
     # differ); the unweighted sums are derived on request.
-    cube, wsum, usum = _core._grid_once(
-        lons, lats, data2d, weights, tgt.lons, tgt.lats, kernel, params, radius, dt.name, device
-    )
-    shape = chan_shape + tgt.shape
-    wshape = shape if wsum.size == cube.size else tgt.shape
+    cube, wsum, usum = plan.once(lons, lats, data2d, weights, dt)
+    shape = chan_shape + plan.target.shape
+    wshape = shape if wsum.size == cube.size else plan.target.shape
     return GridResult(
         cube.reshape(shape),
         wsum.reshape(wshape),
@@ -377,11 +497,46 @@ def grid(
 
 
 class Gridder:
-    """Accumulating gridder for surveys larger than memory: call ``grid()`` once per batch of
-    samples (their sums add up), then ``result()`` divides once.
+    """Accumulating gridder for surveys larger than memory.
 
-    Accumulators are float64 (two ``8 * nchan * npix`` byte arrays) whatever ``dtype``; the
-    result is cast to ``dtype``. Arguments as in ``skyconv.grid``.
+    Call :meth:`grid` once per batch of samples (their sums add up), then :meth:`result`
+    divides once. The target, kernel and device are resolved once, into a :class:`GridPlan`
+    (``.plan``) that every batch uses. Accumulators are float64 (two ``8 * nchan * npix``
+    byte arrays) whatever ``dtype``; the result is cast to ``dtype``.
+
+    Parameters
+    ----------
+    target : as in :func:`grid`
+    kernel : str
+        ``"gauss1d"``, ``"gauss2d"``, ``"tapered_sinc"`` or ``"gaussbessel"`` (see the module
+        docstring).
+    kernel_params : float or sequence of float
+        The kernel's widths in degrees (gauss2d's position angle in radians); a scalar means
+        ``(sigma,)``. Required.
+    sphere_radius : float, optional
+        Samples farther than this from a pixel centre are ignored, degrees in (0, 180]
+        (default 3 sigma, 3 sigma_maj for gauss2d).
+    dtype : float32 or float64
+        The result's dtype.
+    device : str or None
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto"), resolved
+        once.
+
+    Raises
+    ------
+    ValueError, TypeError, skyconv.DeviceError
+        As :func:`grid`, at construction.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import skyconv
+    >>> g = skyconv.Gridder(skyconv.Sightlines(np.array([0.0]), np.array([0.0])),
+    ...                     kernel_params=1.0, device="cpu")
+    >>> g.grid([0.0], [0.5], np.array([2.0]))
+    >>> g.grid([0.0], [-0.5], np.array([4.0]))
+    >>> g.result().cube.tolist()
+    [3.0]
     """
 
     def __init__(
@@ -391,21 +546,43 @@ class Gridder:
         kernel_params=None,
         sphere_radius=None,
         dtype=np.float32,
-        device="auto",
+        device=None,
         *,
         _accumulate_in_dtype=False,
     ):
-        self.target = resolve_target(target)
-        self.kernel, self.kernel_params, self.sphere_radius = kernel_args(
-            kernel, kernel_params, sphere_radius
-        )
+        if isinstance(target, GridPlan):  # from grid(): already resolved
+            self.plan = target
+        else:
+            self.plan = GridPlan.build(target, kernel, kernel_params, sphere_radius, device)
         self.dtype = _out_dtype(dtype)
-        if device is not None and not isinstance(device, str):
-            raise TypeError(f"device must be a str or None, got {type(device).__name__}")
-        self.device = device
         self._acc_dtype = self.dtype if _accumulate_in_dtype else np.dtype(np.float64)
         self._chan_shape = None
         self._u = self._w = None
+
+    @property
+    def target(self) -> _Target:
+        """The resolved target (pixel centres)."""
+        return self.plan.target
+
+    @property
+    def kernel(self) -> str:
+        """The kernel's name."""
+        return self.plan.kernel
+
+    @property
+    def kernel_params(self) -> list:
+        """The kernel's parameters (degrees; gauss2d's position angle in radians)."""
+        return self.plan.params
+
+    @property
+    def sphere_radius(self) -> float | None:
+        """The sphere radius asked for (degrees; None: the kernel's default)."""
+        return self.plan.radius
+
+    @property
+    def device(self) -> str:
+        """The device every batch runs on: "cpu", "cuda" or "cuda:N"."""
+        return str(self.plan.device)
 
     @property
     def target_shape(self) -> tuple:
@@ -423,7 +600,22 @@ class Gridder:
         return self.target.lats
 
     def grid(self, lons, lats, data, weights=None) -> None:
-        """Add a batch of samples. All batches must have the same channel shape."""
+        """Add a batch of samples.
+
+        Parameters
+        ----------
+        lons, lats : 1-D float arrays
+            Positions, degrees.
+        data : float array
+            ``(nsamples,)`` or ``(nsamples, nchan, ...)``; every batch has the same channel shape.
+        weights : float array, optional
+            None, ``(nsamples,)`` or data's shape.
+
+        Raises
+        ------
+        skyconv.ShapeError
+            Inconsistent shapes, or a channel shape unlike earlier batches'.
+        """
         lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
         if self._chan_shape is None:
             nchan = int(np.prod(chan_shape, dtype=np.int64))
@@ -434,22 +626,21 @@ class Gridder:
             raise ShapeError(
                 f"data has channel shape {chan_shape}, earlier batches had {self._chan_shape}"
             )
-        accumulate(
-            self.target,
-            lons,
-            lats,
-            data2d,
-            weights,
-            self.kernel,
-            self.kernel_params,
-            self.sphere_radius,
-            self._u,
-            self._w,
-            self.device,
-        )
+        self.plan.accumulate(lons, lats, data2d, weights, self._u, self._w)
 
     def result(self) -> GridResult:
-        """The gridded cube, weights and unweighted sums (copies, dtype ``dtype``)."""
+        """The gridded cube, weights and unweighted sums.
+
+        Returns
+        -------
+        GridResult
+            Copies, dtype ``dtype``.
+
+        Raises
+        ------
+        RuntimeError
+            Nothing has been gridded yet.
+        """
         return self._result(copy=True)
 
     def _result(self, copy: bool) -> GridResult:
@@ -464,10 +655,10 @@ class Gridder:
         )
 
     def clear(self) -> None:
-        """Zero the accumulators (the target and kernel stay)."""
+        """Zero the accumulators; the plan (target, kernel, device) stays."""
         if self._u is not None:
             self._u[...] = 0
             self._w[...] = 0
 
 
-__all__ = ["GridResult", "Gridder", "HealpixTarget", "Sightlines", "grid"]
+__all__ = ["GridPlan", "GridResult", "Gridder", "HealpixTarget", "Sightlines", "grid"]

@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from . import _core
-from ._errors import ShapeError
+from .exceptions import ShapeError
 
 MAX_NSIDE = 1 << 29
 """Largest nside HEALPix supports (2^29)."""
@@ -48,9 +48,26 @@ _I64_MAX = np.iinfo(np.int64).max
 def isnsideok(nside, nest=False):
     """Whether ``nside`` is a valid HEALPix resolution (vectorised, like healpy).
 
-    Valid: a whole number 1 ≤ nside ≤ 2^29 (int or integral float), and for ``nest=True`` a
-    power of two. Returns a bool for a scalar, a bool array for an array. Non-numbers are not
-    valid (False).
+    Valid: a whole number 1 <= nside <= 2^29 (int or integral float), and for ``nest=True``
+    a power of two. Non-numbers are not valid.
+
+    Parameters
+    ----------
+    nside : int, float or array
+        The resolution(s) to test.
+    nest : bool
+        Also require a power of two (the NEST scheme).
+
+    Returns
+    -------
+    bool or bool array
+        A bool for a scalar, a bool array shaped like an array ``nside``.
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> healpix.isnsideok(12), healpix.isnsideok(12, nest=True), healpix.isnsideok(0)
+    (True, False, False)
     """
     if np.ndim(nside) == 0:
         return _scalar_nside_ok(nside, bool(nest))
@@ -139,9 +156,27 @@ def _out(a: np.ndarray, scalar: bool):
 
 
 def nside2npix(nside):
-    """Number of pixels, 12·nside², of a map of resolution ``nside`` (int; array for array).
+    """Number of pixels, 12 nside^2, of a map of resolution ``nside``.
 
-    Raises ValueError for an invalid nside (see ``isnsideok``).
+    Parameters
+    ----------
+    nside : int or array of int
+        Resolution(s), 1 <= nside <= 2^29.
+
+    Returns
+    -------
+    int, or int64 array for an array
+
+    Raises
+    ------
+    ValueError
+        An invalid nside (see :func:`isnsideok`).
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> healpix.nside2npix(64)
+    49152
     """
     if np.ndim(nside) == 0:
         n = _nside(nside, False)
@@ -154,10 +189,31 @@ def nside2npix(nside):
 
 
 def npix2nside(npix):
-    """nside of a map with ``npix`` = 12·nside² pixels (int).
+    """nside of a map with ``npix`` = 12 nside^2 pixels.
 
-    Raises ValueError naming ``npix`` when it is not 12·nside² for a valid nside, TypeError
-    when it is not a whole number.
+    The one npix -> nside rule of skyconv (the SHTs and smoothing use it for map sizes).
+
+    Parameters
+    ----------
+    npix : int
+        Number of pixels (a whole-number float is accepted).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    skyconv.ShapeError
+        ``npix`` is not 12 nside^2 for a valid nside (a ValueError).
+    TypeError
+        ``npix`` is not a whole number.
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> healpix.npix2nside(49152)
+    64
     """
     if isinstance(npix, np.ndarray) and npix.ndim == 0:
         npix = npix[()]
@@ -168,15 +224,43 @@ def npix2nside(npix):
     npix = int(npix)
     n = math.isqrt(npix // 12) if npix > 0 else 0
     if npix <= 0 or 12 * n * n != npix or n > MAX_NSIDE:
-        raise ValueError(f"npix = {npix} is not 12*nside**2 for a valid nside")
+        raise ShapeError(f"npix = {npix} pixels is not 12*nside**2 for a valid nside")
     return n
 
 
 def pix2ang(nside, ipix, nest=False, lonlat=False):
-    """Centres of pixels ``ipix``: (θ, φ) in radians, or (lon, lat) in degrees with ``lonlat``.
+    """Centres of pixels ``ipix``, bit-identical to ``healpy.pix2ang``.
 
-    ``nest`` selects the NEST scheme (default RING). Returns two float64 arrays shaped like
-    ``ipix`` (NumPy float64 scalars for a scalar ``ipix``), bit-identical to healpy.pix2ang.
+    Parameters
+    ----------
+    nside : int
+        Resolution, 1 <= nside <= 2^29 (a power of two for NEST).
+    ipix : int or int array
+        Pixel indices in [0, 12 nside^2).
+    nest : bool
+        NEST scheme (default RING).
+    lonlat : bool
+        Return (lon, lat) in degrees instead of (theta, phi) in radians.
+
+    Returns
+    -------
+    (theta, phi) or (lon, lat) : float64 arrays shaped like ``ipix``
+        NumPy float64 scalars for a scalar ``ipix``. theta: colatitude, phi: longitude
+        (radians).
+
+    Raises
+    ------
+    ValueError
+        An invalid ``nside`` or a pixel out of range.
+    TypeError
+        Non-integer pixel indices.
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> theta, phi = healpix.pix2ang(1, 4)
+    >>> float(theta), float(phi)
+    (1.5707963267948966, 0.0)
     """
     nest = bool(nest)
     n = _nside(nside, nest)
@@ -189,12 +273,40 @@ def pix2ang(nside, ipix, nest=False, lonlat=False):
 
 
 def ang2pix(nside, theta, phi, nest=False, lonlat=False):
-    """Pixel containing each point: (θ, φ) in radians, or (lon, lat) in degrees with ``lonlat``.
+    """Pixel containing each point, identical to ``healpy.ang2pix``.
 
-    θ (colatitude) in [0, π], φ (longitude) any finite value; ``theta`` and ``phi`` broadcast
-    together. ``nest`` selects the NEST scheme (default RING). Returns an int64 array of the
-    broadcast shape (a NumPy int64 scalar for scalar input), identical to healpy.ang2pix.
-    NaN/inf angles raise ValueError (see the module docstring).
+    Parameters
+    ----------
+    nside : int
+        Resolution, 1 <= nside <= 2^29 (a power of two for NEST).
+    theta, phi : float or array
+        Colatitude in [0, pi] and longitude (any finite value), radians; or, with ``lonlat``,
+        longitude and latitude in degrees. Broadcast together.
+    nest : bool
+        NEST scheme (default RING).
+    lonlat : bool
+        Angles are (lon, lat) in degrees.
+
+    Returns
+    -------
+    int64 array of the broadcast shape
+        A NumPy int64 scalar for scalar input.
+
+    Raises
+    ------
+    ValueError
+        An invalid ``nside``, NaN/inf or out-of-range angles (see the module docstring).
+    skyconv.ShapeError
+        ``theta`` and ``phi`` do not broadcast.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import healpix
+    >>> int(healpix.ang2pix(1, np.pi / 2, 0.0))
+    4
+    >>> healpix.ang2pix(16, [30.0, 200.0], [10.0, -45.0], lonlat=True).tolist()
+    [1253, 2625]
     """
     nest = bool(nest)
     n = _nside(nside, nest)
@@ -226,34 +338,91 @@ def ang2pix(nside, theta, phi, nest=False, lonlat=False):
 
 
 def ring2nest(nside, ipix):
-    """NEST index of each RING pixel ``ipix`` (nside a power of two).
+    """NEST index of each RING pixel ``ipix``.
 
-    Returns an int64 array shaped like ``ipix`` (an int64 scalar for a scalar).
+    Parameters
+    ----------
+    nside : int
+        Resolution, a power of two.
+    ipix : int or int array
+        RING pixel indices in [0, 12 nside^2).
+
+    Returns
+    -------
+    int64 array shaped like ``ipix`` (an int64 scalar for a scalar)
+
+    Raises
+    ------
+    ValueError
+        ``nside`` not a power of two in 1..2^29, or a pixel out of range.
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> healpix.ring2nest(2, [0, 1, 2, 3]).tolist()
+    [3, 7, 11, 15]
     """
     n = _nside(nside, True)
     return _out(_core._healpix_ring2nest(n, _pixels(ipix)), np.ndim(ipix) == 0)
 
 
 def nest2ring(nside, ipix):
-    """RING index of each NEST pixel ``ipix`` (nside a power of two).
+    """RING index of each NEST pixel ``ipix``.
 
-    Returns an int64 array shaped like ``ipix`` (an int64 scalar for a scalar).
+    Parameters
+    ----------
+    nside : int
+        Resolution, a power of two.
+    ipix : int or int array
+        NEST pixel indices in [0, 12 nside^2).
+
+    Returns
+    -------
+    int64 array shaped like ``ipix`` (an int64 scalar for a scalar)
+
+    Raises
+    ------
+    ValueError
+        ``nside`` not a power of two in 1..2^29, or a pixel out of range.
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> healpix.nest2ring(2, [3, 7, 11, 15]).tolist()
+    [0, 1, 2, 3]
     """
     n = _nside(nside, True)
     return _out(_core._healpix_nest2ring(n, _pixels(ipix)), np.ndim(ipix) == 0)
 
 
 def ring_info(nside):
-    """Geometry of the 4·nside−1 iso-latitude rings, north to south (RING scheme).
+    """Geometry of the 4 nside - 1 iso-latitude rings, north to south (RING scheme).
 
-    Returns a dict of 1-D arrays, one entry per ring:
+    Parameters
+    ----------
+    nside : int
+        Resolution, 1 <= nside <= 2^29.
 
-    - ``theta``: colatitude of the pixel centres (radians), bit-identical to ``pix2ang``;
-    - ``z``: cos θ and ``sin_theta``: sin θ, both as healpy's ``ringinfo`` computes them
-      (sin θ from a polar formula near the poles, accurate to the last bits there);
-    - ``nphi``: pixels in the ring (int64);
-    - ``phi0``: longitude of the first pixel's centre (radians), 0 or π/nphi;
-    - ``first_pixel``: RING index of the ring's first pixel (int64).
+    Returns
+    -------
+    dict of 1-D arrays, one entry per ring
+        ``theta``: colatitude of the pixel centres (radians), bit-identical to ``pix2ang``;
+        ``z``: cos theta and ``sin_theta``: sin theta, as healpy's ``ringinfo`` computes them
+        (sin theta from a polar formula near the poles); ``nphi``: pixels in the ring
+        (int64); ``phi0``: longitude of the first pixel's centre (radians), 0 or pi/nphi;
+        ``first_pixel``: RING index of the ring's first pixel (int64).
+
+    Raises
+    ------
+    ValueError
+        An invalid ``nside``.
+
+    Examples
+    --------
+    >>> from skyconv import healpix
+    >>> info = healpix.ring_info(2)
+    >>> info["nphi"].tolist(), info["first_pixel"][:3].tolist()
+    ([4, 8, 8, 8, 8, 8, 4], [0, 4, 12])
     """
     n = _nside(nside, False)
     theta, z, sin_theta, nphi, phi0, first = _core._healpix_ring_info(n)

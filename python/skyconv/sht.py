@@ -7,7 +7,7 @@ convention). alm use healpy's layout: m-major complex128, index(l, m) = m(2 lmax
 the map's unit. Everything is computed in float64: float32 maps are accepted, results are
 float64 maps and complex128 alm.
 
-``device``: "auto" (GPU if one works, else CPU), "cpu" or "cuda"; None means the
+``device``: "auto" (GPU if one works, else CPU), "cpu", "cuda" or "cuda:N"; None means the
 ``SKYCONV_DEVICE`` environment variable, else "auto".
 """
 
@@ -16,19 +16,52 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._arrays import float_array, int_arg
-from ._errors import ShapeError
+from ._utils.arrays import float_array, int_arg
+from ._utils.device import resolve
+from .exceptions import ShapeError
+from .healpix import npix2nside
 
 #: healpy's marker of missing pixels.
 UNSEEN = -1.6375e30
 
 
 class Alm:
-    """healpy's alm index helpers (m-major layout), as static methods."""
+    """healpy's alm index helpers (m-major layout: index(l, m) = m (2 lmax + 1 - m) / 2 + l), as
+    static methods.
+
+    Examples
+    --------
+    >>> from skyconv import Alm
+    >>> Alm.getsize(3), Alm.getlmax(10), Alm.getidx(3, 2, 1)
+    (10, 3, 5)
+    """
 
     @staticmethod
     def getsize(lmax, mmax=None):
-        """Number of coefficients for ``lmax`` and ``mmax`` (default lmax)."""
+        """Number of coefficients for ``lmax`` and ``mmax``.
+
+        Parameters
+        ----------
+        lmax : int
+            Band limit, >= 0.
+        mmax : int, optional
+            Highest m (default, or negative: lmax).
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            Not 0 <= mmax <= lmax.
+
+        Examples
+        --------
+        >>> from skyconv import Alm
+        >>> Alm.getsize(3), Alm.getsize(3, 1)
+        (10, 7)
+        """
         lmax = int_arg(lmax, "lmax")
         mmax = lmax if mmax is None or mmax < 0 else int_arg(mmax, "mmax")
         if lmax < 0 or mmax > lmax:
@@ -37,8 +70,26 @@ class Alm:
 
     @staticmethod
     def getlmax(s, mmax=None):
-        """lmax of an alm array of ``s`` coefficients (assuming mmax = lmax unless ``mmax`` is
-        given), or -1 if no lmax fits (as healpy)."""
+        """lmax of an alm array of ``s`` coefficients, as healpy.
+
+        Parameters
+        ----------
+        s : int
+            Number of coefficients.
+        mmax : int, optional
+            Highest m (default: mmax = lmax).
+
+        Returns
+        -------
+        int
+            lmax, or -1 if no lmax fits.
+
+        Examples
+        --------
+        >>> from skyconv import Alm
+        >>> Alm.getlmax(10), Alm.getlmax(7, 1), Alm.getlmax(11)
+        (3, 3, -1)
+        """
         s = int_arg(s, "s")
         if mmax is not None and mmax >= 0:
             mmax = int_arg(mmax, "mmax")
@@ -54,12 +105,49 @@ class Alm:
 
     @staticmethod
     def getidx(lmax, l, m):  # noqa: E741 (healpy's argument name)
-        """Index of a_lm (scalars or arrays): m(2 lmax + 1 - m)/2 + l."""
+        """Index of a_lm: m (2 lmax + 1 - m) / 2 + l.
+
+        Parameters
+        ----------
+        lmax : int
+            Band limit.
+        l, m : int or int array
+            Multipole and order, 0 <= m <= l <= lmax.
+
+        Returns
+        -------
+        int or int array
+
+        Examples
+        --------
+        >>> from skyconv import Alm
+        >>> Alm.getidx(3, 0, 0), Alm.getidx(3, 3, 3)
+        (0, 9)
+        """
         return m * (2 * lmax + 1 - m) // 2 + l
 
     @staticmethod
     def getlm(lmax, i=None):
-        """(l, m) of index ``i`` (all indices for mmax = lmax if None)."""
+        """(l, m) of alm index ``i``.
+
+        Parameters
+        ----------
+        lmax : int
+            Band limit (mmax = lmax).
+        i : int or int array, optional
+            Indices (default: all).
+
+        Returns
+        -------
+        (l, m) : int arrays
+
+        Examples
+        --------
+        >>> from skyconv import Alm
+        >>> ell, m = Alm.getlm(2)
+        >>> ell.tolist(), m.tolist()
+        ([0, 1, 2, 1, 2, 2], [0, 0, 0, 1, 1, 2])
+        """
         if i is None:
             i = np.arange(Alm.getsize(lmax))
         i = np.asarray(i)
@@ -71,10 +159,37 @@ class Alm:
 
 
 def almxfl(alm, fl, mmax=None, inplace=False):
-    """Multiply alm by a function of l: a_lm * fl[l] (0 where l >= len(fl)), as healpy.
+    """Multiply alm by a function of l: a_lm fl[l] (0 where l >= len(fl)), as healpy.
 
-    ``alm``: 1-D complex array (layout with ``mmax``, default lmax). Returns a new array unless
-    ``inplace`` (then ``alm`` itself, which must be a complex128 array).
+    Parameters
+    ----------
+    alm : 1-D complex array
+        healpy-layout alm (with ``mmax``, default lmax).
+    fl : 1-D array
+        The factor per l (e.g. a beam window), from l = 0.
+    mmax : int, optional
+        Highest m of the layout (default lmax).
+    inplace : bool
+        Multiply ``alm`` itself (which must then be complex128) and return it.
+
+    Returns
+    -------
+    complex array
+        A new array unless ``inplace``.
+
+    Raises
+    ------
+    skyconv.ShapeError
+        ``alm`` or ``fl`` not 1-D, or not a valid alm size.
+    TypeError
+        ``inplace`` with an alm that is not complex128.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import almxfl
+    >>> almxfl(np.ones(6, dtype=complex), [1.0, 0.5]).real.tolist()
+    [1.0, 0.5, 0.0, 0.5, 0.0, 0.0]
     """
     a = np.asarray(alm)
     if a.ndim != 1:
@@ -138,12 +253,6 @@ def _alm_array(a, name: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.complex128)
 
 
-def _device(device):
-    if device is not None and not isinstance(device, str):
-        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
-    return device
-
-
 def _check_pol(n: int, pol: bool) -> bool:
     if pol and n not in (1, 3):
         raise ValueError(
@@ -169,12 +278,35 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     pol : bool
         Polarised (T, E, B) transform for three components; False: every component spin 0.
     device : str or None
-        "auto", "cpu" or "cuda" (None: SKYCONV_DEVICE, else "auto").
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
 
     Returns
     -------
-    float64 array (npix,) for one component, (ncomp, npix) otherwise. NaN/inf in the alm
-    propagate to the map.
+    float64 array
+        (npix,) for one component, (ncomp, npix) otherwise. NaN/inf in the alm propagate to
+        the map.
+
+    Raises
+    ------
+    skyconv.ShapeError
+        alm of different lengths, or a length that fits no (lmax, mmax).
+    ValueError
+        An invalid ``nside``, ``mmax`` > ``lmax``, pol=True with 2 components, an unknown
+        ``device``.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    The monopole a_00 = sqrt(4 pi) is the map 1 everywhere:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> alm = np.zeros(skyconv.Alm.getsize(4), dtype=complex)
+    >>> alm[0] = np.sqrt(4 * np.pi)
+    >>> m = skyconv.alm2map(alm, 2, device="cpu")
+    >>> m.shape, bool(np.allclose(m, 1.0))
+    ((48,), True)
     """
     comps, lonely = _components(alms, "alms", "alm")
     comps = [_alm_array(c, "alms") for c in comps]
@@ -211,15 +343,12 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     if size != want:
         raise ShapeError(f"alm has {size} coefficients but lmax={lmax}, mmax={mmax} needs {want}")
     p = _check_pol(len(comps), pol)
-    out = _core._alm2map(comps, nside, lmax, mmax, p, _device(device))
+    out = _core._alm2map(comps, nside, lmax, mmax, p, resolve(device).core)
     return out[0] if lonely else out
 
 
-def _npix2nside(npix: int) -> int:
-    ns = round(np.sqrt(npix / 12))
-    if ns < 1 or 12 * ns * ns != npix:
-        raise ShapeError(f"a map has {npix} pixels, which is not 12*nside**2 for any nside")
-    return ns
+#: The old private name (compat.healpy uses it): the one rule is ``healpix.npix2nside``.
+_npix2nside = npix2nside
 
 
 def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, device=None):
@@ -244,11 +373,37 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
         to south) or 2*nside (north pole to equator, mirrored). For healpy's ring weight files
         (which store w - 1) pass ``1 + w``.
     device : str or None
-        "auto", "cpu" or "cuda" (None: SKYCONV_DEVICE, else "auto").
+        "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
 
     Returns
     -------
-    complex128 alm (nalm,) for one map, (ncomp, nalm) otherwise.
+    complex128 array
+        alm (nalm,) for one map, (ncomp, nalm) otherwise.
+
+    Raises
+    ------
+    skyconv.ShapeError
+        Maps of different lengths, or a length that is not 12 nside^2.
+    TypeError
+        Complex or non-float maps.
+    ValueError
+        A negative ``lmax``/``iter``, ``mmax`` outside 0..lmax, an unknown ``device``.
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+
+    Examples
+    --------
+    Analysis undoes synthesis for a band-limited map:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> rng = np.random.default_rng(0)
+    >>> lmax = 8
+    >>> alm = rng.standard_normal(skyconv.Alm.getsize(lmax)) + 0j
+    >>> m = skyconv.alm2map(alm, 8, lmax=lmax, device="cpu")
+    >>> back = skyconv.map2alm(m, lmax=lmax, iter=3, device="cpu")
+    >>> bool(np.allclose(back, alm, atol=1e-6))
+    True
     """
     comps, lonely = _components(maps, "maps", "map")
     arrs = []
@@ -262,7 +417,7 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     npix = arrs[0].size
     if any(a.size != npix for a in arrs):
         raise ShapeError("all maps must have the same number of pixels")
-    nside = _npix2nside(npix)
+    nside = npix2nside(npix)
     lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
     if lmax < 0:
         raise ValueError(f"lmax must be >= 0, got {lmax}")
@@ -278,7 +433,7 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
         if w.ndim != 1:
             raise ShapeError(f"ring_weights must be 1-D, got shape {w.shape}")
     p = _check_pol(len(arrs), pol)
-    out = _core._map2alm(arrs, nside, lmax, mmax, iter, p, w, _device(device))
+    out = _core._map2alm(arrs, nside, lmax, mmax, iter, p, w, resolve(device).core)
     return out[0] if lonely else out
 
 

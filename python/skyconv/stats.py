@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from . import _core
-from ._arrays import float_array, int_arg
+from ._utils.arrays import float_array, int_arg
 
 #: MAD → standard deviation of a Gaussian (1/Φ⁻¹(3/4)), SoFiA 2's constant.
 MAD_TO_STD = 1.482602218505602
@@ -51,9 +51,45 @@ def _nan(v):
 
 
 def std(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=None):
-    """sqrt(Σ(x − center)² / n) over the sampled finite values in ``flux_range``.
+    """Root mean square about ``center`` of the sampled finite values in ``flux_range``.
 
-    ``clip``: only values with |x − center| < clip count. Returns NaN if none counts.
+    sqrt(sum((x - center)^2) / n).
+
+    Parameters
+    ----------
+    data : float32 or float64 array, up to 3-D
+        The values (any unit).
+    center : float
+        The value deviations are measured from (data's unit).
+    flux_range : str
+        ``"full"`` (alias ``"all"``), ``"negative"`` or ``"positive"``: only values below
+        (above) ``center`` count.
+    cadence : int, optional
+        Use every ``cadence``-th value in memory order (SoFiA 2's rule); default all.
+    stride : int, optional
+        Use every ``stride``-th plane, row and column of a (z, y, x) array (SoFiA 1's rule).
+        At most one of ``cadence`` and ``stride``.
+    clip : float, optional
+        Only values with |x - center| < clip count (data's unit).
+
+    Returns
+    -------
+    float
+        In data's unit; NaN if no value counts.
+
+    Raises
+    ------
+    TypeError
+        ``data`` is not a float32/float64 array.
+    ValueError
+        An unknown ``flux_range``, or both ``cadence`` and ``stride``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> stats.std(np.array([-2.0, 2.0, np.nan]))
+    2.0
     """
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(
@@ -64,8 +100,46 @@ def std(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
 
 
 def mad(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=None):
-    """Median of |x − center| over the sampled finite values in ``flux_range`` (unscaled;
-    multiply by :data:`MAD_TO_STD` for a Gaussian σ). NaN if none counts."""
+    """Median of |x - center| over the sampled finite values in ``flux_range`` (unscaled).
+
+    Multiply by :data:`MAD_TO_STD` for the sigma of a Gaussian. The median is exact (the mean
+    of the two middle values for an even count).
+
+    Parameters
+    ----------
+    data : float32 or float64 array, up to 3-D
+        The values (any unit).
+    center : float
+        The value deviations are measured from (data's unit).
+    flux_range : str
+        ``"full"`` (alias ``"all"``), ``"negative"`` or ``"positive"``.
+    cadence : int, optional
+        Use every ``cadence``-th value in memory order (SoFiA 2's rule); default all.
+    stride : int, optional
+        Use every ``stride``-th plane, row and column of a (z, y, x) array (SoFiA 1's rule).
+        At most one of ``cadence`` and ``stride``.
+    clip : float, optional
+        Only values with |x - center| < clip count.
+
+    Returns
+    -------
+    float
+        In data's unit; NaN if no value counts.
+
+    Raises
+    ------
+    TypeError
+        ``data`` is not a float32/float64 array.
+    ValueError
+        An unknown ``flux_range``, or both ``cadence`` and ``stride``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> stats.mad(np.array([1.0, -3.0, 2.0, 10.0]))
+    2.5
+    """
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(
         _core._stat(
@@ -75,18 +149,82 @@ def mad(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
 
 
 def gauss(data, flux_range="full", *, cadence=None, stride=None):
-    """σ of a zero-centred Gaussian fitted (least squares) to the histogram of the sample.
+    """Sigma of a zero-centred Gaussian fitted (least squares) to the histogram of the sample.
 
-    The histogram has bins of σ₀/10 over ±5σ₀ (one side for a negative/positive range), with
-    σ₀ = 1.4826·MAD about 0 as the starting value. NaN if no value counts.
+    The histogram has bins of s0/10 over +-5 s0 (one side for a negative/positive range),
+    with s0 = 1.4826 MAD about 0 as the starting value.
+
+    Parameters
+    ----------
+    data : float32 or float64 array, up to 3-D
+        The values (any unit).
+    flux_range : str
+        ``"full"`` (alias ``"all"``), ``"negative"`` or ``"positive"``.
+    cadence : int, optional
+        Use every ``cadence``-th value in memory order (SoFiA 2's rule); default all.
+    stride : int, optional
+        Use every ``stride``-th plane, row and column of a (z, y, x) array (SoFiA 1's rule).
+        At most one of ``cadence`` and ``stride``.
+
+    Returns
+    -------
+    float
+        In data's unit; NaN if no value counts.
+
+    Raises
+    ------
+    TypeError
+        ``data`` is not a float32/float64 array.
+    ValueError
+        An unknown ``flux_range``, or both ``cadence`` and ``stride``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> x = np.random.default_rng(0).normal(0.0, 3.0, 100_000)
+    >>> bool(abs(stats.gauss(x) / 3.0 - 1) < 0.02)
+    True
     """
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(_core._stat(a, "gauss", 0.0, flux_range, samp))
 
 
 def noise(data, statistic="mad", flux_range="full", *, cadence="sofia2", stride=None):
-    """Noise σ about 0 as SoFiA 2 measures it: ``"std"``, ``"mad"`` (× :data:`MAD_TO_STD`)
-    or ``"gauss"``; by default on SoFiA 2's sample (``cadence="sofia2"``)."""
+    """Noise sigma about 0 as SoFiA 2 measures it.
+
+    Parameters
+    ----------
+    data : float32 or float64 array, up to 3-D
+        The values (any unit).
+    statistic : str
+        ``"std"``, ``"mad"`` (times :data:`MAD_TO_STD`) or ``"gauss"``.
+    flux_range : str
+        ``"full"`` (alias ``"all"``), ``"negative"`` or ``"positive"``.
+    cadence : int, "sofia2" or None
+        Every ``cadence``-th value; ``"sofia2"`` (default): SoFiA 2's cadence for data's
+        shape (:func:`sofia2_cadence`); None: every value.
+    stride : int, optional
+        SoFiA 1's stride instead of a cadence.
+
+    Returns
+    -------
+    float
+        In data's unit; NaN if no value counts.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``statistic``, ``flux_range`` or ``cadence``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> cube = np.random.default_rng(1).normal(0.0, 0.5, (8, 64, 64)).astype(np.float32)
+    >>> bool(abs(stats.noise(cube) / 0.5 - 1) < 0.05)
+    True
+    """
     if statistic not in ("std", "mad", "gauss"):
         raise ValueError(f"statistic must be 'std', 'mad' or 'gauss', got {statistic!r}")
     if isinstance(cadence, str):
@@ -100,7 +238,23 @@ def noise(data, statistic="mad", flux_range="full", *, cadence="sofia2", stride=
 
 def scipy_fitter():
     """A fitter for SoFiA 1's histogram Gaussians that calls ``scipy.optimize.curve_fit`` as
-    SoFiA does (its stopping rule sets the last digits), or None without scipy."""
+    SoFiA does (its stopping rule sets the last digits).
+
+    Returns
+    -------
+    callable or None
+        ``fit(x, y, a0, s0) -> (a, sigma)``, or None without scipy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> fit = stats.scipy_fitter()
+    >>> x = np.linspace(-3, 3, 61)
+    >>> a, s = fit(x, 2.0 * np.exp(-(x**2) / 2), 1.0, 2.0)
+    >>> round(a, 6), round(abs(s), 6)
+    (2.0, 1.0)
+    """
     try:
         from scipy import optimize
     except ImportError:
@@ -117,12 +271,43 @@ def scipy_fitter():
 
 
 def sofia1_rms(data, rms_mode="negative", flux_range="all", *, sample=1, two_pass=False):
-    """SoFiA 1.3.2's ``GetRMS(cube, rmsMode, fluxRange, sample=sample)`` (zoom 1): ``"mad"``
-    (1.4826·median|x|), ``"std"`` (sqrt(Σx²/n)), ``"negative"`` (Gaussian fitted to the
-    histogram of negative values) or ``"gauss"`` (Gaussian fitted to a 100-bin histogram).
-    Histograms are counted by skyconv, the Gaussians fitted with scipy's ``curve_fit`` as in
-    SoFiA (skyconv's own fit without scipy). Raises ValueError where SoFiA stops with an
-    error."""
+    """SoFiA 1.3.2's ``GetRMS(cube, rmsMode, fluxRange, sample=sample)`` (zoom 1).
+
+    Histograms are counted by skyconv; the Gaussians are fitted with scipy's ``curve_fit`` as
+    in SoFiA (skyconv's own fit without scipy).
+
+    Parameters
+    ----------
+    data : float32 or float64 array, up to 3-D
+        The cube (any unit).
+    rms_mode : str
+        ``"mad"`` (1.4826 median|x|), ``"std"`` (sqrt(sum x^2 / n)), ``"negative"``
+        (Gaussian fitted to the histogram of negative values) or ``"gauss"`` (Gaussian fitted
+        to a 100-bin histogram).
+    flux_range : str
+        ``"all"``, ``"negative"`` or ``"positive"``.
+    sample : int
+        SoFiA 1's stride (every ``sample``-th plane, row and column).
+    two_pass : bool
+        Measure twice, the second time clipped (SoFiA 1's two-pass mode).
+
+    Returns
+    -------
+    float
+        In data's unit.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rms_mode``/``flux_range``, or where SoFiA stops with an error.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> stats.sofia1_rms(np.array([[[3.0, -4.0]]]), rms_mode="std")
+    3.5355339059327378
+    """
     if rms_mode not in ("negative", "gauss", "mad", "std"):
         raise ValueError(f"rms_mode must be 'negative', 'gauss', 'mad' or 'std', got {rms_mode!r}")
     a, samp = _prep(data, flux_range, None, sample)
@@ -134,8 +319,32 @@ def sofia1_rms(data, rms_mode="negative", flux_range="all", *, sample=1, two_pas
 
 
 def histogram(data, edges):
-    """Counts of the finite values of ``data`` in the bins ``edges`` (increasing), with
-    ``np.histogram``'s rule (last bin closed)."""
+    """Counts of the finite values of ``data`` in the bins ``edges``.
+
+    Parameters
+    ----------
+    data : float32 or float64 array
+        The values.
+    edges : 1-D sequence of float
+        Increasing bin edges (data's unit), at least two; ``np.histogram``'s rule (the last
+        bin is closed).
+
+    Returns
+    -------
+    int64 array (len(edges) - 1,)
+
+    Raises
+    ------
+    ValueError
+        ``edges`` not finite, not increasing or shorter than 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> stats.histogram(np.array([0.5, 1.5, 2.0, np.nan]), [0.0, 1.0, 2.0]).tolist()
+    [1, 2]
+    """
     a = float_array(data, "data")
     e = np.asarray(edges, dtype=np.float64)
     if e.ndim != 1 or e.size < 2 or np.any(np.diff(e) < 0) or not np.all(np.isfinite(e)):
@@ -144,8 +353,35 @@ def histogram(data, edges):
 
 
 def fit_gaussian(x, y, p0):
-    """Least-squares fit of ``A·exp(−x²/(2σ²))`` to (x, y) from ``p0 = (A, σ)``; returns
-    (A, σ) (σ's sign is arbitrary), as ``scipy.optimize.curve_fit`` would."""
+    """Least-squares fit of ``A exp(-x^2 / (2 sigma^2))`` to (x, y), as
+    ``scipy.optimize.curve_fit`` would.
+
+    Parameters
+    ----------
+    x, y : 1-D sequences of float
+        The points (same length).
+    p0 : (float, float)
+        Starting (A, sigma).
+
+    Returns
+    -------
+    (float, float)
+        (A, sigma); sigma's sign is arbitrary.
+
+    Raises
+    ------
+    ValueError
+        ``x`` and ``y`` differ in length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv import stats
+    >>> x = np.linspace(-4, 4, 81)
+    >>> a, s = stats.fit_gaussian(x, 5.0 * np.exp(-(x**2) / 8.0), (1.0, 1.0))
+    >>> round(a, 6), round(abs(s), 6)
+    (5.0, 2.0)
+    """
     xx = np.asarray(x, dtype=np.float64).ravel()
     yy = np.asarray(y, dtype=np.float64).ravel()
     if xx.shape != yy.shape:
@@ -155,13 +391,46 @@ def fit_gaussian(x, y, p0):
 
 
 def sofia2_cadence(shape) -> int:
-    """SoFiA 2's sampling cadence: size // 999983 (1 below 2; one less when it is a multiple
-    of the x size)."""
+    """SoFiA 2's sampling cadence for an array of ``shape``.
+
+    size // 999983 (1 below 2; one less when it is a multiple of the x size).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The array's shape (the last three axes count).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from skyconv import stats
+    >>> stats.sofia2_cadence((10, 100, 100)), stats.sofia2_cadence((100, 512, 512))
+    (1, 26)
+    """
     return int(_core._sofia2_cadence([int(n) for n in shape][-3:]))
 
 
 def sofia1_stride(shape) -> int:
-    """SoFiA 1's sampling stride: max(1, int((size / 1e6) ** (1 / min(3, ndim))))."""
+    """SoFiA 1's sampling stride: max(1, int((size / 1e6) ** (1 / min(3, ndim)))).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The array's shape.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from skyconv import stats
+    >>> stats.sofia1_stride((100, 512, 512))
+    2
+    """
     shape = tuple(int(n) for n in shape)
     size = int(np.prod(shape)) if shape else 1
     return max(1, int((float(size) / 1e6) ** (1.0 / min(3, max(1, len(shape))))))

@@ -2,8 +2,9 @@
 //! cores. Rebuilt in a forked child: the parent's worker threads do not exist there, and
 //! installing work into that pool would hang forever.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
@@ -19,16 +20,23 @@ static POOL: Mutex<Option<PoolEntry>> = Mutex::new(None);
 /// Thread count set by `set_num_threads`; 0 means "not set".
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
+/// The cores available to this process, read once: `available_parallelism` reads the cgroup
+/// CPU quota files on every call (~60 µs), which every call into skyconv would pay.
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
+
 fn default_threads() -> usize {
     std::env::var("SKYCONV_NUM_THREADS")
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
+        .unwrap_or_else(cores)
 }
 
 /// The number of threads the pool has (or will have when next used).
@@ -69,6 +77,7 @@ pub fn pool() -> Result<Arc<ThreadPool>> {
     let pool = ThreadPoolBuilder::new()
         .num_threads(want)
         .thread_name(|i| format!("skyconv-{i}"))
+        .start_handler(|_| IN_POOL.with(|c| c.set(true)))
         .build()
         .map_err(|e| Error::Internal(format!("cannot start {want} CPU threads: {e}")))?;
     let pool = Arc::new(pool);
@@ -80,8 +89,19 @@ pub fn pool() -> Result<Arc<ThreadPool>> {
     Ok(pool)
 }
 
-/// Run `f` inside skyconv's pool, so rayon iterators in it use that pool.
+thread_local! {
+    /// True on the worker threads of skyconv's pools (set by their start handler).
+    static IN_POOL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` inside skyconv's pool, so rayon iterators in it use that pool. Entered once per
+/// call: the bindings (`py::errors::compute`) enter it, and the engines' own `install`s (for
+/// Rust callers) then run `f` in place, without looking the pool up again, and so in the same
+/// pool even if `set_num_threads` replaced it meanwhile.
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> Result<R> {
+    if IN_POOL.with(Cell::get) {
+        return Ok(f());
+    }
     let pool = pool()?;
     Ok(pool.install(f))
 }
@@ -106,5 +126,32 @@ impl<T> Disjoint<T> {
     #[inline(always)]
     pub fn get(&self) -> *mut T {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A nested `install` (an engine's, inside a binding's) runs in the pool the call entered,
+    /// even after `set_num_threads` replaced the pool; the next call gets the new pool.
+    #[test]
+    fn nested_install_stays_in_the_entered_pool() {
+        set_num_threads(2).unwrap();
+        let (outer, inner, same_thread) = install(|| {
+            let me = std::thread::current().id();
+            let outer = rayon::current_num_threads();
+            set_num_threads(3).unwrap();
+            let (inner, who) =
+                install(|| (rayon::current_num_threads(), std::thread::current().id())).unwrap();
+            (outer, inner, who == me)
+        })
+        .unwrap();
+        assert_eq!((outer, inner, same_thread), (2, 2, true));
+        assert_eq!(install(rayon::current_num_threads).unwrap(), 3);
+        assert!(
+            !IN_POOL.with(Cell::get),
+            "the calling thread is not a worker"
+        );
     }
 }

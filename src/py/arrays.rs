@@ -16,6 +16,58 @@ pub enum FloatArray<'py> {
     F64(PyReadonlyArrayDyn<'py, f64>),
 }
 
+/// A list of arrays of one float dtype (as `sht.map2alm` takes its maps).
+pub enum FloatArrays<'py> {
+    F32(Vec<PyReadonlyArrayDyn<'py, f32>>),
+    F64(Vec<PyReadonlyArrayDyn<'py, f64>>),
+}
+
+impl<'py> FloatArrays<'py> {
+    /// Group `arrays` by dtype; a TypeError when they mix float32 and float64 or there are
+    /// none.
+    pub fn same_dtype(arrays: Vec<FloatArray<'py>>, name: &str) -> PyResult<Self> {
+        let (mut f32s, mut f64s) = (Vec::new(), Vec::new());
+        for a in arrays {
+            match a {
+                FloatArray::F32(a) => f32s.push(a),
+                FloatArray::F64(a) => f64s.push(a),
+            }
+        }
+        match (f32s.is_empty(), f64s.is_empty()) {
+            (true, false) => Ok(FloatArrays::F64(f64s)),
+            (false, true) => Ok(FloatArrays::F32(f32s)),
+            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "{name} must all have the same dtype (float32 or float64)"
+            ))),
+        }
+    }
+}
+
+/// The float32/float64 dispatch of every binding, written once: evaluates `$body` with `$a`
+/// bound to the typed array(s) inside a [`FloatArray`] (or, with the `FloatArrays:` prefix,
+/// a [`FloatArrays`]), once per dtype, so that the body calls a generic function with its
+/// arguments listed once (adding an argument is a one-line change).
+///
+/// ```ignore
+/// with_float!(data, a => run(py, &a, &params, device))
+/// with_float!(FloatArrays: maps, m => run_map2alm(py, &m, args))
+/// ```
+macro_rules! with_float {
+    (FloatArrays: $arr:expr, $a:ident => $body:expr) => {
+        match $arr {
+            $crate::py::arrays::FloatArrays::F32($a) => $body,
+            $crate::py::arrays::FloatArrays::F64($a) => $body,
+        }
+    };
+    ($arr:expr, $a:ident => $body:expr) => {
+        match $arr {
+            $crate::py::arrays::FloatArray::F32($a) => $body,
+            $crate::py::arrays::FloatArray::F64($a) => $body,
+        }
+    };
+}
+pub(crate) use with_float;
+
 /// A new uninitialised C-contiguous array of `shape`.
 pub fn empty<'py, T: Real + numpy::Element>(
     py: Python<'py>,

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use crate::backend;
 use crate::cube::atrous::{self, Params, Progress, Variant, WaveletFilter, DUCHAMP_BLANK};
 use crate::error::Error;
-use crate::py::arrays::{data_mut, empty, parts, FloatArray};
+use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 
@@ -94,10 +94,7 @@ fn _atrous_denoise<'py>(
         variant: Variant::parse(variant).map_err(to_pyerr)?,
         blank_value,
     };
-    match data {
-        FloatArray::F32(a) => run(py, &a, &params, device, progress),
-        FloatArray::F64(a) => run(py, &a, &params, device, progress),
-    }
+    with_float!(data, a => run(py, &a, &params, device, progress))
 }
 
 /// Number of scales and noise factors f[0..=N] for a reconstruction of `shape`.

@@ -14,7 +14,7 @@ use crate::cube::stats::sample::{gather, Sampling};
 use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Mode, Sofia1Rms};
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
-use crate::py::arrays::{parts, FloatArray};
+use crate::py::arrays::{parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 
@@ -216,40 +216,22 @@ fn _scfind<'py>(
     let rep = (replace.0.as_str(), replace.1);
     let noi = (noise.0.as_str(), noise.1.as_str(), noise.2);
     let sam = (sampling.0.as_str(), sampling.1);
-    match cube {
-        FloatArray::F32(a) => scfind_typed(
-            py,
-            &a,
-            &mut mask,
-            &kernels,
-            mode,
-            threshold,
-            inclusive,
-            rep,
-            noi,
-            sam,
-            slab_planes,
-            progress,
-            fitter,
-            device,
-        ),
-        FloatArray::F64(a) => scfind_typed(
-            py,
-            &a,
-            &mut mask,
-            &kernels,
-            mode,
-            threshold,
-            inclusive,
-            rep,
-            noi,
-            sam,
-            slab_planes,
-            progress,
-            fitter,
-            device,
-        ),
-    }
+    with_float!(cube, a => scfind_typed(
+        py,
+        &a,
+        &mut mask,
+        &kernels,
+        mode,
+        threshold,
+        inclusive,
+        rep,
+        noi,
+        sam,
+        slab_planes,
+        progress,
+        fitter,
+        device,
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -309,14 +291,7 @@ fn _stat(
     fitter: Option<Py<PyAny>>,
 ) -> PyResult<Option<f64>> {
     let s = (sampling.0.as_str(), sampling.1);
-    match data {
-        FloatArray::F32(a) => {
-            stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter)
-        }
-        FloatArray::F64(a) => {
-            stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter)
-        }
-    }
+    with_float!(data, a => stat_typed(py, &a, what, center, flux_range, s, clip, two_pass, fitter))
 }
 
 /// NumPy-rule histogram counts of the finite values of `data` in bins `edges`.
@@ -333,10 +308,7 @@ fn _histogram(py: Python<'_>, data: FloatArray<'_>, edges: Vec<f64>) -> PyResult
             Ok(histogram(&gather(data, [1, 1, n], Sampling::Cadence(1)), e))
         })
     }
-    match data {
-        FloatArray::F32(a) => go(py, &a, &edges),
-        FloatArray::F64(a) => go(py, &a, &edges),
-    }
+    with_float!(data, a => go(py, &a, &edges))
 }
 
 /// Least-squares fit of A·exp(−x²/2σ²); returns (A, σ).

@@ -1,29 +1,58 @@
 //! Error -> Python exception. The exception classes live in `skyconv/_errors.py` (so that
-//! `ShapeError` can subclass both `SkyconvError` and `ValueError`).
+//! `ShapeError` can subclass both `SkyconvError` and `ValueError`); each is looked up once.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
 
 use crate::error::Error;
 
-fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match py.import("skyconv._errors").and_then(|m| m.getattr(class)) {
-        Ok(cls) => PyErr::from_type(cls.cast_into().expect("exception class"), msg),
-        Err(_) => PyRuntimeError::new_err(msg),
+/// The module that defines skyconv's exception classes.
+const MODULE: &str = "skyconv._errors";
+
+/// One of skyconv's exception classes, looked up in `skyconv._errors` on its first raise and
+/// cached for the life of the process.
+struct Class {
+    name: &'static str,
+    cell: PyOnceLock<Py<PyType>>,
+}
+
+impl Class {
+    const fn new(name: &'static str) -> Self {
+        Class {
+            name,
+            cell: PyOnceLock::new(),
+        }
+    }
+
+    /// The exception `msg` of this class (a RuntimeError if the class cannot be imported; a
+    /// failed import is not cached, so the next raise tries again).
+    fn err(&self, py: Python<'_>, msg: String) -> PyErr {
+        match self.cell.import(py, MODULE, self.name) {
+            Ok(cls) => PyErr::from_type(cls.clone(), msg),
+            Err(_) => PyRuntimeError::new_err(msg),
+        }
     }
 }
 
+static SHAPE_ERROR: Class = Class::new("ShapeError");
+static DEVICE_ERROR: Class = Class::new("DeviceError");
+static GPU_MEMORY_ERROR: Class = Class::new("GpuMemoryError");
+static CUDA_ERROR: Class = Class::new("CudaError");
+static INTERNAL_ERROR: Class = Class::new("InternalError");
+
 pub fn to_pyerr(e: Error) -> PyErr {
     Python::attach(|py| match e {
-        Error::Shape(m) => raise(py, "ShapeError", m),
+        Error::Shape(m) => SHAPE_ERROR.err(py, m),
         Error::Value(m) => PyValueError::new_err(m),
         Error::Type(m) => PyTypeError::new_err(m),
-        Error::Device(m) => raise(py, "DeviceError", m),
-        Error::GpuMemory(m) => raise(py, "GpuMemoryError", m),
-        Error::Cuda(m) => raise(py, "CudaError", m),
-        e @ Error::Internal(_) => raise(py, "InternalError", e.to_string()),
+        Error::Device(m) => DEVICE_ERROR.err(py, m),
+        Error::GpuMemory(m) => GPU_MEMORY_ERROR.err(py, m),
+        Error::Cuda(m) => CUDA_ERROR.err(py, m),
+        e @ Error::Internal(_) => INTERNAL_ERROR.err(py, e.to_string()),
     })
 }
 

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 
 use crate::backend;
 use crate::cube::filters::{self, Filter1d, Mode, Pass};
-use crate::py::arrays::{data_mut, empty, parts, FloatArray};
+use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 
@@ -39,10 +39,7 @@ fn filter_any<'py>(
         mode: Mode::parse(mode).map_err(to_pyerr)?,
         cval,
     };
-    Ok(match input {
-        FloatArray::F32(a) => run(py, &a, pass, device)?.into_any(),
-        FloatArray::F64(a) => run(py, &a, pass, device)?.into_any(),
-    })
+    Ok(with_float!(input, a => run(py, &a, pass, device)?.into_any()))
 }
 
 #[pyfunction]
@@ -156,10 +153,7 @@ fn _filter_chain<'py>(
         .map(pass_of)
         .collect::<crate::Result<Vec<_>>>()
         .map_err(to_pyerr)?;
-    Ok(match input {
-        FloatArray::F32(a) => chain(py, &a, &passes, device)?.into_any(),
-        FloatArray::F64(a) => chain(py, &a, &passes, device)?.into_any(),
-    })
+    Ok(with_float!(input, a => chain(py, &a, &passes, device)?.into_any()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -325,7 +325,23 @@ fn _healpix_centres<'py>(
     Ok((lon.into_pyarray(py), lat.into_pyarray(py)))
 }
 
+/// Check a kernel (name, parameters in degrees, sphere radius in degrees or None) without
+/// gridding anything: the errors `_grid_accumulate` and `_grid_once` would raise for it.
+/// Returns the sphere radius the core will use (degrees).
+#[pyfunction]
+#[pyo3(signature = (kernel, kernel_params, sphere_radius=None))]
+fn _grid_check_kernel(
+    kernel: &str,
+    kernel_params: Vec<f64>,
+    sphere_radius: Option<f64>,
+) -> PyResult<f64> {
+    let kernel = Kernel::new(kernel, &kernel_params).map_err(to_pyerr)?;
+    let setup = Setup::new(kernel, sphere_radius).map_err(to_pyerr)?;
+    Ok(setup.radius.to_degrees())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_grid_check_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(_grid_accumulate, m)?)?;
     m.add_function(wrap_pyfunction!(_grid_finish, m)?)?;
     m.add_function(wrap_pyfunction!(_grid_once, m)?)?;

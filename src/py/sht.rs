@@ -4,7 +4,7 @@ use numpy::{Complex64, PyArrayDyn, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use crate::backend;
-use crate::py::arrays::{empty_for, parts, FloatArray};
+use crate::py::arrays::{empty_for, parts, with_float, FloatArray, FloatArrays};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 use crate::sht::{self, AlmLayout};
@@ -97,21 +97,8 @@ fn _map2alm<'py>(
         None => None,
     };
     let args = (nside, lay, iter, pol, w, device);
-    let mut f32s = Vec::new();
-    let mut f64s = Vec::new();
-    for m in maps {
-        match m {
-            FloatArray::F32(a) => f32s.push(a),
-            FloatArray::F64(a) => f64s.push(a),
-        }
-    }
-    match (f32s.is_empty(), f64s.is_empty()) {
-        (true, false) => run_map2alm(py, &f64s, args),
-        (false, true) => run_map2alm(py, &f32s, args),
-        _ => Err(pyo3::exceptions::PyTypeError::new_err(
-            "maps must all have the same dtype (float32 or float64)",
-        )),
-    }
+    let maps = FloatArrays::same_dtype(maps, "maps")?;
+    with_float!(FloatArrays: maps, m => run_map2alm(py, &m, args))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

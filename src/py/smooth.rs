@@ -4,7 +4,7 @@ use numpy::{IntoPyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray1}
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::py::arrays::{data_mut, empty_for, parts, FloatArray};
+use crate::py::arrays::{data_mut, empty_for, parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 use crate::smooth::{self, profile};
@@ -57,10 +57,7 @@ fn _smooth_ring<'py>(
 ) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
     let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
     let args = (nside, t, v, device);
-    match map {
-        FloatArray::F32(a) => ring_run(py, &a, args),
-        FloatArray::F64(a) => ring_run(py, &a, args),
-    }
+    with_float!(map, a => ring_run(py, &a, args))
 }
 
 /// Tabulated kernel profile (theta, values) of a Gaussian (`fwhm`, radians) or a beam window,
@@ -165,10 +162,7 @@ fn _smooth_missing<'py>(
     py: Python<'py>,
     m: FloatArray<'py>,
 ) -> PyResult<Option<Bound<'py, PyArrayDyn<bool>>>> {
-    match m {
-        FloatArray::F32(a) => missing_run(py, &a),
-        FloatArray::F64(a) => missing_run(py, &a),
-    }
+    with_float!(m, a => missing_run(py, &a))
 }
 
 /// The device the ring method runs on for `device` (DeviceError for "cuda" without a GPU).
@@ -190,7 +184,7 @@ fn _ring_cuda_tables<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = ring_plan(py, nside, &theta, &values)?;
     let (tabs, chunks) = compute(py, || {
-        let tabs = smooth::cuda_tables::Tables::new(&plan)?;
+        let tabs = smooth::cuda::tables::Tables::new(&plan)?;
         let chunks = tabs.chunks(max_taps, usize::MAX)?;
         Ok((tabs, chunks))
     })?;

@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 
 use crate::backend::{self, cuda, Device};
 use crate::cube::stats::{self, Range, Values};
-use crate::py::arrays::{parts, FloatArray};
+use crate::py::arrays::{parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 
@@ -44,16 +44,10 @@ fn _select_kth(
     };
     let vals = Values { center, abs, range };
     let dev = backend::resolve(device).map_err(to_pyerr)?;
-    match data {
-        FloatArray::F32(a) => {
-            let (_, d) = parts(&a, "data")?;
-            compute(py, || kth(dev, d, k, vals))
-        }
-        FloatArray::F64(a) => {
-            let (_, d) = parts(&a, "data")?;
-            compute(py, || kth(dev, d, k, vals))
-        }
-    }
+    with_float!(data, a => {
+        let (_, d) = parts(&a, "data")?;
+        compute(py, || kth(dev, d, k, vals))
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

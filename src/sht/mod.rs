@@ -8,7 +8,6 @@
 
 pub mod cpu;
 pub mod cuda;
-mod cuda_io;
 pub mod layout;
 pub mod legendre;
 mod simd;

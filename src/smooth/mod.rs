@@ -32,12 +32,11 @@
 //!
 //! - `profile`: kernel profiles (Gaussian, beam window), truncation, tables.
 //! - `weights`: the ring weights.
-//! - `cpu`: the rayon engine; `cuda` (tables from `cuda_tables`): the GPU engine. Both follow
+//! - `cpu`: the rayon engine; `cuda` (tables from `cuda::tables`): the GPU engine. Both follow
 //!   [`RingPlan`].
 
 pub mod cpu;
 pub mod cuda;
-pub mod cuda_tables;
 pub mod profile;
 pub mod weights;
 
@@ -348,10 +347,10 @@ mod tests {
         assert_eq!(good_len(22), 24);
         for n in 1..2000 {
             let g = good_len(n);
-            assert!(g >= n && g % 4 == 0);
+            assert!(g >= n && g.is_multiple_of(4));
             let mut h = g / 4;
             for p in [2, 3, 5] {
-                while h % p == 0 {
+                while h.is_multiple_of(p) {
                     h /= p;
                 }
             }

@@ -1,5 +1,5 @@
 // Runs kernels/grid.cu's whole device pipeline in the SIMT emulator (simt.hpp), in the order
-// src/grid/cuda.rs launches it: the plan built on the "device" (prep, radix sort, ring tables),
+// src/grid/cuda/ launches it: the plan built on the "device" (prep, radix sort, ring tables),
 // the scalar and spectral gathers (resident rows and packed channel blocks) and the finish
 // kernel. Checks, per scenario:
 //   - the device sort equals the host plan's order (src/grid/plan.rs: by key, ties by index)
@@ -8,7 +8,7 @@
 //     to 1e-12 (relative to the largest |sum|), empty pixels identically;
 //   - two runs with different thread interleavings give bit-identical results.
 // Also checks the argument struct layouts: `--layout` prints "Struct.field offset size" lines
-// that tests/test_grid_cuda_host.py compares with the Rust structs in src/grid/cuda.rs.
+// that tests/test_grid_cuda_host.py compares with the Rust structs in src/grid/cuda/args.rs.
 // Exit status 0 and "all ok" when every check passes.
 #include "simt.hpp"
 
@@ -120,7 +120,7 @@ struct DevPlanHost {
     int passes = 0;
 };
 
-// The device plan, built exactly as DevicePlan::build in src/grid/cuda.rs.
+// The device plan, built exactly as DevicePlan::build in src/grid/cuda/plan.rs.
 template <typename T>
 static DevPlanHost build_device_plan(const Scenario<T>& s, uint64_t seed) {
     simt::seed = seed;
@@ -282,7 +282,7 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
                 P.zmin.data(), P.zmax.data(), P.lo_env.data(), P.hi_env.data(), P.nrings};
     const double cc = 2.0 * sin(std::min(0.5 * s.K.radius, M_PI / 2));
     GridKernel gk{s.K.kind, s.K.c[0], s.K.c[1], s.K.c[2], s.K.c[3], s.K.radius, cc * cc * (1 + 1e-9)};
-    // Launch shape of the gathers: one warp per target (src/grid/cuda.rs `config`), capped low.
+    // Launch shape of the gathers: one warp per target (src/grid/cuda/args.rs `gather_config`), capped low.
     const unsigned gblocks = (unsigned)std::max(1LL, std::min(3LL, (nt + 7) / 8));
     const T* shared_w = nullptr;
     if (s.wmode == W_SHARED || (s.wmode == W_FULL && nchan == 1)) shared_w = s.weights.data();
@@ -306,7 +306,7 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
     const bool full = s.wmode == W_FULL;
     std::vector<T> pd, pw;
     if (!full) out.wmap.assign(nt, -1.0);
-    // Spectral launch shape (src/grid/cuda.rs spectral_config), capped low.
+    // Spectral launch shape (src/grid/cuda/args.rs spectral_config), capped low.
     const unsigned sblocks = (unsigned)std::max(1LL, std::min(3LL, (nt + SC_RUN - 1) / SC_RUN));
     for (long long c0 = 0; c0 < nchan; c0 += block_cw) {
         const long long cw = std::min<long long>(block_cw, nchan - c0);

@@ -1,7 +1,7 @@
 // Host build of kernels/grid.cu's per-target device logic (for_each_run, sc_pair, sc_kernel),
 // run one target at a time against a brute-force haversine sum with Cygrid's kernels, so the
 // GPU engine's candidate search is checked on machines without a GPU. The plan is rebuilt here
-// as src/grid/plan.rs builds it. Run by tests/test_grid_cuda_host.py (g++ -I kernels).
+// as src/grid/plan.rs builds it. Run by tests/grid/test_grid_cuda_host.py (g++ -I kernels).
 // Exit status 1 when any scenario exceeds 1e-12 (relative to the sum of |weights|).
 #include "simt.hpp"
 

@@ -1,6 +1,6 @@
-// Host run of kernels/smooth.cu in src/smooth/cuda.rs's launch order, on the tables the Rust
+// Host run of kernels/smooth.cu in src/smooth/cuda/mod.rs's launch order, on the tables the Rust
 // host code builds (skyconv._core._ring_cuda_tables, written as raw arrays by
-// tests/test_smooth_cuda_host.py). The ring FFTs that cuFFT and the Bluestein transform do on
+// tests/smooth/test_smooth_cuda_host.py). The ring FFTs that cuFFT and the Bluestein transform do on
 // the GPU are plain DFTs here, with the same layouts (ring r's half spectrum at complex offset
 // first[r]) and conventions (unnormalised; forward e^{-i}, inverse e^{+i} ignoring the imaginary
 // parts of bins 0 and n/2). Usage: smooth_emu DIR; reads DIR/<name>.bin, writes DIR/out.bin.

@@ -50,6 +50,8 @@ _KEYS = {
     "verbose": ("verbose", "flag"),
 }
 _FILTERS = {1: "b3spline", 2: "triangle", 3: "haar"}
+#: DUCHAMP's BLANK value for NaN pixels of a FITS file without a BLANK keyword.
+DUCHAMP_BLANK = -8.00061
 _INT = re.compile(r"[+-]?\d+")
 _REAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf(?:inity)?|nan)", re.I)
 
@@ -264,8 +266,6 @@ def header_blank_value(header) -> float:
     float
         The blank value, in the data's (scaled) units.
     """
-    from ..atrous import DUCHAMP_BLANK
-
     if "BLANK" not in header:
         return DUCHAMP_BLANK
     bscale = float(header.get("BSCALE", 1.0))
@@ -295,4 +295,10 @@ def read_duchamp_par(path) -> DuchampPar:
     return parse_duchamp_par(Path(path).read_text(encoding="utf-8", errors="replace"))
 
 
-__all__ = ["DuchampPar", "header_blank_value", "parse_duchamp_par", "read_duchamp_par"]
+__all__ = [
+    "DUCHAMP_BLANK",
+    "DuchampPar",
+    "header_blank_value",
+    "parse_duchamp_par",
+    "read_duchamp_par",
+]

@@ -22,7 +22,9 @@ Differences, all deliberate:
   contribution to the float32 cube), so float32 cubes are more accurate.
 - ``hpx_max_resolution`` is accepted and ignored (skyconv picks its own lookup resolution);
   ``set_num_threads`` sets skyconv's thread count for the whole process, as OpenMP's did.
-- ``device`` keyword (skyconv's "auto", "cpu", "cuda") on the constructors.
+- ``device`` keyword on the constructors (skyconv's "auto", "cpu", "cuda", "cuda:N"; None:
+  ``SKYCONV_DEVICE``, else "auto"), resolved once per gridder; ``set_kernel`` builds the
+  gridder's plan (``skyconv.grid.GridPlan``) that every ``grid()`` call uses.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ import warnings
 
 import numpy as np
 
-from .. import _backend
-from .._errors import ShapeError
-from ..grid import _Target, accumulate, prepare_samples, resolve_target
+from .. import _backend, _core
+from .._utils.device import resolve
+from ..exceptions import ShapeError
+from ..grid import GridPlan, _Target, prepare_samples, resolve_target
 
 _KERNELS = {"gauss1d": 1, "gauss2d": 3, "tapered_sinc": 3, "gaussbessel": 3}
 
@@ -56,14 +59,16 @@ class Cygrid:
         datacube=None,
         weightcube=None,
         dtype=np.float32,
-        device="auto",
+        device=None,
     ):
         self._target = target
         self.dbg_messages = bool(dbg_messages)
         self.datacube = datacube
         self.weightcube = weightcube
         self.dtype = np.dtype(dtype)
-        self.device = device
+        self._device = resolve(device)  # the one device rule, once per gridder
+        self.device = str(self._device)
+        self._plan = None
         self.kernel_set = False
         self.cubes_prepared = False
         self.cube_shape = None
@@ -93,9 +98,9 @@ class Cygrid:
             raise ValueError(
                 f"kernel_params needs {_KERNELS[kernel_type]} entries for {kernel_type}"
             )
-        from ..grid import kernel_args
-
-        self._kernel = kernel_args(kernel_type, params, float(sphere_radius))
+        self._plan = GridPlan.build(
+            self._target, kernel_type, params, float(sphere_radius), self._device
+        )
         self.kernel_set = True
         if self.dbg_messages:
             print(
@@ -186,20 +191,7 @@ class Cygrid:
         wcube = self.weightcube.reshape(nchan, self._target.size)
         if self.dbg_messages:
             print(f"Gridding {lons.size} spectra in datacube...")
-        kernel, params, radius = self._kernel
-        accumulate(
-            self._target,
-            lons,
-            lats,
-            data2d,
-            weights,
-            kernel,
-            params,
-            radius,
-            dcube,
-            wcube,
-            self.device,
-        )
+        self._plan.accumulate(lons, lats, data2d, weights, dcube, wcube)
 
     # -- results ------------------------------------------------------------------------
 
@@ -210,8 +202,6 @@ class Cygrid:
     def get_datacube(self):
         """datacube / weightcube, NaN where no sample contributed (no NumPy warning)."""
         self._need_cubes()
-        from .. import _core
-
         return _core._grid_finish(self.datacube, self.weightcube).reshape(self.cube_shape)
 
     def get_weights(self):

@@ -1,0 +1,152 @@
+"""``skyconv smooth``: smooth a HEALPix map FITS file with a Gaussian beam or a beam window.
+
+    skyconv smooth map.fits --fwhm 5arcmin --out smoothed.fits [--method auto --lmax L
+                   --tol 1e-5 --iter 0 --device {auto,cpu,cuda} --threads N --overwrite -q]
+
+Maps are read and written as healpy-compatible HEALPix binary tables (``healpy.write_map``'s
+layout, any number of columns, each smoothed as a spin-0 map); the output keeps the input's
+column names and ORDERING (NESTED maps are smoothed with ``nest=True``) and is read back by
+``healpy.read_map``. ``--fwhm`` takes a number with a unit: ``5arcmin``, ``0.5deg``,
+``1.2e-3rad``, ``30arcsec``; a bare number is read as arcmin (and says so on stderr).
+``--beam-window`` is a text file of b_l (one per line, l = 0, 1, ...) or a FITS table whose
+first column holds them (``healpy.write_cl``'s layout, as Planck's beam window files). The
+output may also be given as a second positional argument (deprecated: use ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from . import _io
+from ._common import (
+    Progress,
+    add_common,
+    add_output,
+    angle_type,
+    apply_threads,
+    output_path,
+    resolve_device,
+)
+from ._common import parse_angle as _parse_angle
+
+
+def parse_angle(text: str) -> float:
+    """An angle with a unit (arcmin, arcsec, deg, rad; a bare number is arcmin) in radians.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a number with a known unit.
+    """
+    return _parse_angle(text, "arcmin")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``smooth`` verb to an argparse subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
+    """
+    p = subparsers.add_parser(
+        "smooth",
+        help="smooth a HEALPix map with a beam (FITS in, FITS out)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("input", help="map FITS file (healpy.write_map layout)")
+    add_output(p, "map FITS file to write", positional=True)
+    beam = p.add_mutually_exclusive_group(required=True)
+    beam.add_argument(
+        "--fwhm",
+        type=angle_type("arcmin"),
+        help="Gaussian FWHM with a unit: 5arcmin, 0.5deg, 0.001rad (bare number: arcmin)",
+    )
+    beam.add_argument(
+        "--beam-window",
+        help="the beam window b_l: a text file (one per line) or a FITS table (healpy.write_cl)",
+    )
+    p.add_argument(
+        "--method",
+        default="auto",
+        choices=["auto", "harmonic", "ring", "split"],
+        help="smoothing method (default auto)",
+    )
+    p.add_argument("--lmax", type=int, default=None, help="band limit (default 3*nside-1)")
+    p.add_argument("--tol", type=float, default=1e-5, help="accuracy (default 1e-5)")
+    p.add_argument("--iter", type=int, default=0, help="map2alm Jacobi iterations (default 0)")
+    add_common(p)
+    p.set_defaults(func=run, command="smooth")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Smooth the maps of ``args.input`` and write them to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing, or the command line
+        asks for something impossible: raised before any work (exit status 2).
+    InputFileError
+        An input file cannot be read as a HEALPix map (exit status 1).
+    skyconv.DeviceError
+        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    """
+    import skyconv
+
+    out = output_path(args, "smooth")
+    _io.check_output(out, args.overwrite)
+    _io.check_input(args.input)
+    if args.beam_window is not None:
+        _io.check_input(args.beam_window, "--beam-window")
+    _io.check_distinct([out], [args.input, args.beam_window])
+    device, where = resolve_device(args)
+    apply_threads(args)
+    say = Progress("smooth", args.quiet)
+    say.note_bare("--fwhm", args.fwhm, "arcmin")
+    maps, names, nested = _io.read_healpix(args.input)
+    window = None
+    if args.beam_window is not None:
+        window = _io.read_window(args.beam_window)
+    nside = int(round(np.sqrt(maps.shape[1] / 12)))
+    with say.stage(f"{len(names)} map(s) at nside {nside}, method {args.method}, on {where}"):
+        result = skyconv.smooth_map(
+            maps,
+            fwhm=None if args.fwhm is None else float(args.fwhm),
+            beam_window=window,
+            lmax=args.lmax,
+            nest=nested,
+            tol=args.tol,
+            method=args.method,
+            iter=args.iter,
+            device=device,
+        )
+    _io.write_healpix(
+        out,
+        result,
+        names,
+        nested,
+        args.overwrite,
+        history=[f"skyconv smooth {args.input}: method={args.method} tol={args.tol}"],
+    )
+    say.say(f"smooth: wrote {out}")
+    return 0

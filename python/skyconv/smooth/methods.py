@@ -1,0 +1,264 @@
+"""The smoothing methods' leaf: beam windows, the ring kernel, and the two engines (harmonic
+and ring) on a filled RING float64 map. Imports no other smoothing module; see
+:mod:`skyconv.smooth` for the methods' accuracy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _core, healpix
+from .._utils.arrays import int_arg
+from .._utils.device import resolve
+from ..exceptions import ShapeError
+from ..sht import UNSEEN, almxfl, map2alm
+from ..sht import alm2map as _alm2map
+
+
+def missing(m: np.ndarray) -> np.ndarray:
+    """healpy's UNSEEN test (|x - UNSEEN| <= 1e-8 + 1e-5 |UNSEEN|) or not finite."""
+    m = np.asarray(m)
+    return ~np.isfinite(m) | (np.abs(m - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN))
+
+
+def check_tol(tol) -> float:
+    """``tol`` as a float in (0, 1) (TypeError/ValueError naming it)."""
+    try:
+        t = float(tol)
+    except (TypeError, ValueError):
+        raise TypeError(f"tol must be a number, got {type(tol).__name__}") from None
+    if not 0.0 < t < 1.0:
+        raise ValueError(f"tol must be in (0, 1), got {tol}")
+    return t
+
+
+def check_fwhm(fwhm) -> float:
+    """``fwhm`` as a positive finite float, radians (TypeError/ValueError naming it)."""
+    try:
+        f = float(fwhm)
+    except (TypeError, ValueError):
+        raise TypeError(f"fwhm must be a number (radians), got {type(fwhm).__name__}") from None
+    if not (np.isfinite(f) and f > 0):
+        raise ValueError(f"fwhm must be a positive number of radians, got {fwhm}")
+    return f
+
+
+def check_window(beam_window) -> np.ndarray:
+    """``beam_window`` as a finite, non-empty 1-D float64 array (TypeError/ShapeError/
+    ValueError naming it)."""
+    w = np.asarray(beam_window)
+    if w.dtype.kind not in "fiu" or w.dtype.kind == "b":
+        raise TypeError(f"beam_window must be a real array, got dtype {w.dtype}")
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0:
+        raise ShapeError(f"beam_window must be a non-empty 1-D array, got shape {w.shape}")
+    bad = ~np.isfinite(w)
+    if bad.any():
+        raise ValueError(f"beam_window must be finite, got {w[bad][0]} at l={np.argmax(bad)}")
+    return w
+
+
+def gauss_window(fwhm: float, lmax: int) -> np.ndarray:
+    """The Gaussian beam window exp(-l(l+1) sigma^2 / 2), sigma = fwhm / sqrt(8 ln 2).
+
+    Parameters
+    ----------
+    fwhm : float
+        Full width at half maximum, radians (> 0).
+    lmax : int
+        Highest multipole.
+
+    Returns
+    -------
+    float64 array (lmax + 1,)
+        b_l for l = 0 ... lmax (equal to ``healpy.gauss_beam(fwhm, lmax)``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``fwhm`` not a positive finite number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv.smooth import gauss_window
+    >>> b = gauss_window(np.radians(1.0), 2)
+    >>> float(b[0]), round(float(b[2]), 8)  # exp(-3 sigma^2), sigma = 1 deg / 2.3548
+    (1.0, 0.99983521)
+    """
+    return gauss(check_fwhm(fwhm), int(lmax))
+
+
+def gauss(fwhm: float, lmax: int) -> np.ndarray:
+    """:func:`gauss_window` of a checked ``fwhm`` (radians) and ``lmax``."""
+    sigma = fwhm / np.sqrt(8.0 * np.log(2.0))
+    ell = np.arange(lmax + 1)
+    return np.exp(-0.5 * ell * (ell + 1) * sigma**2)
+
+
+def kernel_profile(fwhm=None, beam_window=None, tol=1e-5):
+    """The ring method's radial kernel K(gamma), tabulated.
+
+    |K| < ``tol`` K(0) at every angle beyond theta_tol = theta_cut / 1.2 (or theta_cut = pi);
+    from theta_tol K is tapered smoothly to exactly 0 at theta_cut (K = 0 beyond). Nodes are
+    denser at small angle (1025 or more, enough for cubic interpolation to ~1e-12 of K(0)).
+    The smooth map is sum_p K(gamma_pq) m(p) 4 pi / npix, and K is rescaled so that its l = 0
+    window 2 pi int K sin(theta) d theta equals b_0 (1 for a Gaussian).
+
+    Parameters
+    ----------
+    fwhm : float, optional
+        A Gaussian's FWHM, radians: the spherical Gaussian with window exp(-l(l+1) sigma^2/2)
+        (a closed form for sigma < 4e-3 rad, else the Legendre sum).
+    beam_window : 1-D array, optional
+        b_l, l = 0 ... len - 1: K = sum_l (2l+1)/(4 pi) b_l P_l(cos gamma). Exactly one of
+        ``fwhm`` and ``beam_window``.
+    tol : float
+        Truncation level relative to K(0), in (0, 1).
+
+    Returns
+    -------
+    (theta, values) : float64 arrays
+        ``theta`` in radians, ascending from 0 to theta_cut; ``values`` in sr^-1.
+
+    Raises
+    ------
+    ValueError
+        Both or neither of ``fwhm`` and ``beam_window``; ``tol`` outside (0, 1); a window that
+        is not finite or all zero.
+    TypeError
+        Arguments of the wrong type.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv.smooth import kernel_profile
+    >>> theta, values = kernel_profile(fwhm=np.radians(1.0), tol=1e-5)
+    >>> float(theta[0]), float(values[-1])
+    (0.0, 0.0)
+
+    theta_cut is 1.2 times the angle where the Gaussian falls to tol, sigma sqrt(2 ln 1e5):
+
+    >>> sigma = np.radians(1.0) / np.sqrt(8 * np.log(2))
+    >>> round(float(theta[-1] / (1.2 * sigma * np.sqrt(2 * np.log(1e5)))), 2)
+    1.0
+    """
+    tol = check_tol(tol)
+    if (fwhm is None) == (beam_window is None):
+        raise ValueError("give exactly one of fwhm and beam_window")
+    if fwhm is not None:
+        return _core._kernel_profile(fwhm=check_fwhm(fwhm), tol=tol)
+    return _core._kernel_profile(beam_window=check_window(beam_window), tol=tol)
+
+
+def profile_window(theta, values, lmax):
+    """Legendre window of a tabulated radial profile.
+
+    b_l = 2 pi int K(theta) P_l(cos theta) sin(theta) d theta, with K a cubic spline through
+    the nodes and 0 beyond the last.
+
+    Parameters
+    ----------
+    theta : 1-D float array
+        Ascending nodes from 0, radians.
+    values : 1-D float array
+        K at the nodes, sr^-1.
+    lmax : int
+        Highest multipole.
+
+    Returns
+    -------
+    float64 array (lmax + 1,)
+
+    Raises
+    ------
+    ValueError, skyconv.ShapeError
+        Nodes not ascending from 0, lengths that differ, non-finite values.
+
+    Examples
+    --------
+    The window of the kernel of a Gaussian is the Gaussian's window:
+
+    >>> import numpy as np
+    >>> from skyconv.smooth import gauss_window, kernel_profile, profile_window
+    >>> fwhm = np.radians(2.0)
+    >>> theta, values = kernel_profile(fwhm=fwhm, tol=1e-9)
+    >>> bool(np.allclose(profile_window(theta, values, 50), gauss_window(fwhm, 50), atol=1e-7))
+    True
+    """
+    t = np.ascontiguousarray(theta, dtype=np.float64)
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    return _core._profile_window(t, v, int_arg(lmax, "lmax"))
+
+
+def window_profile(window, tol):
+    """(theta, values) of the ring kernel of a checked float64 beam window (no argument
+    checks; see :func:`kernel_profile`)."""
+    return _core._kernel_profile(beam_window=window, tol=tol)
+
+
+def fwhm_profile(fwhm, tol):
+    """(theta, values) of the ring kernel of a Gaussian of a checked ``fwhm`` (radians)."""
+    return _core._kernel_profile(fwhm=fwhm, tol=tol)
+
+
+def gaussian_fwhm(window) -> float | None:
+    """The FWHM (radians) when ``window`` is a Gaussian beam exp(-l(l+1) sigma^2 / 2) (to
+    1e-9), else None. For callers that hold only a window (``choose_method``): the ring method
+    then uses the Gaussian itself, not the band-limited sum."""
+    w = np.asarray(window, dtype=np.float64)
+    if w.size < 2 or w[0] != 1.0 or not np.all(w[1:] < 1) or w[1] <= 0:
+        return None
+    ell = np.arange(w.size)
+    ref = int(np.argmin(np.abs(w - 0.5)))  # sigma^2 from the best-conditioned multipole
+    sigma2 = -2 * math.log(w[ref]) / (ref * (ref + 1))
+    if np.max(np.abs(np.exp(-0.5 * ell * (ell + 1) * sigma2) - w)) > 1e-9:
+        return None
+    return math.sqrt(sigma2 * 8 * math.log(2))
+
+
+def ring(map_ring_f64_filled, nside, theta, values, device):
+    """Ring-method convolution of one filled map.
+
+    Parameters
+    ----------
+    map_ring_f64_filled : float64 array (12 nside^2,)
+        RING map without missing pixels (UNSEEN/NaN already replaced); not modified.
+    nside : int
+    theta, values : float64 arrays
+        The radial profile K(theta) at ascending nodes theta[0] = 0 ... theta[-1] = theta_cut
+        (radians; K per steradian), K = 0 beyond theta_cut. Interpolated by a cubic spline with
+        K'(0) = 0. A profile that ends in a step (K(theta_cut) != 0) carries that step's
+        resampling error off the equatorial belt, ~ the step relative to K(0).
+    device : Device, str or None
+        Where to run (a resolved :class:`skyconv._utils.device.Device` passes through).
+
+    Returns
+    -------
+    float64 array (12 nside^2,)
+        s(q) = sum_p K(gamma_pq) m(p) (1 + w_ring(p)) 4 pi / npix, RING, with the ring weights
+        w (exact quadrature of ring averages up to degree 3 nside).
+    """
+    t = np.ascontiguousarray(theta, dtype=np.float64)
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    return _core._smooth_ring(map_ring_f64_filled, int(nside), t, v, resolve(device).core)
+
+
+def harmonic(map_ring_f64_filled, window, lmax, iter, device):
+    """Harmonic smoothing of one filled map: map2alm(map, lmax, iter) -> a_lm * window[l] (0
+    where l >= len(window)) -> alm2map, on the SHT engines of ``device``.
+
+    ``map_ring_f64_filled``: float64 (or float32) RING map without missing pixels (not
+    modified). Returns the float64 RING map.
+    """
+    m = np.asarray(map_ring_f64_filled)
+    nside = healpix.npix2nside(m.size)
+    lmax = int(lmax)
+    dev = resolve(device)
+    alm = map2alm(m, lmax=lmax, mmax=lmax, iter=int(iter), pol=False, device=dev)
+    alm = almxfl(alm, np.asarray(window, dtype=np.float64), inplace=True)
+    return _alm2map(alm, nside, lmax=lmax, mmax=lmax, pol=False, device=dev)
+
+
+__all__ = ["gauss_window", "kernel_profile", "profile_window"]

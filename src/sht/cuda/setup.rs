@@ -1,0 +1,179 @@
+//! What a call of the CUDA SHT sets up on the device before its chunks run: the ring and
+//! Legendre tables (`Geo`), the component groups of one launch (`Group`), the per-chunk
+//! scratch sized to the memory budget (`Work`), and the launch shapes and chunk list.
+
+use std::collections::HashMap;
+
+use crate::backend::cuda::ring_fft::RingFft;
+use crate::backend::cuda::{CudaSlice, Gpu, LaunchConfig};
+use crate::error::Result;
+use crate::sht::{Job, Plan};
+
+/// Most device memory the per-chunk work buffers may take.
+const WORK_BUDGET: usize = 4 << 30;
+
+/// Geometry and tables on the device.
+pub(super) struct Geo {
+    pub(super) pair_x: CudaSlice<f64>,
+    pub(super) pair_s: CudaSlice<f64>,
+    pub(super) nphi: CudaSlice<i32>,
+    pub(super) first: CudaSlice<i64>,
+    pub(super) shift: CudaSlice<i32>,
+    pub(super) w: CudaSlice<f64>,
+    pub(super) norms: CudaSlice<f64>,
+    pub(super) lnfact: CudaSlice<f64>,
+}
+
+pub(super) fn geo(gpu: &Gpu, plan: &Plan) -> Result<Geo> {
+    let px: Vec<f64> = plan.pairs.iter().map(|p| p.x).collect();
+    let ps: Vec<f64> = plan.pairs.iter().map(|p| p.s).collect();
+    let nphi: Vec<i32> = plan.rings.iter().map(|r| r.nphi as i32).collect();
+    let first: Vec<i64> = plan.rings.iter().map(|r| r.first as i64).collect();
+    let shift: Vec<i32> = plan.rings.iter().map(|r| (r.phi0 != 0.0) as i32).collect();
+    Ok(Geo {
+        pair_x: gpu.upload_small(&px)?,
+        pair_s: gpu.upload_small(&ps)?,
+        nphi: gpu.upload_small(&nphi)?,
+        first: gpu.upload_small(&first)?,
+        shift: gpu.upload_small(&shift)?,
+        w: gpu.upload_small(&plan.weights)?,
+        norms: gpu.upload_small(&plan.norms)?,
+        lnfact: gpu.upload_small(&plan.ln_fact)?,
+    })
+}
+
+/// What every stage of one call reads: the GPU, the plan and its tables on the device.
+pub(super) struct Ctx<'a> {
+    pub(super) gpu: &'a Gpu,
+    pub(super) plan: &'a Plan,
+    pub(super) g: Geo,
+}
+
+/// Up to three components handled by one launch: spin 0 only, or T + (E, B) with spin 2.
+#[derive(Debug, Clone)]
+pub(super) struct Group {
+    pub(super) comps: Vec<usize>,
+    pub(super) pol: bool,
+}
+
+impl Group {
+    pub(super) fn synth_kernel(&self) -> &'static str {
+        match (self.pol, self.comps.len()) {
+            (true, _) => "leg_synth_pol",
+            (false, 1) => "leg_synth_s1",
+            (false, 2) => "leg_synth_s2",
+            _ => "leg_synth_s3",
+        }
+    }
+    /// Ring pairs per thread of the synthesis kernel (R in kernels/sht.cu's SYNTH_ENTRY).
+    pub(super) fn synth_rings(&self) -> u32 {
+        if !self.pol && self.comps.len() == 1 {
+            4
+        } else {
+            2
+        }
+    }
+    pub(super) fn anal_kernel(&self) -> &'static str {
+        match (self.pol, self.comps.len()) {
+            (true, _) => "leg_anal_pol",
+            (false, 1) => "leg_anal_s1",
+            (false, 2) => "leg_anal_s2",
+            _ => "leg_anal_s3",
+        }
+    }
+}
+
+pub(super) fn groups(jobs: &[Job], ncomp: usize) -> Vec<Group> {
+    if jobs.iter().any(|j| matches!(j, Job::Spin2(..))) {
+        return vec![Group {
+            comps: vec![0, 1, 2],
+            pol: true,
+        }];
+    }
+    (0..ncomp)
+        .collect::<Vec<_>>()
+        .chunks(3)
+        .map(|c| Group {
+            comps: c.to_vec(),
+            pol: false,
+        })
+        .collect()
+}
+
+/// Per-chunk scratch on the device.
+pub(super) struct Work {
+    pub(super) np_max: usize,
+    pub(super) phase: CudaSlice<f64>,
+    pub(super) spec: CudaSlice<f64>,
+    pub(super) rows: CudaSlice<f64>,
+    /// Stand-ins for unused component pointers (never accessed by the kernels).
+    pub(super) dummy1: CudaSlice<f64>,
+    pub(super) dummy2: CudaSlice<f64>,
+    /// Polar ring transforms per (first pair, pairs, components) of a chunk.
+    pub(super) polar: HashMap<(usize, usize, usize), RingFft>,
+}
+
+/// Work buffers for groups of up to `planes` components.
+/// Chunks a call is cut into at least when its transfers overlap the kernels (more chunks hide
+/// more of the PCIe time; fewer keep the Legendre launches wide).
+const OVERLAP_CHUNKS: usize = 4;
+/// Below this many pixels per map a call is not worth cutting for overlap.
+const OVERLAP_MIN_NPIX: usize = 1 << 22;
+
+/// Order the copy stream after the allocations just made on the compute stream (stream-ordered
+/// memory may be reused from work still queued there).
+pub(super) fn fence_copy_stream(gpu: &Gpu) -> Result<()> {
+    let ev = gpu.event()?;
+    ev.record(&gpu.stream)?;
+    gpu.copy.wait(&ev)?;
+    Ok(())
+}
+
+/// Work buffers for groups of up to `planes` components; `overlap`: cut the call into at
+/// least OVERLAP_CHUNKS chunks so that transfers can overlap the kernels.
+pub(super) fn work(gpu: &Gpu, plan: &Plan, planes: usize, overlap: bool) -> Result<Work> {
+    let ns = plan.nside;
+    let h = 2 * ns + 1;
+    let per_pair = planes * 2 * 8 * (2 * (plan.lay.mmax + 1) + 2 * h + 4 * ns);
+    let (free, _) = gpu.mem_info()?;
+    let budget = WORK_BUDGET.min(free / 3).max(per_pair);
+    let mut np_max = budget / per_pair;
+    if overlap && plan.npix >= OVERLAP_MIN_NPIX {
+        np_max = np_max.min(plan.pairs.len().div_ceil(OVERLAP_CHUNKS));
+    }
+    let np_max = crate::sht::forced_chunk_pairs()
+        .unwrap_or(np_max)
+        .clamp(1, 16384)
+        .min(plan.pairs.len());
+    let nrow = 2 * np_max;
+    Ok(Work {
+        np_max,
+        phase: gpu.alloc_zeros::<f64>(planes * nrow * (plan.lay.mmax + 1) * 2)?,
+        spec: gpu.alloc_zeros::<f64>(planes * nrow * h * 2)?,
+        rows: gpu.alloc_zeros::<f64>(planes * nrow * 4 * ns)?,
+        dummy1: gpu.alloc_zeros::<f64>(1)?,
+        dummy2: gpu.alloc_zeros::<f64>(1)?,
+        polar: HashMap::new(),
+    })
+}
+
+pub(super) fn cfg(grid: (u32, u32, u32), block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: grid,
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+pub(super) fn blocks(n: usize, per: u32) -> u32 {
+    n.div_ceil(per as usize).max(1) as u32
+}
+
+/// (first, count) of the chunks of ring pairs.
+pub(super) fn chunk_list(plan: &Plan, np_max: usize) -> Vec<(usize, usize)> {
+    let n = plan.pairs.len();
+    (0..n)
+        .step_by(np_max)
+        .map(|p0| (p0, np_max.min(n - p0)))
+        .collect()
+}

@@ -1,0 +1,297 @@
+//! The CUDA engine of the ring method (`kernels/smooth.cu`), consuming the same [`RingPlan`] as
+//! the CPU engine through the tables of `tables`.
+//!
+//! One call: the map goes up once; the forward ring FFTs write every ring's half spectrum at
+//! its first pixel's complex offset (one batched cuFFT D2Z for the 2·nside+1 belt rings, the
+//! shared Bluestein transform for the polar rings, north and south as one job) and
+//! `smooth_phase` moves φ0 into them; per chunk of output pairs `smooth_kernel_eval` samples
+//! the kernel rings and `smooth_products` sums C_ij·R̃_j straight into the folded, scaled output
+//! spectra (no per-ring launches, no spectrum of length L stored); the inverse ring FFTs write
+//! the result over the input map, which comes down once. Device memory: 40 bytes per pixel (the
+//! map, two spectra of npix complex) plus the kernel samples and the FFT work: ~2 GB at nside
+//! 2048, ~33 GB at nside 8192 (refused with a clear error where the budget is smaller).
+//!
+//! - `mod.rs` (this file): the launches of one call.
+//! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
+//!   emulator test through `_core._ring_cuda_tables`).
+
+pub mod tables;
+
+use crate::backend::cuda::fft::{FftKey, FftKind};
+use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::ring_fft::{RingFft, RingJob};
+use crate::backend::cuda::transfer::prefault;
+use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::error::{Error, Result};
+use crate::smooth::RingPlan;
+use tables::{Chunk, Tables, TILE};
+
+const MODULE: &str = "smooth";
+/// Support entries per block of smooth_kernel_eval (a warp each).
+const EVAL_WARPS: usize = 4;
+/// Most kernel samples one chunk keeps on the device (1 GB).
+const CHUNK_TAPS: usize = 1 << 27;
+
+/// The tables on the device.
+struct Dev {
+    first: CudaSlice<i64>,
+    nphi: CudaSlice<i32>,
+    shifted: CudaSlice<i32>,
+    factor: CudaSlice<f64>,
+    pairs: CudaSlice<i64>,
+    scale: CudaSlice<f64>,
+    tap_off: CudaSlice<i64>,
+    tap_n: CudaSlice<i32>,
+    flags: CudaSlice<i32>,
+    len: CudaSlice<i32>,
+    ab: CudaSlice<f64>,
+    tile_pair: CudaSlice<i32>,
+    tile_k0: CudaSlice<i32>,
+    coef: CudaSlice<f64>,
+}
+
+fn upload(gpu: &Gpu, t: &Tables) -> Result<Dev> {
+    Ok(Dev {
+        first: gpu.upload_small(&t.first)?,
+        nphi: gpu.upload_small(&t.nphi)?,
+        shifted: gpu.upload_small(&t.shifted)?,
+        factor: gpu.upload_small(&t.factor)?,
+        pairs: gpu.upload_small(&t.pairs)?,
+        scale: gpu.upload_small(&t.scale)?,
+        tap_off: gpu.upload_small(&t.tap_off)?,
+        tap_n: gpu.upload_small(&t.tap_n)?,
+        flags: gpu.upload_small(&t.flags)?,
+        len: gpu.upload_small(&t.len)?,
+        ab: gpu.upload_small(&t.ab)?,
+        tile_pair: gpu.upload_small(&t.tile_pair)?,
+        tile_k0: gpu.upload_small(&t.tile_k0)?,
+        coef: gpu.upload_small(&t.coef)?,
+    })
+}
+
+fn cfg(blocks: usize, threads: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks.max(1) as u32, 1, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Polar rings (north and south mirror as one job), addressed by their first pixel: rows and
+/// spectra both at stride 1.
+fn polar_jobs(plan: &RingPlan) -> Vec<RingJob> {
+    let nr = plan.rings.len();
+    (0..plan.nside - 1)
+        .map(|i| RingJob {
+            n: plan.rings[i].nphi,
+            a: plan.rings[i].first as usize,
+            b: Some(plan.rings[nr - 1 - i].first as usize),
+        })
+        .collect()
+}
+
+/// The belt rings nside−1 ..= 3·nside−1: (first pixel of the first, count).
+fn belt(plan: &RingPlan) -> (usize, usize) {
+    (
+        plan.rings[plan.nside - 1].first as usize,
+        2 * plan.nside + 1,
+    )
+}
+
+/// Map rows -> half spectra, or back when `!forward` (`spec` -> `map`).
+fn ring_ffts(
+    gpu: &Gpu,
+    plan: &RingPlan,
+    polar: &mut Option<RingFft>,
+    map: &mut CudaSlice<f64>,
+    spec: &mut CudaSlice<f64>,
+    forward: bool,
+) -> Result<()> {
+    let n = 4 * plan.nside;
+    let (b0, batch) = belt(plan);
+    let kind = if forward { FftKind::D2Z } else { FftKind::Z2D };
+    let key = FftKey {
+        n,
+        batch,
+        idist: n,
+        odist: n,
+        kind,
+    };
+    let fp = gpu.fft_plan(key)?;
+    if forward {
+        gpu.fft_d2z(&fp, map, b0, spec, b0)?;
+    } else {
+        gpu.fft_z2d(&fp, spec, b0, map, b0)?;
+    }
+    if let Some(rf) = polar.as_mut() {
+        if forward {
+            rf.forward(gpu, map, 1, spec, 1)?;
+        } else {
+            rf.inverse(gpu, spec, 1, map, 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// Device bytes besides the kernel samples: the map, two spectra, the FFT work.
+fn fixed_bytes(plan: &RingPlan, jobs: &[RingJob]) -> usize {
+    let (_, batch) = belt(plan);
+    40 * plan.npix + RingFft::bytes_for(jobs) + 16 * batch * (2 * plan.nside + 1)
+}
+
+/// Ring-method convolution of a float64 RING map on the GPU (both npix long).
+pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) -> Result<()> {
+    let tabs = Tables::new(plan)?;
+    let jobs = polar_jobs(plan);
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let budget = gpu.budget()?;
+    let fixed = fixed_bytes(plan, &jobs);
+    let room = budget.saturating_sub(fixed) / 8;
+    if room == 0 {
+        return Err(Error::device(format!(
+            "the ring method at nside {} needs {:.1} GB of GPU memory, {:.1} GB are available; \
+             use device='cpu'",
+            plan.nside,
+            fixed as f64 / 1e9,
+            budget as f64 / 1e9
+        )));
+    }
+    let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
+    let mut tl = Timeline::start(&gpu)?;
+    let mut d_map = gpu.upload(map)?;
+    tl.mark(&gpu, "h2d")?;
+    let dev = upload(&gpu, &tabs)?;
+    let mut polar = if jobs.is_empty() {
+        None
+    } else {
+        Some(RingFft::new(&gpu, &jobs)?)
+    };
+    // SAFETY: the forward FFTs write every ring's bins; the products every output bin; nothing
+    // else of the spectra is read.
+    let mut spec_in = unsafe { gpu.alloc::<f64>(2 * plan.npix) }?;
+    let mut spec_out = unsafe { gpu.alloc::<f64>(2 * plan.npix) }?;
+    let max_taps = chunks
+        .iter()
+        .map(|c| c.taps.1 - c.taps.0)
+        .max()
+        .unwrap_or(0);
+    // SAFETY: each chunk's samples are written by smooth_kernel_eval before the products.
+    let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
+    tl.mark(&gpu, "setup")?;
+    ring_ffts(&gpu, plan, &mut polar, &mut d_map, &mut spec_in, true)?;
+    tl.mark(&gpu, "fft")?;
+    phase(&gpu, &dev, tabs.tile_pair.len(), &mut spec_in)?;
+    tl.mark(&gpu, "fft")?;
+    let tab = &plan.table;
+    for c in &chunks {
+        eval(&gpu, &dev, c, tab, &mut taps)?;
+        tl.mark(&gpu, "kernel")?;
+        products(
+            &gpu,
+            &dev,
+            c,
+            plan.rings.len(),
+            &taps,
+            &spec_in,
+            &mut spec_out,
+        )?;
+        tl.mark(&gpu, "products")?;
+    }
+    drop(spec_in);
+    ring_ffts(&gpu, plan, &mut polar, &mut d_map, &mut spec_out, false)?;
+    tl.mark(&gpu, "fft")?;
+    // the kernels are queued: map the output pages meanwhile
+    crate::backend::threads::install(|| prefault(out))?;
+    gpu.download(&d_map, out)?;
+    tl.mark(&gpu, "d2h")?;
+    tl.finish()?;
+    gpu.sync()
+}
+
+fn phase(gpu: &Gpu, d: &Dev, tiles: usize, spec: &mut CudaSlice<f64>) -> Result<()> {
+    let f = gpu.function(MODULE, "smooth_phase")?;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(&d.tile_pair)
+        .arg(&d.tile_k0)
+        .arg(&d.pairs)
+        .arg(&d.first)
+        .arg(&d.nphi)
+        .arg(&d.shifted)
+        .arg(&d.factor)
+        .arg(spec);
+    // SAFETY: matches smooth_phase; the tiles cover each ring's bins inside `spec`.
+    unsafe { l.launch(cfg(tiles, TILE)) }?;
+    Ok(())
+}
+
+fn eval(
+    gpu: &Gpu,
+    d: &Dev,
+    c: &Chunk,
+    tab: &crate::smooth::Table,
+    taps: &mut CudaSlice<f64>,
+) -> Result<()> {
+    let n = c.entries.1 - c.entries.0;
+    if n == 0 {
+        return Ok(());
+    }
+    let (e0, e1, tap0) = (c.entries.0 as i64, c.entries.1 as i64, c.taps.0 as i64);
+    let ncoef = tab.coef.len() as i64;
+    let f = gpu.function(MODULE, "smooth_kernel_eval")?;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(&d.tap_off)
+        .arg(&d.tap_n)
+        .arg(&d.flags)
+        .arg(&d.len)
+        .arg(&d.ab)
+        .arg(&e0)
+        .arg(&e1)
+        .arg(&tap0)
+        .arg(&d.coef)
+        .arg(&ncoef)
+        .arg(&tab.inv_h)
+        .arg(&tab.u2_cut)
+        .arg(taps);
+    // SAFETY: matches smooth_kernel_eval; the chunk's samples fit `taps`.
+    unsafe { l.launch(cfg(n.div_ceil(EVAL_WARPS), 32 * EVAL_WARPS)) }?;
+    Ok(())
+}
+
+fn products(
+    gpu: &Gpu,
+    d: &Dev,
+    c: &Chunk,
+    nrings: usize,
+    taps: &CudaSlice<f64>,
+    spec_in: &CudaSlice<f64>,
+    spec_out: &mut CudaSlice<f64>,
+) -> Result<()> {
+    let nt = c.tiles.1 - c.tiles.0;
+    if nt == 0 {
+        return Ok(());
+    }
+    let (tap0, nr) = (c.taps.0 as i64, nrings as i64);
+    let tp = d.tile_pair.slice(c.tiles.0..c.tiles.1);
+    let tk = d.tile_k0.slice(c.tiles.0..c.tiles.1);
+    let f = gpu.function(MODULE, "smooth_products")?;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(&tp)
+        .arg(&tk)
+        .arg(&d.pairs)
+        .arg(&d.scale)
+        .arg(&d.tap_n)
+        .arg(&d.flags)
+        .arg(&d.tap_off)
+        .arg(&tap0)
+        .arg(taps)
+        .arg(&d.first)
+        .arg(&d.nphi)
+        .arg(&d.shifted)
+        .arg(&nr)
+        .arg(spec_in)
+        .arg(spec_out);
+    // SAFETY: matches smooth_products; every pair's rings and entries lie in the tables.
+    unsafe { l.launch(cfg(nt, TILE)) }?;
+    Ok(())
+}

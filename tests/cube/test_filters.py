@@ -1,0 +1,265 @@
+"""skyconv.filters against scipy.ndimage: every function, mode, axis, dtype; CPU and GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import skyconv
+from skyconv import filters
+
+from _refs import rel_err
+
+MODES = ["constant", "nearest", "reflect", "mirror", "wrap"]
+TOL = {np.float32: 1e-6, np.float64: 1e-12}
+SHAPES = [(37,), (5, 1), (1, 9), (6, 7, 8), (3, 40, 5), (17, 4, 33)]
+
+
+def _cases(rng, n):
+    """Random (shape, axis, mode, dtype) draws covering every mode and dtype."""
+    out = []
+    for i in range(n):
+        shape = SHAPES[i % len(SHAPES)]
+        out.append(
+            (
+                shape,
+                int(rng.integers(-len(shape), len(shape))),
+                MODES[i % len(MODES)],
+                (np.float32, np.float64)[(i // len(MODES)) % 2],
+            )
+        )
+    return out
+
+
+def _data(rng, shape, dtype):
+    return (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+
+
+def test_gaussian_matches_scipy(rng, device):
+    for shape, axis, mode, dtype in _cases(rng, 40):
+        a = _data(rng, shape, dtype)
+        sigma = float(rng.uniform(0.3, 6.0))
+        truncate = float(rng.choice([4.0, 2.5, 1.0]))
+        ref = ndi.gaussian_filter1d(a, sigma, axis=axis, mode=mode, cval=0.7, truncate=truncate)
+        got = filters.gaussian_filter1d(
+            a, sigma, axis=axis, mode=mode, cval=0.7, truncate=truncate, device=device
+        )
+        assert got.dtype == a.dtype and got.shape == a.shape
+        assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, dtype, sigma)
+
+
+def test_gaussian_radius_matches_scipy(rng, device):
+    a = _data(rng, (30, 11), np.float64)
+    for radius in (0, 1, 5, 40):
+        ref = ndi.gaussian_filter1d(a, 2.0, axis=0, radius=radius)
+        got = filters.gaussian_filter1d(a, 2.0, axis=0, radius=radius, device=device)
+        assert rel_err(got, ref) <= 1e-12
+
+
+def test_uniform_matches_scipy(rng, device):
+    for shape, axis, mode, dtype in _cases(rng, 50):
+        a = _data(rng, shape, dtype)
+        size = int(rng.integers(1, 16))
+        origin = int(rng.integers(-(size // 2), (size - 1) // 2 + 1))
+        ref = ndi.uniform_filter1d(a, size, axis=axis, mode=mode, cval=-1.5, origin=origin)
+        got = filters.uniform_filter1d(
+            a, size, axis=axis, mode=mode, cval=-1.5, origin=origin, device=device
+        )
+        assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, dtype, size, origin)
+
+
+@pytest.mark.parametrize("func", ["correlate1d", "convolve1d"])
+def test_correlate_convolve_match_scipy(rng, device, func):
+    for shape, axis, mode, dtype in _cases(rng, 50):
+        a = _data(rng, shape, dtype)
+        w = rng.standard_normal(int(rng.integers(1, 12)))
+        origin = int(rng.integers(-(len(w) // 2), (len(w) - 1) // 2 + 1))
+        ref = getattr(ndi, func)(a, w, axis=axis, mode=mode, cval=2.0, origin=origin)
+        got = getattr(filters, func)(
+            a, w, axis=axis, mode=mode, cval=2.0, origin=origin, device=device
+        )
+        assert rel_err(got, ref) <= TOL[dtype], (func, shape, axis, mode, dtype, len(w), origin)
+
+
+def test_kernel_longer_than_line(rng, device):
+    """Extensions wider than the line repeat periodically, as scipy extends them."""
+    for mode in MODES:
+        for n in (1, 2, 3, 5):
+            a = _data(rng, (4, n), np.float64)
+            ref = ndi.correlate1d(a, np.arange(1.0, 18.0), axis=1, mode=mode, cval=0.5)
+            got = filters.correlate1d(
+                a, np.arange(1.0, 18.0), axis=1, mode=mode, cval=0.5, device=device
+            )
+            assert rel_err(got, ref) <= 1e-12, (mode, n)
+            ref = ndi.uniform_filter1d(a, 13, axis=1, mode=mode, cval=0.5)
+            got = filters.uniform_filter1d(a, 13, axis=1, mode=mode, cval=0.5, device=device)
+            assert rel_err(got, ref) <= 1e-12, (mode, n)
+
+
+def test_grid_mode_aliases(rng):
+    a = _data(rng, (20,), np.float64)
+    for alias in ("grid-constant", "grid-mirror", "grid-wrap"):
+        ref = ndi.gaussian_filter1d(a, 3.0, mode=alias)
+        assert rel_err(filters.gaussian_filter1d(a, 3.0, mode=alias, device="cpu"), ref) <= 1e-12
+
+
+def test_big_endian_and_noncontiguous(rng):
+    a = _data(rng, (12, 14, 9), np.float64)
+    be = a.astype(">f8")
+    view = a[:, ::2, 1:]
+    ref = ndi.gaussian_filter1d(a, 1.3, axis=1)
+    assert rel_err(filters.gaussian_filter1d(be, 1.3, axis=1, device="cpu"), ref) <= 1e-12
+    ref = ndi.uniform_filter1d(view, 3, axis=2)
+    assert rel_err(filters.uniform_filter1d(view, 3, axis=2, device="cpu"), ref) <= 1e-12
+
+
+def test_nan_stays_local_in_boxcar():
+    a = np.arange(20.0)
+    a[5] = np.nan
+    got = filters.uniform_filter1d(a, 3, device="cpu")
+    assert np.isnan(got[4:7]).all()
+    finite = np.isfinite(got)
+    assert finite.sum() == 17
+    ref = ndi.uniform_filter1d(np.where(np.isnan(a), 0, a), 3)
+    clean = np.ones(20, bool)
+    clean[4:7] = False
+    np.testing.assert_allclose(got[clean], ref[clean], rtol=1e-12)
+
+
+def test_sigma_zero_is_identity(rng):
+    a = _data(rng, (5, 6), np.float32)
+    np.testing.assert_array_equal(filters.gaussian_filter1d(a, 0.0, device="cpu"), a)
+
+
+def test_thread_count_independent(rng):
+    a = _data(rng, (9, 70, 300), np.float32)
+    before = skyconv.get_num_threads()
+    try:
+        skyconv.set_num_threads(1)
+        one = filters.gaussian_filter1d(a, 2.5, axis=0, device="cpu")
+        skyconv.set_num_threads(2)
+        two = filters.gaussian_filter1d(a, 2.5, axis=0, device="cpu")
+    finally:
+        skyconv.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [np.arange(10), np.arange(10, dtype=np.int16), np.ones(4, complex), np.ones(4, np.float16)],
+)
+def test_non_float_input_is_type_error(bad):
+    with pytest.raises(TypeError, match="input"):
+        filters.gaussian_filter1d(bad, 1.0)
+
+
+def test_argument_errors(rng):
+    a = _data(rng, (4, 5), np.float64)
+    with pytest.raises(ValueError, match="axis"):
+        filters.gaussian_filter1d(a, 1.0, axis=2)
+    with pytest.raises(ValueError, match="mode"):
+        filters.gaussian_filter1d(a, 1.0, mode="bogus")
+    with pytest.raises(ValueError, match="sigma"):
+        filters.gaussian_filter1d(a, -1.0)
+    with pytest.raises(ValueError, match="size"):
+        filters.uniform_filter1d(a, 0)
+    with pytest.raises(ValueError, match="origin"):
+        filters.uniform_filter1d(a, 3, origin=2)
+    with pytest.raises(ValueError, match="weights"):
+        filters.correlate1d(a, [])
+    with pytest.raises(ValueError, match="weights"):
+        filters.correlate1d(a, [1.0, np.nan])
+    with pytest.raises(skyconv.ShapeError):
+        filters.gaussian_filter1d(np.float64(3.0), 1.0)
+    with pytest.raises(ValueError, match="device"):
+        filters.gaussian_filter1d(a, 1.0, device="tpu")
+
+
+def test_empty_array():
+    a = np.zeros((0, 5), np.float32)
+    assert filters.gaussian_filter1d(a, 2.0, axis=0, device="cpu").shape == (0, 5)
+    assert filters.uniform_filter1d(a, 3, axis=1, device="cpu").shape == (0, 5)
+
+
+@pytest.mark.gpu
+def test_gpu_large_cube_matches_cpu(rng):
+    """Above the staging threshold, so pinned chunked transfers are exercised both ways."""
+    a = rng.standard_normal((40, 300, 700)).astype(np.float32)
+    for axis in range(3):
+        cpu = filters.gaussian_filter1d(a, 2.55, axis=axis, mode="constant", device="cpu")
+        gpu = filters.gaussian_filter1d(a, 2.55, axis=axis, mode="constant", device="cuda")
+        assert rel_err(gpu, cpu) <= 1e-6
+    prof = skyconv.last_profile()
+    assert {"h2d", "kernel", "d2h", "total"} <= set(prof)
+    assert all(v >= 0 for v in prof.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("limit", [300_000, 40_000, 3_000])
+def test_gpu_chunked_equals_cpu(rng, monkeypatch, limit):
+    """A small GPU memory budget forces slab and row chunking with halos; results unchanged."""
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(limit))
+    for shape in [(20, 50, 60), (300,), (7, 300)]:
+        a = _data(rng, shape, np.float64)
+        for axis in range(len(shape)):
+            for mode in MODES:
+                cpu = filters.gaussian_filter1d(a, 3.0, axis=axis, mode=mode, device="cpu")
+                gpu = filters.gaussian_filter1d(a, 3.0, axis=axis, mode=mode, device="cuda")
+                assert rel_err(gpu, cpu) <= 1e-12, (shape, axis, mode, limit)
+            cpu = filters.uniform_filter1d(a, 15, axis=axis, mode="reflect", device="cpu")
+            gpu = filters.uniform_filter1d(a, 15, axis=axis, mode="reflect", device="cuda")
+            assert rel_err(gpu, cpu) <= 1e-12, (shape, axis, limit)
+
+
+@pytest.mark.gpu
+def test_gpu_budget_too_small_is_gpu_memory_error(rng, monkeypatch):
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "64")
+    with pytest.raises(skyconv.GpuMemoryError):
+        filters.gaussian_filter1d(_data(rng, (4, 300), np.float64), 3.0, axis=0, device="cuda")
+
+
+def test_chain_equals_successive_calls(rng, device):
+    for dtype in (np.float32, np.float64):
+        a = _data(rng, (9, 31, 40), dtype)
+        passes = [
+            filters.Gaussian(2.55, axis=2, mode="constant"),
+            filters.Gaussian(1.2, axis=1, mode="nearest", truncate=3.0),
+            filters.Uniform(4, axis=0, mode="reflect", origin=-1),
+            filters.Correlate((1.0, -2.0, 0.5), axis=-1, mode="wrap", origin=1),
+        ]
+        ref = ndi.gaussian_filter1d(a, 2.55, axis=2, mode="constant")
+        ref = ndi.gaussian_filter1d(ref, 1.2, axis=1, mode="nearest", truncate=3.0)
+        ref = ndi.uniform_filter1d(ref, 4, axis=0, mode="reflect", origin=-1)
+        ref = ndi.correlate1d(ref, [1.0, -2.0, 0.5], axis=-1, mode="wrap", origin=1)
+        for k in range(len(passes) + 1):
+            got = filters.chain(a, passes[:k], device=device)
+            assert got.dtype == a.dtype
+        assert rel_err(filters.chain(a, passes, device=device), ref) <= TOL[dtype] * 10
+        np.testing.assert_array_equal(filters.chain(a, [], device=device), a)
+
+
+def test_chain_rejects_bad_passes(rng):
+    a = _data(rng, (4, 5), np.float64)
+    with pytest.raises(TypeError, match="passes"):
+        filters.chain(a, [("gaussian", 1.0)])
+    with pytest.raises(ValueError, match="axis"):
+        filters.chain(a, [filters.Gaussian(1.0, axis=3)])
+    with pytest.raises(ValueError, match="size"):
+        filters.chain(a, [filters.Uniform(0)])
+
+
+@pytest.mark.gpu
+def test_gpu_chain_over_budget_equals_cpu(rng, monkeypatch):
+    """A chain too large for the budget runs pass by pass, chunked; same result."""
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "200000")
+    a = _data(rng, (12, 40, 70), np.float64)
+    for k in (2, 3):
+        passes = [
+            filters.Gaussian(2.0, axis=2),
+            filters.Uniform(5, axis=0, mode="wrap"),
+            filters.Gaussian(1.5, axis=1, mode="constant"),
+        ][:k]
+        cpu = filters.chain(a, passes, device="cpu")
+        gpu = filters.chain(a, passes, device="cuda")
+        assert rel_err(gpu, cpu) <= 1e-12
