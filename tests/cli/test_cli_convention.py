@@ -226,7 +226,7 @@ def test_console_script_is_declared():
 
     import tomllib
 
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     target = pyproject["project"]["scripts"]["skyconv"]
     module, func = target.split(":")
     assert getattr(__import__(module, fromlist=[func]), func) is cli.main
