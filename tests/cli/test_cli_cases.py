@@ -1,4 +1,4 @@
-"""Small input files for every computing ``skyconv`` verb, shared by the other tests/test_cli_*
+"""Small input files for every computing ``skyconv`` verb, shared by the other tests/cli/test_cli_*
 files (this module holds no tests of its own)."""
 
 from __future__ import annotations

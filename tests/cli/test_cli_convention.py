@@ -101,7 +101,7 @@ def test_exit_status_two_for_a_wrong_command_line(inputs, tmp_path, monkeypatch,
     assert e.value.code == 2
     with pytest.raises(SystemExit) as e:  # argparse: not a device
         cli.main([*inputs["grid"][0], "--out", out, "--device", "tpu"])
-    assert e.value.code == 2 and "invalid device 'tpu'" in capsys.readouterr().err
+    assert e.value.code == 2 and "--device must be 'auto'" in capsys.readouterr().err
     # a missing input file
     assert cli.main(["smooth", str(tmp_path / "nope.fits"), "--fwhm", "1deg", "--out", out]) == 2
     assert "nope.fits: no such file" in capsys.readouterr().err

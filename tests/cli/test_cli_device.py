@@ -11,6 +11,7 @@ from test_cli_cases import VERBS, write_inputs
 
 import skyconv
 from skyconv import _core, cli
+from skyconv._utils.device import Device
 
 hp = pytest.importorskip("healpy")
 pytest.importorskip("astropy")
@@ -32,10 +33,12 @@ def test_every_computing_verb_has_the_same_options(verb):
     opts = {a.dest: a for a in p._actions}
     assert {"device", "threads", "quiet", "out", "overwrite"} <= set(opts)
     assert opts["device"].default is None
-    assert opts["device"].metavar == "{auto,cpu,cuda}"
+    assert opts["device"].metavar == "{auto,cpu,cuda,cuda:N}"
     assert "SKYCONV_DEVICE" in opts["device"].help
-    with pytest.raises(SystemExit):
-        p.parse_args(["x", "--device", "tpu"])
+    for bad in ("tpu", "cuda:x", "cpu:0"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["x", "--device", bad])
+    assert opts["device"].type(" CUDA:1 ") == "cuda:1" and opts["device"].type("GPU") == "gpu"
 
 
 def _record(monkeypatch, name):
@@ -43,7 +46,8 @@ def _record(monkeypatch, name):
     real = getattr(skyconv, name)
 
     def recorder(*a, **k):
-        seen.append(k.get("device", "<not passed>"))
+        d = k.get("device", "<not passed>")
+        seen.append((str(d), d.auto) if isinstance(d, Device) else d)
         return real(*a, **k)
 
     monkeypatch.setattr(skyconv, name, recorder)
@@ -58,8 +62,9 @@ def test_the_device_is_passed_down_as_asked(verb, inputs, tmp_path, monkeypatch)
     assert cli.main([*argv, "--out", str(tmp_path / "a.fits"), "-q"]) == 0
     assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "-q", "--device", "Auto"]) == 0
     assert cli.main([*argv, "--out", str(tmp_path / "c.fits"), "-q", "--device", "cpu"]) == 0
-    # None: the function applies the one rule (SKYCONV_DEVICE, else auto) itself
-    assert seen == [None, "auto", "cpu"]
+    # resolved once by the one rule, and passed down as a Device ("auto" stays marked)
+    auto = (_core.resolve_device("auto"), True)
+    assert seen == [auto, auto, ("cpu", False)]
 
 
 @pytest.mark.skipif(_core.resolve_device("auto") == "cuda", reason="a GPU works here")
@@ -75,7 +80,7 @@ def test_the_environment_is_the_default_and_the_flag_wins(
     assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "-q", "--device", "cpu"]) == 0
     monkeypatch.setenv("SKYCONV_DEVICE", "cpu")
     assert cli.main([*argv, "--out", str(tmp_path / "c.fits"), "-q"]) == 0
-    assert seen == ["cpu", None]
+    assert seen == [("cpu", False), ("cpu", False)]
 
 
 def test_threads_option_sets_the_pool(inputs, tmp_path, monkeypatch):
@@ -93,6 +98,7 @@ def test_demo_devices():
 
     assert demo.devices_for("cpu") == ["cpu"]
     assert demo.devices_for("cuda") == ["cpu", "cuda"]
+    assert demo.devices_for("cuda:1") == ["cpu", "cuda:1"]
     p = _verb_parsers()["demo"]
     assert p.parse_args(["--device", "all"]).device == "auto"  # the old name
 
@@ -107,7 +113,7 @@ def test_cuda_from_the_environment_matches_the_cpu(verb, inputs, tmp_path, monke
     monkeypatch.setenv("SKYCONV_DEVICE", "cuda")
     assert cli.main([*argv, "--out", str(tmp_path / "gpu.fits")]) == 0
     said = capsys.readouterr()
-    assert seen == ["cpu", None]
+    assert seen == [("cpu", False), ("cuda", False)]
     assert "on cuda" in said.out + said.err or "device cuda" in said.err
     # smooth's auto method may choose differently per device: each meets tol=1e-5 (of the map)
     tol = 1e-4 if verb == "smooth" else 1e-5

@@ -8,7 +8,7 @@
 //     to 1e-12 (relative to the largest |sum|), empty pixels identically;
 //   - two runs with different thread interleavings give bit-identical results.
 // Also checks the argument struct layouts: `--layout` prints "Struct.field offset size" lines
-// that tests/test_grid_cuda_host.py compares with the Rust structs in src/grid/cuda/args.rs.
+// that tests/grid/test_grid_cuda_host.py compares with the Rust structs in src/grid/cuda/args.rs.
 // Exit status 0 and "all ok" when every check passes.
 #include "simt.hpp"
 

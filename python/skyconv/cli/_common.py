@@ -1,9 +1,9 @@
 """Options every verb shares and the one place they are resolved.
 
-- ``--device {auto,cpu,cuda}``: one default for every verb: not given → the ``SKYCONV_DEVICE``
-  environment variable → ``auto`` (the GPU when one works, else the CPU): skyconv's one device
-  rule, which the functions apply; :func:`resolve_device` checks it once before any work and
-  the name is passed down as asked.
+- ``--device {auto,cpu,cuda,cuda:N}``: one default for every verb: not given → the
+  ``SKYCONV_DEVICE`` environment variable → ``auto`` (the GPU when one works, else the CPU):
+  skyconv's one device rule (``skyconv._utils.device``), applied once before any work by
+  :func:`resolve_device`; the resolved device is what the verbs pass down.
 - ``--threads N``: CPU threads for this run (``skyconv.set_num_threads``).
 - ``--quiet``/``-q``: no progress messages on stderr (:class:`Progress`).
 - ``--out``/``-o PATH`` and ``--overwrite``: the output convention (:func:`add_output`,
@@ -22,19 +22,25 @@ import numpy as np
 
 from ._errors import UsageError
 
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 DEVICE_ENV = "SKYCONV_DEVICE"
 #: Seconds between a long stage's "still running" lines.
 TICK = 10.0
 
 
 def device_name(text: str) -> str:
-    """argparse type of ``--device``: one of :data:`DEVICES` (case-insensitive)."""
+    """argparse type of ``--device``: ``auto``, ``cpu``, ``cuda`` (or ``gpu``) or ``cuda:N``,
+    any case; the names of skyconv's one device rule (``skyconv._utils.device``), checked
+    here for spelling only (whether the GPU works is :func:`resolve_device`'s to say)."""
+    from .._utils.device import _gpu_index
+
     name = str(text).strip().lower()
-    if name not in DEVICES:
-        raise argparse.ArgumentTypeError(
-            f"invalid device {text!r}: choose from {', '.join(DEVICES)}"
-        )
+    if name in ("auto", "cpu"):
+        return name
+    try:
+        _gpu_index(name, "--device")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return name
 
 
@@ -64,7 +70,7 @@ def add_common(
             "--device",
             type=device_type,
             default=None,
-            metavar="{auto,cpu,cuda}",
+            metavar="{auto,cpu,cuda,cuda:N}",
             help=device_help
             or f"where to compute (default: ${DEVICE_ENV}, else auto: the GPU when one works, "
             "else the CPU)",
@@ -76,14 +82,14 @@ def add_common(
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
 
 
-def resolve_device(args: argparse.Namespace) -> tuple[str | None, str]:
-    """Check the device once, before any work, with skyconv's one device rule.
+def resolve_device(args: argparse.Namespace):
+    """Resolve the device once, before any work, with skyconv's one device rule.
 
-    The CLI does not apply the rule itself: ``--device`` (None when not given) is passed down
-    as asked, and the skyconv functions resolve it (None → ``SKYCONV_DEVICE`` → ``"auto"``;
-    ``"auto"`` stays ``"auto"``, so a function that can spread work over the GPU and the CPU,
-    as smoothing's split method does, may). It is checked here with the same rule, so that a
-    bad ``SKYCONV_DEVICE`` or a GPU that does not work is reported before any file is read.
+    ``--device`` (None when not given: then ``SKYCONV_DEVICE``, else ``auto``) becomes a
+    ``skyconv._utils.device.Device``, which the verbs pass down: the functions take it as it
+    is and never resolve again (``auto`` stays marked as chosen by ``auto``, so a function that
+    can spread work over the GPU and the CPU, as smoothing's split method does, may). A bad
+    ``SKYCONV_DEVICE`` or a GPU that does not work is so reported before any file is read.
 
     Parameters
     ----------
@@ -92,28 +98,28 @@ def resolve_device(args: argparse.Namespace) -> tuple[str | None, str]:
 
     Returns
     -------
-    device : str or None
+    device : skyconv._utils.device.Device
         The ``device`` argument for the skyconv functions.
     where : str
-        ``"cpu"`` or ``"cuda"``, where the work will run (for messages).
+        Where the work will run, for messages: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
     Raises
     ------
     UsageError
         ``SKYCONV_DEVICE`` is not a device name (exit status 2).
     skyconv.DeviceError
-        ``cuda`` was asked for and no GPU works (exit status 1).
+        A GPU was asked for and none works (exit status 1).
     """
-    from .. import _core
+    from .._utils.device import resolve
 
     device = getattr(args, "device", None)
     try:
-        where = _core.resolve_device(device)
+        dev = resolve(device)
     except ValueError as e:
         if device is None:
-            raise UsageError(f"{e} (from the {DEVICE_ENV} environment variable)") from None
+            raise UsageError(str(e)) from None
         raise
-    return device, where
+    return dev, str(dev)
 
 
 def apply_threads(args: argparse.Namespace) -> None:

@@ -16,18 +16,13 @@ import dataclasses
 import json
 
 from . import _io
-from ._common import DEVICES, add_common, add_output, apply_threads, resolve_device
+from ._common import add_common, add_output, apply_threads, device_name, resolve_device
 
 
 def _demo_device(text: str) -> str:
+    """``--device`` of the demo: as every verb's, and ``all`` (the old name of ``auto``)."""
     name = str(text).strip().lower()
-    if name == "all":
-        return "auto"
-    if name not in DEVICES:
-        raise argparse.ArgumentTypeError(
-            f"invalid device {text!r}: choose from {', '.join(DEVICES)}"
-        )
-    return name
+    return "auto" if name == "all" else device_name(name)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -61,10 +56,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def devices_for(where: str) -> list[str]:
-    """The devices the demo runs on, for where the device rule puts the work (``"cpu"`` or
-    ``"cuda"``, from :func:`~skyconv.cli._common.resolve_device`): the CPU, and the GPU after
-    it when the rule gives the GPU (the CPU rows are the reference of the GPU rows)."""
-    return ["cpu", "cuda"] if where == "cuda" else ["cpu"]
+    """The devices the demo runs on, for where the device rule puts the work (``"cpu"``,
+    ``"cuda"`` or ``"cuda:N"``, from :func:`~skyconv.cli._common.resolve_device`): the CPU,
+    and the GPU after it when the rule gives a GPU (the CPU rows are the GPU rows' reference)."""
+    return ["cpu"] if where == "cpu" else ["cpu", where]
 
 
 def run(args: argparse.Namespace) -> int:
