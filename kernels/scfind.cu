@@ -51,18 +51,21 @@ __device__ void prepare(const T* __restrict__ cube, const unsigned char* __restr
     }
 }
 
-// Sample slots slot0 .. slot0+count: slot k is flat index k*c (kind 0, cadence c) or the k-th
-// point of the stride-c grid over (z, y, x) (kind 1). w holds planes from global plane zbase on.
+// Sample slots slot0 .. slot0+count: slot k is flat index k*c (kind 0, cadence c), the k-th
+// point of the stride-c grid over (z, y, x) (kind 1), or flat index size - (k+1)*c (kind 2,
+// SoFiA-2's backward walk). w holds planes from global plane zbase on.
 template <typename T>
 __device__ void gather(const T* __restrict__ w, const unsigned char* __restrict__ mask,
                        double* __restrict__ out, i64 slot0, i64 count, int kind, i64 c, i64 ny,
-                       i64 nx, i64 zbase) {
+                       i64 nx, i64 zbase, i64 size) {
     const i64 plane = ny * nx;
     SC_GRID_STRIDE(j, count) {
         const i64 k = slot0 + j;
         i64 g;
         if (kind == 0) {
             g = k * c;
+        } else if (kind == 2) {
+            g = size - (k + 1) * c;
         } else {
             const i64 nys = (ny + c - 1) / c, nxs = (nx + c - 1) / c;
             const i64 z = k / (nys * nxs);
@@ -132,6 +135,83 @@ extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
     SC_GRID_STRIDE(i, n) { mask[i] &= (unsigned char)~SC_BLANK; }
 }
 
+// SoFiA-2's boxcar arithmetic (src/cube/scfind/running.rs), one thread per line, every
+// operation rounded to T (the _rn intrinsics keep NVRTC from contracting into FMAs). Line
+// L = (o, j) holds src[(o*n + p)*inner + j], p = 0..n; values outside 0..n (and NaN) read as
+// 0. Planes top down to bottom are written: m[top] from carry_in (the value at top+1, given
+// by the piece above) or, without it, the window sum from its far end; then
+// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv. carry_out gets m[bottom].
+__device__ __forceinline__ float sc_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double sc_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float sc_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double sc_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float sc_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double sc_mul(double a, double b) { return __dmul_rn(a, b); }
+
+template <typename T>
+__device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 inner) {
+    if (p < 0 || p >= n) return (T)0;
+    const T v = s[p * inner];
+    return isnan((double)v) ? (T)0 : v;
+}
+
+template <typename T>
+__device__ void sofia2_boxcar(const T* __restrict__ src, T* __restrict__ dst, i64 outer, i64 n,
+                              i64 inner, i64 r, double inv_d, i64 top, i64 bottom,
+                              const T* carry_in, int has_carry_in, T* carry_out,
+                              int has_carry_out) {
+    const T inv = (T)inv_d;
+    const i64 lines = outer * inner;
+    SC_GRID_STRIDE(L, lines) {
+        const i64 o = L / inner, j = L - o * inner;
+        const T* s = src + o * n * inner + j;
+        T* d = dst + o * n * inner + j;
+        T m;
+        if (has_carry_in) {
+            m = sc_add(carry_in[L],
+                       sc_mul(sc_sub(sc_at(s, top - r, n, inner), sc_at(s, top + r + 1, n, inner)),
+                              inv));
+        } else {
+            T acc = (T)0;
+            for (i64 p = top + r; p >= top - r; --p) acc = sc_add(acc, sc_at(s, p, n, inner));
+            m = sc_mul(acc, inv);
+        }
+        d[top * inner] = m;
+        for (i64 i = top - 1; i >= bottom; --i) {
+            m = sc_add(m, sc_mul(sc_sub(sc_at(s, i - r, n, inner), sc_at(s, i + r + 1, n, inner)),
+                                 inv));
+            d[i * inner] = m;
+        }
+        if (has_carry_out) carry_out[L] = m;
+    }
+}
+
+// dst (planes, cols, rows) = each plane of src (planes, rows, cols) transposed, through 32x32
+// tiles in shared memory (reads and writes coalesced). One-dimensional launch: block b of the
+// grid-stride loop takes tile b; blockDim.x a multiple of 32 (rows of the tile per step).
+template <typename T>
+__device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64 planes,
+                             i64 rows, i64 cols) {
+    __shared__ T tile[32][33];
+    const i64 ty = (rows + 31) / 32, tx = (cols + 31) / 32;
+    const i64 tiles = planes * ty * tx;
+    const int lane = threadIdx.x % 32, step = blockDim.x / 32;
+    for (i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const i64 p = t / (ty * tx), rem = t - p * ty * tx;
+        const i64 r0 = (rem / tx) * 32, c0 = (rem % tx) * 32;
+        for (int k = threadIdx.x / 32; k < 32; k += step) {
+            const i64 r = r0 + k, c = c0 + lane;
+            if (r < rows && c < cols) tile[k][lane] = src[(p * rows + r) * cols + c];
+        }
+        __syncthreads();
+        for (int k = threadIdx.x / 32; k < 32; k += step) {
+            const i64 c = c0 + k, r = r0 + lane;
+            if (r < rows && c < cols) dst[(p * cols + c) * rows + r] = tile[lane][k];
+        }
+        __syncthreads();
+    }
+}
+
 #define SC_INSTANTIATE(T, S)                                                                    \
     extern "C" __global__ void init_blank_##S(const T* cube, unsigned char* mask, i64 n) {       \
         init_blank<T>(cube, mask, n);                                                           \
@@ -142,8 +222,18 @@ extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
     }                                                                                           \
     extern "C" __global__ void gather_##S(const T* w, const unsigned char* mask, double* out,    \
                                           i64 slot0, i64 count, int kind, i64 c, i64 ny,        \
-                                          i64 nx, i64 zbase) {                                  \
-        gather<T>(w, mask, out, slot0, count, kind, c, ny, nx, zbase);                          \
+                                          i64 nx, i64 zbase, i64 size) {                        \
+        gather<T>(w, mask, out, slot0, count, kind, c, ny, nx, zbase, size);                    \
+    }                                                                                           \
+    extern "C" __global__ void sofia2_boxcar_##S(                                               \
+        const T* src, T* dst, i64 outer, i64 n, i64 inner, i64 r, double inv, i64 top,          \
+        i64 bottom, const T* carry_in, int has_carry_in, T* carry_out, int has_carry_out) {     \
+        sofia2_boxcar<T>(src, dst, outer, n, inner, r, inv, top, bottom, carry_in,              \
+                         has_carry_in, carry_out, has_carry_out);                               \
+    }                                                                                           \
+    extern "C" __global__ void sc_transpose_##S(const T* src, T* dst, i64 planes, i64 rows,      \
+                                                i64 cols) {                                     \
+        sc_transpose<T>(src, dst, planes, rows, cols);                                          \
     }                                                                                           \
     extern "C" __global__ void minmax_##S(const T* w, const unsigned char* mask, i64 n,          \
                                           double* partial) {                                    \

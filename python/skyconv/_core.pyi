@@ -117,6 +117,7 @@ def _scfind(
     progress: object | None = None,
     fitter: object | None = None,
     device: str | None = None,
+    exact: bool = False,
 ) -> tuple[float, list[float]]: ...
 def _stat(
     data: FloatArray,

@@ -5,6 +5,13 @@ For every combination of a spatial kernel (Gaussian, FWHM in pixels) and a spect
 ``copysign(replacement · rms, x)`` (rms of the original cube), the copy is smoothed (NaN
 counted as 0, restored afterwards), its noise is measured and every voxel with
 ``|smoothed| > threshold · noise`` joins the mask.
+
+By default every step follows SoFiA-2 2.5.1 exactly, so that the mask equals SoFiA-2's raw
+S+C mask voxel for voxel: the spatial Gaussian is SoFiA-2's choice of 3–6 repeated boxcars,
+boxcars are running means in the cube's precision (float32 for float32 cubes) computed
+backwards from the end of each line with zero padding (rows, then columns, then spectra), the
+noise sample walks backwards from the end of the cube, and the statistics are SoFiA-2's own
+(see ``precision``).
 """
 
 from __future__ import annotations
@@ -76,11 +83,12 @@ def smooth_and_clip(
     statistic="mad",
     flux_range="negative",
     spectral="boxcar",
-    spatial="gaussian",
+    spatial="boxcar",
     edge_mode="constant",
     mask=None,
     device=None,
     *,
+    precision="sofia2",
     return_noise=False,
     progress=None,
     _slab_planes=None,
@@ -97,15 +105,32 @@ def smooth_and_clip(
     threshold : clip level in units of each smoothed cube's noise (|x| > threshold · noise).
     replacement : voxels already in the mask become ``copysign(replacement · rms0, x)`` before
         smoothing (rms0: noise of the original cube); < 0 disables replacement.
-    statistic : ``"mad"`` (1.482602·median|x|), ``"std"`` (sqrt(mean x²)) or ``"gauss"``
-        (Gaussian fit to the histogram), all about 0, on SoFiA 2's sample (every
-        size//999983-th voxel).
+    statistic : ``"mad"`` (1.482602218505602·median|x|), ``"std"`` (sqrt(mean x²)) or
+        ``"gauss"`` (Gaussian fitted to the histogram), all about 0, on SoFiA 2's sample of
+        about 10⁶ voxels (cadence c = size // 999983, 1 below 2, one less when a multiple of
+        the x size).
     flux_range : ``"negative"``, ``"full"`` or ``"positive"``: which values the noise uses.
     spectral : ``"boxcar"`` or ``"gaussian"``.
-    spatial : ``"gaussian"`` (true Gaussian truncated at 4σ, as scipy) or
-        ``"boxcar_approx"`` (SoFiA 2's 3–6 repeated boxcars).
+    spatial : ``"boxcar"`` (default: SoFiA-2's repeated boxcars: n = 3..6 passes of radius r,
+        the n whose exact radius sqrt(3σ²/n + 1/4) − 1/2 is closest to a whole number),
+        ``"boxcar_approx"`` (skyconv's former rule: the (r, n) whose σ is closest to the
+        requested σ) or ``"gaussian"`` (true Gaussian truncated at 4σ, as scipy).
     edge_mode : boundary mode of the smoothing, as scipy.ndimage ("constant" pads with 0,
-        SoFiA 2's choice).
+        SoFiA 2's choice; the only mode with ``precision="sofia2"``).
+    precision : ``"sofia2"`` (default) or ``"float64"``. ``"sofia2"`` reproduces SoFiA-2
+        2.5.1's arithmetic and estimators: boxcars as running means in the cube's precision,
+        updated backwards from the end of each line (rows, then columns, then spectra); the
+        noise sample taken at flat indices size − c, size − 2c, …; ``std`` sqrt(Σx²/n) over
+        it; ``mad`` without element 0, at most size // (2c) values for a one-sided flux range
+        (those nearest the start of the array dropped), an even count's median the mean of
+        the two middle values in the cube's precision; ``gauss`` SoFiA-2's histogram fit (101
+        bins over ±max|x| of the whole cube, taken again over ±2.5 m where m is its second
+        moment, then a straight-line least-squares fit of ln(count) against x² in the cube's
+        precision over all but the two end bins; σ = sqrt(−1 / (2 · slope))).
+        ``"float64"`` is skyconv's former behaviour: boxcar sums in float64 rounded once,
+        the sample at flat indices 0, c, 2c, …, exact float64 medians and, for ``gauss``, a
+        Levenberg–Marquardt fit of a zero-centred Gaussian to a histogram of bin width σ₀/10
+        over ±5σ₀ (σ₀ from the MAD).
     mask : optional boolean/integer array of the cube's shape; nonzero voxels start in the
         mask (replaced before smoothing) and stay in it.
     device : "auto", "cpu", "cuda" or None (None: SKYCONV_DEVICE, else "auto").
@@ -120,14 +145,24 @@ def smooth_and_clip(
         raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D (y, x), got {a.ndim} dimension(s)")
     if spectral not in ("boxcar", "gaussian"):
         raise ValueError(f"spectral must be 'boxcar' or 'gaussian', got {spectral!r}")
-    if spatial not in ("gaussian", "boxcar_approx"):
-        raise ValueError(f"spatial must be 'gaussian' or 'boxcar_approx', got {spatial!r}")
+    if spatial not in ("boxcar", "boxcar_approx", "gaussian"):
+        raise ValueError(
+            f"spatial must be 'boxcar', 'boxcar_approx' or 'gaussian', got {spatial!r}"
+        )
+    if precision not in ("sofia2", "float64"):
+        raise ValueError(f"precision must be 'sofia2' or 'float64', got {precision!r}")
     if statistic not in ("mad", "std", "gauss"):
         raise ValueError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
     if flux_range not in ("negative", "full", "all", "positive"):
         raise ValueError(f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}")
     if edge_mode not in _MODES:
         raise ValueError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
+    exact = precision == "sofia2"
+    if exact and edge_mode != "constant":
+        raise ValueError(
+            "precision='sofia2' pads with zeros as SoFiA-2 does: use edge_mode='constant', "
+            f"or precision='float64' for edge_mode={edge_mode!r}"
+        )
     threshold = float(threshold)
     if not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be finite and >= 0, got {threshold}")
@@ -163,6 +198,12 @@ def smooth_and_clip(
     cadence = int(_core._sofia2_cadence(list(cube3.shape)))
     rep = ("copysign", replacement) if replacement >= 0 else ("none", 0.0)
     rng = "full" if flux_range == "all" else flux_range
+    noise = (
+        ("sofia2x:" if exact else "sofia2:") + statistic,
+        rng,
+        False,
+    )
+    sampling = ("backward" if exact else "cadence", cadence)
     rms0, rms = _core._scfind(
         cube3,
         m3,
@@ -171,11 +212,12 @@ def smooth_and_clip(
         threshold,
         False,
         rep,
-        ("sofia2:" + statistic, rng, False),
-        ("cadence", cadence),
+        noise,
+        sampling,
         slab_planes=_slab_planes,
         progress=cb,
         device=device,
+        exact=exact,
     )
     out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
     if return_noise:

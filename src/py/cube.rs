@@ -12,6 +12,7 @@ use crate::cube::stats::noise::{
 };
 use crate::cube::stats::sample::{gather, Sampling};
 use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Mode, Sofia1Rms};
+use crate::cube::stats::sofia2::Walk;
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
 use crate::py::arrays::{parts, with_float, FloatArray};
@@ -31,6 +32,7 @@ fn sampling(kind: &str, n: usize) -> Result<Sampling> {
     Ok(match kind {
         "cadence" => Sampling::Cadence(n.max(1)),
         "stride" => Sampling::Stride(n.max(1)),
+        "backward" => Sampling::Backward(n.max(1)),
         _ => return Err(Error::value(format!("unknown sampling {kind:?}"))),
     })
 }
@@ -65,6 +67,18 @@ fn noise_rule(
                 _ => return Err(Error::value(format!("unknown statistic {s:?}"))),
             },
             range,
+        },
+        ("sofia2x", s) => NoiseRule::Sofia2Exact {
+            stat: match s {
+                "std" => Statistic::Std,
+                "mad" => Statistic::Mad,
+                "gauss" => Statistic::Gauss,
+                _ => return Err(Error::value(format!("unknown statistic {s:?}"))),
+            },
+            range,
+            // set from the sampling by the caller
+            walk: Walk::new(size, 1),
+            single,
         },
         ("sofia1", s) => NoiseRule::Sofia1(Sofia1Rms {
             mode: match s {
@@ -104,9 +118,10 @@ type KernelSpec = (String, f64, f64, String, f64, bool);
 
 fn kernel(spec: &KernelSpec) -> Result<Kernel> {
     let (sk, sy, sx, zk, z, use_rms0) = spec;
-    let approx = match sk.as_str() {
-        "gaussian" => false,
-        "boxcar_approx" => true,
+    let rule = match sk.as_str() {
+        "gaussian" => kernels::SpatialRule::Gaussian,
+        "boxcar_approx" => kernels::SpatialRule::BoxcarClosestSigma,
+        "boxcar" => kernels::SpatialRule::BoxcarSofia2,
         _ => return Err(Error::value(format!("unknown spatial kernel {sk:?}"))),
     };
     let zf = match zk.as_str() {
@@ -123,8 +138,8 @@ fn kernel(spec: &KernelSpec) -> Result<Kernel> {
         _ => return Err(Error::value(format!("unknown spectral kernel {zk:?}"))),
     };
     Ok(Kernel {
-        y: kernels::spatial(*sy, approx)?,
-        x: kernels::spatial(*sx, approx)?,
+        y: kernels::spatial_by(*sy, rule)?,
+        x: kernels::spatial_by(*sx, rule)?,
         z: zf,
         use_rms0: *use_rms0,
     })
@@ -146,6 +161,7 @@ fn scfind_typed<T: Real + numpy::Element>(
     progress: Option<Py<PyAny>>,
     fitter: Option<Py<PyAny>>,
     device: Option<&str>,
+    exact: bool,
 ) -> PyResult<(f64, Vec<f64>)> {
     let (shape, data) = parts(cube, "cube")?;
     if mask.shape() != shape.as_slice() {
@@ -167,8 +183,22 @@ fn scfind_typed<T: Real + numpy::Element>(
                 "copysign" => Replace::CopySign(replace.1),
                 r => return Err(Error::value(format!("unknown replacement {r:?}"))),
             },
-            noise: noise_rule(noise.0, noise.1, noise.2, single, size)?,
+            noise: match noise_rule(noise.0, noise.1, noise.2, single, size)? {
+                NoiseRule::Sofia2Exact {
+                    stat,
+                    range,
+                    single,
+                    ..
+                } => NoiseRule::Sofia2Exact {
+                    stat,
+                    range,
+                    walk: Walk::new(size, samp.1),
+                    single,
+                },
+                rule => rule,
+            },
             sampling: sampling(samp.0, samp.1)?,
+            exact,
             fitter: py_fitter(fitter),
             slab_planes,
         })
@@ -195,7 +225,7 @@ fn scfind_typed<T: Real + numpy::Element>(
 /// (rms of the original cube, rms of each smoothed cube).
 #[pyfunction]
 #[pyo3(signature = (cube, mask, kernels, mode, threshold, inclusive, replace, noise, sampling,
-                    slab_planes=None, progress=None, fitter=None, device=None))]
+                    slab_planes=None, progress=None, fitter=None, device=None, exact=false))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind<'py>(
     py: Python<'py>,
@@ -212,6 +242,7 @@ fn _scfind<'py>(
     progress: Option<Py<PyAny>>,
     fitter: Option<Py<PyAny>>,
     device: Option<&str>,
+    exact: bool,
 ) -> PyResult<(f64, Vec<f64>)> {
     let rep = (replace.0.as_str(), replace.1);
     let noi = (noise.0.as_str(), noise.1.as_str(), noise.2);
@@ -231,6 +262,7 @@ fn _scfind<'py>(
         progress,
         fitter,
         device,
+        exact,
     ))
 }
 
@@ -321,7 +353,7 @@ fn _fit_gaussian(x: Vec<f64>, y: Vec<f64>, a0: f64, s0: f64) -> PyResult<(f64, f
 #[pyfunction]
 fn _sofia2_cadence(shape: Vec<usize>) -> PyResult<usize> {
     match Sampling::sofia2(shape3(&shape).map_err(to_pyerr)?) {
-        Sampling::Cadence(c) => Ok(c),
+        Sampling::Cadence(c) | Sampling::Backward(c) => Ok(c),
         Sampling::Stride(s) => Ok(s),
     }
 }

@@ -3,7 +3,19 @@ cube, with a progress bar over the kernels.
 
     skyconv scfind cube.fits --out mask.fits [--kernels-xy 0,3,6 --kernels-z 0,3,7,15
                    --threshold 5 --replacement 2 --statistic mad --flux-range negative
+                   --spatial boxcar --precision sofia2
                    --device {auto,cpu,cuda} --threads N --hdu N --overwrite -q]
+    skyconv scfind --par sofia.par [--out mask.fits --device ... -q]
+
+By default the mask is SoFiA-2 2.5.1's raw S+C mask, voxel for voxel (its repeated boxcars,
+arithmetic, noise sample and statistics: ``--precision sofia2``).
+
+``--par`` reads a SoFiA-2 parameter file instead of the cube and the S+C options:
+``input.data``, ``input.region``, ``input.invert``, ``scfind.*``, ``flag.region`` and
+``output.*``; other keys are reported as ignored, and settings that change what S+C sees
+(``flag.cube``, ``flag.catalog``, ``flag.auto``, preconditioning, ...) as making the mask
+differ. With ``output.writeRawMask = true`` the mask is written as SoFiA-2 writes it:
+``<output.directory>/<output.filename>_mask-raw.fits``, 8-bit, the (cropped) cube's header.
 
 The mask (uint8, 1 = source) is written in the cube's format with the cube's header: leading
 degenerate axes (a Stokes axis of length 1) are dropped, and so are their WCS keywords, so a
@@ -17,12 +29,13 @@ feeds the same dictionary.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
 from . import _io
 from ._common import Progress, add_common, add_output, apply_threads, resolve_device
-from ._errors import InputFileError
+from ._errors import InputFileError, UsageError
 
 
 def numbers(text: str, cast=float) -> list:
@@ -54,8 +67,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("cube", help="input cube: FITS (first HDU with data, or --hdu), .npy or .zarr")
-    add_output(p, "output mask: .fits, .npy or .zarr")
+    p.add_argument(
+        "cube",
+        nargs="?",
+        help="input cube: FITS (first HDU with data, or --hdu), .npy or .zarr (not with --par)",
+    )
+    add_output(p, "output mask: .fits, .npy or .zarr (optional with --par)", required=False)
+    p.add_argument(
+        "--par",
+        metavar="FILE",
+        default=None,
+        help="a SoFiA-2 parameter file: the cube and the S+C settings come from it",
+    )
     p.add_argument(
         "--hdu",
         type=_io.hdu_key,
@@ -104,7 +127,20 @@ def add_options(p: argparse.ArgumentParser) -> None:
         default="negative",
     )
     p.add_argument("--spectral", choices=("boxcar", "gaussian"), default="boxcar")
-    p.add_argument("--spatial", choices=("gaussian", "boxcar_approx"), default="gaussian")
+    p.add_argument(
+        "--spatial",
+        choices=("boxcar", "boxcar_approx", "gaussian"),
+        default="boxcar",
+        help="boxcar: SoFiA-2's repeated boxcars (default); boxcar_approx: skyconv's former "
+        "rule; gaussian: a true Gaussian",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("sofia2", "float64"),
+        default="sofia2",
+        help="sofia2: SoFiA-2 2.5.1's arithmetic, sample and statistics (default); "
+        "float64: skyconv's float64 rules",
+    )
     p.add_argument(
         "--edge-mode",
         dest="edge_mode",
@@ -125,6 +161,7 @@ def params(args: argparse.Namespace) -> dict:
         spectral=args.spectral,
         spatial=args.spatial,
         edge_mode=args.edge_mode,
+        precision=args.precision,
     )
 
 
@@ -171,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     """
     import skyconv
 
+    if args.par is not None:
+        return run_par(args)
+    if args.cube is None or args.out is None:
+        raise UsageError("scfind needs a cube and --out PATH (or --par FILE)")
     _io.check_output(args.out, args.overwrite)
     _io.check_input(args.cube, "cube")
     _io.check_distinct([args.out], [args.cube])
@@ -203,5 +244,96 @@ def run(args: argparse.Namespace) -> int:
             f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
             f"({len(noise.rms)} kernels, {dt:.2f} s on {where}); "
             f"noise of the cube {noise.rms0:.4e}"
+        )
+    return 0
+
+
+def run_par(args: argparse.Namespace) -> int:
+    """``skyconv scfind --par FILE``: Smooth + Clip as a SoFiA-2 parameter file says.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made, with ``par`` set.
+
+    Returns
+    -------
+    int
+        0 (errors are raised, as in :func:`run`).
+
+    Raises
+    ------
+    UsageError
+        The parameter file cannot be used, a cube is also given, or nothing would be written
+        (``output.writeRawMask = false`` and no ``--out``) (exit status 2).
+    OutputExistsError
+        The raw mask exists and ``output.overwrite = false``, or ``--out`` exists without
+        ``--overwrite`` (exit status 2).
+    InputFileError
+        ``input.data`` cannot be read as a 2-D or 3-D cube, or ``input.region`` lies outside
+        it (exit status 1).
+    """
+    import skyconv
+
+    from .._utils.sofia_par import ParError, read_par
+    from .._utils.sofia_scfind import load_cube, write_raw_mask
+
+    if args.cube is not None:
+        raise UsageError("with --par the cube is the parameter file's input.data: drop CUBE")
+    _io.check_input(args.par, "--par")
+    try:
+        par = read_par(args.par)
+    except ParError as e:
+        raise UsageError(str(e)) from None
+    say = Progress("scfind", args.quiet)
+    if par.ignored:
+        say.say(f"scfind: ignored (not part of Smooth + Clip): {', '.join(par.ignored)}")
+    for w in par.warnings:
+        print(f"scfind: warning: {w}", file=sys.stderr)
+    if not par.enabled:
+        say.say("scfind: scfind.enable = false in the parameter file: nothing to do")
+        return 0
+    raw = par.raw_mask_path if par.write_raw_mask else None
+    if raw is None and args.out is None:
+        raise UsageError(
+            "output.writeRawMask is false in the parameter file and no --out is given: "
+            "nothing would be written"
+        )
+    _io.check_output(raw, par.overwrite, option="output.filename")
+    _io.check_output(args.out, args.overwrite)
+    _io.check_input(par.data, "input.data")
+    _io.check_distinct([raw, args.out], [par.data])
+    device, where = resolve_device(args)
+    apply_threads(args)
+    try:
+        cube, header = load_cube(par)
+    except (OSError, ValueError) as e:
+        raise InputFileError(f"{par.data}: {e}") from None
+
+    def bar(done, total, rms):
+        say.bar(done, total, "kernels", f" noise {rms:.3e}")
+
+    mask, noise = skyconv.smooth_and_clip(
+        cube, device=device, return_noise=True, progress=bar, **par.kwargs
+    )
+    dt = say.elapsed()
+    written = []
+    if raw is not None:
+        write_raw_mask(raw, mask, header, par.overwrite)
+        written.append(raw)
+    if args.out is not None:
+        _io.write_image(
+            args.out,
+            mask,
+            header,
+            overwrite=args.overwrite,
+            history=["skyconv scfind --par (Smooth-and-Clip, SoFiA-2 2.5.1 rules)"],
+        )
+        written.append(args.out)
+    if not args.quiet:
+        print(
+            f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
+            f"({len(noise.rms)} kernels, {dt:.2f} s on {where}); "
+            f"noise of the cube {noise.rms0:.4e}; wrote {', '.join(written)}"
         )
     return 0

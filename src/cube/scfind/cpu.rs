@@ -7,9 +7,10 @@
 
 use rayon::prelude::*;
 
+use super::running::{self, boxcar_axis0, transpose};
 use super::{
-    extremes_or_nan, merge_extremes, prepared, Kernel, Outcome, Plan, Progress, BLANK, DETECTED,
-    MASKED,
+    exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, Kernel, Outcome,
+    Plan, Progress, BLANK, DETECTED, MASKED,
 };
 use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
@@ -168,12 +169,15 @@ pub(crate) fn extremes<T: Real>(data: &[T]) -> Option<(f64, f64)> {
 
 // ---------------------------------------------------------------- spatial smoothing
 
+
 /// The spatial passes of one kernel and, for incremental updates, the response of a unit
 /// change at each row/column position.
 struct Spatial<'a> {
     y: &'a [Filter1d],
     x: &'a [Filter1d],
     mode: Mode,
+    /// SoFiA-2's boxcar arithmetic (every spatial pass is a boxcar and the plan is exact).
+    exact: bool,
 }
 
 impl<'a> Spatial<'a> {
@@ -182,6 +186,7 @@ impl<'a> Spatial<'a> {
             y: &ker.y,
             x: &ker.x,
             mode: plan.mode,
+            exact: exact_spatial(ker, plan),
         }
     }
 
@@ -247,6 +252,26 @@ impl<'a> Spatial<'a> {
         for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
             *d = prepared(x, mb, plan.replace, rms0);
         }
+        if self.exact {
+            // SoFiA-2: every row (x) through all its boxcars, then every column (y); each
+            // pass runs along axis 0 for all lines at once (x passes on the transposed plane).
+            if !self.x.is_empty() {
+                transpose(a, b, ny, nx);
+                for f in self.x {
+                    boxcar_axis0::<T>(b, a, nx, ny, f.taps() / 2, acc);
+                    std::mem::swap(a, b);
+                }
+                transpose(b, a, nx, ny);
+            }
+            for f in self.y {
+                boxcar_axis0::<T>(a, b, ny, nx, f.taps() / 2, acc);
+                std::mem::swap(a, b);
+            }
+            for (o, &v) in out.iter_mut().zip(a.iter()) {
+                *o = T::from_f64(v);
+            }
+            return;
+        }
         for f in self.y {
             rows_pass::<T>(a, b, ny, nx, f, self.mode, acc);
             std::mem::swap(a, b);
@@ -275,8 +300,15 @@ impl<'a> Spatial<'a> {
         let [_, ny, nx] = plan.shape;
         let plane = ny * nx;
         fresh.par_sort_unstable();
-        let iy = influence(self.y, self.mode, ny);
-        let ix = influence(self.x, self.mode, nx);
+        let (iy, ix) = if self.exact {
+            // running means are not linear in their rounding: recompute the planes
+            (Vec::new(), Vec::new())
+        } else {
+            (
+                influence(self.y, self.mode, ny),
+                influence(self.x, self.mode, nx),
+            )
+        };
         let avg = |t: &Vec<Vec<(u32, f64)>>| {
             t.iter().map(|v| v.len()).sum::<usize>() as f64 / t.len().max(1) as f64
         };
@@ -300,7 +332,7 @@ impl<'a> Spatial<'a> {
                 // SAFETY: each task owns plane z of s.
                 let out = unsafe { std::slice::from_raw_parts_mut(sp.at(base), plane) };
                 let r = base..base + plane;
-                if voxels.len() as f64 * stamp_cost > 0.5 * plane_cost {
+                if self.exact || voxels.len() as f64 * stamp_cost > 0.5 * plane_cost {
                     self.plane_any(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
                     return;
                 }
@@ -667,7 +699,10 @@ fn measure_smoothed<T: Real>(
     // Point by point, each tap of each sample costs a cache line; the full pass streams the
     // cube once. Take whichever touches fewer lines.
     let per_line = (64 / std::mem::size_of::<T>()).max(1);
-    if !want_ext && n.saturating_mul(zf.taps()).saturating_mul(per_line) < s.len() {
+    if !want_ext
+        && !exact_spectral(zf, plan)
+        && n.saturating_mul(zf.taps()).saturating_mul(per_line) < s.len()
+    {
         let mut samples = vec![0.0f64; n];
         samples
             .par_chunks_mut(SAMPLE_CHUNK)
@@ -782,7 +817,37 @@ fn spectral_block<T: Real, S>(
         extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
     };
     let scale = zf.scale;
-    if zf.boxcar {
+    if exact_spectral(zf, plan) {
+        // SoFiA-2: running mean from the last plane down (zero padding), in the element type.
+        let r = zf.taps() / 2;
+        let inv = running::inverse_width::<T>(r);
+        let zrow = |p: isize| -> Option<&[T]> {
+            (p >= 0 && p < nz as isize)
+                .then(|| &s[p as usize * plane + k0..p as usize * plane + k0 + width])
+        };
+        let top = nz as isize - 1;
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for p in (top - r as isize..=top + r as isize).rev() {
+            match zrow(p) {
+                Some(v) => acc
+                    .iter_mut()
+                    .zip(v)
+                    .for_each(|(a, &x)| *a = round::<T>(*a + x.to_f64())),
+                None => acc.iter_mut().for_each(|a| *a = round::<T>(*a + 0.0)),
+            }
+        }
+        acc.iter_mut().for_each(|a| *a = round::<T>(*a * inv));
+        visit(st, nz - 1, k0, acc, 1.0);
+        for z in (0..nz - 1).rev() {
+            let zi = z as isize;
+            let (lo, hi) = (zrow(zi - r as isize), zrow(zi + r as isize + 1));
+            for (c, a) in acc.iter_mut().enumerate() {
+                let d = lo.map_or(0.0, |v| v[c].to_f64()) - hi.map_or(0.0, |v| v[c].to_f64());
+                *a = round::<T>(*a + round::<T>(round::<T>(d) * inv));
+            }
+            visit(st, z, k0, acc, 1.0);
+        }
+    } else if zf.boxcar {
         let size = zf.taps() as isize;
         acc.iter_mut().for_each(|a| *a = 0.0);
         for p in zf.offset..zf.offset + size {

@@ -46,6 +46,8 @@ struct Fns {
     gather: CudaFunction,
     minmax: CudaFunction,
     clip: CudaFunction,
+    boxcar: CudaFunction,
+    transpose: CudaFunction,
 }
 
 impl Fns {
@@ -57,6 +59,8 @@ impl Fns {
             gather: f("gather")?,
             minmax: f("minmax")?,
             clip: f("clip")?,
+            boxcar: f("sofia2_boxcar")?,
+            transpose: f("sc_transpose")?,
         })
     }
 }
@@ -88,6 +92,12 @@ struct Engine<'a, T: Real> {
     b: CudaSlice<T>,
     samples: CudaSlice<f64>,
     partial: CudaSlice<f64>,
+    /// Exact spectral boxcar across slabs: the running mean at the bottom plane of the slab
+    /// above (slabs then run top down), valid when `carry_valid`.
+    carry: CudaSlice<T>,
+    /// Where the next carry is written (swapped with `carry` after the spectral pass).
+    carry_next: CudaSlice<T>,
+    carry_valid: bool,
     /// The slab now on the device (cube and mask), if any.
     loaded: Option<(usize, usize, usize, usize)>,
 }
@@ -102,14 +112,19 @@ pub fn run<T: Real>(
     let _only = gpu.exclusive();
     let [nz, ny, nx] = plan.shape;
     let plane = ny * nx;
-    let (hlo, hhi) = plan
+    let (hlo, mut hhi) = plan
         .kernels
         .iter()
         .map(Kernel::z_reach)
         .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+    if plan.exact && hhi > 0 {
+        // the running mean carried into a slab reads one plane beyond the filter's reach
+        hhi += 1;
+    }
     let ns = plan.sampling.len(plan.shape);
     let free = gpu.budget()?;
-    let fixed = ns * 8 + 2 * 8 * MAX_BLOCKS + RESERVE.min(free / 8);
+    let fixed =
+        ns * 8 + 2 * 8 * MAX_BLOCKS + 2 * plane * std::mem::size_of::<T>() + RESERVE.min(free / 8);
     let per_plane = plane * (3 * std::mem::size_of::<T>() + 1);
     let fit = free.saturating_sub(fixed) / per_plane.max(1);
     let slabs: Vec<Slab> = if fit >= nz && plan.slab_planes.is_none_or(|p| p >= nz) {
@@ -152,6 +167,9 @@ pub fn run<T: Real>(
         b: unsafe { gpu.alloc::<T>(cap)? },
         samples: unsafe { gpu.alloc::<f64>(ns)? },
         partial: unsafe { gpu.alloc::<f64>(2 * MAX_BLOCKS)? },
+        carry: unsafe { gpu.alloc::<T>(plane.max(1))? },
+        carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
+        carry_valid: false,
         loaded: None,
     };
     let mut tl = Timeline::start(&gpu)?;
@@ -179,6 +197,13 @@ impl<'a, T: Real> Engine<'a, T> {
     ) -> Result<Outcome> {
         let resident = slabs.len() == 1;
         let plan = self.plan;
+        // SoFiA-2's spectral running mean starts at the last plane: sweep slabs top down.
+        let order: Vec<Slab> = if plan.exact {
+            slabs.iter().rev().cloned().collect()
+        } else {
+            slabs.to_vec()
+        };
+        let slabs = &order[..];
         // Noise of the original cube.
         let mut ext = None;
         for s in slabs {
@@ -198,6 +223,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 rms0
             } else {
                 let mut ext = None;
+                self.carry_valid = false;
                 for s in slabs {
                     self.load(cube, mask, s)?;
                     self.smooth(s, &passes, plan.replace, rms0)?;
@@ -206,6 +232,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 tl.mark(self.gpu, "smooth+noise")?;
                 self.measure(ext)?
             };
+            self.carry_valid = false;
             for s in slabs {
                 if !resident || ker.use_rms0 {
                     // W is still in `a` in the resident case
@@ -325,6 +352,9 @@ impl<'a, T: Real> Engine<'a, T> {
         unsafe { b.launch(cfg(n)) }?;
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
+        if passes.exact_xy.is_some() || passes.exact_z.is_some() {
+            return self.smooth_exact(s, passes);
+        }
         for (p, view) in passes
             .y
             .iter()
@@ -365,6 +395,140 @@ impl<'a, T: Real> Engine<'a, T> {
         Ok(())
     }
 
+    /// One SoFiA-2 boxcar (radius r) of the lines of `a` given by (outer, n, inner) into `b`,
+    /// planes top..=bottom of each line, then swap a and b.
+    #[allow(clippy::too_many_arguments)]
+    fn boxcar_pass(
+        &mut self,
+        view: AxisView,
+        r: usize,
+        top: usize,
+        bottom: usize,
+        carry_in: bool,
+        carry_out: bool,
+    ) -> Result<()> {
+        let (outer, n, inner) = (view.outer as i64, view.n as i64, view.inner as i64);
+        let (ri, ti, bi) = (r as i64, top as i64, bottom as i64);
+        let inv = crate::cube::scfind::running::inverse_width::<T>(r);
+        let (ci, co) = (carry_in as i32, carry_out as i32);
+        let lines = view.outer * view.inner;
+        let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
+        bld.arg(&self.a)
+            .arg(&mut self.b)
+            .arg(&outer)
+            .arg(&n)
+            .arg(&inner)
+            .arg(&ri)
+            .arg(&inv)
+            .arg(&ti)
+            .arg(&bi)
+            .arg(&self.carry)
+            .arg(&ci)
+            .arg(&mut self.carry_next)
+            .arg(&co);
+        // SAFETY: arguments match sofia2_boxcar_* in kernels/scfind.cu; a and b hold
+        // outer·n·inner elements, carry one plane (the z pass only: outer = 1).
+        unsafe { bld.launch(cfg(lines)) }?;
+        std::mem::swap(&mut self.a, &mut self.b);
+        if carry_out {
+            std::mem::swap(&mut self.carry, &mut self.carry_next);
+        }
+        Ok(())
+    }
+
+    /// b = every plane of a ((planes, rows, cols) → (planes, cols, rows)), then swap a and b.
+    fn transpose_planes(&mut self, planes: usize, rows: usize, cols: usize) -> Result<()> {
+        let tiles = planes * rows.div_ceil(32) * cols.div_ceil(32);
+        let (p, r, c) = (planes as i64, rows as i64, cols as i64);
+        let mut bld = self.gpu.stream.launch_builder(&self.fns.transpose);
+        bld.arg(&self.a).arg(&mut self.b).arg(&p).arg(&r).arg(&c);
+        // SAFETY: arguments match sc_transpose_* in kernels/scfind.cu; a and b hold
+        // planes·rows·cols elements; blockDim is THREADS (a multiple of 32).
+        unsafe { bld.launch(cfg(tiles * cuda::THREADS as usize)) }?;
+        std::mem::swap(&mut self.a, &mut self.b);
+        Ok(())
+    }
+
+    /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first, then columns (y), then the
+    /// spectral running mean, top down, carried from the slab above. The x boxcars run on the
+    /// transposed planes, so that neighbouring threads read neighbouring values.
+    fn smooth_exact(&mut self, s: &Slab, passes: &KernelPasses) -> Result<()> {
+        let [_, ny, nx] = self.plan.shape;
+        let l = s.planes();
+        if let Some((xr, yr)) = &passes.exact_xy {
+            if !xr.is_empty() {
+                self.transpose_planes(l, ny, nx)?;
+                for &r in xr {
+                    let v = AxisView {
+                        outer: l,
+                        n: nx,
+                        inner: ny,
+                    };
+                    self.boxcar_pass(v, r, nx - 1, 0, false, false)?;
+                }
+                self.transpose_planes(l, nx, ny)?;
+            }
+            for &r in yr {
+                let v = AxisView {
+                    outer: l,
+                    n: ny,
+                    inner: nx,
+                };
+                self.boxcar_pass(v, r, ny - 1, 0, false, false)?;
+            }
+        } else {
+            for (p, view) in passes
+                .y
+                .iter()
+                .map(|p| {
+                    (
+                        p,
+                        AxisView {
+                            outer: l,
+                            n: ny,
+                            inner: nx,
+                        },
+                    )
+                })
+                .chain(passes.x.iter().map(|p| {
+                    (
+                        p,
+                        AxisView {
+                            outer: l * ny,
+                            n: nx,
+                            inner: 1,
+                        },
+                    )
+                }))
+            {
+                apply_device(self.gpu, &self.a, view, p, &mut self.b)?;
+                std::mem::swap(&mut self.a, &mut self.b);
+            }
+        }
+        if let Some(r) = passes.exact_z {
+            let v = AxisView {
+                outer: 1,
+                n: l,
+                inner: ny * nx,
+            };
+            let top = s.lo + (s.z1 - s.z0) - 1;
+            let carry_in = self.carry_valid;
+            self.boxcar_pass(v, r, top, s.lo, carry_in, true)?;
+            self.carry_valid = true;
+        } else {
+            for p in &passes.z {
+                let view = AxisView {
+                    outer: 1,
+                    n: l,
+                    inner: ny * nx,
+                };
+                apply_device(self.gpu, &self.a, view, p, &mut self.b)?;
+                std::mem::swap(&mut self.a, &mut self.b);
+            }
+        }
+        Ok(())
+    }
+
     /// Write the sample slots of the slab's interior planes and merge its extremes. `raw`:
     /// sample the loaded cube itself (noise of the original cube) instead of W.
     fn sample_and_extremes(
@@ -380,7 +544,9 @@ impl<'a, T: Real> Engine<'a, T> {
         let (kind, c): (i32, i64) = match plan.sampling {
             Sampling::Cadence(c) => (0, c.max(1) as i64),
             Sampling::Stride(st) => (1, st.max(1) as i64),
+            Sampling::Backward(c) => (2, c.max(1) as i64),
         };
+        let size = plan.len() as i64;
         let w = if raw { &self.cube } else { &self.a };
         if slot1 > slot0 {
             let (s0, cnt) = (slot0 as i64, (slot1 - slot0) as i64);
@@ -396,7 +562,8 @@ impl<'a, T: Real> Engine<'a, T> {
                 .arg(&c)
                 .arg(&nyl)
                 .arg(&nxl)
-                .arg(&zbase);
+                .arg(&zbase)
+                .arg(&size);
             // SAFETY: arguments match gather_*; every slot maps into the slab's interior.
             unsafe { b.launch(cfg(cnt as usize)) }?;
         }
@@ -526,6 +693,13 @@ fn slot_range(s: Sampling, shape: [usize; 3], z0: usize, z1: usize) -> (usize, u
             let per = shape[1].div_ceil(st) * shape[2].div_ceil(st);
             (z0.div_ceil(st) * per, z1.div_ceil(st) * per)
         }
+        Sampling::Backward(c) => {
+            // slot k is index size − (k+1)c: inside [z0·plane, z1·plane) for
+            // (size − z1·plane)/c <= k < (size − z0·plane)/c
+            let c = c.max(1);
+            let size = shape[0] * plane;
+            ((size - z1 * plane) / c, (size - z0 * plane) / c)
+        }
     }
 }
 
@@ -534,6 +708,10 @@ struct KernelPasses {
     y: Vec<DevicePass>,
     x: Vec<DevicePass>,
     z: Vec<DevicePass>,
+    /// SoFiA-2 arithmetic: radii of the x and of the y boxcars.
+    exact_xy: Option<(Vec<usize>, Vec<usize>)>,
+    /// SoFiA-2 arithmetic: radius of the spectral boxcar.
+    exact_z: Option<usize>,
 }
 
 impl KernelPasses {
@@ -549,7 +727,16 @@ impl KernelPasses {
                 },
             )
         };
+        let radii = |v: &[crate::cube::filters::Filter1d]| v.iter().map(|f| f.taps() / 2).collect();
+        let exact_xy = super::exact_spatial(ker, plan).then(|| (radii(&ker.x), radii(&ker.y)));
+        let exact_z = ker
+            .z
+            .as_ref()
+            .filter(|f| super::exact_spectral(f, plan))
+            .map(|f| f.taps() / 2);
         Ok(KernelPasses {
+            exact_xy,
+            exact_z,
             y: ker.y.iter().map(|f| dp(f, 1)).collect::<Result<_>>()?,
             x: ker.x.iter().map(|f| dp(f, 2)).collect::<Result<_>>()?,
             z: ker.z.iter().map(|f| dp(f, 0)).collect::<Result<_>>()?,
@@ -568,18 +755,27 @@ mod tests {
             Sampling::Cadence(5),
             Sampling::Stride(3),
             Sampling::Cadence(1),
+            Sampling::Backward(4),
+            Sampling::Backward(1),
+            Sampling::Backward(5),
         ] {
-            let mut next = 0;
+            // slabs bottom up; a backward sample's slots then run top down
+            let mut ranges: Vec<(usize, usize)> = Vec::new();
             for (z0, z1) in [(0, 3), (3, 4), (4, 9), (9, 10)] {
                 let (a, b) = slot_range(s, shape, z0, z1);
-                assert_eq!(a, next);
                 for k in a..b {
                     let z = s.index(shape, k) / 63;
-                    assert!(z0 <= z && z < z1);
+                    assert!(z0 <= z && z < z1, "{s:?}");
                 }
+                ranges.push((a, b));
+            }
+            ranges.sort();
+            let mut next = 0;
+            for (a, b) in ranges {
+                assert_eq!(a, next, "{s:?}");
                 next = b;
             }
-            assert_eq!(next, s.len(shape));
+            assert_eq!(next, s.len(shape), "{s:?}");
         }
     }
 }

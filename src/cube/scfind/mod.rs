@@ -11,12 +11,14 @@
 mod cpu;
 mod cuda;
 pub mod kernels;
+pub mod running;
 
 use crate::backend::Device;
 use crate::cube::filters::{Filter1d, Mode};
 use crate::cube::stats::noise::{gauss_about_zero, mad_about, std_about, Fitter, MAD_TO_STD};
 use crate::cube::stats::sample::Sampling;
 use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Rms};
+use crate::cube::stats::sofia2::{self, Walk};
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -101,13 +103,28 @@ pub enum Statistic {
 /// How the noise of a (smoothed) cube is measured on its sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum NoiseRule {
-    Sofia2 { stat: Statistic, range: Range },
+    Sofia2 {
+        stat: Statistic,
+        range: Range,
+    },
+    /// SoFiA-2 2.5.1's own estimators (`stats::sofia2`) on its backward sample; `single`:
+    /// the cube is f32 (SoFiA-2's single-precision steps).
+    Sofia2Exact {
+        stat: Statistic,
+        range: Range,
+        walk: Walk,
+        single: bool,
+    },
     Sofia1(Sofia1Rms),
 }
 
 impl NoiseRule {
     pub fn needs_extremes(&self) -> bool {
-        matches!(self, NoiseRule::Sofia1(p) if p.needs_extremes())
+        match self {
+            NoiseRule::Sofia1(p) => p.needs_extremes(),
+            NoiseRule::Sofia2Exact { stat, .. } => *stat == Statistic::Gauss,
+            NoiseRule::Sofia2 { .. } => false,
+        }
     }
 
     /// The noise from the sampled values (NaN allowed) and the cube's (nanmin, nanmax).
@@ -126,6 +143,24 @@ impl NoiseRule {
                     Ok(MAD_TO_STD * mad_about(samples, 0.0, range, None).ok_or_else(none)?)
                 }
                 Statistic::Gauss => gauss_about_zero(samples, range)?.ok_or_else(none),
+            },
+            NoiseRule::Sofia2Exact {
+                stat,
+                range,
+                walk,
+                single,
+            } => match stat {
+                Statistic::Std => sofia2::std(samples, range).ok_or_else(none),
+                Statistic::Mad => sofia2::mad(samples, range, walk, single).ok_or_else(none),
+                Statistic::Gauss => {
+                    let ext = extremes_or_nan(extremes.and_then(|e| (e.0 <= e.1).then_some(e)));
+                    sofia2::gauss(samples, range, ext, single).ok_or_else(|| {
+                        Error::value(
+                            "cannot measure the noise: the histogram of the sample has too \
+                             few filled bins for the Gaussian fit",
+                        )
+                    })
+                }
             },
         }
     }
@@ -147,6 +182,11 @@ pub struct Plan {
     pub sampling: Sampling,
     /// Fits the histogram Gaussians of SoFiA 1's noise (None: built-in).
     pub fitter: Option<Fitter>,
+    /// SoFiA-2's arithmetic for boxcars (`boxcar` filters): in the element type, as a running
+    /// mean updated backwards from the end of each line (m[n−1] = (Σ of the window, summed
+    /// from its far end) · (1/w), m[i] = m[i+1] + (x[i−r] − x[i+r+1]) · (1/w)), zero padding,
+    /// spatial passes along x before y. Needs `mode` constant.
+    pub exact: bool,
     /// GPU only: z-planes per slab, halo not counted (None: one piece if it fits in GPU
     /// memory, else as many as fit).
     pub slab_planes: Option<usize>,
@@ -206,6 +246,11 @@ pub fn run<T: Real>(
             plan.threshold
         )));
     }
+    if plan.exact && plan.mode != Mode::Constant {
+        return Err(Error::value(
+            "SoFiA-2's boxcar arithmetic pads with zeros: edge mode must be 'constant'",
+        ));
+    }
     if n == 0 {
         return Ok(Outcome {
             rms0: f64::NAN,
@@ -216,6 +261,18 @@ pub fn run<T: Real>(
         Device::Cpu => crate::backend::threads::install(|| cpu::run(cube, plan, mask, progress))?,
         Device::Cuda => cuda::run(cube, plan, mask, progress),
     }
+}
+
+/// The kernel's spatial passes run with SoFiA-2's boxcar arithmetic (`Plan::exact`).
+pub(crate) fn exact_spatial(ker: &Kernel, plan: &Plan) -> bool {
+    plan.exact
+        && (!ker.x.is_empty() || !ker.y.is_empty())
+        && ker.x.iter().chain(&ker.y).all(|f| f.boxcar)
+}
+
+/// The kernel's spectral pass runs with SoFiA-2's boxcar arithmetic (`Plan::exact`).
+pub(crate) fn exact_spectral(zf: &Filter1d, plan: &Plan) -> bool {
+    plan.exact && zf.boxcar
 }
 
 /// (min, max) of the finite values, or None if there is none.

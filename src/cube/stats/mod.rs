@@ -201,3 +201,4 @@ pub fn madfm<T: crate::real::Real>(data: &[T], center: f64) -> Option<f64> {
 pub mod noise;
 pub mod sample;
 pub mod sofia1;
+pub mod sofia2;

@@ -16,6 +16,9 @@ pub enum Sampling {
     Cadence(usize),
     /// Every `s`-th index along each of z, y and x, starting at 0.
     Stride(usize),
+    /// SoFiA-2's walk backwards from the end: flat indices size − c, size − 2c, ... down to
+    /// the last one >= 0 (sample slot k is index size − (k+1)·c).
+    Backward(usize),
 }
 
 impl Sampling {
@@ -44,6 +47,7 @@ impl Sampling {
         let size: usize = shape.iter().product();
         match *self {
             Sampling::Cadence(c) => size.div_ceil(c.max(1)),
+            Sampling::Backward(c) => size / c.max(1),
             Sampling::Stride(s) => {
                 let s = s.max(1);
                 shape.iter().map(|&n| n.div_ceil(s)).product()
@@ -60,6 +64,7 @@ impl Sampling {
     pub fn index(&self, shape: [usize; 3], k: usize) -> usize {
         match *self {
             Sampling::Cadence(c) => k * c.max(1),
+            Sampling::Backward(c) => shape.iter().product::<usize>() - (k + 1) * c.max(1),
             Sampling::Stride(s) => {
                 let s = s.max(1);
                 let ny = shape[1].div_ceil(s);
@@ -95,6 +100,17 @@ impl Sampling {
                 let mut i = start.div_ceil(c) * c;
                 while i < start + len {
                     f(i - start, i / c);
+                    i += c;
+                }
+            }
+            Sampling::Backward(c) => {
+                let c = c.max(1);
+                let size = shape[0] * plane;
+                let start = z * plane + k0;
+                // smallest i >= start with size − i a multiple of c
+                let mut i = size - (size - start) / c * c;
+                while i < start + len && i + c <= size {
+                    f(i - start, (size - i) / c - 1);
                     i += c;
                 }
             }
@@ -156,6 +172,9 @@ mod tests {
             Sampling::Stride(2),
             Sampling::Stride(3),
             Sampling::Cadence(4),
+            Sampling::Backward(4),
+            Sampling::Backward(1),
+            Sampling::Backward(5),
         ] {
             let mut got = vec![usize::MAX; smp.len(shape)];
             for z in 0..5 {
@@ -168,6 +187,20 @@ mod tests {
             let want: Vec<usize> = (0..smp.len(shape)).map(|k| smp.index(shape, k)).collect();
             assert_eq!(got, want, "{smp:?}");
         }
+    }
+
+    #[test]
+    fn backward_indices() {
+        let shape = [1, 2, 5];
+        let got = |c| {
+            let s = Sampling::Backward(c);
+            (0..s.len(shape))
+                .map(|k| s.index(shape, k))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(got(3), vec![7, 4, 1]);
+        assert_eq!(got(5), vec![5, 0]);
+        assert_eq!(got(1), (0..10).rev().collect::<Vec<_>>());
     }
 
     #[test]

@@ -1,0 +1,237 @@
+//! SoFiA-2 2.5.1's noise estimators, rule for rule, on its backward sample
+//! (`Sampling::Backward`: slot k is flat index size − (k+1)·c). The values are those of the
+//! cube's element type (f32 or f64), carried as f64; where SoFiA-2 computes in single
+//! precision, `single` rounds every operation to f32 (exact: an f32 operation equals the f64
+//! operation rounded to f32).
+//!
+//! - std: sqrt(Σx²/n) over the finite sampled values in the flux range (f64 sum).
+//! - mad: the walk stops before element 0 (a last slot at index 0 is left out); with a
+//!   one-sided flux range at most size/(2c) values are kept, the first ones of the walk (the
+//!   ones nearest the start of the array are dropped); the median of an even count is the
+//!   mean of the two middle values in the element type.
+//! - gauss: see `gauss`.
+
+use super::noise::{std_about, MAD_TO_STD};
+use super::Range;
+
+/// Round to f32 when `single`.
+#[inline(always)]
+fn rnd(v: f64, single: bool) -> f64 {
+    if single {
+        v as f32 as f64
+    } else {
+        v
+    }
+}
+
+#[inline(always)]
+fn in_range(x: f64, range: Range) -> bool {
+    match range {
+        Range::All => !x.is_nan(),
+        Range::Negative => x < 0.0,
+        Range::Positive => x > 0.0,
+    }
+}
+
+/// Where a sample came from: its length, and whether its last slot is element 0 of the cube.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walk {
+    /// size / (2c): the most values a one-sided MAD keeps.
+    pub cap: usize,
+    /// The last sample slot is flat index 0 (size is a multiple of c).
+    pub ends_at_zero: bool,
+}
+
+impl Walk {
+    pub fn new(size: usize, cadence: usize) -> Walk {
+        let c = cadence.max(1);
+        Walk {
+            cap: size / (2 * c),
+            ends_at_zero: size > 0 && size.is_multiple_of(c),
+        }
+    }
+}
+
+/// SoFiA-2's standard deviation about 0.
+pub fn std(samples: &[f64], range: Range) -> Option<f64> {
+    std_about(samples, 0.0, range, None)
+}
+
+/// SoFiA-2's MAD about 0, scaled by 1.482602218505602.
+pub fn mad(samples: &[f64], range: Range, walk: Walk, single: bool) -> Option<f64> {
+    let used = if walk.ends_at_zero && !samples.is_empty() {
+        &samples[..samples.len() - 1]
+    } else {
+        samples
+    };
+    let cap = match range {
+        Range::All => usize::MAX,
+        _ => walk.cap,
+    };
+    let mut v: Vec<f64> = used
+        .iter()
+        .filter(|&&x| in_range(x, range))
+        .map(|x| x.abs())
+        .take(cap)
+        .collect();
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let (lower, mid, _) = v.select_nth_unstable_by(n / 2, |a, b| a.total_cmp(b));
+    let mid = *mid;
+    let med = if n % 2 == 1 {
+        mid
+    } else {
+        let below = lower.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        rnd(rnd(below + mid, single) * 0.5, single)
+    };
+    Some(MAD_TO_STD * med)
+}
+
+/// Histogram bins of the gauss statistic.
+pub const GAUSS_BINS: usize = 101;
+
+/// Counts of the finite in-range samples in `GAUSS_BINS` bins over [−limit, limit] (bin
+/// floor((x + limit)/width), values outside left out, x = limit in the last bin).
+fn gauss_histogram(samples: &[f64], range: Range, limit: f64) -> Vec<u64> {
+    let width = 2.0 * limit / GAUSS_BINS as f64;
+    let mut h = vec![0u64; GAUSS_BINS];
+    for &x in samples {
+        if !in_range(x, range) || !x.is_finite() || x < -limit || x > limit {
+            continue;
+        }
+        let b = (((x + limit) / width).floor() as usize).min(GAUSS_BINS - 1);
+        h[b] += 1;
+    }
+    h
+}
+
+/// Centre of bin i of the histogram over [−limit, limit].
+fn centre(i: usize, limit: f64) -> f64 {
+    -limit + (i as f64 + 0.5) * 2.0 * limit / GAUSS_BINS as f64
+}
+
+/// SoFiA-2's `gauss` statistic as skyconv implements REFERENCE.md's description of it:
+/// 1. limit = max(|min|, |max|) of the finite values of the whole cube (`extremes`); a
+///    histogram of the in-range samples in 101 bins over [−limit, limit] (bin 50 centred on 0);
+/// 2. its second moment m = sqrt(Σ nᵢxᵢ² / Σ nᵢ) (xᵢ bin centres, f64), and the histogram is
+///    taken again over [−2.5m, 2.5m], so that m covers a fifth of the histogram's width;
+/// 3. a straight line ln(nᵢ) = a + b·xᵢ² fitted by least squares over bins 1..=99 with nᵢ > 0
+///    (the two end bins left out), in the element type: xᵢ and ln(nᵢ) rounded, then every
+///    sum and the slope b = (NΣXY − ΣXΣY)/(NΣX² − (ΣX)²) computed with rounding after each
+///    operation, sums in increasing bin order;
+/// 4. σ = sqrt(−1/(2b)) (f64).
+///
+/// None when fewer than two bins can be fitted or the slope is not negative.
+pub fn gauss(samples: &[f64], range: Range, extremes: (f64, f64), single: bool) -> Option<f64> {
+    let limit = extremes.0.abs().max(extremes.1.abs());
+    if !(limit.is_finite() && limit > 0.0) {
+        return None;
+    }
+    let h = gauss_histogram(samples, range, limit);
+    let (mut n, mut s2) = (0u64, 0.0f64);
+    for (i, &c) in h.iter().enumerate() {
+        let x = centre(i, limit);
+        n += c;
+        s2 += c as f64 * x * x;
+    }
+    if n == 0 {
+        return None;
+    }
+    let m = (s2 / n as f64).sqrt();
+    if !(m.is_finite() && m > 0.0) {
+        return None;
+    }
+    let limit = 2.5 * m;
+    let h = gauss_histogram(samples, range, limit);
+    let r = |v: f64| rnd(v, single);
+    let (mut cnt, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for (i, &c) in h.iter().enumerate().take(GAUSS_BINS - 1).skip(1) {
+        if c == 0 {
+            continue;
+        }
+        let xc = r(centre(i, limit));
+        let x = r(xc * xc);
+        let y = r((c as f64).ln());
+        cnt = r(cnt + 1.0);
+        sx = r(sx + x);
+        sy = r(sy + y);
+        sxx = r(sxx + r(x * x));
+        sxy = r(sxy + r(x * y));
+    }
+    if cnt < 2.0 {
+        return None;
+    }
+    let num = r(r(cnt * sxy) - r(sx * sy));
+    let den = r(r(cnt * sxx) - r(sx * sx));
+    let b = r(num / den);
+    (b < 0.0 && b.is_finite()).then(|| (-1.0 / (2.0 * b)).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk() {
+        assert_eq!(
+            Walk::new(10, 5),
+            Walk {
+                cap: 1,
+                ends_at_zero: true
+            }
+        );
+        assert_eq!(
+            Walk::new(11, 1),
+            Walk {
+                cap: 5,
+                ends_at_zero: true
+            }
+        );
+        assert!(!Walk::new(11, 2).ends_at_zero);
+    }
+
+    #[test]
+    fn mad_rules() {
+        // slots in walk order; the last one is element 0 and is left out.
+        let s = [-1.0, 4.0, -3.0, 2.0, -100.0];
+        let w = Walk {
+            cap: 100,
+            ends_at_zero: true,
+        };
+        // |.| of the first four: 1 4 3 2 -> (2 + 3) / 2
+        assert_eq!(mad(&s, Range::All, w, true), Some(MAD_TO_STD * 2.5));
+        // negative: 1, 3 -> 2; with cap 1 only the first: 1
+        assert_eq!(mad(&s, Range::Negative, w, true), Some(MAD_TO_STD * 2.0));
+        let w1 = Walk { cap: 1, ..w };
+        assert_eq!(mad(&s, Range::Negative, w1, true), Some(MAD_TO_STD * 1.0));
+        // full range is not capped
+        assert_eq!(mad(&s, Range::All, w1, true), Some(MAD_TO_STD * 2.5));
+    }
+
+    #[test]
+    fn gauss_recovers_width() {
+        // deterministic normal-ish values by inverse CDF of a regular grid (Box–Muller free)
+        let n = 200_000;
+        let mut s = 7u64;
+        let v: Vec<f64> = (0..n)
+            .map(|_| {
+                let mut u = [0.0; 2];
+                for x in &mut u {
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    *x = ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                }
+                1.7 * (-2.0 * u[0].ln()).sqrt() * (2.0 * std::f64::consts::PI * u[1]).cos()
+            })
+            .collect();
+        let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        for range in [Range::All, Range::Negative, Range::Positive] {
+            let g = gauss(&v, range, (lo, hi), true).unwrap();
+            assert!((g - 1.7).abs() < 0.05, "{range:?}: {g}");
+        }
+    }
+}
