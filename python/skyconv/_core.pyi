@@ -74,6 +74,13 @@ def _healpix_pix2ang(
 def _healpix_ang2pix(
     nside: int, theta: npt.NDArray[np.float64], phi: npt.NDArray[np.float64], nest: bool
 ) -> npt.NDArray[np.int64]: ...
+def _healpix_vec2pix(
+    nside: int,
+    x: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    z: npt.NDArray[np.float64],
+    nest: bool,
+) -> npt.NDArray[np.int64]: ...  # ValueError for a zero or non-finite vector
 def _healpix_ring2nest(nside: int, ipix: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
 def _healpix_nest2ring(nside: int, ipix: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
 def _healpix_ring_info(

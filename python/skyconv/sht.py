@@ -141,6 +141,11 @@ class Alm:
         -------
         (l, m) : int arrays
 
+        Raises
+        ------
+        ValueError
+            For an index outside [0, getsize(lmax)).
+
         Examples
         --------
         >>> from skyconv import Alm
@@ -148,9 +153,12 @@ class Alm:
         >>> ell.tolist(), m.tolist()
         ([0, 1, 2, 1, 2, 2], [0, 0, 0, 1, 1, 2])
         """
+        size = Alm.getsize(lmax)
         if i is None:
-            i = np.arange(Alm.getsize(lmax))
+            i = np.arange(size)
         i = np.asarray(i)
+        if i.size and (np.min(i) < 0 or np.max(i) >= size):
+            raise ValueError(f"alm index out of range [0, {size}) for lmax={lmax}")
         m = (np.ceil(((2 * lmax + 1) - np.sqrt((2 * lmax + 1) ** 2 - 8 * (i - lmax))) / 2)).astype(
             int
         )

@@ -18,7 +18,7 @@ pub mod pix;
 pub mod ring;
 
 pub use nest::{nest2ring, ring2nest};
-pub use par::{ang2pix_slice, nest2ring_slice, pix2ang_slice, ring2nest_slice};
+pub use par::{ang2pix_slice, nest2ring_slice, pix2ang_slice, ring2nest_slice, vec2pix_slice};
 pub use pix::{ang2pix_nest, ang2pix_ring, pix2ang_nest, pix2ang_ring};
 pub use ring::{ring, ring_of_pixel, rings, Ring};
 

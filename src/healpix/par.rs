@@ -7,7 +7,10 @@
 use rayon::prelude::*;
 
 use super::nest::{nest2ring_in, ring2nest_in};
-use super::pix::{ang2pix_nest_in, ang2pix_ring_in, pix2ang_nest_in, pix2ang_ring_in, THETA_SLACK};
+use super::pix::{
+    ang2pix_nest_in, ang2pix_ring_in, pix2ang_nest_in, pix2ang_ring_in, vec2pix_nest_in,
+    vec2pix_ring_in, THETA_SLACK,
+};
 use super::{check_nside, Geom};
 use crate::error::{Error, Result};
 
@@ -128,6 +131,45 @@ pub fn ang2pix_slice(
     } else {
         fill_pixels(theta, phi, out, |t, p| ang2pix_ring_in(&g, t, p));
     }
+    Ok(())
+}
+
+/// Pixels (RING or NEST) containing the directions of the vectors (x, y, z), into `out`,
+/// as HEALPix's vec2pix (z taken from the vector). Vectors must be finite and not zero.
+pub fn vec2pix_slice(
+    nside: u64,
+    nest: bool,
+    x: &[f64],
+    y: &[f64],
+    z: &[f64],
+    out: &mut [i64],
+) -> Result<()> {
+    check_nside(nside, nest)?;
+    same_len("y", y.len(), x.len())?;
+    same_len("z", z.len(), x.len())?;
+    same_len("output", out.len(), x.len())?;
+    let bad = (0..x.len()).find(|&k| {
+        let n2 = x[k] * x[k] + y[k] * y[k] + z[k] * z[k];
+        !(n2.is_finite() && n2 > 0.0)
+    });
+    if let Some(k) = bad {
+        return Err(Error::value(format!(
+            "vector {k} = ({}, {}, {}) has no direction: it must be finite and not zero",
+            x[k], y[k], z[k]
+        )));
+    }
+    let g = Geom::new(nside);
+    let f = |(o, ((&a, &b), &c)): (&mut i64, ((&f64, &f64), &f64))| {
+        *o = if nest {
+            vec2pix_nest_in(&g, a, b, c)
+        } else {
+            vec2pix_ring_in(&g, a, b, c)
+        } as i64
+    };
+    out.par_iter_mut()
+        .zip(x.par_iter().zip(y.par_iter()).zip(z.par_iter()))
+        .with_min_len(MIN_LEN)
+        .for_each(f);
     Ok(())
 }
 

@@ -108,6 +108,42 @@ pub fn ang2pix_ring(nside: u64, theta: f64, phi: f64) -> u64 {
 #[inline]
 pub(crate) fn ang2pix_ring_in(g: &Geom, theta: f64, phi: f64) -> u64 {
     let (z, phi, sth) = location(theta, phi);
+    loc2pix_ring_in(g, z, phi, sth)
+}
+
+/// z = v_z/|v|, φ = atan2(v_y, v_x) (0 on the z axis) and, where |z| > 0.99, sin θ =
+/// √(v_x² + v_y²)/|v|: the location of a direction as HEALPix's vec2pix takes it (z straight
+/// from the vector, not through θ, so a vector in the equatorial plane has z = 0 exactly).
+#[inline]
+fn vec_location(x: f64, y: f64, z: f64) -> (f64, f64, Option<f64>) {
+    let xl = 1.0 / (x * x + y * y + z * z).sqrt();
+    let phi = if x == 0.0 && y == 0.0 {
+        0.0
+    } else {
+        y.atan2(x)
+    };
+    let nz = z * xl;
+    let sth = (nz.abs() > 0.99).then(|| (x * x + y * y).sqrt() * xl);
+    (nz, phi, sth)
+}
+
+/// RING pixel containing the direction of the vector (x, y, z) (finite, not zero; not
+/// checked here).
+#[inline]
+pub(crate) fn vec2pix_ring_in(g: &Geom, x: f64, y: f64, z: f64) -> u64 {
+    let (z, phi, sth) = vec_location(x, y, z);
+    loc2pix_ring_in(g, z, phi, sth)
+}
+
+/// NEST pixel containing the direction of the vector (x, y, z); nside a power of two.
+#[inline]
+pub(crate) fn vec2pix_nest_in(g: &Geom, x: f64, y: f64, z: f64) -> u64 {
+    let (z, phi, sth) = vec_location(x, y, z);
+    loc2pix_nest_in(g, z, phi, sth)
+}
+
+#[inline]
+fn loc2pix_ring_in(g: &Geom, z: f64, phi: f64, sth: Option<f64>) -> u64 {
     let n = g.nside as i64;
     let nf = g.nside as f64;
     let za = z.abs();
@@ -147,8 +183,13 @@ pub fn ang2pix_nest(nside: u64, theta: f64, phi: f64) -> u64 {
 
 #[inline]
 pub(crate) fn ang2pix_nest_in(g: &Geom, theta: f64, phi: f64) -> u64 {
-    let order = g.order.expect("NEST needs a power-of-two nside");
     let (z, phi, sth) = location(theta, phi);
+    loc2pix_nest_in(g, z, phi, sth)
+}
+
+#[inline]
+fn loc2pix_nest_in(g: &Geom, z: f64, phi: f64, sth: Option<f64>) -> u64 {
+    let order = g.order.expect("NEST needs a power-of-two nside");
     let n = g.nside as i64;
     let nf = g.nside as f64;
     let za = z.abs();
@@ -191,6 +232,22 @@ pub(crate) fn ang2pix_nest_in(g: &Geom, theta: f64, phi: f64) -> u64 {
 mod tests {
     use super::*;
     use crate::healpix::{nest2ring, nside2npix, ring2nest};
+
+    #[test]
+    fn vec2pix_takes_z_from_the_vector() {
+        let g = Geom::new(16);
+        // healpy.vec2pix(16, 1, 0, 0): z = 0 exactly, unlike cos(π/2) = 6e-17 via θ.
+        assert_eq!(vec2pix_ring_in(&g, 1.0, 0.0, 0.0), 1504);
+        assert_eq!(ang2pix_ring(16, FRAC_PI_2, 0.0), 1440);
+        assert_eq!(vec2pix_ring_in(&g, 0.0, 0.0, 2.0), 0);
+        assert_eq!(vec2pix_ring_in(&g, 0.0, 0.0, -1.0), nside2npix(16) - 4);
+        // Away from edges the vector and the angle give the same pixel.
+        for &(t, p) in &[(0.3f64, 1.1f64), (1.9, 4.0), (0.001, 2.0), (3.1, 0.5)] {
+            let (x, y, z) = (t.sin() * p.cos(), t.sin() * p.sin(), t.cos());
+            assert_eq!(vec2pix_ring_in(&g, x, y, z), ang2pix_ring(16, t, p));
+            assert_eq!(vec2pix_nest_in(&g, x, y, z), ang2pix_nest(16, t, p));
+        }
+    }
 
     #[test]
     fn healpy_doc_values() {

@@ -73,6 +73,32 @@ fn _healpix_ang2pix<'py>(
 }
 
 #[pyfunction]
+fn _healpix_vec2pix<'py>(
+    py: Python<'py>,
+    nside: u64,
+    x: PyReadonlyArrayDyn<'py, f64>,
+    y: PyReadonlyArrayDyn<'py, f64>,
+    z: PyReadonlyArrayDyn<'py, f64>,
+    nest: bool,
+) -> PyResult<I64Array<'py>> {
+    let (shape, xs) = parts(&x, "x")?;
+    let (yshape, ys) = parts(&y, "y")?;
+    let (zshape, zs) = parts(&z, "z")?;
+    if yshape != shape || zshape != shape {
+        return Err(crate::py::errors::to_pyerr(crate::Error::shape(format!(
+            "x, y and z must have the same shape, got {shape:?}, {yshape:?} and {zshape:?}"
+        ))));
+    }
+    let out = zeros_i64(py, &shape);
+    {
+        let mut rw = out.readwrite();
+        let dst = rw.as_slice_mut().expect("new arrays are contiguous");
+        compute(py, || healpix::vec2pix_slice(nside, nest, xs, ys, zs, dst))?;
+    }
+    Ok(out)
+}
+
+#[pyfunction]
 fn _healpix_ring2nest<'py>(
     py: Python<'py>,
     nside: u64,
@@ -123,6 +149,7 @@ fn _healpix_ring_info(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_healpix_pix2ang, m)?)?;
     m.add_function(wrap_pyfunction!(_healpix_ang2pix, m)?)?;
+    m.add_function(wrap_pyfunction!(_healpix_vec2pix, m)?)?;
     m.add_function(wrap_pyfunction!(_healpix_ring2nest, m)?)?;
     m.add_function(wrap_pyfunction!(_healpix_nest2ring, m)?)?;
     m.add_function(wrap_pyfunction!(_healpix_ring_info, m)?)?;

@@ -169,7 +169,6 @@ pub(crate) fn extremes<T: Real>(data: &[T]) -> Option<(f64, f64)> {
 
 // ---------------------------------------------------------------- spatial smoothing
 
-
 /// The spatial passes of one kernel and, for incremental updates, the response of a unit
 /// change at each row/column position.
 struct Spatial<'a> {
