@@ -11,18 +11,18 @@ __device__ __forceinline__ i64 at_unit(i64 i, i64 unit_div, i64 units) {
     return (i / unit_div) % units;
 }
 
-// c = input - output (0 at blanks).
+// c = input - output (blank at blanks: 0, or DUCHAMP's BLANK value in its 2-D quirk).
 template <typename T>
 __device__ void at_start(const T* __restrict__ in, const T* __restrict__ out, T* __restrict__ c,
-                         i64 n) {
+                         double blank, i64 n) {
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x) {
         const double x = (double)in[i];
-        c[i] = sc_finite(x) ? (T)(x - (double)out[i]) : (T)0;
+        c[i] = sc_finite(x) ? (T)(x - (double)out[i]) : (T)blank;
     }
 }
 
-// w = c - s, c = c - w (blanks: w = NaN, c = 0).
+// w = c - s, c = c - w (blanks: w = NaN, c keeps the value at_start gave it).
 template <typename T>
 __device__ void at_split(const T* __restrict__ in, T* __restrict__ c, const T* __restrict__ s,
                          T* __restrict__ w, i64 n) {
@@ -34,7 +34,6 @@ __device__ void at_split(const T* __restrict__ in, T* __restrict__ c, const T* _
             c[i] = (T)((double)c[i] - (double)wi);
         } else {
             w[i] = (T)nan("");
-            c[i] = (T)0;
         }
     }
 }
@@ -243,8 +242,9 @@ __device__ void at_partial(const T* __restrict__ data, i64 n, double center, int
 }
 
 #define AT_INSTANTIATE(T, S)                                                                     \
-    extern "C" __global__ void atrous_start_##S(const T* in, const T* out, T* c, i64 n) {      \
-        at_start<T>(in, out, c, n);                                                              \
+    extern "C" __global__ void atrous_start_##S(const T* in, const T* out, T* c, double blank, \
+                                                i64 n) {                                         \
+        at_start<T>(in, out, c, blank, n);                                                       \
     }                                                                                            \
     extern "C" __global__ void atrous_split_##S(const T* in, T* c, const T* s, T* w, i64 n) {  \
         at_split<T>(in, c, s, w, n);                                                             \

@@ -159,6 +159,8 @@ def _sofia2_cadence(shape: list[int]) -> int: ...
 # Returns (reconstruction, iterations, noise, input_noise, scales, device) with one entry per
 # unit (spectrum for dim 1, map for dim 2, one for dim 3) in C order of the units' shape.
 # progress(iteration, active_units, units, mean_noise, max_rel_change) after each iteration.
+# variant: "duchamp" (DUCHAMP 1.6.1 exactly) or "corrected"; blank_value: the value DUCHAMP
+# holds in blank pixels (read by the duchamp variant's 2-D reconstruction only).
 
 def _atrous_denoise(
     data: npt.NDArray[np.floating],
@@ -171,8 +173,12 @@ def _atrous_denoise(
     robust: bool,
     device: str | None = None,
     progress: Callable[[int, int, int, float, float], object] | None = None,
+    variant: str = "duchamp",
+    blank_value: float = -8.00061,
 ) -> tuple[npt.NDArray[np.floating], list[int], list[float], list[float], int, str]: ...
-def _atrous_plan(shape: list[int], dim: int, filter: str) -> tuple[int, list[float]]: ...
+def _atrous_plan(
+    shape: list[int], dim: int, filter: str, variant: str = "duchamp"
+) -> tuple[int, list[float]]: ...
 
 # --- grid (src/py/grid.rs) -------------------------------------------------------------------
 # Coordinates, kernel widths and sphere_radius in degrees (gauss2d PA in radians). data is

@@ -25,26 +25,50 @@ filters, L the smallest reconstructed dimension. f are DUCHAMP's noise factors (
 scale's coefficients for unit white noise), extrapolated past its tables by 1/√2, 1/2 or 1/√8
 per scale for 1-D, 2-D, 3-D.
 
-Decisions where DUCHAMP 1.6.1 has quirks (skyconv does the left-hand thing):
+Two variants (``variant=``):
 
-- 2-D scale loop: DUCHAMP's 2-D reconstruction loops ``scale < numScales`` (one scale fewer
-  than 1-D and 3-D; the last wavelet scale is left in the smooth array and added without
-  thresholding). skyconv runs scales 1..N for every ``dim``.
-- Noise factors read past their tables: for the triangle filter in 2-D DUCHAMP fills only 12
-  of the 13 table slots, so scale 12 gets the factor 0 (threshold = median) and all later
-  scales extrapolate from 0; skyconv uses the tabulated 2.22868922e-4. The triangle 1-D table
-  ends with 1.12763724e-4, a slip of a decade in a sequence falling by √2; skyconv uses
-  1.12763724e-3. DUCHAMP's loading loops also read past the ends of several source tables,
-  into slots beyond the tabulated scales that are never used (no effect).
-- Blank edges: DUCHAMP 3-D mirrors each row at the first/last non-blank pixel and lowers N
-  from the average non-blank width; skyconv mirrors at the array edges (blank voxels simply
-  contribute nothing to any sum) and takes N from the array shape alone.
+``"duchamp"`` (the default) reproduces DUCHAMP 1.6.1, quirks included. It follows these facts
+about DUCHAMP (its CHANGES file for 1.2, and the behaviour of its 1-, 2- and 3-D
+reconstructions):
+
+- 1-D and 3-D are the algorithm above, with N from the full array dimensions and reflection at
+  the array edges (DUCHAMP >= 1.2: "the full image dimensions are always used to calculate the
+  number of scales, and reflections will occur at the actual image edges", also when the edges
+  are blank); blank voxels are left out of the filter sums.
+- 2-D: the scale loop runs ``scale < N``, so only scales 1..N-1 are computed and thresholded,
+  and the smooth array left after N-1 scales is added. ``scale_max`` is not applied (every
+  scale >= ``scale_min`` is thresholded), and the loop stops on DUCHAMP's fixed tolerance 0.005,
+  whatever ``convergence`` is. Blank pixels are not left out of the filter sums: their
+  coefficient is input - output, which in the first iteration is DUCHAMP's BLANK value
+  (``blank_value``: NaNs read from a FITS file without a BLANK keyword hold -8.00061) and 0 in
+  later iterations (DUCHAMP sets a blank pixel's output to its input once it thresholds a scale),
+  or the BLANK value in every iteration when no scale is thresholded.
+- Noise factors are DUCHAMP's tables as it reads them: for the triangle filter in 2-D, scale 12
+  reads an unfilled slot (0: threshold = median) and all later scales extrapolate from 0; the
+  triangle 1-D table ends with 1.12763724e-4 (scale 18), a slip of a decade in a sequence
+  falling by sqrt(2). (DUCHAMP's loading loops also read past the ends of several source tables,
+  into slots beyond the tabulated scales that are never used: no effect.)
+
+``"corrected"`` is skyconv's corrected reconstruction: scales 1..N for every ``dim``,
+``scale_max`` and ``convergence`` honoured in 2-D, blank voxels left out of every sum, and the
+mended factors (triangle 2-D scale 12 = 2.22868922e-4, triangle 1-D scale 18 = 1.12763724e-3).
+For 1-D and 3-D the two variants give identical results unless a triangle spectrum has more than
+2^18 channels.
+
+Common to both:
+
 - ``scale_max``: scales above it are computed (the smoothing continues) but not added; the
   final smooth array is always added. 0 (or any value >= N) means all scales.
 - Convergence: DUCHAMP loops while ``|Δσ|/σ > tolerance`` and has no cap; skyconv stops as
   well after 100 iterations (cubes and maps need 2-4; only units of very few voxels, such as
   spectra of ~20 channels, can creep on that long) or when σ stays 0 (0/0).
-- Blanks are NaN and ±inf (DUCHAMP: its BLANK value); they pass through unchanged.
+- Blanks are NaN and ±inf (DUCHAMP: its BLANK value); they pass through unchanged (DUCHAMP
+  leaves 0 there when no scale is thresholded at all).
+- Not reproduced: DUCHAMP's single-precision arithmetic (skyconv sums in double: results
+  differ from DUCHAMP's by float32 rounding, about 1e-6 relative, and a coefficient that lies
+  within that rounding of its threshold may be kept by one and not the other), and its
+  ``flagTrim`` (cutting blank borders off the cube before the reconstruction, which moves the
+  reflection edges and can lower N): skyconv reconstructs the array it is given.
 """
 
 from __future__ import annotations
@@ -59,8 +83,10 @@ import numpy as np
 from . import _core
 from ._arrays import float_array, int_arg
 from ._utils.device import resolve
+from ._utils.duchamp_par import DUCHAMP_BLANK
 
 _FILTERS = ("b3spline", "triangle", "haar")
+_VARIANTS = ("duchamp", "corrected")
 
 
 @dataclass(frozen=True)
@@ -126,6 +152,8 @@ def atrous_denoise(
     device: str | None = None,
     *,
     progress: Callable[[int, int, int, float, float], object] | None = None,
+    variant: str = "duchamp",
+    blank_value: float = DUCHAMP_BLANK,
 ) -> AtrousResult:
     """Denoise by DUCHAMP's iterative à trous wavelet reconstruction.
 
@@ -157,12 +185,22 @@ def atrous_denoise(
         Called after each iteration as ``progress(iteration, active, units, noise, change)``:
         units still iterating, total units, mean residual σ of the units that ran, and their
         largest relative change of σ. An exception raised in it aborts the call.
+    variant : {"duchamp", "corrected"}
+        ``"duchamp"``: DUCHAMP 1.6.1's reconstruction exactly, quirks included (for ``dim=2``
+        its loop over scales 1..N-1, ``scale_max`` not applied, its fixed convergence 0.005,
+        blank pixels holding ``blank_value``; its noise-factor tables). ``"corrected"``:
+        skyconv's corrected reconstruction. See the module documentation.
+    blank_value : float
+        The value DUCHAMP holds in blank pixels (BLANK × BSCALE + BZERO of the FITS header;
+        -8.00061 for NaNs in a file without a BLANK keyword), in the data's units. Only the
+        ``"duchamp"`` variant's ``dim=2`` reconstruction reads it.
 
     Returns
     -------
     AtrousResult
         ``data`` (the reconstruction), ``iterations``, ``noise`` (final residual σ),
-        ``input_noise``, ``scales``, ``device``; unpacks as ``recon, iterations, noise``.
+        ``input_noise``, ``scales`` (N; DUCHAMP's 2-D reconstruction computes N-1 of them),
+        ``device``; unpacks as ``recon, iterations, noise``.
 
     Raises
     ------
@@ -171,7 +209,8 @@ def atrous_denoise(
         filter needs for one scale (5 pixels for the B3 spline, 3 for triangle and Haar).
     ValueError
         Negative or non-finite ``snr_recon``, ``scale_min < 1``, ``0 < scale_max <
-        scale_min``, ``convergence <= 0``, an unknown filter.
+        scale_min``, ``convergence <= 0``, an unknown filter or variant, a non-finite
+        ``blank_value``.
 
     All-blank input returns a copy of the input (with a RuntimeWarning), iterations 0 and
     noise NaN. Differences from DUCHAMP 1.6.1 are listed in the module documentation
@@ -217,8 +256,24 @@ def atrous_denoise(
     device = resolve(device).core
     if progress is not None and not callable(progress):
         raise TypeError("progress must be callable or None")
+    if not isinstance(variant, str) or variant.lower() not in _VARIANTS:
+        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+    blank = _float(blank_value, "blank_value")
+    if not math.isfinite(blank):
+        raise ValueError(f"blank_value must be finite, got {blank}")
     recon, iters, noise, noise0, scales, dev = _core._atrous_denoise(
-        a, dim, snr, scale_min, scale_max, filter.lower(), conv, bool(robust), device, progress
+        a,
+        dim,
+        snr,
+        scale_min,
+        scale_max,
+        filter.lower(),
+        conv,
+        bool(robust),
+        device,
+        progress,
+        variant.lower(),
+        blank,
     )
     ushape = _units_shape(a.shape, dim)
     iters = np.asarray(iters, dtype=np.int64).reshape(ushape)
@@ -235,11 +290,36 @@ def atrous_denoise(
     return AtrousResult(recon, iters, noise, noise0, scales, dev)
 
 
-def atrous_scales(shape, dim: int = 3, filter: str = "b3spline") -> tuple[int, np.ndarray]:
-    """Number of scales N and the noise factors f[0..N] a reconstruction of ``shape`` uses."""
+def atrous_scales(
+    shape, dim: int = 3, filter: str = "b3spline", variant: str = "duchamp"
+) -> tuple[int, np.ndarray]:
+    """Number of scales N and the noise factors f[0..N] a reconstruction of ``shape`` uses.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The data's shape.
+    dim, filter, variant
+        As for :func:`atrous_denoise`.
+
+    Returns
+    -------
+    (int, ndarray of float)
+        N and f[0..N] (dimensionless; f[s] is the rms of scale s's coefficients for white noise
+        of unit rms). DUCHAMP's 2-D reconstruction uses scales 1..N-1 of them.
+
+    Raises
+    ------
+    ShapeError
+        The shape is too small for the filter or ``dim``.
+    ValueError
+        An unknown filter or variant.
+    """
     shape = tuple(int_arg(s, "shape") for s in shape)
-    n, f = _core._atrous_plan(list(shape), int_arg(dim, "dim"), str(filter).lower())
+    n, f = _core._atrous_plan(
+        list(shape), int_arg(dim, "dim"), str(filter).lower(), str(variant).lower()
+    )
     return n, np.asarray(f)
 
 
-__all__ = ["AtrousResult", "atrous_denoise", "atrous_scales"]
+__all__ = ["DUCHAMP_BLANK", "AtrousResult", "atrous_denoise", "atrous_scales"]

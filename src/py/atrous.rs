@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 
 use crate::backend;
-use crate::cube::atrous::{self, Params, Progress, WaveletFilter};
+use crate::cube::atrous::{self, Params, Progress, Variant, WaveletFilter, DUCHAMP_BLANK};
 use crate::error::Error;
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
@@ -66,7 +66,7 @@ fn run<'py, T: Real + numpy::Element>(
 
 #[pyfunction]
 #[pyo3(signature = (data, dim, snr_recon, scale_min, scale_max, filter, convergence, robust,
-                    device=None, progress=None))]
+                    device=None, progress=None, variant="duchamp", blank_value=DUCHAMP_BLANK))]
 #[allow(clippy::too_many_arguments)]
 fn _atrous_denoise<'py>(
     py: Python<'py>,
@@ -80,6 +80,8 @@ fn _atrous_denoise<'py>(
     robust: bool,
     device: Option<&str>,
     progress: Option<Py<PyAny>>,
+    variant: &str,
+    blank_value: f64,
 ) -> PyResult<Answer<'py>> {
     let params = Params {
         dim,
@@ -89,13 +91,21 @@ fn _atrous_denoise<'py>(
         filter: WaveletFilter::parse(filter).map_err(to_pyerr)?,
         convergence,
         robust,
+        variant: Variant::parse(variant).map_err(to_pyerr)?,
+        blank_value,
     };
     with_float!(data, a => run(py, &a, &params, device, progress))
 }
 
 /// Number of scales and noise factors f[0..=N] for a reconstruction of `shape`.
 #[pyfunction]
-fn _atrous_plan(shape: Vec<usize>, dim: usize, filter: &str) -> PyResult<(usize, Vec<f64>)> {
+#[pyo3(signature = (shape, dim, filter, variant="duchamp"))]
+fn _atrous_plan(
+    shape: Vec<usize>,
+    dim: usize,
+    filter: &str,
+    variant: &str,
+) -> PyResult<(usize, Vec<f64>)> {
     let params = Params {
         dim,
         snr: 0.0,
@@ -104,6 +114,8 @@ fn _atrous_plan(shape: Vec<usize>, dim: usize, filter: &str) -> PyResult<(usize,
         filter: WaveletFilter::parse(filter).map_err(to_pyerr)?,
         convergence: 1.0,
         robust: true,
+        variant: Variant::parse(variant).map_err(to_pyerr)?,
+        blank_value: DUCHAMP_BLANK,
     };
     let plan = atrous::Plan::new(&shape, &params).map_err(to_pyerr)?;
     Ok((plan.scales, plan.factors))

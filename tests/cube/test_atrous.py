@@ -1,12 +1,15 @@
-"""skyconv.atrous_denoise against a plain NumPy reference of DUCHAMP's algorithm.
+"""skyconv.atrous_denoise(variant="corrected") against a plain NumPy reference.
 
 The reference below is written straightforwardly from the algorithm's description: float64,
 one unit (spectrum / channel map / cube) at a time, and a direct (non-separable) convolution
-with the full outer-product filter at each scale, mirror edges by index arithmetic.
+with the full outer-product filter at each scale, mirror edges by index arithmetic. It is
+skyconv's corrected variant (all scales in every dim, blanks left out of every sum, mended noise
+factors); DUCHAMP 1.6.1's own rules (the default variant) are tested in test_atrous_duchamp.py.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import warnings
@@ -21,6 +24,10 @@ from skyconv import ShapeError
 from skyconv.atrous import atrous_scales
 
 from _refs import rel_err
+
+# These tests pin the corrected variant, i.e. the results from before variant="duchamp" became
+# the default.
+atrous_denoise = functools.partial(skyconv.atrous_denoise, variant="corrected")
 
 MADFM_TO_SIGMA = 0.6744888
 WEIGHTS = {
@@ -182,7 +189,7 @@ CASES = [
 @pytest.mark.parametrize("blanks", [False, True])
 def test_matches_reference(rng, shape, dim, filt, blanks):
     x = noisy(rng, shape, blanks)
-    res = skyconv.atrous_denoise(x, dim=dim, filter=filt, device="cpu")
+    res = atrous_denoise(x, dim=dim, filter=filt, device="cpu")
     ref, iters, noise = reference(x, dim=dim, filter=filt)
     assert res.data.dtype == np.float64 and res.data.shape == x.shape
     assert rel_err(res.data, ref) <= 1e-5
@@ -206,7 +213,7 @@ def test_matches_reference(rng, shape, dim, filt, blanks):
 @pytest.mark.parametrize("shape,dim", [((17, 3, 4), 1), ((3, 13, 11), 2), ((9, 11, 13), 3)])
 def test_options_match_reference(rng, shape, dim, kw):
     x = noisy(rng, shape, blanks=True)
-    res = skyconv.atrous_denoise(x, dim=dim, device="cpu", **kw)
+    res = atrous_denoise(x, dim=dim, device="cpu", **kw)
     ref, iters, noise = reference(x, dim=dim, **kw)
     assert rel_err(res.data, ref) <= 1e-5
     np.testing.assert_array_equal(res.iterations, iters)
@@ -216,7 +223,7 @@ def test_options_match_reference(rng, shape, dim, kw):
 @pytest.mark.parametrize("dim", [1, 2, 3])
 def test_float32_matches_reference(rng, dim):
     x = noisy(rng, (17, 12, 13), blanks=True, dtype=np.float32)
-    res = skyconv.atrous_denoise(x, dim=dim, device="cpu")
+    res = atrous_denoise(x, dim=dim, device="cpu")
     ref, iters, _ = reference(x, dim=dim)
     assert res.data.dtype == np.float32
     assert rel_err(res.data, ref) <= 1e-5
@@ -244,7 +251,7 @@ def test_property_matches_reference(dim, filt, dims, ndim_extra, blank_frac, snr
     r = np.random.default_rng(seed)
     x = r.normal(size=shape) + 4.0 * (r.random(shape) > 0.97)
     x[r.random(shape) < blank_frac] = np.nan
-    res = skyconv.atrous_denoise(x, dim=dim, filter=filt, snr_recon=snr, device="cpu")
+    res = atrous_denoise(x, dim=dim, filter=filt, snr_recon=snr, device="cpu")
     ref, iters, _ = reference(x, dim=dim, filter=filt, snr_recon=snr)
     assert rel_err(res.data, ref) <= 1e-5
     np.testing.assert_array_equal(res.iterations, iters)
@@ -253,7 +260,7 @@ def test_property_matches_reference(dim, filt, dims, ndim_extra, blank_frac, snr
 def test_blanks_pass_through(rng):
     x = noisy(rng, (9, 10, 11), blanks=True)
     x[2, 3, 4] = np.inf
-    res = skyconv.atrous_denoise(x, device="cpu")
+    res = atrous_denoise(x, device="cpu")
     bad = ~np.isfinite(x)
     np.testing.assert_array_equal(res.data[bad], x[bad])
     assert np.all(np.isfinite(res.data[~bad]))
@@ -267,7 +274,7 @@ def test_thread_count_independent(rng, dim):
         out = []
         for n in (1, 2, 3):
             skyconv.set_num_threads(n)
-            out.append(skyconv.atrous_denoise(x, dim=dim, device="cpu"))
+            out.append(atrous_denoise(x, dim=dim, device="cpu"))
     finally:
         skyconv.set_num_threads(before)
     for r in out[1:]:
@@ -299,7 +306,7 @@ def test_synthetic_sources(rng):
             -((z - cz) ** 2 / (2 * sz**2) + ((y - cy) ** 2 + (x - cx) ** 2) / (2 * sxy**2))
         )
     data = (truth + rng.normal(0, sigma, shape)).astype(np.float32)
-    res = skyconv.atrous_denoise(data, dim=3, snr_recon=4.0, device="cpu")
+    res = atrous_denoise(data, dim=3, snr_recon=4.0, device="cpu")
     resid = data.astype(np.float64) - res.data
     assert abs(res.noise - sigma) < 0.03 * sigma
     assert abs(np.std(resid) - sigma) < 0.03 * sigma
@@ -318,12 +325,12 @@ def test_synthetic_sources(rng):
 
 def test_result_object(rng):
     x = noisy(rng, (17, 5, 6))
-    _recon, iters, noise = skyconv.atrous_denoise(x, dim=3, device="cpu")
+    _recon, iters, noise = atrous_denoise(x, dim=3, device="cpu")
     assert isinstance(iters, int) and iters >= 2 and isinstance(noise, float)
-    res = skyconv.atrous_denoise(x, dim=1, device="cpu")
+    res = atrous_denoise(x, dim=1, device="cpu")
     assert res.iterations.shape == (5, 6) and res.noise.shape == (5, 6)
     assert res.input_noise.shape == (5, 6) and np.all(res.iterations >= 2)
-    res = skyconv.atrous_denoise(x, dim=2, device="cpu", filter="triangle")
+    res = atrous_denoise(x, dim=2, device="cpu", filter="triangle")
     assert res.iterations.shape == (17,) and res.scales == 2 and res.device == "cpu"
     n, f = atrous_scales((64, 128, 128), dim=3)
     assert n == 4 and f[3] == pytest.approx(0.0349500154)
@@ -332,7 +339,7 @@ def test_result_object(rng):
 def test_progress_callback(rng):
     x = noisy(rng, (9, 10, 11))
     seen = []
-    res = skyconv.atrous_denoise(x, device="cpu", progress=lambda *a: seen.append(a))
+    res = atrous_denoise(x, device="cpu", progress=lambda *a: seen.append(a))
     assert [s[0] for s in seen] == list(range(1, res.iterations + 1))
     assert seen[-1][1] == 0 and seen[0][4] == math.inf
 
@@ -340,19 +347,19 @@ def test_progress_callback(rng):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        skyconv.atrous_denoise(x, device="cpu", progress=boom)
+        atrous_denoise(x, device="cpu", progress=boom)
 
 
 def test_scale_max_beyond_scales_means_all(rng):
     x = noisy(rng, (9, 10, 11))
-    a = skyconv.atrous_denoise(x, device="cpu")
-    b = skyconv.atrous_denoise(x, device="cpu", scale_max=50)
+    a = atrous_denoise(x, device="cpu")
+    b = atrous_denoise(x, device="cpu", scale_max=50)
     np.testing.assert_array_equal(a.data, b.data)
 
 
 def test_constant_data_converges(rng):
     x = np.full((9, 9, 9), 3.0)
-    res = skyconv.atrous_denoise(x, device="cpu")
+    res = atrous_denoise(x, device="cpu")
     np.testing.assert_allclose(res.data, x)
     assert res.iterations == 2 and res.noise == 0.0
 
@@ -362,29 +369,29 @@ def test_constant_data_converges(rng):
 
 def test_dim_larger_than_ndim():
     with pytest.raises(ShapeError, match="dim=3"):
-        skyconv.atrous_denoise(np.zeros((16, 16)), dim=3, device="cpu")
+        atrous_denoise(np.zeros((16, 16)), dim=3, device="cpu")
     with pytest.raises(ShapeError, match="dim=2"):
-        skyconv.atrous_denoise(np.zeros(16), dim=2, device="cpu")
+        atrous_denoise(np.zeros(16), dim=2, device="cpu")
 
 
 def test_too_many_dims():
     with pytest.raises(ShapeError, match="1, 2 or 3 dimensions"):
-        skyconv.atrous_denoise(np.zeros((2, 8, 8, 8)), dim=3, device="cpu")
+        atrous_denoise(np.zeros((2, 8, 8, 8)), dim=3, device="cpu")
 
 
 @pytest.mark.parametrize("filt,ok,bad", [("b3spline", 5, 4), ("triangle", 3, 2), ("haar", 3, 2)])
 def test_smaller_than_filter(rng, filt, ok, bad):
-    skyconv.atrous_denoise(rng.normal(size=(ok, 9, 9)), filter=filt, device="cpu")
+    atrous_denoise(rng.normal(size=(ok, 9, 9)), filter=filt, device="cpu")
     with pytest.raises(ShapeError, match="too small"):
-        skyconv.atrous_denoise(rng.normal(size=(bad, 9, 9)), filter=filt, device="cpu")
+        atrous_denoise(rng.normal(size=(bad, 9, 9)), filter=filt, device="cpu")
     # dim=2 only looks at the maps' axes
-    skyconv.atrous_denoise(rng.normal(size=(1, 9, 9)), dim=2, filter=filt, device="cpu")
+    atrous_denoise(rng.normal(size=(1, 9, 9)), dim=2, filter=filt, device="cpu")
 
 
 def test_all_nan():
     x = np.full((9, 9, 9), np.nan, dtype=np.float32)
     with pytest.warns(RuntimeWarning, match="blank"):
-        res = skyconv.atrous_denoise(x, device="cpu")
+        res = atrous_denoise(x, device="cpu")
     assert np.all(np.isnan(res.data)) and res.iterations == 0 and math.isnan(res.noise)
 
 
@@ -393,7 +400,7 @@ def test_blank_units_among_good(rng):
     x[:, 1, 2] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        res = skyconv.atrous_denoise(x, dim=1, device="cpu")
+        res = atrous_denoise(x, dim=1, device="cpu")
     assert res.iterations[1, 2] == 0 and math.isnan(res.noise[1, 2])
     assert np.all(np.isnan(res.data[:, 1, 2])) and np.all(res.iterations[0] >= 2)
 
@@ -416,12 +423,12 @@ def test_blank_units_among_good(rng):
 )
 def test_bad_arguments(kw, exc):
     with pytest.raises(exc):
-        skyconv.atrous_denoise(np.zeros((9, 9, 9)), **{"device": "cpu", **kw})
+        atrous_denoise(np.zeros((9, 9, 9)), **{"device": "cpu", **kw})
 
 
 def test_bad_dtype():
     with pytest.raises(TypeError, match="float32 or float64"):
-        skyconv.atrous_denoise(np.zeros((9, 9, 9), dtype=np.int32), device="cpu")
+        atrous_denoise(np.zeros((9, 9, 9), dtype=np.int32), device="cpu")
 
 
 def test_kernels_compile_for_sm90():
@@ -444,8 +451,8 @@ def test_kernels_compile_for_sm90():
 @pytest.mark.parametrize("robust", [True, False])
 def test_gpu_equals_cpu(rng, shape, dim, filt, dtype, robust):
     x = noisy(rng, shape, blanks=True, dtype=dtype)
-    cpu = skyconv.atrous_denoise(x, dim=dim, filter=filt, robust=robust, device="cpu")
-    gpu = skyconv.atrous_denoise(x, dim=dim, filter=filt, robust=robust, device="cuda")
+    cpu = atrous_denoise(x, dim=dim, filter=filt, robust=robust, device="cpu")
+    gpu = atrous_denoise(x, dim=dim, filter=filt, robust=robust, device="cuda")
     assert gpu.device == "cuda" and gpu.data.dtype == x.dtype
     assert rel_err(gpu.data, cpu.data) <= 1e-5
     assert np.max(np.abs(np.asarray(gpu.iterations) - cpu.iterations)) <= (
@@ -458,8 +465,8 @@ def test_gpu_equals_cpu(rng, shape, dim, filt, dtype, robust):
 def test_gpu_large_single_unit_uses_device_selection(rng):
     # > 65536 voxels: the statistics module's multi-level selection path.
     x = noisy(rng, (64, 96, 96), blanks=True, dtype=np.float32)
-    cpu = skyconv.atrous_denoise(x, device="cpu")
-    gpu = skyconv.atrous_denoise(x, device="cuda")
+    cpu = atrous_denoise(x, device="cpu")
+    gpu = atrous_denoise(x, device="cuda")
     assert rel_err(gpu.data, cpu.data) <= 1e-5
     assert abs(gpu.iterations - cpu.iterations) <= 1
     prof = skyconv.last_profile()
@@ -469,29 +476,29 @@ def test_gpu_large_single_unit_uses_device_selection(rng):
 @pytest.mark.gpu
 def test_gpu_dim2_chunks_when_memory_is_short(rng, monkeypatch):
     x = noisy(rng, (7, 33, 35), blanks=True, dtype=np.float32)
-    full = skyconv.atrous_denoise(x, dim=2, device="cuda")
+    full = atrous_denoise(x, dim=2, device="cuda")
     # bytes the CUDA engine budgets for one map (5 arrays + per-unit + 16 MiB slack); this
     # limit fits two maps at a time, so the seven maps run in chunks of 2, 2, 2, 1.
     per_map = 5 * 33 * 35 * 4 + 64 + (16 << 20)
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(per_map + 2 * 5 * 33 * 35 * 4))
-    chunked = skyconv.atrous_denoise(x, dim=2, device="cuda")
+    chunked = atrous_denoise(x, dim=2, device="cuda")
     np.testing.assert_array_equal(chunked.data, full.data)
     np.testing.assert_array_equal(chunked.iterations, full.iterations)
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "1000")
     with pytest.raises(skyconv.GpuMemoryError, match="GiB"):
-        skyconv.atrous_denoise(x, dim=3, device="cuda")
+        atrous_denoise(x, dim=3, device="cuda")
 
 
 @pytest.mark.gpu
 def test_gpu_all_nan_and_blank_units():
     x = np.full((9, 9, 9), np.nan, dtype=np.float32)
     with pytest.warns(RuntimeWarning):
-        res = skyconv.atrous_denoise(x, device="cuda")
+        res = atrous_denoise(x, device="cuda")
     assert np.all(np.isnan(res.data)) and res.iterations == 0
     y = np.random.default_rng(1).normal(size=(17, 3, 4))
     y[:, 0, 0] = np.nan
-    a = skyconv.atrous_denoise(y, dim=1, device="cuda")
-    b = skyconv.atrous_denoise(y, dim=1, device="cpu")
+    a = atrous_denoise(y, dim=1, device="cuda")
+    b = atrous_denoise(y, dim=1, device="cpu")
     np.testing.assert_array_equal(a.iterations, b.iterations)
     assert rel_err(a.data, b.data) <= 1e-5
 
@@ -530,7 +537,7 @@ def test_cli_roundtrip(tmp_path, rng, capsys):
     err = capsys.readouterr().err
     assert "iteration 1:" in err and "iteration 2:" in err
     got = fits.getdata(out)
-    want = skyconv.atrous_denoise(x[0], snr_recon=3.0, device="cpu").data
+    want = atrous_denoise(x[0], snr_recon=3.0, device="cpu").data
     assert got.shape == x.shape and got.dtype.kind == "f"
     np.testing.assert_array_equal(np.asarray(got[0], dtype=np.float32), want)
     r = fits.getdata(resid)[0]

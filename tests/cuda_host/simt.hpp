@@ -256,7 +256,7 @@ inline void launch(unsigned grid, unsigned block, const std::function<void()>& b
     g_gdim = Dim3{grid, 1, 1};
     g_bdim = Dim3{block, 1, 1};
     for (unsigned b = 0; b < grid; ++b) {
-        g_block = Dim3{b, 1, 1};
+        g_block = Dim3{b, 0, 0};  // a 1-D grid: blockIdx.y = blockIdx.z = 0
         run_block(block);
     }
     g_body = nullptr;

@@ -156,7 +156,17 @@ def read_image(path: str, hdu=None, min_ndim: int = 1):
         return np.asarray(arr[...]), header
     fits = _need("fits")
     try:
-        hdul = fits.open(path, memmap=True)
+        return _read_fits_image(fits, path, hdu, min_ndim, memmap=True)
+    except ValueError as e:
+        # astropy cannot memory-map scaled or BLANK-flagged integer images: read them whole.
+        if "memory-mapped" not in str(e):
+            raise
+        return _read_fits_image(fits, path, hdu, min_ndim, memmap=False)
+
+
+def _read_fits_image(fits, path: str, hdu, min_ndim: int, memmap: bool):
+    try:
+        hdul = fits.open(path, memmap=memmap)
     except OSError as e:
         raise InputFileError(f"{path}: not a FITS file ({e})") from None
     with hdul:

@@ -2,9 +2,18 @@
 ``.zarr``) spectrum, image or cube (``skyconv.atrous_denoise``).
 
     skyconv atrous cube.fits --out recon.fits [--dim 3 --snr 4 --scale-min 1 --scale-max 0
-                   --filter b3spline --convergence 0.005 --no-robust
+                   --filter b3spline --convergence 0.005 --no-robust --variant duchamp
                    --device {auto,cpu,cuda} --threads N --hdu N --residual resid.fits
                    --overwrite -q]
+    skyconv atrous --par duchamp.par [the options above, which override the file]
+
+``--par`` reads a DUCHAMP parameter file (``skyconv._utils.duchamp_par``): imageFile is the
+input, reconDim, scaleMin, scaleMax, snrRecon, reconConvergence, filterCode and flagRobustStats
+set the reconstruction, fileOutputRecon (or DUCHAMP's default name) the output, and
+flagOutputResid/fileOutputResid the residual; other keys are listed as ignored. As DUCHAMP does,
+reconDim is lowered to the data's dimensions (3-D of one channel runs 2-D). The blank value
+DUCHAMP's 2-D reconstruction uses (``--variant duchamp``) is BLANK×BSCALE+BZERO from the
+header, or −8.00061.
 
 The FITS data axes (NAXIS3, NAXIS2, NAXIS1) are the array's (z, y, x); leading degenerate
 axes (e.g. a Stokes axis of length 1) are dropped for the reconstruction and restored in the
@@ -12,8 +21,8 @@ output. The output keeps the input header (plus HISTORY cards with the parameter
 result) and the input's float type (integer data are reconstructed in float32). Progress is
 printed to stderr after every iteration.
 
-Options map onto ``atrous_denoise``'s keywords in one place, :func:`params`; a parameter-file
-option (DUCHAMP's keys) belongs beside :func:`add_options` and feeds the same dictionary.
+Options (and ``--par``'s keys) map onto ``atrous_denoise``'s keywords in one place,
+:func:`params`.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import numpy as np
 
 from . import _io
 from ._common import Progress, add_common, add_output, apply_threads, resolve_device
+from ._errors import UsageError
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -45,8 +55,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("input", help="input FITS file (or .npy, .zarr)")
-    add_output(p, "output file (the reconstruction)")
+    p.add_argument(
+        "input", nargs="?", help="input FITS file (or .npy, .zarr); default: imageFile of --par"
+    )
+    add_output(
+        p,
+        "output file, the reconstruction (default with --par: fileOutputRecon or DUCHAMP's "
+        "default name)",
+        required=False,
+    )
+    p.add_argument("--par", help="DUCHAMP parameter file (its reconstruction keys)")
     p.add_argument(
         "--hdu",
         type=_io.hdu_key,
@@ -65,44 +83,120 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dim",
         type=int,
-        default=3,
+        default=None,
         choices=(1, 2, 3),
         help="1: each spectrum, 2: each channel map, 3: the whole cube (default 3)",
     )
     p.add_argument(
         "--snr",
         type=float,
-        default=4.0,
+        default=None,
         help="threshold in units of each scale's noise (default 4)",
     )
-    p.add_argument("--scale-min", type=int, default=1, help="first scale kept (default 1)")
-    p.add_argument("--scale-max", type=int, default=0, help="last scale kept, 0 = all (default 0)")
-    p.add_argument("--filter", default="b3spline", choices=("b3spline", "triangle", "haar"))
+    p.add_argument("--scale-min", type=int, default=None, help="first scale kept (default 1)")
+    p.add_argument(
+        "--scale-max", type=int, default=None, help="last scale kept, 0 = all (default 0)"
+    )
+    p.add_argument(
+        "--filter",
+        default=None,
+        choices=("b3spline", "triangle", "haar"),
+        help="scaling function (default b3spline)",
+    )
     p.add_argument(
         "--convergence",
         type=float,
-        default=0.005,
+        default=None,
         help="relative change of the residual noise that stops (default 0.005)",
     )
     p.add_argument(
         "--no-robust",
         dest="robust",
-        action="store_false",
+        action="store_const",
+        const=False,
+        default=None,
         help="mean/standard deviation instead of median/MADFM",
     )
-
-
-def params(args: argparse.Namespace) -> dict:
-    """``skyconv.atrous_denoise``'s keywords from the parsed options."""
-    return dict(
-        dim=args.dim,
-        snr_recon=args.snr,
-        scale_min=args.scale_min,
-        scale_max=args.scale_max,
-        filter=args.filter,
-        convergence=args.convergence,
-        robust=args.robust,
+    p.add_argument(
+        "--variant",
+        default="duchamp",
+        choices=("duchamp", "corrected"),
+        help="DUCHAMP 1.6.1 exactly (default) or skyconv's corrected reconstruction",
     )
+
+
+_DEFAULTS = dict(
+    dim=3,
+    snr_recon=4.0,
+    scale_min=1,
+    scale_max=0,
+    filter="b3spline",
+    convergence=0.005,
+    robust=True,
+)
+# atrous_denoise keyword -> option dest
+_OPTIONS = dict(
+    dim="dim",
+    snr_recon="snr",
+    scale_min="scale_min",
+    scale_max="scale_max",
+    filter="filter",
+    convergence="convergence",
+    robust="robust",
+)
+
+
+def params(args: argparse.Namespace, say=None) -> dict:
+    """``skyconv.atrous_denoise``'s keywords from ``--par`` (if given) and the parsed options,
+    which override the file.
+
+    With ``--par``, ``args.input``, ``args.out`` and ``args.residual`` left out on the command
+    line are filled from the file, and its adjustments and ignored keys are reported through
+    ``say``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+    say : callable, optional
+        Takes one message (str).
+
+    Returns
+    -------
+    dict
+        dim, snr_recon, scale_min, scale_max, filter, convergence, robust.
+
+    Raises
+    ------
+    UsageError
+        The parameter file does not turn the reconstruction on, asks for a subsection, or has
+        a filterCode DUCHAMP does not know; no input or output is named.
+    OSError
+        The parameter file cannot be read.
+    """
+    kwargs = dict(_DEFAULTS)
+    if getattr(args, "par", None):
+        from .._utils.duchamp_par import read_duchamp_par
+
+        try:
+            par = read_duchamp_par(args.par)
+            for line in par.report():
+                if say is not None:
+                    say(f"skyconv atrous: {args.par}: {line}")
+            par.check_reconstruction()
+        except ValueError as e:
+            raise UsageError(f"{args.par}: {e}") from None
+        kwargs.update(par.atrous_kwargs())
+        args.input = args.input or par.image_file
+        args.out = args.out or par.recon_file()
+        if args.residual is None and par.flag_output_resid:
+            args.residual = par.resid_file()
+    for key, opt in _OPTIONS.items():
+        if getattr(args, opt) is not None:
+            kwargs[key] = getattr(args, opt)
+    if not args.input or not args.out:
+        raise UsageError("name the input and --out, or give --par")
+    return kwargs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,24 +224,37 @@ def run(args: argparse.Namespace) -> int:
     """
     import skyconv
 
+    from .._utils.duchamp_par import header_blank_value
+
+    say = Progress("atrous", args.quiet)
+    kwargs = params(args, say.say)
     _io.check_output(args.out, args.overwrite)
     _io.check_output(args.residual, args.overwrite, "--residual")
     _io.check_input(args.input)
     _io.check_distinct([args.out, args.residual], [args.input])
     device, where = resolve_device(args)
     apply_threads(args)
-    kwargs = params(args)
-    say = Progress("atrous", args.quiet)
     data, header = _io.read_image(args.input, args.hdu)
+    dim = kwargs["dim"]
     shape = data.shape
     squeezed = data
-    while squeezed.ndim > 1 and squeezed.shape[0] == 1 and squeezed.ndim > args.dim:
+    while squeezed.ndim > 1 and squeezed.shape[0] == 1 and squeezed.ndim > dim:
         squeezed = squeezed[0]
     if squeezed.dtype.kind != "f":
         squeezed = squeezed.astype(np.float32)
+    if args.par:
+        # DUCHAMP lowers reconDim to the data's dimensions, and runs 3-D on one channel as 2-D.
+        lowered = min(dim, squeezed.ndim)
+        if lowered == 3 and squeezed.shape[0] == 1:
+            squeezed, lowered = squeezed[0], 2
+        if lowered != dim:
+            say.say(f"skyconv atrous: reconDim {dim} lowered to {lowered}, as DUCHAMP does")
+            dim = kwargs["dim"] = lowered
+    blank_value = header_blank_value(header if header is not None else {})
     say.say(
-        f"skyconv atrous: {args.input} {squeezed.shape} {squeezed.dtype}, dim={args.dim}, "
-        f"snr={args.snr}, filter={args.filter}, device {where}"
+        f"skyconv atrous: {args.input} {squeezed.shape} {squeezed.dtype}, dim={dim}, "
+        f"snr={kwargs['snr_recon']}, filter={kwargs['filter']}, variant={args.variant}, "
+        f"device {where}"
     )
 
     def progress(iteration, active, units, noise, change):
@@ -158,7 +265,14 @@ def run(args: argparse.Namespace) -> int:
             f"({say.elapsed():.2f} s)"
         )
 
-    res = skyconv.atrous_denoise(squeezed, device=device, progress=progress, **kwargs)
+    res = skyconv.atrous_denoise(
+        squeezed,
+        device=device,
+        progress=progress,
+        variant=args.variant,
+        blank_value=blank_value,
+        **kwargs,
+    )
     iters = np.asarray(res.iterations)
     noise = np.asarray(res.noise, dtype=np.float64)
     say.say(
@@ -167,9 +281,10 @@ def run(args: argparse.Namespace) -> int:
         f"{np.nanmedian(noise) if np.any(np.isfinite(noise)) else float('nan'):.6g}"
     )
     history = [
-        f"skyconv atrous_denoise: dim={args.dim} snr_recon={args.snr} "
-        f"scale_min={args.scale_min} scale_max={args.scale_max} filter={args.filter} "
-        f"convergence={args.convergence} robust={args.robust}",
+        f"skyconv atrous_denoise: dim={dim} snr_recon={kwargs['snr_recon']} "
+        f"scale_min={kwargs['scale_min']} scale_max={kwargs['scale_max']} "
+        f"filter={kwargs['filter']} convergence={kwargs['convergence']} "
+        f"robust={kwargs['robust']} variant={args.variant}",
         f"skyconv atrous_denoise: {res.scales} scales, "
         f"{int(iters.max(initial=0))} iterations, device {res.device}",
     ]

@@ -55,7 +55,8 @@ impl<T: Real> Engine for Cpu<'_, T> {
         ))
     }
 
-    fn start(&mut self) -> Result<()> {
+    fn start(&mut self, blank: f64) -> Result<()> {
+        let blank = T::from_f64(blank);
         self.c
             .par_chunks_mut(GRAIN)
             .zip(self.input.par_chunks(GRAIN).zip(self.out.par_chunks(GRAIN)))
@@ -64,7 +65,7 @@ impl<T: Real> Engine for Cpu<'_, T> {
                     *c = if x.to_f64().is_finite() {
                         sub(x, o)
                     } else {
-                        T::default()
+                        blank
                     };
                 }
             });
@@ -96,8 +97,8 @@ impl<T: Real> Engine for Cpu<'_, T> {
                         *w = sub(*c, s);
                         *c = sub(*c, *w);
                     } else {
+                        // c keeps the blank coefficient set by `start`.
                         *w = T::from_f64(f64::NAN);
-                        *c = T::default();
                     }
                 }
             });

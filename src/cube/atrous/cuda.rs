@@ -227,11 +227,15 @@ impl<T: Real> Engine for Dev<'_, T> {
         Ok(host)
     }
 
-    fn start(&mut self) -> Result<()> {
+    fn start(&mut self, blank: f64) -> Result<()> {
         let f = self.kernel("start")?;
         let n = self.n as i64;
         let mut l = self.gpu.stream.launch_builder(&f);
-        l.arg(&self.input).arg(&self.out).arg(&mut self.c).arg(&n);
+        l.arg(&self.input)
+            .arg(&self.out)
+            .arg(&mut self.c)
+            .arg(&blank)
+            .arg(&n);
         // SAFETY: matches atrous_start_*; all buffers hold n elements.
         unsafe { l.launch(elementwise(self.n)) }?;
         Ok(())

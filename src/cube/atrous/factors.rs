@@ -5,18 +5,27 @@
 //! a maximum scale and extrapolates beyond it by dividing the previous factor by √2 (1-D), 2
 //! (2-D) or √8 (3-D), the asymptotic drop per dyadic scale.
 //!
-//! Decisions about DUCHAMP 1.6.1's tables (see also the Python docstring):
+//! DUCHAMP 1.6.1's tables have two quirks. `Variant::Duchamp` (the default) keeps them, so that
+//! thresholds equal DUCHAMP's; `Variant::Corrected` mends them (see also the Python docstring):
 //! - Triangle, 2-D: DUCHAMP declares 12 tabulated scales but copies only 11 of the 13 table
 //!   values into the array it reads, so scale 12 reads an unfilled slot (0, a zero threshold
-//!   factor) and every later scale extrapolates from that 0. skyconv uses the tabulated value
-//!   2.22868922e-4 and extrapolates from it.
+//!   factor) and every later scale extrapolates from that 0 (so stays 0). Corrected: the
+//!   tabulated value 2.22868922e-4, extrapolated from.
 //! - Triangle, 1-D: the last table entry (scale 18) reads 1.12763724e-4, a slip of a decade
-//!   (every other entry falls by √2 per scale; 1.59471988e-3/√2 = 1.1276e-3). skyconv uses
+//!   (every other entry falls by √2 per scale; 1.59471988e-3/√2 = 1.1276e-3). Corrected:
 //!   1.12763724e-3.
 //! - The loading loops also read past the ends of several source tables (B3 3-D, triangle
 //!   2-D/3-D, Haar); those slots lie beyond the tabulated maximum scale and are never used for
 //!   thresholds, so they change no result.
+//!
+//! The tables are the filters' propagated noise (the rms of (H_{s−1} − H_s)∗x for unit white
+//! noise x, H_s the product of the dilated filters of scales 1..s) to 3e-8, except three entries
+//! both variants keep as DUCHAMP has them: B3 2-D scale 4 (7.3e-4 high), Haar 1-D scale 1
+//! (8.6e-5 high) and the whole Haar 2-D table (half the propagated noise). The extrapolation past
+//! the tables is within 6e-7 of the propagated noise in 1-D and 2-D, 2.1e-4 in 3-D
+//! (tests/test_atrous_duchamp.py).
 
+use super::Variant;
 use crate::error::{Error, Result};
 
 /// The scaling functions DUCHAMP offers (its `filterCode` 1, 2, 3).
@@ -94,7 +103,7 @@ const TRIANGLE_1D: [f64; 19] = [
     3.18942978e-3,
     2.25527449e-3,
     1.59471988e-3,
-    1.12763724e-3, // DUCHAMP: 1.12763724e-4 (see the module notes)
+    1.12763724e-3, // Variant::Duchamp: 1.12763724e-4 (see the module notes)
 ];
 const TRIANGLE_2D: [f64; 13] = [
     1.0,
@@ -109,7 +118,7 @@ const TRIANGLE_2D: [f64; 13] = [
     1.78297280e-3,
     8.91478237e-4,
     4.45738098e-4,
-    2.22868922e-4, // DUCHAMP reads 0 here (see the module notes)
+    2.22868922e-4, // Variant::Duchamp: 0 (see the module notes)
 ];
 const TRIANGLE_3D: [f64; 9] = [
     1.0,
@@ -219,9 +228,19 @@ impl WaveletFilter {
         }
     }
 
+    /// DUCHAMP's value where its table differs from `table(dim)` (see the module notes).
+    fn duchamp_quirk(self, dim: usize, s: usize) -> Option<f64> {
+        match (self, dim, s) {
+            (WaveletFilter::Triangle, 1, 18) => Some(1.12763724e-4),
+            (WaveletFilter::Triangle, 2, 12) => Some(0.0),
+            _ => None,
+        }
+    }
+
     /// Noise factors f[0..=scales] for a `dim`-dimensional reconstruction, extrapolated beyond
-    /// the table by 1/√2, 1/2 or 1/√8 per scale.
-    pub fn noise_factors(self, dim: usize, scales: usize) -> Vec<f64> {
+    /// the table by 1/√2, 1/2 or 1/√8 per scale; `variant` picks DUCHAMP's or the corrected
+    /// table entries.
+    pub fn noise_factors(self, dim: usize, scales: usize, variant: Variant) -> Vec<f64> {
         let table = self.table(dim);
         let drop = match dim {
             1 => 2f64.sqrt(),
@@ -230,9 +249,14 @@ impl WaveletFilter {
         };
         let mut f = Vec::with_capacity(scales + 1);
         for s in 0..=scales {
-            let v = match table.get(s) {
-                Some(&v) => v,
-                None => f[s - 1] / drop,
+            let quirk = match variant {
+                Variant::Duchamp => self.duchamp_quirk(dim, s),
+                Variant::Corrected => None,
+            };
+            let v = match (quirk, table.get(s)) {
+                (Some(q), _) => q,
+                (None, Some(&v)) => v,
+                (None, None) => f[s - 1] / drop,
             };
             f.push(v);
         }
@@ -259,11 +283,27 @@ mod tests {
 
     #[test]
     fn factors_extrapolate() {
-        let f = WaveletFilter::B3Spline.noise_factors(3, 9);
-        assert_eq!(f[7], 5.14791120e-4);
-        assert!((f[8] - 5.14791120e-4 / 8f64.sqrt()).abs() < 1e-18);
-        assert!((f[9] - f[8] / 8f64.sqrt()).abs() < 1e-18);
-        let f = WaveletFilter::Haar.noise_factors(2, 8);
-        assert_eq!(f[8], 1.35316469e-2 / 4.0);
+        for v in [Variant::Duchamp, Variant::Corrected] {
+            let f = WaveletFilter::B3Spline.noise_factors(3, 9, v);
+            assert_eq!(f[7], 5.14791120e-4);
+            assert!((f[8] - 5.14791120e-4 / 8f64.sqrt()).abs() < 1e-18);
+            assert!((f[9] - f[8] / 8f64.sqrt()).abs() < 1e-18);
+            let f = WaveletFilter::Haar.noise_factors(2, 8, v);
+            assert_eq!(f[8], 1.35316469e-2 / 4.0);
+        }
+    }
+
+    #[test]
+    fn duchamp_quirks() {
+        let t = WaveletFilter::Triangle;
+        let d = t.noise_factors(2, 14, Variant::Duchamp);
+        assert_eq!((d[11], d[12], d[13], d[14]), (4.45738098e-4, 0.0, 0.0, 0.0));
+        let c = t.noise_factors(2, 14, Variant::Corrected);
+        assert_eq!((c[12], c[13]), (2.22868922e-4, 2.22868922e-4 / 2.0));
+        assert_eq!(t.noise_factors(1, 19, Variant::Duchamp)[18], 1.12763724e-4);
+        assert_eq!(
+            t.noise_factors(1, 19, Variant::Corrected)[18],
+            1.12763724e-3
+        );
     }
 }

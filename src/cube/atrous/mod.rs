@@ -6,10 +6,11 @@
 //! ```text
 //! σ0 = MADFM(input)/0.6744888 (or the standard deviation when not robust); output = 0
 //! repeat:
-//!     c = input − output                       (blank voxels: 0, i.e. left out of all sums)
-//!     for s = 1..=N, hole spacing 2^(s−1):
-//!         w = c − h_s ∗ c;  c = c − w           (h_s: separable filter, mirror edges)
-//!         if scale_min ≤ s ≤ scale_max:
+//!     c = input − output                       (blank voxels: b, see below)
+//!     for s = 1..=L, hole spacing 2^(s−1):      (L: N, or N − 1 for DUCHAMP's 2-D)
+//!         w = c − h_s ∗ c;  c = c − w           (h_s: separable filter, mirror edges; c keeps
+//!                                                its value b at blank voxels)
+//!         if s is kept:
 //!             output += w where |w| > median(w) + snr·σ0·f[dim][s]   (mean(w) if not robust)
 //!     output += c
 //!     σ = MADFM(input − output)/0.6744888
@@ -19,6 +20,35 @@
 //! The filter ∗ runs as one 1-D pass per filtered axis (O(taps) per voxel per scale) on the
 //! foundation's `filters`. Both engines implement [`Engine`]; [`State`] drives them with the same
 //! control flow, so they differ only by floating-point rounding of the filter sums.
+//!
+//! # The two variants
+//! [`Variant::Duchamp`] (the default) follows DUCHAMP 1.6.1 exactly. The facts it follows, from
+//! DUCHAMP's documented behaviour (its CHANGES file for 1.2: "the full image dimensions are
+//! always used to calculate the number of scales, and reflections will occur at the actual
+//! image edges") and from the behaviour of its 1-, 2- and 3-D reconstructions:
+//! - 1-D and 3-D: scales 1..=N, N from the full (untrimmed) dimensions; reflection at the array
+//!   edges (x < 0 → −x, x ≥ n → 2(n−1) − x, repeated); blank voxels are left out of the filter
+//!   sums (b = 0); scales scale_min..=scale_max are thresholded (scale_max 0 or > N: all);
+//!   the loop stops on `convergence`.
+//! - 2-D: the scale loop runs `scale < N`, so scales 1..=N−1 are computed and thresholded and
+//!   the smooth array left after N−1 scales is added; scale_max is not applied (every scale ≥
+//!   scale_min is thresholded); the loop stops on DUCHAMP's fixed tolerance 0.005
+//!   (`DUCHAMP_2D_TOLERANCE`), not on reconConvergence; blank pixels are not left out of the
+//!   filter sums: their coefficient is input − output, which is DUCHAMP's BLANK value
+//!   (`Params::blank_value`; NaNs read from FITS hold it) in the first iteration and 0 in the
+//!   later ones (DUCHAMP sets the output of blank pixels to the input as soon as it thresholds
+//!   a scale), or the BLANK value again in every iteration when no scale is thresholded.
+//! - Noise factors: DUCHAMP's tables with their two quirks (see `factors`).
+//!
+//! [`Variant::Corrected`] is skyconv's corrected reconstruction: scales 1..=N for every dim,
+//! scale_max and `convergence` honoured in 2-D, blank voxels left out of every sum (b = 0), and
+//! the mended noise factors. 1-D and 3-D results equal DUCHAMP's in both variants wherever the
+//! table quirks (triangle 1-D scale 18) are not reached.
+//!
+//! Not reproduced: DUCHAMP's single-precision arithmetic (skyconv sums in double, so results
+//! differ by float32 rounding), and its flagTrim (removing blank borders before the
+//! reconstruction, which moves the reflection edges and can lower N): skyconv reconstructs the
+//! array it is given.
 
 mod cpu;
 mod cuda;
@@ -34,9 +64,34 @@ use crate::real::Real;
 
 /// DUCHAMP's MADFM → σ conversion for Gaussian noise.
 pub const MADFM_TO_SIGMA: f64 = 0.6744888;
+/// DUCHAMP's 2-D reconstruction stops on this fixed relative change (its `reconTolerance`),
+/// whatever reconConvergence says.
+pub const DUCHAMP_2D_TOLERANCE: f64 = 0.005;
+/// DUCHAMP's BLANK value for NaN pixels of a FITS file without a BLANK keyword.
+pub const DUCHAMP_BLANK: f64 = -8.00061;
 /// Cap on the convergence loop (DUCHAMP has none). Cubes and maps converge in 2-4 iterations;
 /// only units of very few voxels (spectra of ~20 channels) can creep on for longer.
 pub const MAX_ITERATIONS: usize = 100;
+
+/// Which reconstruction: DUCHAMP 1.6.1's, quirks included, or skyconv's corrected one (see the
+/// module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    Duchamp,
+    Corrected,
+}
+
+impl Variant {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "duchamp" => Ok(Variant::Duchamp),
+            "corrected" => Ok(Variant::Corrected),
+            _ => Err(Error::value(format!(
+                "variant must be 'duchamp' or 'corrected', got {name:?}"
+            ))),
+        }
+    }
+}
 
 /// Reconstruction parameters.
 #[derive(Debug, Clone)]
@@ -54,6 +109,10 @@ pub struct Params {
     pub convergence: f64,
     /// Median/MADFM statistics (true) or mean/standard deviation (DUCHAMP `flagRobustStats`).
     pub robust: bool,
+    pub variant: Variant,
+    /// The value DUCHAMP holds in blank pixels (its BLANK×BSCALE+BZERO); read only by the
+    /// DUCHAMP variant's 2-D reconstruction.
+    pub blank_value: f64,
 }
 
 impl Params {
@@ -83,6 +142,12 @@ impl Params {
             return Err(Error::value(format!(
                 "convergence must be finite and > 0, got {}",
                 self.convergence
+            )));
+        }
+        if !self.blank_value.is_finite() {
+            return Err(Error::value(format!(
+                "blank_value must be finite, got {}",
+                self.blank_value
             )));
         }
         Ok(())
@@ -206,6 +271,8 @@ pub struct Plan {
     pub params: Params,
     /// Number of scales N.
     pub scales: usize,
+    /// Scales the loop computes: N, or N − 1 for DUCHAMP's 2-D reconstruction.
+    pub loop_scales: usize,
     /// f[0..=N].
     pub factors: Vec<f64>,
     /// passes[s−1]: the 1-D passes of scale s, in `layout.axes` order.
@@ -244,18 +311,50 @@ impl Plan {
             }
             passes.push(list);
         }
+        let loop_scales = if Self::duchamp_2d(params) {
+            scales - 1
+        } else {
+            scales
+        };
         Ok(Plan {
-            factors: f.noise_factors(params.dim, scales),
+            factors: f.noise_factors(params.dim, scales, params.variant),
             layout,
             params: params.clone(),
             scales,
+            loop_scales,
             passes,
         })
     }
 
-    /// Whether scale s (1-based) is added to the output.
+    fn duchamp_2d(params: &Params) -> bool {
+        params.variant == Variant::Duchamp && params.dim == 2
+    }
+
+    /// Whether scale s (1-based) is added to the output (DUCHAMP's 2-D: every s ≥ scale_min).
     pub fn kept(&self, s: usize) -> bool {
-        s >= self.params.scale_min && (self.params.scale_max == 0 || s <= self.params.scale_max)
+        let p = &self.params;
+        s >= p.scale_min && (Self::duchamp_2d(p) || p.scale_max == 0 || s <= p.scale_max)
+    }
+
+    /// The relative change of σ that ends the loop.
+    pub fn convergence(&self) -> f64 {
+        if Self::duchamp_2d(&self.params) {
+            DUCHAMP_2D_TOLERANCE
+        } else {
+            self.params.convergence
+        }
+    }
+
+    /// The coefficient blank voxels hold during `iteration` (1-based): 0 (left out of the
+    /// sums) except in DUCHAMP's 2-D reconstruction, where it is the BLANK value in the first
+    /// iteration, and in every one when no scale is thresholded.
+    pub fn blank_coefficient(&self, iteration: usize) -> f64 {
+        let thresholds = (1..=self.loop_scales).any(|s| self.kept(s));
+        if Self::duchamp_2d(&self.params) && (iteration == 1 || !thresholds) {
+            self.params.blank_value
+        } else {
+            0.0
+        }
     }
 }
 
@@ -317,9 +416,10 @@ pub trait Engine {
         center: &[f64],
         active: &[bool],
     ) -> Result<Vec<f64>>;
-    /// c = input − output (0 at blanks).
-    fn start(&mut self) -> Result<()>;
-    /// Filter c with scale s's passes; work = c − smooth (NaN at blanks); c = c − work.
+    /// c = input − output (`blank` at blanks).
+    fn start(&mut self, blank: f64) -> Result<()>;
+    /// Filter c with scale s's passes; work = c − smooth, c = c − work (at blanks: work NaN,
+    /// c unchanged).
     fn scale(&mut self, s: usize) -> Result<()>;
     /// output += work where the unit is active and |work| > thr[unit].
     fn add(&mut self, thr: &[f64], active: &[bool]) -> Result<()>;
@@ -469,8 +569,8 @@ impl State {
         let p = &plan.params;
         self.iteration += 1;
         let iteration = self.iteration;
-        e.start()?;
-        for s in 1..=plan.scales {
+        e.start(plan.blank_coefficient(iteration))?;
+        for s in 1..=plan.loop_scales {
             e.scale(s)?;
             if plan.kept(s) {
                 let center = centers(e, Buf::Work, p.robust, &self.count, &self.active)?;
@@ -498,7 +598,7 @@ impl State {
             sum += sig;
             change = change.max(if rel.is_nan() { 0.0 } else { rel });
             // DUCHAMP: `while (iteration == 1 || |Δσ|/σ > tolerance)`; NaN (0/0) stops.
-            let more = iteration == 1 || rel > p.convergence;
+            let more = iteration == 1 || rel > plan.convergence();
             if !more || iteration >= MAX_ITERATIONS {
                 self.active[u] = false;
             }
@@ -569,5 +669,46 @@ mod tests {
         let l = Layout::new(&[6, 7], 1).unwrap();
         assert_eq!((l.units, l.len), (7, 6));
         assert!(Layout::new(&[6, 7], 3).is_err());
+    }
+
+    #[test]
+    fn variants_plan_the_loop() {
+        let mut p = Params {
+            dim: 2,
+            snr: 4.0,
+            scale_min: 2,
+            scale_max: 3,
+            filter: WaveletFilter::B3Spline,
+            convergence: 0.05,
+            robust: true,
+            variant: Variant::Duchamp,
+            blank_value: -8.0,
+        };
+        // N = floor(log2(36)) - 1 = 4; DUCHAMP's 2-D loop runs 1..=3 and ignores scale_max.
+        let plan = Plan::new(&[3, 40, 37], &p).unwrap();
+        assert_eq!((plan.scales, plan.loop_scales), (4, 3));
+        assert!(!plan.kept(1) && plan.kept(2) && plan.kept(3) && plan.kept(4));
+        assert_eq!(plan.convergence(), DUCHAMP_2D_TOLERANCE);
+        assert_eq!(
+            (plan.blank_coefficient(1), plan.blank_coefficient(2)),
+            (-8.0, 0.0)
+        );
+        p.scale_min = 4; // nothing thresholded in 1..=3: the BLANK value every iteration
+        p.scale_max = 0;
+        let plan = Plan::new(&[3, 40, 37], &p).unwrap();
+        assert_eq!(plan.blank_coefficient(5), -8.0);
+        p.scale_min = 2;
+        p.scale_max = 3;
+        p.variant = Variant::Corrected;
+        let plan = Plan::new(&[3, 40, 37], &p).unwrap();
+        assert_eq!((plan.loop_scales, plan.convergence()), (4, 0.05));
+        assert!(plan.kept(3) && !plan.kept(4));
+        assert_eq!(plan.blank_coefficient(1), 0.0);
+        p.variant = Variant::Duchamp;
+        p.dim = 3;
+        let plan = Plan::new(&[40, 40, 37], &p).unwrap();
+        assert_eq!((plan.loop_scales, plan.convergence()), (4, 0.05));
+        assert_eq!(plan.blank_coefficient(1), 0.0);
+        assert!(Variant::parse("exact").is_err());
     }
 }
