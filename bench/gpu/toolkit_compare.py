@@ -104,9 +104,12 @@ def compare(a_path: str, b_path: str, tol: float) -> int:
             continue
         if x.dtype == bool:
             rel = float(np.count_nonzero(x != y))
+        elif not np.array_equal(np.isnan(x), np.isnan(y)):
+            rel = float("inf")  # empty pixels (NaN) must be the same ones
         else:
-            scale = float(np.max(np.abs(x))) or 1.0
-            rel = float(np.max(np.abs(x.astype(complex) - y.astype(complex)))) / scale
+            scale = float(np.nanmax(np.abs(x), initial=0.0)) or 1.0
+            d = np.abs(x.astype(complex) - y.astype(complex))
+            rel = float(np.nanmax(d, initial=0.0)) / scale
         ok = rel <= tol
         bad += not ok
         ta, tb = (float(x[name + ".time"]) * 1e3 for x in (a, b))

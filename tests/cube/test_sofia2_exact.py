@@ -230,6 +230,17 @@ def test_gpu_equals_cpu_exact(rng, dtype, case):
     a, ra = skyconv.smooth_and_clip(cube, device="cpu", **kw)
     b, rb = skyconv.smooth_and_clip(cube, device="cuda", **kw)
     assert rb.rms0 == ra.rms0
+    if "gaussian" in case.values():
+        # the true Gaussian filters are not SoFiA-2's arithmetic: the GPU's sums round
+        # differently (measured on the H100: the noise 1 ulp apart), so they are compared to
+        # rounding, and the masks may differ where a voxel sits on the threshold
+        np.testing.assert_allclose(rb.rms, ra.rms, rtol=1e-6 if dtype == np.float32 else 1e-12)
+        outs = [b] + [
+            skyconv.smooth_and_clip(cube, device="cuda", _slab_planes=p, **kw)[0] for p in (4, 9)
+        ]
+        for c in outs:
+            assert np.count_nonzero(c != a) <= 3
+        return
     assert rb.rms == ra.rms
     np.testing.assert_array_equal(a, b)
     for planes in (4, 9):
