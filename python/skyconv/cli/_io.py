@@ -14,6 +14,7 @@ import zipfile
 
 import numpy as np
 
+from ..healpix import npix2nside
 from ._errors import InputFileError, MissingDependencyError, OutputExistsError, UsageError
 
 # --------------------------------------------------------------------------------------------
@@ -420,8 +421,11 @@ def read_healpix(path: str):
     npix = maps.shape[1]
     if nside is not None and 12 * int(nside) ** 2 != npix:
         raise InputFileError(f"{path}: NSIDE={nside} but the columns hold {npix} pixels")
-    if nside is None and 12 * int(round(np.sqrt(npix / 12))) ** 2 != npix:
-        raise InputFileError(f"{path}: {npix} pixels is not a HEALPix map size")
+    if nside is None:
+        try:
+            npix2nside(npix)
+        except ValueError:
+            raise InputFileError(f"{path}: {npix} pixels is not a HEALPix map size") from None
     return maps, names, nested
 
 
@@ -484,7 +488,7 @@ def _healpix_table(fits, maps, names, nested, pol, extname, history):
         raise UsageError(
             f"{ncomp} maps do not fit in a FITS table (999 columns at most): write .npz or .zarr"
         )
-    nside = int(round(np.sqrt(npix / 12)))
+    nside = npix2nside(npix)
     fmt = "E" if maps.dtype == np.float32 else "D"
     if fmt == "D":
         maps = maps.astype(np.float64, copy=False)
@@ -537,7 +541,7 @@ def nest_to_ring(maps: np.ndarray) -> np.ndarray:
     from .. import healpix
 
     npix = maps.shape[-1]
-    nside = int(round(np.sqrt(npix / 12)))
+    nside = npix2nside(npix)
     out = np.empty_like(maps)
     out[..., healpix.nest2ring(nside, np.arange(npix))] = maps
     return out

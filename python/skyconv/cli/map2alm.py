@@ -14,6 +14,7 @@ import argparse
 
 import numpy as np
 
+from ..healpix import npix2nside
 from . import _io
 from ._common import Progress, add_common, add_output, apply_threads, output_path, resolve_device
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if nested:
         maps = _io.nest_to_ring(maps)
     maps = maps[0] if maps.shape[0] == 1 else maps
-    nside = int(round(np.sqrt(np.atleast_2d(maps).shape[1] / 12)))
+    nside = npix2nside(np.atleast_2d(maps).shape[1])
     lmax = args.lmax if args.lmax is not None else 3 * nside - 1
     mmax = args.mmax if args.mmax is not None else lmax
     with say.stage(f"map2alm nside {nside} -> lmax {lmax}, iter {args.iter}, on {where}"):

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
+from ..healpix import npix2nside
 from . import _io
 from ._common import (
     Progress,
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     window = None
     if args.beam_window is not None:
         window = _io.read_window(args.beam_window)
-    nside = int(round(np.sqrt(maps.shape[1] / 12)))
+    nside = npix2nside(maps.shape[1])
     with say.stage(f"{len(names)} map(s) at nside {nside}, method {args.method}, on {where}"):
         result = skyconv.smooth_map(
             maps,
