@@ -42,3 +42,17 @@ def device(request) -> str:
 def rng():
     """A fresh, seeded generator per test (fresh inputs, reproducible failures)."""
     return np.random.default_rng(20261122)
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """One small process-based Dask cluster for the whole run (2 workers × 1 thread, as on CI);
+    tests that take it check that a distributed result equals the single-machine call."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
