@@ -22,9 +22,12 @@ from __future__ import annotations
 from . import _core
 from ._utils.cudalibs import search_dirs as _search_dirs
 from .exceptions import (
+    ArgumentError,
+    ArgumentTypeError,
     CudaError,
     DeviceError,
     GpuMemoryError,
+    HostMemoryError,
     InternalError,
     ShapeError,
     SkyconvError,
@@ -77,6 +80,9 @@ __all__ = [
     "SkyconvError",
     "DeviceError",
     "ShapeError",
+    "ArgumentError",
+    "ArgumentTypeError",
+    "HostMemoryError",
     "CudaError",
     "GpuMemoryError",
     "InternalError",

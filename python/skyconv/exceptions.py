@@ -14,6 +14,20 @@ class ShapeError(SkyconvError, ValueError):
     """An array has the wrong shape or length."""
 
 
+class ArgumentError(SkyconvError, ValueError):
+    """An argument (or an environment variable) has a value skyconv does not accept; the
+    message names it and the accepted values."""
+
+
+class ArgumentTypeError(SkyconvError, TypeError):
+    """An argument has a type skyconv does not accept; the message names it."""
+
+
+class HostMemoryError(SkyconvError, MemoryError):
+    """A host allocation that the arguments ask for would not fit (or failed); the message says
+    what was asked for, how many bytes, and the limit."""
+
+
 class CudaError(SkyconvError):
     """A CUDA call failed after the device was set up."""
 
@@ -30,6 +44,9 @@ __all__ = [
     "SkyconvError",
     "DeviceError",
     "ShapeError",
+    "ArgumentError",
+    "ArgumentTypeError",
+    "HostMemoryError",
     "CudaError",
     "GpuMemoryError",
     "InternalError",
