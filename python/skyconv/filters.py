@@ -21,6 +21,7 @@ import numpy as np
 from . import _core
 from ._utils.arrays import float_array, int_arg, normalize_axis
 from ._utils.device import resolve
+from .exceptions import ArgumentError, ArgumentTypeError
 
 _MODES = (
     "constant",
@@ -36,16 +37,16 @@ _MODES = (
 
 def _mode(mode) -> str:
     if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}; got {mode!r}")
+        raise ArgumentError(f"mode must be one of {', '.join(map(repr, _MODES))}; got {mode!r}")
     return mode
 
 
 def _weights(weights) -> list[float]:
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 1 or w.size == 0:
-        raise ValueError("weights must be a non-empty 1-D sequence of numbers")
+        raise ArgumentError("weights must be a non-empty 1-D sequence of numbers")
     if not np.all(np.isfinite(w)):
-        raise ValueError("weights must be finite")
+        raise ArgumentError("weights must be finite")
     return w.tolist()
 
 
@@ -213,11 +214,11 @@ def gaussian_filter1d(
     a = float_array(input, "input")
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+        raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
     if radius is not None:
         radius = int_arg(radius, "radius")
         if radius < 0:
-            raise ValueError(f"radius must be >= 0, got {radius}")
+            raise ArgumentError(f"radius must be >= 0, got {radius}")
     return _core._gaussian_filter1d(
         a,
         sigma,
@@ -278,7 +279,7 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
     a = float_array(input, "input")
     size = int_arg(size, "size")
     if size < 1:
-        raise ValueError(f"size must be >= 1, got {size}")
+        raise ArgumentError(f"size must be >= 1, got {size}")
     return _core._uniform_filter1d(
         a,
         size,
@@ -368,18 +369,20 @@ class Correlate:
 
 def _spec(p, ndim: int):
     if not isinstance(p, (Gaussian, Uniform, Correlate)):
-        raise TypeError(f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}")
+        raise ArgumentTypeError(
+            f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}"
+        )
     axis = normalize_axis(p.axis, ndim)
     if isinstance(p, Gaussian):
         sigma = float(p.sigma)
         if not np.isfinite(sigma) or sigma < 0:
-            raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+            raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
         radius = -1.0 if p.radius is None else float(int_arg(p.radius, "radius"))
         return ("gaussian", axis, _mode(p.mode), float(p.cval), [sigma, float(p.truncate), radius])
     if isinstance(p, Uniform):
         size = int_arg(p.size, "size")
         if size < 1:
-            raise ValueError(f"size must be >= 1, got {size}")
+            raise ArgumentError(f"size must be >= 1, got {size}")
         return (
             "uniform",
             axis,

@@ -43,6 +43,7 @@ import numpy as np
 
 from .. import healpix as _hpx
 from .. import sht as _sht
+from ..exceptions import ArgumentError, StateError
 from ..sht import UNSEEN, almxfl
 from ..sht import Alm as _Alm
 from . import _healpy_orig
@@ -308,7 +309,7 @@ def map2alm(
     """
     if use_pixel_weights:
         if use_weights:
-            raise RuntimeError("Either use pixel or ring weights")
+            raise StateError("Either use pixel or ring weights")
         if _healpy_orig.module() is not None:
             return _healpy_orig.original("map2alm")(
                 maps,
@@ -571,7 +572,7 @@ def synfast(
             new=new,
         )
     if not _hpx.isnsideok(nside):
-        raise ValueError(f"Wrong nside value: {nside}")
+        raise ArgumentError(f"Wrong nside value: {nside}")
     lmax = min(len(cls) - 1, 3 * nside - 1) if lmax is None or lmax < 0 else int(lmax)
     mmax = lmax if mmax is None or mmax < 0 else int(mmax)
     alms = synalm(cls, lmax=lmax, mmax=mmax, new=new)
