@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from ._utils.args import to_float
 from ._utils.arrays import float_array, int_arg, normalize_axis
 from ._utils.device import resolve
 from .exceptions import ArgumentError, ArgumentTypeError
@@ -100,7 +101,7 @@ def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, 
         _weights(weights),
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         False,
         resolve(device).core,
@@ -155,7 +156,7 @@ def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, d
         _weights(weights),
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         True,
         resolve(device).core,
@@ -212,7 +213,7 @@ def gaussian_filter1d(
     (1.0, True)
     """
     a = float_array(input, "input")
-    sigma = float(sigma)
+    sigma = to_float(sigma, "sigma")
     if not np.isfinite(sigma) or sigma < 0:
         raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
     if radius is not None:
@@ -224,8 +225,8 @@ def gaussian_filter1d(
         sigma,
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
-        float(truncate),
+        to_float(cval, "cval"),
+        to_float(truncate, "truncate"),
         radius,
         resolve(device).core,
     )
@@ -285,7 +286,7 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
         size,
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         resolve(device).core,
     )
@@ -374,11 +375,17 @@ def _spec(p, ndim: int):
         )
     axis = normalize_axis(p.axis, ndim)
     if isinstance(p, Gaussian):
-        sigma = float(p.sigma)
+        sigma = to_float(p.sigma, "sigma")
         if not np.isfinite(sigma) or sigma < 0:
             raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
         radius = -1.0 if p.radius is None else float(int_arg(p.radius, "radius"))
-        return ("gaussian", axis, _mode(p.mode), float(p.cval), [sigma, float(p.truncate), radius])
+        return (
+            "gaussian",
+            axis,
+            _mode(p.mode),
+            to_float(p.cval, "cval"),
+            [sigma, to_float(p.truncate, "truncate"), radius],
+        )
     if isinstance(p, Uniform):
         size = int_arg(p.size, "size")
         if size < 1:
@@ -387,14 +394,14 @@ def _spec(p, ndim: int):
             "uniform",
             axis,
             _mode(p.mode),
-            float(p.cval),
+            to_float(p.cval, "cval"),
             [float(size), float(int_arg(p.origin, "origin"))],
         )
     return (
         "correlate",
         axis,
         _mode(p.mode),
-        float(p.cval),
+        to_float(p.cval, "cval"),
         [float(int_arg(p.origin, "origin"))] + _weights(p.weights),
     )
 

@@ -200,6 +200,8 @@ def almxfl(alm, fl, mmax=None, inplace=False):
     [1.0, 0.5, 0.0, 0.5, 0.0, 0.0]
     """
     a = np.asarray(alm)
+    if a.dtype.kind not in "fciu":
+        raise ArgumentTypeError(f"alm must be a complex array, got dtype {a.dtype}")
     if a.ndim != 1:
         raise ShapeError(f"alm must be 1-D, got shape {a.shape}")
     if inplace and a.dtype != np.complex128:
@@ -212,6 +214,8 @@ def almxfl(alm, fl, mmax=None, inplace=False):
         )
     mm = lmax if mmax is None or mmax < 0 else int(mmax)
     f = np.asarray(fl)
+    if f.dtype.kind not in "fciu":
+        raise ArgumentTypeError(f"fl must be a 1-D array of numbers, got dtype {f.dtype}")
     if f.ndim != 1:
         raise ShapeError(f"fl must be 1-D, got shape {f.shape}")
     full = np.zeros(lmax + 1, dtype=np.result_type(f.dtype, np.float64))
@@ -245,6 +249,11 @@ def _components(x, name: str, kind: str):
                 raise ShapeError(f"each {kind} in {name} must be 1-D, got shape {c.shape}")
         return comps, False
     arr = np.asarray(x)
+    if arr.dtype.kind not in "fciu":
+        raise ArgumentTypeError(
+            f"{name} must be a numeric array or a sequence of arrays, got {type(x).__name__} "
+            f"of dtype {arr.dtype}"
+        )
     if arr.ndim == 1:
         return [arr], True
     if arr.ndim == 2:

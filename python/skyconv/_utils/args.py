@@ -85,6 +85,17 @@ def float_value(
     return v
 
 
+def to_float(value, name: str) -> float:
+    """``float(value)`` as scipy takes it (numbers, 0-d arrays, numeric strings), raising
+    ArgumentTypeError naming ``name`` where ``float()`` fails (lists, None, "abc", ...)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(
+            f"{name} must be a real number, got {_type_name(value)} {value!r}"
+        ) from None
+
+
 def one_of(value, name: str, choices) -> str:
     """``value`` if it is one of ``choices`` (strings), else ArgumentError listing them.
 
@@ -166,4 +177,5 @@ __all__ = [
     "int_value",
     "one_of",
     "positive_int",
+    "to_float",
 ]

@@ -126,6 +126,10 @@ class Cygrid:
                 )
             if self.datacube.dtype not in (np.float32, np.float64):
                 raise ArgumentTypeError("Input datacube must have floating point type.")
+            if not self.datacube.flags.writeable:
+                raise ArgumentError(
+                    "Input datacube must be writeable (grid() adds into it), got a read-only array"
+                )
             if self.datacube.dtype != self.dtype:
                 warnings.warn(
                     f"The datacube that was provided in the constructor ({self.datacube.dtype}) "
@@ -146,6 +150,11 @@ class Cygrid:
                 raise ShapeError("Weightcube shape doesn't match datacube shape.")
             if self.weightcube.dtype != self.datacube.dtype:
                 raise ArgumentTypeError("Weightcube dtype doesn't match datacube dtype.")
+            if not self.weightcube.flags.writeable:
+                raise ArgumentError(
+                    "Input weightcube must be writeable (grid() adds into it), got a read-only "
+                    "array"
+                )
 
     def grid(self, lons, lats, data, weights=None):
         """Grid samples at (``lons``, ``lats``) (degrees; 1-D) into the cubes (accumulating).

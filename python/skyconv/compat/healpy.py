@@ -43,6 +43,7 @@ import numpy as np
 
 from .. import healpix as _hpx
 from .. import sht as _sht
+from .._utils.args import float_value
 from ..exceptions import ArgumentError, StateError
 from ..sht import UNSEEN, almxfl
 from ..sht import Alm as _Alm
@@ -438,7 +439,11 @@ def smoothing(
         groups = [([m], False) for m in maps]
     ell = np.arange(lm + 1.0)
     if sigma is None:
-        sigma = fwhm / (2.0 * np.sqrt(2.0 * np.log(2.0)))
+        sigma = float_value(fwhm, "fwhm", min_value=0.0, unit="radians") / (
+            2.0 * np.sqrt(2.0 * np.log(2.0))
+        )
+    else:
+        sigma = float_value(sigma, "sigma", min_value=0.0, unit="radians")
     out = []
     for comps, p in groups:
         alms = _sht.map2alm(comps, lmax=lm, mmax=mm, iter=iter, pol=p, ring_weights=w)

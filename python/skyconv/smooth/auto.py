@@ -42,7 +42,7 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     exact smoothing are measured (:func:`grid_errors`) and the ring method is taken if its
     error is at most GRID_SLACK (1.25) times the harmonic method's (white noise: from
     ~2 px up, where the two are within 1-15%; below, the ring method is ~1.5x farther), and
-    the beam is at least GRID_MIN_PIXELS (3) pixels FWHM: narrower, the ring result is off
+    the beam is at least GRID_MIN_PIXELS (2.5) pixels FWHM: narrower, the ring result is off
     healpy's (harmonic) smoothing by 1e-2 and more, so auto keeps to the harmonic or split
     method.
 
@@ -111,9 +111,9 @@ def _choose(beam: Beam, nside, iter, device):
 GRID_SLACK = 1.25
 #: The grid rule (taking the ring method although it misses tol against the harmonic result)
 #: applies to beams of at least this FWHM in pixels only: below, the ring result is off
-#: healpy's smoothing by more than 2e-3 (2.7e-2 at 2 px, 8e-2 at 1.5 px; white-ish noise at
-#: nside 64), which users compare against, so auto takes the harmonic or split method there.
-GRID_MIN_PIXELS = 3.0
+#: healpy's smoothing by ~1e-2 and more (2.2e-3 at 3 px, 2.7e-2 at 2 px, 8e-2 at 1.5 px; red
+#: noise at nside 64), which users compare against, so auto takes the harmonic or split method.
+GRID_MIN_PIXELS = 2.5
 #: The scaled-down copy of a problem on which ``grid_errors`` measures.
 GRID_NSIDE = 128
 
