@@ -350,3 +350,53 @@ def test_bad_env_var_read_by_the_core_is_named(var, value, where, device):
     line = out.stdout.strip()
     assert line.startswith("ArgumentError"), (line, out.stderr[-400:])
     assert "SkyconvError" in line and "ValueError" in line and var in line, line
+
+
+# ---------------------------------------------------------------------------------- the tree
+
+
+def test_python_layer_raises_no_plain_builtin_errors():
+    """Every ``raise`` in python/skyconv names a skyconv class (deriving from SkyconvError and
+    the builtin), except the module attribute protocol (AttributeError) and two documented
+    spots: a cache check caught on the next line, and the SoFiA parameter file's
+    ``output.overwrite`` (FileExistsError, the CLI maps it to exit status 2)."""
+    import ast
+    import builtins
+
+    package = Path(skyconv.__file__).resolve().parent
+    plain = {
+        n
+        for n in dir(builtins)
+        if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), Exception)
+    }
+    allowed = {
+        ("compat/_ring_weights.py", "ValueError"),
+        ("_utils/sofia_scfind.py", "FileExistsError"),
+    }
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Raise) or node.exc is None:
+                continue
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            name = exc.id if isinstance(exc, ast.Name) else None
+            if name in plain and name != "AttributeError" and (rel, name) not in allowed:
+                offenders.append(f"{rel}:{node.lineno} raise {name}")
+    assert offenders == []
+
+
+def test_every_skyconv_error_class_pairs_with_its_builtin():
+    pairs = {
+        skyconv.ArgumentError: ValueError,
+        skyconv.ArgumentTypeError: TypeError,
+        skyconv.ShapeError: ValueError,
+        skyconv.HostMemoryError: MemoryError,
+        skyconv.GpuMemoryError: MemoryError,
+        skyconv.StateError: RuntimeError,
+        skyconv.UnsupportedError: NotImplementedError,
+        skyconv.MissingKeyError: KeyError,
+    }
+    for cls, builtin in pairs.items():
+        assert issubclass(cls, skyconv.SkyconvError) and issubclass(cls, builtin), cls
+    assert issubclass(skyconv.SkyconvWarning, UserWarning)
