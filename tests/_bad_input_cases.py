@@ -958,7 +958,61 @@ def _huge_cases() -> list[Case]:
     return h
 
 
+def _junk_calls() -> dict:
+    """Every public function with good arguments (``device`` filled in by the test), for the
+    junk-value sweep: each parameter in turn gets each of JUNK."""
+    from skyconv import compat  # noqa: F401  (compat.healpy is imported above)
+
+    return {
+        "filters.gaussian_filter1d": (filters.gaussian_filter1d, {"input": X2, "sigma": 1.0}),
+        "filters.uniform_filter1d": (filters.uniform_filter1d, {"input": X2, "size": 3}),
+        "filters.correlate1d": (filters.correlate1d, {"input": X2, "weights": [1, 2, 1]}),
+        "filters.convolve1d": (filters.convolve1d, {"input": X2, "weights": [1, 2, 1]}),
+        "stats.std": (stats.std, {"data": CUBE}),
+        "stats.mad": (stats.mad, {"data": CUBE}),
+        "stats.gauss": (stats.gauss, {"data": CUBE}),
+        "stats.noise": (stats.noise, {"data": CUBE}),
+        "stats.histogram": (stats.histogram, {"data": CUBE, "edges": [-1, 0, 1]}),
+        "stats.sofia1_rms": (stats.sofia1_rms, {"data": CUBE}),
+        "healpix.nside2npix": (healpix.nside2npix, {"nside": 4}),
+        "healpix.npix2nside": (healpix.npix2nside, {"npix": 192}),
+        "healpix.pix2ang": (healpix.pix2ang, {"nside": 4, "ipix": 3}),
+        "healpix.ang2pix": (healpix.ang2pix, {"nside": 4, "theta": 0.3, "phi": 0.2}),
+        "healpix.ring_info": (healpix.ring_info, {"nside": 4}),
+        "healpix.nest2ring": (healpix.nest2ring, {"nside": 4, "ipix": 3}),
+        "alm2map": (skyconv.alm2map, {"alms": ALM, "nside": NSIDE}),
+        "map2alm": (skyconv.map2alm, {"maps": MAP, "lmax": LMAX}),
+        "almxfl": (skyconv.almxfl, {"alm": ALM, "fl": [1.0, 0.5]}),
+        "smooth_map": (skyconv.smooth_map, {"m": MAP, "fwhm": 0.3, "method": "harmonic"}),
+        "grid": (
+            skyconv.grid,
+            {"lons": LONS, "lats": LATS, "data": SAMPLES, "target": SL, "kernel_params": 0.3},
+        ),
+        "smooth_and_clip": (skyconv.smooth_and_clip, {"cube": CUBE}),
+        "atrous_denoise": (skyconv.atrous_denoise, {"data": CUBE}),
+        "compat.healpy.smoothing": (chp.smoothing, {"map_in": MAP, "fwhm": 0.3}),
+        "compat.healpy.map2alm": (chp.map2alm, {"maps": MAP, "lmax": LMAX}),
+        "compat.healpy.alm2map": (chp.alm2map, {"alms": ALM, "nside": NSIDE}),
+    }
+
+
+#: Junk for every parameter: wrong types, NaN, negative, out-of-int64, a list.
+JUNK = {
+    "None": None,
+    "str": "x",
+    "float": 1.5,
+    "negative": -1,
+    "list": [1, 2],
+    "nan": float("nan"),
+    "object": object(),
+    "huge": 10**20,
+}
+#: Parameters the sweep leaves alone: private ones, the device (its own cases above), and
+#: those handed to healpy, which fetches files from the network.
+JUNK_SKIP = {"device", "_slab_planes", "use_pixel_weights", "pixwin", "datapath", "verbose"}
+
 CASES = {c.name: c for c in _cases()}
+JUNK_CALLS = _junk_calls()
 HUGE = {c.name: c for c in _huge_cases()}
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _bad_input_cases import CASES, HUGE, outcome, problems
+from _bad_input_cases import CASES, HUGE, JUNK, JUNK_CALLS, JUNK_SKIP, outcome, problems
 
 import skyconv
 
@@ -32,6 +32,35 @@ def test_bad_input(name, device):
         warnings.simplefilter("ignore")  # the ring fallback's SkyconvWarning is tested below
         got = outcome(case, device)
     assert problems(case, device, got) == []
+
+
+@pytest.mark.parametrize("fn", sorted(JUNK_CALLS))
+def test_junk_in_any_argument_is_a_skyconv_error_or_works(fn, device):
+    """Each parameter of each public function, in turn, gets each JUNK value: the call works
+    or raises a SkyconvError (never a plain TypeError/ValueError/OverflowError from deep
+    inside, never a pyo3 PanicException)."""
+    import inspect
+
+    func, good = JUNK_CALLS[fn]
+    plain = []
+    for param in inspect.signature(func).parameters:
+        if param in JUNK_SKIP:
+            continue
+        for label, junk in JUNK.items():
+            kwargs = {**good, param: junk}
+            if "device" in inspect.signature(func).parameters:
+                kwargs["device"] = device
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    func(**kwargs)
+            except skyconv.SkyconvError:
+                pass
+            except BaseException as e:  # noqa: BLE001 (a PanicException is a BaseException)
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                plain.append(f"{param}={label}: {type(e).__name__}: {str(e)[:100]}")
+    assert plain == []
 
 
 def test_matrix_covers_every_public_function():

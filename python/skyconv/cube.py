@@ -24,6 +24,7 @@ from . import _core
 from . import stats as _stats  # noqa: F401  (makes skyconv.stats importable with skyconv)
 from ._arrays import float_array
 from ._errors import ShapeError
+from ._utils.args import to_float
 from ._utils.device import resolve
 from .exceptions import ArgumentError, ArgumentTypeError
 
@@ -168,10 +169,10 @@ def smooth_and_clip(
             "precision='sofia2' pads with zeros as SoFiA-2 does: use edge_mode='constant', "
             f"or precision='float64' for edge_mode={edge_mode!r}"
         )
-    threshold = float(threshold)
+    threshold = to_float(threshold, "threshold")
     if not np.isfinite(threshold) or threshold < 0:
         raise ArgumentError(f"threshold must be finite and >= 0, got {threshold}")
-    replacement = float(replacement)
+    replacement = to_float(replacement, "replacement")
     if np.isnan(replacement):
         raise ArgumentError("replacement must be a number")
     xy = _kernel_list(kernels_xy, "kernels_xy", integer=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._utils.args import to_float
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg, normalize_axis
 from ._utils.device import resolve
 from .exceptions import ArgumentError, ArgumentTypeError
@@ -43,7 +43,7 @@ def _mode(mode) -> str:
 
 
 def _weights(weights) -> list[float]:
-    w = np.asarray(weights, dtype=np.float64)
+    w = reals(weights, "weights")
     if w.ndim != 1 or w.size == 0:
         raise ArgumentError("weights must be a non-empty 1-D sequence of numbers")
     if not np.all(np.isfinite(w)):

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import Device, resolve
 from .exceptions import ArgumentError, ArgumentTypeError, ShapeError, StateError
@@ -286,11 +287,11 @@ def kernel_args(kernel, kernel_params, sphere_radius):
         raise ArgumentError(
             f"kernel_params is required for kernel {kernel!r} (widths in degrees, e.g. (sigma,))"
         )
-    params = np.atleast_1d(np.asarray(kernel_params, dtype=np.float64))
+    params = np.atleast_1d(reals(kernel_params, "kernel_params"))
     if params.ndim != 1:
         raise ArgumentError("kernel_params must be a number or a flat sequence of numbers")
     if sphere_radius is not None:
-        sphere_radius = float(sphere_radius)
+        sphere_radius = to_float(sphere_radius, "sphere_radius")
         if not (np.isfinite(sphere_radius) and 0 < sphere_radius <= 180):
             raise ArgumentError(f"sphere_radius must be in (0, 180] degrees, got {sphere_radius}")
     _core._grid_check_kernel(kernel, params.tolist(), sphere_radius)  # the core's own checks
@@ -298,7 +299,12 @@ def kernel_args(kernel, kernel_params, sphere_radius):
 
 
 def _out_dtype(dtype) -> np.dtype:
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(
+            f"dtype must be float32 or float64, got {type(dtype).__name__} {dtype!r}"
+        ) from None
     if dt not in (np.float32, np.float64):
         raise ArgumentTypeError(f"dtype must be float32 or float64, got {dt}")
     return dt

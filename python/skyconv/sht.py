@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._utils.args import reals
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
 from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
@@ -91,8 +92,8 @@ class Alm:
         (3, 3, -1)
         """
         s = int_arg(s, "s")
+        mmax = None if mmax is None else int_arg(mmax, "mmax")
         if mmax is not None and mmax >= 0:
-            mmax = int_arg(mmax, "mmax")
             num = 2 * s + mmax * mmax - mmax - 2
             if num < 0 or num % (2 * mmax + 2):
                 return -1
@@ -446,7 +447,7 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
         raise ArgumentError(f"iter must be >= 0, got {iter}")
     w = None
     if ring_weights is not None:
-        w = np.ascontiguousarray(ring_weights, dtype=np.float64)
+        w = np.ascontiguousarray(reals(ring_weights, "ring_weights"))
         if w.ndim != 1:
             raise ShapeError(f"ring_weights must be 1-D, got shape {w.shape}")
     p = _check_pol(len(arrs), pol)

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from . import _core
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg
 from .exceptions import ArgumentError, ShapeError
 
@@ -97,7 +98,12 @@ def std(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(
         _core._stat(
-            a, "std", float(center), flux_range, samp, None if clip is None else float(clip)
+            a,
+            "std",
+            to_float(center, "center"),
+            flux_range,
+            samp,
+            None if clip is None else to_float(clip, "clip"),
         )
     )
 
@@ -146,7 +152,12 @@ def mad(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(
         _core._stat(
-            a, "mad", float(center), flux_range, samp, None if clip is None else float(clip)
+            a,
+            "mad",
+            to_float(center, "center"),
+            flux_range,
+            samp,
+            None if clip is None else to_float(clip, "clip"),
         )
     )
 
@@ -351,7 +362,7 @@ def histogram(data, edges):
     [1, 2]
     """
     a = float_array(data, "data")
-    e = np.asarray(edges, dtype=np.float64)
+    e = reals(edges, "edges")
     if e.ndim != 1 or e.size < 2 or np.any(np.diff(e) < 0) or not np.all(np.isfinite(e)):
         raise ArgumentError("edges must be a finite, increasing 1-D sequence of at least 2 values")
     return np.asarray(_core._histogram(a, e.tolist()), dtype=np.int64)

@@ -96,6 +96,18 @@ def to_float(value, name: str) -> float:
         ) from None
 
 
+def reals(value, name: str) -> np.ndarray:
+    """``np.asarray(value, dtype=float64)``, raising ArgumentTypeError naming ``name`` where
+    that fails (strings, objects, ragged lists)."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(
+            f"{name} must be a real number or an array of them, got {_type_name(value)} "
+            f"{str(value)[:60]}"
+        ) from None
+
+
 def one_of(value, name: str, choices) -> str:
     """``value`` if it is one of ``choices`` (strings), else ArgumentError listing them.
 
@@ -177,5 +189,6 @@ __all__ = [
     "int_value",
     "one_of",
     "positive_int",
+    "reals",
     "to_float",
 ]

@@ -35,8 +35,16 @@ def normalize_axis(axis, ndim: int, name: str = "axis") -> int:
     return ax % ndim
 
 
+#: Integer arguments fit in a signed 64-bit integer (what the core takes).
+INT_LIMIT = 2**63 - 1
+
+
 def int_arg(value, name: str) -> int:
-    """An integer argument (rejects bools and floats with a TypeError naming it)."""
+    """An integer argument (rejects bools and floats with a TypeError naming it, and values
+    outside the signed 64-bit range with a ValueError naming it)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
+    v = int(value)
+    if not -INT_LIMIT <= v <= INT_LIMIT:
+        raise ArgumentError(f"{name} must be an int of magnitude below 2**63, got {v}")
+    return v
