@@ -45,10 +45,15 @@ __all__ = [
 ]
 
 
+def _c(a, dtype) -> np.ndarray:
+    """C-contiguous and aligned (arrays unpickled by Dask can be unaligned; the core needs both)."""
+    return np.require(a, dtype=dtype, requirements=["C", "A"])
+
+
 def _nside(nside) -> int:
     n = int_arg(nside, "nside")
-    if n < 1 or n > 2**29 or n & (n - 1):
-        raise ArgumentError(f"nside must be a power of 2 in 1..2**29, got {n}")
+    if n < 1 or n > 2**29:
+        raise ArgumentError(f"nside must be in 1..2**29 (RING scheme: any integer), got {n}")
     return n
 
 
@@ -59,7 +64,7 @@ def _rings(rings, nside: int) -> np.ndarray:
     r = np.asarray(rings)
     if r.ndim != 1 or (r.size and r.dtype.kind not in "iu"):
         raise ArgumentError("rings must be a 1-D array of integer ring indices")
-    r = np.ascontiguousarray(r, dtype=np.int64)
+    r = _c(r, np.int64)
     if r.size and (r.min() < 0 or r.max() >= nr):
         raise ArgumentError(f"rings must lie in 0..4*nside-2 = {nr - 1}, got {r.min()}..{r.max()}")
     if np.unique(r).size != r.size:
@@ -71,7 +76,7 @@ def _ms(ms, lmax: int) -> np.ndarray:
     m = np.asarray(ms)
     if m.ndim != 1 or (m.size and m.dtype.kind not in "iu"):
         raise ArgumentError("ms must be a 1-D array of integer m values")
-    m = np.ascontiguousarray(m, dtype=np.int64)
+    m = _c(m, np.int64)
     if m.size and (m[0] < 0 or m[-1] > lmax or np.any(np.diff(m) <= 0)):
         raise ArgumentError(f"ms must be strictly increasing integers in 0..lmax = {lmax}")
     return m
@@ -98,7 +103,7 @@ def _complex(a, name: str, ndim: int) -> tuple[np.ndarray, bool]:
     squeeze = arr.ndim == ndim - 1
     if squeeze:
         arr = arr[None]
-    return np.ascontiguousarray(arr, dtype=np.complex128), squeeze
+    return _c(arr, np.complex128), squeeze
 
 
 def ring_lengths(nside, rings=None) -> np.ndarray:
@@ -107,7 +112,7 @@ def ring_lengths(nside, rings=None) -> np.ndarray:
     Parameters
     ----------
     nside : int
-        HEALPix resolution (a power of 2 up to 2**29).
+        HEALPix resolution, 1..2**29 (any integer: RING scheme).
     rings : array of int, optional
         Ring indices 0..4·nside−2 (RING scheme, north to south); default all.
 
@@ -134,7 +139,7 @@ def ring_pixels(nside, rings=None) -> np.ndarray:
     Parameters
     ----------
     nside : int
-        HEALPix resolution (a power of 2 up to 2**29).
+        HEALPix resolution, 1..2**29 (any integer: RING scheme).
     rings : array of int, optional
         Ring indices 0..4·nside−2, distinct; default all (then the result is 0..npix−1).
 
@@ -351,7 +356,7 @@ def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
     if arr.ndim not in (1, 2):
         raise ShapeError(f"maps must have 1 or 2 dimensions, got shape {arr.shape}")
     squeeze = arr.ndim == 1
-    arr = np.ascontiguousarray(arr[None] if squeeze else arr, dtype=np.float64)
+    arr = _c(arr[None] if squeeze else arr, np.float64)
     npix = int(ring_lengths(nside, r).sum())
     if arr.shape[1] != npix:
         raise ShapeError(
@@ -414,7 +419,7 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
         raise ShapeError(f"spin=2 needs leg with 2 components (Q, U), got {g.shape[0]}")
     w = None
     if ring_weights is not None:
-        w = np.ascontiguousarray(ring_weights, dtype=np.float64)
+        w = _c(ring_weights, np.float64)
         if w.ndim != 1 or w.size not in (4 * nside - 1, 2 * nside):
             raise ArgumentError(
                 f"ring_weights must have 4*nside-1 = {4 * nside - 1} or 2*nside = {2 * nside} "
