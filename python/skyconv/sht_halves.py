@@ -42,6 +42,9 @@ __all__ = [
     "ring_pixels",
     "ring_lengths",
     "alm_block",
+    "block_index",
+    "m_blocks",
+    "ring_blocks",
 ]
 
 
@@ -169,6 +172,73 @@ def ring_pixels(nside, rings=None) -> np.ndarray:
         return np.zeros(0, np.int64)
     starts = np.repeat(first - np.concatenate(([0], np.cumsum(nphi)[:-1])), nphi)
     return starts + np.arange(nphi.sum(), dtype=np.int64)
+
+
+def m_blocks(lmax, mmax, n) -> list[np.ndarray]:
+    """Contiguous ranges of m = 0..mmax in at most ``n`` blocks of about equal Legendre work.
+
+    The cost of m is taken as lmax − m + 1 (the length of its sum over l), so blocks of large m
+    hold more m than blocks of small m. Contiguous ranges keep each block of alm a contiguous
+    slice of healpy's layout.
+
+    Parameters
+    ----------
+    lmax, mmax : int
+        Band limit and highest m, 0 <= mmax <= lmax.
+    n : int
+        Number of blocks wanted (>= 1); fewer come back when there are fewer m.
+
+    Returns
+    -------
+    list of numpy.ndarray of int64
+        The m of each block, ascending; together 0..mmax.
+
+    Raises
+    ------
+    ArgumentError
+        Not 0 <= mmax <= lmax, or n < 1.
+    """
+    lmax, mmax, n = int_arg(lmax, "lmax"), int_arg(mmax, "mmax"), int_arg(n, "n")
+    if not 0 <= mmax <= lmax or n < 1:
+        raise ArgumentError(f"need 0 <= mmax <= lmax and n >= 1, got {lmax=}, {mmax=}, {n=}")
+    ms = np.arange(mmax + 1, dtype=np.int64)
+    return _cut(ms, np.cumsum(lmax + 1 - ms).astype(float), n)
+
+
+def ring_blocks(nside, n) -> list[np.ndarray]:
+    """Contiguous ranges of rings 0..4·nside−2 in at most ``n`` blocks of about equal pixel
+    counts (so each is a contiguous slice of the RING map).
+
+    Parameters
+    ----------
+    nside : int
+        HEALPix resolution.
+    n : int
+        Number of blocks wanted (>= 1).
+
+    Returns
+    -------
+    list of numpy.ndarray of int64
+        The rings of each block, ascending; together all rings.
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside, or n < 1.
+    """
+    nside, n = _nside(nside), int_arg(n, "n")
+    if n < 1:
+        raise ArgumentError(f"n must be >= 1, got {n}")
+    r = np.arange(4 * nside - 1, dtype=np.int64)
+    return _cut(r, np.cumsum(ring_lengths(nside)).astype(float), n)
+
+
+def _cut(items: np.ndarray, cum: np.ndarray, n: int) -> list[np.ndarray]:
+    """Split `items` into at most n contiguous runs of about equal cost (`cum`: running cost)."""
+    n = max(1, min(n, items.size))
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
+    cuts = np.unique(np.clip(cuts, 1, items.size - 1)) if items.size > 1 else []
+    return [b for b in np.split(items, cuts) if b.size]
 
 
 def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:

@@ -106,13 +106,15 @@ def test_stack_mode(dask_client):
 
 
 def test_block_balance():
+    assert [b.tolist() for b in skyconv.sht_halves.m_blocks(5, 0, 3)] == [[0]]
+    assert len(skyconv.sht_halves.ring_blocks(1, 10)) == 3
     lmax = 4000
-    blocks = D.m_blocks(lmax, lmax, 8)
+    blocks = skyconv.sht_halves.m_blocks(lmax, lmax, 8)
     assert np.array_equal(np.concatenate(blocks), np.arange(lmax + 1))
     cost = [np.sum(lmax + 1 - b) for b in blocks]
     assert max(cost) / min(cost) < 1.01
     assert len(blocks[0]) < len(blocks[-1])  # more of the cheap large m per block
-    rb = D.ring_blocks(256, 6)
+    rb = skyconv.sht_halves.ring_blocks(256, 6)
     assert np.array_equal(np.concatenate(rb), np.arange(4 * 256 - 1))
     pix = [skyconv.sht_halves.ring_lengths(256, r).sum() for r in rb]
     assert max(pix) / min(pix) < 1.01

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ShapeError
-from ..sht_halves import alm2leg, leg2alm, leg2map, map2leg, ring_lengths
+from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
 
 log = logging.getLogger("skyconv.dask")
 
@@ -54,29 +54,6 @@ def workers() -> int:
         return max(1, n)
     except (ImportError, ValueError):
         return os.cpu_count() or 1
-
-
-def m_blocks(lmax: int, mmax: int, n: int) -> list[np.ndarray]:
-    """Contiguous m ranges 0..mmax cut into at most ``n`` blocks of about equal work
-    (cost of m = lmax − m + 1)."""
-    ms = np.arange(mmax + 1)
-    cost = np.cumsum(lmax + 1 - ms).astype(float)
-    n = max(1, min(int(n), mmax + 1))
-    cuts = np.searchsorted(cost, cost[-1] * np.arange(1, n) / n, side="left") + 1
-    cuts = np.unique(np.clip(cuts, 1, mmax))
-    return [b for b in np.split(ms, cuts) if b.size]
-
-
-def ring_blocks(nside: int, n: int) -> list[np.ndarray]:
-    """Contiguous ring ranges 0..4·nside−2 cut into at most ``n`` blocks of about equal pixel
-    counts."""
-    nr = 4 * nside - 1
-    lens = ring_lengths(nside)
-    cum = np.cumsum(lens).astype(float)
-    n = max(1, min(int(n), nr))
-    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
-    cuts = np.unique(np.clip(cuts, 1, nr - 1))
-    return [b for b in np.split(np.arange(nr), cuts) if b.size]
 
 
 def _choose(ntrans: int, coupled: bool, nblocks) -> tuple[str, int]:
