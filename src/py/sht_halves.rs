@@ -60,8 +60,10 @@ fn device(name: Option<&str>) -> PyResult<Device> {
     }
 }
 
+/// The plan of a halves call, without the per-ring FFT table of the full transform: the ring
+/// stages look each ring's FFT up in the process-wide cache (a block needs few of them).
 fn plan(nside: usize, lmax: usize, mmax: usize, w: Option<&[f64]>) -> Result<Plan> {
-    Ok(Plan::new(nside, AlmLayout::new(lmax, mmax)?, w)?.with_ffts())
+    Plan::new(nside, AlmLayout::new(lmax, mmax)?, w)
 }
 
 /// alm (ncomp, nblk) of the m in `ms` -> leg (ncomp, len(rings), len(ms)).
