@@ -129,6 +129,12 @@ def ring_lengths(nside, rings=None) -> np.ndarray:
     ------
     ArgumentError
         Bad nside or ring indices.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import ring_lengths
+    >>> ring_lengths(2).tolist()
+    [4, 8, 8, 8, 8, 8, 4]
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
@@ -155,6 +161,12 @@ def ring_pixels(nside, rings=None) -> np.ndarray:
     ------
     ArgumentError
         Bad nside or ring indices.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import ring_pixels
+    >>> ring_pixels(2, [6, 0]).tolist()
+    [44, 45, 46, 47, 0, 1, 2, 3]
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
@@ -197,6 +209,12 @@ def m_blocks(lmax, mmax, n) -> list[np.ndarray]:
     ------
     ArgumentError
         Not 0 <= mmax <= lmax, or n < 1.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import m_blocks
+    >>> [b.tolist() for b in m_blocks(7, 7, 2)]
+    [[0, 1, 2], [3, 4, 5, 6, 7]]
     """
     lmax, mmax, n = int_arg(lmax, "lmax"), int_arg(mmax, "mmax"), int_arg(n, "n")
     if not 0 <= mmax <= lmax or n < 1:
@@ -225,6 +243,12 @@ def ring_blocks(nside, n) -> list[np.ndarray]:
     ------
     ArgumentError
         Bad nside, or n < 1.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import ring_blocks
+    >>> [b.tolist() for b in ring_blocks(2, 2)]
+    [[0, 1, 2, 3], [4, 5, 6]]
     """
     nside, n = _nside(nside), int_arg(n, "n")
     if n < 1:
@@ -266,6 +290,13 @@ def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:
         Bad ms.
     ShapeError
         alm has the wrong length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv.sht_halves import alm_block
+    >>> alm_block(np.arange(6) + 0j, 2, [0, 2]).real.tolist()  # lmax 2: m=0: l 0..2, m=2: l 2
+    [0.0, 1.0, 2.0, 5.0]
     """
     lmax = int_arg(lmax, "lmax")
     mmax = lmax if mmax is None else int_arg(mmax, "mmax")
@@ -280,8 +311,28 @@ def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:
     return np.ascontiguousarray(a[..., idx], dtype=np.complex128)
 
 
-def block_index(lmax: int, ms: np.ndarray) -> np.ndarray:
-    """Positions in a full healpy alm array (any mmax >= max(ms)) of the block of ``ms``."""
+def block_index(lmax, ms) -> np.ndarray:
+    """Positions in a full healpy alm array of the block of ``ms`` (as :func:`alm_block` cuts
+    it; the positions do not depend on mmax).
+
+    Parameters
+    ----------
+    lmax : int
+        Band limit.
+    ms : array of int
+        Strictly increasing m values in 0..lmax.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        index(l, m) for each m in ``ms``, l = m..lmax.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import block_index
+    >>> block_index(2, [0, 2]).tolist()
+    [0, 1, 2, 5]
+    """
     ms = np.asarray(ms, dtype=np.int64)
     if ms.size == 0:
         return np.zeros(0, np.int64)
@@ -326,6 +377,24 @@ def alm2leg(alm, nside, lmax, ms, rings=None, spin=0, device=None) -> np.ndarray
         ``alm`` does not hold the block of ``ms``, or spin 2 without 2 components.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    The halves of a synthesis, the m split in two blocks, equal ``alm2map``:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> from skyconv.sht_halves import alm2leg, alm_block, leg2map
+    >>> nside, lmax = 4, 8
+    >>> alm = np.random.default_rng(0).standard_normal(skyconv.Alm.getsize(lmax)) + 0j
+    >>> leg = np.concatenate(
+    ...     [alm2leg(alm_block(alm, lmax, ms), nside, lmax, ms) for ms in ([0, 1, 2], range(3, 9))],
+    ...     axis=-1)
+    >>> leg.shape
+    (15, 9)
+    >>> ref = skyconv.alm2map(alm, nside, lmax=lmax, device="cpu")
+    >>> bool(np.allclose(leg2map(leg, nside), ref, rtol=0, atol=1e-12))
+    True
     """
     nside = _nside(nside)
     lmax = int_arg(lmax, "lmax")
@@ -376,6 +445,16 @@ def leg2map(leg, nside, rings=None, device=None) -> np.ndarray:
         ``leg`` does not have one row per ring, or no m.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    Δ_0 = 1 on ring 0 (4 pixels) and Δ_1 = 1/2 on ring 1 (8 pixels, cos(φ) there):
+
+    >>> import numpy as np
+    >>> from skyconv.sht_halves import leg2map
+    >>> leg = np.array([[1, 0], [0, 0.5]], dtype=complex)
+    >>> np.round(leg2map(leg, 2, [0, 1]), 3).tolist()[:4]
+    [1.0, 1.0, 1.0, 1.0]
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
@@ -416,6 +495,15 @@ def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
         ``maps`` does not hold the rings' pixels.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    A constant ring of 4 pixels: Σ_j p_j = 4 at m = 0, nothing at m = 1:
+
+    >>> import numpy as np
+    >>> from skyconv.sht_halves import map2leg
+    >>> np.abs(map2leg(np.ones(4), 2, 1, [0])).round(12).tolist()
+    [[4.0, 0.0]]
     """
     nside = _nside(nside)
     mmax = int_arg(mmax, "mmax")
@@ -474,6 +562,23 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
         ``leg`` does not match rings and ms, or spin 2 without 2 components.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    The halves of map2alm(iter=0), the rings split in two blocks and the results summed:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> from skyconv.sht_halves import leg2alm, map2leg, ring_pixels
+    >>> nside, lmax = 4, 8
+    >>> m = np.random.default_rng(1).standard_normal(12 * nside**2)
+    >>> ms = np.arange(lmax + 1)
+    >>> alm = sum(
+    ...     leg2alm(map2leg(m[ring_pixels(nside, r)], nside, lmax, r), nside, lmax, ms, r)
+    ...     for r in (np.arange(7), np.arange(7, 15)))
+    >>> ref = skyconv.map2alm(m, lmax=lmax, iter=0, device="cpu")
+    >>> bool(np.allclose(alm, ref, rtol=0, atol=1e-14))
+    True
     """
     nside = _nside(nside)
     lmax = int_arg(lmax, "lmax")
