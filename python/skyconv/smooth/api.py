@@ -100,10 +100,12 @@ def smooth_map(
     """
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if is_dask_array(m):  # distributed smoothing: skyconv._dask.sht
-        from .._dask import sht as _dsht
+    if is_dask_array(m):  # distributed smoothing: skyconv._dask.smooth
+        from .._dask import smooth as _dsm
 
-        return _dsht.smooth_map(m, fwhm, beam_window, lmax, nest, tol, method, iter, device)
+        return _dsm.smooth_map(
+            m, fwhm, beam_window, lmax, nest, tol, method, iter, device, single=smooth_map
+        )
     arr = float_array(m, "m")
     if arr.ndim > 2:
         raise ShapeError(f"m must be 1-D (npix,) or 2-D (nmaps, npix), got shape {arr.shape}")
