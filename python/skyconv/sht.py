@@ -19,12 +19,8 @@ from . import _core
 from ._utils.args import reals
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
-<<<<<<< HEAD
-from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
-=======
 from ._utils.lazy import is_dask_array
-from .exceptions import ShapeError
->>>>>>> sht-dist
+from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from .healpix import npix2nside
 
 #: healpy's marker of missing pixels.
