@@ -41,6 +41,7 @@ import numpy as np
 from . import _core
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import Device, resolve
+from ._utils.lazy import is_dask_array
 from .exceptions import ShapeError
 
 #: Samples per call into the core (its sort index is 32-bit).
@@ -451,7 +452,11 @@ def grid(
     GridResult
         ``cube``, ``weights`` and ``unweighted``, each ``data.shape[1:] + target shape``
         (``(ny, nx)`` for WCS targets, ``(n,)`` for sightlines and HEALPix); NaN where no
-        sample reaches a pixel.
+        sample reaches a pixel. When any sample array is a ``dask.array.Array`` (chunked along
+        the sample axis, ``data`` optionally along its channels) the three are lazy dask
+        arrays chunked by ``data``'s channel blocks: per sample chunk partial sums over the
+        pixels the chunk reaches, added by a tree, divided once (``skyconv._dask.grid``); the
+        device is then resolved on each worker.
 
     Raises
     ------
@@ -476,6 +481,12 @@ def grid(
     >>> res.cube.tolist()
     [1.0, 3.0]
     """
+    if any(is_dask_array(x) for x in (lons, lats, data, weights)):
+        from ._dask.grid import grid as dask_grid
+
+        return dask_grid(
+            lons, lats, data, target, kernel, kernel_params, sphere_radius, weights, dtype, device
+        )
     dt = _out_dtype(dtype)
     plan = GridPlan.build(target, kernel, kernel_params, sphere_radius, device)
     lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
