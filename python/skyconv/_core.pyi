@@ -111,6 +111,7 @@ def _healpix_ring_info(
 # --- filter chains -----------------------------------------------------------------------------
 # passes: (kind, axis, mode, cval, params); kind "gaussian" [sigma, truncate, radius or -1],
 # "uniform" [size, origin], "correlate" [origin, *weights].
+# _filter_chain pass kinds: "gaussian", "uniform", "correlate", "dilated" ([step, weights...])
 def _filter_chain(
     input: FloatArray,
     passes: list[tuple[str, int, str, float, list[float]]],
