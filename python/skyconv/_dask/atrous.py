@@ -170,6 +170,7 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
     weights = _WEIGHTS[filt]
     reach = len(weights) // 2
     dt = x.dtype
+    x = x.persist()  # read once (from zarr, say): every step below reads it again
     fin = da.isfinite(x)
     count = select.finite_count(x)
     if count == 0:
