@@ -622,12 +622,19 @@ class Gridder:
         weights : float array, optional
             None, ``(nsamples,)`` or data's shape.
 
+        Dask arrays (chunked along the samples) are summed on the Dask cluster, by the tree of
+        :func:`grid`, and the sums added to this gridder's accumulators.
+
         Raises
         ------
         skyconv.ShapeError
             Inconsistent shapes, or a channel shape unlike earlier batches'.
         """
-        lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
+        lazy = any(is_dask_array(x) for x in (lons, lats, data, weights))
+        if lazy:  # summed on the Dask cluster, added here (skyconv._dask.grid.accumulate)
+            chan_shape = tuple(np.shape(data)[1:])
+        else:
+            lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
         if self._chan_shape is None:
             nchan = int(np.prod(chan_shape, dtype=np.int64))
             self._chan_shape = chan_shape
@@ -637,6 +644,11 @@ class Gridder:
             raise ShapeError(
                 f"data has channel shape {chan_shape}, earlier batches had {self._chan_shape}"
             )
+        if lazy:
+            from ._dask.grid import accumulate as dask_accumulate
+
+            dask_accumulate(self.plan, lons, lats, data, weights, self._u, self._w)
+            return
         self.plan.accumulate(lons, lats, data2d, weights, self._u, self._w)
 
     def result(self) -> GridResult:

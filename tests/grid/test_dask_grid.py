@@ -192,3 +192,33 @@ def _slow_copy(block):
 
     time.sleep(0.05)
     return block.copy()
+
+
+def test_gridder_and_cygrid_take_dask_batches(dask_client, rng):
+    """Gridder.grid and compat.cygrid's grid() with dask batches: the cluster's sums added to
+    the accumulators, equal to NumPy batches."""
+    from skyconv.compat import cygrid
+
+    lons, lats, data = _samples(rng, 2000, nchan=3)
+    weights = rng.uniform(0.5, 1.5, (2000, 3))
+    halves = (slice(0, 1200), slice(1200, None))
+    ref = skyconv.Gridder(HEADER, kernel_params=0.1, dtype=np.float64, device="cpu")
+    got = skyconv.Gridder(HEADER, kernel_params=0.1, dtype=np.float64, device="cpu")
+    for h in halves:
+        ref.grid(lons[h], lats[h], data[h], weights[h])
+        d = [da.from_array(a[h], chunks=300) for a in (lons, lats, data, weights)]
+        got.grid(*d)
+    _assert_same(got.result(), ref.result())
+
+    def cyg(wrap):
+        g = cygrid.WcsGrid(HEADER, dtype=np.float64)
+        g.set_kernel("gauss1d", (0.1,), 0.3, 0.05)
+        for h in halves:
+            g.grid(wrap(lons[h]), wrap(lats[h]), wrap(data[h]), wrap(weights[h]))
+        return g
+
+    want, have = cyg(np.asarray), cyg(lambda a: da.from_array(a, chunks=500))
+    np.testing.assert_allclose(have.get_weights(), want.get_weights(), rtol=1e-12, atol=1e-12)
+    cw, ch = want.get_datacube(), have.get_datacube()
+    np.testing.assert_array_equal(np.isnan(ch), np.isnan(cw))
+    np.testing.assert_allclose(ch, cw, rtol=1e-12, atol=1e-12 * np.nanmax(np.abs(cw)))

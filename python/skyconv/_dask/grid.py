@@ -280,3 +280,16 @@ def grid(lons, lats, data, target, kernel, kernel_params, sphere_radius, weights
         return arr.reshape(shape)
 
     return GridResult(assemble(cubes), assemble(wsums), assemble(usums))
+
+
+def accumulate(plan, lons, lats, data, weights, unweighted, weight_sums) -> None:
+    """Add the sums of dask samples into in-memory ``(nchan, ntargets)`` accumulators (the
+    Dask form of ``GridPlan.accumulate``, for ``Gridder.grid`` and ``compat.cygrid``): the
+    float64 sums are reduced on the cluster, then added here."""
+    import dask
+
+    res = grid(lons, lats, data, plan.target, plan.kernel, plan.params, plan.radius, weights,
+               np.float64, plan.device)  # fmt: skip
+    u, w = dask.compute(res.unweighted, res.weights)
+    unweighted += u.reshape(unweighted.shape)
+    weight_sums += w.reshape(weight_sums.shape)
