@@ -140,6 +140,7 @@ def _scfind(
     device: str | None = None,
     exact: bool = False,
 ) -> tuple[float, list[float]]: ...
+
 # Stages of one kernel for the Dask path (skyconv._dask.cube), CPU engine, bit-identical to
 # _scfind's own steps. _scfind_spatial: the cube (whole (y, x) planes) prepared (NaN -> 0,
 # mask bit 0 -> replace(rms0)) and smoothed spatially; _scfind_spectral: the spectral pass over
