@@ -38,16 +38,17 @@ from .halo import check_known_chunks
 BLANK = 0x80
 
 
+def _c(a):
+    """C-contiguous and aligned (a block received over the network may be unaligned)."""
+    return np.require(a, requirements=("C", "A"))
+
+
 def _spatial_block(cube, mask, spec, mode, rep, rms0, exact):
-    return _core._scfind_spatial(
-        np.ascontiguousarray(cube), np.ascontiguousarray(mask), spec, mode, rep, rms0, exact
-    )
+    return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact)
 
 
 def _spectral_block(s, mask, spec, mode, exact):
-    return _core._scfind_spectral(
-        np.ascontiguousarray(s), np.ascontiguousarray(mask), spec, mode, exact
-    )
+    return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact)
 
 
 def _clip_block(w, mask, level):
@@ -115,6 +116,16 @@ def _compute(parts):
     import dask
 
     return dask.compute(*parts)
+
+
+def _rechunk(a, chunks):
+    """``a.rechunk(chunks)`` by Dask's task-based method unless ``array.rechunk.method`` is
+    set (e.g. ``"p2p"``, Distributed's disk-backed shuffle): the per-kernel rechunks of small
+    cubes are dominated by a shuffle's start-up costs."""
+    import dask
+
+    method = dask.config.get("array.rechunk.method", None) or "tasks"
+    return a.rechunk(chunks, method=method)
 
 
 def _planes(x, limit):
@@ -224,14 +235,14 @@ def smooth_and_clip(
         has_xy, has_z = sigma > 0, zk != "none"
 
         def smoothed(m, spec=spec, has_xy=has_xy, has_z=has_z):
-            xs = x.rechunk(_planes(x, limit)) if has_xy else x
+            xs = _rechunk(x, _planes(x, limit)) if has_xy else x
             s = da.map_blocks(
-                _spatial_block, xs, m.rechunk(xs.chunks), spec, run.edge_mode, rep, rms0,
+                _spatial_block, xs, _rechunk(m, xs.chunks), spec, run.edge_mode, rep, rms0,
                 run.exact, dtype=x.dtype,
             )  # fmt: skip
-            sc = s.rechunk(_columns(x, limit)) if has_z else s
+            sc = _rechunk(s, _columns(x, limit)) if has_z else s
             w = da.map_blocks(
-                _spectral_block, sc, m.rechunk(sc.chunks), spec, run.edge_mode, run.exact,
+                _spectral_block, sc, _rechunk(m, sc.chunks), spec, run.edge_mode, run.exact,
                 dtype=x.dtype,
             )  # fmt: skip
             return w
@@ -239,7 +250,7 @@ def smooth_and_clip(
         w = smoothed(m)
         rms = rms0 if use_rms0 else _noise(w, run, shape, single, _compute)
         level = run.threshold * rms
-        m = da.map_blocks(_clip_block, w, m.rechunk(w.chunks), level, dtype=np.uint8)
+        m = da.map_blocks(_clip_block, w, _rechunk(m, w.chunks), level, dtype=np.uint8)
         m = m.persist()
         rms_list.append(float(rms))
         if progress is not None:

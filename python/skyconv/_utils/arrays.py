@@ -9,7 +9,7 @@ from ..exceptions import ShapeError
 
 def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
     """``a`` as a C-contiguous, aligned, native-endian float32/float64 array (copied only if
-    needed).
+    needed; buffers received over a network, e.g. a Dask block, may be unaligned).
 
     Raises TypeError naming ``name`` for non-float dtypes and ShapeError for too few dimensions.
     """
@@ -23,9 +23,7 @@ def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
         raise ShapeError(f"{name} must have at least {min_ndim} dimension(s), got {arr.ndim}")
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    # Aligned too: arrays received from Dask's distributed scheduler can start at an odd
-    # address inside the message buffer, and the core takes aligned arrays only.
-    return np.require(arr, requirements="CA")
+    return np.require(arr, requirements=("C", "A"))
 
 
 def normalize_axis(axis, ndim: int, name: str = "axis") -> int:
