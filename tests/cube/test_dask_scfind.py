@@ -185,3 +185,12 @@ def test_out_of_core_zarr(tmp_path, rng):
         skyconv.smooth_and_clip(da.from_zarr(src), **kw).to_zarr(out)
         assert _pids(client) == before  # no worker killed or restarted
     np.testing.assert_array_equal(zarr.open_array(out, mode="r")[...], want)
+
+
+def test_compat_sofia_refuses_dask_with_a_pointer(rng):
+    from skyconv.compat import sofia
+    from skyconv.exceptions import ArgumentTypeError
+
+    x = da.from_array(make_cube(rng), chunks=(6, 12, 10))
+    with pytest.raises(ArgumentTypeError, match="smooth_and_clip"):
+        sofia.SCfinder_mem(x, np.zeros(x.shape, np.int32), {})
