@@ -152,3 +152,17 @@ def test_overlap_map_is_the_whole_call(rng):
 
     got = overlap_map(da.from_array(x, chunks=7), fn, {0: 2}).compute(scheduler="sync")
     np.testing.assert_array_equal(got, fn(x))
+
+
+@pytest.mark.gpu
+def test_device_passes_through_to_the_blocks(rng):
+    """device="cuda" reaches every block's call: equal to the NumPy call on the GPU."""
+    x = cube(rng, np.float32)
+    dx = da.from_array(x, chunks=(4, 5, 7))
+    passes = [Gaussian(1.5, axis=2), Gaussian(1.5, axis=1), Uniform(3, axis=0, mode="wrap")]
+    want = filters.chain(x, passes, device="cuda")
+    got = filters.chain(dx, passes, device="cuda").compute(scheduler="sync")
+    assert ulps(got, want) <= 1
+    want = filters.gaussian_filter1d(x, 2.0, axis=0, mode="nearest", device="cuda")
+    got = filters.gaussian_filter1d(dx, 2.0, axis=0, mode="nearest", device="cuda")
+    assert ulps(got.compute(scheduler="sync"), want) <= 1

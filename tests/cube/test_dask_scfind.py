@@ -89,7 +89,7 @@ def test_mask_in_2d_and_chunkings(rng):
     m0[0:3, 0:6, 0:6] = True
     want = skyconv.smooth_and_clip(x, mask=m0, kernels_xy=(0, 3), kernels_z=(0, 3), device="cpu")
     # thin chunks along every axis the stages must see whole: rechunked, then back
-    dx = da.from_array(x, chunks=(1, 16, 3))
+    dx = da.from_array(x, chunks=(1, 16, 7))
     got = skyconv.smooth_and_clip(
         dx, mask=da.from_array(m0, chunks=4), kernels_xy=(0, 3), kernels_z=(0, 3)
     )
@@ -185,3 +185,24 @@ def test_out_of_core_zarr(tmp_path, rng):
         skyconv.smooth_and_clip(da.from_zarr(src), **kw).to_zarr(out)
         assert _pids(client) == before  # no worker killed or restarted
     np.testing.assert_array_equal(zarr.open_array(out, mode="r")[...], want)
+
+
+def test_compat_sofia_refuses_dask_with_a_pointer(rng):
+    from skyconv.compat import sofia
+    from skyconv.exceptions import ArgumentTypeError
+
+    x = da.from_array(make_cube(rng), chunks=(6, 12, 10))
+    with pytest.raises(ArgumentTypeError, match="smooth_and_clip"):
+        sofia.SCfinder_mem(x, np.zeros(x.shape, np.int32), {})
+
+
+@pytest.mark.gpu
+def test_dask_stages_equal_the_gpu_single_call(rng):
+    """The Dask stages run on the CPU engine; the single call on the GPU must give the same
+    mask and noise (the engines are bit-identical for precision="sofia2")."""
+    x = make_cube(rng)
+    want, nw = skyconv.smooth_and_clip(x, device="cuda", return_noise=True, threshold=4.0)
+    got, ng = skyconv.smooth_and_clip(
+        da.from_array(x, chunks=(6, 12, 10)), device="cuda", return_noise=True, threshold=4.0
+    )
+    check(got.compute(), ng, want, nw, 0)

@@ -18,8 +18,10 @@ the CPU engine's own stage functions (``_core._scfind_spatial``, ``_scfind_spect
    bit 7 = blank) is persisted between kernels (SoFiA-2's order dependency: kernel k smooths
    the cube with the voxels found by kernels < k replaced).
 
-Steps 1–2 run twice per kernel (once for the noise, once for the clip), so nothing of the
-size of the cube but the one-byte mask is ever held. Kernels without spatial (or spectral)
+When the cube takes less than 30 % of the cluster's memory, each kernel's smoothed cube is
+persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
+the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
+kept. Kernels without spatial (or spectral)
 smoothing skip that stage and its chunking. The stages run on the CPU engine (per worker's
 thread pool); ``device`` is checked but the GPU engine has no stage functions yet.
 """
@@ -128,6 +130,22 @@ def _rechunk(a, chunks):
     return a.rechunk(chunks, method=method)
 
 
+def _fits_in_memory(nbytes):
+    """Whether a cube of `nbytes` takes < 30 % of the cluster's (or this machine's) memory."""
+    try:
+        from distributed import default_client
+
+        info = default_client().scheduler_info()
+        total = sum(w.get("memory_limit") or 0 for w in info["workers"].values())
+    except (ImportError, ValueError):
+        try:
+            import psutil
+        except ImportError:
+            return False
+        total = psutil.virtual_memory().available
+    return nbytes < 0.3 * total
+
+
 def _planes(x, limit):
     """z-slab chunks (whole planes) of at most ~`limit` bytes (one plane at least)."""
     plane = x.shape[1] * x.shape[2] * x.dtype.itemsize
@@ -162,6 +180,7 @@ def smooth_and_clip(
     return_noise=False,
     progress=None,
     chunk_bytes=None,
+    keep_smoothed=None,
 ):
     """``skyconv.smooth_and_clip`` for a dask cube (or mask); same arguments and results.
 
@@ -229,6 +248,7 @@ def smooth_and_clip(
     m = da.map_blocks(_prepare_mask, x, m, dtype=np.uint8).persist()
     rms0 = _noise(x, run, shape, single, _compute)
     rep = tuple(run.replace)
+    keep = _fits_in_memory(x.nbytes) if keep_smoothed is None else bool(keep_smoothed)
     rms_list = []
     for i, spec in enumerate(run.specs):
         spatial_k, sigma, _, zk, _, use_rms0 = spec
@@ -248,10 +268,13 @@ def smooth_and_clip(
             return w
 
         w = smoothed(m)
+        if keep and not use_rms0:
+            w = w.persist()  # smoothed once: sampled, then clipped
         rms = rms0 if use_rms0 else _noise(w, run, shape, single, _compute)
         level = run.threshold * rms
         m = da.map_blocks(_clip_block, w, _rechunk(m, w.chunks), level, dtype=np.uint8)
         m = m.persist()
+        del w
         rms_list.append(float(rms))
         if progress is not None:
             progress(i + 1, len(run.specs), rms)
