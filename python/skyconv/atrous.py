@@ -271,8 +271,9 @@ def atrous_denoise(
     if lazy:
         from ._dask.atrous import atrous_denoise as dask_atrous
 
-        return dask_atrous(a, dim, snr, scale_min, scale_max, filter.lower(), conv, bool(robust),
-                           device, progress, variant.lower(), blank)  # fmt: skip
+        parts = dask_atrous(a, dim, snr, scale_min, scale_max, filter.lower(), conv, bool(robust),
+                            device, progress, variant.lower(), blank)  # fmt: skip
+        return AtrousResult(*parts)
     recon, iters, noise, noise0, scales, dev = _core._atrous_denoise(
         a,
         dim,

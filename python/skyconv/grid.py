@@ -484,9 +484,12 @@ def grid(
     if any(is_dask_array(x) for x in (lons, lats, data, weights)):
         from ._dask.grid import grid as dask_grid
 
-        return dask_grid(
-            lons, lats, data, target, kernel, kernel_params, sphere_radius, weights, dtype, device
+        tgt = resolve_target(target)
+        kernel, params, radius = kernel_args(kernel, kernel_params, sphere_radius)
+        cube, wsum, usum = dask_grid(
+            lons, lats, data, tgt, kernel, params, radius, weights, _out_dtype(dtype), device
         )
+        return GridResult(cube, wsum, usum)
     dt = _out_dtype(dtype)
     plan = GridPlan.build(target, kernel, kernel_params, sphere_radius, device)
     lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)

@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from .. import _core
-from .._utils.device import resolve
+from .._utils.device import deferred, resolve
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, DeviceError
 from . import select
@@ -48,26 +48,14 @@ _WEIGHTS = {
 }
 
 
-def _device_name(device) -> str | None:
-    """The device for the tasks: resolved on each worker (None: its SKYCONV_DEVICE / auto)."""
-    if device is None:
-        return None
-    return device.strip().lower() if isinstance(device, str) else str(resolve(device))
+def _unit_block(block, args, device):
+    """The core's reconstruction of a block of whole units: (recon, iterations, noise,
+    input_noise, scales, device), the per-unit values as lists."""
+    block = np.require(block, requirements="CA")  # received blocks may be unaligned
+    return _core._atrous_denoise(block, *args[:7], resolve(device).core, None, *args[7:])
 
 
-def _unit_block(block, kwargs, device):
-    """One NumPy call on a block of whole units: (recon, iterations, noise, input_noise,
-    scales, device) with the per-unit arrays."""
-    from ..atrous import atrous_denoise
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-blank blocks: warned once below
-        r = atrous_denoise(np.require(block, requirements="CA"), device=device, **kwargs)
-    return (r.data, np.asarray(r.iterations), np.asarray(r.noise),
-            np.asarray(r.input_noise), r.scales, r.device)  # fmt: skip
-
-
-def _by_units(x, dim, kwargs, device):
+def _by_units(x, dim, args, device):
     """dim=1 (axis 0 whole) or dim=2 on a cube (last two axes whole): block-wise NumPy calls."""
     import dask
 
@@ -77,9 +65,7 @@ def _by_units(x, dim, kwargs, device):
     x = x.rechunk({ax: -1 for ax in whole})
     blocks = x.to_delayed()
     index = list(np.ndindex(blocks.shape))
-    calls = [
-        dask.delayed(_unit_block, pure=True, nout=6)(blocks[ix], kwargs, device) for ix in index
-    ]
+    calls = [dask.delayed(_unit_block, pure=True, nout=6)(blocks[ix], args, device) for ix in index]
     calls = dask.persist(*calls)  # the reconstructions stay on the workers
     small = dask.compute([[c[k] for k in range(1, 6)] for c in calls])[0]
     rec = np.empty(blocks.shape, dtype=object)
@@ -217,15 +203,14 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
 
 def atrous_denoise(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, progress,
                    variant, blank):  # fmt: skip
-    """``skyconv.atrous_denoise`` of a dask array (arguments checked by the caller); returns
-    an ``AtrousResult`` whose ``data`` is a persisted dask array."""
-    from ..atrous import AtrousResult
-
+    """``skyconv.atrous_denoise`` of a dask array (arguments checked by the caller): returns
+    (recon, iterations, noise, input_noise, scales, device) as the NumPy call's result holds
+    them, ``recon`` a persisted dask array."""
     check_known_chunks(x, "data")
     if x.dtype not in (np.float32, np.float64):
         raise ArgumentTypeError(f"data must be float32 or float64, got dtype {x.dtype}")
     _core._atrous_plan(list(x.shape), dim, filt, variant)  # ShapeError for a bad shape or dim
-    dev = _device_name(device)
+    dev = deferred(device)
     if dim == x.ndim:
         recon, iters, noise, noise0, scales = _one_unit(
             x, dim, snr, scale_min, scale_max, filt, conv, robust, dev, progress, variant, blank
@@ -240,17 +225,15 @@ def atrous_denoise(x, dim, snr, scale_min, scale_max, filt, conv, robust, device
             device_used = str(resolve(dev))
         except DeviceError:  # the client may see no GPU while its workers do
             device_used = dev
-        return AtrousResult(recon, int(iters), float(noise), float(noise0), scales, device_used)
+        return recon, int(iters), float(noise), float(noise0), scales, device_used
     if progress is not None:
         raise ArgumentError("progress is not supported for per-unit (dim < data.ndim) dask input")
-    kwargs = dict(dim=dim, snr_recon=snr, scale_min=scale_min, scale_max=scale_max,
-                  filter=filt, convergence=conv, robust=robust, variant=variant,
-                  blank_value=blank)  # fmt: skip
-    data, iters, noise, noise0, scales, dev_used = _by_units(x, dim, kwargs, dev)
+    args = (dim, snr, scale_min, scale_max, filt, conv, robust, variant, blank)
+    data, iters, noise, noise0, scales, dev_used = _by_units(x, dim, args, dev)
     if x.size and not np.any(iters):
         warnings.warn(
             "atrous_denoise: every voxel is blank (NaN/inf); returning the input",
             RuntimeWarning,
             stacklevel=3,
         )
-    return AtrousResult(data, iters, noise, noise0, scales, dev_used)
+    return data, iters, noise, noise0, scales, dev_used

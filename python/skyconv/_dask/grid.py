@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from .. import _core
-from .._utils.device import resolve
+from .._utils.device import deferred, resolve
 from .._utils.lazy import dask_array, is_dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 
@@ -140,17 +140,6 @@ def _tree(delayed, leaves, split_every):
     return level[0] if level else None
 
 
-def _device_name(device) -> str | None:
-    """Check the device's spelling here; resolve it in each task, on its worker."""
-    if device is None or not isinstance(device, str):
-        return None if device is None else str(resolve(device))
-    name = device.strip().lower()
-    kind, _, num = name.partition(":")
-    if name in ("auto", "cpu") or (kind in ("cuda", "gpu") and (not _ or num.isdigit())):
-        return name
-    raise ArgumentError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-
-
 def _as_dask(da, x, name, chunks0):
     """``x`` as a dask array with sample-axis chunks ``chunks0`` (NumPy input wrapped)."""
     if x is None:
@@ -181,21 +170,17 @@ def _as_dask(da, x, name, chunks0):
     return x.rechunk({0: chunks0})
 
 
-def grid(lons, lats, data, target, kernel, kernel_params, sphere_radius, weights, dtype, device,
+def grid(lons, lats, data, tgt, kernel, params, radius, weights, dt, device,
          split_every=SPLIT_EVERY):  # fmt: skip
     """``skyconv.grid`` for samples given as dask arrays (any of ``lons``, ``lats``, ``data``,
-    ``weights``); see that function. Returns a ``GridResult`` of dask arrays chunked by the
-    channel blocks of ``data``."""
+    ``weights``), the target resolved (``grid._Target``), the kernel checked
+    (``grid.kernel_args``) and ``dt`` the output dtype. Returns (cube, weights, unweighted),
+    dask arrays chunked by the channel blocks of ``data``."""
     import dask
 
-    from ..grid import GridResult, _out_dtype, kernel_args, resolve_target
-
     da = dask_array()
-    dt = _out_dtype(dtype)
-    tgt = resolve_target(target)
-    kernel, params, radius = kernel_args(kernel, kernel_params, sphere_radius)
     radius_deg = _core._grid_check_kernel(kernel, params, radius)
-    dev = _device_name(device)
+    dev = deferred(device)
 
     ref = next(x for x in (lons, data, lats, weights) if is_dask_array(x))
     chunks0 = ref.chunks[0]
@@ -279,7 +264,7 @@ def grid(lons, lats, data, target, kernel, kernel_params, sphere_radius, weights
         arr = da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
         return arr.reshape(shape)
 
-    return GridResult(assemble(cubes), assemble(wsums), assemble(usums))
+    return assemble(cubes), assemble(wsums), assemble(usums)
 
 
 def accumulate(plan, lons, lats, data, weights, unweighted, weight_sums) -> None:
@@ -288,8 +273,8 @@ def accumulate(plan, lons, lats, data, weights, unweighted, weight_sums) -> None
     float64 sums are reduced on the cluster, then added here."""
     import dask
 
-    res = grid(lons, lats, data, plan.target, plan.kernel, plan.params, plan.radius, weights,
-               np.float64, plan.device)  # fmt: skip
-    u, w = dask.compute(res.unweighted, res.weights)
+    _, ws, us = grid(lons, lats, data, plan.target, plan.kernel, plan.params, plan.radius,
+                     weights, np.dtype(np.float64), plan.device)  # fmt: skip
+    u, w = dask.compute(us, ws)
     unweighted += u.reshape(unweighted.shape)
     weight_sums += w.reshape(weight_sums.shape)
