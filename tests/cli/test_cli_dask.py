@@ -39,17 +39,23 @@ def test_fits_to_zarr_local_scheduler(files, capsys):
     assert "voxels in the mask" in text.out and "Completed" in text.err  # Dask's progress
 
 
-def test_npy_and_hdf5_on_a_scheduler(files, dask_client):
+def test_npy_on_a_scheduler(files, dask_client):
+    d, want = files
+    out = d / "m1.fits"
+    argv = ["scfind", str(d / "cube.npy"), "--scheduler", dask_client.scheduler.address]
+    assert cli.main(argv + ["--out", str(out), "-q", "--chunks", "auto"] + FAST) == 0
+    np.testing.assert_array_equal(fits.getdata(out), want)
+
+
+def test_hdf5_dataset(files):
     h5py = pytest.importorskip("h5py")
     d, want = files
     with h5py.File(d / "cube.h5", "w") as f:
         f.create_dataset("sky/data", data=np.load(d / "cube.npy"), chunks=(4, 10, 9))
-    addr = dask_client.scheduler.address
-    for src, out in [(d / "cube.npy", d / "m1.fits"), (f"{d / 'cube.h5'}:sky/data", d / "m2.zarr")]:
-        argv = ["scfind", str(src), "--scheduler", addr, "--out", str(out), "-q"]
-        assert cli.main(argv + ["--chunks", "auto"] + FAST) == 0
-    np.testing.assert_array_equal(fits.getdata(d / "m1.fits"), want)
-    np.testing.assert_array_equal(zarr.open_array(str(d / "m2.zarr"), mode="r")[...], want)
+    out = d / "m2.zarr"
+    argv = ["scfind", f"{d / 'cube.h5'}:sky/data", "--chunks", "auto", "--out", str(out), "-q"]
+    assert cli.main(argv + FAST) == 0
+    np.testing.assert_array_equal(zarr.open_array(str(out), mode="r")[...], want)
 
 
 def test_workers_starts_a_local_cluster(files):
