@@ -110,7 +110,9 @@ def _setup(
     if statistic not in ("mad", "std", "gauss"):
         raise ArgumentError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
     if flux_range not in ("negative", "full", "all", "positive"):
-        raise ArgumentError(f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}")
+        raise ArgumentError(
+            f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}"
+        )
     if edge_mode not in _MODES:
         raise ArgumentError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
     exact = precision == "sofia2"
