@@ -20,6 +20,9 @@
 use realfft::num_complex::Complex64 as C64;
 
 mod io;
+mod launch;
+pub mod halves;
+pub mod multi;
 mod setup;
 mod stages;
 

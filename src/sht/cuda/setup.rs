@@ -16,18 +16,21 @@ const WORK_BUDGET: usize = 4 << 30;
 pub(super) struct Geo {
     pub(super) pair_x: CudaSlice<f64>,
     pub(super) pair_s: CudaSlice<f64>,
-    pub(super) nphi: CudaSlice<i32>,
+    pub(super) nphi: CudaSlice<i64>,
     pub(super) first: CudaSlice<i64>,
     pub(super) shift: CudaSlice<i32>,
     pub(super) w: CudaSlice<f64>,
     pub(super) norms: CudaSlice<f64>,
     pub(super) lnfact: CudaSlice<f64>,
+    /// The m of each phase column (0..=mmax) and the offset of its a_{m m} (healpy's layout).
+    pub(super) mlist: CudaSlice<i64>,
+    pub(super) moff: CudaSlice<i64>,
 }
 
 pub(super) fn geo(gpu: &Gpu, plan: &Plan) -> Result<Geo> {
     let px: Vec<f64> = plan.pairs.iter().map(|p| p.x).collect();
     let ps: Vec<f64> = plan.pairs.iter().map(|p| p.s).collect();
-    let nphi: Vec<i32> = plan.rings.iter().map(|r| r.nphi as i32).collect();
+    let nphi: Vec<i64> = plan.rings.iter().map(|r| r.nphi as i64).collect();
     let first: Vec<i64> = plan.rings.iter().map(|r| r.first as i64).collect();
     let shift: Vec<i32> = plan.rings.iter().map(|r| (r.phi0 != 0.0) as i32).collect();
     Ok(Geo {
@@ -39,6 +42,12 @@ pub(super) fn geo(gpu: &Gpu, plan: &Plan) -> Result<Geo> {
         w: gpu.upload_small(&plan.weights)?,
         norms: gpu.upload_small(&plan.norms)?,
         lnfact: gpu.upload_small(&plan.ln_fact)?,
+        mlist: gpu.upload_small(&(0..=plan.lay.mmax as i64).collect::<Vec<_>>())?,
+        moff: gpu.upload_small(
+            &(0..=plan.lay.mmax)
+                .map(|m| plan.lay.mstart(m) as i64)
+                .collect::<Vec<_>>(),
+        )?,
     })
 }
 
@@ -49,7 +58,8 @@ pub(super) struct Ctx<'a> {
     pub(super) g: Geo,
 }
 
-/// Up to three components handled by one launch: spin 0 only, or T + (E, B) with spin 2.
+/// Up to three components handled by one launch: spin 0 only, or T + (E, B) with spin 2, or
+/// (E, B) alone (`pol` with two components: the spin-2 SHT halves).
 #[derive(Debug, Clone)]
 pub(super) struct Group {
     pub(super) comps: Vec<usize>,
@@ -59,6 +69,7 @@ pub(super) struct Group {
 impl Group {
     pub(super) fn synth_kernel(&self) -> &'static str {
         match (self.pol, self.comps.len()) {
+            (true, 2) => "leg_synth_pol0",
             (true, _) => "leg_synth_pol",
             (false, 1) => "leg_synth_s1",
             (false, 2) => "leg_synth_s2",
@@ -75,6 +86,7 @@ impl Group {
     }
     pub(super) fn anal_kernel(&self) -> &'static str {
         match (self.pol, self.comps.len()) {
+            (true, 2) => "leg_anal_pol0",
             (true, _) => "leg_anal_pol",
             (false, 1) => "leg_anal_s1",
             (false, 2) => "leg_anal_s2",
