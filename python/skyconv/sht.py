@@ -445,4 +445,16 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     return out[0] if lonely else out
 
 
-__all__ = ["UNSEEN", "Alm", "alm2map", "almxfl", "map2alm"]
+from .sht_halves import alm2leg, leg2alm, leg2map, map2leg  # noqa: E402 (re-export)
+
+__all__ = [
+    "UNSEEN",
+    "Alm",
+    "alm2map",
+    "almxfl",
+    "map2alm",
+    "alm2leg",
+    "leg2map",
+    "map2leg",
+    "leg2alm",
+]

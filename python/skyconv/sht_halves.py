@@ -1,0 +1,426 @@
+"""The two halves of each spherical harmonic transform, on blocks of m and blocks of rings: the
+building blocks of a distributed transform (the S2HAT scheme).
+
+A synthesis ``alm2map`` is ``leg2map(alm2leg(alm))``: the Legendre stage turns the alm of a
+set of m into the ring Fourier coefficients Δ_m(θ_r) = Σ_l a_lm λ_lm(θ_r) on a set of rings, and
+the ring-FFT stage turns Δ_m, m = 0..mmax, on a set of rings into those rings' pixels. A
+distributed transform gives each process a block of m for the first stage and a block of rings
+for the second, with one all-to-all of Δ in between. The analysis runs backwards:
+``map2leg`` (ring FFTs, no weights) then ``leg2alm`` (Legendre sums with the quadrature weight
+4π/npix × ring weight), so that ``map2alm(m, iter=0)`` is the sum over ring blocks of
+``leg2alm(map2leg(m_block))``.
+
+Conventions (healpy's, as :func:`skyconv.alm2map`):
+
+- ``alm`` of a block of m: complex128 ``(ncomp, nblk)``, the columns of the m in ``ms``
+  (strictly increasing) one after the other, l = m..lmax in each: healpy's layout restricted to
+  ``ms`` (:func:`alm_block` cuts one out of a full alm array).
+- ``rings``: int64 ring indices 0..4·nside−2 of the RING scheme, north to south, distinct, in
+  any order; the pixels of a ring block are the rings' pixels concatenated in that order
+  (:func:`ring_pixels`).
+- ``leg``: complex128 ``(ncomp, len(rings), number of m)``. Spin 2: ``alm`` holds (E, B) and
+  ``leg`` the Fourier coefficients of the (Q, U) rings.
+
+Each function also takes arrays without the leading component axis and then returns one
+without it. Ring and pixel indices are int64 throughout (nside up to 2**29).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._utils.arrays import int_arg
+from ._utils.device import resolve
+from .exceptions import ArgumentError, ShapeError
+
+__all__ = [
+    "alm2leg",
+    "leg2map",
+    "map2leg",
+    "leg2alm",
+    "ring_pixels",
+    "ring_lengths",
+    "alm_block",
+]
+
+
+def _nside(nside) -> int:
+    n = int_arg(nside, "nside")
+    if n < 1 or n > 2**29 or n & (n - 1):
+        raise ArgumentError(f"nside must be a power of 2 in 1..2**29, got {n}")
+    return n
+
+
+def _rings(rings, nside: int) -> np.ndarray:
+    nr = 4 * nside - 1
+    if rings is None:
+        return np.arange(nr, dtype=np.int64)
+    r = np.asarray(rings)
+    if r.ndim != 1 or (r.size and r.dtype.kind not in "iu"):
+        raise ArgumentError("rings must be a 1-D array of integer ring indices")
+    r = np.ascontiguousarray(r, dtype=np.int64)
+    if r.size and (r.min() < 0 or r.max() >= nr):
+        raise ArgumentError(f"rings must lie in 0..4*nside-2 = {nr - 1}, got {r.min()}..{r.max()}")
+    if np.unique(r).size != r.size:
+        raise ArgumentError("rings must be distinct")
+    return r
+
+
+def _ms(ms, lmax: int) -> np.ndarray:
+    m = np.asarray(ms)
+    if m.ndim != 1 or (m.size and m.dtype.kind not in "iu"):
+        raise ArgumentError("ms must be a 1-D array of integer m values")
+    m = np.ascontiguousarray(m, dtype=np.int64)
+    if m.size and (m[0] < 0 or m[-1] > lmax or np.any(np.diff(m) <= 0)):
+        raise ArgumentError(f"ms must be strictly increasing integers in 0..lmax = {lmax}")
+    return m
+
+
+def _spin(spin) -> bool:
+    s = int_arg(spin, "spin")
+    if s not in (0, 2):
+        raise ArgumentError(f"spin must be 0 or 2, got {s}")
+    return s == 2
+
+
+def _device(device) -> str:
+    dev = resolve(device)
+    # The GPU halves are not in this build: "auto" runs them on the CPU; an explicit GPU
+    # request is refused by the core with a DeviceError.
+    return "cpu" if dev.auto else dev.core
+
+
+def _complex(a, name: str, ndim: int) -> tuple[np.ndarray, bool]:
+    arr = np.asarray(a)
+    if arr.ndim not in (ndim - 1, ndim):
+        raise ShapeError(f"{name} must have {ndim - 1} or {ndim} dimensions, got shape {arr.shape}")
+    squeeze = arr.ndim == ndim - 1
+    if squeeze:
+        arr = arr[None]
+    return np.ascontiguousarray(arr, dtype=np.complex128), squeeze
+
+
+def ring_lengths(nside, rings=None) -> np.ndarray:
+    """Number of pixels of each ring.
+
+    Parameters
+    ----------
+    nside : int
+        HEALPix resolution (a power of 2 up to 2**29).
+    rings : array of int, optional
+        Ring indices 0..4·nside−2 (RING scheme, north to south); default all.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        nphi of each ring: 4·i for the i-th ring from either pole in the caps, 4·nside in the
+        equatorial belt.
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside or ring indices.
+    """
+    nside = _nside(nside)
+    r = _rings(rings, nside)
+    i = np.minimum(r + 1, 4 * nside - 1 - r)  # ring number from the nearer pole, 1-based
+    return np.where(i < nside, 4 * i, 4 * nside).astype(np.int64)
+
+
+def ring_pixels(nside, rings=None) -> np.ndarray:
+    """RING-scheme pixel indices of a block of rings, concatenated in the given ring order.
+
+    Parameters
+    ----------
+    nside : int
+        HEALPix resolution (a power of 2 up to 2**29).
+    rings : array of int, optional
+        Ring indices 0..4·nside−2, distinct; default all (then the result is 0..npix−1).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The pixel indices, ``sum(ring_lengths(nside, rings))`` of them.
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside or ring indices.
+    """
+    nside = _nside(nside)
+    r = _rings(rings, nside)
+    n = np.int64(nside)
+    i = r + 1  # 1-based ring number from the north pole
+    j = 4 * n - i  # from the south pole
+    npix = 12 * n * n
+    first = np.where(
+        i < n,
+        2 * i * (i - 1),
+        np.where(i <= 3 * n, 2 * n * (n - 1) + (i - n) * 4 * n, npix - 2 * j * (j + 1)),
+    )
+    nphi = ring_lengths(nside, r)
+    if r.size == 0:
+        return np.zeros(0, np.int64)
+    starts = np.repeat(first - np.concatenate(([0], np.cumsum(nphi)[:-1])), nphi)
+    return starts + np.arange(nphi.sum(), dtype=np.int64)
+
+
+def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:
+    """Cut the columns of the m in ``ms`` out of alm in healpy's layout.
+
+    Parameters
+    ----------
+    alm : array of complex, shape (..., nalm)
+        alm in healpy's layout for ``lmax`` and ``mmax``.
+    lmax : int
+        Band limit.
+    ms : array of int
+        Strictly increasing m values, each <= mmax.
+    mmax : int, optional
+        Highest m of ``alm`` (default lmax).
+
+    Returns
+    -------
+    numpy.ndarray of complex128, shape (..., nblk)
+        The block, m by m, l = m..lmax each.
+
+    Raises
+    ------
+    ArgumentError
+        Bad ms.
+    ShapeError
+        alm has the wrong length.
+    """
+    lmax = int_arg(lmax, "lmax")
+    mmax = lmax if mmax is None else int_arg(mmax, "mmax")
+    m = _ms(ms, mmax)
+    a = np.asarray(alm)
+    nalm = (mmax + 1) * (lmax + 1) - mmax * (mmax + 1) // 2
+    if a.shape[-1:] != (nalm,):
+        raise ShapeError(
+            f"alm must have {nalm} coefficients (lmax={lmax}, mmax={mmax}), got shape {a.shape}"
+        )
+    idx = block_index(lmax, m)
+    return np.ascontiguousarray(a[..., idx], dtype=np.complex128)
+
+
+def block_index(lmax: int, ms: np.ndarray) -> np.ndarray:
+    """Positions in a full healpy alm array (any mmax >= max(ms)) of the block of ``ms``."""
+    ms = np.asarray(ms, dtype=np.int64)
+    if ms.size == 0:
+        return np.zeros(0, np.int64)
+    starts = ms * (2 * lmax + 1 - ms) // 2 + ms
+    lens = lmax + 1 - ms
+    offs = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    return np.repeat(starts - offs, lens) + np.arange(lens.sum(), dtype=np.int64)
+
+
+def alm2leg(alm, nside, lmax, ms, rings=None, spin=0, device=None) -> np.ndarray:
+    """Legendre stage of the synthesis: alm of a block of m → ring coefficients Δ_m(θ_r).
+
+    Parameters
+    ----------
+    alm : array of complex, shape (ncomp, nblk) or (nblk,)
+        The alm of the m in ``ms``, m by m, l = m..lmax each (see :func:`alm_block`). Spin 0:
+        any ncomp (independent transforms); spin 2: ncomp = 2 (E, B).
+    nside : int
+        HEALPix resolution of the map.
+    lmax : int
+        Band limit.
+    ms : array of int
+        The block's m values, strictly increasing, in 0..lmax.
+    rings : array of int, optional
+        Ring indices 0..4·nside−2, distinct; default all rings north to south.
+    spin : {0, 2}
+        0: Δ_m = Σ_l a_lm λ_lm(θ); 2: (E, B) → the Fourier coefficients of the (Q, U) rings
+        with healpy's sign convention.
+    device : str, optional
+        "cpu" (or "auto"/None, which run on the CPU in this build).
+
+    Returns
+    -------
+    numpy.ndarray of complex128, shape (ncomp, len(rings), len(ms))
+        Δ_m on each ring (without the component axis when ``alm`` had none).
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside, lmax, ms, rings or spin.
+    ShapeError
+        ``alm`` does not hold the block of ``ms``, or spin 2 without 2 components.
+    DeviceError
+        A GPU was requested.
+    """
+    nside = _nside(nside)
+    lmax = int_arg(lmax, "lmax")
+    if lmax < 0:
+        raise ArgumentError(f"lmax must be >= 0, got {lmax}")
+    m = _ms(ms, lmax)
+    r = _rings(rings, nside)
+    s2 = _spin(spin)
+    a, squeeze = _complex(alm, "alm", 2)
+    nblk = int(np.sum(lmax + 1 - m))
+    if a.shape[1] != nblk:
+        raise ShapeError(
+            f"alm must have {nblk} coefficients per component for lmax={lmax} and these ms, "
+            f"got {a.shape[1]}"
+        )
+    if s2 and a.shape[0] != 2:
+        raise ShapeError(f"spin=2 needs alm with 2 components (E, B), got {a.shape[0]}")
+    out = _core._alm2leg(a, nside, lmax, m, r, s2, _device(device))
+    return out[0] if squeeze else out
+
+
+def leg2map(leg, nside, rings=None, device=None) -> np.ndarray:
+    """Ring-FFT stage of the synthesis: Δ_m, m = 0..mmax, on a block of rings → their pixels.
+
+    Parameters
+    ----------
+    leg : array of complex, shape (ncomp, len(rings), mmax + 1) or (len(rings), mmax + 1)
+        Δ_m for every m = 0..mmax on each ring (the m blocks of :func:`alm2leg` joined along
+        the last axis).
+    nside : int
+        HEALPix resolution.
+    rings : array of int, optional
+        Ring indices, distinct; default all rings north to south.
+    device : str, optional
+        "cpu" (or "auto"/None, which run on the CPU in this build).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (ncomp, npix_block)
+        The rings' pixels p_j = Σ_m Δ_m e^{i m φ_j} + c.c. (m > 0), concatenated in the order
+        of ``rings`` (:func:`ring_pixels` gives their indices).
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside or rings.
+    ShapeError
+        ``leg`` does not have one row per ring, or no m.
+    DeviceError
+        A GPU was requested.
+    """
+    nside = _nside(nside)
+    r = _rings(rings, nside)
+    g, squeeze = _complex(leg, "leg", 3)
+    if g.shape[1] != r.size or g.shape[2] < 1:
+        raise ShapeError(f"leg must have shape (ncomp, {r.size}, mmax+1 >= 1), got {g.shape}")
+    out = _core._leg2map(g, nside, r, _device(device))
+    return out[0] if squeeze else out
+
+
+def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
+    """Ring-FFT stage of the analysis: a block of rings' pixels → their Fourier coefficients.
+
+    Parameters
+    ----------
+    maps : array of float, shape (ncomp, npix_block) or (npix_block,)
+        The pixels of ``rings``, concatenated in that order (UNSEEN is not special here: zero
+        such pixels first, as :func:`skyconv.map2alm` does).
+    nside : int
+        HEALPix resolution.
+    mmax : int
+        Highest m to keep.
+    rings : array of int, optional
+        Ring indices, distinct; default all rings north to south.
+    device : str, optional
+        "cpu" (or "auto"/None, which run on the CPU in this build).
+
+    Returns
+    -------
+    numpy.ndarray of complex128, shape (ncomp, len(rings), mmax + 1)
+        Σ_j p_j e^{−i m φ_j} per ring (no quadrature weight; :func:`leg2alm` applies it).
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside, mmax or rings.
+    ShapeError
+        ``maps`` does not hold the rings' pixels.
+    DeviceError
+        A GPU was requested.
+    """
+    nside = _nside(nside)
+    mmax = int_arg(mmax, "mmax")
+    if mmax < 0:
+        raise ArgumentError(f"mmax must be >= 0, got {mmax}")
+    r = _rings(rings, nside)
+    arr = np.asarray(maps)
+    if arr.ndim not in (1, 2):
+        raise ShapeError(f"maps must have 1 or 2 dimensions, got shape {arr.shape}")
+    squeeze = arr.ndim == 1
+    arr = np.ascontiguousarray(arr[None] if squeeze else arr, dtype=np.float64)
+    npix = int(ring_lengths(nside, r).sum())
+    if arr.shape[1] != npix:
+        raise ShapeError(
+            f"maps must have the rings' {npix} pixels per component, got {arr.shape[1]}"
+        )
+    out = _core._map2leg(arr, nside, mmax, r, _device(device))
+    return out[0] if squeeze else out
+
+
+def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=None) -> np.ndarray:
+    """Legendre stage of the analysis (adjoint of :func:`alm2leg` with the quadrature weights).
+
+    Parameters
+    ----------
+    leg : array of complex, shape (ncomp, len(rings), len(ms)) or (len(rings), len(ms))
+        The rings' Fourier coefficients of the m in ``ms`` (from :func:`map2leg`, unweighted).
+        Spin 2: the (Q, U) components.
+    nside : int
+        HEALPix resolution.
+    lmax : int
+        Band limit.
+    ms : array of int
+        The block's m values, strictly increasing, in 0..lmax.
+    rings : array of int, optional
+        Ring indices, distinct; default all rings north to south.
+    spin : {0, 2}
+        As :func:`alm2leg` (spin 2: (Q, U) → (E, B)).
+    ring_weights : array of float, optional
+        Factor per ring (4·nside−1 values, or 2·nside for the northern half and equator) on
+        the quadrature weight 4π/npix, as :func:`skyconv.map2alm`; default 1.
+    device : str, optional
+        "cpu" (or "auto"/None, which run on the CPU in this build).
+
+    Returns
+    -------
+    numpy.ndarray of complex128, shape (ncomp, nblk)
+        a_lm = Σ_r w_r Δ_m(θ_r) λ_lm(θ_r) for the m in ``ms`` (layout of :func:`alm_block`):
+        the rings' share of map2alm with iter=0. Sum over a partition of the rings gives it.
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside, lmax, ms, rings, spin or ring_weights.
+    ShapeError
+        ``leg`` does not match rings and ms, or spin 2 without 2 components.
+    DeviceError
+        A GPU was requested.
+    """
+    nside = _nside(nside)
+    lmax = int_arg(lmax, "lmax")
+    if lmax < 0:
+        raise ArgumentError(f"lmax must be >= 0, got {lmax}")
+    m = _ms(ms, lmax)
+    r = _rings(rings, nside)
+    s2 = _spin(spin)
+    g, squeeze = _complex(leg, "leg", 3)
+    if g.shape[1:] != (r.size, m.size):
+        raise ShapeError(f"leg must have shape (ncomp, {r.size}, {m.size}), got {g.shape}")
+    if s2 and g.shape[0] != 2:
+        raise ShapeError(f"spin=2 needs leg with 2 components (Q, U), got {g.shape[0]}")
+    w = None
+    if ring_weights is not None:
+        w = np.ascontiguousarray(ring_weights, dtype=np.float64)
+        if w.ndim != 1 or w.size not in (4 * nside - 1, 2 * nside):
+            raise ArgumentError(
+                f"ring_weights must have 4*nside-1 = {4 * nside - 1} or 2*nside = {2 * nside} "
+                f"values, got shape {w.shape}"
+            )
+        if not np.all(np.isfinite(w)):
+            raise ArgumentError("ring_weights must be finite")
+    out = _core._leg2alm(g, nside, lmax, m, r, s2, w, _device(device))
+    return out[0] if squeeze else out
