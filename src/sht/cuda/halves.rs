@@ -16,14 +16,23 @@
 use realfft::num_complex::Complex64 as C64;
 
 use super::launch::{self, LegTabs, RingTabs};
-use super::setup::Group;
+use super::setup::{note_used, Group};
 use super::stages::comps_mut;
-use super::{as_f64, as_f64_mut, check_sizes, MODULE, TPB_MISC};
+use super::{as_f64, as_f64_mut, check_sizes};
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
-use crate::backend::cuda::{self, CudaSlice, Gpu, PushKernelArg};
+use crate::backend::cuda::{self, CudaSlice, Gpu};
 use crate::error::{Error, Result};
 use crate::sht::Plan;
+
+/// Most bytes of one block's phase (or ring) buffers: blocks come back to host buffers of the
+/// same size, so they stay moderate whatever the device holds.
+const BLOCK_BYTES: usize = 4 << 30;
+
+/// The device budget of a halves call: `Gpu::budget`, at most BLOCK_BYTES.
+fn block_budget(gpu: &Gpu) -> Result<usize> {
+    Ok(gpu.budget()?.min(BLOCK_BYTES))
+}
 
 /// m per block forced by SKYCONV_SHT_CHUNK_MS (tests), else None.
 fn forced_chunk_ms() -> Option<usize> {
@@ -34,7 +43,13 @@ fn forced_chunk_ms() -> Option<usize> {
 }
 
 /// Checks shared by the Legendre halves; returns the packed offset of each m (and the total).
-fn check_ms(plan: &Plan, spin2: bool, ms: &[usize], rings: &[usize], nc: usize) -> Result<Vec<usize>> {
+fn check_ms(
+    plan: &Plan,
+    spin2: bool,
+    ms: &[usize],
+    rings: &[usize],
+    nc: usize,
+) -> Result<Vec<usize>> {
     check_sizes(plan)?;
     if spin2 && nc != 2 {
         return Err(Error::shape(format!(
@@ -192,7 +207,7 @@ pub fn alm2leg(
     let _only = gpu.exclusive();
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
-    let budget = gpu.budget()?;
+    let budget = block_budget(gpu.as_ref())?;
     for grp in groups(spin2, nc_all) {
         let nc = grp.comps.len();
         for (j0, j1) in m_blocks(&off, nc, budget / 2) {
@@ -214,7 +229,7 @@ pub fn alm2leg(
             );
             // SAFETY: leg_synth writes every row and column of the block before it is read.
             let mut d_phase = unsafe { gpu.alloc::<f64>(nc * 2 * np_max * ncol * 2) }?;
-            super::multi::note_used(&gpu);
+            note_used(&gpu);
             let t = LegTabs {
                 lmax: plan.lay.lmax,
                 norms: &dev.norms,
@@ -278,7 +293,7 @@ pub fn leg2alm(
     let _only = gpu.exclusive();
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
-    let budget = gpu.budget()?;
+    let budget = block_budget(gpu.as_ref())?;
     let mut spare = (gpu.alloc_zeros::<f64>(1)?, gpu.alloc_zeros::<f64>(1)?);
     for grp in groups(spin2, nc_all) {
         let nc = grp.comps.len();
@@ -301,7 +316,7 @@ pub fn leg2alm(
             );
             // SAFETY: each block's phase is uploaded in full before leg_anal reads it.
             let mut d_phase = unsafe { gpu.alloc::<f64>(nc * 2 * np_max * ncol * 2) }?;
-            super::multi::note_used(&gpu);
+            note_used(&gpu);
             let t = LegTabs {
                 lmax: plan.lay.lmax,
                 norms: &dev.norms,
@@ -506,7 +521,7 @@ fn rows_per_block(gpu: &Gpu, plan: &Plan, nc: usize, mmax: usize) -> Result<usiz
     let per_row = nc * (16 * (mmax + 1) + 16 * (2 * ns + 1) + 8 * 4 * ns + 8 * 4 * ns);
     let n = match crate::sht::forced_chunk_pairs() {
         Some(p) => 2 * p,
-        None => gpu.budget()? / 2 / per_row.max(1),
+        None => block_budget(gpu)? / per_row.max(1),
     };
     Ok(n.clamp(1, 65535))
 }
@@ -540,7 +555,7 @@ pub fn leg2map(
         let nc = grp.comps.len();
         let rows = rows_of(&gpu, plan, rings, rows_per_block(&gpu, plan, nc, mmax)?)?;
         let mut b = ring_bufs(&gpu, plan, nc, mmax, &rows)?;
-        super::multi::note_used(&gpu);
+        note_used(&gpu);
         let rt = RingTabs {
             nside: plan.nside,
             nphi: &rows.nphi,
@@ -560,7 +575,17 @@ pub fn leg2map(
             }
             gpu.upload_into(as_f64(&h), &mut b.phase)?;
             launch::fold(&gpu, &b.phase, &mut b.spec, mmax, &rt, q0, n, nc)?;
-            block_ffts(&gpu, plan, rings, &rows, (q0, n), nc, &mut b.spec, &mut b.real, false)?;
+            block_ffts(
+                &gpu,
+                plan,
+                rings,
+                &rows,
+                (q0, n),
+                nc,
+                &mut b.spec,
+                &mut b.real,
+                false,
+            )?;
             let outs: Vec<&mut CudaSlice<f64>> = b.pix.iter_mut().collect();
             launch::scatter(
                 &gpu,
@@ -588,7 +613,7 @@ pub fn leg2map(
 }
 
 /// The ring Fourier coefficients m = 0..=mmax of the pixels of `rings` (no quadrature weight;
-/// UNSEEN pixels count as 0): `maps[c]` holds Σ nphi(ring) values, `leg[c]` is
+/// pixels taken as they are, as the CPU half): `maps[c]` holds Σ nphi(ring) values, `leg[c]` is
 /// (len(rings), mmax+1) row-major.
 pub fn map2leg(
     plan: &Plan,
@@ -613,12 +638,11 @@ pub fn map2leg(
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let w = mmax + 1;
-    let clean = gpu.function(MODULE, "clean_inplace_f64")?;
     for grp in groups(false, nc_all) {
         let nc = grp.comps.len();
         let rows = rows_of(&gpu, plan, rings, rows_per_block(&gpu, plan, nc, mmax)?)?;
         let mut b = ring_bufs(&gpu, plan, nc, mmax, &rows)?;
-        super::multi::note_used(&gpu);
+        note_used(&gpu);
         let rt = RingTabs {
             nside: plan.nside,
             nphi: &rows.nphi,
@@ -638,11 +662,6 @@ pub fn map2leg(
                     at += len;
                 }
                 gpu.upload_into(&tmp, &mut b.pix[ci])?;
-                let np = px as i64;
-                let mut l = gpu.stream.launch_builder(&clean);
-                l.arg(&mut b.pix[ci]).arg(&np);
-                // SAFETY: matches clean_inplace_f64; pix holds at least px values.
-                unsafe { l.launch(crate::backend::cuda::grid_stride(px, 65535 * 16)) }?;
                 // tmp is refilled for the next component only after this upload is done
                 gpu.sync()?;
             }
@@ -656,7 +675,17 @@ pub fn map2leg(
                 q0,
                 n,
             )?;
-            block_ffts(&gpu, plan, rings, &rows, (q0, n), nc, &mut b.spec, &mut b.real, true)?;
+            block_ffts(
+                &gpu,
+                plan,
+                rings,
+                &rows,
+                (q0, n),
+                nc,
+                &mut b.spec,
+                &mut b.real,
+                true,
+            )?;
             launch::unfold(&gpu, &b.spec, &mut b.phase, mmax, &rt, q0, n, nc)?;
             let mut h = vec![C64::new(0.0, 0.0); nc * n * w];
             gpu.download(&b.phase, as_f64_mut(&mut h))?;

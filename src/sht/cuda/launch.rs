@@ -97,6 +97,7 @@ pub(super) fn leg_synth(
 
 /// `leg_anal_*`: phase rows of pairs p0..p0+np -> added into the alm of the columns' m.
 /// `outs`: the group's alm arrays (1 to 3), `spare`: stand-ins for missing ones.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn leg_anal(
     gpu: &Gpu,
     grp: &Group,
@@ -170,11 +171,7 @@ pub(super) fn fold(
         .arg(r.nphi)
         .arg(r.shift)
         .arg(&direct);
-    let grid = (
-        blocks(h, TPB_MISC),
-        grid_y(r.nrow(n), "rows")?,
-        nc as u32,
-    );
+    let grid = (blocks(h, TPB_MISC), grid_y(r.nrow(n), "rows")?, nc as u32);
     // SAFETY: matches `fold`; spec holds nrow × nc × H complex, phase nc × nrow × (mmax+1).
     unsafe { b.launch(cfg(grid, TPB_MISC)) }?;
     Ok(())

@@ -3,6 +3,7 @@
 //! scratch sized to the memory budget (`Work`), and the launch shapes and chunk list.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::backend::cuda::ring_fft::RingFft;
 use crate::backend::cuda::{CudaSlice, Gpu, LaunchConfig};
@@ -188,4 +189,17 @@ pub(super) fn chunk_list(plan: &Plan, np_max: usize) -> Vec<(usize, usize)> {
         .step_by(np_max)
         .map(|p0| (p0, np_max.min(n - p0)))
         .collect()
+}
+
+/// Most device memory in use seen by the SHT halves per GPU ordinal (`multi` resets and reads
+/// it around a multi-GPU transform).
+pub(super) static PEAK: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+
+/// Record the device memory in use now (total − free) as a candidate peak for its GPU.
+pub(super) fn note_used(gpu: &Gpu) {
+    if let Ok((free, total)) = gpu.mem_info() {
+        if let Some(p) = PEAK.get(gpu.ordinal as usize) {
+            p.fetch_max(total.saturating_sub(free), Ordering::Relaxed);
+        }
+    }
 }
