@@ -18,7 +18,8 @@ import numpy as np
 from . import _core, _sht_multi
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
-from .exceptions import ShapeError
+from ._utils.lazy import is_dask_array
+from .exceptions import ArgumentError, ShapeError
 from .healpix import npix2nside
 
 #: healpy's marker of missing pixels.
@@ -277,7 +278,10 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, devices=No
     ----------
     alms : complex array (nalm,), or (ncomp, nalm) / sequence of arrays
         healpy-layout alm (unit: the map's unit). With ``pol=True`` and three components they
-        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U.
+        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U. A dask array gives a dask
+        array chunked by ring blocks (the transform split over the Dask workers, or one task per
+        component when there are at least as many components as workers:
+        ``skyconv._dask.sht``).
     nside : int
         Resolution of the output map (npix = 12 nside^2; any nside >= 1, as healpy's RING).
     lmax, mmax : int, optional
@@ -322,6 +326,15 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, devices=No
     ((48,), True)
     """
     devs = _sht_multi.devices_arg(devices, device)
+    if is_dask_array(alms):  # distributed transform: skyconv._dask.sht
+        if devs is not None:
+            raise ArgumentError(
+                "devices= splits a numpy transform over GPUs; dask arrays are distributed "
+                "by their scheduler (give devices=None)"
+            )
+        from ._dask import sht as _dsht
+
+        return _dsht.alm2map(alms, nside, lmax, mmax, pol, device)
     comps, lonely = _components(alms, "alms", "alm")
     comps = [_alm_array(c, "alms") for c in comps]
     nside = int_arg(nside, "nside")
@@ -378,6 +391,8 @@ def map2alm(
     maps : float32/float64 array (npix,), or (ncomp, npix) / sequence of arrays
         RING-ordered maps (any unit). With ``pol=True`` and three maps they are (I, Q, U) and
         the result is (T, E, B). UNSEEN pixels (-1.6375e30) are treated as 0 (on a copy).
+        A dask array gives dask alm chunked by blocks of m (see ``alm2map``); each Jacobi
+        iteration is then a distributed synthesis and analysis.
     lmax : int, optional
         Default 3*nside - 1.
     mmax : int, optional
@@ -428,6 +443,15 @@ def map2alm(
     True
     """
     devs = _sht_multi.devices_arg(devices, device)
+    if is_dask_array(maps):  # distributed transform: skyconv._dask.sht
+        if devs is not None:
+            raise ArgumentError(
+                "devices= splits a numpy transform over GPUs; dask arrays are distributed "
+                "by their scheduler (give devices=None)"
+            )
+        from ._dask import sht as _dsht
+
+        return _dsht.map2alm(maps, lmax, mmax, iter, pol, ring_weights, device)
     comps, lonely = _components(maps, "maps", "map")
     arrs = []
     for c in comps:

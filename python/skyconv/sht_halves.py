@@ -42,13 +42,21 @@ __all__ = [
     "ring_pixels",
     "ring_lengths",
     "alm_block",
+    "block_index",
+    "m_blocks",
+    "ring_blocks",
 ]
+
+
+def _c(a, dtype) -> np.ndarray:
+    """C-contiguous and aligned (arrays unpickled by Dask can be unaligned; the core needs both)."""
+    return np.require(a, dtype=dtype, requirements=["C", "A"])
 
 
 def _nside(nside) -> int:
     n = int_arg(nside, "nside")
-    if n < 1 or n > 2**29 or n & (n - 1):
-        raise ArgumentError(f"nside must be a power of 2 in 1..2**29, got {n}")
+    if n < 1 or n > 2**29:
+        raise ArgumentError(f"nside must be in 1..2**29 (RING scheme: any integer), got {n}")
     return n
 
 
@@ -59,7 +67,7 @@ def _rings(rings, nside: int) -> np.ndarray:
     r = np.asarray(rings)
     if r.ndim != 1 or (r.size and r.dtype.kind not in "iu"):
         raise ArgumentError("rings must be a 1-D array of integer ring indices")
-    r = np.ascontiguousarray(r, dtype=np.int64)
+    r = _c(r, np.int64)
     if r.size and (r.min() < 0 or r.max() >= nr):
         raise ArgumentError(f"rings must lie in 0..4*nside-2 = {nr - 1}, got {r.min()}..{r.max()}")
     if np.unique(r).size != r.size:
@@ -71,7 +79,7 @@ def _ms(ms, lmax: int) -> np.ndarray:
     m = np.asarray(ms)
     if m.ndim != 1 or (m.size and m.dtype.kind not in "iu"):
         raise ArgumentError("ms must be a 1-D array of integer m values")
-    m = np.ascontiguousarray(m, dtype=np.int64)
+    m = _c(m, np.int64)
     if m.size and (m[0] < 0 or m[-1] > lmax or np.any(np.diff(m) <= 0)):
         raise ArgumentError(f"ms must be strictly increasing integers in 0..lmax = {lmax}")
     return m
@@ -95,7 +103,7 @@ def _complex(a, name: str, ndim: int) -> tuple[np.ndarray, bool]:
     squeeze = arr.ndim == ndim - 1
     if squeeze:
         arr = arr[None]
-    return np.ascontiguousarray(arr, dtype=np.complex128), squeeze
+    return _c(arr, np.complex128), squeeze
 
 
 def ring_lengths(nside, rings=None) -> np.ndarray:
@@ -104,7 +112,7 @@ def ring_lengths(nside, rings=None) -> np.ndarray:
     Parameters
     ----------
     nside : int
-        HEALPix resolution (a power of 2 up to 2**29).
+        HEALPix resolution, 1..2**29 (any integer: RING scheme).
     rings : array of int, optional
         Ring indices 0..4·nside−2 (RING scheme, north to south); default all.
 
@@ -118,6 +126,12 @@ def ring_lengths(nside, rings=None) -> np.ndarray:
     ------
     ArgumentError
         Bad nside or ring indices.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import ring_lengths
+    >>> ring_lengths(2).tolist()
+    [4, 8, 8, 8, 8, 8, 4]
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
@@ -131,7 +145,7 @@ def ring_pixels(nside, rings=None) -> np.ndarray:
     Parameters
     ----------
     nside : int
-        HEALPix resolution (a power of 2 up to 2**29).
+        HEALPix resolution, 1..2**29 (any integer: RING scheme).
     rings : array of int, optional
         Ring indices 0..4·nside−2, distinct; default all (then the result is 0..npix−1).
 
@@ -144,6 +158,12 @@ def ring_pixels(nside, rings=None) -> np.ndarray:
     ------
     ArgumentError
         Bad nside or ring indices.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import ring_pixels
+    >>> ring_pixels(2, [6, 0]).tolist()
+    [44, 45, 46, 47, 0, 1, 2, 3]
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
@@ -161,6 +181,85 @@ def ring_pixels(nside, rings=None) -> np.ndarray:
         return np.zeros(0, np.int64)
     starts = np.repeat(first - np.concatenate(([0], np.cumsum(nphi)[:-1])), nphi)
     return starts + np.arange(nphi.sum(), dtype=np.int64)
+
+
+def m_blocks(lmax, mmax, n) -> list[np.ndarray]:
+    """Contiguous ranges of m = 0..mmax in at most ``n`` blocks of about equal Legendre work.
+
+    The cost of m is taken as lmax − m + 1 (the length of its sum over l), so blocks of large m
+    hold more m than blocks of small m. Contiguous ranges keep each block of alm a contiguous
+    slice of healpy's layout.
+
+    Parameters
+    ----------
+    lmax, mmax : int
+        Band limit and highest m, 0 <= mmax <= lmax.
+    n : int
+        Number of blocks wanted (>= 1); fewer come back when there are fewer m.
+
+    Returns
+    -------
+    list of numpy.ndarray of int64
+        The m of each block, ascending; together 0..mmax.
+
+    Raises
+    ------
+    ArgumentError
+        Not 0 <= mmax <= lmax, or n < 1.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import m_blocks
+    >>> [b.tolist() for b in m_blocks(7, 7, 2)]
+    [[0, 1, 2], [3, 4, 5, 6, 7]]
+    """
+    lmax, mmax, n = int_arg(lmax, "lmax"), int_arg(mmax, "mmax"), int_arg(n, "n")
+    if not 0 <= mmax <= lmax or n < 1:
+        raise ArgumentError(f"need 0 <= mmax <= lmax and n >= 1, got {lmax=}, {mmax=}, {n=}")
+    ms = np.arange(mmax + 1, dtype=np.int64)
+    return _cut(ms, np.cumsum(lmax + 1 - ms).astype(float), n)
+
+
+def ring_blocks(nside, n) -> list[np.ndarray]:
+    """Contiguous ranges of rings 0..4·nside−2 in at most ``n`` blocks of about equal pixel
+    counts (so each is a contiguous slice of the RING map).
+
+    Parameters
+    ----------
+    nside : int
+        HEALPix resolution.
+    n : int
+        Number of blocks wanted (>= 1).
+
+    Returns
+    -------
+    list of numpy.ndarray of int64
+        The rings of each block, ascending; together all rings.
+
+    Raises
+    ------
+    ArgumentError
+        Bad nside, or n < 1.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import ring_blocks
+    >>> [b.tolist() for b in ring_blocks(2, 2)]
+    [[0, 1, 2, 3], [4, 5, 6]]
+    """
+    nside, n = _nside(nside), int_arg(n, "n")
+    if n < 1:
+        raise ArgumentError(f"n must be >= 1, got {n}")
+    r = np.arange(4 * nside - 1, dtype=np.int64)
+    return _cut(r, np.cumsum(ring_lengths(nside)).astype(float), n)
+
+
+def _cut(items: np.ndarray, cum: np.ndarray, n: int) -> list[np.ndarray]:
+    """Split `items` into at most n contiguous runs of about equal cost (`cum`: running cost)."""
+    n = max(1, min(n, items.size))
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
+    cuts = np.unique(np.clip(cuts, 1, items.size - 1)) if items.size > 1 else []
+    return [b for b in np.split(items, cuts) if b.size]
 
 
 def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:
@@ -188,6 +287,13 @@ def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:
         Bad ms.
     ShapeError
         alm has the wrong length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyconv.sht_halves import alm_block
+    >>> alm_block(np.arange(6) + 0j, 2, [0, 2]).real.tolist()  # lmax 2: m=0: l 0..2, m=2: l 2
+    [0.0, 1.0, 2.0, 5.0]
     """
     lmax = int_arg(lmax, "lmax")
     mmax = lmax if mmax is None else int_arg(mmax, "mmax")
@@ -202,8 +308,28 @@ def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:
     return np.ascontiguousarray(a[..., idx], dtype=np.complex128)
 
 
-def block_index(lmax: int, ms: np.ndarray) -> np.ndarray:
-    """Positions in a full healpy alm array (any mmax >= max(ms)) of the block of ``ms``."""
+def block_index(lmax, ms) -> np.ndarray:
+    """Positions in a full healpy alm array of the block of ``ms`` (as :func:`alm_block` cuts
+    it; the positions do not depend on mmax).
+
+    Parameters
+    ----------
+    lmax : int
+        Band limit.
+    ms : array of int
+        Strictly increasing m values in 0..lmax.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        index(l, m) for each m in ``ms``, l = m..lmax.
+
+    Examples
+    --------
+    >>> from skyconv.sht_halves import block_index
+    >>> block_index(2, [0, 2]).tolist()
+    [0, 1, 2, 5]
+    """
     ms = np.asarray(ms, dtype=np.int64)
     if ms.size == 0:
         return np.zeros(0, np.int64)
@@ -248,6 +374,24 @@ def alm2leg(alm, nside, lmax, ms, rings=None, spin=0, device=None) -> np.ndarray
         ``alm`` does not hold the block of ``ms``, or spin 2 without 2 components.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    The halves of a synthesis, the m split in two blocks, equal ``alm2map``:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> from skyconv.sht_halves import alm2leg, alm_block, leg2map
+    >>> nside, lmax = 4, 8
+    >>> alm = np.random.default_rng(0).standard_normal(skyconv.Alm.getsize(lmax)) + 0j
+    >>> leg = np.concatenate(
+    ...     [alm2leg(alm_block(alm, lmax, ms), nside, lmax, ms) for ms in ([0, 1, 2], range(3, 9))],
+    ...     axis=-1)
+    >>> leg.shape
+    (15, 9)
+    >>> ref = skyconv.alm2map(alm, nside, lmax=lmax, device="cpu")
+    >>> bool(np.allclose(leg2map(leg, nside), ref, rtol=0, atol=1e-12))
+    True
     """
     nside = _nside(nside)
     lmax = int_arg(lmax, "lmax")
@@ -298,6 +442,16 @@ def leg2map(leg, nside, rings=None, device=None) -> np.ndarray:
         ``leg`` does not have one row per ring, or no m.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    Δ_0 = 1 on ring 0 (4 pixels) and Δ_1 = 1/2 on ring 1 (8 pixels, cos(φ) there):
+
+    >>> import numpy as np
+    >>> from skyconv.sht_halves import leg2map
+    >>> leg = np.array([[1, 0], [0, 0.5]], dtype=complex)
+    >>> np.round(leg2map(leg, 2, [0, 1]), 3).tolist()[:4]
+    [1.0, 1.0, 1.0, 1.0]
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
@@ -338,6 +492,15 @@ def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
         ``maps`` does not hold the rings' pixels.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    A constant ring of 4 pixels: Σ_j p_j = 4 at m = 0, nothing at m = 1:
+
+    >>> import numpy as np
+    >>> from skyconv.sht_halves import map2leg
+    >>> np.abs(map2leg(np.ones(4), 2, 1, [0])).round(12).tolist()
+    [[4.0, 0.0]]
     """
     nside = _nside(nside)
     mmax = int_arg(mmax, "mmax")
@@ -348,7 +511,7 @@ def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
     if arr.ndim not in (1, 2):
         raise ShapeError(f"maps must have 1 or 2 dimensions, got shape {arr.shape}")
     squeeze = arr.ndim == 1
-    arr = np.ascontiguousarray(arr[None] if squeeze else arr, dtype=np.float64)
+    arr = _c(arr[None] if squeeze else arr, np.float64)
     npix = int(ring_lengths(nside, r).sum())
     if arr.shape[1] != npix:
         raise ShapeError(
@@ -396,6 +559,23 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
         ``leg`` does not match rings and ms, or spin 2 without 2 components.
     DeviceError
         A GPU was requested.
+
+    Examples
+    --------
+    The halves of map2alm(iter=0), the rings split in two blocks and the results summed:
+
+    >>> import numpy as np
+    >>> import skyconv
+    >>> from skyconv.sht_halves import leg2alm, map2leg, ring_pixels
+    >>> nside, lmax = 4, 8
+    >>> m = np.random.default_rng(1).standard_normal(12 * nside**2)
+    >>> ms = np.arange(lmax + 1)
+    >>> alm = sum(
+    ...     leg2alm(map2leg(m[ring_pixels(nside, r)], nside, lmax, r), nside, lmax, ms, r)
+    ...     for r in (np.arange(7), np.arange(7, 15)))
+    >>> ref = skyconv.map2alm(m, lmax=lmax, iter=0, device="cpu")
+    >>> bool(np.allclose(alm, ref, rtol=0, atol=1e-14))
+    True
     """
     nside = _nside(nside)
     lmax = int_arg(lmax, "lmax")
@@ -411,7 +591,7 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
         raise ShapeError(f"spin=2 needs leg with 2 components (Q, U), got {g.shape[0]}")
     w = None
     if ring_weights is not None:
-        w = np.ascontiguousarray(ring_weights, dtype=np.float64)
+        w = _c(ring_weights, np.float64)
         if w.ndim != 1 or w.size not in (4 * nside - 1, 2 * nside):
             raise ArgumentError(
                 f"ring_weights must have 4*nside-1 = {4 * nside - 1} or 2*nside = {2 * nside} "

@@ -54,13 +54,11 @@ fn device(name: Option<&str>) -> PyResult<Device> {
     backend::resolve(name).map_err(to_pyerr)
 }
 
-/// The plan of a halves call (the CPU ring FFTs only where the CPU runs it).
-fn plan(dev: Device, nside: usize, lmax: usize, mmax: usize, w: Option<&[f64]>) -> Result<Plan> {
-    let p = Plan::new(nside, AlmLayout::new(lmax, mmax)?, w)?;
-    Ok(match dev {
-        Device::Cpu => p.with_ffts(),
-        Device::Cuda(_) => p,
-    })
+/// The plan of a halves call, without the per-ring FFT table of the full transform: the CPU
+/// ring stages look each ring's FFT up in the process-wide cache (a block needs few of them),
+/// the GPU's run on the device.
+fn plan(nside: usize, lmax: usize, mmax: usize, w: Option<&[f64]>) -> Result<Plan> {
+    Plan::new(nside, AlmLayout::new(lmax, mmax)?, w)
 }
 
 /// alm (ncomp, nblk) of the m in `ms` -> leg (ncomp, len(rings), len(ms)).
@@ -89,7 +87,7 @@ fn _alm2leg<'py>(
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut leg = rows_mut(data, nc, nr * nm);
         compute(py, || {
-            let p = plan(dev, nside, lmax, mmax, None)?;
+            let p = plan(nside, lmax, mmax, None)?;
             match dev {
                 Device::Cpu => halves::alm2leg(&p, spin2, &ms, &rings, &a, &mut leg),
                 Device::Cuda(n) => crate::backend::cuda::on(n, || {
@@ -126,7 +124,7 @@ fn _leg2map<'py>(
     } else {
         flat.chunks(sh[1] * nm).collect()
     };
-    let p = plan(dev, nside, 0, 0, None).map_err(to_pyerr)?;
+    let p = plan(nside, 0, 0, None).map_err(to_pyerr)?;
     let npix: usize = rings
         .iter()
         .map(|&r| p.rings.get(r).map_or(0, |g| g.nphi))
@@ -161,7 +159,7 @@ fn _map2leg<'py>(
     let rings = indices(&rings, "rings")?;
     let m = rows(&maps, "maps")?;
     let (nc, nr) = (m.len(), rings.len());
-    let p = plan(dev, nside, 0, 0, None).map_err(to_pyerr)?;
+    let p = plan(nside, 0, 0, None).map_err(to_pyerr)?;
     let out = empty_for::<Complex64>(py, &[nc, nr, mmax + 1], dev);
     {
         // map2leg writes every element
@@ -219,7 +217,7 @@ fn _leg2alm<'py>(
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alm = rows_mut(data, nc, nblk);
         compute(py, || {
-            let p = plan(dev, nside, lmax, mmax, w)?;
+            let p = plan(nside, lmax, mmax, w)?;
             match dev {
                 Device::Cpu => halves::leg2alm(&p, spin2, &ms, &rings, &l, &mut alm),
                 Device::Cuda(n) => crate::backend::cuda::on(n, || {

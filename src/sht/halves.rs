@@ -311,3 +311,106 @@ pub fn leg2alm(
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sht::{cpu, AlmLayout};
+
+    fn alm(lay: AlmLayout, seed: u64) -> Vec<C64> {
+        // a small LCG: deterministic values in (-1, 1), m = 0 real
+        let mut s = seed;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        };
+        (0..lay.size())
+            .map(|i| C64::new(next(), if i <= lay.lmax { 0.0 } else { next() }))
+            .collect()
+    }
+
+    /// Two m blocks and two ring blocks (one of them the southern rings in reverse order) give
+    /// the full CPU synthesis, and the analysis summed over the ring blocks the full analysis.
+    #[test]
+    fn blocks_compose_to_the_full_transforms() {
+        let (nside, lay) = (8, AlmLayout::new(21, 13).unwrap());
+        let plan = Plan::new(nside, lay, None).unwrap().with_ffts();
+        let a = alm(lay, 7);
+        let mut full = vec![0.0; plan.npix];
+        cpu::alm2map(&plan, &[Job::Spin0(0, 0)], &[&a], &mut [&mut full]);
+        let nr = plan.rings.len();
+        let mblocks: [Vec<usize>; 2] =
+            [(0..=13).step_by(2).collect(), (1..=13).step_by(2).collect()];
+        let rblocks: [Vec<usize>; 2] = [(0..nr / 2).collect(), (nr / 2..nr).rev().collect()];
+        let mut leg_all = vec![C64::new(0.0, 0.0); nr * 14];
+        for ms in &mblocks {
+            let blk: Vec<C64> = ms
+                .iter()
+                .flat_map(|&m| a[lay.mstart(m)..lay.mstart(m) + lay.mlen(m)].to_vec())
+                .collect();
+            let mut leg = vec![C64::new(0.0, 0.0); nr * ms.len()];
+            let rings: Vec<usize> = (0..nr).collect();
+            alm2leg(&plan, false, ms, &rings, &[&blk], &mut [&mut leg]).unwrap();
+            for r in 0..nr {
+                for (j, &m) in ms.iter().enumerate() {
+                    leg_all[r * 14 + m] = leg[r * ms.len() + j];
+                }
+            }
+        }
+        let mut alm_sum = vec![C64::new(0.0, 0.0); lay.size()];
+        for rings in &rblocks {
+            let leg: Vec<C64> = rings
+                .iter()
+                .flat_map(|&r| leg_all[r * 14..(r + 1) * 14].to_vec())
+                .collect();
+            let npix: usize = rings.iter().map(|&r| plan.rings[r].nphi).sum();
+            let mut pix = vec![0.0; npix];
+            leg2map(&plan, rings, 13, &[&leg], &mut [&mut pix]).unwrap();
+            let mut at = 0;
+            let mut back = vec![C64::new(0.0, 0.0); rings.len() * 14];
+            for &r in rings {
+                let (f, n) = (plan.rings[r].first as usize, plan.rings[r].nphi);
+                for k in 0..n {
+                    assert!((pix[at + k] - full[f + k]).abs() <= 1e-13, "ring {r}");
+                }
+                at += n;
+            }
+            map2leg(&plan, rings, 13, &[&pix], &mut [&mut back]).unwrap();
+            let ms: Vec<usize> = (0..=13).collect();
+            let mut part = vec![C64::new(0.0, 0.0); lay.size()];
+            leg2alm(&plan, false, &ms, rings, &[&back], &mut [&mut part]).unwrap();
+            for (s, p) in alm_sum.iter_mut().zip(&part) {
+                *s += p;
+            }
+        }
+        let mut want = vec![C64::new(0.0, 0.0); lay.size()];
+        cpu::map2alm(&plan, &[Job::Spin0(0, 0)], &[&full], &mut [&mut want]);
+        for (g, w) in alm_sum.iter().zip(&want) {
+            assert!((g - w).norm() <= 1e-13, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn bad_blocks_are_refused() {
+        let plan = Plan::new(4, AlmLayout::new(6, 6).unwrap(), None).unwrap();
+        let mut leg = vec![C64::new(0.0, 0.0); 2];
+        let a = vec![C64::new(0.0, 0.0); 13];
+        let e = |ms: &[usize], rings: &[usize], leg: &mut [C64]| {
+            alm2leg(&plan, false, ms, rings, &[&a], &mut [leg]).unwrap_err()
+        };
+        assert!(matches!(e(&[1, 0], &[0], &mut leg), Error::Value(_)));
+        assert!(matches!(e(&[0, 1], &[15], &mut leg), Error::Value(_)));
+        assert!(matches!(
+            e(&[0, 1], &[3, 3], &mut leg[..1]),
+            Error::Value(_)
+        ));
+        assert!(matches!(e(&[0], &[0], &mut leg), Error::Shape(_)));
+        let two = [&a[..], &a[..]];
+        let mut l2 = [C64::new(0.0, 0.0); 1];
+        // spin 2 needs (E, B): one component is refused
+        let r = alm2leg(&plan, true, &[0], &[0], &two[..1], &mut [&mut l2]);
+        assert!(matches!(r, Err(Error::Shape(_))));
+    }
+}

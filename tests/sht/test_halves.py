@@ -79,6 +79,7 @@ CASES = [  # nside, lmax, mmax, m split, ring split
     (16, 40, 30, "strided", "shuffled"),
     (16, 23, 23, "contiguous", "pairs"),
     (8, 30, 5, "singles", "contiguous"),
+    (12, 30, 20, "strided", "shuffled"),  # nside not a power of 2 (RING)
 ]
 
 
@@ -181,6 +182,16 @@ def test_ring_pixels_match_healpy():
         assert np.array_equal(H.ring_pixels(nside), np.arange(12 * nside**2))
 
 
+@pytest.mark.parametrize("nside", [3, 12])
+def test_ring_pixels_any_nside(nside):
+    """RING works for any nside (healpy's ringinfo does not): the rings' pixels share θ."""
+    assert np.array_equal(H.ring_pixels(nside), np.arange(12 * nside**2))
+    nr = 4 * nside - 1
+    theta = [np.unique(hp.pix2ang(nside, H.ring_pixels(nside, [r]))[0]) for r in range(nr)]
+    assert all(t.size == 1 for t in theta)
+    assert np.all(np.diff(np.concatenate(theta)) > 0)
+
+
 def test_ring_pixels_int64_past_2_31():
     nside = 2**14  # npix = 3.2e9 > 2**31
     r = np.array([4 * nside - 2, 2 * nside])
@@ -224,7 +235,7 @@ def test_argument_errors():
     with pytest.raises(ArgumentError, match="spin"):
         H.alm2leg(alm, nside, lmax, [0], spin=1)
     with pytest.raises(ArgumentError, match="nside"):
-        H.alm2leg(alm, 3, lmax, [0])
+        H.alm2leg(alm, 0, lmax, [0])
     with pytest.raises(ShapeError, match="7 coefficients"):
         H.alm2leg(np.zeros(8, complex), nside, lmax, [0])
     with pytest.raises(ShapeError, match="2 components"):
