@@ -117,3 +117,12 @@ def test_devices_without_gpu_raise():
 def test_missing_device_is_refused():
     with pytest.raises(DeviceError, match="cuda:"):
         skyconv.alm2map(np.zeros(hp.Alm.getsize(4), complex), 2, devices=[0, 63])
+
+
+def test_devices_with_dask_refused():
+    da = pytest.importorskip("dask.array")
+    alm = da.from_array(np.zeros(hp.Alm.getsize(4), complex))
+    with pytest.raises(ArgumentError, match="devices"):
+        skyconv.alm2map(alm, 2, devices=[0])
+    with pytest.raises(ArgumentError, match="devices"):
+        skyconv.map2alm(da.zeros(48), 4, devices=[0, 1])
