@@ -84,6 +84,8 @@ from . import _core
 from ._arrays import float_array, int_arg
 from ._utils.device import resolve
 from ._utils.duchamp_par import DUCHAMP_BLANK
+from ._utils.lazy import is_dask_array
+from .exceptions import ArgumentError, ArgumentTypeError
 
 _FILTERS = ("b3spline", "triangle", "haar")
 _VARIANTS = ("duchamp", "corrected")
@@ -136,7 +138,7 @@ def _units_shape(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
 
 def _float(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     return float(value)
 
 
@@ -200,7 +202,11 @@ def atrous_denoise(
     AtrousResult
         ``data`` (the reconstruction), ``iterations``, ``noise`` (final residual σ),
         ``input_noise``, ``scales`` (N; DUCHAMP's 2-D reconstruction computes N-1 of them),
-        ``device``; unpacks as ``recon, iterations, noise``.
+        ``device``; unpacks as ``recon, iterations, noise``. For a ``dask.array.Array`` input
+        the work runs on the Dask cluster during the call (``skyconv._dask.atrous``: halos of
+        each scale's reach, exact global statistics, so the single call's thresholds and
+        iteration count); ``data`` is then a dask array held by the cluster and the scalars
+        are plain Python values, as for NumPy input.
 
     Raises
     ------
@@ -233,34 +239,42 @@ def atrous_denoise(
     high (10-25 % for sources peaking at 6-10 σ in the tests); measure fluxes on the data
     within a mask derived from the reconstruction.
     """
-    a = float_array(data, "data")
+    lazy = is_dask_array(data)
+    a = data if lazy else float_array(data, "data")
     dim = int_arg(dim, "dim")
     if dim not in (1, 2, 3):
-        raise ValueError(f"dim must be 1, 2 or 3, got {dim}")
+        raise ArgumentError(f"dim must be 1, 2 or 3, got {dim}")
     snr = _float(snr_recon, "snr_recon")
     if not math.isfinite(snr) or snr < 0:
-        raise ValueError(f"snr_recon must be finite and >= 0, got {snr}")
+        raise ArgumentError(f"snr_recon must be finite and >= 0, got {snr}")
     scale_min = int_arg(scale_min, "scale_min")
     scale_max = int_arg(scale_max, "scale_max")
     if scale_min < 1:
-        raise ValueError(f"scale_min must be >= 1, got {scale_min}")
+        raise ArgumentError(f"scale_min must be >= 1, got {scale_min}")
     if scale_max < 0 or (scale_max != 0 and scale_max < scale_min):
-        raise ValueError(f"scale_max must be 0 (all) or >= scale_min, got {scale_max}")
+        raise ArgumentError(f"scale_max must be 0 (all) or >= scale_min, got {scale_max}")
     if not isinstance(filter, str) or filter.lower() not in _FILTERS:
-        raise ValueError(f"filter must be one of {_FILTERS}, got {filter!r}")
+        raise ArgumentError(f"filter must be one of {_FILTERS}, got {filter!r}")
     conv = _float(convergence, "convergence")
     if not math.isfinite(conv) or conv <= 0:
-        raise ValueError(f"convergence must be finite and > 0, got {conv}")
+        raise ArgumentError(f"convergence must be finite and > 0, got {conv}")
     if not isinstance(robust, (bool, np.bool_)):
-        raise TypeError(f"robust must be a bool, got {type(robust).__name__}")
-    device = resolve(device).core
+        raise ArgumentTypeError(f"robust must be a bool, got {type(robust).__name__}")
+    if not lazy:
+        device = resolve(device).core
     if progress is not None and not callable(progress):
-        raise TypeError("progress must be callable or None")
+        raise ArgumentTypeError("progress must be callable or None")
     if not isinstance(variant, str) or variant.lower() not in _VARIANTS:
-        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+        raise ArgumentError(f"variant must be one of {_VARIANTS}, got {variant!r}")
     blank = _float(blank_value, "blank_value")
     if not math.isfinite(blank):
-        raise ValueError(f"blank_value must be finite, got {blank}")
+        raise ArgumentError(f"blank_value must be finite, got {blank}")
+    if lazy:
+        from ._dask.atrous import atrous_denoise as dask_atrous
+
+        parts = dask_atrous(a, dim, snr, scale_min, scale_max, filter.lower(), conv, bool(robust),
+                            device, progress, variant.lower(), blank)  # fmt: skip
+        return AtrousResult(*parts)
     recon, iters, noise, noise0, scales, dev = _core._atrous_denoise(
         a,
         dim,

@@ -3,7 +3,9 @@
 ``correlate1d``, ``convolve1d``, ``gaussian_filter1d`` and ``uniform_filter1d`` take the same
 arguments as their scipy.ndimage namesakes (same window placement, ``origin`` and boundary
 modes ``constant``, ``nearest``, ``reflect``, ``mirror``, ``wrap`` and the ``grid-*`` aliases)
-plus ``device``. Inputs are float32 or float64 arrays of any number of dimensions (big-endian
+plus ``device``. A ``dask.array.Array`` input gives a lazy dask array of the same chunks, equal
+to the NumPy call on the whole array (halos of the kernel's reach; ``skyconv._dask.filters``).
+Inputs are float32 or float64 arrays of any number of dimensions (big-endian
 and non-contiguous inputs are accepted); the output has the input's dtype and shape. Sums are
 accumulated in float64 and rounded once, as scipy does.
 
@@ -19,8 +21,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg, normalize_axis
 from ._utils.device import resolve
+from ._utils.lazy import is_dask_array
+from .exceptions import ArgumentError, ArgumentTypeError
+
+
+def _dask_filters():
+    """The Dask paths (``skyconv._dask.filters``), imported when a dask array arrives."""
+    from ._dask import filters
+
+    return filters
+
 
 _MODES = (
     "constant",
@@ -36,16 +49,16 @@ _MODES = (
 
 def _mode(mode) -> str:
     if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}; got {mode!r}")
+        raise ArgumentError(f"mode must be one of {', '.join(map(repr, _MODES))}; got {mode!r}")
     return mode
 
 
 def _weights(weights) -> list[float]:
-    w = np.asarray(weights, dtype=np.float64)
+    w = reals(weights, "weights")
     if w.ndim != 1 or w.size == 0:
-        raise ValueError("weights must be a non-empty 1-D sequence of numbers")
+        raise ArgumentError("weights must be a non-empty 1-D sequence of numbers")
     if not np.all(np.isfinite(w)):
-        raise ValueError("weights must be finite")
+        raise ArgumentError("weights must be finite")
     return w.tolist()
 
 
@@ -93,13 +106,18 @@ def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, 
     >>> filters.correlate1d(np.array([1.0, 2.0, 4.0]), [1.0, 0.0, -1.0], device="cpu")
     array([-1., -3., -2.])
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            correlate1d, "correlate", input, axis, mode,
+            {"weights": weights, "cval": cval, "origin": origin}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     return _core._correlate1d(
         a,
         _weights(weights),
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         False,
         resolve(device).core,
@@ -148,13 +166,18 @@ def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, d
     >>> filters.convolve1d(np.array([1.0, 2.0, 4.0]), [1.0, 0.0, -1.0], device="cpu")
     array([1., 3., 2.])
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            convolve1d, "convolve", input, axis, mode,
+            {"weights": weights, "cval": cval, "origin": origin}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     return _core._correlate1d(
         a,
         _weights(weights),
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         True,
         resolve(device).core,
@@ -210,21 +233,26 @@ def gaussian_filter1d(
     >>> round(float(y.sum()), 12), bool(y[4] == y.max())
     (1.0, True)
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            gaussian_filter1d, "gaussian", input, axis, mode,
+            {"sigma": sigma, "cval": cval, "truncate": truncate, "radius": radius}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
-    sigma = float(sigma)
+    sigma = to_float(sigma, "sigma")
     if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+        raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
     if radius is not None:
         radius = int_arg(radius, "radius")
         if radius < 0:
-            raise ValueError(f"radius must be >= 0, got {radius}")
+            raise ArgumentError(f"radius must be >= 0, got {radius}")
     return _core._gaussian_filter1d(
         a,
         sigma,
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
-        float(truncate),
+        to_float(cval, "cval"),
+        to_float(truncate, "truncate"),
         radius,
         resolve(device).core,
     )
@@ -275,16 +303,21 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
     >>> filters.uniform_filter1d(np.array([0.0, 3.0, 6.0, 9.0]), 3, mode="nearest", device="cpu")
     array([1., 3., 6., 8.])
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            uniform_filter1d, "uniform", input, axis, mode,
+            {"size": size, "cval": cval, "origin": origin}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     size = int_arg(size, "size")
     if size < 1:
-        raise ValueError(f"size must be >= 1, got {size}")
+        raise ArgumentError(f"size must be >= 1, got {size}")
     return _core._uniform_filter1d(
         a,
         size,
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         resolve(device).core,
     )
@@ -368,30 +401,38 @@ class Correlate:
 
 def _spec(p, ndim: int):
     if not isinstance(p, (Gaussian, Uniform, Correlate)):
-        raise TypeError(f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}")
+        raise ArgumentTypeError(
+            f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}"
+        )
     axis = normalize_axis(p.axis, ndim)
     if isinstance(p, Gaussian):
-        sigma = float(p.sigma)
+        sigma = to_float(p.sigma, "sigma")
         if not np.isfinite(sigma) or sigma < 0:
-            raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+            raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
         radius = -1.0 if p.radius is None else float(int_arg(p.radius, "radius"))
-        return ("gaussian", axis, _mode(p.mode), float(p.cval), [sigma, float(p.truncate), radius])
+        return (
+            "gaussian",
+            axis,
+            _mode(p.mode),
+            to_float(p.cval, "cval"),
+            [sigma, to_float(p.truncate, "truncate"), radius],
+        )
     if isinstance(p, Uniform):
         size = int_arg(p.size, "size")
         if size < 1:
-            raise ValueError(f"size must be >= 1, got {size}")
+            raise ArgumentError(f"size must be >= 1, got {size}")
         return (
             "uniform",
             axis,
             _mode(p.mode),
-            float(p.cval),
+            to_float(p.cval, "cval"),
             [float(size), float(int_arg(p.origin, "origin"))],
         )
     return (
         "correlate",
         axis,
         _mode(p.mode),
-        float(p.cval),
+        to_float(p.cval, "cval"),
         [float(int_arg(p.origin, "origin"))] + _weights(p.weights),
     )
 
@@ -439,6 +480,8 @@ def chain(input, passes, *, device=None):
     >>> bool(np.allclose(out, one_by_one, atol=1e-6)), out.dtype
     (True, dtype('float32'))
     """
+    if is_dask_array(input):
+        return _dask_filters().chain(chain, input, passes, device)
     a = float_array(input, "input")
     specs = [_spec(p, a.ndim) for p in passes]
     return _core._filter_chain(a, specs, resolve(device).core)

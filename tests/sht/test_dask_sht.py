@@ -15,6 +15,9 @@ da = pytest.importorskip("dask.array")
 D = pytest.importorskip("skyconv._dask.sht")
 
 REL = 1e-12
+#: The Dask paths are compared with the single-process CPU engine, so they run on the CPU too
+#: (device=None would put stack-mode tasks on a GPU where there is one).
+CPU = "cpu"
 
 
 def _alm(rng, ncomp, lmax, mmax):
@@ -34,7 +37,9 @@ def test_alm2map_split(dask_client, nside, lmax, mmax, pol):
     rng = np.random.default_rng(lmax + pol)
     alm = _alm(rng, 3 if pol else 1, lmax, mmax)
     ref = skyconv.alm2map(alm, nside, lmax=lmax, mmax=mmax, pol=pol, device="cpu")
-    d = skyconv.alm2map(da.from_array(alm, chunks=(1, 97)), nside, lmax=lmax, mmax=mmax, pol=pol)
+    d = skyconv.alm2map(
+        da.from_array(alm, chunks=(1, 97)), nside, lmax=lmax, mmax=mmax, pol=pol, device=CPU
+    )
     assert isinstance(d, da.Array)
     assert D.last_choice["mode"] == "split" and D.last_choice["m_blocks"] == 2
     # map chunks are ring blocks: contiguous pixel ranges that end on ring boundaries
@@ -53,7 +58,7 @@ def test_map2alm_split(dask_client, iter, pol):
     maps[0, 7] = skyconv.sht.UNSEEN  # counts as 0 in both paths
     ref = skyconv.map2alm(maps, lmax=lmax, mmax=mmax, iter=iter, pol=pol, device="cpu")
     d = skyconv.map2alm(
-        da.from_array(maps, chunks=(1, 1000)), lmax=lmax, mmax=mmax, iter=iter, pol=pol
+        da.from_array(maps, chunks=(1, 1000)), lmax=lmax, mmax=mmax, iter=iter, pol=pol, device=CPU
     )
     assert isinstance(d, da.Array) and D.last_choice["mode"] == "split"
     # alm chunks are m blocks: contiguous healpy index ranges starting at a column start
@@ -69,9 +74,11 @@ def test_ring_weights_and_1d(dask_client):
     m = rng.normal(size=12 * nside**2)
     w = 1 + 0.1 * rng.random(2 * nside)
     ref = skyconv.map2alm(m, lmax=lmax, iter=2, ring_weights=w, device="cpu")
-    got = skyconv.map2alm(da.from_array(m, chunks=200), lmax=lmax, iter=2, ring_weights=w)
+    got = skyconv.map2alm(
+        da.from_array(m, chunks=200), lmax=lmax, iter=2, ring_weights=w, device=CPU
+    )
     assert got.ndim == 1 and _rel(got.compute(), ref) <= REL
-    back = skyconv.alm2map(da.from_array(ref, chunks=50), nside, lmax=lmax)
+    back = skyconv.alm2map(da.from_array(ref, chunks=50), nside, lmax=lmax, device=CPU)
     assert back.ndim == 1
     assert _rel(back.compute(), skyconv.alm2map(ref, nside, lmax=lmax, device="cpu")) <= REL
 
@@ -83,11 +90,11 @@ def test_unequal_and_single_blocks(dask_client, nblocks):
     rng = np.random.default_rng(sum(nblocks))
     alm = _alm(rng, 1, lmax, mmax)
     ref = skyconv.alm2map(alm, nside, lmax=lmax, mmax=mmax, device="cpu")
-    d = D.alm2map(da.from_array(alm), nside, lmax=lmax, mmax=mmax, nblocks=nblocks)
+    d = D.alm2map(da.from_array(alm), nside, lmax=lmax, mmax=mmax, nblocks=nblocks, device=CPU)
     assert D.last_choice["m_blocks"] == min(nblocks[0], mmax + 1)
     assert _rel(d.compute(), ref) <= REL
     refa = skyconv.map2alm(ref, lmax=lmax, mmax=mmax, iter=1, device="cpu")
-    a = D.map2alm(da.from_array(ref), lmax=lmax, mmax=mmax, iter=1, nblocks=nblocks)
+    a = D.map2alm(da.from_array(ref), lmax=lmax, mmax=mmax, iter=1, nblocks=nblocks, device=CPU)
     assert _rel(a.compute(), refa) <= REL
 
 
@@ -96,11 +103,13 @@ def test_stack_mode(dask_client):
     nside, lmax = 16, 30
     rng = np.random.default_rng(4)
     maps = rng.normal(size=(4, 12 * nside**2))
-    d = skyconv.map2alm(da.from_array(maps, chunks=(2, -1)), lmax=lmax, iter=1, pol=False)
+    d = skyconv.map2alm(
+        da.from_array(maps, chunks=(2, -1)), lmax=lmax, iter=1, pol=False, device=CPU
+    )
     assert D.last_choice["mode"] == "stack" and d.chunks[0] == (1, 1, 1, 1)
     ref = skyconv.map2alm(maps, lmax=lmax, iter=1, pol=False, device="cpu")
     assert _rel(d.compute(), ref) <= REL
-    m2 = skyconv.alm2map(d, nside, lmax=lmax, pol=False)
+    m2 = skyconv.alm2map(d, nside, lmax=lmax, pol=False, device=CPU)
     assert D.last_choice["mode"] == "stack"
     assert _rel(m2.compute(), skyconv.alm2map(ref, nside, lmax=lmax, pol=False)) <= REL
 
@@ -136,12 +145,12 @@ def test_worker_lost_mid_run(dask_client, tmp_path):
     nside, lmax = 16, 30
     rng = np.random.default_rng(6)
     alm = _alm(rng, 1, lmax, lmax)
-    maps = skyconv.alm2map(da.from_array(alm), nside, lmax=lmax)
+    maps = skyconv.alm2map(da.from_array(alm), nside, lmax=lmax, device=CPU)
     # meta given: dask must not call the function to infer it (that would kill this process)
     maps = maps.map_blocks(
         _kill_once(str(tmp_path / "killed")), dtype=np.float64, meta=np.empty(0, np.float64)
     )
-    back = skyconv.map2alm(maps, lmax=lmax, iter=1)
+    back = skyconv.map2alm(maps, lmax=lmax, iter=1, device=CPU)
     got = dask_client.compute(back).result(timeout=120)
     assert (tmp_path / "killed").exists()
     dask_client.wait_for_workers(2, timeout=60)  # the nanny restarts it (later tests need 2)
@@ -159,14 +168,16 @@ def test_smooth_map_harmonic_with_unseen(dask_client):
     m[1, 50] = np.nan
     kw = dict(fwhm=np.radians(8), lmax=40, method="harmonic", iter=2)
     ref = skyconv.smooth_map(m, device="cpu", **kw)
-    d = skyconv.smooth_map(da.from_array(m, chunks=(1, 700)), **kw)
+    d = skyconv.smooth_map(da.from_array(m, chunks=(1, 700)), device=CPU, **kw)
     got = d.compute()
     ok = np.isfinite(ref)
     assert _rel(got[ok], ref[ok]) <= REL
     # missing pixels keep their input value (as for numpy input)
     assert got[0, 3] == skyconv.sht.UNSEEN and np.isnan(got[1, 50])
     # one map, method "auto" also goes through the distributed harmonic transforms
-    one = skyconv.smooth_map(da.from_array(m[0], chunks=500), fwhm=np.radians(8), lmax=40)
+    one = skyconv.smooth_map(
+        da.from_array(m[0], chunks=500), fwhm=np.radians(8), lmax=40, device=CPU
+    )
     assert D.last_choice["mode"] == "split"
     ref1 = skyconv.smooth_map(m[0], device="cpu", fwhm=np.radians(8), lmax=40, method="harmonic")
     assert _rel(one.compute(), ref1) <= REL
@@ -177,7 +188,9 @@ def test_smooth_map_ring_one_block_and_nest_refused(dask_client):
     rng = np.random.default_rng(9)
     m = rng.normal(size=12 * nside**2)
     ref = skyconv.smooth_map(m, fwhm=np.radians(5), method="ring", device="cpu")
-    got = skyconv.smooth_map(da.from_array(m, chunks=500), fwhm=np.radians(5), method="ring")
+    got = skyconv.smooth_map(
+        da.from_array(m, chunks=500), fwhm=np.radians(5), method="ring", device=CPU
+    )
     assert _rel(got.compute(), ref) <= REL
     with pytest.raises(ArgumentError, match="nest"):
         skyconv.smooth_map(da.from_array(m), fwhm=np.radians(5), nest=True)
@@ -188,3 +201,14 @@ def test_numpy_input_unchanged():
     alm = _alm(np.random.default_rng(1), 1, lmax, lmax)[0]
     out = skyconv.alm2map(alm, nside, lmax=lmax, device="cpu")
     assert isinstance(out, np.ndarray)
+
+
+def test_mode_choice_by_count_and_size(monkeypatch):
+    monkeypatch.setattr(D, "_cluster", lambda: (2, 0))
+    assert D._choose(4, False, None, 16, 30)[0] == "stack"
+    assert D._choose(1, False, None, 16, 30)[0] == "split"  # fewer transforms than workers
+    assert D._choose(4, True, None, 16, 30)[0] == "split"  # T, E, B: one coupled transform
+    assert D._choose(4, False, (2, 2), 16, 30)[0] == "split"  # blocks forced
+    monkeypatch.setattr(D, "_cluster", lambda: (2, 4 << 30))  # 4 GB workers
+    assert D._choose(4, False, None, 1024, 2047)[0] == "stack"  # ~0.5 GB a transform
+    assert D._choose(4, False, None, 4096, 8191)[0] == "split"  # ~4.5 GB: does not fit

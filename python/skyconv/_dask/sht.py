@@ -1,5 +1,6 @@
-"""Dask paths of ``alm2map``, ``map2alm`` and ``smooth_map``: one transform split over workers
-with the SHT halves (S2HAT's scheme), or a stack of transforms as independent tasks.
+"""Dask paths of ``alm2map`` and ``map2alm`` (``smooth_map``'s is ``smooth.py``): one transform
+split over workers with the SHT halves (S2HAT's scheme), or a stack of transforms as
+independent tasks.
 
 Split ("split" mode), synthesis: the alm are cut into blocks of m; one task per m block runs the
 Legendre stage (:func:`skyconv.alm2leg`) on all rings, giving Δ chunked (all rings, m block);
@@ -19,8 +20,9 @@ contiguous slice of the RING map. The Legendre tasks always see all rings (each 
 ring with its southern mirror, as S2HAT), so ring blocks need not keep mirrors together.
 
 Stack ("stack" mode): with at least as many independent transforms (spin-0 components, or
-maps in a stack) as workers, each task runs whole transforms of its share of the components
-with the single-process engine, with no all-to-all. The choice is logged on the
+maps in a stack) as worker threads, and one transform's working set (map, alm and a copy of
+each, plus the CPU engine's 256 MB chunk) within half a worker's memory limit, each task runs
+one whole transform with the single-process engine, with no all-to-all. The choice is logged on the
 ``skyconv.dask`` logger and kept in :data:`last_choice`.
 """
 
@@ -31,8 +33,10 @@ import os
 
 import numpy as np
 
+from .. import _core
+from .._utils.device import resolve
 from .._utils.lazy import dask_array
-from ..exceptions import ArgumentError, ShapeError
+from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
 
 log = logging.getLogger("skyconv.dask")
@@ -44,22 +48,35 @@ last_choice: dict = {}
 UNSEEN = -1.6375e30
 
 
-def workers() -> int:
-    """Worker threads of the current Dask client, or the CPU count without one."""
+def _cluster() -> tuple[int, int]:
+    """(worker threads, smallest worker memory limit in bytes or 0 when unknown) of the current
+    Dask client; without one, the CPU count and 0 (the local schedulers share this memory)."""
     try:
         from distributed import get_client
 
-        info = get_client().scheduler_info()
-        n = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
-        return max(1, n)
+        info = get_client().scheduler_info().get("workers", {}).values()
+        n = sum(w.get("nthreads", 1) for w in info)
+        mem = min((w.get("memory_limit") or 0 for w in info), default=0)
+        return max(1, n), int(mem)
     except (ImportError, ValueError):
-        return os.cpu_count() or 1
+        return os.cpu_count() or 1, 0
 
 
-def _choose(ntrans: int, coupled: bool, nblocks) -> tuple[str, int]:
-    nw = workers()
-    mode = "stack" if (not coupled and ntrans >= nw and nblocks is None) else "split"
-    return mode, nw
+def workers() -> int:
+    """Worker threads of the current Dask client, or the CPU count without one."""
+    return _cluster()[0]
+
+
+def _choose(ntrans: int, coupled: bool, nblocks, nside: int, lmax: int) -> tuple[str, int]:
+    """ "stack" (one whole transform per task) when the transforms are independent, at least
+    as many as the worker threads, and one transform's working set fits in half a worker's
+    memory limit; else "split" (each transform over all workers)."""
+    nw, mem = _cluster()
+    # map + a copy, alm + a copy, the CPU engine's 256 MB ring-coefficient chunk
+    need = 12 * nside * nside * 16 + (lmax + 1) * (lmax + 2) * 16 + (256 << 20)
+    fits = mem <= 0 or need <= mem // 2
+    stack = not coupled and ntrans >= nw and nblocks is None and fits
+    return ("stack" if stack else "split"), nw
 
 
 def _record(mode, nw, ntrans, nm, nr):
@@ -192,25 +209,31 @@ def analysis(maps, nside, lmax, mmax, pol, w, device, mb, rb):
 # Public entry points (called from skyconv.sht and skyconv.smooth)
 
 
-def _lmax_of(nalm: int, lmax, mmax):
-    from ..sht import Alm
+def _size(lmax: int, mmax: int) -> int:
+    return mmax * (2 * lmax + 1 - mmax) // 2 + lmax + 1
 
+
+def _lmax_of(nalm: int, lmax, mmax):
     if lmax is not None and int(lmax) < 0:
         lmax = None
     if mmax is not None and int(mmax) < 0:
         mmax = None
     if lmax is None:
-        lmax = Alm.getlmax(nalm, mmax)
-        if lmax < 0:
+        if mmax is None:  # nalm = (lmax + 1)(lmax + 2)/2
+            lmax = int(round((np.sqrt(8 * nalm + 1) - 3) / 2))
+        else:  # nalm = (mmax + 1)(lmax + 1) - mmax(mmax + 1)/2
+            mm = int(mmax)
+            lmax = (nalm + mm * (mm + 1) // 2) // (mm + 1) - 1
+        mm = lmax if mmax is None else int(mmax)
+        if lmax < 0 or lmax < mm or _size(lmax, mm) != nalm:
             raise ShapeError(f"alm has {nalm} coefficients, which is not a valid alm size")
     lmax = int(lmax)
     mmax = lmax if mmax is None else int(mmax)
     if mmax > lmax:
         raise ArgumentError(f"mmax ({mmax}) must not exceed lmax ({lmax})")
-    if Alm.getsize(lmax, mmax) != nalm:
+    if _size(lmax, mmax) != nalm:
         raise ShapeError(
-            f"alm has {nalm} coefficients but lmax={lmax}, mmax={mmax} needs "
-            f"{Alm.getsize(lmax, mmax)}"
+            f"alm has {nalm} coefficients but lmax={lmax}, mmax={mmax} needs {_size(lmax, mmax)}"
         )
     return lmax, mmax
 
@@ -244,14 +267,17 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
     a = a.astype(np.complex128)
     lmax, mmax = _lmax_of(a.shape[1], lmax, mmax)
     p = _pol_of(a.shape[0], pol)
-    mode, nw = _choose(a.shape[0], p, nblocks)
+    mode, nw = _choose(a.shape[0], p, nblocks, nside, lmax)
     npix = 12 * nside * nside
     if mode == "stack":
-        from ..sht import alm2map as single
+        dev = resolve(device).core
+
+        def single(b):
+            return _core._alm2map([_aligned(b[0])], nside, lmax, mmax, False, dev)
 
         _record(mode, nw, a.shape[0], None, None)
         out = a.rechunk((1, -1)).map_blocks(
-            lambda b: single(_aligned(b), nside, lmax=lmax, mmax=mmax, pol=False, device=device),
+            single,
             chunks=(1, npix),
             dtype=np.float64,
             meta=np.empty((0, 0), np.float64),
@@ -280,7 +306,7 @@ def map2alm(
     if m.ndim != 2:
         raise ShapeError(f"maps must be 1-D or 2-D, got shape {maps.shape}")
     if m.dtype.kind not in "fiu":
-        raise TypeError(f"maps must be real (float32 or float64), got dtype {m.dtype}")
+        raise ArgumentTypeError(f"maps must be real (float32 or float64), got dtype {m.dtype}")
     nside = npix2nside(m.shape[1])
     lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
     if lmax < 0:
@@ -300,23 +326,17 @@ def map2alm(
                 f"{2 * nside} values, got shape {w.shape}"
             )
     p = _pol_of(m.shape[0], pol)
-    mode, nw = _choose(m.shape[0], p, nblocks)
+    mode, nw = _choose(m.shape[0], p, nblocks, nside, lmax)
     if mode == "stack":
-        from ..sht import map2alm as single
+        dev = resolve(device).core
+
+        def single(b):  # the engine zeroes UNSEEN pixels
+            return _core._map2alm([_aligned(b[0])], nside, lmax, mmax, iter, False, w, dev)
 
         _record(mode, nw, m.shape[0], None, None)
-        nalm = mmax * (2 * lmax + 1 - mmax) // 2 + lmax + 1
         out = m.rechunk((1, -1)).map_blocks(
-            lambda b: single(
-                _aligned(b),
-                lmax=lmax,
-                mmax=mmax,
-                iter=iter,
-                pol=False,
-                ring_weights=w,
-                device=device,
-            ),
-            chunks=(1, nalm),
+            single,
+            chunks=(1, _size(lmax, mmax)),
             dtype=np.complex128,
             meta=np.empty((0, 0), np.complex128),
             token="skyconv-map2alm",
@@ -334,78 +354,3 @@ def map2alm(
         resid = clean - synthesis(alm, nside, lmax, mmax, p, device, mb, rb)
         alm = alm + analysis(resid, nside, lmax, mmax, p, w, device, mb, rb)
     return alm[0] if lonely else alm
-
-
-def _missing(b):
-    from ..smooth.methods import missing
-
-    return missing(np.asarray(b, dtype=np.float64))
-
-
-def smooth_map(m, fwhm, beam_window, lmax, nest, tol, method, iter, device, nblocks=None):
-    """:func:`skyconv.smooth_map` of a dask array (npix,) or (nmaps, npix) (arguments as there).
-
-    ``method`` "harmonic" or "auto": map2alm → × beam window → alm2map through the distributed
-    transforms (each map of a stack on its own or split, as :func:`alm2map` chooses).
-    "ring" and "split": each map is rechunked to one block and smoothed by one task with the
-    single-process method. Missing pixels (UNSEEN, non-finite) count as 0 and keep their input
-    value, as for numpy input. ``nest=True`` is refused (reorder to RING first).
-    """
-    da = dask_array()
-    from .._utils.arrays import int_arg
-    from ..healpix import npix2nside
-    from ..smooth.beam import Beam
-
-    if nest:
-        raise ArgumentError(
-            "nest=True is not supported for dask maps; reorder them to RING first "
-            "or pass a numpy array"
-        )
-    if m.ndim not in (1, 2):
-        raise ShapeError(f"m must be 1-D (npix,) or 2-D (nmaps, npix), got shape {m.shape}")
-    if m.dtype.kind not in "fiu":
-        raise TypeError(f"m must be a float array, got dtype {m.dtype}")
-    lonely = m.ndim == 1
-    x = (m[None] if lonely else m).astype(np.float64)
-    nside = npix2nside(x.shape[1])
-    iter = int_arg(iter, "iter")
-    if iter < 0:
-        raise ArgumentError(f"iter must be >= 0, got {iter}")
-    if method in ("ring", "split"):
-        from ..smooth.api import smooth_map as single
-
-        def one(b):
-            return single(
-                b[0],
-                fwhm=fwhm,
-                beam_window=beam_window,
-                lmax=lmax,
-                tol=tol,
-                method=method,
-                iter=iter,
-                device=device,
-            )[None]
-
-        out = x.rechunk((1, -1)).map_blocks(
-            one, dtype=np.float64, meta=np.empty((0, 0), np.float64), token="skyconv-smooth"
-        )
-        _record("stack", workers(), x.shape[0], None, None)
-        return out[0] if lonely else out
-    lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
-    if lmax < 0:
-        raise ArgumentError(f"lmax must be >= 0, got {lmax}")
-    beam = Beam.from_args(fwhm, beam_window, lmax, tol)
-    miss = x.map_blocks(_missing, dtype=bool, meta=np.empty((0, 0), bool))
-    filled = da.where(miss, 0.0, x)
-    alm = map2alm(
-        filled, lmax=lmax, mmax=lmax, iter=iter, pol=False, device=device, nblocks=nblocks
-    )
-    window = np.zeros(lmax + 1)
-    wl = np.asarray(beam.window, dtype=np.float64)[: lmax + 1]
-    window[: wl.size] = wl
-    ls = np.concatenate([np.arange(mm, lmax + 1) for mm in range(lmax + 1)])
-    fl = da.from_array(window[ls], chunks=(alm.chunks[1],))
-    alm = alm * fl[None, :]
-    s = alm2map(alm, nside, lmax=lmax, mmax=lmax, pol=False, device=device, nblocks=nblocks)
-    out = da.where(miss, x, s.rechunk(x.chunks))
-    return out[0] if lonely else out

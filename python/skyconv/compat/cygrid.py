@@ -35,7 +35,8 @@ import numpy as np
 
 from .. import _backend, _core
 from .._utils.device import resolve
-from ..exceptions import ShapeError
+from .._utils.lazy import is_dask_array
+from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError, StateError
 from ..grid import GridPlan, _Target, prepare_samples, resolve_target
 
 _KERNELS = {"gauss1d": 1, "gauss2d": 3, "tapered_sinc": 3, "gaussbessel": 3}
@@ -89,13 +90,13 @@ class Cygrid:
         """
         kernel_type = str(kernel_type)
         if kernel_type not in _KERNELS:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Kernel type not understood: {kernel_type}\nPlease choose from the following\n"
                 + "\n".join(_KERNELS)
             )
         params = np.atleast_1d(np.asarray(kernel_params, dtype=np.float64))
         if params.size != _KERNELS[kernel_type]:
-            raise ValueError(
+            raise ArgumentError(
                 f"kernel_params needs {_KERNELS[kernel_type]} entries for {kernel_type}"
             )
         self._plan = GridPlan.build(
@@ -115,9 +116,9 @@ class Cygrid:
             self.datacube = np.zeros(self.cube_shape, dtype=self.dtype)
         else:
             if not isinstance(self.datacube, np.ndarray):
-                raise TypeError("Input datacube must be numpy array.")
+                raise ArgumentTypeError("Input datacube must be numpy array.")
             if not self.datacube.flags.c_contiguous:
-                raise TypeError("Input datacube must be C-contiguous.")
+                raise ArgumentTypeError("Input datacube must be C-contiguous.")
             if self.datacube.shape != self.cube_shape:
                 raise ShapeError(
                     "Datacube shape doesn't match expectation. (The data cube, which was "
@@ -125,7 +126,11 @@ class Cygrid:
                     f"on the grid-method call, cygrid would expect {self.cube_shape}"
                 )
             if self.datacube.dtype not in (np.float32, np.float64):
-                raise TypeError("Input datacube must have floating point type.")
+                raise ArgumentTypeError("Input datacube must have floating point type.")
+            if not self.datacube.flags.writeable:
+                raise ArgumentError(
+                    "Input datacube must be writeable (grid() adds into it), got a read-only array"
+                )
             if self.datacube.dtype != self.dtype:
                 warnings.warn(
                     f"The datacube that was provided in the constructor ({self.datacube.dtype}) "
@@ -139,23 +144,32 @@ class Cygrid:
             self.weightcube = np.zeros(self.cube_shape, dtype=self.dtype)
         else:
             if not isinstance(self.weightcube, np.ndarray):
-                raise TypeError("Input weightcube must be numpy array.")
+                raise ArgumentTypeError("Input weightcube must be numpy array.")
             if not self.weightcube.flags.c_contiguous:
-                raise TypeError("Input weightcube must be C-contiguous.")
+                raise ArgumentTypeError("Input weightcube must be C-contiguous.")
             if self.weightcube.shape != self.datacube.shape:
                 raise ShapeError("Weightcube shape doesn't match datacube shape.")
             if self.weightcube.dtype != self.datacube.dtype:
-                raise TypeError("Weightcube dtype doesn't match datacube dtype.")
+                raise ArgumentTypeError("Weightcube dtype doesn't match datacube dtype.")
+            if not self.weightcube.flags.writeable:
+                raise ArgumentError(
+                    "Input weightcube must be writeable (grid() adds into it), got a read-only "
+                    "array"
+                )
 
     def grid(self, lons, lats, data, weights=None):
         """Grid samples at (``lons``, ``lats``) (degrees; 1-D) into the cubes (accumulating).
 
         ``data``: ``(nsamples,)`` or ``(nsamples, ...)``; the cube gets shape
         ``data.shape[1:] + target shape``. ``weights`` must have data's shape (None = ones).
+        Dask arrays (chunked along the samples) are summed on the Dask cluster and added.
         Raises ShapeError on any mismatch, RuntimeError if no kernel is set.
         """
         if not self.kernel_set:
-            raise RuntimeError("No kernel has been set, use set_kernel method")
+            raise StateError("No kernel has been set, use set_kernel method")
+        if any(is_dask_array(x) for x in (lons, lats, data, weights)):
+            self._grid_dask(lons, lats, data, weights)
+            return
         lons = np.asarray(lons)
         lats = np.asarray(lats)
         if lons.ndim != 1 or lats.ndim != 1:
@@ -193,11 +207,33 @@ class Cygrid:
             print(f"Gridding {lons.size} spectra in datacube...")
         self._plan.accumulate(lons, lats, data2d, weights, dcube, wcube)
 
+    def _grid_dask(self, lons, lats, data, weights):
+        """Samples given as dask arrays: the sums are reduced on the Dask cluster
+        (``skyconv._dask.grid``) and added to the cubes."""
+        from .._dask.grid import accumulate
+
+        dshape = tuple(np.shape(data))
+        if not self.cubes_prepared:
+            self.cube_shape = dshape[1:] + self._target.shape
+            self._prepare_cubes()
+            self.cubes_prepared = True
+        if self.cube_shape != dshape[1:] + self._target.shape:
+            raise ShapeError(f"Data shape mismatch. Got: {dshape}")
+        if weights is not None and tuple(np.shape(weights)) != dshape:
+            raise ShapeError(
+                "Data and weights arrays must have same shape. "
+                f"(got: {dshape} and {tuple(np.shape(weights))})"
+            )
+        nchan = int(np.prod(dshape[1:], dtype=np.int64))
+        dcube = self.datacube.reshape(nchan, self._target.size)
+        wcube = self.weightcube.reshape(nchan, self._target.size)
+        accumulate(self._plan, lons, lats, data, weights, dcube, wcube)
+
     # -- results ------------------------------------------------------------------------
 
     def _need_cubes(self):
         if not self.cubes_prepared:
-            raise RuntimeError("Nothing has been gridded yet: call grid() first")
+            raise StateError("Nothing has been gridded yet: call grid() first")
 
     def get_datacube(self):
         """datacube / weightcube, NaN where no sample contributed (no NumPy warning)."""
