@@ -17,6 +17,14 @@
 // (spec and rows keep the components of a row together, so that one batched cuFFT call covers
 // a ring pair, or all equatorial rings, for every component; gridDim.z is the component count)
 // Components are passed as separate pointers (a0, a1, a2 / m0, m1, m2).
+//
+// The Legendre kernels work on a list of m (mlist[col], col = the phase column, ncol columns
+// per row) whose a_{m m} sits at moff[col] in the alm arrays (the full transform passes
+// 0..mmax and healpy's offsets; the SHT halves any m subset, packed m by m). The ring kernels
+// (fold, scatter, gather, unfold) either derive each row's ring from the pair layout above
+// (direct = 0) or, with direct != 0, take row p0 + row itself as the index into their per-row
+// tables (the halves: any list of rings, one row each). All pixel and alm offsets are 64-bit
+// (a pixel index passes 2^31 at nside 16384; a ring has up to 2^31 pixels at nside 2^29).
 
 #define SHT_BIG 0x1p400
 #define SHT_SMALL 0x1p-400
@@ -145,10 +153,12 @@ __device__ __forceinline__ double* pickm(double* a0, double* a1, double* a2, int
 template <int NS0, bool POL, int R>
 __device__ void leg_synth(const double* a0, const double* a1, const double* a2, i64 lmax_,
                           i64 mmax_, const double* norms, const double* lnfact,
-                          const double* pair_x, const double* pair_s, i64 p0, i64 np,
-                          double* phase) {
-    const int lmax = (int)lmax_, mmax = (int)mmax_;
-    const int m = blockIdx.y;
+                          const i64* mlist, const i64* moff, const double* pair_x,
+                          const double* pair_s, i64 p0, i64 np, double* phase) {
+    const int lmax = (int)lmax_;
+    (void)mmax_;
+    const i64 col = blockIdx.y, ncol = gridDim.y;
+    const int m = (int)mlist[col];
     const i64 base = (i64)blockIdx.x * blockDim.x * R + threadIdx.x;
     __shared__ double sA[SHT_LT], sC[SHT_LT];
     __shared__ double sq[5][SHT_LT];
@@ -192,7 +202,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     }
 
     // index of a_{0 m}: a_lm is at mstart + l
-    const i64 mstart = (i64)m * (2 * lmax + 1 - m) / 2;
+    const i64 mstart = moff[col] - m;
     const int ncomp = NS0 + (POL ? 2 : 0);
     if (__syncthreads_or(any)) {
         for (int lt = m; lt <= lmax; lt += SHT_LT) {
@@ -291,9 +301,9 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
             }
         }
     }
-    const i64 plane = 2 * np * (i64)(mmax + 1);
+    const i64 plane = 2 * np * ncol;
     auto put = [&](int c, i64 row, double re, double im) {
-        double* d = phase + c * plane * 2 + 2 * (row * (mmax + 1) + m);
+        double* d = phase + c * plane * 2 + 2 * (row * ncol + col);
         d[0] = re;
         d[1] = im;
     };
@@ -329,21 +339,24 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
 #define SYNTH_ENTRY(NAME, NS0, POL, R)                                                           \
     extern "C" __global__ void NAME(const double* a0, const double* a1, const double* a2,      \
                                     i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const double* pair_x,                \
-                                    const double* pair_s, i64 p0, i64 np, double* phase) {     \
-        leg_synth<NS0, POL, R>(a0, a1, a2, lmax, mmax, norms, lnfact, pair_x, pair_s, p0, np,  \
-                               phase);                                                         \
+                                    const double* lnfact, const i64* mlist, const i64* moff,   \
+                                    const double* pair_x, const double* pair_s, i64 p0, i64 np, \
+                                    double* phase) {                                           \
+        leg_synth<NS0, POL, R>(a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff, pair_x,     \
+                               pair_s, p0, np, phase);                                         \
     }
 
 SYNTH_ENTRY(leg_synth_s1, 1, false, 4)
 SYNTH_ENTRY(leg_synth_s2, 2, false, 2)
 SYNTH_ENTRY(leg_synth_s3, 3, false, 2)
 SYNTH_ENTRY(leg_synth_pol, 1, true, 2)
+SYNTH_ENTRY(leg_synth_pol0, 0, true, 2)  // (E, B) alone: the spin-2 SHT halves
 
 // ------------------------------------------------------------------------------------------
 // Ring geometry of a chunk row: ring index (0-based) or -1 for the missing equator south ring.
 
-__device__ __forceinline__ i64 row_ring(i64 row, i64 p0, i64 nside) {
+__device__ __forceinline__ i64 row_ring(i64 row, i64 p0, i64 nside, i64 direct) {
+    if (direct) return p0 + row;
     const i64 p = p0 + row / 2;
     if ((row & 1) == 0) return p;
     const i64 r = 4 * nside - 2 - p;
@@ -353,13 +366,13 @@ __device__ __forceinline__ i64 row_ring(i64 row, i64 p0, i64 nside) {
 // Half spectrum of each row from its phase row: C[k] = sum over m = k (mod nphi) of
 // F_m e^{i m phi0} plus, for m = -k (mod nphi), the conjugates. grid (k blocks, rows, comps).
 extern "C" __global__ void fold(const double* phase, double* spec, i64 mmax, i64 nside, i64 p0,
-                                i64 np, const int* ring_nphi, const int* ring_shift) {
+                                i64 np, const i64* ring_nphi, const int* ring_shift, i64 direct) {
     const i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const i64 row = blockIdx.y;
     const i64 c = blockIdx.z;
-    const i64 nrow = 2 * np;
+    const i64 nrow = direct ? np : 2 * np;
     const i64 H = 2 * nside + 1;
-    const i64 ring = row_ring(row, p0, nside);
+    const i64 ring = row_ring(row, p0, nside, direct);
     const i64 nphi = ring < 0 ? 4 * nside : ring_nphi[ring];
     if (k > nphi / 2) return;
     const int shift = ring < 0 ? 0 : ring_shift[ring];
@@ -391,12 +404,12 @@ extern "C" __global__ void fold(const double* phase, double* spec, i64 mmax, i64
 
 // rows -> map pixels. grid (j blocks, rows, comps).
 extern "C" __global__ void scatter(const double* rows, double* m0, double* m1, double* m2,
-                                   i64 nside, i64 p0, i64 np, const int* ring_nphi,
-                                   const i64* ring_first) {
+                                   i64 nside, i64 p0, i64 np, const i64* ring_nphi,
+                                   const i64* ring_first, i64 direct) {
     const i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const i64 row = blockIdx.y;
     const int c = blockIdx.z;
-    const i64 ring = row_ring(row, p0, nside);
+    const i64 ring = row_ring(row, p0, nside, direct);
     if (ring < 0 || j >= ring_nphi[ring]) return;
     const i64 W = 4 * nside;
     pickm(m0, m1, m2, c)[ring_first[ring] + j] = rows[(row * gridDim.z + c) * W + j];
@@ -404,12 +417,12 @@ extern "C" __global__ void scatter(const double* rows, double* m0, double* m1, d
 
 // map pixels -> rows. grid (j blocks, rows, comps).
 extern "C" __global__ void gather(const double* m0, const double* m1, const double* m2,
-                                  double* rows, i64 nside, i64 p0, i64 np, const int* ring_nphi,
-                                  const i64* ring_first) {
+                                  double* rows, i64 nside, i64 p0, i64 np, const i64* ring_nphi,
+                                  const i64* ring_first, i64 direct) {
     const i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const i64 row = blockIdx.y;
     const int c = blockIdx.z;
-    const i64 ring = row_ring(row, p0, nside);
+    const i64 ring = row_ring(row, p0, nside, direct);
     const i64 W = 4 * nside;
     if (j >= W) return;
     double v = 0.0;
@@ -420,16 +433,16 @@ extern "C" __global__ void gather(const double* m0, const double* m1, const doub
 // Half spectrum -> F_m = w e^{-i m phi0} R(m mod nphi) (conjugate for the upper half).
 // grid (m blocks, rows, comps).
 extern "C" __global__ void unfold(const double* spec, double* phase, i64 mmax, i64 nside, i64 p0,
-                                  i64 np, const int* ring_nphi, const int* ring_shift,
-                                  const double* ring_w) {
+                                  i64 np, const i64* ring_nphi, const int* ring_shift,
+                                  const double* ring_w, i64 direct) {
     const i64 m = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const i64 row = blockIdx.y;
     const i64 c = blockIdx.z;
     if (m > mmax) return;
-    const i64 nrow = 2 * np;
+    const i64 nrow = direct ? np : 2 * np;
     const i64 H = 2 * nside + 1;
     double* out = phase + 2 * ((c * nrow + row) * (mmax + 1) + m);
-    const i64 ring = row_ring(row, p0, nside);
+    const i64 ring = row_ring(row, p0, nside, direct);
     if (ring < 0) {
         out[0] = 0.0;
         out[1] = 0.0;
@@ -468,18 +481,21 @@ extern "C" __global__ void unfold(const double* spec, double* phase, i64 mmax, i
 template <int NS0, bool POL, int R>
 __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2, i64 lmax_,
                          i64 mmax_, const double* norms, const double* lnfact,
-                         const double* pair_x, const double* pair_s, i64 p0, i64 np) {
+                         const i64* mlist, const i64* moff, const double* pair_x,
+                         const double* pair_s, i64 p0, i64 np) {
     constexpr int NV = 2 * NS0 + (POL ? 4 : 0);
-    const int lmax = (int)lmax_, mmax = (int)mmax_;
-    const int m = blockIdx.x;
+    const int lmax = (int)lmax_;
+    (void)mmax_;
+    const i64 col = blockIdx.x, ncol = gridDim.x;
+    const int m = (int)mlist[col];
     constexpr int RL = NV <= 2 ? 8 : 4;  // l values per reduction (shared memory < 48 KB)
     constexpr int NSUM = RL * NV;        // a multiple of 4, so whole warps reduce
     __shared__ double sA[SHT_LT], sC[SHT_LT];
     __shared__ double sq[5][SHT_LT];
     __shared__ double sval[NSUM][ANAL_TPB + ANAL_PAD];
     const i64 nrow = 2 * np;
-    const i64 plane = nrow * (i64)(mmax + 1);
-    const i64 mstart = (i64)m * (2 * lmax + 1 - m) / 2;
+    const i64 plane = nrow * ncol;
+    const i64 mstart = moff[col] - m;
     const double lb = log2_growth_bound(m, lmax, lnfact);
 
     for (i64 t0 = 0; t0 < np; t0 += (i64)ANAL_TPB * R) {
@@ -509,7 +525,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
                 x[r] = pair_x[p0 + pl];
                 s = pair_s[p0 + pl];
                 start_value(s, m, norms[m], lb, v, k[r]);
-                const i64 rn = 2 * pl * (mmax + 1) + m, rs = (2 * pl + 1) * (mmax + 1) + m;
+                const i64 rn = 2 * pl * ncol + col, rs = (2 * pl + 1) * ncol + col;
 #pragma unroll
                 for (int c = 0; c < NS0; ++c) {
                     const double* P = phase + 2 * c * plane;
@@ -662,16 +678,18 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
 #define ANAL_ENTRY(NAME, NS0, POL, R)                                                            \
     extern "C" __global__ void NAME(const double* phase, double* a0, double* a1, double* a2,   \
                                     i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const double* pair_x,                \
-                                    const double* pair_s, i64 p0, i64 np) {                    \
-        leg_anal<NS0, POL, R>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, pair_x, pair_s, p0, \
-                              np);                                                             \
+                                    const double* lnfact, const i64* mlist, const i64* moff,   \
+                                    const double* pair_x, const double* pair_s, i64 p0,        \
+                                    i64 np) {                                                  \
+        leg_anal<NS0, POL, R>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff,       \
+                              pair_x, pair_s, p0, np);                                         \
     }
 
 ANAL_ENTRY(leg_anal_s1, 1, false, 4)
 ANAL_ENTRY(leg_anal_s2, 2, false, 2)
 ANAL_ENTRY(leg_anal_s3, 3, false, 2)
 ANAL_ENTRY(leg_anal_pol, 1, true, 2)
+ANAL_ENTRY(leg_anal_pol0, 0, true, 2)  // (Q, U) -> (E, B) alone: the spin-2 SHT halves
 
 // healpy's mask_bad: |x - UNSEEN| <= 1e-8 + 1e-5 |UNSEEN|; such pixels count as 0.
 __device__ __forceinline__ double unseen_to_zero(double x) {

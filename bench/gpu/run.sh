@@ -25,6 +25,9 @@
 #                      from .gpu-cu12/ (prepare.sh --cuda12; its parts may come over several
 #                      calls), else from CUDA 12 wheels or toolkits already on this machine
 #   use-cuda13         later steps use CUDA 13's (SKYCONV_CUDA_VERSION=13)
+#   multi-gpu-sht      bench/gpu/multi_gpu_sht.py (one SHT over GPUs 0 and 1 vs one GPU; on
+#                      nvidia-h100-x2) -> $OUT/multi-gpu-sht.log; MULTI_ARGS adds arguments,
+#                      e.g. MULTI_ARGS="--sizes 1024:2048 --big=" for a quick check
 #   first-call         bench/gpu/first_call.py (fresh processes, cold and warm kernel cache)
 #                      -> $OUT/first-call$SFX.log
 #   toolkit-save       bench/gpu/toolkit_compare.py save -> /tmp/toolkit$SFX.npz
@@ -47,7 +50,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 failed=()
 
-usage() { sed -n '2,38p' "$0"; }
+usage() { sed -n '2,41p' "$0"; }
 
 case ${1:-} in
     "") usage; exit 2 ;;
@@ -212,6 +215,13 @@ step_first_call() {
     return "${PIPESTATUS[0]}"
 }
 
+step_multi_gpu_sht() {
+    # shellcheck disable=SC2086
+    "$PY" bench/gpu/multi_gpu_sht.py --json /tmp/multi-gpu-sht.json ${MULTI_ARGS:-} 2>&1 \
+        | tee "$OUT/multi-gpu-sht.log"
+    return "${PIPESTATUS[0]}"
+}
+
 step_toolkit_save() {
     "$PY" bench/gpu/toolkit_compare.py save "/tmp/toolkit$SFX.npz"
 }
@@ -283,6 +293,7 @@ while [[ $# -gt 0 ]]; do
         use-cuda12) run use-cuda12 use_cuda 12 ;;
         use-cuda13) run use-cuda13 use_cuda 13 ;;
         first-call) run "first-call$SFX" step_first_call ;;
+        multi-gpu-sht) run multi-gpu-sht step_multi_gpu_sht ;;
         dask) run dask step_dask ;;
         toolkit-save) run "toolkit-save$SFX" step_toolkit_save ;;
         toolkit-compare) run toolkit-compare step_toolkit_compare ;;
@@ -294,7 +305,7 @@ while [[ $# -gt 0 ]]; do
         cmd) run cmd "$@"; set -- ;;
         bench)
             pats=()
-            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|dask|use-cuda12|use-cuda13|first-call|toolkit-save|toolkit-compare)$ ]]; do
+            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|dask|use-cuda12|use-cuda13|first-call|multi-gpu-sht|toolkit-save|toolkit-compare)$ ]]; do
                 pats+=("$1")
                 shift
             done

@@ -296,6 +296,27 @@ def _map2alm(
     device: str | None = None,
 ) -> npt.NDArray[np.complex128]: ...  # (ncomp, nalm)
 
+# One transform split over several GPUs (src/sht/cuda/multi.rs). The dict: transport
+# ("host-staged"), devices, m_blocks, ring_blocks, legendre_s, exchange_s, ring_s, peak_bytes.
+def _alm2map_multi(
+    alms: list[npt.NDArray[np.complex128]],
+    nside: int,
+    lmax: int,
+    mmax: int,
+    pol: bool,
+    devices: list[int],
+) -> tuple[npt.NDArray[np.float64], dict[str, object]]: ...  # (ncomp, npix), stats
+def _map2alm_multi(
+    maps: list[npt.NDArray[np.float64]],
+    nside: int,
+    lmax: int,
+    mmax: int,
+    iter: int,
+    pol: bool,
+    devices: list[int],
+    ring_weights: npt.NDArray[np.float64] | None = None,
+) -> tuple[npt.NDArray[np.complex128], dict[str, object]]: ...  # (ncomp, nalm), stats
+
 # --- SHT halves (src/py/sht_halves.rs) --------------------------------------------------------
 # skyconv.sht_halves checks and converts the arguments (ms, rings: int64; arrays C-contiguous).
 def _alm2leg(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _core
+from . import _core, _sht_multi
 from ._utils.args import reals
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
@@ -281,7 +281,7 @@ def _check_pol(n: int, pol: bool) -> bool:
     return bool(pol) and n == 3
 
 
-def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
+def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, devices=None):
     """Synthesise a HEALPix RING map from alm (healpy's ``alm2map``).
 
     Parameters
@@ -301,6 +301,11 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
         Polarised (T, E, B) transform for three components; False: every component spin 0.
     device : str or None
         "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+    devices : sequence of int, optional
+        GPU numbers to split this one transform over (e.g. ``[0, 1]``): the alm by blocks of m,
+        the map by blocks of rings, the Legendre sums moved between them through host memory
+        (see ``skyconv._sht_multi.last_stats()``). A number may repeat (``[0, 0]`` runs both
+        blocks on GPU 0). ``device`` must then be None or a GPU.
 
     Returns
     -------
@@ -314,9 +319,9 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
         alm of different lengths, or a length that fits no (lmax, mmax).
     ValueError
         An invalid ``nside``, ``mmax`` > ``lmax``, pol=True with 2 components, an unknown
-        ``device``.
+        ``device``; an empty or negative ``devices``.
     skyconv.DeviceError
-        ``device="cuda"`` and no GPU works.
+        ``device="cuda"`` or ``devices`` and no GPU works, or a listed GPU does not exist.
 
     Examples
     --------
@@ -330,7 +335,13 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     >>> m.shape, bool(np.allclose(m, 1.0))
     ((48,), True)
     """
+    devs = _sht_multi.devices_arg(devices, device)
     if is_dask_array(alms):  # distributed transform: skyconv._dask.sht
+        if devs is not None:
+            raise ArgumentError(
+                "devices= splits a numpy transform over GPUs; dask arrays are distributed "
+                "by their scheduler (give devices=None)"
+            )
         from ._dask import sht as _dsht
 
         return _dsht.alm2map(alms, nside, lmax, mmax, pol, device)
@@ -369,7 +380,10 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     if size != want:
         raise ShapeError(f"alm has {size} coefficients but lmax={lmax}, mmax={mmax} needs {want}")
     p = _check_pol(len(comps), pol)
-    out = _core._alm2map(comps, nside, lmax, mmax, p, resolve(device).core)
+    if devs is not None:
+        out = _sht_multi.alm2map(comps, nside, lmax, mmax, p, devs)
+    else:
+        out = _core._alm2map(comps, nside, lmax, mmax, p, resolve(device).core)
     return out[0] if lonely else out
 
 
@@ -377,7 +391,9 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
 _npix2nside = npix2nside
 
 
-def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, device=None):
+def map2alm(
+    maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, device=None, devices=None
+):
     """alm of HEALPix RING maps by quadrature with Jacobi iterations (healpy's ``map2alm``).
 
     Parameters
@@ -402,6 +418,9 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
         (which store w - 1) pass ``1 + w``.
     device : str or None
         "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto").
+    devices : sequence of int, optional
+        GPU numbers to split this one transform over, Jacobi iterations included (see
+        :func:`alm2map`). ``device`` must then be None or a GPU.
 
     Returns
     -------
@@ -433,7 +452,13 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     >>> bool(np.allclose(back, alm, atol=1e-6))
     True
     """
+    devs = _sht_multi.devices_arg(devices, device)
     if is_dask_array(maps):  # distributed transform: skyconv._dask.sht
+        if devs is not None:
+            raise ArgumentError(
+                "devices= splits a numpy transform over GPUs; dask arrays are distributed "
+                "by their scheduler (give devices=None)"
+            )
         from ._dask import sht as _dsht
 
         return _dsht.map2alm(maps, lmax, mmax, iter, pol, ring_weights, device)
@@ -465,7 +490,10 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
         if w.ndim != 1:
             raise ShapeError(f"ring_weights must be 1-D, got shape {w.shape}")
     p = _check_pol(len(arrs), pol)
-    out = _core._map2alm(arrs, nside, lmax, mmax, iter, p, w, resolve(device).core)
+    if devs is not None:
+        out = _sht_multi.map2alm(arrs, nside, lmax, mmax, iter, p, w, devs)
+    else:
+        out = _core._map2alm(arrs, nside, lmax, mmax, iter, p, w, resolve(device).core)
     return out[0] if lonely else out
 
 

@@ -93,10 +93,7 @@ def _spin(spin) -> bool:
 
 
 def _device(device) -> str:
-    dev = resolve(device)
-    # The GPU halves are not in this build: "auto" runs them on the CPU; an explicit GPU
-    # request is refused by the core with a DeviceError.
-    return "cpu" if dev.auto else dev.core
+    return resolve(device).core
 
 
 def _complex(a, name: str, ndim: int) -> tuple[np.ndarray, bool]:

@@ -12,6 +12,7 @@ use crate::backend::{self, Device};
 use crate::error::{Error, Result};
 use crate::py::arrays::empty_for;
 use crate::py::errors::{compute, to_pyerr};
+use crate::sht::cuda::halves as cuda_halves;
 use crate::sht::{halves, AlmLayout, Plan};
 
 fn indices(a: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<usize>> {
@@ -48,20 +49,14 @@ fn rows_mut<T>(s: &mut [T], ncomp: usize, n: usize) -> Vec<&mut [T]> {
     s.chunks_mut(n).collect()
 }
 
-/// The device of a halves call: the CPU, or an error for a GPU (the GPU halves are built
-/// separately).
+/// The device of a halves call.
 fn device(name: Option<&str>) -> PyResult<Device> {
-    let dev = backend::resolve(name).map_err(to_pyerr)?;
-    match dev {
-        Device::Cpu => Ok(dev),
-        Device::Cuda(_) => Err(to_pyerr(Error::device(
-            "the SHT halves run on the CPU only in this build",
-        ))),
-    }
+    backend::resolve(name).map_err(to_pyerr)
 }
 
-/// The plan of a halves call, without the per-ring FFT table of the full transform: the ring
-/// stages look each ring's FFT up in the process-wide cache (a block needs few of them).
+/// The plan of a halves call, without the per-ring FFT table of the full transform: the CPU
+/// ring stages look each ring's FFT up in the process-wide cache (a block needs few of them),
+/// the GPU's run on the device.
 fn plan(nside: usize, lmax: usize, mmax: usize, w: Option<&[f64]>) -> Result<Plan> {
     Plan::new(nside, AlmLayout::new(lmax, mmax)?, w)
 }
@@ -93,7 +88,12 @@ fn _alm2leg<'py>(
         let mut leg = rows_mut(data, nc, nr * nm);
         compute(py, || {
             let p = plan(nside, lmax, mmax, None)?;
-            halves::alm2leg(&p, spin2, &ms, &rings, &a, &mut leg)
+            match dev {
+                Device::Cpu => halves::alm2leg(&p, spin2, &ms, &rings, &a, &mut leg),
+                Device::Cuda(n) => crate::backend::cuda::on(n, || {
+                    cuda_halves::alm2leg(&p, spin2, &ms, &rings, &a, &mut leg)
+                }),
+            }
         })?;
     }
     Ok(out)
@@ -134,7 +134,12 @@ fn _leg2map<'py>(
         // leg2map writes every pixel
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps = rows_mut(data, nc, npix);
-        compute(py, || halves::leg2map(&p, &rings, nm - 1, &l, &mut maps))?;
+        compute(py, || match dev {
+            Device::Cpu => halves::leg2map(&p, &rings, nm - 1, &l, &mut maps),
+            Device::Cuda(n) => crate::backend::cuda::on(n, || {
+                cuda_halves::leg2map(&p, &rings, nm - 1, &l, &mut maps)
+            }),
+        })?;
     }
     Ok(out)
 }
@@ -160,7 +165,12 @@ fn _map2leg<'py>(
         // map2leg writes every element
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut leg = rows_mut(data, nc, nr * (mmax + 1));
-        compute(py, || halves::map2leg(&p, &rings, mmax, &m, &mut leg))?;
+        compute(py, || match dev {
+            Device::Cpu => halves::map2leg(&p, &rings, mmax, &m, &mut leg),
+            Device::Cuda(n) => {
+                crate::backend::cuda::on(n, || cuda_halves::map2leg(&p, &rings, mmax, &m, &mut leg))
+            }
+        })?;
     }
     Ok(out)
 }
@@ -208,7 +218,12 @@ fn _leg2alm<'py>(
         let mut alm = rows_mut(data, nc, nblk);
         compute(py, || {
             let p = plan(nside, lmax, mmax, w)?;
-            halves::leg2alm(&p, spin2, &ms, &rings, &l, &mut alm)
+            match dev {
+                Device::Cpu => halves::leg2alm(&p, spin2, &ms, &rings, &l, &mut alm),
+                Device::Cuda(n) => crate::backend::cuda::on(n, || {
+                    cuda_halves::leg2alm(&p, spin2, &ms, &rings, &l, &mut alm)
+                }),
+            }
         })?;
     }
     Ok(out)

@@ -5,6 +5,8 @@
 //! - `layout`: healpy's alm indexing.
 //! - `legendre`: the scaled float64 recurrence (shared maths of both engines).
 //! - `cpu`: rayon engine; `cuda`: GPU engine (`kernels/sht.cu`).
+//! - `split`: one transform split over several workers (m blocks, all-to-all, ring blocks),
+//!   used by `cuda::multi`.
 //! - `halves`: the two stages of each transform on blocks of m and of rings (CPU), the building
 //!   blocks of distributed transforms.
 
@@ -14,6 +16,7 @@ pub mod halves;
 pub mod layout;
 pub mod legendre;
 mod simd;
+pub mod split;
 
 use realfft::num_complex::Complex64 as C64;
 
@@ -249,7 +252,7 @@ pub fn is_unseen(x: f64) -> bool {
 
 /// The map as float64 with UNSEEN pixels zeroed: borrowed when it is float64 without UNSEEN
 /// pixels, else a parallel copy.
-fn clean_map<T: Real>(m: &[T]) -> Cow<'_, [f64]> {
+pub fn clean_map<T: Real>(m: &[T]) -> Cow<'_, [f64]> {
     use rayon::prelude::*;
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
         // SAFETY: T is f64.

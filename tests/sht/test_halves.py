@@ -248,7 +248,9 @@ def test_argument_errors():
         H.leg2alm(np.zeros((1, 1, 1), complex), nside, lmax, [0], [0], ring_weights=np.ones(3))
 
 
-def test_explicit_gpu_is_refused():
+@pytest.mark.skipif(bool(skyconv.backend_info()["cuda"]["available"]), reason="a GPU works here")
+def test_explicit_gpu_without_gpu_is_refused():
+    # (where a GPU works, tests/sht/test_halves_cuda.py runs the GPU halves)
     with pytest.raises(DeviceError):
         H.alm2leg(np.zeros(7, complex), 4, 6, [0], device="cuda")
 

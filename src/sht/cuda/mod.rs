@@ -11,6 +11,9 @@
 //! (weights, phase shift) and `leg_anal_*` (adds into the alm). map2alm's Jacobi iterations
 //! run entirely on the device.
 //!
+//! - `launch`: one function per kernel, the launches the full transform and the halves share.
+//! - `halves`: the SHT halves (alm2leg, leg2map, map2leg, leg2alm) on m and ring subsets.
+//! - `multi`: one transform split over several GPUs (m blocks, all-to-all, ring blocks).
 //! - `mod.rs` (this file): the entry points `alm2map` and `map2alm` (with the Jacobi
 //!   iterations), the kernel module name and block sizes.
 //! - `setup`: the device tables, component groups, per-chunk scratch and launch shapes.
@@ -19,7 +22,10 @@
 
 use realfft::num_complex::Complex64 as C64;
 
+pub mod halves;
 mod io;
+mod launch;
+pub mod multi;
 mod setup;
 mod stages;
 
@@ -34,6 +40,8 @@ use setup::{blocks, cfg, fence_copy_stream, geo, groups, work, Ctx};
 use stages::{anal, synth};
 
 pub(super) const MODULE: &str = "sht";
+/// Largest nside of the CUDA SHT (see `check_sizes`).
+pub const MAX_NSIDE: usize = 1 << 27;
 const TPB_SYN: u32 = 128;
 /// Must equal ANAL_TPB in kernels/sht.cu (its shared-memory columns are sized by it).
 const TPB_ANA: u32 = 128;
@@ -52,6 +60,15 @@ fn as_f64_mut(a: &mut [C64]) -> &mut [f64] {
 fn check_sizes(plan: &Plan) -> Result<()> {
     if plan.lay.mmax + 1 > 65535 {
         return Err(Error::value("the CUDA SHT supports mmax < 65535"));
+    }
+    // Pixel and alm offsets are 64-bit everywhere; the limit is the ring FFTs: Bluestein's
+    // chirp index t² (t < 4·nphi) in kernels/ringfft.cu must stay below 2^63, and ring lengths
+    // are 32-bit there.
+    if plan.nside > MAX_NSIDE {
+        return Err(Error::value(format!(
+            "the CUDA SHT supports nside <= 2**27 = {MAX_NSIDE}, got {}",
+            plan.nside
+        )));
     }
     Ok(())
 }

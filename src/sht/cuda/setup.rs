@@ -3,6 +3,7 @@
 //! scratch sized to the memory budget (`Work`), and the launch shapes and chunk list.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::backend::cuda::ring_fft::RingFft;
 use crate::backend::cuda::{CudaSlice, Gpu, LaunchConfig};
@@ -16,18 +17,21 @@ const WORK_BUDGET: usize = 4 << 30;
 pub(super) struct Geo {
     pub(super) pair_x: CudaSlice<f64>,
     pub(super) pair_s: CudaSlice<f64>,
-    pub(super) nphi: CudaSlice<i32>,
+    pub(super) nphi: CudaSlice<i64>,
     pub(super) first: CudaSlice<i64>,
     pub(super) shift: CudaSlice<i32>,
     pub(super) w: CudaSlice<f64>,
     pub(super) norms: CudaSlice<f64>,
     pub(super) lnfact: CudaSlice<f64>,
+    /// The m of each phase column (0..=mmax) and the offset of its a_{m m} (healpy's layout).
+    pub(super) mlist: CudaSlice<i64>,
+    pub(super) moff: CudaSlice<i64>,
 }
 
 pub(super) fn geo(gpu: &Gpu, plan: &Plan) -> Result<Geo> {
     let px: Vec<f64> = plan.pairs.iter().map(|p| p.x).collect();
     let ps: Vec<f64> = plan.pairs.iter().map(|p| p.s).collect();
-    let nphi: Vec<i32> = plan.rings.iter().map(|r| r.nphi as i32).collect();
+    let nphi: Vec<i64> = plan.rings.iter().map(|r| r.nphi as i64).collect();
     let first: Vec<i64> = plan.rings.iter().map(|r| r.first as i64).collect();
     let shift: Vec<i32> = plan.rings.iter().map(|r| (r.phi0 != 0.0) as i32).collect();
     Ok(Geo {
@@ -39,6 +43,12 @@ pub(super) fn geo(gpu: &Gpu, plan: &Plan) -> Result<Geo> {
         w: gpu.upload_small(&plan.weights)?,
         norms: gpu.upload_small(&plan.norms)?,
         lnfact: gpu.upload_small(&plan.ln_fact)?,
+        mlist: gpu.upload_small(&(0..=plan.lay.mmax as i64).collect::<Vec<_>>())?,
+        moff: gpu.upload_small(
+            &(0..=plan.lay.mmax)
+                .map(|m| plan.lay.mstart(m) as i64)
+                .collect::<Vec<_>>(),
+        )?,
     })
 }
 
@@ -49,7 +59,8 @@ pub(super) struct Ctx<'a> {
     pub(super) g: Geo,
 }
 
-/// Up to three components handled by one launch: spin 0 only, or T + (E, B) with spin 2.
+/// Up to three components handled by one launch: spin 0 only, or T + (E, B) with spin 2, or
+/// (E, B) alone (`pol` with two components: the spin-2 SHT halves).
 #[derive(Debug, Clone)]
 pub(super) struct Group {
     pub(super) comps: Vec<usize>,
@@ -59,6 +70,7 @@ pub(super) struct Group {
 impl Group {
     pub(super) fn synth_kernel(&self) -> &'static str {
         match (self.pol, self.comps.len()) {
+            (true, 2) => "leg_synth_pol0",
             (true, _) => "leg_synth_pol",
             (false, 1) => "leg_synth_s1",
             (false, 2) => "leg_synth_s2",
@@ -75,6 +87,7 @@ impl Group {
     }
     pub(super) fn anal_kernel(&self) -> &'static str {
         match (self.pol, self.comps.len()) {
+            (true, 2) => "leg_anal_pol0",
             (true, _) => "leg_anal_pol",
             (false, 1) => "leg_anal_s1",
             (false, 2) => "leg_anal_s2",
@@ -176,4 +189,17 @@ pub(super) fn chunk_list(plan: &Plan, np_max: usize) -> Vec<(usize, usize)> {
         .step_by(np_max)
         .map(|p0| (p0, np_max.min(n - p0)))
         .collect()
+}
+
+/// Most device memory in use seen by the SHT halves per GPU ordinal (`multi` resets and reads
+/// it around a multi-GPU transform).
+pub(super) static PEAK: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+
+/// Record the device memory in use now (total − free) as a candidate peak for its GPU.
+pub(super) fn note_used(gpu: &Gpu) {
+    if let Ok((free, total)) = gpu.mem_info() {
+        if let Some(p) = PEAK.get(gpu.ordinal as usize) {
+            p.fetch_max(total.saturating_sub(free), Ordering::Relaxed);
+        }
+    }
 }

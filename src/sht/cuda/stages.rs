@@ -6,12 +6,12 @@
 use std::collections::hash_map::Entry;
 
 use super::io::ChunkIo;
-use super::setup::{blocks, cfg, chunk_list, Ctx, Group, Work};
-use super::{MODULE, TPB_ANA, TPB_MISC, TPB_SYN};
+use super::launch::{self, LegTabs, RingTabs};
+use super::setup::{chunk_list, Ctx, Group, Work};
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
-use crate::backend::cuda::{CudaSlice, Gpu, PushKernelArg};
+use crate::backend::cuda::{CudaSlice, Gpu};
 use crate::error::Result;
 use crate::sht::Plan;
 
@@ -19,7 +19,7 @@ use crate::sht::Plan;
 /// rows -> spectra (forward). Rows are laid out [row][component]: all equatorial rings of the
 /// chunk are one batched real cuFFT call; the polar rings (a different length per pair) go
 /// through the shared Bluestein ring transform, north and south rows of a pair as one job.
-fn ring_ffts(
+pub(super) fn ring_ffts(
     gpu: &Gpu,
     plan: &Plan,
     w: &mut Work,
@@ -86,6 +86,42 @@ fn ring_ffts(
     Ok(())
 }
 
+/// The group's components of `bufs`, in the group's order (distinct by construction).
+pub(super) fn comps_mut<'a>(
+    bufs: &'a mut [CudaSlice<f64>],
+    comps: &[usize],
+) -> Vec<&'a mut CudaSlice<f64>> {
+    let mut taken: Vec<Option<&'a mut CudaSlice<f64>>> = bufs.iter_mut().map(Some).collect();
+    comps
+        .iter()
+        .map(|&ci| taken[ci].take().expect("distinct components"))
+        .collect()
+}
+
+fn tabs<'a>(cx: &'a Ctx) -> (LegTabs<'a>, RingTabs<'a>) {
+    let (plan, g) = (cx.plan, &cx.g);
+    (
+        LegTabs {
+            lmax: plan.lay.lmax,
+            norms: &g.norms,
+            lnfact: &g.lnfact,
+            mlist: &g.mlist,
+            moff: &g.moff,
+            ncol: plan.lay.mmax + 1,
+            pair_x: &g.pair_x,
+            pair_s: &g.pair_s,
+        },
+        RingTabs {
+            nside: plan.nside,
+            nphi: &g.nphi,
+            shift: &g.shift,
+            first: &g.first,
+            w: &g.w,
+            direct: false,
+        },
+    )
+}
+
 /// Synthesis of all components from device alm into device maps.
 pub(super) fn synth(
     cx: &Ctx,
@@ -96,97 +132,28 @@ pub(super) fn synth(
     tl: &mut Timeline,
     io: &mut dyn ChunkIo,
 ) -> Result<()> {
-    let (gpu, plan, g) = (cx.gpu, cx.plan, &cx.g);
-    let ns = plan.nside as i64;
-    let (lmax, mmax) = (plan.lay.lmax as i64, plan.lay.mmax as i64);
-    let h = 2 * plan.nside + 1;
+    let (gpu, plan) = (cx.gpu, cx.plan);
+    let (lt, rt) = tabs(cx);
     for grp in groups {
         let nc = grp.comps.len();
         let a = |i: usize| &alms[grp.comps[i.min(nc - 1)]];
         for (p0, np) in chunk_list(plan, w.np_max) {
-            let (p0i, npi) = (p0 as i64, np as i64);
-            let nrow = 2 * np;
-            let f = gpu.function(MODULE, grp.synth_kernel())?;
-            let mut b = gpu.stream.launch_builder(&f);
-            b.arg(a(0))
-                .arg(a(1))
-                .arg(a(2))
-                .arg(&lmax)
-                .arg(&mmax)
-                .arg(&g.norms)
-                .arg(&g.lnfact)
-                .arg(&g.pair_x)
-                .arg(&g.pair_s)
-                .arg(&p0i)
-                .arg(&npi)
-                .arg(&mut w.phase);
-            // SAFETY: argument list matches SYNTH_ENTRY in kernels/sht.cu; phase holds one plane per component
-            // of 2·np_max rows × (mmax+1) complex.
-            unsafe {
-                b.launch(cfg(
-                    (
-                        blocks(np, TPB_SYN * grp.synth_rings()),
-                        plan.lay.mmax as u32 + 1,
-                        1,
-                    ),
-                    TPB_SYN,
-                ))
-            }?;
+            launch::leg_synth(gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, &mut w.phase)?;
             tl.mark(gpu, "legendre")?;
-            let f = gpu.function(MODULE, "fold")?;
-            let mut b = gpu.stream.launch_builder(&f);
-            b.arg(&w.phase)
-                .arg(&mut w.spec)
-                .arg(&mmax)
-                .arg(&ns)
-                .arg(&p0i)
-                .arg(&npi)
-                .arg(&g.nphi)
-                .arg(&g.shift);
-            // SAFETY: matches `fold`; spec holds a plane of 2·np_max rows × H complex per component.
-            unsafe { b.launch(cfg((blocks(h, TPB_MISC), nrow as u32, nc as u32), TPB_MISC)) }?;
+            launch::fold(gpu, &w.phase, &mut w.spec, plan.lay.mmax, &rt, p0, np, nc)?;
             tl.mark(gpu, "fold")?;
             ring_ffts(gpu, plan, w, p0, np, nc, false)?;
             tl.mark(gpu, "ring fft")?;
-            let mut outs: Vec<&mut CudaSlice<f64>> = Vec::new();
-            {
-                let mut taken: Vec<Option<&mut CudaSlice<f64>>> =
-                    maps.iter_mut().map(Some).collect();
-                for &ci in &grp.comps {
-                    outs.push(taken[ci].take().expect("distinct components"));
-                }
-            }
-            let (m0, m1, m2) = match outs.len() {
-                1 => (outs.pop().unwrap(), None, None),
-                2 => {
-                    let m1 = outs.pop().unwrap();
-                    (outs.pop().unwrap(), Some(m1), None)
-                }
-                _ => {
-                    let m2 = outs.pop().unwrap();
-                    let m1 = outs.pop().unwrap();
-                    (outs.pop().unwrap(), Some(m1), Some(m2))
-                }
-            };
-            let f = gpu.function(MODULE, "scatter")?;
-            let mut b = gpu.stream.launch_builder(&f);
-            b.arg(&w.rows).arg(m0);
-            match m1 {
-                Some(m) => b.arg(m),
-                None => b.arg(&mut w.dummy1),
-            };
-            match m2 {
-                Some(m) => b.arg(m),
-                None => b.arg(&mut w.dummy2),
-            };
-            b.arg(&ns).arg(&p0i).arg(&npi).arg(&g.nphi).arg(&g.first);
-            // SAFETY: matches `scatter`; each ring's pixels lie inside its map.
-            unsafe {
-                b.launch(cfg(
-                    (blocks(4 * plan.nside, TPB_MISC), nrow as u32, nc as u32),
-                    TPB_MISC,
-                ))
-            }?;
+            let outs = comps_mut(maps, &grp.comps);
+            launch::scatter(
+                gpu,
+                &mut w.rows,
+                outs,
+                (&mut w.dummy1, &mut w.dummy2),
+                &rt,
+                p0,
+                np,
+            )?;
             tl.mark(gpu, "scatter")?;
             io.after(gpu, plan, p0, np, maps)?;
         }
@@ -204,9 +171,8 @@ pub(super) fn anal(
     tl: &mut Timeline,
     io: &mut dyn ChunkIo,
 ) -> Result<()> {
-    let (gpu, plan, g) = (cx.gpu, cx.plan, &cx.g);
-    let ns = plan.nside as i64;
-    let (lmax, mmax) = (plan.lay.lmax as i64, plan.lay.mmax as i64);
+    let (gpu, plan) = (cx.gpu, cx.plan);
+    let (lt, rt) = tabs(cx);
     for a in alms.iter_mut() {
         gpu.stream.memset_zeros(a)?;
     }
@@ -215,82 +181,32 @@ pub(super) fn anal(
         for (p0, np) in chunk_list(plan, w.np_max) {
             io.before(gpu, plan, p0, np, maps)?;
             tl.mark(gpu, "h2d")?;
-            let m = |i: usize| &maps[grp.comps[i.min(nc - 1)]];
-            let (p0i, npi) = (p0 as i64, np as i64);
-            let nrow = 2 * np;
-            let f = gpu.function(MODULE, "gather")?;
-            let mut b = gpu.stream.launch_builder(&f);
-            b.arg(m(0))
-                .arg(m(1))
-                .arg(m(2))
-                .arg(&mut w.rows)
-                .arg(&ns)
-                .arg(&p0i)
-                .arg(&npi)
-                .arg(&g.nphi)
-                .arg(&g.first);
-            // SAFETY: matches `gather`; rows holds a plane of 2·np_max × 4·nside values per component.
-            unsafe {
-                b.launch(cfg(
-                    (blocks(4 * plan.nside, TPB_MISC), nrow as u32, nc as u32),
-                    TPB_MISC,
-                ))
-            }?;
+            let ins = comps_mut(maps, &grp.comps);
+            launch::gather(
+                gpu,
+                ins,
+                (&mut w.dummy1, &mut w.dummy2),
+                &mut w.rows,
+                &rt,
+                p0,
+                np,
+            )?;
             tl.mark(gpu, "gather")?;
             ring_ffts(gpu, plan, w, p0, np, nc, true)?;
             tl.mark(gpu, "ring fft")?;
-            let f = gpu.function(MODULE, "unfold")?;
-            let mut b = gpu.stream.launch_builder(&f);
-            b.arg(&w.spec)
-                .arg(&mut w.phase)
-                .arg(&mmax)
-                .arg(&ns)
-                .arg(&p0i)
-                .arg(&npi)
-                .arg(&g.nphi)
-                .arg(&g.shift)
-                .arg(&g.w);
-            // SAFETY: matches `unfold`.
-            unsafe {
-                b.launch(cfg(
-                    (blocks(plan.lay.mmax + 1, TPB_MISC), nrow as u32, nc as u32),
-                    TPB_MISC,
-                ))
-            }?;
+            launch::unfold(gpu, &w.spec, &mut w.phase, plan.lay.mmax, &rt, p0, np, nc)?;
             tl.mark(gpu, "unfold")?;
-            let mut outs: Vec<&mut CudaSlice<f64>> = Vec::new();
-            {
-                let mut taken: Vec<Option<&mut CudaSlice<f64>>> =
-                    alms.iter_mut().map(Some).collect();
-                for &ci in &grp.comps {
-                    outs.push(taken[ci].take().expect("distinct components"));
-                }
-            }
-            let mut it = outs.into_iter();
-            let a0 = it.next().expect("one component");
-            let a1 = it.next();
-            let a2 = it.next();
-            let f = gpu.function(MODULE, grp.anal_kernel())?;
-            let mut b = gpu.stream.launch_builder(&f);
-            b.arg(&w.phase).arg(a0);
-            match a1 {
-                Some(a) => b.arg(a),
-                None => b.arg(&mut w.dummy1),
-            };
-            match a2 {
-                Some(a) => b.arg(a),
-                None => b.arg(&mut w.dummy2),
-            };
-            b.arg(&lmax)
-                .arg(&mmax)
-                .arg(&g.norms)
-                .arg(&g.lnfact)
-                .arg(&g.pair_x)
-                .arg(&g.pair_s)
-                .arg(&p0i)
-                .arg(&npi);
-            // SAFETY: matches ANAL_ENTRY; one block per m adds into its own alm column.
-            unsafe { b.launch(cfg((plan.lay.mmax as u32 + 1, 1, 1), TPB_ANA)) }?;
+            let outs = comps_mut(alms, &grp.comps);
+            launch::leg_anal(
+                gpu,
+                grp,
+                &w.phase,
+                outs,
+                (&mut w.dummy1, &mut w.dummy2),
+                &lt,
+                p0,
+                np,
+            )?;
             tl.mark(gpu, "legendre")?;
         }
     }

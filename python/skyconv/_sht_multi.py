@@ -1,0 +1,97 @@
+"""One SHT split over several GPUs of one host (``devices=[0, 1]`` of ``alm2map``/``map2alm``).
+
+The alm are split by m into contiguous blocks balanced by work (the cost of an m is about
+lmax + 1 - m), the map by rings into blocks balanced by pixels; each GPU computes the Legendre
+sums of its m on all rings, an all-to-all moves them to the ring blocks, each GPU finishes its
+rings (map2alm: the same steps backwards, Jacobi iterations included). The all-to-all is staged
+through host memory in this version (``last_stats()["transport"] == "host-staged"``); peer
+copies between GPUs are not used.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from . import _core
+from ._utils.arrays import int_arg
+from ._utils.device import resolve
+from .exceptions import ArgumentError, ArgumentTypeError
+
+log = logging.getLogger("skyconv.sht")
+
+_last: dict = {}
+
+
+def last_stats() -> dict:
+    """What the last multi-GPU transform of this process did.
+
+    Returns
+    -------
+    dict
+        ``transport`` ("host-staged"), ``devices``, ``m_blocks`` ([m0, m1) per device),
+        ``ring_blocks`` ([r0, r1) per device), ``legendre_s``, ``exchange_s`` (the all-to-all),
+        ``ring_s`` (seconds, wall, summed over the passes of the call), ``peak_bytes`` (most
+        device memory in use seen on each device, whole device, bytes). Empty before the first
+        call.
+    """
+    return dict(_last)
+
+
+def devices_arg(devices, device) -> list[int] | None:
+    """The GPU numbers of a ``devices`` argument; None when ``devices`` is None.
+
+    Raises
+    ------
+    skyconv.ArgumentTypeError
+        ``devices`` is not a sequence of ints.
+    skyconv.ArgumentError
+        An empty list, a negative number, or ``device`` naming the CPU together with ``devices``.
+    """
+    if devices is None:
+        return None
+    if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+        raise ArgumentTypeError(
+            f"devices must be a sequence of GPU numbers (ints), e.g. [0, 1], got {devices!r}"
+        )
+    out = [int_arg(d, "devices") for d in devices]
+    if not out:
+        raise ArgumentError("devices must list at least one GPU number, e.g. [0, 1], got []")
+    if any(d < 0 for d in out):
+        raise ArgumentError(f"devices must be GPU numbers >= 0, got {out}")
+    if device is not None and not resolve(device).is_cuda:
+        raise ArgumentError(
+            f"device must be None or a GPU ('cuda') when devices is given, got {device!r}"
+        )
+    return out
+
+
+def _record(stats: dict, what: str) -> None:
+    _last.clear()
+    _last.update(stats)
+    _last["transform"] = what
+    log.info(
+        "%s over GPUs %s (all-to-all %s): legendre %.3f s, all-to-all %.3f s, rings %.3f s",
+        what,
+        stats["devices"],
+        stats["transport"],
+        stats["legendre_s"],
+        stats["exchange_s"],
+        stats["ring_s"],
+    )
+
+
+def alm2map(comps, nside: int, lmax: int, mmax: int, pol: bool, devices: list[int]):
+    """(ncomp, npix) maps of validated alm components over ``devices``."""
+    out, stats = _core._alm2map_multi(comps, nside, lmax, mmax, pol, devices)
+    _record(stats, "alm2map")
+    return out
+
+
+def map2alm(arrs, nside, lmax, mmax, iter, pol, ring_weights, devices):
+    """(ncomp, nalm) alm of validated maps over ``devices`` (float64 copies of float32 maps)."""
+    maps = [np.ascontiguousarray(a, dtype=np.float64).ravel() for a in arrs]
+    out, stats = _core._map2alm_multi(maps, nside, lmax, mmax, iter, pol, devices, ring_weights)
+    _record(stats, "map2alm")
+    return out

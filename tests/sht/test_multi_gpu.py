@@ -1,0 +1,128 @@
+"""One SHT split over several GPUs (``devices=[...]`` of alm2map / map2alm): equal to the
+single-GPU transform to 1e-12 relative with devices=[0], [0, 0] (two blocks on one GPU: the
+split and the all-to-all without a second card) and [0, 1] (skipped unless two GPUs); spin 0,
+pol, iter 0 and 3, lmax != 2 nside, mmax < lmax; the reported transport; argument checks."""
+
+import healpy as hp
+import numpy as np
+import pytest
+
+import skyconv
+from skyconv import _sht_multi
+from skyconv.exceptions import ArgumentError, ArgumentTypeError, DeviceError
+
+REL = 1e-12
+
+
+def _gpus() -> int:
+    info = skyconv.backend_info()["cuda"]
+    return len(info.get("devices") or []) if info["available"] else 0
+
+
+DEVICES = [
+    pytest.param([0], marks=pytest.mark.gpu, id="0"),
+    pytest.param([0, 0], marks=pytest.mark.gpu, id="0,0"),
+    pytest.param(
+        [0, 1],
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs"),
+        ],
+        id="0,1",
+    ),
+]
+
+
+def _alm(rng, ncomp, lmax, mmax):
+    n = hp.Alm.getsize(lmax, mmax)
+    a = rng.normal(size=(ncomp, n)) + 1j * rng.normal(size=(ncomp, n))
+    a[:, : lmax + 1].imag = 0
+    return a
+
+
+def _rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("ncomp,pol", [(1, False), (3, True), (2, False)])
+@pytest.mark.parametrize("nside,lmax,mmax", [(16, 40, 40), (32, 50, 31)])
+def test_alm2map_equals_one_gpu(devices, ncomp, pol, nside, lmax, mmax, rng):
+    alm = _alm(rng, ncomp, lmax, mmax)
+    want = skyconv.alm2map(alm, nside, lmax, mmax, pol=pol, device="cuda")
+    got = skyconv.alm2map(alm, nside, lmax, mmax, pol=pol, devices=devices)
+    assert got.shape == want.shape
+    assert _rel(got, want) <= REL
+    st = _sht_multi.last_stats()
+    assert st["transport"] == "host-staged" and st["devices"] == devices
+    assert st["m_blocks"][0][0] == 0 and st["m_blocks"][-1][1] == mmax + 1
+    assert st["ring_blocks"][-1][1] == 4 * nside - 1
+    assert all(b > 0 for b in st["peak_bytes"])
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("iter", [0, 3])
+@pytest.mark.parametrize("ncomp,pol", [(1, False), (3, True)])
+def test_map2alm_equals_one_gpu(devices, iter, ncomp, pol, rng):
+    nside, lmax, mmax = 16, 37, 29
+    maps = rng.normal(size=(ncomp, 12 * nside**2))
+    maps[0, 5] = skyconv.UNSEEN  # counts as 0 on both paths
+    w = 1 + 0.05 * rng.random(2 * nside)
+    want = skyconv.map2alm(maps, lmax, mmax, iter=iter, pol=pol, ring_weights=w, device="cuda")
+    got = skyconv.map2alm(maps, lmax, mmax, iter=iter, pol=pol, ring_weights=w, devices=devices)
+    assert got.shape == want.shape
+    assert _rel(got, want) <= REL
+
+
+@pytest.mark.gpu
+def test_float32_maps_and_one_component(rng):
+    nside, lmax = 8, 20
+    m = rng.normal(size=12 * nside**2).astype(np.float32)
+    want = skyconv.map2alm(m, lmax, iter=1, device="cuda")
+    got = skyconv.map2alm(m, lmax, iter=1, devices=[0, 0])
+    assert got.shape == want.shape and _rel(got, want) <= REL
+
+
+@pytest.mark.gpu
+def test_more_devices_than_m(rng):
+    """Blocks may be empty (mmax + 1 < number of devices)."""
+    nside, lmax, mmax = 4, 6, 1
+    alm = _alm(rng, 1, lmax, mmax)
+    want = skyconv.alm2map(alm[0], nside, lmax, mmax, device="cuda")
+    got = skyconv.alm2map(alm[0], nside, lmax, mmax, devices=[0, 0, 0])
+    assert _rel(got, want) <= REL
+
+
+def test_devices_argument_errors():
+    alm = np.zeros(hp.Alm.getsize(4), complex)
+    with pytest.raises(ArgumentError, match="devices"):
+        skyconv.alm2map(alm, 2, devices=[])
+    with pytest.raises(ArgumentError, match="devices"):
+        skyconv.alm2map(alm, 2, devices=[-1])
+    with pytest.raises(ArgumentTypeError, match="devices"):
+        skyconv.alm2map(alm, 2, devices="0,1")
+    with pytest.raises(TypeError, match="devices"):
+        skyconv.alm2map(alm, 2, devices=[0.5])
+    with pytest.raises(ArgumentError, match="device"):
+        skyconv.map2alm(np.zeros(48), 4, devices=[0], device="cpu")
+
+
+@pytest.mark.skipif(_gpus() > 0, reason="a GPU works here")
+def test_devices_without_gpu_raise():
+    with pytest.raises(DeviceError):
+        skyconv.alm2map(np.zeros(hp.Alm.getsize(4), complex), 2, devices=[0])
+
+
+@pytest.mark.gpu
+def test_missing_device_is_refused():
+    with pytest.raises(DeviceError, match="cuda:"):
+        skyconv.alm2map(np.zeros(hp.Alm.getsize(4), complex), 2, devices=[0, 63])
+
+
+def test_devices_with_dask_refused():
+    da = pytest.importorskip("dask.array")
+    alm = da.from_array(np.zeros(hp.Alm.getsize(4), complex))
+    with pytest.raises(ArgumentError, match="devices"):
+        skyconv.alm2map(alm, 2, devices=[0])
+    with pytest.raises(ArgumentError, match="devices"):
+        skyconv.map2alm(da.zeros(48), 4, devices=[0, 1])
