@@ -225,12 +225,16 @@ def smooth_and_clip(
     """
     if is_dask_array(cube) or is_dask_array(mask):
         from ._dask.cube import smooth_and_clip as dask_smooth_and_clip
+        from ._dask.halo import check_known_chunks
 
-        return dask_smooth_and_clip(
-            cube, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,
-            spectral, spatial, edge_mode, mask, device,
-            precision=precision, return_noise=return_noise, progress=progress,
+        if is_dask_array(cube):
+            check_known_chunks(cube, "cube")
+        run = _setup(
+            np.ndim(cube), np.shape(cube), kernels_xy, kernels_z, threshold, replacement,
+            statistic, flux_range, spectral, spatial, edge_mode, precision,
         )  # fmt: skip
+        out, rms0, rms = dask_smooth_and_clip(cube, run, mask, device, progress=progress)
+        return (out, NoiseReport(rms0, list(run.labels), rms)) if return_noise else out
     a = float_array(cube, "cube")
     run = _setup(
         a.ndim, a.shape, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,

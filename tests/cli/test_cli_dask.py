@@ -36,7 +36,7 @@ def test_fits_to_zarr_local_scheduler(files, capsys):
     np.testing.assert_array_equal(got[...], want)
     assert "fits_header" in got.attrs
     text = capsys.readouterr()
-    assert "voxels in the mask" in text.out and "Completed" in text.err  # Dask's progress
+    assert "voxels in the mask" in text.out and "kernels" in text.err  # the progress bar
 
 
 def test_npy_on_a_scheduler(files, dask_client):

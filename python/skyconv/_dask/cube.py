@@ -163,68 +163,57 @@ def _columns(x, limit):
 
 
 def smooth_and_clip(
-    cube,
-    kernels_xy=(0, 3, 6),
-    kernels_z=(0, 3, 7, 15),
-    threshold=5.0,
-    replacement=2.0,
-    statistic="mad",
-    flux_range="negative",
-    spectral="boxcar",
-    spatial="boxcar",
-    edge_mode="constant",
-    mask=None,
-    device=None,
-    *,
-    precision="sofia2",
-    return_noise=False,
-    progress=None,
-    chunk_bytes=None,
-    keep_smoothed=None,
+    cube, run, mask=None, device=None, *, progress=None, chunk_bytes=None, keep_smoothed=None
 ):
-    """``skyconv.smooth_and_clip`` for a dask cube (or mask); same arguments and results.
+    """``skyconv.smooth_and_clip`` for a dask cube (or mask), with the settings ``run`` that
+    ``skyconv.cube._setup`` checked (the public function calls this in one line).
 
     Parameters
     ----------
     cube : dask.array.Array or array
         float32/float64, (z, y, x) or (y, x), known chunk sizes.
-    kernels_xy, kernels_z, threshold, replacement, statistic, flux_range, spectral, spatial,
-    edge_mode, mask, device, precision, return_noise, progress
-        As in :func:`skyconv.smooth_and_clip`; ``mask`` may be a dask array.
+    run : skyconv.cube._Run
+        The checked settings (kernels, threshold, replacement, noise rule, sampling).
+    mask : array or dask.array.Array, optional
+        Voxels in the mask on entry (nonzero).
+    device : str or None
+        Checked; the stages run on the CPU engine.
+    progress : callable, optional
+        ``progress(done, total, noise)`` after each kernel.
     chunk_bytes : int, optional
         Bytes per block of the working chunkings (default: the input's largest chunk); a
         block holds at least one whole plane (spatial stage) or one whole z line (spectral).
+    keep_smoothed : bool, optional
+        Keep each kernel's smoothed cube in the cluster's memory between its noise and its
+        clip (one smoothing per kernel instead of two). Default: when the cube takes less than
+        30 % of the cluster's memory (the workers' memory limits; the machine's available
+        memory without a Distributed client).
 
     Returns
     -------
-    dask.array.Array or (dask.array.Array, NoiseReport)
-        The uint8 mask, lazy, with the input's chunks (it reads the persisted mask of the last
-        kernel); the noise values are plain floats, computed.
+    mask : dask.array.Array
+        uint8 (1 = source), lazy, the input's chunks (it reads the persisted mask of the last
+        kernel).
+    rms0 : float
+        The noise of the original cube (data units).
+    rms : list of float
+        The noise of each smoothed cube, in kernel order.
 
     Raises
     ------
     TypeError
-        The cube is not float32/float64.
+        The cube is not float32/float64, or the mask not boolean/integer.
     skyconv.ShapeError
-        The cube is not 2-D or 3-D, or the mask's shape differs.
+        The mask's shape differs from the cube's.
     skyconv.ArgumentError
         Unknown chunk sizes.
-    ValueError
-        A bad setting (as the NumPy call).
     """
     from .._utils.device import resolve
-    from ..cube import NoiseReport, _setup
 
     da = dask_array()
     x = cube if hasattr(cube, "dask") else da.asarray(cube)
     check_known_chunks(x, "cube")
     check_float(x, "cube")
-    if x.ndim not in (2, 3):
-        raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D (y, x), got {x.ndim} dimension(s)")
-    run = _setup(
-        x.ndim, x.shape, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,
-        spectral, spatial, edge_mode, precision,
-    )  # fmt: skip
     if device is not None:
         resolve(device)  # a bad name fails here
     if not x.dtype.isnative:
@@ -282,9 +271,7 @@ def smooth_and_clip(
     if ndim == 2:
         out = out[0]
     out = out.rechunk(in_chunks)
-    if return_noise:
-        return out, NoiseReport(float(rms0), list(run.labels), rms_list)
-    return out
+    return out, float(rms0), rms_list
 
 
 __all__ = ["smooth_and_clip"]
