@@ -43,8 +43,9 @@ fn ring_run<'py, T: Real + numpy::Element>(
     Ok(out)
 }
 
-/// Ring-method smoothing of a RING map (float32/float64, no missing pixels; float64 out) with
-/// the radial profile K(theta) (K = 0 beyond theta[-1]).
+/// Ring-method smoothing of RING maps (float32/float64, (npix,) or (nmaps, npix), no missing
+/// pixels; float64 out, same shape) with the radial profile K(theta) (K = 0 beyond theta[-1]);
+/// several maps share the plan and the kernel spectra.
 #[pyfunction]
 #[pyo3(signature = (map, nside, theta, values, device=None))]
 fn _smooth_ring<'py>(
@@ -165,6 +166,14 @@ fn _smooth_missing<'py>(
     with_float!(m, a => missing_run(py, &a))
 }
 
+/// GPU bytes the ring method needs at `nside` for `nmaps` maps at once, besides the kernel
+/// samples (which are chunked into what is left).
+#[pyfunction]
+#[pyo3(signature = (nside, nmaps=1))]
+fn _ring_gpu_bytes(nside: usize, nmaps: usize) -> usize {
+    smooth::cuda::device_bytes(nside, nmaps)
+}
+
 /// The device the ring method runs on for `device` (DeviceError for "cuda" without a GPU).
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -239,6 +248,7 @@ fn _ring_cuda_tables<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_ring_gpu_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;

@@ -308,8 +308,10 @@ pub fn missing<T: crate::real::Real>(map: &[T], out: &mut [bool]) -> usize {
         .sum()
 }
 
-/// Ring-method smoothing of a RING map (float64, no missing pixels) with the profile
-/// (theta, values) (K at ascending nodes, theta[0] = 0, K = 0 beyond theta[last]).
+/// Ring-method smoothing of RING maps (float64, no missing pixels) with the profile
+/// (theta, values) (K at ascending nodes, theta[0] = 0, K = 0 beyond theta[last]). `map` holds
+/// one or several maps of 12·nside² pixels one after the other (`out` likewise): they share the
+/// plan and every kernel spectrum, and each result equals that of its map alone.
 pub fn ring_smooth(
     device: Device,
     nside: usize,
@@ -320,17 +322,23 @@ pub fn ring_smooth(
 ) -> Result<()> {
     hp::check_nside(nside as u64, false)?;
     let npix = hp::nside2npix(nside as u64) as usize;
-    if map.len() != npix || out.len() != npix {
+    if map.is_empty() || !map.len().is_multiple_of(npix) || out.len() != map.len() {
         return Err(Error::shape(format!(
-            "map has {} pixels, nside={nside} needs {npix}",
+            "map has {} pixels, nside={nside} needs a multiple of {npix}",
             map.len()
         )));
     }
     let table = Table::new(theta, values, 0)?;
     let plan = RingPlan::new(nside, table)?;
+    let maps: Vec<&[f64]> = map.chunks(npix).collect();
+    let mut outs: Vec<&mut [f64]> = out.chunks_mut(npix).collect();
     match device {
-        Device::Cpu => crate::backend::threads::install(|| cpu::convolve(&plan, map, out)),
-        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::convolve(&plan, map, out)),
+        Device::Cpu => {
+            crate::backend::threads::install(|| cpu::convolve_many(&plan, &maps, &mut outs))
+        }
+        Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || cuda::convolve_many(&plan, &maps, &mut outs))
+        }
     }
 }
 
