@@ -279,6 +279,13 @@ def _smooth_ring(
     values: npt.NDArray[np.float64],
     device: str | None = None,
 ) -> npt.NDArray[np.float64]: ...  # RING map(s) (npix,) or (nmaps, npix), sum_p K m(p) 4pi/npix
+def _smooth_ring_beams(
+    map: FloatArray,
+    nside: int,
+    thetas: list[npt.NDArray[np.float64]],
+    values: list[npt.NDArray[np.float64]],
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (n_beams, *map.shape): _smooth_ring per profile
 def _ring_gpu_bytes(
     nside: int, nmaps: int = 1
 ) -> int: ...  # GPU bytes of the ring method for nmaps maps at once (kernel samples apart)

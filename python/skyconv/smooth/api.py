@@ -216,6 +216,9 @@ def _batch_runner(method, beams, nside, iter, device):
         windows = [b.window for b in beams]
         lmax = beams[0].lmax
         return lambda st: methods.harmonic_batch(st, windows, lmax, iter, device)
+    if all(mb == "ring" for mb in each):
+        profiles = [b.profile for b in beams]
+        return lambda st: methods.ring_beams(st, nside, profiles, device)
     runners = [_runner(mb, b, nside, iter, device) for mb, b in zip(each, beams)]
     return lambda st: np.stack(
         [r(st if st.shape[0] > 1 else st[0]).reshape(st.shape) for r in runners]

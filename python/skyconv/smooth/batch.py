@@ -2,8 +2,11 @@
 
 A batch (``fwhm`` a sequence, or ``beam_window`` of shape (n_beams, lmax + 1)) shares work
 between its beams: the harmonic method does one map2alm and one alm2map of every beam's
-product a_lm·b_l (``methods.harmonic_batch``); the ring method runs once per beam (each beam has
-its own kernel and support), with the ring geometry and FFT plans cached for the process. The
+product a_lm·b_l (``methods.harmonic_batch``); the ring method makes one engine call for all
+beams (``methods.ring_beams``): on the GPU the map goes up and through the forward ring FFTs
+once, then each beam's kernel tables, products and inverse FFTs run on the device (each beam
+has its own kernel and support); on the CPU each beam is one pass, the FFT plans cached. When
+``auto`` leaves a batch to the beams' own choices and they differ, each beam runs alone. The
 cost model prices the harmonic batch as one full smoothing plus one alm2map per further beam
 (half a smoothing each), so ``auto`` takes the shared harmonic transform unless the beams'
 own choices, summed, are faster.

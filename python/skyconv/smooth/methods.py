@@ -245,6 +245,16 @@ def ring(map_ring_f64_filled, nside, theta, values, device):
     return _core._smooth_ring(map_ring_f64_filled, int(nside), t, v, resolve(device).core)
 
 
+def ring_beams(maps_ring_filled, nside, profiles, device):
+    """Ring-method convolution of filled RING maps (npix,) or (k, npix) with several kernels
+    ``profiles`` [(theta, values), ...] in one engine call: (n, *shape) float64, each equal to
+    :func:`ring` with that profile (on the GPU the maps go up and through the forward ring
+    FFTs once for all the beams)."""
+    ts = [np.ascontiguousarray(t, dtype=np.float64) for t, _ in profiles]
+    vs = [np.ascontiguousarray(v, dtype=np.float64) for _, v in profiles]
+    return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, resolve(device).core)
+
+
 def harmonic(map_ring_f64_filled, window, lmax, iter, device):
     """Harmonic smoothing of filled maps: map2alm(map, lmax, iter) -> a_lm * window[l] (0
     where l >= len(window)) -> alm2map, on the SHT engines of ``device``.
