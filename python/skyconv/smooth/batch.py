@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._utils.device import resolve
-from ..exceptions import ShapeError
+from ..exceptions import ArgumentError, ShapeError
 from . import cost as _cost
 from .auto import choose
 from .beam import Beam
@@ -33,7 +33,7 @@ def is_batch(fwhm, beam_window) -> bool:
 def beams(fwhm, beam_window, lmax: int, tol) -> list[Beam]:
     """The checked beams of a batch call (see :func:`is_batch`)."""
     if fwhm is not None and beam_window is not None:
-        raise ValueError("give exactly one of fwhm (radians) and beam_window")
+        raise ArgumentError("give exactly one of fwhm (radians) and beam_window")
     if fwhm is not None:
         f = np.asarray(fwhm)
         if f.ndim != 1 or f.size == 0:
