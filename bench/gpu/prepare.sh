@@ -2,12 +2,15 @@
 # Prepare .gpu/ (git-ignored) for a run on the GPU machine, which has no network and no Rust:
 #   .gpu/skyconv-*.whl   the abi3 wheel, built here with `maturin build --release`
 #   .gpu/whl/*.whl       the wheels it lacks, for CPython 3.12 manylinux x86-64
-#                        (bench/gpu/wheels-core.txt, plus wheels-notebooks.txt with --notebooks
-#                        and wheels-dask.txt with --dask: dask, distributed and their deps)
+#                        (bench/gpu/wheels-core.txt, plus wheels-notebooks.txt with --notebooks)
 #   .gpu/BUILD_INFO      commit and date of the build (recorded by the benchmark)
 #   .gpu-cygrid/*.whl    with --cygrid: Cygrid 2.0.4 and its numpy<2 stack
 #                        (bench/gpu/wheels-cygrid.txt, less the wheels .gpu/whl already has),
 #                        for the gridding benchmark's anchor; carry it beside .gpu
+#   .gpu-dask/*.whl      with --dask: dask, distributed, zarr and their dependencies
+#                        (bench/gpu/wheels-dask.txt, less the wheels .gpu/whl already has),
+#                        for the Dask tests and bench/dask_*.py; carry it beside .gpu and
+#                        install it with `run.sh dask` (before the steps that need it)
 #   .gpu-cu12/           with --cuda12: CUDA 12's libnvrtc.so.12 (+ builtins) and libcufft.so.11
 #                        from the nvidia-cuda-nvrtc-cu12 / nvidia-cufft-cu12 wheels (90 + 200
 #                        MB: neither wheel fits one device call), xz-packed and split into
@@ -19,7 +22,7 @@
 # there (bench/README.md). One device call carries at most 64 MiB: --skip NAME[,NAME...]
 # leaves wheels out of .gpu/whl (e.g. --skip ducc0 for a gridding run with .gpu-cygrid).
 #
-# Usage: bash bench/gpu/prepare.sh [--notebooks] [--dask] [--cygrid] [--cuda12] [--skip NAMES]
+# Usage: bash bench/gpu/prepare.sh [--notebooks] [--cygrid] [--dask] [--cuda12] [--skip NAMES]
 #                                  [--no-build] [--no-download]
 # Environment: PYTHON (default python3, with maturin and pip), GPU_PY (default 3.12).
 set -euo pipefail
@@ -30,18 +33,18 @@ PY=${PYTHON:-python3}
 GPU_PY=${GPU_PY:-3.12}
 LIMIT_MIB=60
 
-build=1 download=1 notebooks=0 dask=0 cygrid=0 cuda12=0 skip=""
+build=1 download=1 notebooks=0 cygrid=0 dask=0 cuda12=0 skip=""
 CUDA12_WHEELS=(nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cufft-cu12==11.4.1.4)
 while [[ $# -gt 0 ]]; do
     case $1 in
         --notebooks) notebooks=1 ;;
-        --dask) dask=1 ;;
         --cygrid) cygrid=1 ;;
+        --dask) dask=1 ;;
         --cuda12) cuda12=1 ;;
         --skip) skip=${2:?--skip needs NAME[,NAME...]}; shift ;;
         --no-build) build=0 ;;
         --no-download) download=0 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -63,7 +66,6 @@ norm() {
 wanted() {
     local lists=(bench/gpu/wheels-core.txt) s skipped
     if [[ $notebooks == 1 ]]; then lists+=(bench/gpu/wheels-notebooks.txt); fi
-    if [[ $dask == 1 ]]; then lists+=(bench/gpu/wheels-dask.txt); fi
     specs_of "${lists[@]}" | while read -r s; do
         skipped=0
         for k in ${skip//,/ }; do
@@ -132,6 +134,18 @@ if [[ $download == 1 ]]; then
         done < <(specs_of bench/gpu/wheels-cygrid.txt)
         fetch_wheels .gpu-cygrid "${cyg[@]}"
     fi
+    if [[ $dask == 1 ]]; then
+        echo "== downloading Dask's wheels into .gpu-dask/"
+        dsk=()
+        while read -r s; do
+            shared=0
+            for c in "${specs[@]}"; do
+                if [[ $(norm "${s%%==*}") == "$(norm "${c%%==*}")" ]]; then shared=1; fi
+            done
+            if [[ $shared == 0 ]]; then dsk+=("$s"); fi
+        done < <(specs_of bench/gpu/wheels-dask.txt)
+        fetch_wheels .gpu-dask "${dsk[@]}"
+    fi
 fi
 
 if [[ $cuda12 == 1 ]]; then
@@ -172,6 +186,10 @@ dirs=(.gpu)
 if [[ $cygrid == 1 ]]; then
     ls -l .gpu-cygrid
     dirs+=(.gpu-cygrid)
+fi
+if [[ $dask == 1 ]]; then
+    ls -l .gpu-dask
+    dirs+=(.gpu-dask)
 fi
 size_kib=$(du -skc "${dirs[@]}" | tail -1 | cut -f1)
 echo "${dirs[*]} hold $((size_kib / 1024)) MiB ($size_kib KiB; limit $LIMIT_MIB MiB)"

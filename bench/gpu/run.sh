@@ -18,6 +18,9 @@
 #   cmd CMD ARGS..     any command with the wheels installed (takes the rest of the line),
 #                      e.g. cmd python3 bench/gpu/profile_sht.py --nside 4096
 #   all                info, tests, bench (every case)
+#   dask               install .gpu-dask/'s wheels (prepare.sh --dask: dask, distributed, zarr)
+#                      into $SKYCONV_SITE, for the later steps (e.g. dask pytest tests/grid/
+#                      test_dask_grid.py, or cmd python3 bench/dask_gpu.py --size-gb 32)
 #   use-cuda12         later steps use CUDA 12's NVRTC and cuFFT (SKYCONV_CUDA_VERSION=12):
 #                      from .gpu-cu12/ (prepare.sh --cuda12; its parts may come over several
 #                      calls), else from CUDA 12 wheels or toolkits already on this machine
@@ -44,7 +47,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 failed=()
 
-usage() { sed -n '2,35p' "$0"; }
+usage() { sed -n '2,38p' "$0"; }
 
 case ${1:-} in
     "") usage; exit 2 ;;
@@ -190,6 +193,20 @@ use_cuda() {  # use_cuda 12|13
 print(json.dumps({k: c[k] for k in ("available", "reason", "driver_version", "toolkit", "nvrtc", "cufft", "rejected")}, indent=1))'
 }
 
+# The Dask wheels (.gpu-dask/, prepare.sh --dask) into the same site folder as skyconv's.
+step_dask() {
+    shopt -s nullglob
+    local wheels=(.gpu-dask/*.whl)
+    shopt -u nullglob
+    if [[ ${#wheels[@]} == 0 ]]; then
+        echo "run.sh: no .gpu-dask/*.whl: run bench/gpu/prepare.sh --dask and carry .gpu-dask" >&2
+        return 2
+    fi
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "${wheels[@]}" \
+        && "$PY" -c 'import dask, distributed, zarr
+print("dask", dask.__version__, "distributed", distributed.__version__, "zarr", zarr.__version__)'
+}
+
 step_first_call() {
     "$PY" bench/gpu/first_call.py --json "/tmp/first-call$SFX.json" 2>&1 | tee "$OUT/first-call$SFX.log"
     return "${PIPESTATUS[0]}"
@@ -266,6 +283,7 @@ while [[ $# -gt 0 ]]; do
         use-cuda12) run use-cuda12 use_cuda 12 ;;
         use-cuda13) run use-cuda13 use_cuda 13 ;;
         first-call) run "first-call$SFX" step_first_call ;;
+        dask) run dask step_dask ;;
         toolkit-save) run "toolkit-save$SFX" step_toolkit_save ;;
         toolkit-compare) run toolkit-compare step_toolkit_compare ;;
         all-tests) run all-tests run_pytest pytest-all.log -q -x ;;
@@ -276,7 +294,7 @@ while [[ $# -gt 0 ]]; do
         cmd) run cmd "$@"; set -- ;;
         bench)
             pats=()
-            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|use-cuda12|use-cuda13|first-call|toolkit-save|toolkit-compare)$ ]]; do
+            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|dask|use-cuda12|use-cuda13|first-call|toolkit-save|toolkit-compare)$ ]]; do
                 pats+=("$1")
                 shift
             done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from . import _core
@@ -78,6 +79,9 @@ def backend_info() -> dict[str, Any]:
         - ``devices``: ``[{"ordinal", "name", "compute_capability", "total_memory_bytes",
           "context_created"}]`` for every GPU; ``ordinal``: the one ``device="cuda"`` means;
           ``device_name``, ``compute_capability`` and ``total_memory_bytes`` of that GPU;
+        - ``device_count``: the number of GPUs this process sees, and ``visible_devices``:
+          ``CUDA_VISIBLE_DEVICES`` as set (None: unset). Under dask-cuda's
+          ``LocalCUDACluster`` each worker sees one GPU, its ordinal 0 (``"cuda"``);
         - ``context_created`` (whether any CUDA context exists) and ``kernel_cache`` (the
           folder of compiled kernels, or None when ``SKYCONV_KERNEL_CACHE=0``).
 
@@ -88,7 +92,11 @@ def backend_info() -> dict[str, Any]:
     >>> info["version"] == skyconv.__version__, isinstance(info["cuda"]["available"], bool)
     (True, True)
     """
-    return _core.backend_info()
+    info = _core.backend_info()
+    cuda = info["cuda"]
+    cuda["device_count"] = len(cuda.get("devices") or ())
+    cuda["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return info
 
 
 def clear_kernel_cache() -> int:

@@ -111,6 +111,7 @@ def _healpix_ring_info(
 # --- filter chains -----------------------------------------------------------------------------
 # passes: (kind, axis, mode, cval, params); kind "gaussian" [sigma, truncate, radius or -1],
 # "uniform" [size, origin], "correlate" [origin, *weights].
+# _filter_chain pass kinds: "gaussian", "uniform", "correlate", "dilated" ([step, weights...])
 def _filter_chain(
     input: FloatArray,
     passes: list[tuple[str, int, str, float, list[float]]],
@@ -140,6 +141,37 @@ def _scfind(
     device: str | None = None,
     exact: bool = False,
 ) -> tuple[float, list[float]]: ...
+
+# Stages of one kernel for the Dask path (skyconv._dask.cube), CPU engine, bit-identical to
+# _scfind's own steps. _scfind_spatial: the cube (whole (y, x) planes) prepared (NaN -> 0,
+# mask bit 0 -> replace(rms0)) and smoothed spatially; _scfind_spectral: the spectral pass over
+# whole z lines, rounded to the dtype, NaN where mask bit 7 (blank); _scfind_noise: the noise
+# rule on a gathered sample (slot order of `sampling` over `shape`) and the cube's extremes.
+def _scfind_spatial(
+    cube: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernel: tuple[str, float, float, str, float, bool],
+    mode: str,
+    replace: tuple[str, float],
+    rms0: float,
+    exact: bool = False,
+) -> FloatArray: ...
+def _scfind_spectral(
+    s: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernel: tuple[str, float, float, str, float, bool],
+    mode: str,
+    exact: bool = False,
+) -> FloatArray: ...
+def _scfind_noise(
+    samples: npt.NDArray[np.float64],
+    extremes: tuple[float, float] | None,
+    noise: tuple[str, str, bool],
+    sampling: tuple[str, int],
+    shape: list[int],
+    single: bool,
+    fitter: object | None = None,
+) -> float: ...
 def _stat(
     data: FloatArray,
     what: str,

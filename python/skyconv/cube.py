@@ -26,6 +26,7 @@ from ._arrays import float_array
 from ._errors import ShapeError
 from ._utils.args import to_float
 from ._utils.device import resolve
+from ._utils.lazy import is_dask_array
 from .exceptions import ArgumentError, ArgumentTypeError
 
 #: FWHM = FWHM_CONST · σ for a Gaussian.
@@ -74,6 +75,84 @@ def _check_mask(mask, shape):
     if m.shape != shape:
         raise ShapeError(f"mask has shape {m.shape}, the cube has {shape}")
     return (m != 0).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The checked settings of one Smooth-and-Clip call, in the core's terms (shared by the
+    NumPy path and the Dask path, ``skyconv._dask.cube``)."""
+
+    specs: list
+    labels: list
+    threshold: float
+    replace: tuple
+    noise: tuple
+    sampling: tuple
+    exact: bool
+    edge_mode: str
+
+
+def _setup(
+    ndim, shape, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,
+    spectral, spatial, edge_mode, precision,
+) -> _Run:  # fmt: skip
+    """Check :func:`smooth_and_clip`'s settings for a cube of ``shape``; the core's specs."""
+    if ndim not in (2, 3):
+        raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D (y, x), got {ndim} dimension(s)")
+    if spectral not in ("boxcar", "gaussian"):
+        raise ArgumentError(f"spectral must be 'boxcar' or 'gaussian', got {spectral!r}")
+    if spatial not in ("boxcar", "boxcar_approx", "gaussian"):
+        raise ArgumentError(
+            f"spatial must be 'boxcar', 'boxcar_approx' or 'gaussian', got {spatial!r}"
+        )
+    if precision not in ("sofia2", "float64"):
+        raise ArgumentError(f"precision must be 'sofia2' or 'float64', got {precision!r}")
+    if statistic not in ("mad", "std", "gauss"):
+        raise ArgumentError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
+    if flux_range not in ("negative", "full", "all", "positive"):
+        raise ArgumentError(
+            f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}"
+        )
+    if edge_mode not in _MODES:
+        raise ArgumentError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
+    exact = precision == "sofia2"
+    if exact and edge_mode != "constant":
+        raise ArgumentError(
+            "precision='sofia2' pads with zeros as SoFiA-2 does: use edge_mode='constant', "
+            f"or precision='float64' for edge_mode={edge_mode!r}"
+        )
+    threshold = to_float(threshold, "threshold")
+    if not np.isfinite(threshold) or threshold < 0:
+        raise ArgumentError(f"threshold must be finite and >= 0, got {threshold}")
+    replacement = to_float(replacement, "replacement")
+    if np.isnan(replacement):
+        raise ArgumentError("replacement must be a number")
+    xy = _kernel_list(kernels_xy, "kernels_xy", integer=False)
+    zs = _kernel_list(kernels_z, "kernels_z", integer=spectral == "boxcar")
+    if spectral == "boxcar":
+        zs = sorted({int(z) + 1 if int(z) % 2 == 0 and z > 0 else int(z) for z in zs})
+    if ndim == 2:
+        zs = [0]
+    shape3 = (1,) + tuple(shape) if ndim == 2 else tuple(shape)
+
+    specs, labels = [], []
+    for k in xy:
+        for z in zs:
+            sigma = k / FWHM_CONST
+            zk = "none" if z == 0 else spectral
+            zv = float(z) if spectral == "boxcar" else z / FWHM_CONST
+            specs.append((spatial, sigma, sigma, zk, zv, k == 0 and z == 0))
+            labels.append((k, z))
+    cadence = int(_core._sofia2_cadence(list(shape3)))
+    rep = ("copysign", replacement) if replacement >= 0 else ("none", 0.0)
+    rng = "full" if flux_range == "all" else flux_range
+    noise = (
+        ("sofia2x:" if exact else "sofia2:") + statistic,
+        rng,
+        False,
+    )
+    sampling = ("backward" if exact else "cadence", cadence)
+    return _Run(specs, labels, threshold, rep, noise, sampling, exact, edge_mode)
 
 
 def smooth_and_clip(
@@ -144,56 +223,24 @@ def smooth_and_clip(
     Kernels run spatial-major: for each xy kernel every z kernel; the (0, 0) kernel clips the
     original cube with its own noise.
     """
+    if is_dask_array(cube) or is_dask_array(mask):
+        from ._dask.cube import smooth_and_clip as dask_smooth_and_clip
+
+        return dask_smooth_and_clip(
+            cube, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,
+            spectral, spatial, edge_mode, mask, device,
+            precision=precision, return_noise=return_noise, progress=progress,
+        )  # fmt: skip
     a = float_array(cube, "cube")
-    if a.ndim not in (2, 3):
-        raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D (y, x), got {a.ndim} dimension(s)")
-    if spectral not in ("boxcar", "gaussian"):
-        raise ArgumentError(f"spectral must be 'boxcar' or 'gaussian', got {spectral!r}")
-    if spatial not in ("boxcar", "boxcar_approx", "gaussian"):
-        raise ArgumentError(
-            f"spatial must be 'boxcar', 'boxcar_approx' or 'gaussian', got {spatial!r}"
-        )
-    if precision not in ("sofia2", "float64"):
-        raise ArgumentError(f"precision must be 'sofia2' or 'float64', got {precision!r}")
-    if statistic not in ("mad", "std", "gauss"):
-        raise ArgumentError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
-    if flux_range not in ("negative", "full", "all", "positive"):
-        raise ArgumentError(
-            f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}"
-        )
-    if edge_mode not in _MODES:
-        raise ArgumentError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
-    exact = precision == "sofia2"
-    if exact and edge_mode != "constant":
-        raise ArgumentError(
-            "precision='sofia2' pads with zeros as SoFiA-2 does: use edge_mode='constant', "
-            f"or precision='float64' for edge_mode={edge_mode!r}"
-        )
-    threshold = to_float(threshold, "threshold")
-    if not np.isfinite(threshold) or threshold < 0:
-        raise ArgumentError(f"threshold must be finite and >= 0, got {threshold}")
-    replacement = to_float(replacement, "replacement")
-    if np.isnan(replacement):
-        raise ArgumentError("replacement must be a number")
-    xy = _kernel_list(kernels_xy, "kernels_xy", integer=False)
-    zs = _kernel_list(kernels_z, "kernels_z", integer=spectral == "boxcar")
-    if spectral == "boxcar":
-        zs = sorted({int(z) + 1 if int(z) % 2 == 0 and z > 0 else int(z) for z in zs})
-    if a.ndim == 2:
-        zs = [0]
+    run = _setup(
+        a.ndim, a.shape, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,
+        spectral, spatial, edge_mode, precision,
+    )  # fmt: skip
     m = _check_mask(mask, a.shape)
     cube3 = a.reshape((1,) + a.shape) if a.ndim == 2 else a
     m3 = m.reshape(cube3.shape)
     device = resolve(device).core  # the one device rule, once
-
-    specs, labels = [], []
-    for k in xy:
-        for z in zs:
-            sigma = k / FWHM_CONST
-            zk = "none" if z == 0 else spectral
-            zv = float(z) if spectral == "boxcar" else z / FWHM_CONST
-            specs.append((spatial, sigma, sigma, zk, zv, k == 0 and z == 0))
-            labels.append((k, z))
+    specs, labels = run.specs, run.labels
     total = len(specs)
     if progress is not None and not callable(progress):
         raise ArgumentTypeError(
@@ -212,20 +259,14 @@ def smooth_and_clip(
                 raised.append(e)
                 raise
 
-    cadence = int(_core._sofia2_cadence(list(cube3.shape)))
-    rep = ("copysign", replacement) if replacement >= 0 else ("none", 0.0)
-    rng = "full" if flux_range == "all" else flux_range
-    noise = (
-        ("sofia2x:" if exact else "sofia2:") + statistic,
-        rng,
-        False,
-    )
-    sampling = ("backward" if exact else "cadence", cadence)
+    exact, threshold, rep, noise, sampling = (
+        run.exact, run.threshold, run.replace, run.noise, run.sampling
+    )  # fmt: skip
     rms0, rms = _core._scfind(
         cube3,
         m3,
         specs,
-        edge_mode,
+        run.edge_mode,
         threshold,
         False,
         rep,

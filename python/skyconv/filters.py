@@ -3,7 +3,9 @@
 ``correlate1d``, ``convolve1d``, ``gaussian_filter1d`` and ``uniform_filter1d`` take the same
 arguments as their scipy.ndimage namesakes (same window placement, ``origin`` and boundary
 modes ``constant``, ``nearest``, ``reflect``, ``mirror``, ``wrap`` and the ``grid-*`` aliases)
-plus ``device``. Inputs are float32 or float64 arrays of any number of dimensions (big-endian
+plus ``device``. A ``dask.array.Array`` input gives a lazy dask array of the same chunks, equal
+to the NumPy call on the whole array (halos of the kernel's reach; ``skyconv._dask.filters``).
+Inputs are float32 or float64 arrays of any number of dimensions (big-endian
 and non-contiguous inputs are accepted); the output has the input's dtype and shape. Sums are
 accumulated in float64 and rounded once, as scipy does.
 
@@ -22,7 +24,16 @@ from . import _core
 from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg, normalize_axis
 from ._utils.device import resolve
+from ._utils.lazy import is_dask_array
 from .exceptions import ArgumentError, ArgumentTypeError
+
+
+def _dask_filters():
+    """The Dask paths (``skyconv._dask.filters``), imported when a dask array arrives."""
+    from ._dask import filters
+
+    return filters
+
 
 _MODES = (
     "constant",
@@ -95,6 +106,11 @@ def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, 
     >>> filters.correlate1d(np.array([1.0, 2.0, 4.0]), [1.0, 0.0, -1.0], device="cpu")
     array([-1., -3., -2.])
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            correlate1d, "correlate", input, axis, mode,
+            {"weights": weights, "cval": cval, "origin": origin}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     return _core._correlate1d(
         a,
@@ -150,6 +166,11 @@ def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, d
     >>> filters.convolve1d(np.array([1.0, 2.0, 4.0]), [1.0, 0.0, -1.0], device="cpu")
     array([1., 3., 2.])
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            convolve1d, "convolve", input, axis, mode,
+            {"weights": weights, "cval": cval, "origin": origin}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     return _core._correlate1d(
         a,
@@ -212,6 +233,11 @@ def gaussian_filter1d(
     >>> round(float(y.sum()), 12), bool(y[4] == y.max())
     (1.0, True)
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            gaussian_filter1d, "gaussian", input, axis, mode,
+            {"sigma": sigma, "cval": cval, "truncate": truncate, "radius": radius}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     sigma = to_float(sigma, "sigma")
     if not np.isfinite(sigma) or sigma < 0:
@@ -277,6 +303,11 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
     >>> filters.uniform_filter1d(np.array([0.0, 3.0, 6.0, 9.0]), 3, mode="nearest", device="cpu")
     array([1., 3., 6., 8.])
     """
+    if is_dask_array(input):
+        return _dask_filters().filter1d(
+            uniform_filter1d, "uniform", input, axis, mode,
+            {"size": size, "cval": cval, "origin": origin}, device,
+        )  # fmt: skip
     a = float_array(input, "input")
     size = int_arg(size, "size")
     if size < 1:
@@ -449,6 +480,8 @@ def chain(input, passes, *, device=None):
     >>> bool(np.allclose(out, one_by_one, atol=1e-6)), out.dtype
     (True, dtype('float32'))
     """
+    if is_dask_array(input):
+        return _dask_filters().chain(chain, input, passes, device)
     a = float_array(input, "input")
     specs = [_spec(p, a.ndim) for p in passes]
     return _core._filter_chain(a, specs, resolve(device).core)

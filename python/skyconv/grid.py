@@ -42,6 +42,7 @@ from . import _core
 from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import Device, resolve
+from ._utils.lazy import is_dask_array
 from .exceptions import ArgumentError, ArgumentTypeError, ShapeError, StateError
 
 #: Samples per call into the core (its sort index is 32-bit).
@@ -457,7 +458,11 @@ def grid(
     GridResult
         ``cube``, ``weights`` and ``unweighted``, each ``data.shape[1:] + target shape``
         (``(ny, nx)`` for WCS targets, ``(n,)`` for sightlines and HEALPix); NaN where no
-        sample reaches a pixel.
+        sample reaches a pixel. When any sample array is a ``dask.array.Array`` (chunked along
+        the sample axis, ``data`` optionally along its channels) the three are lazy dask
+        arrays chunked by ``data``'s channel blocks: per sample chunk partial sums over the
+        pixels the chunk reaches, added by a tree, divided once (``skyconv._dask.grid``); the
+        device is then resolved on each worker.
 
     Raises
     ------
@@ -482,6 +487,15 @@ def grid(
     >>> res.cube.tolist()
     [1.0, 3.0]
     """
+    if any(is_dask_array(x) for x in (lons, lats, data, weights)):
+        from ._dask.grid import grid as dask_grid
+
+        tgt = resolve_target(target)
+        kernel, params, radius = kernel_args(kernel, kernel_params, sphere_radius)
+        cube, wsum, usum = dask_grid(
+            lons, lats, data, tgt, kernel, params, radius, weights, _out_dtype(dtype), device
+        )
+        return GridResult(cube, wsum, usum)
     dt = _out_dtype(dtype)
     plan = GridPlan.build(target, kernel, kernel_params, sphere_radius, device)
     lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
@@ -617,12 +631,19 @@ class Gridder:
         weights : float array, optional
             None, ``(nsamples,)`` or data's shape.
 
+        Dask arrays (chunked along the samples) are summed on the Dask cluster, by the tree of
+        :func:`grid`, and the sums added to this gridder's accumulators.
+
         Raises
         ------
         skyconv.ShapeError
             Inconsistent shapes, or a channel shape unlike earlier batches'.
         """
-        lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
+        lazy = any(is_dask_array(x) for x in (lons, lats, data, weights))
+        if lazy:  # summed on the Dask cluster, added here (skyconv._dask.grid.accumulate)
+            chan_shape = tuple(np.shape(data)[1:])
+        else:
+            lons, lats, data2d, weights, chan_shape = prepare_samples(lons, lats, data, weights)
         if self._chan_shape is None:
             nchan = int(np.prod(chan_shape, dtype=np.int64))
             self._chan_shape = chan_shape
@@ -632,6 +653,11 @@ class Gridder:
             raise ShapeError(
                 f"data has channel shape {chan_shape}, earlier batches had {self._chan_shape}"
             )
+        if lazy:
+            from ._dask.grid import accumulate as dask_accumulate
+
+            dask_accumulate(self.plan, lons, lats, data, weights, self._u, self._w)
+            return
         self.plan.accumulate(lons, lats, data2d, weights, self._u, self._w)
 
     def result(self) -> GridResult:

@@ -1,7 +1,7 @@
 //! Smooth-and-Clip and noise statistics bindings (skyconv.cube, skyconv.stats,
 //! skyconv.compat.sofia). Argument checking is done in Python; this only translates.
 
-use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
+use numpy::{PyArrayDyn, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::backend;
@@ -15,7 +15,7 @@ use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Mode, Sofia1Rms};
 use crate::cube::stats::sofia2::Walk;
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
-use crate::py::arrays::{parts, with_float, FloatArray};
+use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 
@@ -358,7 +358,172 @@ fn _sofia2_cadence(shape: Vec<usize>) -> PyResult<usize> {
     }
 }
 
+// ---------------------------------------------------------------- stages (skyconv._dask.cube)
+
+fn replace_rule(kind: &str, factor: f64) -> Result<Replace> {
+    Ok(match kind {
+        "none" => Replace::None,
+        "sign" => Replace::Sign(factor),
+        "copysign" => Replace::CopySign(factor),
+        r => return Err(Error::value(format!("unknown replacement {r:?}"))),
+    })
+}
+
+/// A one-kernel plan for the stage functions (noise, threshold and sampling unused).
+fn stage_plan(
+    shape: &[usize],
+    spec: &KernelSpec,
+    mode: &str,
+    replace: (&str, f64),
+    exact: bool,
+) -> Result<Plan> {
+    let plan = Plan {
+        shape: shape3(shape)?,
+        kernels: vec![kernel(spec)?],
+        mode: Mode::parse(mode)?,
+        threshold: 0.0,
+        inclusive: false,
+        replace: replace_rule(replace.0, replace.1)?,
+        noise: NoiseRule::Sofia2 {
+            stat: Statistic::Std,
+            range: Range::All,
+        },
+        sampling: Sampling::Cadence(1),
+        fitter: None,
+        exact,
+        slab_planes: None,
+    };
+    if plan.exact && plan.mode != Mode::Constant {
+        return Err(Error::value(
+            "SoFiA-2's boxcar arithmetic pads with zeros: edge mode must be 'constant'",
+        ));
+    }
+    Ok(plan)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stage_typed<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &PyReadonlyArrayDyn<'py, T>,
+    mask: &PyReadonlyArrayDyn<'py, u8>,
+    spec: &KernelSpec,
+    mode: &str,
+    replace: (&str, f64),
+    rms0: f64,
+    exact: bool,
+    spatial: bool,
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let (shape, data) = parts(a, "cube")?;
+    let (mshape, m) = parts(mask, "mask")?;
+    if mshape != shape {
+        return Err(to_pyerr(Error::shape("mask must have the cube's shape")));
+    }
+    let plan = stage_plan(&shape, spec, mode, replace, exact).map_err(to_pyerr)?;
+    let out = empty::<T>(py, &shape);
+    let dst = data_mut(&out);
+    compute(py, || {
+        let v = if spatial {
+            scfind::spatial_stage(data, m, &plan, rms0)?
+        } else {
+            scfind::spectral_stage(data, m, &plan)?
+        };
+        dst.copy_from_slice(&v);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// S+C stage 1 of one kernel (CPU): the cube (whole (y, x) planes) prepared with `mask` (bit 0
+/// = replace) and `rms0`, smoothed spatially, in the cube's dtype.
+#[pyfunction]
+#[pyo3(signature = (cube, mask, kernel, mode, replace, rms0, exact=false))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind_spatial<'py>(
+    py: Python<'py>,
+    cube: FloatArray<'py>,
+    mask: PyReadonlyArrayDyn<'py, u8>,
+    kernel: KernelSpec,
+    mode: &str,
+    replace: (String, f64),
+    rms0: f64,
+    exact: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rep = (replace.0.as_str(), replace.1);
+    Ok(with_float!(cube, a => stage_typed(
+        py, &a, &mask, &kernel, mode, rep, rms0, exact, true
+    )?
+    .into_any()))
+}
+
+/// S+C stage 2 of one kernel (CPU): the spectral pass over `s` (whole z lines), rounded to the
+/// dtype, NaN where `mask` has bit 7 (blank voxel).
+#[pyfunction]
+#[pyo3(signature = (s, mask, kernel, mode, exact=false))]
+fn _scfind_spectral<'py>(
+    py: Python<'py>,
+    s: FloatArray<'py>,
+    mask: PyReadonlyArrayDyn<'py, u8>,
+    kernel: KernelSpec,
+    mode: &str,
+    exact: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(with_float!(s, a => stage_typed(
+        py, &a, &mask, &kernel, mode, ("none", 0.0), 0.0, exact, false
+    )?
+    .into_any()))
+}
+
+/// The noise rule of `_scfind` applied to a gathered sample (slot order of `sampling` over
+/// `shape`) and the (nanmin, nanmax) of the whole (smoothed) cube.
+#[pyfunction]
+#[pyo3(signature = (samples, extremes, noise, sampling, shape, single, fitter=None))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind_noise(
+    py: Python<'_>,
+    samples: PyReadonlyArrayDyn<'_, f64>,
+    extremes: Option<(f64, f64)>,
+    noise: (String, String, bool),
+    sampling: (String, usize),
+    shape: Vec<usize>,
+    single: bool,
+    fitter: Option<Py<PyAny>>,
+) -> PyResult<f64> {
+    let (_, v) = parts(&samples, "samples")?;
+    let shape = shape3(&shape).map_err(to_pyerr)?;
+    let size: usize = shape.iter().product();
+    let fitter = py_fitter(fitter);
+    let rule = match noise_rule(&noise.0, &noise.1, noise.2, single, size).map_err(to_pyerr)? {
+        NoiseRule::Sofia2Exact {
+            stat,
+            range,
+            single,
+            ..
+        } => NoiseRule::Sofia2Exact {
+            stat,
+            range,
+            walk: Walk::new(size, sampling.1),
+            single,
+        },
+        rule => rule,
+    };
+    let smp = self::sampling(&sampling.0, sampling.1).map_err(to_pyerr)?;
+    if v.len() != smp.len(shape) {
+        return Err(to_pyerr(Error::shape(format!(
+            "the sample has {} values, the sampling of this shape {}",
+            v.len(),
+            smp.len(shape)
+        ))));
+    }
+    let ext = rule
+        .needs_extremes()
+        .then(|| extremes.unwrap_or((f64::NAN, f64::NAN)));
+    compute(py, || rule.measure(v, ext, fitter.as_ref()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_scfind_spatial, m)?)?;
+    m.add_function(wrap_pyfunction!(_scfind_spectral, m)?)?;
+    m.add_function(wrap_pyfunction!(_scfind_noise, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind, m)?)?;
     m.add_function(wrap_pyfunction!(_stat, m)?)?;
     m.add_function(wrap_pyfunction!(_histogram, m)?)?;

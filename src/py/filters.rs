@@ -101,8 +101,9 @@ fn _uniform_filter1d<'py>(
 }
 
 /// One pass of a chain: (kind, axis, mode, cval, params) with kind "gaussian"
-/// (params [sigma, truncate, radius or -1]), "uniform" ([size, origin]) or "correlate"
-/// ([origin, weights...]).
+/// (params [sigma, truncate, radius or -1]), "uniform" ([size, origin]), "correlate"
+/// ([origin, weights...]) or "dilated" ([step, weights...]: the à trous filter, taps `step`
+/// apart, centred; the passes of one à trous scale, for the Dask path of atrous_denoise).
 type PassSpec = (String, usize, String, f64, Vec<f64>);
 
 fn pass_of(spec: PassSpec) -> crate::Result<Pass> {
@@ -116,6 +117,9 @@ fn pass_of(spec: PassSpec) -> crate::Result<Pass> {
         )?,
         ("uniform", [size, origin]) => Filter1d::uniform(*size as usize, *origin as isize)?,
         ("correlate", [origin, weights @ ..]) => Filter1d::correlate(weights, *origin as isize)?,
+        ("dilated", [step, weights @ ..]) if *step >= 1.0 => {
+            Filter1d::dilated(weights, *step as usize)?
+        }
         _ => return Err(bad()),
     };
     Ok(Pass {

@@ -8,7 +8,8 @@ from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 
 
 def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
-    """``a`` as a C-contiguous, native-endian float32/float64 array (copied only if needed).
+    """``a`` as a C-contiguous, aligned, native-endian float32/float64 array (copied only if
+    needed; buffers received over a network, e.g. a Dask block, may be unaligned).
 
     Raises TypeError naming ``name`` for non-float dtypes and ShapeError for too few dimensions.
     """
@@ -22,7 +23,7 @@ def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
         raise ShapeError(f"{name} must have at least {min_ndim} dimension(s), got {arr.ndim}")
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return np.ascontiguousarray(arr)
+    return np.require(arr, requirements=("C", "A"))
 
 
 def normalize_axis(axis, ndim: int, name: str = "axis") -> int:

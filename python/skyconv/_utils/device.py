@@ -110,9 +110,33 @@ def resolve(device=None) -> Device:
     return Device("cuda", index)
 
 
+def deferred(device=None) -> str | None:
+    """Check ``device``'s spelling without resolving it, for work that runs elsewhere (a Dask
+    task resolves it on its worker, where ``"cuda"`` is the worker's GPU). Returns None for
+    None (the worker's ``SKYCONV_DEVICE``, else "auto"), else the lower-case name.
+
+    Raises
+    ------
+    TypeError
+        ``device`` is not a str, a Device or None.
+    ValueError
+        An unknown name.
+    """
+    if device is None:
+        return None
+    if isinstance(device, Device):
+        return str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    name = device.strip().lower()
+    if name not in ("cpu", "auto"):
+        _gpu_index(name, "device")
+    return name
+
+
 def resolve_device(device=None) -> str:
     """``str(resolve(device))``: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``."""
     return str(resolve(device))
 
 
-__all__ = ["CPU", "Device", "resolve", "resolve_device"]
+__all__ = ["CPU", "Device", "deferred", "resolve", "resolve_device"]

@@ -22,6 +22,12 @@ in a second table read by ``healpy.read_map(path, hdu=2)``), or ``.npz`` / ``.za
 cube, weights, unweighted). Empty pixels are NaN.
 
 More than ``--batch`` samples are gridded in batches with a progress bar (float64 sums).
+
+Dask (``skyconv[dask]``): ``--chunks N`` (samples a chunk; ``N,C`` also C channels a chunk),
+``--workers N`` (a local cluster of N processes) or ``--scheduler ADDRESS`` (an existing
+cluster) grid through Dask: each sample chunk's partial sums over the pixels it reaches, added by
+a tree, divided once (the single call's cube to rounding), with Dask's progress bar. The samples
+are read as above, then chunked; the output is written as above.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from ._common import (
     positive_int,
     resolve_device,
 )
+from ._dask import add_dask_options, wants_dask
 from ._errors import UsageError
 
 LON_NAMES = ("lon", "ra", "glon", "raj2000", "lons")
@@ -99,6 +106,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="samples per batch; more are gridded in batches with a progress bar (default 4e6)",
     )
     add_common(p)
+    add_dask_options(p)
     p.set_defaults(func=run, command="grid")
     return p
 
@@ -227,7 +235,9 @@ def run(args: argparse.Namespace) -> int:
         dtype=np.dtype(args.dtype),
         device=device,
     )
-    if lons.size <= args.batch:
+    if wants_dask(args):
+        res = _grid_dask(lons, lats, data, weights, target, kw, args)
+    elif lons.size <= args.batch:
         with say.stage(f"{lons.size} samples, {nmaps} channel(s) on {where}"):
             res = skyconv.grid(lons, lats, data, target, weights=weights, **kw)
     else:
@@ -240,6 +250,47 @@ def run(args: argparse.Namespace) -> int:
             f"{filled:.1%} of pixels filled"
         )
     return 0
+
+
+#: Samples a chunk for --workers/--scheduler without --chunks (or with --chunks auto).
+DASK_CHUNK = 1_000_000
+
+
+def _dask_chunks(args, data) -> tuple:
+    """(samples, channels) a chunk from ``--chunks`` (N or N,C; 'auto': DASK_CHUNK, all)."""
+    c = args.chunks
+    if c is None or c == "auto":
+        return DASK_CHUNK, -1
+    if len(c) > 2:
+        raise UsageError(f"--chunks for grid is N or N,C (samples, channels), got {c}")
+    n = c[0]
+    ch = c[1] if len(c) == 2 else -1
+    if len(c) == 2 and data.ndim < 2:
+        raise UsageError("--chunks N,C: the samples have one channel; give --chunks N")
+    return n, ch
+
+
+def _grid_dask(lons, lats, data, weights, target, kw, args):
+    """Grid through Dask (see the module docs); the result gathered (target-sized)."""
+    from . import _dask
+
+    _dask.check_args(args)
+    import dask.array as da
+
+    import skyconv
+
+    n, ch = _dask_chunks(args, data)
+    n = lons.size if n == -1 else n
+    dchunks = (n,) + ((ch,) + data.shape[2:] if data.ndim > 1 else ())
+    dl = da.from_array(lons, chunks=n)
+    db = da.from_array(lats, chunks=n)
+    dd = da.from_array(data, chunks=dchunks)
+    dw = None if weights is None else da.from_array(weights, chunks=n)
+    with _dask.cluster(args) as client:
+        res = skyconv.grid(dl, db, dd, target, weights=dw, **kw)
+        both = da.stack([res.cube, res.weights, res.unweighted])
+        (arr,) = _dask._compute(both, client, args.quiet, gather=True)
+    return skyconv.GridResult(arr[0], arr[1], arr[2])
 
 
 def _grid_batches(gridder, lons, lats, data, weights, args, say):

@@ -6,6 +6,8 @@ cube, with a progress bar over the kernels.
                    --spatial boxcar --precision sofia2
                    --device {auto,cpu,cuda} --threads N --hdu N --overwrite -q]
     skyconv scfind --par sofia.par [--out mask.fits --device ... -q]
+    skyconv scfind cube.zarr --out mask.zarr --chunks 64,128,128 [--workers N |
+                   --scheduler ADDRESS]   (Dask: out of core, the same mask)
 
 By default the mask is SoFiA-2 2.5.1's raw S+C mask, voxel for voxel (its repeated boxcars,
 arithmetic, noise sample and statistics: ``--precision sofia2``).
@@ -35,6 +37,7 @@ import numpy as np
 
 from . import _io
 from ._common import Progress, add_common, add_output, apply_threads, resolve_device
+from ._dask import add_dask_options, wants_dask
 from ._errors import InputFileError, UsageError
 
 
@@ -87,6 +90,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     add_options(p)
     add_common(p)
+    add_dask_options(p)
     p.set_defaults(func=run, command="scfind")
     return p
 
@@ -212,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         return run_par(args)
     if args.cube is None or args.out is None:
         raise UsageError("scfind needs a cube and --out PATH (or --par FILE)")
+    if wants_dask(args):
+        return run_dask(args)
     _io.check_output(args.out, args.overwrite)
     _io.check_input(args.cube, "cube")
     _io.check_distinct([args.out], [args.cube])
@@ -244,6 +250,75 @@ def run(args: argparse.Namespace) -> int:
             f"scfind: {int(mask.sum())} of {mask.size} voxels in the mask "
             f"({len(noise.rms)} kernels, {dt:.2f} s on {where}); "
             f"noise of the cube {noise.rms0:.4e}"
+        )
+    return 0
+
+
+def run_dask(args: argparse.Namespace) -> int:
+    """``skyconv scfind CUBE --out MASK`` with ``--chunks``/``--workers``/``--scheduler``: the
+    cube read block by block (zarr, HDF5 ``FILE.h5:DATASET``, FITS or .npy through memory
+    maps), Smooth + Clip on Dask (the single call's mask and noise), the mask written block
+    by block to ``.zarr`` (or gathered for .fits/.npy).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+
+    Returns
+    -------
+    int
+        0 (errors are raised, as in :func:`run`).
+
+    Raises
+    ------
+    UsageError
+        Dask missing, bad ``--chunks``/``--workers``, or a scheduler that cannot be reached.
+    InputFileError
+        The cube cannot be read block by block.
+    """
+    import skyconv
+
+    from . import _dask
+
+    _dask.check_args(args)
+    _io.check_output(args.out, args.overwrite)
+    h5 = _dask.hdf5_parts(args.cube)
+    _io.check_input(h5[0] if h5 else args.cube, "cube")
+    _io.check_distinct([args.out], [h5[0] if h5 else args.cube])
+    device, where = resolve_device(args)
+    apply_threads(args)
+    say = Progress("scfind", args.quiet)
+    cube, header = _dask.read_lazy(args.cube, args.hdu, args.chunks)
+
+    def bar(done, total, rms):
+        say.bar(done, total, "kernels", f" noise {rms:.3e}")
+
+    if header is not None:
+        header = header.copy()
+        header.remove("BUNIT", ignore_missing=True, remove_all=True)
+        header["BUNIT"] = ("", "1 = source voxel")
+    with _dask.cluster(args) as client:
+        if client is not None:
+            where = f"Dask cluster {client.scheduler.address}"
+        mask, noise = skyconv.smooth_and_clip(
+            cube, device=args.device, return_noise=True, progress=bar, **params(args)
+        )
+        out = _dask.write_lazy(
+            args.out,
+            mask,
+            header,
+            client,
+            args.quiet,
+            history=["skyconv scfind (Smooth-and-Clip, SoFiA 2 rules, Dask)"],
+        )
+    dt = say.elapsed()
+    if not args.quiet:
+        n = int(out.sum()) if out is not None else int(mask.sum().compute())
+        print(
+            f"scfind: {n} of {mask.size} voxels in the mask ({len(noise.rms)} kernels, "
+            f"{dt:.2f} s, blocks {cube.chunksize} on {where}); noise of the cube "
+            f"{noise.rms0:.4e}"
         )
     return 0
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import _backend, _core
 from .._utils.device import resolve
+from .._utils.lazy import is_dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError, StateError
 from ..grid import GridPlan, _Target, prepare_samples, resolve_target
 
@@ -161,10 +162,14 @@ class Cygrid:
 
         ``data``: ``(nsamples,)`` or ``(nsamples, ...)``; the cube gets shape
         ``data.shape[1:] + target shape``. ``weights`` must have data's shape (None = ones).
+        Dask arrays (chunked along the samples) are summed on the Dask cluster and added.
         Raises ShapeError on any mismatch, RuntimeError if no kernel is set.
         """
         if not self.kernel_set:
             raise StateError("No kernel has been set, use set_kernel method")
+        if any(is_dask_array(x) for x in (lons, lats, data, weights)):
+            self._grid_dask(lons, lats, data, weights)
+            return
         lons = np.asarray(lons)
         lats = np.asarray(lats)
         if lons.ndim != 1 or lats.ndim != 1:
@@ -201,6 +206,28 @@ class Cygrid:
         if self.dbg_messages:
             print(f"Gridding {lons.size} spectra in datacube...")
         self._plan.accumulate(lons, lats, data2d, weights, dcube, wcube)
+
+    def _grid_dask(self, lons, lats, data, weights):
+        """Samples given as dask arrays: the sums are reduced on the Dask cluster
+        (``skyconv._dask.grid``) and added to the cubes."""
+        from .._dask.grid import accumulate
+
+        dshape = tuple(np.shape(data))
+        if not self.cubes_prepared:
+            self.cube_shape = dshape[1:] + self._target.shape
+            self._prepare_cubes()
+            self.cubes_prepared = True
+        if self.cube_shape != dshape[1:] + self._target.shape:
+            raise ShapeError(f"Data shape mismatch. Got: {dshape}")
+        if weights is not None and tuple(np.shape(weights)) != dshape:
+            raise ShapeError(
+                "Data and weights arrays must have same shape. "
+                f"(got: {dshape} and {tuple(np.shape(weights))})"
+            )
+        nchan = int(np.prod(dshape[1:], dtype=np.int64))
+        dcube = self.datacube.reshape(nchan, self._target.size)
+        wcube = self.weightcube.reshape(nchan, self._target.size)
+        accumulate(self._plan, lons, lats, data, weights, dcube, wcube)
 
     # -- results ------------------------------------------------------------------------
 

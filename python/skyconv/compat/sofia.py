@@ -25,6 +25,7 @@ import numpy as np
 from .. import _core
 from .._arrays import float_array
 from .._errors import ShapeError
+from .._utils.lazy import is_dask_array
 from ..exceptions import (
     ArgumentError,
     ArgumentTypeError,
@@ -124,6 +125,12 @@ def SCfinder_mem(
     """
     if perSCkernel:
         raise UnsupportedError("perSCkernel=True (per-kernel noise scaling) is not supported")
+    if is_dask_array(cube) or is_dask_array(mask):
+        raise ArgumentTypeError(
+            "SCfinder_mem updates its NumPy mask in place, which a dask array cannot be; for "
+            "dask cubes use skyconv.smooth_and_clip (returns a lazy dask mask), or pass "
+            "cube.compute()"
+        )
     a = float_array(cube, "cube")
     if a.ndim not in (2, 3):
         raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D, got {a.ndim} dimension(s)")

@@ -935,3 +935,47 @@ fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f6
     );
     parts.concat()
 }
+
+// ---------------------------------------------------------------- stages (Dask)
+
+/// The prepared cube (NaN → 0, `MASKED` voxels replaced) smoothed spatially with `ker`, as
+/// `run` builds it: whole (y, x) planes, so a stack of planes gives the whole cube's values.
+pub fn spatial_stage<T: Real>(
+    cube: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+) -> Vec<T> {
+    let mut s = vec![T::default(); cube.len()];
+    Spatial::new(ker, plan).build(cube, mask, plan, rms0, &mut s);
+    s
+}
+
+/// W: `ker`'s z filter applied to `s` (whole z lines) and rounded to T, NaN where `mask` has
+/// `BLANK`; the values `run` samples and clips.
+pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) -> Vec<T> {
+    let zf = ker.z.clone().unwrap_or_else(identity);
+    let plane = plan.shape[1] * plan.shape[2];
+    let mut out = vec![T::default(); s.len()];
+    let op = Disjoint(out.as_mut_ptr());
+    spectral(
+        s,
+        plan,
+        &zf,
+        || (),
+        |_: &mut (), z, k0, w, scale| {
+            let base = z * plane + k0;
+            for (c, &a) in w.iter().enumerate() {
+                let v = if mask[base + c] & BLANK != 0 {
+                    f64::NAN
+                } else {
+                    round::<T>(a * scale)
+                };
+                // SAFETY: each task owns columns k0..k0+len of every plane.
+                unsafe { *op.at(base + c) = T::from_f64(v) };
+            }
+        },
+    );
+    out
+}

@@ -307,3 +307,38 @@ pub(crate) fn prepared<T: Real>(x: T, m: u8, replace: Replace, rms0: f64) -> f64
 pub fn extremes_of<T: Real>(data: &[T]) -> Option<(f64, f64)> {
     cpu::extremes(data)
 }
+
+/// One stage of a run split across processes (skyconv's Dask path), CPU: the prepared cube
+/// (NaN → 0, `MASKED` voxels replaced by `plan.replace` of `rms0`) smoothed by the spatial
+/// passes of `plan.kernels[0]`, exactly as `run` builds it. `cube` holds whole (y, x) planes
+/// (`plan.shape`), any number of them.
+pub fn spatial_stage<T: Real>(cube: &[T], mask: &[u8], plan: &Plan, rms0: f64) -> Result<Vec<T>> {
+    let ker = plan
+        .kernels
+        .first()
+        .ok_or_else(|| Error::value("spatial_stage needs one kernel"))?;
+    if cube.len() != plan.len() || mask.len() != plan.len() {
+        return Err(Error::shape("cube and mask sizes do not match the shape"));
+    }
+    if plan.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::backend::threads::install(|| cpu::spatial_stage(cube, mask, plan, ker, rms0))
+}
+
+/// The next stage: W, the spectral pass of `plan.kernels[0]` over `s` (whole z lines of
+/// `plan.shape`) rounded to the element type, NaN where `mask` has `BLANK` — the values `run`
+/// samples for the noise and compares with the clip level.
+pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan) -> Result<Vec<T>> {
+    let ker = plan
+        .kernels
+        .first()
+        .ok_or_else(|| Error::value("spectral_stage needs one kernel"))?;
+    if s.len() != plan.len() || mask.len() != plan.len() {
+        return Err(Error::shape("s and mask sizes do not match the shape"));
+    }
+    if plan.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::backend::threads::install(|| cpu::spectral_stage(s, mask, plan, ker))
+}

@@ -1,0 +1,290 @@
+"""``skyconv.smooth_and_clip`` on a dask cube, with the single call's mask and noise values.
+
+The single call runs each kernel as: replace the voxels already in the mask, smooth spatially
+(whole (y, x) planes), smooth spectrally (whole z lines), measure the noise on SoFiA-2's
+sample of the whole smoothed cube, clip. Here each kernel is the same steps on blocks, through
+the CPU engine's own stage functions (``_core._scfind_spatial``, ``_scfind_spectral``,
+``_scfind_noise``), so every value is the one the single call computes:
+
+1. the spatial stage on z-slabs (chunks (zc, NY, NX)): a plane's smoothing needs only the plane;
+2. the spectral stage on columns (chunks (NZ, yc, xc), one rechunk — an all-to-all — per
+   kernel): a z line's running mean (SoFiA-2's rounding runs from the end of the line) needs the
+   whole line, so no halo can give its bits; columns do;
+3. the noise: each block hands in its voxels of the sample (flat indices size − c, size − 2c, …
+   or 0, c, 2c, …: ≤ ~10⁶ values in all) and its (min, max); the client puts the sample in walk
+   order and applies the core's noise rule (exact median, SoFiA-2's order of the MAD walk,
+   the gauss histogram fit) — one global reduction per kernel;
+4. the clip: ``mask |= |W| > threshold · noise`` block by block; the mask (one byte per voxel,
+   bit 7 = blank) is persisted between kernels (SoFiA-2's order dependency: kernel k smooths
+   the cube with the voxels found by kernels < k replaced).
+
+When the cube takes less than 30 % of the cluster's memory, each kernel's smoothed cube is
+persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
+the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
+kept. Kernels without spatial (or spectral)
+smoothing skip that stage and its chunking. The stages run on the CPU engine (per worker's
+thread pool); ``device`` is checked but the GPU engine has no stage functions yet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core
+from .._utils.lazy import dask_array
+from ..exceptions import ShapeError
+from .filters import check_float
+from .halo import check_known_chunks
+
+#: Mask bit of the Rust engine for blank (NaN) voxels.
+BLANK = 0x80
+
+
+def _c(a):
+    """C-contiguous and aligned (a block received over the network may be unaligned)."""
+    return np.require(a, requirements=("C", "A"))
+
+
+def _spatial_block(cube, mask, spec, mode, rep, rms0, exact):
+    return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact)
+
+
+def _spectral_block(s, mask, spec, mode, exact):
+    return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact)
+
+
+def _clip_block(w, mask, level):
+    hit = np.abs(w.astype(np.float64)) > level  # NaN (blank) never
+    return mask | hit.astype(np.uint8)
+
+
+def _prepare_mask(cube, mask):
+    m = (mask != 0).astype(np.uint8)
+    return m | (np.isnan(cube).astype(np.uint8) << 7)
+
+
+def _block_sample(block, start, shape, kind, c):
+    """(slots, values, (min, max) or None) of the sample positions in one block."""
+    nz, ny, nx = shape
+    size = nz * ny * nx
+    bz, by, bx = block.shape
+    if block.size == 0:
+        return np.empty(0, np.int64), np.empty(0), None
+    z = np.arange(start[0], start[0] + bz, dtype=np.int64)
+    y = np.arange(start[1], start[1] + by, dtype=np.int64)
+    base = ((z[:, None] * ny + y[None, :]) * nx + start[2]).ravel()
+    first = (size - base) % c if kind == "backward" else (-base) % c
+    counts = np.maximum(0, -(-(bx - first) // c))
+    rows = np.repeat(np.arange(base.size), counts)
+    t = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    j = first[rows] + t * c
+    i = base[rows] + j
+    vals = block.reshape(-1, bx)[rows, j].astype(np.float64)
+    if kind == "backward":
+        keep = i <= size - c
+        slots, vals = (size - i[keep]) // c - 1, vals[keep]
+    else:
+        slots = i // c
+    fin = block[np.isfinite(block)]
+    ext = (float(fin.min()), float(fin.max())) if fin.size else None
+    return slots, vals, ext
+
+
+def _noise(w, run, shape, single, client_compute):
+    """The core's noise rule on the sample of dask cube ``w`` (whole-cube statistic)."""
+    import dask
+
+    kind, c = run.sampling
+    c = max(int(c), 1)
+    starts = [np.cumsum((0,) + ch[:-1]) for ch in w.chunks]
+    parts = []
+    for idx, blk in np.ndenumerate(w.to_delayed()):
+        start = tuple(int(starts[a][i]) for a, i in enumerate(idx))
+        parts.append(dask.delayed(_block_sample)(blk, start, shape, kind, c))
+    results = client_compute(parts)
+    size = int(np.prod(shape))
+    n = size // c if kind == "backward" else -(-size // c)
+    samples = np.full(n, np.nan)
+    lo, hi = np.inf, -np.inf
+    for slots, vals, ext in results:
+        samples[slots] = vals
+        if ext is not None:
+            lo, hi = min(lo, ext[0]), max(hi, ext[1])
+    ext = (lo, hi) if lo <= hi else None
+    return float(_core._scfind_noise(samples, ext, run.noise, run.sampling, list(shape), single))
+
+
+def _compute(parts):
+    import dask
+
+    return dask.compute(*parts)
+
+
+def _rechunk(a, chunks):
+    """``a.rechunk(chunks)`` by Dask's task-based method unless ``array.rechunk.method`` is
+    set (e.g. ``"p2p"``, Distributed's disk-backed shuffle): the per-kernel rechunks of small
+    cubes are dominated by a shuffle's start-up costs."""
+    import dask
+
+    method = dask.config.get("array.rechunk.method", None) or "tasks"
+    return a.rechunk(chunks, method=method)
+
+
+def _fits_in_memory(nbytes):
+    """Whether a cube of `nbytes` takes < 30 % of the cluster's (or this machine's) memory."""
+    try:
+        from distributed import default_client
+
+        info = default_client().scheduler_info()
+        total = sum(w.get("memory_limit") or 0 for w in info["workers"].values())
+    except (ImportError, ValueError):
+        try:
+            import psutil
+        except ImportError:
+            return False
+        total = psutil.virtual_memory().available
+    return nbytes < 0.3 * total
+
+
+def _planes(x, limit):
+    """z-slab chunks (whole planes) of at most ~`limit` bytes (one plane at least)."""
+    plane = x.shape[1] * x.shape[2] * x.dtype.itemsize
+    zc = max(1, min(x.shape[0], int(limit // max(plane, 1))))
+    return (x.chunks[0] if max(x.chunks[0]) <= zc else zc, -1, -1)
+
+
+def _columns(x, limit):
+    """Whole-z column chunks of at most ~`limit` bytes (one column at least)."""
+    col = x.shape[0] * x.dtype.itemsize
+    n = max(1, int(limit // max(col, 1)))
+    yc = max(1, min(x.shape[1], int(np.sqrt(n))))
+    xc = max(1, min(x.shape[2], n // yc))
+    return (-1, yc, xc)
+
+
+def smooth_and_clip(
+    cube,
+    kernels_xy=(0, 3, 6),
+    kernels_z=(0, 3, 7, 15),
+    threshold=5.0,
+    replacement=2.0,
+    statistic="mad",
+    flux_range="negative",
+    spectral="boxcar",
+    spatial="boxcar",
+    edge_mode="constant",
+    mask=None,
+    device=None,
+    *,
+    precision="sofia2",
+    return_noise=False,
+    progress=None,
+    chunk_bytes=None,
+    keep_smoothed=None,
+):
+    """``skyconv.smooth_and_clip`` for a dask cube (or mask); same arguments and results.
+
+    Parameters
+    ----------
+    cube : dask.array.Array or array
+        float32/float64, (z, y, x) or (y, x), known chunk sizes.
+    kernels_xy, kernels_z, threshold, replacement, statistic, flux_range, spectral, spatial,
+    edge_mode, mask, device, precision, return_noise, progress
+        As in :func:`skyconv.smooth_and_clip`; ``mask`` may be a dask array.
+    chunk_bytes : int, optional
+        Bytes per block of the working chunkings (default: the input's largest chunk); a
+        block holds at least one whole plane (spatial stage) or one whole z line (spectral).
+
+    Returns
+    -------
+    dask.array.Array or (dask.array.Array, NoiseReport)
+        The uint8 mask, lazy, with the input's chunks (it reads the persisted mask of the last
+        kernel); the noise values are plain floats, computed.
+
+    Raises
+    ------
+    TypeError
+        The cube is not float32/float64.
+    skyconv.ShapeError
+        The cube is not 2-D or 3-D, or the mask's shape differs.
+    skyconv.ArgumentError
+        Unknown chunk sizes.
+    ValueError
+        A bad setting (as the NumPy call).
+    """
+    from .._utils.device import resolve
+    from ..cube import NoiseReport, _setup
+
+    da = dask_array()
+    x = cube if hasattr(cube, "dask") else da.asarray(cube)
+    check_known_chunks(x, "cube")
+    check_float(x, "cube")
+    if x.ndim not in (2, 3):
+        raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D (y, x), got {x.ndim} dimension(s)")
+    run = _setup(
+        x.ndim, x.shape, kernels_xy, kernels_z, threshold, replacement, statistic, flux_range,
+        spectral, spatial, edge_mode, precision,
+    )  # fmt: skip
+    if device is not None:
+        resolve(device)  # a bad name fails here
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
+    in_chunks, ndim = x.chunks, x.ndim
+    if mask is None:
+        m = da.zeros(x.shape, dtype=np.uint8, chunks=x.chunks)
+    else:
+        m = mask if hasattr(mask, "dask") else da.asarray(mask)
+        check_known_chunks(m, "mask")
+        if m.dtype.kind not in "biu":
+            raise TypeError(f"mask must be a boolean or integer array, got dtype {m.dtype}")
+        if m.shape != x.shape:
+            raise ShapeError(f"mask has shape {m.shape}, the cube has {x.shape}")
+        m = m.rechunk(x.chunks)
+    if ndim == 2:
+        x, m = x[None], m[None]
+    shape = tuple(int(n) for n in x.shape)
+    single = x.dtype == np.float32
+    limit = chunk_bytes or int(np.prod([max(c) for c in x.chunks])) * x.dtype.itemsize
+    m = da.map_blocks(_prepare_mask, x, m, dtype=np.uint8).persist()
+    rms0 = _noise(x, run, shape, single, _compute)
+    rep = tuple(run.replace)
+    keep = _fits_in_memory(x.nbytes) if keep_smoothed is None else bool(keep_smoothed)
+    rms_list = []
+    for i, spec in enumerate(run.specs):
+        spatial_k, sigma, _, zk, _, use_rms0 = spec
+        has_xy, has_z = sigma > 0, zk != "none"
+
+        def smoothed(m, spec=spec, has_xy=has_xy, has_z=has_z):
+            xs = _rechunk(x, _planes(x, limit)) if has_xy else x
+            s = da.map_blocks(
+                _spatial_block, xs, _rechunk(m, xs.chunks), spec, run.edge_mode, rep, rms0,
+                run.exact, dtype=x.dtype,
+            )  # fmt: skip
+            sc = _rechunk(s, _columns(x, limit)) if has_z else s
+            w = da.map_blocks(
+                _spectral_block, sc, _rechunk(m, sc.chunks), spec, run.edge_mode, run.exact,
+                dtype=x.dtype,
+            )  # fmt: skip
+            return w
+
+        w = smoothed(m)
+        if keep and not use_rms0:
+            w = w.persist()  # smoothed once: sampled, then clipped
+        rms = rms0 if use_rms0 else _noise(w, run, shape, single, _compute)
+        level = run.threshold * rms
+        m = da.map_blocks(_clip_block, w, _rechunk(m, w.chunks), level, dtype=np.uint8)
+        m = m.persist()
+        del w
+        rms_list.append(float(rms))
+        if progress is not None:
+            progress(i + 1, len(run.specs), rms)
+    out = (m & np.uint8(1)).astype(np.uint8)
+    if ndim == 2:
+        out = out[0]
+    out = out.rechunk(in_chunks)
+    if return_noise:
+        return out, NoiseReport(float(rms0), list(run.labels), rms_list)
+    return out
+
+
+__all__ = ["smooth_and_clip"]
