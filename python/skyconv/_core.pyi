@@ -366,7 +366,17 @@ def _smooth_ring(
     theta: npt.NDArray[np.float64],
     values: npt.NDArray[np.float64],
     device: str | None = None,
-) -> npt.NDArray[np.float64]: ...  # RING map (npix,), s(q) = sum_p K(gamma_pq) m(p) 4pi/npix
+) -> npt.NDArray[np.float64]: ...  # RING map(s) (npix,) or (nmaps, npix), sum_p K m(p) 4pi/npix
+def _smooth_ring_beams(
+    map: FloatArray,
+    nside: int,
+    thetas: list[npt.NDArray[np.float64]],
+    values: list[npt.NDArray[np.float64]],
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (n_beams, *map.shape): _smooth_ring per profile
+def _ring_gpu_bytes(
+    nside: int, nmaps: int = 1
+) -> int: ...  # GPU bytes of the ring method for nmaps maps at once (kernel samples apart)
 def _kernel_profile(
     fwhm: float | None = None,
     beam_window: npt.NDArray[np.float64] | None = None,

@@ -9,6 +9,9 @@ use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
 use crate::smooth::{self, profile};
 
+/// (theta, values) per beam.
+type Profiles<'a> = [(&'a [f64], &'a [f64])];
+
 type ProfilePair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
 fn slice1<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64]> {
@@ -43,8 +46,9 @@ fn ring_run<'py, T: Real + numpy::Element>(
     Ok(out)
 }
 
-/// Ring-method smoothing of a RING map (float32/float64, no missing pixels; float64 out) with
-/// the radial profile K(theta) (K = 0 beyond theta[-1]).
+/// Ring-method smoothing of RING maps (float32/float64, (npix,) or (nmaps, npix), no missing
+/// pixels; float64 out, same shape) with the radial profile K(theta) (K = 0 beyond theta[-1]);
+/// several maps share the plan and the kernel spectra.
 #[pyfunction]
 #[pyo3(signature = (map, nside, theta, values, device=None))]
 fn _smooth_ring<'py>(
@@ -58,6 +62,60 @@ fn _smooth_ring<'py>(
     let (t, v) = (slice1(&theta, "theta")?, slice1(&values, "values")?);
     let args = (nside, t, v, device);
     with_float!(map, a => ring_run(py, &a, args))
+}
+
+fn beams_run<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    map: &numpy::PyReadonlyArrayDyn<'py, T>,
+    args: (usize, &Profiles<'_>, Option<&str>),
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let (nside, profiles, device) = args;
+    let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
+    let (shape, m) = parts(map, "map")?;
+    let mut oshape = vec![profiles.len()];
+    oshape.extend_from_slice(&shape);
+    let out = empty_for::<f64>(py, &oshape, dev);
+    let dst = data_mut(&out);
+    compute(py, || {
+        let m64: std::borrow::Cow<[f64]> =
+            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
+                // SAFETY: T is f64.
+                std::borrow::Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
+                })
+            } else {
+                use rayon::prelude::*;
+                std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
+            };
+        smooth::ring_smooth_beams(dev, nside, profiles, &m64, dst)
+    })?;
+    Ok(out)
+}
+
+/// Ring-method smoothing of RING maps ((npix,) or (k, npix), no missing pixels) with several
+/// radial profiles at once: (n_beams, *map.shape) float64, each equal to `_smooth_ring` with
+/// that profile (on the GPU the maps go up and through the forward FFTs once).
+#[pyfunction]
+#[pyo3(signature = (map, nside, thetas, values, device=None))]
+fn _smooth_ring_beams<'py>(
+    py: Python<'py>,
+    map: FloatArray<'py>,
+    nside: usize,
+    thetas: Vec<PyReadonlyArray1<'py, f64>>,
+    values: Vec<PyReadonlyArray1<'py, f64>>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    if thetas.len() != values.len() || thetas.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "thetas and values must be non-empty lists of one length",
+        ));
+    }
+    let mut profiles = Vec::with_capacity(thetas.len());
+    for (t, v) in thetas.iter().zip(&values) {
+        profiles.push((slice1(t, "theta")?, slice1(v, "values")?));
+    }
+    let args = (nside, &profiles[..], device);
+    with_float!(map, a => beams_run(py, &a, args))
 }
 
 /// Tabulated kernel profile (theta, values) of a Gaussian (`fwhm`, radians) or a beam window,
@@ -165,6 +223,14 @@ fn _smooth_missing<'py>(
     with_float!(m, a => missing_run(py, &a))
 }
 
+/// GPU bytes the ring method needs at `nside` for `nmaps` maps at once, besides the kernel
+/// samples (which are chunked into what is left).
+#[pyfunction]
+#[pyo3(signature = (nside, nmaps=1))]
+fn _ring_gpu_bytes(nside: usize, nmaps: usize) -> usize {
+    smooth::cuda::device_bytes(nside, nmaps)
+}
+
 /// The device the ring method runs on for `device` (DeviceError for "cuda" without a GPU).
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -239,8 +305,10 @@ fn _ring_cuda_tables<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_ring_gpu_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
+    m.add_function(wrap_pyfunction!(_smooth_ring_beams, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_profile_window, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_plan_info, m)?)?;

@@ -133,6 +133,19 @@ fn phases(phi: f64, out: &mut [C64]) {
 
 /// Ring-method convolution of a float64 RING map into `out` (both npix long).
 pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
+    convolve_many(plan, &[map], &mut [out]);
+}
+
+/// Ring-method convolution of several float64 RING maps with the same kernel (each map and
+/// output npix long): the geometry, the FFT plans and every kernel spectrum C_ij are computed
+/// once and applied to all maps. Each output equals [`convolve`] of its map bit for bit (the
+/// per-map arithmetic is the same sequence).
+pub fn convolve_many(plan: &RingPlan, maps: &[&[f64]], outs: &mut [&mut [f64]]) {
+    assert_eq!(maps.len(), outs.len(), "one output per map");
+    let nmaps = maps.len();
+    if nmaps == 0 {
+        return;
+    }
     let rings = &plan.rings;
     let nr = rings.len();
     let mut lens: Vec<usize> = rings
@@ -155,11 +168,13 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
 
     // Output pairs go in chunks, north to south; each chunk first computes the spectra of the
     // input rings it reaches (those in reach of two chunks are computed twice, a few percent
-    // of the FFTs). The working set stays a few MB, reused, instead of a map-sized buffer.
+    // of the FFTs). The working set stays a few MB per map, reused, instead of a map-sized
+    // buffer. Map k's spectra sit at k·total.
     let chunk = (8 * rayon::current_num_threads()).max(32);
     let mut offs = vec![0usize; nr];
     let mut spec: Vec<C64> = Vec::new();
-    let op = Disjoint(out.as_mut_ptr());
+    let ops: Vec<Disjoint<f64>> = outs.iter_mut().map(|o| Disjoint(o.as_mut_ptr())).collect();
+    let ops = &ops[..];
     for block in plan.outputs.chunks(chunk) {
         let lo = block.iter().map(|o| o.lo).min().unwrap_or(0);
         let hi = block.iter().map(|o| o.hi).max().unwrap_or(0);
@@ -171,49 +186,58 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
             offs[j] = total;
             total += rings[j].nphi / 2 + 1;
         }
-        if spec.len() < total {
-            spec.resize(total, C64::new(0.0, 0.0));
+        if spec.len() < nmaps * total {
+            spec.resize(nmaps * total, C64::new(0.0, 0.0));
         }
         let sp = Disjoint(spec.as_mut_ptr());
         let offs_r = &offs;
-        need.par_iter().for_each_init(Scratch::default, |sc, &j| {
-            let r = &rings[j];
-            let n = r.nphi;
-            let f = &plans[&n];
-            grow(&mut sc.ring, n);
-            grow(&mut sc.fft, f.r2c.get_scratch_len());
-            grow(&mut sc.fold, n / 2 + 1);
-            let first = r.first as usize;
-            let w = plan.ring_factor[j];
-            sc.ring[..n]
-                .iter_mut()
-                .zip(&map[first..first + n])
-                .for_each(|(d, s)| *d = s * w);
-            // SAFETY: ring j's spectrum slice is written by this task only.
-            let dst = unsafe { std::slice::from_raw_parts_mut(sp.at(offs_r[j]), n / 2 + 1) };
-            f.r2c
-                .process_with_scratch(&mut sc.ring[..n], dst, &mut sc.fft)
-                .expect("FFT sizes are consistent");
-            if r.phi0 != 0.0 {
-                let ph = &mut sc.fold[..=n / 2];
-                phases(-r.phi0, ph);
-                dst.iter_mut().zip(ph.iter()).for_each(|(d, p)| *d *= p);
-            }
-        });
+        let jobs: Vec<(usize, usize)> = (0..nmaps)
+            .flat_map(|k| need.iter().map(move |&j| (k, j)))
+            .collect();
+        jobs.par_iter()
+            .for_each_init(Scratch::default, |sc, &(k, j)| {
+                let r = &rings[j];
+                let n = r.nphi;
+                let f = &plans[&n];
+                grow(&mut sc.ring, n);
+                grow(&mut sc.fft, f.r2c.get_scratch_len());
+                grow(&mut sc.fold, n / 2 + 1);
+                let first = r.first as usize;
+                let w = plan.ring_factor[j];
+                sc.ring[..n]
+                    .iter_mut()
+                    .zip(&maps[k][first..first + n])
+                    .for_each(|(d, s)| *d = s * w);
+                // SAFETY: map k's ring j spectrum slice is written by this task only.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(sp.at(k * total + offs_r[j]), n / 2 + 1)
+                };
+                f.r2c
+                    .process_with_scratch(&mut sc.ring[..n], dst, &mut sc.fft)
+                    .expect("FFT sizes are consistent");
+                if r.phi0 != 0.0 {
+                    let ph = &mut sc.fold[..=n / 2];
+                    phases(-r.phi0, ph);
+                    dst.iter_mut().zip(ph.iter()).for_each(|(d, p)| *d *= p);
+                }
+            });
         let spec = &spec[..];
         block
             .par_iter()
             .with_max_len(1)
             .for_each_init(Scratch::default, |sc, o| {
-                let r_of = |j: usize| &spec[offs_r[j]..offs_r[j] + rings[j].nphi / 2 + 1];
+                let r_of = |k: usize, j: usize| {
+                    let a = k * total + offs_r[j];
+                    &spec[a..a + rings[j].nphi / 2 + 1]
+                };
                 let tab = &tabs[&o.len];
                 #[cfg(target_arch = "x86_64")]
                 if has_avx2() {
                     // SAFETY: the CPU has AVX2 (checked).
-                    unsafe { output_pair_avx2(plan, &plans, tab, o, &r_of, sc, op) };
+                    unsafe { output_pair_avx2(plan, &plans, tab, o, &r_of, sc, ops) };
                     return;
                 }
-                output_pair(plan, &plans, tab, o, &r_of, sc, op);
+                output_pair(plan, &plans, tab, o, &r_of, sc, ops);
             });
     }
 }
@@ -227,37 +251,41 @@ unsafe fn output_pair_avx2<'a>(
     plans: &HashMap<usize, Arc<Ffts>>,
     tab: &LenTab,
     o: &OutRing,
-    r_of: &dyn Fn(usize) -> &'a [C64],
+    r_of: &dyn Fn(usize, usize) -> &'a [C64],
     sc: &mut Scratch,
-    out: Disjoint<f64>,
+    outs: &[Disjoint<f64>],
 ) {
-    output_pair(plan, plans, tab, o, r_of, sc, out)
+    output_pair(plan, plans, tab, o, r_of, sc, outs)
 }
 
+/// One output ring pair for every map: each kernel spectrum C_ij once, accumulated into the
+/// maps' accumulators (map k's T at k·(N + 1)), then finished per map.
 #[inline(always)]
 fn output_pair<'a>(
     plan: &RingPlan,
     plans: &HashMap<usize, Arc<Ffts>>,
     tab: &LenTab,
     o: &OutRing,
-    r_of: &dyn Fn(usize) -> &'a [C64],
+    r_of: &dyn Fn(usize, usize) -> &'a [C64],
     sc: &mut Scratch,
-    out: Disjoint<f64>,
+    outs: &[Disjoint<f64>],
 ) {
     let nr = plan.rings.len();
+    let nmaps = outs.len();
     let l = o.len;
     let n2 = l / 2;
+    let w = n2 + 1;
     let eq = o.ring == o.mirror;
     grow(&mut sc.g, n2 + 1);
     grow(&mut sc.c, n2 + 1);
     grow(&mut sc.c2, 2 * n2 + 2);
     grow(&mut sc.z, n2);
     grow(&mut sc.zh, n2 / 2 + 1);
-    grow(&mut sc.tn, n2 + 1);
-    grow(&mut sc.ts, n2 + 1);
+    grow(&mut sc.tn, nmaps * w);
+    grow(&mut sc.ts, nmaps * w);
     grow(&mut sc.fft, tab.half.r2c.get_scratch_len());
-    sc.tn[..=n2].fill(C64::new(0.0, 0.0));
-    sc.ts[..=n2].fill(C64::new(0.0, 0.0));
+    sc.tn[..nmaps * w].fill(C64::new(0.0, 0.0));
+    sc.ts[..nmaps * w].fill(C64::new(0.0, 0.0));
     for j in o.lo..=o.hi {
         let sup = plan.pair_support(o.ring, j, l);
         if sup.taps == 0 {
@@ -273,29 +301,48 @@ fn output_pair<'a>(
         let shift = if rj.phi0 != 0.0 { -1.0 } else { 1.0 };
         runs(n2, rj.nphi, shift, &mut sc.runs);
         let c2 = &sc.c2[..2 * n2 + 2];
-        if eq {
-            accumulate(&mut sc.tn[..=n2], None, c2, r_of(j), None, &sc.runs);
-            if jm != j {
-                accumulate(&mut sc.tn[..=n2], None, c2, r_of(jm), None, &sc.runs);
+        for k in 0..nmaps {
+            let tn = &mut sc.tn[k * w..(k + 1) * w];
+            if eq {
+                accumulate(tn, None, c2, r_of(k, j), None, &sc.runs);
+                if jm != j {
+                    accumulate(tn, None, c2, r_of(k, jm), None, &sc.runs);
+                }
+            } else {
+                let ts = &mut sc.ts[k * w..(k + 1) * w];
+                accumulate(tn, Some(ts), c2, r_of(k, j), Some(r_of(k, jm)), &sc.runs);
             }
-        } else {
-            accumulate(
-                &mut sc.tn[..=n2],
-                Some(&mut sc.ts[..=n2]),
-                c2,
-                r_of(j),
-                Some(r_of(jm)),
-                &sc.runs,
-            );
         }
     }
     let scale = 4.0 * PI / plan.npix as f64 / l as f64;
     let Scratch {
         tn, ts, fold, fft, ..
     } = sc;
-    finish(plan, plans, o.ring, l, scale, tn, fold, fft, out);
-    if !eq {
-        finish(plan, plans, o.mirror, l, scale, ts, fold, fft, out);
+    for (k, &out) in outs.iter().enumerate() {
+        finish(
+            plan,
+            plans,
+            o.ring,
+            l,
+            scale,
+            &mut tn[k * w..(k + 1) * w],
+            fold,
+            fft,
+            out,
+        );
+        if !eq {
+            finish(
+                plan,
+                plans,
+                o.mirror,
+                l,
+                scale,
+                &mut ts[k * w..(k + 1) * w],
+                fold,
+                fft,
+                out,
+            );
+        }
     }
 }
 

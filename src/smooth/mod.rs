@@ -308,8 +308,10 @@ pub fn missing<T: crate::real::Real>(map: &[T], out: &mut [bool]) -> usize {
         .sum()
 }
 
-/// Ring-method smoothing of a RING map (float64, no missing pixels) with the profile
-/// (theta, values) (K at ascending nodes, theta[0] = 0, K = 0 beyond theta[last]).
+/// Ring-method smoothing of RING maps (float64, no missing pixels) with the profile
+/// (theta, values) (K at ascending nodes, theta[0] = 0, K = 0 beyond theta[last]). `map` holds
+/// one or several maps of 12·nside² pixels one after the other (`out` likewise): they share the
+/// plan and every kernel spectrum, and each result equals that of its map alone.
 pub fn ring_smooth(
     device: Device,
     nside: usize,
@@ -320,17 +322,66 @@ pub fn ring_smooth(
 ) -> Result<()> {
     hp::check_nside(nside as u64, false)?;
     let npix = hp::nside2npix(nside as u64) as usize;
-    if map.len() != npix || out.len() != npix {
+    if map.is_empty() || !map.len().is_multiple_of(npix) || out.len() != map.len() {
         return Err(Error::shape(format!(
-            "map has {} pixels, nside={nside} needs {npix}",
+            "map has {} pixels, nside={nside} needs a multiple of {npix}",
             map.len()
         )));
     }
     let table = Table::new(theta, values, 0)?;
     let plan = RingPlan::new(nside, table)?;
+    let maps: Vec<&[f64]> = map.chunks(npix).collect();
+    let mut outs: Vec<&mut [f64]> = out.chunks_mut(npix).collect();
     match device {
-        Device::Cpu => crate::backend::threads::install(|| cpu::convolve(&plan, map, out)),
-        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::convolve(&plan, map, out)),
+        Device::Cpu => {
+            crate::backend::threads::install(|| cpu::convolve_many(&plan, &maps, &mut outs))
+        }
+        Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || cuda::convolve_many(&plan, &maps, &mut outs))
+        }
+    }
+}
+
+/// Ring-method smoothing of RING maps with several kernels: `profiles` holds (theta, values)
+/// per beam, `map` k maps of 12·nside² pixels one after the other and `out` the n_beams·k
+/// results, beam-major. On the GPU the maps go up and through the forward FFTs once for all
+/// beams ([`cuda::convolve_beams`]); on the CPU each beam is one [`cpu::convolve_many`]. Each
+/// result equals [`ring_smooth`] of its map and beam.
+pub fn ring_smooth_beams(
+    device: Device,
+    nside: usize,
+    profiles: &[(&[f64], &[f64])],
+    map: &[f64],
+    out: &mut [f64],
+) -> Result<()> {
+    hp::check_nside(nside as u64, false)?;
+    let npix = hp::nside2npix(nside as u64) as usize;
+    if map.is_empty() || !map.len().is_multiple_of(npix) || out.len() != map.len() * profiles.len()
+    {
+        return Err(Error::shape(format!(
+            "map has {} pixels and out {}, nside={nside} needs a multiple of {npix} and \
+             {} beams times that",
+            map.len(),
+            out.len(),
+            profiles.len()
+        )));
+    }
+    let plans = profiles
+        .iter()
+        .map(|(t, v)| RingPlan::new(nside, Table::new(t, v, 0)?))
+        .collect::<Result<Vec<_>>>()?;
+    let maps: Vec<&[f64]> = map.chunks(npix).collect();
+    let mut outs: Vec<&mut [f64]> = out.chunks_mut(npix).collect();
+    match device {
+        Device::Cpu => crate::backend::threads::install(|| {
+            for (plan, o) in plans.iter().zip(outs.chunks_mut(maps.len())) {
+                cpu::convolve_many(plan, &maps, o);
+            }
+        }),
+        Device::Cuda(o) => {
+            let refs: Vec<&RingPlan> = plans.iter().collect();
+            crate::backend::cuda::on(o, || cuda::convolve_beams(&refs, &maps, &mut outs))
+        }
     }
 }
 

@@ -367,7 +367,7 @@ def test_bad_arguments():
         (lambda: smooth_map(m, fwhm=np.nan), ValueError, "fwhm"),
         (lambda: smooth_map(m), ValueError, "fwhm"),
         (lambda: smooth_map(m, fwhm=fw, beam_window=[1.0]), ValueError, "beam_window"),
-        (lambda: smooth_map(m, beam_window=np.ones((2, 3))), ShapeError, "beam_window"),
+        (lambda: smooth_map(m, beam_window=np.ones((2, 2, 3))), ShapeError, "beam_window"),
         (lambda: smooth_map(m, beam_window=[1.0, np.nan]), ValueError, "beam_window"),
         (lambda: smooth_map(m, fwhm=fw, tol=0.0), ValueError, "tol"),
         (lambda: smooth_map(m, fwhm=fw, tol=1.5), ValueError, "tol"),

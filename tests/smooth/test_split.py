@@ -462,7 +462,18 @@ def test_quick_smooth_bench(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "auto: runs" in proc.stdout
     doc = json.loads((tmp_path / "pytest.json").read_text())
-    cases = {c["name"]: c for c in doc["cases"]}
+    every = {c["name"]: c for c in doc["cases"]}
+    # bench/cases/smooth_masked.py (issue 21): masked ring vs healpy's smoothing(m·w)/(w)
+    # (the harmonic anchor rings at the cut: ~4e-3 at the quick size), the batch of beams
+    # equal to the loop over them
+    extra = {"smooth.masked5_ring": 2e-2, "smooth.beams8": 1e-12}
+    assert not every.pop("smooth.beams100")["comparisons"]  # GPU rows only
+    for name in (*extra, "smooth.masked5_vs_unmasked"):
+        comp = every.pop(name)["comparisons"][0]
+        assert comp["skyconv"]["status"] == "ok" and comp["anchor"]["status"] == "ok", name
+        if name in extra:
+            assert comp["rel_err"] <= extra[name], name
+    cases = every
     assert len(cases) == 12
     for name, case in cases.items():
         comp = case["comparisons"][0]

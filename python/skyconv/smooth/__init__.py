@@ -79,12 +79,24 @@ C_l ~ (l+10)^-2 exp(-(l/nside)^2) synthesised to 3 nside - 1 (before the weights
   further ~2x but its ringing tail (b_l ~ 3% at 3 nside for 2 px) widens the support ~50x.
 
 Missing pixels: UNSEEN (-1.6375e30, healpy's criterion) and non-finite (NaN, +-inf) pixels are
-treated as 0 for the convolution and get their input value back in the output.
+treated as 0 for the convolution and get their input value back in the output (no ``mask``).
+
+Masked and partial skies (``mask=``, or ``m = (ipix, values)``): the normalised convolution
+smooth(m·w) / smooth(w), the kernel-weighted mean of the observed neighbours, UNSEEN where the
+observed fraction of the beam is below ``min_weight`` (default 0.5); m·w and w go through the
+method as two maps of one call (``skyconv.smooth.masked``).
+
+Many beams (``fwhm=[...]`` or a 2-D ``beam_window``): one call returns (n_beams, ...), the
+harmonic method sharing one map2alm and one alm2map (``skyconv.smooth.batch``).
+
+Memory: ``skyconv.smooth.memory.smooth_memory`` (bytes per method and device; nside 16384 is
+3.2e9 pixels, 25.8 GB per float64 map; the ring method on the GPU needs 40 bytes per pixel).
 
 Layout (each module imports only those above it in this list): ``methods`` (the leaf: windows,
 the ring kernel, the harmonic and ring engines), ``beam`` (the beam of one call, built once),
 ``cost`` (the measured cost model), ``split`` (kernel splitting), ``auto`` (the chooser),
-``api`` (``smooth_map``).
+``batch`` (many beams), ``masked`` (weights, partial skies, normalisation), ``memory`` (the
+byte counts), ``api`` (``smooth_map``).
 """
 
 from .api import METHODS, smooth_map

@@ -12,6 +12,8 @@ from .._utils.arrays import float_array, int_arg
 from .._utils.device import resolve
 from .._utils.lazy import is_dask_array
 from ..exceptions import ArgumentError, ShapeError, SkyconvWarning
+from . import batch as _batch
+from . import masked as _masked
 from . import methods
 from .auto import choose
 from .beam import Beam
@@ -37,24 +39,31 @@ def smooth_map(
     method="auto",
     iter=0,
     device=None,
+    mask=None,
+    min_weight=_masked.MIN_WEIGHT,
+    nside=None,
 ):
-    """Smooth a HEALPix map with a Gaussian beam or a beam window.
+    """Smooth a HEALPix map with a Gaussian beam or a beam window, with or without a mask, with
+    one beam or many.
 
     Parameters
     ----------
-    m : float32 or float64 array (npix,) or (nmaps, npix)
+    m : float32 or float64 array (npix,) or (nmaps, npix), or tuple (ipix, values)
         HEALPix map(s), npix = 12 nside^2 (any unit; the result has the same). Several maps
-        are smoothed independently. UNSEEN and non-finite pixels are missing: they count as 0
-        in the convolution and keep their input value in the output. A dask array gives a
-        dask array: "auto" and "harmonic" run through the distributed transforms (as
+        are smoothed independently. Without ``mask``, UNSEEN and non-finite pixels are
+        missing: they count as 0 in the convolution and keep their input value in the output
+        (healpy's behaviour). A tuple (ipix, values) is a partial sky: the pixels ``ipix`` (in
+        the call's ordering) have ``values``, the rest is unobserved; it needs ``nside``,
+        is smoothed as a masked map (``mask=True``) and gives a full map (npix,). A dask array
+        gives a dask array: "auto" and "harmonic" run through the distributed transforms (as
         ``skyconv.map2alm`` / ``alm2map`` of dask arrays); "ring" and "split" smooth each map
-        in one task; ``nest=True`` is refused for dask input.
-    fwhm : float, optional
+        in one task; ``nest=True``, ``mask`` and batches of beams are refused for dask input.
+    fwhm : float or 1-D sequence of floats, optional
         Full width at half maximum of a Gaussian beam, in radians (use ``np.radians(x / 60)``
-        for x arcmin).
+        for x arcmin). A sequence: a batch of beams (see Returns).
     beam_window : array, optional
-        Beam window b_l, l = 0 ... len - 1 (b_l = 0 beyond). Exactly one of ``fwhm`` and
-        ``beam_window``.
+        Beam window b_l, l = 0 ... len - 1 (b_l = 0 beyond); 2-D (n_beams, len): a batch of
+        beams. Exactly one of ``fwhm`` and ``beam_window``.
     lmax : int, optional
         Band limit of the harmonic method and of ``beam_window`` (default 3 nside - 1). The
         ring method with ``fwhm`` uses the Gaussian itself, not band-limited.
@@ -75,11 +84,38 @@ def smooth_map(
     device : str or None
         "auto", "cpu", "cuda" or "cuda:N" (None: ``SKYCONV_DEVICE``, else "auto": the GPU
         when there is one). Every method runs on either.
+    mask : array (npix,) of weights in [0, 1], True, or None
+        Normalised (masked) smoothing: with weights w (1 observed, 0 masked; the map's UNSEEN
+        and non-finite pixels count as 0; True: 1 everywhere else) the result is
+        smooth(m·w) / smooth(w), the kernel-weighted mean of the observed neighbours (m·w and
+        w go through the method together: the ring engines share every kernel spectrum
+        between them; the harmonic method does the same through the SHT, band-limited, so it
+        rings at sharp mask edges; split and auto likewise, as linear methods). In the map's
+        ordering. None (default): no normalisation, the result is exactly the unmasked one.
+    min_weight : float
+        With a mask (or partial-sky input): pixels where smooth(w) / b_0 is below this are
+        UNSEEN in the output (b_0: the beam's l = 0 window, 1 for a Gaussian; smooth(w) / b_0
+        is the fraction of the beam on observed pixels). In [0, 1]; default 0.5.
+    nside : int, optional
+        The resolution of partial-sky input (ignored otherwise).
 
     Returns
     -------
     float64 array
-        Shaped like ``m``, in the input's ordering and unit.
+        Shaped like ``m`` (partial-sky input: (npix,)), in the input's ordering and unit;
+        with a batch of n beams, (n, npix) for one map and (n, nmaps, npix) for several, equal
+        to the calls with each beam (the harmonic method shares one map2alm and one alm2map
+        for all beams; ``auto`` prices the batch so, see :mod:`skyconv.smooth.batch`).
+
+    Notes
+    -----
+    Memory (bytes per pixel, float64; k = 2 with a mask, else 1): the ring method on the CPU
+    needs the input and output maps (8 k each per beam); on the GPU 8 + 32 k on the device
+    plus the FFT work (45.5 bytes per pixel in all at nside 16384, k = 1); the harmonic method
+    the maps plus their a_lm (12 bytes per pixel per alm set at lmax = 3 nside - 1). nside
+    16384 (25.8 GB per map) runs on the CPU given the host memory (52 GB for the ring method);
+    its ring method needs 147 GB on one GPU (refused with a DeviceError where less is free).
+    See :func:`skyconv.smooth.memory.smooth_memory`.
 
     Raises
     ------
@@ -93,6 +129,9 @@ def smooth_map(
         power of 2.
     skyconv.DeviceError
         ``device="cuda"`` and no GPU works.
+    skyconv.ArgumentError
+        A mask outside [0, 1], ``min_weight`` outside [0, 1], partial-sky input without
+        ``nside`` or with indices out of range, a masked beam with b_0 <= 0.
 
     Examples
     --------
@@ -113,11 +152,19 @@ def smooth_map(
     if not isinstance(method, str) or method not in METHODS:
         raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
     if is_dask_array(m):  # distributed smoothing: skyconv._dask.smooth
+        if mask is not None or _batch.is_batch(fwhm, beam_window):
+            raise ArgumentError(
+                "mask and batches of beams are not supported for dask input; compute the "
+                "array first (np.asarray) or smooth without them"
+            )
         from .._dask import smooth as _dsm
 
         return _dsm.smooth_map(
             m, fwhm, beam_window, lmax, nest, tol, method, iter, device, single=smooth_map
         )
+    if isinstance(m, tuple):
+        m = _masked.partial_sky(m, nside)
+        mask = True if mask is None else mask
     arr = float_array(m, "m")
     if arr.ndim > 2:
         raise ShapeError(f"m must be 1-D (npix,) or 2-D (nmaps, npix), got shape {arr.shape}")
@@ -129,32 +176,82 @@ def smooth_map(
     lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
     if lmax < 0:
         raise ArgumentError(f"lmax must be >= 0, got {lmax}")
-    beam = Beam.from_args(fwhm, beam_window, lmax, tol)
+    many = _batch.is_batch(fwhm, beam_window)
+    beams = (
+        _batch.beams(fwhm, beam_window, lmax, tol)
+        if many
+        else [Beam.from_args(fwhm, beam_window, lmax, tol)]
+    )
+    mask = _masked.check_mask(mask, maps.shape[1])
+    if mask is not None:
+        min_weight = _masked.check_min_weight(min_weight)
+        b0s = [_masked.check_b0(b.window) for b in beams]
     if nest:
         if nside & (nside - 1):
             raise ArgumentError(f"nest=True needs nside a power of 2, got {nside}")
         # ring_of[k]: RING index of NEST pixel k.
         ring_of = healpix.nest2ring(nside, np.arange(maps.shape[1]))
     dev = resolve(device)
-    runner = _runner(method, beam, nside, iter, dev)
-    outs = []
+    run = _batch_runner(method, beams, nside, iter, dev) if many else None
+    if run is None:
+        runner = _runner(method, beams[0], nside, iter, dev)
+
+        def run(stack):
+            return runner(stack if stack.shape[0] > 1 else stack[0]).reshape(1, *stack.shape)
+
+    outs = []  # per map: (n_beams, npix)
     for mk in maps:
-        miss = _core._smooth_missing(mk)
-        filled = mk
-        if miss is not None:
-            filled = mk.astype(np.float64)
-            filled[miss] = 0.0
+        if mask is None:
+            miss = _core._smooth_missing(mk)
+            filled = mk
+            if miss is not None:
+                filled = mk.astype(np.float64)
+                filled[miss] = 0.0
+            stack = filled[None]
+        else:
+            w = _masked.weights(mk, mask)
+            filled = np.where(w > 0, mk, 0.0)
+            stack = _masked.stack(filled, w)
         if nest:
-            ring = np.empty(filled.shape, dtype=filled.dtype)
-            ring[ring_of] = filled
-            filled = ring
-        s = runner(filled)
+            ring = np.empty(stack.shape, dtype=stack.dtype)
+            ring[:, ring_of] = stack
+            stack = ring
+        s = run(stack)  # (n_beams, k, npix)
+        if mask is not None:
+            s = np.stack([_masked.normalise(s[b], b0s[b], min_weight) for b in range(len(beams))])
+        else:
+            s = s[:, 0]
         if nest:
-            s = s[ring_of]
-        if miss is not None:
-            s[miss] = mk[miss]
+            s = s[:, ring_of]
+        if mask is None and miss is not None:
+            s[:, miss] = mk[miss]
         outs.append(s)
-    return outs[0] if arr.ndim == 1 else np.stack(outs)
+    out = np.stack(outs, axis=1)  # (n_beams, nmaps, npix)
+    if arr.ndim == 1:
+        out = out[:, 0]
+    return out if many else out[0]
+
+
+def _batch_runner(method, beams, nside, iter, device):
+    """A function RING stack (k, npix) -> (n_beams, k, npix) for a batch of beams: the shared
+    harmonic transform, or each beam through its own method."""
+    if method == "auto":
+        method, each = _batch.choose_batch(beams, nside, iter, device)
+    else:
+        each = [method] * len(beams)
+    if method == "harmonic":
+        windows = [b.window for b in beams]
+        lmax = beams[0].lmax
+        return lambda st: methods.harmonic_batch(st, windows, lmax, iter, device)
+    if all(mb == "ring" for mb in each) and all(
+        b.fwhm_pixels(nside) >= RING_MIN_PIXELS for b in beams
+    ):
+        profiles = [b.profile for b in beams]
+        return lambda st: methods.ring_beams(st, nside, profiles, device)
+    runners = [_runner(mb, b, nside, iter, device) for mb, b in zip(each, beams)]
+    return lambda st: np.stack(
+        [r(st if st.shape[0] > 1 else st[0]).reshape(st.shape) for r in runners]
+    )
 
 
 def _runner(method, beam: Beam, nside, iter, device):

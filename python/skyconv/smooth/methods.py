@@ -247,20 +247,85 @@ def ring(map_ring_f64_filled, nside, theta, values, device):
     return _core._smooth_ring(map_ring_f64_filled, int(nside), t, v, resolve(device).core)
 
 
+def ring_beams(maps_ring_filled, nside, profiles, device):
+    """Ring-method convolution of filled RING maps (npix,) or (k, npix) with several kernels
+    ``profiles`` [(theta, values), ...] in one engine call: (n, *shape) float64, each equal to
+    :func:`ring` with that profile (on the GPU the maps go up and through the forward ring
+    FFTs once for all the beams)."""
+    ts = [np.ascontiguousarray(t, dtype=np.float64) for t, _ in profiles]
+    vs = [np.ascontiguousarray(v, dtype=np.float64) for _, v in profiles]
+    return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, resolve(device).core)
+
+
 def harmonic(map_ring_f64_filled, window, lmax, iter, device):
-    """Harmonic smoothing of one filled map: map2alm(map, lmax, iter) -> a_lm * window[l] (0
+    """Harmonic smoothing of filled maps: map2alm(map, lmax, iter) -> a_lm * window[l] (0
     where l >= len(window)) -> alm2map, on the SHT engines of ``device``.
 
-    ``map_ring_f64_filled``: float64 (or float32) RING map without missing pixels (not
-    modified). Returns the float64 RING map.
+    ``map_ring_f64_filled``: float64 (or float32) RING map (npix,) or maps (k, npix) without
+    missing pixels (not modified; several go through one core call each way). Returns the
+    float64 RING map(s), shaped like the input.
     """
     m = np.asarray(map_ring_f64_filled)
-    nside = healpix.npix2nside(m.size)
+    if m.ndim == 1:
+        return harmonic_batch(m[None], [window], lmax, iter, device)[0, 0]
+    return harmonic_batch(m, [window], lmax, iter, device)[0]
+
+
+#: The a_lm products one alm2map call of a harmonic batch holds at most (bytes).
+BATCH_ALM_BYTES = 4 << 30
+
+
+def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
+    """Harmonic smoothing of k filled RING maps with n beams: one map2alm of the k maps, then
+    one alm2map of the n·k products a_lm·b_l (every spin-0 component in one core call, so on
+    the GPU they stay on the device between beams; in groups of at most BATCH_ALM_BYTES of
+    products, 4 GiB: ~14 beams of one map at nside 2048).
+
+    Parameters
+    ----------
+    maps_ring_filled : float array (k, npix)
+        RING maps without missing pixels (not modified).
+    windows : sequence of n 1-D float arrays
+        b_l of each beam (0 where l >= len).
+    lmax, iter : int
+        Band limit and Jacobi iterations of map2alm.
+    device : Device, str or None
+
+    Returns
+    -------
+    float64 array (n, k, npix)
+        Each entry equal to :func:`harmonic` of that map and window (the same arithmetic).
+    """
+    m = np.asarray(maps_ring_filled)
+    k, npix = m.shape
+    nside = healpix.npix2nside(npix)
     lmax = int(lmax)
     dev = resolve(device)
-    alm = map2alm(m, lmax=lmax, mmax=lmax, iter=int(iter), pol=False, device=dev)
-    alm = almxfl(alm, np.asarray(window, dtype=np.float64), inplace=True)
-    return _alm2map(alm, nside, lmax=lmax, mmax=lmax, pol=False, device=dev)
+    alm = map2alm(m if k > 1 else m[0], lmax=lmax, mmax=lmax, iter=int(iter), pol=False, device=dev)
+    alm = np.asarray(alm).reshape(k, -1)
+    n = len(windows)
+    # Beams go to alm2map in groups whose products hold at most ~BATCH_ALM_BYTES (each
+    # component is synthesised on its own, so the grouping does not change the result).
+    per_beam = 16 * alm.size
+    group = max(1, min(n, BATCH_ALM_BYTES // max(per_beam, 1)))
+    out = np.empty((n, k, npix))
+    for b0 in range(0, n, group):
+        ws = windows[b0 : b0 + group]
+        prods = np.empty((len(ws) * k, alm.shape[1]), dtype=np.complex128)
+        for b, w in enumerate(ws):
+            w = np.asarray(w, dtype=np.float64)
+            for i in range(k):
+                prods[b * k + i] = almxfl(alm[i], w)
+        maps = _alm2map(
+            prods if prods.shape[0] > 1 else prods[0],
+            nside,
+            lmax=lmax,
+            mmax=lmax,
+            pol=False,
+            device=dev,
+        )
+        out[b0 : b0 + len(ws)] = np.asarray(maps).reshape(len(ws), k, npix)
+    return out
 
 
 __all__ = ["gauss_window", "kernel_profile", "profile_window"]

@@ -133,78 +133,173 @@ fn ring_ffts(
     Ok(())
 }
 
-/// Device bytes besides the kernel samples: the map, two spectra, the FFT work.
-fn fixed_bytes(plan: &RingPlan, jobs: &[RingJob]) -> usize {
+/// Device bytes besides the kernel samples for `nmaps` maps at once: one map buffer, two
+/// spectra per map, the FFT work.
+fn fixed_bytes(plan: &RingPlan, jobs: &[RingJob], nmaps: usize) -> usize {
     let (_, batch) = belt(plan);
-    40 * plan.npix + RingFft::bytes_for(jobs) + 16 * batch * (2 * plan.nside + 1)
+    (8 + 32 * nmaps) * plan.npix + RingFft::bytes_for(jobs) + 16 * batch * (2 * plan.nside + 1)
+}
+
+/// Device bytes the ring method needs at `nside` for `nmaps` maps smoothed together with one
+/// kernel (one map buffer, two spectra per map, the FFT work: about (8 + 32·nmaps) bytes per
+/// pixel); the kernel samples come on top, chunked into what is left. Needs no plan (the polar
+/// rings have 4, 8, … 4·(nside − 1) pixels), so it is cheap at any nside.
+pub fn device_bytes(nside: usize, nmaps: usize) -> usize {
+    let npix = 12 * nside * nside;
+    let jobs: Vec<RingJob> = (1..nside)
+        .map(|i| RingJob {
+            n: 4 * i,
+            a: 0,
+            b: None,
+        })
+        .collect();
+    let batch = 2 * nside + 1;
+    (8 + 32 * nmaps) * npix + RingFft::bytes_for(&jobs) + 16 * batch * (2 * nside + 1)
 }
 
 /// Ring-method convolution of a float64 RING map on the GPU (both npix long).
 pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) -> Result<()> {
-    let tabs = Tables::new(plan)?;
-    let jobs = polar_jobs(plan);
+    convolve_many(plan, &[map], &mut [out])
+}
+
+/// Ring-method convolution of several float64 RING maps with the same kernel on the GPU: the
+/// tables go up once and each chunk's kernel samples are evaluated once for all the maps that
+/// fit the device together (their spectra stay on the device; one map buffer is reused). Each
+/// output equals [`convolve`] of its map (the same launches per map).
+pub fn convolve_many(plan: &RingPlan, maps: &[&[f64]], outs: &mut [&mut [f64]]) -> Result<()> {
+    convolve_beams(&[plan], maps, outs)
+}
+
+/// Ring-method convolution of several maps with several kernels (plans of one nside) on the
+/// GPU; `outs[b·maps.len() + k]` is map k smoothed with plan b. The maps go up and through
+/// the forward ring FFTs once (their phased spectra do not depend on the kernel) and stay on
+/// the device while each plan's tables, samples, products and inverse FFTs run; each output
+/// equals [`convolve`] of its map and plan (the same launches).
+pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f64]]) -> Result<()> {
+    assert_eq!(
+        outs.len(),
+        plans.len() * maps.len(),
+        "one output per plan and map"
+    );
+    if maps.is_empty() || plans.is_empty() {
+        return Ok(());
+    }
+    let plan0 = plans[0];
+    assert!(
+        plans.iter().all(|p| p.nside == plan0.nside),
+        "plans of one nside"
+    );
+    let jobs = polar_jobs(plan0);
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let budget = gpu.budget()?;
-    let fixed = fixed_bytes(plan, &jobs);
-    let room = budget.saturating_sub(fixed) / 8;
-    if room == 0 {
+    let fixed1 = fixed_bytes(plan0, &jobs, 1);
+    if budget <= fixed1 {
         return Err(Error::device(format!(
             "the ring method at nside {} needs {:.1} GB of GPU memory, {:.1} GB are available; \
              use device='cpu'",
-            plan.nside,
-            fixed as f64 / 1e9,
+            plan0.nside,
+            fixed1 as f64 / 1e9,
             budget as f64 / 1e9
         )));
     }
-    let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
-    let mut tl = Timeline::start(&gpu)?;
-    let mut d_map = gpu.upload(map)?;
-    tl.mark(&gpu, "h2d")?;
-    let dev = upload(&gpu, &tabs)?;
-    let mut polar = if jobs.is_empty() {
+    // Maps per group: as many as fit with at least a quarter of the rest left for samples.
+    let per_map = 32 * plan0.npix;
+    let spare = (budget - fixed1) * 3 / 4;
+    let group = (1 + spare / per_map.max(1)).min(maps.len());
+    let mut done = 0;
+    while done < maps.len() {
+        let end = (done + group).min(maps.len());
+        let fixed = fixed_bytes(plan0, &jobs, end - done);
+        let room = (budget.saturating_sub(fixed) / 8).max(1);
+        let g = Group {
+            jobs: &jobs,
+            room,
+            maps: &maps[done..end],
+            first: done,
+            nmaps: maps.len(),
+        };
+        run_group(&gpu, plans, &g, outs)?;
+        done = end;
+    }
+    Ok(())
+}
+
+/// The maps first .. first + maps.len() of `nmaps`, run together with `room` samples' bytes / 8
+/// left for the kernel samples.
+struct Group<'a> {
+    jobs: &'a [RingJob],
+    room: usize,
+    maps: &'a [&'a [f64]],
+    first: usize,
+    nmaps: usize,
+}
+
+/// One group of maps: up and forward FFTs once; per plan its tables, the chunks (samples once,
+/// products per map), the inverse FFTs and the downloads.
+fn run_group(gpu: &Gpu, plans: &[&RingPlan], g: &Group, outs: &mut [&mut [f64]]) -> Result<()> {
+    let plan0 = plans[0];
+    let mut tl = Timeline::start(gpu)?;
+    let mut d_map = gpu.upload(g.maps[0])?;
+    tl.mark(gpu, "h2d")?;
+    let mut polar = if g.jobs.is_empty() {
         None
     } else {
-        Some(RingFft::new(&gpu, &jobs)?)
+        Some(RingFft::new(gpu, g.jobs)?)
     };
-    // SAFETY: the forward FFTs write every ring's bins; the products every output bin; nothing
-    // else of the spectra is read.
-    let mut spec_in = unsafe { gpu.alloc::<f64>(2 * plan.npix) }?;
-    let mut spec_out = unsafe { gpu.alloc::<f64>(2 * plan.npix) }?;
-    let max_taps = chunks
-        .iter()
-        .map(|c| c.taps.1 - c.taps.0)
-        .max()
-        .unwrap_or(0);
-    // SAFETY: each chunk's samples are written by smooth_kernel_eval before the products.
-    let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
-    tl.mark(&gpu, "setup")?;
-    ring_ffts(&gpu, plan, &mut polar, &mut d_map, &mut spec_in, true)?;
-    tl.mark(&gpu, "fft")?;
-    phase(&gpu, &dev, tabs.tile_pair.len(), &mut spec_in)?;
-    tl.mark(&gpu, "fft")?;
-    let tab = &plan.table;
-    for c in &chunks {
-        eval(&gpu, &dev, c, tab, &mut taps)?;
-        tl.mark(&gpu, "kernel")?;
-        products(
-            &gpu,
-            &dev,
-            c,
-            plan.rings.len(),
-            &taps,
-            &spec_in,
-            &mut spec_out,
-        )?;
-        tl.mark(&gpu, "products")?;
+    let mut spec_in = Vec::with_capacity(g.maps.len());
+    let mut spec_out = Vec::with_capacity(g.maps.len());
+    for _ in g.maps {
+        // SAFETY: the forward FFTs write every ring's bins; the products every output bin;
+        // nothing else of the spectra is read.
+        spec_in.push(unsafe { gpu.alloc::<f64>(2 * plan0.npix) }?);
+        spec_out.push(unsafe { gpu.alloc::<f64>(2 * plan0.npix) }?);
     }
-    drop(spec_in);
-    ring_ffts(&gpu, plan, &mut polar, &mut d_map, &mut spec_out, false)?;
-    tl.mark(&gpu, "fft")?;
-    // the kernels are queued: map the output pages meanwhile
-    crate::backend::threads::install(|| prefault(out))?;
-    gpu.download(&d_map, out)?;
-    tl.mark(&gpu, "d2h")?;
+    for (b, plan) in plans.iter().enumerate() {
+        let tabs = Tables::new(plan)?;
+        let chunks = tabs.chunks(CHUNK_TAPS.min(g.room), g.room)?;
+        let dev = upload(gpu, &tabs)?;
+        let max_taps = chunks
+            .iter()
+            .map(|c| c.taps.1 - c.taps.0)
+            .max()
+            .unwrap_or(0);
+        // SAFETY: each chunk's samples are written by smooth_kernel_eval before the products.
+        let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
+        tl.mark(gpu, "setup")?;
+        if b == 0 {
+            // the phased input spectra do not depend on the kernel: once for every plan
+            for (k, spec) in spec_in.iter_mut().enumerate() {
+                if k > 0 {
+                    gpu.upload_into(g.maps[k], &mut d_map)?;
+                    tl.mark(gpu, "h2d")?;
+                }
+                ring_ffts(gpu, plan, &mut polar, &mut d_map, spec, true)?;
+                tl.mark(gpu, "fft")?;
+                phase(gpu, &dev, tabs.tile_pair.len(), spec)?;
+                tl.mark(gpu, "fft")?;
+            }
+        }
+        let tab = &plan.table;
+        for c in &chunks {
+            eval(gpu, &dev, c, tab, &mut taps)?;
+            tl.mark(gpu, "kernel")?;
+            for (si, so) in spec_in.iter().zip(spec_out.iter_mut()) {
+                products(gpu, &dev, c, plan.rings.len(), &taps, si, so)?;
+            }
+            tl.mark(gpu, "products")?;
+        }
+        drop(taps);
+        for (k, so) in spec_out.iter_mut().enumerate() {
+            ring_ffts(gpu, plan, &mut polar, &mut d_map, so, false)?;
+            tl.mark(gpu, "fft")?;
+            let out = &mut *outs[b * g.nmaps + g.first + k];
+            // the kernels are queued: map the output pages meanwhile
+            crate::backend::threads::install(|| prefault(out))?;
+            gpu.download(&d_map, out)?;
+            tl.mark(gpu, "d2h")?;
+        }
+    }
     tl.finish()?;
     gpu.sync()
 }

@@ -1,0 +1,94 @@
+"""Many beams at once: smooth_map(m, fwhm=[...]) and a 2-D beam_window equal the loop over
+single beams to 1e-12 (fractional to the largest value; the harmonic batch shares one map2alm
+and one alm2map, the ring batch one engine call with every beam's kernel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skyconv import ShapeError, smooth_map
+from skyconv.smooth import batch as sb
+from skyconv.smooth import gauss_window
+from skyconv.smooth.cost import CostModel, DeviceCost
+
+UNSEEN = -1.6375e30
+
+
+def resol(nside):
+    """The pixel size sqrt(4 pi / npix), radians."""
+    return np.sqrt(4 * np.pi / (12 * nside**2))
+
+
+def close(a, b, rel=1e-12):
+    scale = np.abs(b[b != UNSEEN]).max()
+    assert a.shape == b.shape
+    np.testing.assert_array_equal(a == UNSEEN, b == UNSEEN)
+    ok = b != UNSEEN
+    assert np.abs(a[ok] - b[ok]).max() <= rel * scale
+
+
+@pytest.mark.parametrize("method", ["harmonic", "ring", "auto"])
+def test_fwhm_batch_equals_loop(method, device, rng):
+    nside = 32
+    fwhms = [f * resol(nside) for f in (3.0, 4.5, 6.0)]
+    m = rng.standard_normal(12 * nside**2)
+    got = smooth_map(m, fwhm=fwhms, method=method, device=device)
+    assert got.shape == (3, m.size)
+    each = [method] * len(fwhms)
+    if method == "auto":  # the batch's own choice: the shared transform or each beam's method
+        beams = sb.beams(fwhms, None, 3 * nside - 1, 1e-5)
+        kind, chosen = sb.choose_batch(beams, nside, 0, device)
+        each = ["harmonic"] * len(fwhms) if kind == "harmonic" else chosen
+    for b, f in enumerate(fwhms):
+        close(got[b], smooth_map(m, fwhm=f, method=each[b], device=device))
+
+
+def test_window_batch_several_maps_nest_mask(device, rng):
+    nside = 16
+    lmax = 3 * nside - 1
+    wins = np.stack([gauss_window(np.radians(f), lmax) for f in (8.0, 12.0)])
+    wins[1, 10:] *= 0.9
+    m = rng.standard_normal((2, 12 * nside**2))
+    mask = (rng.random(m.shape[1]) > 0.1).astype(float)
+    for method in ("harmonic", "ring"):
+        kw = dict(method=method, nest=True, mask=mask, device=device)
+        got = smooth_map(m, beam_window=wins, **kw)
+        assert got.shape == (2, 2, m.shape[1])
+        for b in range(2):
+            close(got[b], smooth_map(m, beam_window=wins[b], **kw))
+
+
+def test_auto_batch_prices_shared_transform():
+    """With a ring engine 100x slower than the transforms, auto takes the shared harmonic
+    batch; the batch price is one smoothing plus half a smoothing per further beam."""
+    cost = CostModel([DeviceCost("cpu", [1e-3, 1e-9, 1e-9, 1e-9], [1.0, 1e-6, 1e-6, 1e-6])])
+    t1 = cost.harmonic_time(64, 191, 0)[0]
+    assert sb.batch_harmonic_time(cost, 64, 191, 0, 11) == pytest.approx(t1 * 6)
+    assert sb.batch_harmonic_time(cost, 64, 191, 2, 1) == pytest.approx(3 * t1)
+
+
+def test_batch_errors():
+    m = np.ones(12 * 8**2)
+    with pytest.raises(ShapeError, match="fwhm"):
+        smooth_map(m, fwhm=[[0.1]], device="cpu")
+    with pytest.raises(ShapeError, match="beam"):
+        smooth_map(m, beam_window=np.ones((0, 5)), device="cpu")
+
+
+def test_engine_beams_equal_each_beam(device, rng):
+    """_core._smooth_ring_beams (one engine call, k maps x n kernels) equals _smooth_ring per
+    beam bit for bit (the same arithmetic; on the GPU the same launches)."""
+    from skyconv import _core
+    from skyconv.smooth import kernel_profile
+
+    nside = 16
+    m = rng.standard_normal((2, 12 * nside**2))
+    profiles = [kernel_profile(fwhm=f * resol(nside)) for f in (2.5, 4.0, 7.0)]
+    ts, vs = [p[0] for p in profiles], [p[1] for p in profiles]
+    got = _core._smooth_ring_beams(m, nside, ts, vs, device)
+    assert got.shape == (3, 2, m.shape[1])
+    for b, (t, v) in enumerate(profiles):
+        np.testing.assert_array_equal(got[b], _core._smooth_ring(m, nside, t, v, device))
+    one = _core._smooth_ring_beams(m[1], nside, ts, vs, device)
+    np.testing.assert_array_equal(one, got[:, 1])
