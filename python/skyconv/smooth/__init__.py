@@ -83,7 +83,8 @@ treated as 0 for the convolution and get their input value back in the output.
 
 Layout (each module imports only those above it in this list): ``methods`` (the leaf: windows,
 the ring kernel, the harmonic and ring engines), ``beam`` (the beam of one call, built once),
-``cost`` (the measured cost model), ``split`` (kernel splitting), ``auto`` (the chooser),
+``cost`` (the measured cost model), ``_split_store`` (fitted splits kept on disk beside the
+cost model's constants), ``split`` (kernel splitting), ``auto`` (the chooser),
 ``api`` (``smooth_map``).
 """
 
