@@ -10,6 +10,7 @@
 use super::unitstats::unkey;
 use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
 use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{
     self, grid_stride, CudaSlice, Gpu, LaunchConfig, PushKernelArg, THREADS,
 };
@@ -347,7 +348,18 @@ fn run_resident<T: Real>(
         input: d_in,
         passes,
     };
-    let outcome = drive(&mut e, plan, progress)?;
+    // While the device iterates (the host mostly waits on it), map the output's pages on the
+    // pool: the download then copies into resident pages instead of faulting them in.
+    let (outcome, faulted) = std::thread::scope(|sc| {
+        let pages = sc.spawn(|| crate::backend::threads::install(|| prefault(&mut *out)));
+        let outcome = drive(&mut e, plan, progress);
+        (outcome, pages.join())
+    });
+    let outcome = outcome?;
+    match faulted {
+        Ok(r) => r?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
     let f = e.kernel("blank")?;
     let nn = n as i64;
     let mut l = gpu.stream.launch_builder(&f);
