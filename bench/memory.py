@@ -9,9 +9,9 @@ temporaries), resets the kernel's peak-RSS mark (``/proc/self/clear_refs``), rec
 resident set (``rss_before``), runs the default 12-kernel ``smooth_and_clip`` and reads the
 peak resident set since the reset (``VmHWM``; ``ru_maxrss`` where that is not available). The
 call's own memory is ``peak - rss_before``: the output mask (one byte a voxel, which the target
-counts) plus skyconv's working buffers. Reported: both in MB and as a share of the cube, and the target's
-verdict, ``peak - rss_before <= mask + 0.10 * (cube + mask)``. ``measure`` is what the test
-(tests/cube/test_scfind_memory.py) calls with a small cube and a loose bound.
+counts) plus skyconv's working buffers. Reported: both in MB and as a share of the cube, and
+the target's verdict, ``peak - rss_before <= mask + 0.10 * (cube + mask)``. ``measure`` is what
+the test (tests/cube/test_scfind_memory.py) calls with a small cube and a loose bound.
 """
 
 from __future__ import annotations
