@@ -17,9 +17,11 @@ neither reads nor writes it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -118,7 +120,7 @@ def store(name: str, ks) -> None:
     try:
         d = folder()
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{name}.{os.getpid()}.tmp.npz"
+        tmp = d / f".{name}.{_unique()}.tmp.npz"
         np.savez(tmp, meta=np.array(json.dumps(meta)), coef=coef, **arrays)
         tmp.replace(d / f"{name}.npz")
     except OSError:
@@ -157,11 +159,19 @@ def store_json(name: str, value: dict) -> None:
     try:
         d = folder()
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{name}.{os.getpid()}.tmp"
+        tmp = d / f".{name}.{_unique()}.tmp"
         tmp.write_text(json.dumps({"schema": SCHEMA, "key": name, "value": value}))
         tmp.replace(d / f"{name}.json")
     except OSError:
         pass
+
+
+def _unique() -> str:
+    """A temporary name part no other writer (process or thread) uses at the same time."""
+    return f"{os.getpid()}.{threading.get_ident()}.{next(_SEQ)}"
+
+
+_SEQ = itertools.count()
 
 
 def clear() -> None:
