@@ -29,8 +29,12 @@ from .exceptions import (
     GpuMemoryError,
     HostMemoryError,
     InternalError,
+    MissingKeyError,
     ShapeError,
     SkyconvError,
+    SkyconvWarning,
+    StateError,
+    UnsupportedError,
 )
 
 _core._set_cuda_search_dirs(_search_dirs())
@@ -83,7 +87,11 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "HostMemoryError",
+    "StateError",
+    "UnsupportedError",
+    "MissingKeyError",
     "CudaError",
     "GpuMemoryError",
     "InternalError",
+    "SkyconvWarning",
 ]
