@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._utils.args import env_flag
 from . import cost as _cost
 from ._fit import Basis
 
@@ -57,8 +58,9 @@ def folder() -> Path:
 
 
 def enabled() -> bool:
-    """False under ``SKYCONV_RECALIBRATE`` (every process measures and fits afresh)."""
-    return os.environ.get("SKYCONV_RECALIBRATE", "") in ("", "0")
+    """False under ``SKYCONV_RECALIBRATE`` (every process measures and fits afresh; the one
+    reading of that variable, :func:`skyconv._utils.args.env_flag`)."""
+    return not env_flag("SKYCONV_RECALIBRATE")
 
 
 def key(window: np.ndarray, nside: int, lmax: int, tol: float, iter: int, device) -> str:
