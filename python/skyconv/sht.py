@@ -19,6 +19,7 @@ from . import _core
 from ._utils.args import reals
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
+from ._utils.lazy import is_dask_array
 from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from .healpix import npix2nside
 
@@ -287,7 +288,10 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     ----------
     alms : complex array (nalm,), or (ncomp, nalm) / sequence of arrays
         healpy-layout alm (unit: the map's unit). With ``pol=True`` and three components they
-        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U.
+        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U. A dask array gives a dask
+        array chunked by ring blocks (the transform split over the Dask workers, or one task per
+        component when there are at least as many components as workers:
+        ``skyconv._dask.sht``).
     nside : int
         Resolution of the output map (npix = 12 nside^2; any nside >= 1, as healpy's RING).
     lmax, mmax : int, optional
@@ -326,6 +330,10 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     >>> m.shape, bool(np.allclose(m, 1.0))
     ((48,), True)
     """
+    if is_dask_array(alms):  # distributed transform: skyconv._dask.sht
+        from ._dask import sht as _dsht
+
+        return _dsht.alm2map(alms, nside, lmax, mmax, pol, device)
     comps, lonely = _components(alms, "alms", "alm")
     comps = [_alm_array(c, "alms") for c in comps]
     nside = int_arg(nside, "nside")
@@ -377,6 +385,8 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     maps : float32/float64 array (npix,), or (ncomp, npix) / sequence of arrays
         RING-ordered maps (any unit). With ``pol=True`` and three maps they are (I, Q, U) and
         the result is (T, E, B). UNSEEN pixels (-1.6375e30) are treated as 0 (on a copy).
+        A dask array gives dask alm chunked by blocks of m (see ``alm2map``); each Jacobi
+        iteration is then a distributed synthesis and analysis.
     lmax : int, optional
         Default 3*nside - 1.
     mmax : int, optional
@@ -423,6 +433,10 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     >>> bool(np.allclose(back, alm, atol=1e-6))
     True
     """
+    if is_dask_array(maps):  # distributed transform: skyconv._dask.sht
+        from ._dask import sht as _dsht
+
+        return _dsht.map2alm(maps, lmax, mmax, iter, pol, ring_weights, device)
     comps, lonely = _components(maps, "maps", "map")
     arrs = []
     for c in comps:
@@ -455,4 +469,16 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     return out[0] if lonely else out
 
 
-__all__ = ["UNSEEN", "Alm", "alm2map", "almxfl", "map2alm"]
+from .sht_halves import alm2leg, leg2alm, leg2map, map2leg  # noqa: E402 (re-export)
+
+__all__ = [
+    "UNSEEN",
+    "Alm",
+    "alm2map",
+    "almxfl",
+    "map2alm",
+    "alm2leg",
+    "leg2map",
+    "map2leg",
+    "leg2alm",
+]

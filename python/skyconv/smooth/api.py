@@ -10,6 +10,7 @@ import numpy as np
 from .. import _core, healpix
 from .._utils.arrays import float_array, int_arg
 from .._utils.device import resolve
+from .._utils.lazy import is_dask_array
 from ..exceptions import ArgumentError, ShapeError, SkyconvWarning
 from . import methods
 from .auto import choose
@@ -44,7 +45,10 @@ def smooth_map(
     m : float32 or float64 array (npix,) or (nmaps, npix)
         HEALPix map(s), npix = 12 nside^2 (any unit; the result has the same). Several maps
         are smoothed independently. UNSEEN and non-finite pixels are missing: they count as 0
-        in the convolution and keep their input value in the output.
+        in the convolution and keep their input value in the output. A dask array gives a
+        dask array: "auto" and "harmonic" run through the distributed transforms (as
+        ``skyconv.map2alm`` / ``alm2map`` of dask arrays); "ring" and "split" smooth each map
+        in one task; ``nest=True`` is refused for dask input.
     fwhm : float, optional
         Full width at half maximum of a Gaussian beam, in radians (use ``np.radians(x / 60)``
         for x arcmin).
@@ -108,6 +112,12 @@ def smooth_map(
     """
     if not isinstance(method, str) or method not in METHODS:
         raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
+    if is_dask_array(m):  # distributed smoothing: skyconv._dask.smooth
+        from .._dask import smooth as _dsm
+
+        return _dsm.smooth_map(
+            m, fwhm, beam_window, lmax, nest, tol, method, iter, device, single=smooth_map
+        )
     arr = float_array(m, "m")
     if arr.ndim > 2:
         raise ShapeError(f"m must be 1-D (npix,) or 2-D (nmaps, npix), got shape {arr.shape}")
