@@ -35,8 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out",
         metavar="DIR",
         type=Path,
-        default=Path(__file__).resolve().parent / "results",
-        help="folder for <machine>.json (default: bench/results)",
+        help="folder for <machine>.json (default: bench/results; with --compare a temporary "
+        "folder, so the committed file is not touched)",
     )
     p.add_argument(
         "--engines",
@@ -55,6 +55,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fresh", action="store_true", help="overwrite the results file instead of merging into it"
     )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument(
+        "--compare",
+        metavar="FILE",
+        type=Path,
+        help="rerun the cases measured in FILE (a bench/results/*.json) with its size setting "
+        "and print new/old per case; --cases and --engines narrow them",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="with --compare: relative slowdown of skyconv's end-to-end median marked as a "
+        "regression (default 0.10)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --compare: exit status 3 when a regression is found",
+    )
     return p.parse_args(argv)
 
 
@@ -72,24 +91,76 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown engine(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    settings = Settings(
-        quick=args.quick,
+    if args.compare is None:
+        if args.tolerance is not None or args.strict:
+            print("--tolerance and --strict need --compare", file=sys.stderr)
+            return 2
+        out = args.out or RESULTS
+        _, _, errors = runner.run(
+            args.cases,
+            args.quick,
+            args.machine,
+            out,
+            _settings(args, args.quick),
+            engines,
+            fresh=args.fresh,
+            threads=args.threads,
+        )
+        return 1 if errors else 0
+    return _compare(args, engines)
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _settings(args: argparse.Namespace, quick: bool) -> Settings:
+    return Settings(
+        quick=quick,
         warmup=args.warmup,
-        repeats=args.repeats or (3 if args.quick else 5),
-        min_time=0.02 if args.quick else 0.5,
-        budget=args.budget or (5.0 if args.quick else 60.0),
+        repeats=args.repeats or (3 if quick else 5),
+        min_time=0.02 if quick else 0.5,
+        budget=args.budget or (5.0 if quick else 60.0),
     )
-    _, _, errors = runner.run(
-        args.cases,
-        args.quick,
-        args.machine,
-        args.out,
-        settings,
-        engines,
-        fresh=args.fresh,
-        threads=args.threads,
-    )
-    return 1 if errors else 0
+
+
+def _compare(args: argparse.Namespace, engines: set[str]) -> int:
+    """``--compare FILE``: rerun FILE's cases, print new/old; 1 on errors, 3 on regressions
+    with ``--strict``."""
+    import tempfile
+
+    from . import compare, runner
+
+    tolerance = compare.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+    if not tolerance >= 0:
+        print(f"--tolerance must be >= 0, got {tolerance}", file=sys.stderr)
+        return 2
+    old = compare.load(args.compare)
+    plan = compare.plan(old)
+    if args.quick and not plan.quick:
+        print("--quick cannot rerun a full-size result file", file=sys.stderr)
+        return 2
+    run_engines = engines & plan.engines
+    if not run_engines:
+        print(f"{args.compare} has no measurement on engine(s) {sorted(engines)}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="skyconv-bench-") as tmp:
+        new, _, errors = runner.run(
+            args.cases,
+            plan.quick,
+            args.machine,
+            args.out or Path(tmp),
+            _settings(args, plan.quick),
+            run_engines,
+            fresh=args.fresh,
+            threads=args.threads,
+            names=plan.cases,
+        )
+    rows = compare.compare(old, new, tolerance)
+    print(f"\ncompared with {args.compare} (tolerance {tolerance:.0%}):")
+    print(compare.table(rows, plan.machine, new.get("machine")))
+    if errors:
+        return 1
+    return 3 if args.strict and compare.regressions(rows) else 0
 
 
 if __name__ == "__main__":

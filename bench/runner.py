@@ -40,6 +40,12 @@ def select(patterns: str | None) -> list[Case]:
     return [c for c in cases if hit(c.name)]
 
 
+def select_names(names: list[str]) -> list[Case]:
+    """The cases named exactly, in that order; names no longer registered are left out."""
+    load_all()
+    return [REGISTRY[n] for n in names if n in REGISTRY]
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
@@ -171,8 +177,12 @@ def run(
     engines: set[str],
     fresh: bool = False,
     threads: int | None = None,
+    names: list[str] | None = None,
 ) -> tuple[dict[str, Any], Path, int]:
-    """Run the selected cases; write ``<out_dir>/<machine>.json``; returns (doc, path, errors)."""
+    """Run the selected cases; write ``<out_dir>/<machine>.json``; returns (doc, path, errors).
+
+    ``names``, when given, are exact case names (``--compare``); ``patterns`` then narrows them.
+    """
     from . import report
 
     if threads:
@@ -180,6 +190,9 @@ def run(
 
         skyconv.set_num_threads(threads)
     cases = select(patterns)
+    if names is not None:
+        selected = {c.name for c in cases}
+        cases = [c for c in select_names(names) if c.name in selected]
     if not cases:
         raise SystemExit(f"no benchmark case matches {patterns!r}; known: {sorted(REGISTRY)}")
     info = machine.backend_info()

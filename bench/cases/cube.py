@@ -5,8 +5,8 @@ float32) and, on the GPU, against the same algorithm on cupyx.scipy.ndimage.
 Kernels: spatial Gaussian FWHM {0, 3, 6} px × spectral boxcar {0, 3, 7, 15} channels,
 threshold 5, replacement 2·rms, MAD noise of the negative values, constant (zero) edges.
 Inputs: float32 Gaussian noise (σ = 1) with injected galaxies of different sizes and line
-widths: 256 MB (256×512×512, the CPU target) and 2 GB (500×1024×1024, the GPU target; GPU
-rows only, a CPU reference there takes minutes).
+widths: 64 MB (64×512×512) and 256 MB (256×512×512), the CPU targets, and 2 GB
+(500×1024×1024, the GPU target; GPU rows only, a CPU reference there takes minutes).
 
 ``cube.scfind_compat`` runs skyconv's ``compat.sofia.SCfinder_mem`` (same algorithm as the
 reference: the masks agree); ``cube.scfind`` runs the native ``smooth_and_clip`` (SoFiA 2 rules:
@@ -29,6 +29,7 @@ KERNELS = [[k, k, z, "b"] for k in KXY for z in KZ]
 THRESHOLD = 5.0
 FWHM = 2.0 * np.sqrt(2.0 * np.log(2.0))
 SHAPE = (256, 512, 512)
+SHAPE_64M = (64, 512, 512)
 SHAPE_2G = (500, 1024, 1024)
 QUICK_SHAPE = (16, 64, 64)
 GALAXIES = [  # fractional z, y, x; sigma_z (channels), sigma_xy (pixels), peak S/N
@@ -212,6 +213,9 @@ def scfind_case(name, description, shape, cpu=True):
 
 
 scfind_case("cube.scfind", "smooth_and_clip, default 12 kernels, 256 MB float32 cube", SHAPE)
+scfind_case(
+    "cube.scfind_64mb", "smooth_and_clip, default 12 kernels, 64 MB float32 cube", SHAPE_64M
+)
 scfind_case("cube.scfind_compat", "compat SCfinder_mem, default 12 kernels, 256 MB cube", SHAPE)
 scfind_case(
     "cube.scfind_2gb", "smooth_and_clip, default 12 kernels, 2 GB float32 cube", SHAPE_2G, cpu=False

@@ -141,6 +141,79 @@ fn compute(nside: usize) -> Vec<f64> {
     synth(&y, &z)
 }
 
+/// From this nside on the weights are kept on disk: the CG solve takes ~0.1 s at nside 1024 and
+/// ~0.3-0.9 s at 2048, paid at the first ring smoothing of every process otherwise (issue 18).
+const STORED_FROM: usize = 512;
+/// Change when `compute` changes: files of another version are not read.
+const STORE_VERSION: u32 = 1;
+const STORE_MAGIC: &[u8; 8] = b"SKYRWT01";
+
+/// `compute(nside)` through `<cache folder>/ring_weights/` (see `backend::cuda::cache`): a file
+/// holds a header (magic, version, nside, count, FNV-64 of the values) and the values as
+/// little-endian f64; one that does not check out is ignored and rewritten. Written to a
+/// temporary name and renamed, so concurrent processes never read half a file.
+fn stored_or_computed(nside: usize) -> Vec<f64> {
+    if nside < STORED_FROM {
+        return compute(nside);
+    }
+    let path = crate::backend::cuda::cache::base_dir().map(|d| {
+        d.join("ring_weights").join(format!(
+            "v{STORE_VERSION}-{}-nside{nside}.f64",
+            env!("CARGO_PKG_VERSION")
+        ))
+    });
+    if let Some(w) = path.as_ref().and_then(|p| load_weights(p, nside)) {
+        return w;
+    }
+    let w = compute(nside);
+    if let Some(p) = &path {
+        let _ = store_weights(p, nside, &w); // a read-only cache only costs the solve again
+    }
+    w
+}
+
+fn weights_header(nside: usize, w: &[f64], body: &[u8]) -> Vec<u8> {
+    let mut h = STORE_MAGIC.to_vec();
+    h.extend_from_slice(&STORE_VERSION.to_le_bytes());
+    h.extend_from_slice(&(nside as u64).to_le_bytes());
+    h.extend_from_slice(&(w.len() as u64).to_le_bytes());
+    h.extend_from_slice(&crate::backend::cuda::cache::fnv64(body).to_le_bytes());
+    h
+}
+
+fn load_weights(path: &std::path::Path, nside: usize) -> Option<Vec<f64>> {
+    let raw = std::fs::read(path).ok()?;
+    let n = 2 * nside; // north rings and the equator
+    let head = 8 + 4 + 8 + 8 + 8;
+    if raw.len() != head + 8 * n {
+        return None;
+    }
+    let body = &raw[head..];
+    let w: Vec<f64> = body
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    (raw[..head] == weights_header(nside, &w, body)[..] && w.iter().all(|v| v.is_finite()))
+        .then_some(w)
+}
+
+fn store_weights(path: &std::path::Path, nside: usize, w: &[f64]) -> std::io::Result<()> {
+    let folder = path.parent().expect("a file in a folder");
+    std::fs::create_dir_all(folder)?;
+    let body: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut bytes = weights_header(nside, w, &body);
+    bytes.extend_from_slice(&body);
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    let tmp = folder.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    let r = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
 /// The factors 1 + w_j of every ring j = 0 … 4·nside − 2 (RING order, north to south),
 /// computed once per nside and cached.
 pub fn ring_factors(nside: usize) -> Arc<Vec<f64>> {
@@ -149,7 +222,7 @@ pub fn ring_factors(nside: usize) -> Arc<Vec<f64>> {
     if let Some(v) = cache.lock().expect("not poisoned").get(&nside) {
         return v.clone();
     }
-    let w = compute(nside);
+    let w = stored_or_computed(nside);
     let nr = 4 * nside - 1;
     let f: Arc<Vec<f64>> = Arc::new((0..nr).map(|j| 1.0 + w[j.min(nr - 1 - j)]).collect());
     cache.lock().expect("not poisoned").insert(nside, f.clone());
@@ -159,6 +232,27 @@ pub fn ring_factors(nside: usize) -> Arc<Vec<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stored file gives back the same bits; a damaged or foreign one is refused.
+    #[test]
+    fn stored_weights_round_trip_and_refuse_damage() {
+        let dir = std::env::temp_dir().join(format!("skyconv-rwt-{}", std::process::id()));
+        let path = dir.join("w.f64");
+        let nside = 8;
+        let w = compute(nside);
+        store_weights(&path, nside, &w).unwrap();
+        let back = load_weights(&path, nside).unwrap();
+        assert!(w.iter().zip(&back).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(load_weights(&path, 4).is_none(), "another nside");
+        let mut raw = std::fs::read(&path).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 1;
+        std::fs::write(&path, &raw).unwrap();
+        assert!(load_weights(&path, nside).is_none(), "a flipped bit");
+        std::fs::write(&path, &raw[..raw.len() - 8]).unwrap();
+        assert!(load_weights(&path, nside).is_none(), "a short file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Exact for even ℓ ≤ 3·nside: Σ_j c_j (1 + w_j) P_ℓ(z_j) = 4π δ_ℓ0; not so at w = 0.
     #[test]

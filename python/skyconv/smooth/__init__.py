@@ -94,9 +94,10 @@ Memory: ``skyconv.smooth.memory.smooth_memory`` (bytes per method and device; ns
 
 Layout (each module imports only those above it in this list): ``methods`` (the leaf: windows,
 the ring kernel, the harmonic and ring engines), ``beam`` (the beam of one call, built once),
-``cost`` (the measured cost model), ``split`` (kernel splitting), ``auto`` (the chooser),
-``batch`` (many beams), ``masked`` (weights, partial skies, normalisation), ``memory`` (the
-byte counts), ``api`` (``smooth_map``).
+``cost`` (the measured cost model), ``_split_store`` (fitted splits kept on disk beside the
+cost model's constants), ``split`` (kernel splitting), ``auto`` (the chooser), ``batch`` (many
+beams), ``masked`` (weights, partial skies, normalisation), ``memory`` (the byte counts),
+``api`` (``smooth_map``).
 """
 
 from .api import METHODS, smooth_map

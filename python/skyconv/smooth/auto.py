@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import sht
 from .._utils.device import CPU, resolve
+from . import _split_store, methods
 from . import cost as _cost
-from . import methods
 from ._disc import disc_matrix
 from ._fit import DISC_SAFETY, TabulatedProfile
 from .beam import Beam
@@ -91,7 +91,7 @@ def _choose(beam: Beam, nside, iter, device):
         # The ring method misses tol against the harmonic result; it may still be as close
         # to the exact smoothing as the harmonic method is (narrow beams: both at the grid's
         # floor). Measured, not modelled, on a scaled-down copy of the problem.
-        vs_exact = grid_errors(nside, lmax, window, tol, iter, fwhm=beam.fwhm)
+        vs_exact = _stored_grid_errors(nside, lmax, window, tol, iter, beam.fwhm)
         if vs_exact["ring"] <= GRID_SLACK * vs_exact["harmonic"]:
             ok.append("ring")
     method = min(ok, key=lambda m: times[m])
@@ -153,6 +153,19 @@ def grid_errors(nside, lmax, window, tol, iter, fwhm=None):
     rms = float(np.sqrt(np.mean(exact**2)))
     out = {k: float(np.sqrt(np.mean((v - exact) ** 2))) / rms for k, v in got.items()}
     out["nside"] = nc
+    return out
+
+
+def _stored_grid_errors(nside, lmax, window, tol, iter, fwhm):
+    """:func:`grid_errors`, kept on disk per problem (``_split_store``): a fresh process's
+    first auto choice for a narrow beam then skips the measurement."""
+    name = _split_store.grid_key(window, nside, lmax, tol, iter, fwhm)
+    found = _split_store.load_json(name) if _split_store.enabled() else None
+    if found is not None and {"ring", "harmonic", "nside"} <= found.keys():
+        return found
+    out = grid_errors(nside, lmax, window, tol, iter, fwhm=fwhm)
+    if _split_store.enabled():
+        _split_store.store_json(name, out)
     return out
 
 

@@ -51,8 +51,8 @@ import numpy as np
 from .._utils.arrays import int_arg
 from .._utils.device import resolve
 from ..exceptions import ArgumentError, ShapeError
+from . import _split_store, methods
 from . import cost as _cost
-from . import methods
 from ._disc import disc_matrix
 from ._fit import QUADRATURE_ERROR, Basis, Problem, basis_size
 
@@ -488,8 +488,10 @@ _CACHE: dict = {}
 
 def cached_split(window, nside, lmax, tol, iter, device) -> KernelSplit:
     """:func:`split_kernel` with a flat spectrum, remembered per (window, nside, lmax, tol,
-    iter, device) for this process (``auto`` and ``split`` then fit once). The arguments are
-    taken as checked (``smooth_map``'s beam); the window is cut or padded to lmax + 1."""
+    iter, device) for this process (``auto`` and ``split`` then fit once) and on disk for the
+    next ones (:mod:`skyconv.smooth._split_store`: keyed also by the cost model's constants).
+    The arguments are taken as checked (``smooth_map``'s beam); the window is cut or padded to
+    lmax + 1."""
     w = np.zeros(lmax + 1)
     given = np.asarray(window, dtype=np.float64)[: lmax + 1]
     w[: given.size] = given
@@ -497,9 +499,27 @@ def cached_split(window, nside, lmax, tol, iter, device) -> KernelSplit:
     if key not in _CACHE:
         if len(_CACHE) > 32:
             _CACHE.clear()
-        flat = np.ones(lmax + 1)
-        _CACHE[key] = _split(w, nside, lmax, float(tol), flat, iter, device, None, None)
+        _CACHE[key] = _stored_split(w, nside, lmax, float(tol), iter, device)
     return _CACHE[key]
+
+
+def _stored_split(w, nside, lmax, tol, iter, device) -> KernelSplit:
+    """The split from the disk store, else fitted now and stored."""
+    name = _split_store.key(w, nside, lmax, tol, iter, device) if _split_store.enabled() else None
+    ks = _split_store.load(name, KernelSplit) if name else None
+    if ks is None:
+        ks = _split(w, nside, lmax, tol, np.ones(lmax + 1), iter, device, None, None)
+        if name:
+            _split_store.store(name, ks)
+    return ks
+
+
+def _forget() -> None:
+    _CACHE.clear()
+    _split_store.clear()
+
+
+_cost.ON_CLEAR.append(_forget)
 
 
 __all__ = ["KernelSplit", "split_kernel"]

@@ -20,15 +20,21 @@ pub fn dir() -> Option<PathBuf> {
     if std::env::var("SKYCONV_KERNEL_CACHE").is_ok_and(|v| v.trim() == "0") {
         return None;
     }
+    Some(base_dir()?.join("kernels"))
+}
+
+/// skyconv's cache folder (`SKYCONV_CACHE_DIR`, else `$XDG_CACHE_HOME/skyconv`, else
+/// `~/.cache/skyconv`; the Python side's `smooth.cost.cache_path` follows the same rule), or
+/// None when none can be named.
+pub fn base_dir() -> Option<PathBuf> {
     let nonempty = |v: &str| {
         std::env::var_os(v)
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
     };
-    let base = nonempty("SKYCONV_CACHE_DIR")
+    nonempty("SKYCONV_CACHE_DIR")
         .or_else(|| nonempty("XDG_CACHE_HOME").map(|d| d.join("skyconv")))
-        .or_else(|| nonempty("HOME").map(|d| d.join(".cache").join("skyconv")))?;
-    Some(base.join("kernels"))
+        .or_else(|| nonempty("HOME").map(|d| d.join(".cache").join("skyconv")))
 }
 
 fn fnv128(parts: &[&[u8]]) -> u128 {
@@ -45,7 +51,7 @@ fn fnv128(parts: &[&[u8]]) -> u128 {
     h
 }
 
-fn fnv64(data: &[u8]) -> u64 {
+pub(crate) fn fnv64(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in data {
         h ^= *b as u64;

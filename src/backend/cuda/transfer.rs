@@ -177,17 +177,28 @@ fn bytes_of_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
 /// fresh NumPy array is only reserved, not mapped: faulting its pages in during `download`
 /// halves the copy rate, so families call this while the device is still computing.
 pub fn prefault<T: DeviceRepr + Send>(host: &mut [T]) {
-    const PAGE: usize = 4096;
     let bytes = bytes_of_mut(host);
     if page_locked(bytes.as_ptr(), bytes.len()) {
         return; // page-locked: already mapped
     }
-    bytes.par_chunks_mut(COPY_GRAIN).for_each(|c| {
-        for i in (0..c.len()).step_by(PAGE) {
-            // SAFETY: in bounds; volatile so the store is not elided.
-            unsafe { std::ptr::write_volatile(c.as_mut_ptr().add(i), 0) };
-        }
-    });
+    bytes.par_chunks_mut(COPY_GRAIN).for_each(touch_pages);
+}
+
+/// `prefault` on the calling thread alone, for a helper thread that must not wait on the
+/// pool (whose workers may be blocked waiting for it).
+pub fn prefault_serial<T: DeviceRepr>(host: &mut [T]) {
+    let bytes = bytes_of_mut(host);
+    if !page_locked(bytes.as_ptr(), bytes.len()) {
+        touch_pages(bytes);
+    }
+}
+
+fn touch_pages(c: &mut [u8]) {
+    const PAGE: usize = 4096;
+    for i in (0..c.len()).step_by(PAGE) {
+        // SAFETY: in bounds; volatile so the store is not elided.
+        unsafe { std::ptr::write_volatile(c.as_mut_ptr().add(i), 0) };
+    }
 }
 
 impl Gpu {

@@ -10,6 +10,7 @@
 use super::unitstats::unkey;
 use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
 use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::transfer::prefault_serial;
 use crate::backend::cuda::{
     self, grid_stride, CudaSlice, Gpu, LaunchConfig, PushKernelArg, THREADS,
 };
@@ -347,7 +348,19 @@ fn run_resident<T: Real>(
         input: d_in,
         passes,
     };
-    let outcome = drive(&mut e, plan, progress)?;
+    // While the device iterates (the host mostly waits on it), a helper thread maps the
+    // output's pages: the download then copies into resident pages instead of faulting them
+    // in. The helper runs alone, not on the pool: this thread is one of the pool's workers and
+    // blocks in `join`, so a job queued on a one-thread pool would never run.
+    let (outcome, faulted) = std::thread::scope(|sc| {
+        let pages = sc.spawn(|| prefault_serial(&mut *out));
+        let outcome = drive(&mut e, plan, progress);
+        (outcome, pages.join())
+    });
+    if let Err(panic) = faulted {
+        std::panic::resume_unwind(panic);
+    }
+    let outcome = outcome?;
     let f = e.kernel("blank")?;
     let nn = n as i64;
     let mut l = gpu.stream.launch_builder(&f);
