@@ -487,13 +487,21 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
     let mmax = plan.lay.mmax;
     let level = simd_level();
     let ptrs: Vec<Disjoint<f64>> = maps.iter_mut().map(|m| Disjoint(m.as_mut_ptr())).collect();
+    let stop = crate::backend::cancel::current();
+    let stop = &stop;
     for ch in chunks(plan, ncomp) {
+        if stop.is_set() {
+            return;
+        }
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
         let phase = &mut phase_buf[..];
         phase.par_chunks_mut(ncomp * nrc).enumerate().for_each_init(
             LegScratch::default,
             |sc, (m, ph)| {
+                if stop.is_set() {
+                    return;
+                }
                 // SAFETY: the CPU has the features of the level (checked above).
                 #[cfg(target_arch = "x86_64")]
                 match level {
@@ -510,6 +518,9 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
         (0..ch.np)
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {
+                if stop.is_set() {
+                    return;
+                }
                 let pr = &plan.pairs[ch.p0 + pl];
                 let rings = [Some(pr.north), pr.south];
                 let ring = &plan.rings[pr.north];
@@ -791,13 +802,21 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
     let mmax = plan.lay.mmax;
     let level = simd_level();
     let mut cols = columns(plan, alms);
+    let stop = crate::backend::cancel::current();
+    let stop = &stop;
     for ch in chunks(plan, ncomp) {
+        if stop.is_set() {
+            return;
+        }
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
         let pp = Disjoint(phase_buf.as_mut_ptr());
         (0..ch.np)
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {
+                if stop.is_set() {
+                    return;
+                }
                 let pr = &plan.pairs[ch.p0 + pl];
                 let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
@@ -851,6 +870,9 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
         cols.par_iter_mut()
             .enumerate()
             .for_each_init(LegScratch::default, |sc, (m, col)| {
+                if stop.is_set() {
+                    return;
+                }
                 // SAFETY: the CPU has the features of the level (checked above).
                 #[cfg(target_arch = "x86_64")]
                 match level {

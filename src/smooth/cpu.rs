@@ -160,7 +160,11 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) {
     let mut offs = vec![0usize; nr];
     let mut spec: Vec<C64> = Vec::new();
     let op = Disjoint(out.as_mut_ptr());
+    let stop = crate::backend::cancel::current();
     for block in plan.outputs.chunks(chunk) {
+        if stop.is_set() {
+            return;
+        }
         let lo = block.iter().map(|o| o.lo).min().unwrap_or(0);
         let hi = block.iter().map(|o| o.hi).max().unwrap_or(0);
         let mut need: Vec<usize> = (lo..=hi).chain(nr - 1 - hi..=nr - 1 - lo).collect();

@@ -104,6 +104,7 @@ pub(super) fn synth(
         let nc = grp.comps.len();
         let a = |i: usize| &alms[grp.comps[i.min(nc - 1)]];
         for (p0, np) in chunk_list(plan, w.np_max) {
+            crate::backend::cancel::check()?;
             let (p0i, npi) = (p0 as i64, np as i64);
             let nrow = 2 * np;
             let f = gpu.function(MODULE, grp.synth_kernel())?;
@@ -213,6 +214,7 @@ pub(super) fn anal(
     for grp in groups {
         let nc = grp.comps.len();
         for (p0, np) in chunk_list(plan, w.np_max) {
+            crate::backend::cancel::check()?;
             io.before(gpu, plan, p0, np, maps)?;
             tl.mark(gpu, "h2d")?;
             let m = |i: usize| &maps[grp.comps[i.min(nc - 1)]];

@@ -185,6 +185,7 @@ pub fn convolve(plan: &RingPlan, map: &[f64], out: &mut [f64]) -> Result<()> {
     tl.mark(&gpu, "fft")?;
     let tab = &plan.table;
     for c in &chunks {
+        crate::backend::cancel::check()?;
         eval(&gpu, &dev, c, tab, &mut taps)?;
         tl.mark(&gpu, "kernel")?;
         products(
