@@ -25,6 +25,7 @@ MODULES = [
     "skyconv.grid",
     "skyconv.healpix",
     "skyconv.sht",
+    "skyconv.sht_halves",
     "skyconv.smooth.api",
     "skyconv.smooth.methods",
     "skyconv.smooth.split",

@@ -2,7 +2,8 @@
 # Prepare .gpu/ (git-ignored) for a run on the GPU machine, which has no network and no Rust:
 #   .gpu/skyconv-*.whl   the abi3 wheel, built here with `maturin build --release`
 #   .gpu/whl/*.whl       the wheels it lacks, for CPython 3.12 manylinux x86-64
-#                        (bench/gpu/wheels-core.txt, plus wheels-notebooks.txt with --notebooks)
+#                        (bench/gpu/wheels-core.txt, plus wheels-notebooks.txt with --notebooks
+#                        and wheels-dask.txt with --dask: dask, distributed and their deps)
 #   .gpu/BUILD_INFO      commit and date of the build (recorded by the benchmark)
 #   .gpu-cygrid/*.whl    with --cygrid: Cygrid 2.0.4 and its numpy<2 stack
 #                        (bench/gpu/wheels-cygrid.txt, less the wheels .gpu/whl already has),
@@ -18,7 +19,7 @@
 # there (bench/README.md). One device call carries at most 64 MiB: --skip NAME[,NAME...]
 # leaves wheels out of .gpu/whl (e.g. --skip ducc0 for a gridding run with .gpu-cygrid).
 #
-# Usage: bash bench/gpu/prepare.sh [--notebooks] [--cygrid] [--cuda12] [--skip NAMES]
+# Usage: bash bench/gpu/prepare.sh [--notebooks] [--dask] [--cygrid] [--cuda12] [--skip NAMES]
 #                                  [--no-build] [--no-download]
 # Environment: PYTHON (default python3, with maturin and pip), GPU_PY (default 3.12).
 set -euo pipefail
@@ -29,11 +30,12 @@ PY=${PYTHON:-python3}
 GPU_PY=${GPU_PY:-3.12}
 LIMIT_MIB=60
 
-build=1 download=1 notebooks=0 cygrid=0 cuda12=0 skip=""
+build=1 download=1 notebooks=0 dask=0 cygrid=0 cuda12=0 skip=""
 CUDA12_WHEELS=(nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cufft-cu12==11.4.1.4)
 while [[ $# -gt 0 ]]; do
     case $1 in
         --notebooks) notebooks=1 ;;
+        --dask) dask=1 ;;
         --cygrid) cygrid=1 ;;
         --cuda12) cuda12=1 ;;
         --skip) skip=${2:?--skip needs NAME[,NAME...]}; shift ;;
@@ -61,6 +63,7 @@ norm() {
 wanted() {
     local lists=(bench/gpu/wheels-core.txt) s skipped
     if [[ $notebooks == 1 ]]; then lists+=(bench/gpu/wheels-notebooks.txt); fi
+    if [[ $dask == 1 ]]; then lists+=(bench/gpu/wheels-dask.txt); fi
     specs_of "${lists[@]}" | while read -r s; do
         skipped=0
         for k in ${skip//,/ }; do

@@ -29,8 +29,12 @@ from .exceptions import (
     GpuMemoryError,
     HostMemoryError,
     InternalError,
+    MissingKeyError,
     ShapeError,
     SkyconvError,
+    SkyconvWarning,
+    StateError,
+    UnsupportedError,
 )
 
 _core._set_cuda_search_dirs(_search_dirs())
@@ -46,7 +50,7 @@ from ._backend import (  # noqa: E402
 from .atrous import AtrousResult, atrous_denoise  # noqa: E402
 from .cube import smooth_and_clip  # noqa: E402
 from .grid import Gridder, GridResult, HealpixTarget, Sightlines, grid  # noqa: E402
-from .sht import Alm, alm2map, almxfl, map2alm  # noqa: E402
+from .sht import Alm, alm2leg, alm2map, almxfl, leg2alm, leg2map, map2alm, map2leg  # noqa: E402
 from .smooth import smooth_map  # noqa: E402
 from .split import KernelSplit, split_kernel  # noqa: E402
 
@@ -66,6 +70,10 @@ __all__ = [
     "map2alm",
     "Alm",
     "almxfl",
+    "alm2leg",
+    "leg2map",
+    "map2leg",
+    "leg2alm",
     "smooth_map",
     "split_kernel",
     "KernelSplit",
@@ -83,7 +91,11 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "HostMemoryError",
+    "StateError",
+    "UnsupportedError",
+    "MissingKeyError",
     "CudaError",
     "GpuMemoryError",
     "InternalError",
+    "SkyconvWarning",
 ]

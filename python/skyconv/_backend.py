@@ -6,6 +6,7 @@ from typing import Any
 
 from . import _core
 from ._utils.device import resolve_device
+from .exceptions import ArgumentError, ArgumentTypeError
 
 
 def set_num_threads(n: int) -> None:
@@ -33,9 +34,9 @@ def set_num_threads(n: int) -> None:
     >>> skyconv.set_num_threads(before)
     """
     if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"n must be an int, got {type(n).__name__}")
+        raise ArgumentTypeError(f"n must be an int, got {type(n).__name__}")
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise ArgumentError(f"n must be >= 1, got {n}")
     _core.set_num_threads(n)
 
 

@@ -264,6 +264,41 @@ def _map2alm(
     device: str | None = None,
 ) -> npt.NDArray[np.complex128]: ...  # (ncomp, nalm)
 
+# --- SHT halves (src/py/sht_halves.rs) --------------------------------------------------------
+# skyconv.sht_halves checks and converts the arguments (ms, rings: int64; arrays C-contiguous).
+def _alm2leg(
+    alm: npt.NDArray[np.complex128],  # (ncomp, nblk)
+    nside: int,
+    lmax: int,
+    ms: npt.NDArray[np.int64],
+    rings: npt.NDArray[np.int64],
+    spin2: bool,
+    device: str | None = None,
+) -> npt.NDArray[np.complex128]: ...  # (ncomp, len(rings), len(ms))
+def _leg2map(
+    leg: npt.NDArray[np.complex128],  # (ncomp, len(rings), mmax+1)
+    nside: int,
+    rings: npt.NDArray[np.int64],
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (ncomp, sum of ring lengths)
+def _map2leg(
+    maps: npt.NDArray[np.float64],  # (ncomp, sum of ring lengths)
+    nside: int,
+    mmax: int,
+    rings: npt.NDArray[np.int64],
+    device: str | None = None,
+) -> npt.NDArray[np.complex128]: ...  # (ncomp, len(rings), mmax+1)
+def _leg2alm(
+    leg: npt.NDArray[np.complex128],  # (ncomp, len(rings), len(ms))
+    nside: int,
+    lmax: int,
+    ms: npt.NDArray[np.int64],
+    rings: npt.NDArray[np.int64],
+    spin2: bool,
+    ring_weights: npt.NDArray[np.float64] | None = None,
+    device: str | None = None,
+) -> npt.NDArray[np.complex128]: ...  # (ncomp, nblk)
+
 # --- smooth (src/py/smooth.rs) ---------------------------------------------------------------
 # The ring method (ARKCoS) and its kernel profiles; skyconv.smooth checks the arguments. A
 # profile is (theta, values): K per steradian at ascending nodes theta[0] = 0 ... theta[-1] =

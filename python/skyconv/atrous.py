@@ -84,6 +84,7 @@ from . import _core
 from ._arrays import float_array, int_arg
 from ._utils.device import resolve
 from ._utils.duchamp_par import DUCHAMP_BLANK
+from .exceptions import ArgumentError, ArgumentTypeError
 
 _FILTERS = ("b3spline", "triangle", "haar")
 _VARIANTS = ("duchamp", "corrected")
@@ -136,7 +137,7 @@ def _units_shape(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
 
 def _float(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     return float(value)
 
 
@@ -236,31 +237,31 @@ def atrous_denoise(
     a = float_array(data, "data")
     dim = int_arg(dim, "dim")
     if dim not in (1, 2, 3):
-        raise ValueError(f"dim must be 1, 2 or 3, got {dim}")
+        raise ArgumentError(f"dim must be 1, 2 or 3, got {dim}")
     snr = _float(snr_recon, "snr_recon")
     if not math.isfinite(snr) or snr < 0:
-        raise ValueError(f"snr_recon must be finite and >= 0, got {snr}")
+        raise ArgumentError(f"snr_recon must be finite and >= 0, got {snr}")
     scale_min = int_arg(scale_min, "scale_min")
     scale_max = int_arg(scale_max, "scale_max")
     if scale_min < 1:
-        raise ValueError(f"scale_min must be >= 1, got {scale_min}")
+        raise ArgumentError(f"scale_min must be >= 1, got {scale_min}")
     if scale_max < 0 or (scale_max != 0 and scale_max < scale_min):
-        raise ValueError(f"scale_max must be 0 (all) or >= scale_min, got {scale_max}")
+        raise ArgumentError(f"scale_max must be 0 (all) or >= scale_min, got {scale_max}")
     if not isinstance(filter, str) or filter.lower() not in _FILTERS:
-        raise ValueError(f"filter must be one of {_FILTERS}, got {filter!r}")
+        raise ArgumentError(f"filter must be one of {_FILTERS}, got {filter!r}")
     conv = _float(convergence, "convergence")
     if not math.isfinite(conv) or conv <= 0:
-        raise ValueError(f"convergence must be finite and > 0, got {conv}")
+        raise ArgumentError(f"convergence must be finite and > 0, got {conv}")
     if not isinstance(robust, (bool, np.bool_)):
-        raise TypeError(f"robust must be a bool, got {type(robust).__name__}")
+        raise ArgumentTypeError(f"robust must be a bool, got {type(robust).__name__}")
     device = resolve(device).core
     if progress is not None and not callable(progress):
-        raise TypeError("progress must be callable or None")
+        raise ArgumentTypeError("progress must be callable or None")
     if not isinstance(variant, str) or variant.lower() not in _VARIANTS:
-        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+        raise ArgumentError(f"variant must be one of {_VARIANTS}, got {variant!r}")
     blank = _float(blank_value, "blank_value")
     if not math.isfinite(blank):
-        raise ValueError(f"blank_value must be finite, got {blank}")
+        raise ArgumentError(f"blank_value must be finite, got {blank}")
     recon, iters, noise, noise0, scales, dev = _core._atrous_denoise(
         a,
         dim,

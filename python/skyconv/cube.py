@@ -24,7 +24,9 @@ from . import _core
 from . import stats as _stats  # noqa: F401  (makes skyconv.stats importable with skyconv)
 from ._arrays import float_array
 from ._errors import ShapeError
+from ._utils.args import to_float
 from ._utils.device import resolve
+from .exceptions import ArgumentError, ArgumentTypeError
 
 #: FWHM = FWHM_CONST · σ for a Gaussian.
 FWHM_CONST = 2.0 * np.sqrt(2.0 * np.log(2.0))
@@ -52,14 +54,14 @@ def _kernel_list(values, name, *, integer):
     try:
         vals = [float(v) for v in np.atleast_1d(np.asarray(values, dtype=np.float64))]
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a sequence of numbers") from None
+        raise ArgumentTypeError(f"{name} must be a sequence of numbers") from None
     if not vals:
-        raise ValueError(f"{name} must not be empty")
+        raise ArgumentError(f"{name} must not be empty")
     for v in vals:
         if not np.isfinite(v) or v < 0:
-            raise ValueError(f"{name} must be finite and >= 0, got {v}")
+            raise ArgumentError(f"{name} must be finite and >= 0, got {v}")
         if integer and v != int(v):
-            raise ValueError(f"{name} must be whole numbers of channels, got {v}")
+            raise ArgumentError(f"{name} must be whole numbers of channels, got {v}")
     return sorted(set(vals))
 
 
@@ -68,7 +70,7 @@ def _check_mask(mask, shape):
         return np.zeros(shape, dtype=np.uint8)
     m = np.asarray(mask)
     if m.dtype.kind not in "biu":
-        raise TypeError(f"mask must be a boolean or integer array, got dtype {m.dtype}")
+        raise ArgumentTypeError(f"mask must be a boolean or integer array, got dtype {m.dtype}")
     if m.shape != shape:
         raise ShapeError(f"mask has shape {m.shape}, the cube has {shape}")
     return (m != 0).astype(np.uint8)
@@ -136,6 +138,8 @@ def smooth_and_clip(
     device : "auto", "cpu", "cuda" or None (None: SKYCONV_DEVICE, else "auto").
     return_noise : also return a :class:`NoiseReport` (noise per kernel).
     progress : optional callable ``progress(done, total, noise)`` called after each kernel.
+        An exception it raises ends the call and propagates unchanged (the one rule for every
+        skyconv callback); the callback is not called again.
 
     Kernels run spatial-major: for each xy kernel every z kernel; the (0, 0) kernel clips the
     original cube with its own noise.
@@ -144,31 +148,33 @@ def smooth_and_clip(
     if a.ndim not in (2, 3):
         raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D (y, x), got {a.ndim} dimension(s)")
     if spectral not in ("boxcar", "gaussian"):
-        raise ValueError(f"spectral must be 'boxcar' or 'gaussian', got {spectral!r}")
+        raise ArgumentError(f"spectral must be 'boxcar' or 'gaussian', got {spectral!r}")
     if spatial not in ("boxcar", "boxcar_approx", "gaussian"):
-        raise ValueError(
+        raise ArgumentError(
             f"spatial must be 'boxcar', 'boxcar_approx' or 'gaussian', got {spatial!r}"
         )
     if precision not in ("sofia2", "float64"):
-        raise ValueError(f"precision must be 'sofia2' or 'float64', got {precision!r}")
+        raise ArgumentError(f"precision must be 'sofia2' or 'float64', got {precision!r}")
     if statistic not in ("mad", "std", "gauss"):
-        raise ValueError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
+        raise ArgumentError(f"statistic must be 'mad', 'std' or 'gauss', got {statistic!r}")
     if flux_range not in ("negative", "full", "all", "positive"):
-        raise ValueError(f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}")
+        raise ArgumentError(
+            f"flux_range must be 'negative', 'full' or 'positive', got {flux_range!r}"
+        )
     if edge_mode not in _MODES:
-        raise ValueError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
+        raise ArgumentError(f"edge_mode must be one of {_MODES}, got {edge_mode!r}")
     exact = precision == "sofia2"
     if exact and edge_mode != "constant":
-        raise ValueError(
+        raise ArgumentError(
             "precision='sofia2' pads with zeros as SoFiA-2 does: use edge_mode='constant', "
             f"or precision='float64' for edge_mode={edge_mode!r}"
         )
-    threshold = float(threshold)
+    threshold = to_float(threshold, "threshold")
     if not np.isfinite(threshold) or threshold < 0:
-        raise ValueError(f"threshold must be finite and >= 0, got {threshold}")
-    replacement = float(replacement)
+        raise ArgumentError(f"threshold must be finite and >= 0, got {threshold}")
+    replacement = to_float(replacement, "replacement")
     if np.isnan(replacement):
-        raise ValueError("replacement must be a number")
+        raise ArgumentError("replacement must be a number")
     xy = _kernel_list(kernels_xy, "kernels_xy", integer=False)
     zs = _kernel_list(kernels_z, "kernels_z", integer=spectral == "boxcar")
     if spectral == "boxcar":
@@ -189,11 +195,22 @@ def smooth_and_clip(
             specs.append((spatial, sigma, sigma, zk, zv, k == 0 and z == 0))
             labels.append((k, z))
     total = len(specs)
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(
+            f"progress must be callable or None, got {type(progress).__name__} {progress!r}"
+        )
+    raised: list[BaseException] = []  # the callback's own exception, re-raised unchanged
     cb = None
     if progress is not None:
 
         def cb(i, rms):
-            progress(i + 1, total, rms)
+            if raised:  # the call is being cancelled: the callback is not called again
+                return
+            try:
+                progress(i + 1, total, rms)
+            except BaseException as e:
+                raised.append(e)
+                raise
 
     cadence = int(_core._sofia2_cadence(list(cube3.shape)))
     rep = ("copysign", replacement) if replacement >= 0 else ("none", 0.0)
@@ -219,6 +236,8 @@ def smooth_and_clip(
         device=device,
         exact=exact,
     )
+    if raised:
+        raise raised[0]
     out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
     if return_noise:
         return out, NoiseReport(float(rms0), labels, [float(r) for r in rms])

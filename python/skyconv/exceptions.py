@@ -28,12 +28,32 @@ class HostMemoryError(SkyconvError, MemoryError):
     what was asked for, how many bytes, and the limit."""
 
 
+class StateError(SkyconvError, RuntimeError):
+    """A call that cannot go on in the current state: a method called out of order (a result
+    asked for before any work was given) or options that exclude each other where the library
+    skyconv stands in for raises RuntimeError."""
+
+
+class UnsupportedError(SkyconvError, NotImplementedError):
+    """An option of a library skyconv stands in for that skyconv does not implement (or hands
+    to the library, which is not installed); the message says which."""
+
+
+class MissingKeyError(SkyconvError, KeyError):
+    """A header or mapping lacks a key the arguments need; the message names it."""
+
+
 class CudaError(SkyconvError):
     """A CUDA call failed after the device was set up."""
 
 
 class GpuMemoryError(CudaError, MemoryError):
     """The GPU ran out of memory."""
+
+
+class SkyconvWarning(UserWarning):
+    """skyconv did something other than asked, and says what (e.g. the ring method with a beam
+    narrower than a pixel falls back to the harmonic method)."""
 
 
 class InternalError(SkyconvError):
@@ -47,7 +67,11 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "HostMemoryError",
+    "StateError",
+    "UnsupportedError",
+    "MissingKeyError",
     "CudaError",
     "GpuMemoryError",
     "InternalError",
+    "SkyconvWarning",
 ]

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg, normalize_axis
 from ._utils.device import resolve
+from .exceptions import ArgumentError, ArgumentTypeError
 
 _MODES = (
     "constant",
@@ -36,16 +38,16 @@ _MODES = (
 
 def _mode(mode) -> str:
     if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}; got {mode!r}")
+        raise ArgumentError(f"mode must be one of {', '.join(map(repr, _MODES))}; got {mode!r}")
     return mode
 
 
 def _weights(weights) -> list[float]:
-    w = np.asarray(weights, dtype=np.float64)
+    w = reals(weights, "weights")
     if w.ndim != 1 or w.size == 0:
-        raise ValueError("weights must be a non-empty 1-D sequence of numbers")
+        raise ArgumentError("weights must be a non-empty 1-D sequence of numbers")
     if not np.all(np.isfinite(w)):
-        raise ValueError("weights must be finite")
+        raise ArgumentError("weights must be finite")
     return w.tolist()
 
 
@@ -99,7 +101,7 @@ def correlate1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, 
         _weights(weights),
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         False,
         resolve(device).core,
@@ -154,7 +156,7 @@ def convolve1d(input, weights, axis=-1, mode="reflect", cval=0.0, origin=0, *, d
         _weights(weights),
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         True,
         resolve(device).core,
@@ -211,20 +213,20 @@ def gaussian_filter1d(
     (1.0, True)
     """
     a = float_array(input, "input")
-    sigma = float(sigma)
+    sigma = to_float(sigma, "sigma")
     if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+        raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
     if radius is not None:
         radius = int_arg(radius, "radius")
         if radius < 0:
-            raise ValueError(f"radius must be >= 0, got {radius}")
+            raise ArgumentError(f"radius must be >= 0, got {radius}")
     return _core._gaussian_filter1d(
         a,
         sigma,
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
-        float(truncate),
+        to_float(cval, "cval"),
+        to_float(truncate, "truncate"),
         radius,
         resolve(device).core,
     )
@@ -278,13 +280,13 @@ def uniform_filter1d(input, size, axis=-1, mode="reflect", cval=0.0, origin=0, *
     a = float_array(input, "input")
     size = int_arg(size, "size")
     if size < 1:
-        raise ValueError(f"size must be >= 1, got {size}")
+        raise ArgumentError(f"size must be >= 1, got {size}")
     return _core._uniform_filter1d(
         a,
         size,
         normalize_axis(axis, a.ndim),
         _mode(mode),
-        float(cval),
+        to_float(cval, "cval"),
         int_arg(origin, "origin"),
         resolve(device).core,
     )
@@ -368,30 +370,38 @@ class Correlate:
 
 def _spec(p, ndim: int):
     if not isinstance(p, (Gaussian, Uniform, Correlate)):
-        raise TypeError(f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}")
+        raise ArgumentTypeError(
+            f"passes must hold Gaussian, Uniform or Correlate, got {type(p).__name__}"
+        )
     axis = normalize_axis(p.axis, ndim)
     if isinstance(p, Gaussian):
-        sigma = float(p.sigma)
+        sigma = to_float(p.sigma, "sigma")
         if not np.isfinite(sigma) or sigma < 0:
-            raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+            raise ArgumentError(f"sigma must be finite and >= 0, got {sigma}")
         radius = -1.0 if p.radius is None else float(int_arg(p.radius, "radius"))
-        return ("gaussian", axis, _mode(p.mode), float(p.cval), [sigma, float(p.truncate), radius])
+        return (
+            "gaussian",
+            axis,
+            _mode(p.mode),
+            to_float(p.cval, "cval"),
+            [sigma, to_float(p.truncate, "truncate"), radius],
+        )
     if isinstance(p, Uniform):
         size = int_arg(p.size, "size")
         if size < 1:
-            raise ValueError(f"size must be >= 1, got {size}")
+            raise ArgumentError(f"size must be >= 1, got {size}")
         return (
             "uniform",
             axis,
             _mode(p.mode),
-            float(p.cval),
+            to_float(p.cval, "cval"),
             [float(size), float(int_arg(p.origin, "origin"))],
         )
     return (
         "correlate",
         axis,
         _mode(p.mode),
-        float(p.cval),
+        to_float(p.cval, "cval"),
         [float(int_arg(p.origin, "origin"))] + _weights(p.weights),
     )
 

@@ -39,9 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import Device, resolve
-from .exceptions import ShapeError
+from .exceptions import ArgumentError, ArgumentTypeError, ShapeError, StateError
 
 #: Samples per call into the core (its sort index is 32-bit).
 _MAX_BATCH = 2**31
@@ -173,10 +174,10 @@ class _Target:
 def _wcs_target(w, shape, header=None) -> _Target:
     cel = w.celestial
     if cel.naxis != 2:
-        raise ValueError("the WCS has no celestial (longitude, latitude) axes")
+        raise ArgumentError("the WCS has no celestial (longitude, latitude) axes")
     ny, nx = (int_arg(s, "shape") for s in shape)
     if ny < 0 or nx < 0:
-        raise ValueError(f"target shape must be non-negative, got {(ny, nx)}")
+        raise ArgumentError(f"target shape must be non-negative, got {(ny, nx)}")
     yy, xx = np.indices((ny, nx), dtype=np.float64)
     world = cel.wcs_pix2world(xx.ravel(), yy.ravel(), 0)
     lng, lat = cel.wcs.lng, cel.wcs.lat
@@ -209,7 +210,7 @@ def _header_target(header) -> _Target:
     try:
         shape = (header["NAXIS2"], header["NAXIS1"])
     except KeyError as e:
-        raise ValueError(f"target header lacks {e.args[0]}") from None
+        raise ArgumentError(f"target header lacks {e.args[0]}") from None
     tgt = _wcs_target(WCS(header), shape, header=header)
     if key is not None:
         tgt.lons.flags.writeable = False
@@ -227,12 +228,12 @@ def resolve_target(target) -> _Target:
     if isinstance(target, HealpixTarget):
         nside = int_arg(target.nside, "nside")
         if nside < 1:
-            raise ValueError(f"nside must be >= 1, got {nside}")
+            raise ArgumentError(f"nside must be >= 1, got {nside}")
         pix = None
         if target.pixels is not None:
             pix = np.asarray(target.pixels)
             if pix.dtype.kind not in "iu" or pix.ndim != 1:
-                raise TypeError("HealpixTarget.pixels must be a 1-D integer array")
+                raise ArgumentTypeError("HealpixTarget.pixels must be a 1-D integer array")
             pix = np.ascontiguousarray(pix, dtype=np.int64)
         lons, lats = _core._healpix_centres(nside, bool(target.nest), pix)
         return _Target(lons, lats, (lons.size,))
@@ -246,7 +247,7 @@ def resolve_target(target) -> _Target:
     if WCS and isinstance(target, WCS):
         shape = target.array_shape
         if shape is None:
-            raise ValueError("the WCS has no pixel_shape: pass (wcs, (ny, nx))")
+            raise ArgumentError("the WCS has no pixel_shape: pass (wcs, (ny, nx))")
         return _wcs_target(target, shape[-2:])
     if (Header and isinstance(target, Header)) or isinstance(target, dict):
         return _header_target(target)
@@ -255,7 +256,7 @@ def resolve_target(target) -> _Target:
         if WCS and isinstance(first, WCS):
             return _wcs_target(first, tuple(second))
         return _sightlines(first, second)
-    raise TypeError(
+    raise ArgumentTypeError(
         "target must be a FITS header, an astropy WCS (with pixel_shape) or (WCS, shape), "
         f"sightlines (lons, lats) or a HealpixTarget; got {type(target).__name__}"
     )
@@ -272,7 +273,7 @@ def _sightlines(lons, lats) -> _Target:
 def _coords(a, name: str) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype.kind not in "fiu":
-        raise TypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
+        raise ArgumentTypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise ShapeError(f"{name} must be 1-D, got shape {arr.shape}")
     return np.ascontiguousarray(arr, dtype=np.float64)
@@ -281,26 +282,31 @@ def _coords(a, name: str) -> np.ndarray:
 def kernel_args(kernel, kernel_params, sphere_radius):
     """Validate and normalise (kernel name, params list, radius or None)."""
     if not isinstance(kernel, str):
-        raise TypeError(f"kernel must be a str, got {type(kernel).__name__}")
+        raise ArgumentTypeError(f"kernel must be a str, got {type(kernel).__name__}")
     if kernel_params is None:
-        raise ValueError(
+        raise ArgumentError(
             f"kernel_params is required for kernel {kernel!r} (widths in degrees, e.g. (sigma,))"
         )
-    params = np.atleast_1d(np.asarray(kernel_params, dtype=np.float64))
+    params = np.atleast_1d(reals(kernel_params, "kernel_params"))
     if params.ndim != 1:
-        raise ValueError("kernel_params must be a number or a flat sequence of numbers")
+        raise ArgumentError("kernel_params must be a number or a flat sequence of numbers")
     if sphere_radius is not None:
-        sphere_radius = float(sphere_radius)
+        sphere_radius = to_float(sphere_radius, "sphere_radius")
         if not (np.isfinite(sphere_radius) and 0 < sphere_radius <= 180):
-            raise ValueError(f"sphere_radius must be in (0, 180] degrees, got {sphere_radius}")
+            raise ArgumentError(f"sphere_radius must be in (0, 180] degrees, got {sphere_radius}")
     _core._grid_check_kernel(kernel, params.tolist(), sphere_radius)  # the core's own checks
     return kernel, params.tolist(), sphere_radius
 
 
 def _out_dtype(dtype) -> np.dtype:
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(
+            f"dtype must be float32 or float64, got {type(dtype).__name__} {dtype!r}"
+        ) from None
     if dt not in (np.float32, np.float64):
-        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+        raise ArgumentTypeError(f"dtype must be float32 or float64, got {dt}")
     return dt
 
 
@@ -638,14 +644,14 @@ class Gridder:
 
         Raises
         ------
-        RuntimeError
-            Nothing has been gridded yet.
+        skyconv.StateError
+            Nothing has been gridded yet (a RuntimeError).
         """
         return self._result(copy=True)
 
     def _result(self, copy: bool) -> GridResult:
         if self._u is None:
-            raise RuntimeError("nothing has been gridded yet: call grid() first")
+            raise StateError("nothing has been gridded yet: call grid() first")
         shape = self._chan_shape + self.target.shape
         cube = _core._grid_finish(self._u, self._w).astype(self.dtype, copy=False)
         return GridResult(

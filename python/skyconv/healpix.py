@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from . import _core
-from .exceptions import ShapeError
+from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
 
 MAX_NSIDE = 1 << 29
 """Largest nside HEALPix supports (2^29)."""
@@ -110,36 +110,36 @@ def _nside(nside, nest: bool) -> int:
     if isinstance(nside, (bool, np.bool_)) or not isinstance(
         nside, (int, np.integer, float, np.floating)
     ):
-        raise TypeError(f"nside must be an int, got {type(nside).__name__}")
+        raise ArgumentTypeError(f"nside must be an int, got {type(nside).__name__}")
     if not _scalar_nside_ok(nside, nest):
         if nest:
-            raise ValueError(
+            raise ArgumentError(
                 f"nside must be a power of 2 between 1 and 2**29 for the NEST scheme, got {nside}"
             )
-        raise ValueError(f"nside must be a whole number between 1 and 2**29, got {nside}")
+        raise ArgumentError(f"nside must be a whole number between 1 and 2**29, got {nside}")
     return int(nside)
 
 
 def _pixels(ipix, name: str = "ipix") -> np.ndarray:
     """Pixel indices as a C-contiguous int64 array (range is checked in Rust)."""
     if isinstance(ipix, int) and not isinstance(ipix, bool) and not -_I64_MAX <= ipix <= _I64_MAX:
-        raise ValueError(f"{name} = {ipix} is out of range for a pixel index")
+        raise ArgumentError(f"{name} = {ipix} is out of range for a pixel index")
     a = np.asarray(ipix)
     kind = a.dtype.kind
     if kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > _I64_MAX:
-        raise ValueError(f"{name} = {a.max()} is out of range for a pixel index")
+        raise ArgumentError(f"{name} = {a.max()} is out of range for a pixel index")
     if kind == "f":
         with np.errstate(invalid="ignore"):
             whole = np.isfinite(a) & (a == np.floor(a))
         if not np.all(whole):
             bad = a.flat[int(np.argmin(whole.ravel()))]
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{name} must hold integer pixel indices; got dtype {a.dtype} with value {bad}"
             )
         if a.size and np.max(np.abs(a)) >= 2.0**63:
-            raise ValueError(f"{name} = {a.flat[int(np.argmax(np.abs(a)))]} is out of range")
+            raise ArgumentError(f"{name} = {a.flat[int(np.argmax(np.abs(a)))]} is out of range")
     elif kind not in "iu":
-        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
+        raise ArgumentTypeError(f"{name} must be an integer array, got dtype {a.dtype}")
     return np.asarray(a, dtype=np.int64, order="C")  # keeps 0-d (ascontiguousarray would not)
 
 
@@ -147,7 +147,7 @@ def _reals(x, name: str) -> np.ndarray:
     """Real numbers as float64 (int and float dtypes; others are a TypeError)."""
     a = np.asarray(x)
     if a.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
+        raise ArgumentTypeError(f"{name} must be real numbers, got dtype {a.dtype}")
     return a.astype(np.float64, copy=False)
 
 
@@ -183,7 +183,7 @@ def nside2npix(nside):
         return 12 * n * n
     ok = isnsideok(nside)
     if not np.all(ok):
-        raise ValueError("nside must hold whole numbers between 1 and 2**29")
+        raise ArgumentError("nside must hold whole numbers between 1 and 2**29")
     n = np.asarray(nside).astype(np.int64)
     return 12 * n * n
 
@@ -220,7 +220,7 @@ def npix2nside(npix):
     if isinstance(npix, (float, np.floating)) and math.isfinite(npix) and npix == int(npix):
         npix = int(npix)
     if isinstance(npix, (bool, np.bool_)) or not isinstance(npix, (int, np.integer)):
-        raise TypeError(f"npix must be an int, got {type(npix).__name__}")
+        raise ArgumentTypeError(f"npix must be an int, got {type(npix).__name__}")
     npix = int(npix)
     n = math.isqrt(npix // 12) if npix > 0 else 0
     if npix <= 0 or 12 * n * n != npix or n > MAX_NSIDE:
@@ -320,10 +320,10 @@ def ang2pix(nside, theta, phi, nest=False, lonlat=False):
             bad_lon = ~np.isfinite(phi)
         if np.any(bad_lat):
             k = int(np.argmax(bad_lat.ravel()))
-            raise ValueError(f"lat[{k}] = {lat.ravel()[k]} must be in [-90, 90] degrees")
+            raise ArgumentError(f"lat[{k}] = {lat.ravel()[k]} must be in [-90, 90] degrees")
         if np.any(bad_lon):
             k = int(np.argmax(bad_lon.ravel()))
-            raise ValueError(f"lon[{k}] = {lon.ravel()[k]} must be finite (degrees)")
+            raise ArgumentError(f"lon[{k}] = {lon.ravel()[k]} must be finite (degrees)")
     else:
         theta, phi = _reals(theta, "theta"), _reals(phi, "phi")
     try:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._utils.args import reals
 from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
-from .exceptions import ShapeError
+from ._utils.lazy import is_dask_array
+from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from .healpix import npix2nside
 
 #: healpy's marker of missing pixels.
@@ -65,7 +67,7 @@ class Alm:
         lmax = int_arg(lmax, "lmax")
         mmax = lmax if mmax is None or mmax < 0 else int_arg(mmax, "mmax")
         if lmax < 0 or mmax > lmax:
-            raise ValueError(f"need 0 <= mmax <= lmax, got lmax={lmax}, mmax={mmax}")
+            raise ArgumentError(f"need 0 <= mmax <= lmax, got lmax={lmax}, mmax={mmax}")
         return mmax * (2 * lmax + 1 - mmax) // 2 + lmax + 1
 
     @staticmethod
@@ -91,8 +93,8 @@ class Alm:
         (3, 3, -1)
         """
         s = int_arg(s, "s")
+        mmax = None if mmax is None else int_arg(mmax, "mmax")
         if mmax is not None and mmax >= 0:
-            mmax = int_arg(mmax, "mmax")
             num = 2 * s + mmax * mmax - mmax - 2
             if num < 0 or num % (2 * mmax + 2):
                 return -1
@@ -158,7 +160,7 @@ class Alm:
             i = np.arange(size)
         i = np.asarray(i)
         if i.size and (np.min(i) < 0 or np.max(i) >= size):
-            raise ValueError(f"alm index out of range [0, {size}) for lmax={lmax}")
+            raise ArgumentError(f"alm index out of range [0, {size}) for lmax={lmax}")
         m = (np.ceil(((2 * lmax + 1) - np.sqrt((2 * lmax + 1) ** 2 - 8 * (i - lmax))) / 2)).astype(
             int
         )
@@ -200,10 +202,12 @@ def almxfl(alm, fl, mmax=None, inplace=False):
     [1.0, 0.5, 0.0, 0.5, 0.0, 0.0]
     """
     a = np.asarray(alm)
+    if a.dtype.kind not in "fciu":
+        raise ArgumentTypeError(f"alm must be a complex array, got dtype {a.dtype}")
     if a.ndim != 1:
         raise ShapeError(f"alm must be 1-D, got shape {a.shape}")
     if inplace and a.dtype != np.complex128:
-        raise TypeError("inplace=True needs a complex128 alm array")
+        raise ArgumentTypeError("inplace=True needs a complex128 alm array")
     lmax = Alm.getlmax(a.size, mmax)
     if lmax < 0:
         raise ShapeError(
@@ -212,6 +216,8 @@ def almxfl(alm, fl, mmax=None, inplace=False):
         )
     mm = lmax if mmax is None or mmax < 0 else int(mmax)
     f = np.asarray(fl)
+    if f.dtype.kind not in "fciu":
+        raise ArgumentTypeError(f"fl must be a 1-D array of numbers, got dtype {f.dtype}")
     if f.ndim != 1:
         raise ShapeError(f"fl must be 1-D, got shape {f.shape}")
     full = np.zeros(lmax + 1, dtype=np.result_type(f.dtype, np.float64))
@@ -245,6 +251,11 @@ def _components(x, name: str, kind: str):
                 raise ShapeError(f"each {kind} in {name} must be 1-D, got shape {c.shape}")
         return comps, False
     arr = np.asarray(x)
+    if arr.dtype.kind not in "fciu":
+        raise ArgumentTypeError(
+            f"{name} must be a numeric array or a sequence of arrays, got {type(x).__name__} "
+            f"of dtype {arr.dtype}"
+        )
     if arr.ndim == 1:
         return [arr], True
     if arr.ndim == 2:
@@ -257,13 +268,13 @@ def _components(x, name: str, kind: str):
 def _alm_array(a, name: str) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype.kind not in "fciu" or a.dtype.kind == "b":
-        raise TypeError(f"{name} must be a complex array, got dtype {a.dtype}")
+        raise ArgumentTypeError(f"{name} must be a complex array, got dtype {a.dtype}")
     return np.ascontiguousarray(a, dtype=np.complex128)
 
 
 def _check_pol(n: int, pol: bool) -> bool:
     if pol and n not in (1, 3):
-        raise ValueError(
+        raise ArgumentError(
             f"pol=True needs 1 or 3 components (T or T, E, B / I, Q, U), got {n}; "
             "use pol=False for independent spin-0 transforms"
         )
@@ -277,7 +288,10 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     ----------
     alms : complex array (nalm,), or (ncomp, nalm) / sequence of arrays
         healpy-layout alm (unit: the map's unit). With ``pol=True`` and three components they
-        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U.
+        are (T, E, B) and the result is (I, Q, U) with spin-2 Q, U. A dask array gives a dask
+        array chunked by ring blocks (the transform split over the Dask workers, or one task per
+        component when there are at least as many components as workers:
+        ``skyconv._dask.sht``).
     nside : int
         Resolution of the output map (npix = 12 nside^2; any nside >= 1, as healpy's RING).
     lmax, mmax : int, optional
@@ -316,11 +330,15 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     >>> m.shape, bool(np.allclose(m, 1.0))
     ((48,), True)
     """
+    if is_dask_array(alms):  # distributed transform: skyconv._dask.sht
+        from ._dask import sht as _dsht
+
+        return _dsht.alm2map(alms, nside, lmax, mmax, pol, device)
     comps, lonely = _components(alms, "alms", "alm")
     comps = [_alm_array(c, "alms") for c in comps]
     nside = int_arg(nside, "nside")
     if nside < 1 or nside > 2**29:
-        raise ValueError(f"nside must be in 1..2**29, got {nside}")
+        raise ArgumentError(f"nside must be in 1..2**29, got {nside}")
     size = comps[0].size
     if any(c.size != size for c in comps):
         raise ShapeError("all alm arrays must have the same length")
@@ -346,7 +364,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None):
     if mmax is None:
         mmax = lmax
     if mmax > lmax:
-        raise ValueError(f"mmax ({mmax}) must not exceed lmax ({lmax})")
+        raise ArgumentError(f"mmax ({mmax}) must not exceed lmax ({lmax})")
     want = Alm.getsize(lmax, mmax)
     if size != want:
         raise ShapeError(f"alm has {size} coefficients but lmax={lmax}, mmax={mmax} needs {want}")
@@ -367,6 +385,8 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     maps : float32/float64 array (npix,), or (ncomp, npix) / sequence of arrays
         RING-ordered maps (any unit). With ``pol=True`` and three maps they are (I, Q, U) and
         the result is (T, E, B). UNSEEN pixels (-1.6375e30) are treated as 0 (on a copy).
+        A dask array gives dask alm chunked by blocks of m (see ``alm2map``); each Jacobi
+        iteration is then a distributed synthesis and analysis.
     lmax : int, optional
         Default 3*nside - 1.
     mmax : int, optional
@@ -413,11 +433,15 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     >>> bool(np.allclose(back, alm, atol=1e-6))
     True
     """
+    if is_dask_array(maps):  # distributed transform: skyconv._dask.sht
+        from ._dask import sht as _dsht
+
+        return _dsht.map2alm(maps, lmax, mmax, iter, pol, ring_weights, device)
     comps, lonely = _components(maps, "maps", "map")
     arrs = []
     for c in comps:
         if np.iscomplexobj(c):
-            raise TypeError("maps must be real (float32 or float64), got a complex array")
+            raise ArgumentTypeError("maps must be real (float32 or float64), got a complex array")
         # No copy here: UNSEEN pixels are zeroed by the engine (on its own float64 copy).
         arrs.append(float_array(c, "maps"))
     if len({a.dtype for a in arrs}) > 1:
@@ -428,16 +452,16 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     nside = npix2nside(npix)
     lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
     if lmax < 0:
-        raise ValueError(f"lmax must be >= 0, got {lmax}")
+        raise ArgumentError(f"lmax must be >= 0, got {lmax}")
     mmax = lmax if mmax is None else int_arg(mmax, "mmax")
     if mmax < 0 or mmax > lmax:
-        raise ValueError(f"mmax must be in 0..lmax={lmax}, got {mmax}")
+        raise ArgumentError(f"mmax must be in 0..lmax={lmax}, got {mmax}")
     iter = int_arg(iter, "iter")
     if iter < 0:
-        raise ValueError(f"iter must be >= 0, got {iter}")
+        raise ArgumentError(f"iter must be >= 0, got {iter}")
     w = None
     if ring_weights is not None:
-        w = np.ascontiguousarray(ring_weights, dtype=np.float64)
+        w = np.ascontiguousarray(reals(ring_weights, "ring_weights"))
         if w.ndim != 1:
             raise ShapeError(f"ring_weights must be 1-D, got shape {w.shape}")
     p = _check_pol(len(arrs), pol)
@@ -445,4 +469,16 @@ def map2alm(maps, lmax=None, mmax=None, iter=3, pol=True, ring_weights=None, dev
     return out[0] if lonely else out
 
 
-__all__ = ["UNSEEN", "Alm", "alm2map", "almxfl", "map2alm"]
+from .sht_halves import alm2leg, leg2alm, leg2map, map2leg  # noqa: E402 (re-export)
+
+__all__ = [
+    "UNSEEN",
+    "Alm",
+    "alm2map",
+    "almxfl",
+    "map2alm",
+    "alm2leg",
+    "leg2map",
+    "map2leg",
+    "leg2alm",
+]

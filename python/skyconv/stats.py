@@ -17,7 +17,9 @@ import math
 import numpy as np
 
 from . import _core
+from ._utils.args import reals, to_float
 from ._utils.arrays import float_array, int_arg
+from .exceptions import ArgumentError, ShapeError
 
 #: MAD → standard deviation of a Gaussian (1/Φ⁻¹(3/4)), SoFiA 2's constant.
 MAD_TO_STD = 1.482602218505602
@@ -30,18 +32,20 @@ def _prep(data, flux_range, cadence, stride):
     if a.ndim > 3:
         a = a.reshape((-1,) + a.shape[-2:])
     if flux_range not in _RANGES:
-        raise ValueError(f"flux_range must be 'full', 'negative' or 'positive', got {flux_range!r}")
+        raise ArgumentError(
+            f"flux_range must be 'full', 'negative' or 'positive', got {flux_range!r}"
+        )
     if cadence is not None and stride is not None:
-        raise ValueError("give cadence or stride, not both")
+        raise ArgumentError("give cadence or stride, not both")
     if stride is not None:
         s = int_arg(stride, "stride")
         if s < 1:
-            raise ValueError(f"stride must be >= 1, got {s}")
+            raise ArgumentError(f"stride must be >= 1, got {s}")
         samp = ("stride", s)
     else:
         c = 1 if cadence is None else int_arg(cadence, "cadence")
         if c < 1:
-            raise ValueError(f"cadence must be >= 1, got {c}")
+            raise ArgumentError(f"cadence must be >= 1, got {c}")
         samp = ("cadence", c)
     return a, samp
 
@@ -94,7 +98,12 @@ def std(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(
         _core._stat(
-            a, "std", float(center), flux_range, samp, None if clip is None else float(clip)
+            a,
+            "std",
+            to_float(center, "center"),
+            flux_range,
+            samp,
+            None if clip is None else to_float(clip, "clip"),
         )
     )
 
@@ -143,7 +152,12 @@ def mad(data, center=0.0, flux_range="full", *, cadence=None, stride=None, clip=
     a, samp = _prep(data, flux_range, cadence, stride)
     return _nan(
         _core._stat(
-            a, "mad", float(center), flux_range, samp, None if clip is None else float(clip)
+            a,
+            "mad",
+            to_float(center, "center"),
+            flux_range,
+            samp,
+            None if clip is None else to_float(clip, "clip"),
         )
     )
 
@@ -226,10 +240,10 @@ def noise(data, statistic="mad", flux_range="full", *, cadence="sofia2", stride=
     True
     """
     if statistic not in ("std", "mad", "gauss"):
-        raise ValueError(f"statistic must be 'std', 'mad' or 'gauss', got {statistic!r}")
+        raise ArgumentError(f"statistic must be 'std', 'mad' or 'gauss', got {statistic!r}")
     if isinstance(cadence, str):
         if cadence != "sofia2":
-            raise ValueError(f"cadence must be an int, None or 'sofia2', got {cadence!r}")
+            raise ArgumentError(f"cadence must be an int, None or 'sofia2', got {cadence!r}")
         cadence = None if stride is not None else sofia2_cadence(np.shape(data))
     a, samp = _prep(data, flux_range, cadence, stride)
     what = {"std": "std", "mad": "sigma_mad", "gauss": "gauss"}[statistic]
@@ -309,7 +323,9 @@ def sofia1_rms(data, rms_mode="negative", flux_range="all", *, sample=1, two_pas
     3.5355339059327378
     """
     if rms_mode not in ("negative", "gauss", "mad", "std"):
-        raise ValueError(f"rms_mode must be 'negative', 'gauss', 'mad' or 'std', got {rms_mode!r}")
+        raise ArgumentError(
+            f"rms_mode must be 'negative', 'gauss', 'mad' or 'std', got {rms_mode!r}"
+        )
     a, samp = _prep(data, flux_range, None, sample)
     return float(
         _core._stat(
@@ -346,9 +362,9 @@ def histogram(data, edges):
     [1, 2]
     """
     a = float_array(data, "data")
-    e = np.asarray(edges, dtype=np.float64)
+    e = reals(edges, "edges")
     if e.ndim != 1 or e.size < 2 or np.any(np.diff(e) < 0) or not np.all(np.isfinite(e)):
-        raise ValueError("edges must be a finite, increasing 1-D sequence of at least 2 values")
+        raise ArgumentError("edges must be a finite, increasing 1-D sequence of at least 2 values")
     return np.asarray(_core._histogram(a, e.tolist()), dtype=np.int64)
 
 
@@ -385,7 +401,7 @@ def fit_gaussian(x, y, p0):
     xx = np.asarray(x, dtype=np.float64).ravel()
     yy = np.asarray(y, dtype=np.float64).ravel()
     if xx.shape != yy.shape:
-        raise ValueError("x and y must have the same length")
+        raise ShapeError(f"x and y must have the same length, got {xx.size} and {yy.size}")
     a0, s0 = (float(v) for v in p0)
     return _core._fit_gaussian(xx.tolist(), yy.tolist(), a0, s0)
 

@@ -9,6 +9,7 @@ mod filters;
 mod grid;
 mod healpix;
 mod sht;
+mod sht_halves;
 mod smooth;
 mod stats;
 
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     healpix::register(m)?;
     stats::register(m)?;
     sht::register(m)?;
+    sht_halves::register(m)?;
     smooth::register(m)?;
     Ok(())
 }

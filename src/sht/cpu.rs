@@ -76,7 +76,7 @@ pub(super) fn ring_fft(n: usize) -> Arc<RingFft> {
 }
 
 /// e^{i k φ} for k = 0..n, by rotation re-anchored every 32 steps (error ≲ 1e-14).
-fn twiddles(phi: f64, n: usize, out: &mut Vec<C64>) {
+pub(super) fn twiddles(phi: f64, n: usize, out: &mut Vec<C64>) {
     out.clear();
     let (s, c) = phi.sin_cos();
     let step = C64::new(c, s);
@@ -110,25 +110,29 @@ fn give_buffer(b: Vec<C64>) {
 }
 
 #[derive(Default)]
-struct FftScratch {
-    ring: Vec<f64>,
-    spec: Vec<C64>,
-    scratch: Vec<C64>,
-    tw: Vec<C64>,
+pub(super) struct FftScratch {
+    pub(super) ring: Vec<f64>,
+    pub(super) spec: Vec<C64>,
+    pub(super) scratch: Vec<C64>,
+    pub(super) tw: Vec<C64>,
 }
 
 // ------------------------------------------------------------------------------------------
 // Chunking
 
-struct Chunk {
-    /// First pair and number of pairs.
-    p0: usize,
-    np: usize,
+pub(super) struct Chunk {
+    /// The ring pairs of the chunk, ascending (so sin θ grows along it); ring 2q (2q+1) of the
+    /// chunk is the north (south) ring of pair `pairs[q]`.
+    pub(super) pairs: Vec<usize>,
 }
 
 impl Chunk {
-    fn nrc(&self) -> usize {
-        2 * self.np
+    pub(super) fn np(&self) -> usize {
+        self.pairs.len()
+    }
+
+    pub(super) fn nrc(&self) -> usize {
+        2 * self.np()
     }
 }
 
@@ -144,19 +148,20 @@ fn chunks(plan: &Plan, ncomp: usize) -> Vec<Chunk> {
     let mut p = 0;
     while p < np {
         let n = ch.min(np - p);
-        out.push(Chunk { p0: p, np: n });
+        out.push(Chunk {
+            pairs: (p..p + n).collect(),
+        });
         p += n;
     }
     out
 }
 
-/// Lane state for a block of pairs starting at `first` (pairs past the chunk are padding):
+/// Lane state for a block `blk` of at most `nl` ascending pairs (missing lanes are padding):
 /// x, sin θ and the start value (v, k) per lane; None if every lane is negligible.
 #[allow(clippy::type_complexity)]
 fn lanes(
     plan: &Plan,
-    first: usize,
-    end: usize,
+    blk: &[usize],
     nl: usize,
     m: usize,
     lb: f64,
@@ -174,16 +179,12 @@ fn lanes(
     // are negligible for sure (the exact test in start_value agrees with it), and sin θ grows
     // along the block, so if its last lane is negligible, all are.
     let cut = -400.0 - 64.0 - lb - plan.log2_norms[m];
-    let last = (first + nl).min(end) - 1;
+    let last = blk[blk.len().min(nl) - 1];
     if (m as f64) * plan.pairs[last].log2s < cut {
         return None;
     }
     let mut any = false;
-    for r in 0..nl {
-        let p = first + r;
-        if p >= end {
-            continue;
-        }
+    for (r, &p) in blk.iter().enumerate().take(nl) {
         let pr = &plan.pairs[p];
         if (m as f64) * pr.log2s < cut {
             x[r] = pr.x;
@@ -289,7 +290,7 @@ impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
 
 /// Per-thread scratch of the Legendre stage.
 #[derive(Default)]
-struct LegScratch {
+pub(super) struct LegScratch {
     t: MTables,
     a: Vec<Vec<C64>>,
     tmp: Vec<f64>,
@@ -313,16 +314,16 @@ fn inv_s2(x: &[f64; MAX_LANES], s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64
     (is2, xis2)
 }
 
-/// Synthesis Legendre stage for one m over the pairs of a chunk; writes `ph` laid out as
-/// [comp][ring-in-chunk], ring 2p = north, 2p+1 = south of pair p. N0 (N2) vectors of V per
-/// block of spin-0 (spin-2) lanes.
+/// Synthesis Legendre stage for one m over the pairs of a chunk; `cols[i]`: column m of alm
+/// component i (l = m..=lmax); writes `ph` laid out as [comp][ring-in-chunk], ring 2q = north,
+/// 2q+1 = south of the chunk's pair q. N0 (N2) vectors of V per block of spin-0 (spin-2) lanes.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
-    alms: &[&[C64]],
+    cols: &[&[C64]],
     m: usize,
     sc: &mut LegScratch,
     ph: &mut [C64],
@@ -334,27 +335,27 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
     let nrc = ch.nrc();
-    let off = lay.mstart(m);
-    let end = ch.p0 + ch.np;
-    sc.a.resize_with(alms.len(), Vec::new);
-    for (i, a) in alms.iter().enumerate() {
-        scaled_column(&a[off..off + n], &sc.t.g, n, &mut sc.a[i]);
+    let np = ch.np();
+    sc.a.resize_with(cols.len(), Vec::new);
+    for (i, a) in cols.iter().enumerate() {
+        scaled_column(&a[..n], &sc.t.g, n, &mut sc.a[i]);
     }
     ph.fill(C64::new(0.0, 0.0));
     for job in jobs {
         match *job {
             Job::Spin0(ai, mi) => {
-                let mut p = ch.p0;
-                while p < end {
-                    if let Some((x, _s, v, k)) = lanes(plan, p, end, l0, m, lb) {
+                let mut p = 0;
+                while p < np {
+                    let blk = &ch.pairs[p..(p + l0).min(np)];
+                    if let Some((x, _s, v, k)) = lanes(plan, blk, l0, m, lb) {
                         let mut vis = S0::<V, N0> {
                             a: &sc.a[ai],
                             acc: [[V::splat(0.0); N0]; 4],
                         };
                         leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
                         let acc = vis.acc.map(|a| unvec(&a));
-                        for r in 0..l0.min(end - p) {
-                            let pl = p - ch.p0 + r;
+                        for r in 0..blk.len() {
+                            let pl = p + r;
                             let e = C64::new(acc[0][r], acc[1][r]);
                             let o = C64::new(acc[2][r], acc[3][r]);
                             ph[mi * nrc + 2 * pl] = e + o;
@@ -365,9 +366,10 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
-                let mut p = ch.p0;
-                while p < end {
-                    if let Some((x, s, v, k)) = lanes(plan, p, end, l2, m, lb) {
+                let mut p = 0;
+                while p < np {
+                    let blk = &ch.pairs[p..(p + l2).min(np)];
+                    if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
                         let (is2, xis2) = inv_s2(&x, &s);
                         let mut vis = S2::<V, N2> {
                             e: &sc.a[ei],
@@ -385,8 +387,8 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                             C64::new(a[i][r], a[i + 1][r])
                         };
                         let iu = C64::new(0.0, 1.0);
-                        for r in 0..l2.min(end - p) {
-                            let pl = p - ch.p0 + r;
+                        for r in 0..blk.len() {
+                            let pl = p + r;
                             let (we, wo) = (c(&ev, 0, r), c(&od, 0, r));
                             let (xe, xo) = (c(&ev, 2, r), c(&od, 2, r));
                             let (ye, yo) = (c(&ev, 4, r), c(&od, 4, r));
@@ -411,12 +413,12 @@ unsafe fn synth_m_avx2(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
-    alms: &[&[C64]],
+    cols: &[&[C64]],
     m: usize,
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, alms, m, sc, ph)
+    synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -426,13 +428,13 @@ unsafe fn synth_m_avx512(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
-    alms: &[&[C64]],
+    cols: &[&[C64]],
     m: usize,
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
     // 8-wide vectors, twice the lanes per block (more independent recurrences in flight).
-    synth_m::<F8, { 4 * L0 / 8 }, { 2 * L2 / 8 }>(plan, ch, jobs, alms, m, sc, ph)
+    synth_m::<F8, { 4 * L0 / 8 }, { 2 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -442,18 +444,17 @@ unsafe fn anal_m_avx512(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
-    phase: &[C64],
-    ncomp: usize,
+    ph: &[C64],
     m: usize,
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+    anal_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// SIMD level: 0 none, 1 AVX2+FMA (4 lanes), 2 AVX-512F (8 lanes): the best the CPU has,
 /// capped by SKYCONV_CPU_SIMD ("scalar", "avx2"; for testing the other code paths).
-fn simd_level() -> u8 {
+pub(super) fn simd_level() -> u8 {
     let cap = match std::env::var("SKYCONV_CPU_SIMD").as_deref() {
         Ok("scalar") => 0,
         Ok("avx2") => 1,
@@ -481,11 +482,155 @@ fn has_avx2() -> bool {
     crate::backend::cpu_features::avx2_fma()
 }
 
+/// The synthesis Legendre stage for one m at the best SIMD `level` (see `synth_m`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn synth_one(
+    level: u8,
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    cols: &[&[C64]],
+    m: usize,
+    sc: &mut LegScratch,
+    ph: &mut [C64],
+) {
+    // SAFETY: the CPU has the features of the level (simd_level checks them).
+    #[cfg(target_arch = "x86_64")]
+    match level {
+        2 => return unsafe { synth_m_avx512(plan, ch, jobs, cols, m, sc, ph) },
+        1 => return unsafe { synth_m_avx2(plan, ch, jobs, cols, m, sc, ph) },
+        _ => {}
+    }
+    let _ = level;
+    synth_m::<S1, L0, L2>(plan, ch, jobs, cols, m, sc, ph);
+}
+
+/// The analysis Legendre stage for one m at the best SIMD `level` (see `anal_m`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn anal_one(
+    level: u8,
+    plan: &Plan,
+    ch: &Chunk,
+    jobs: &[Job],
+    ph: &[C64],
+    m: usize,
+    sc: &mut LegScratch,
+    cols: &mut [&mut [C64]],
+) {
+    // SAFETY: the CPU has the features of the level (simd_level checks them).
+    #[cfg(target_arch = "x86_64")]
+    match level {
+        2 => return unsafe { anal_m_avx512(plan, ch, jobs, ph, m, sc, cols) },
+        1 => return unsafe { anal_m_avx2(plan, ch, jobs, ph, m, sc, cols) },
+        _ => {}
+    }
+    let _ = level;
+    anal_m::<S1, L0, L2>(plan, ch, jobs, ph, m, sc, cols);
+}
+
+/// One ring of a synthesis: folds the ring's coefficients Δ_m (`coef(m)`, m = 0..=mmax, times
+/// e^{i m φ0} from `tw`) into its nphi Fourier bins and inverse-FFTs them into `out` (nphi
+/// pixels): out_j = Σ_m Δ_m e^{i m φ_j} + c.c. for m > 0.
+pub(super) fn ring_synth(
+    fft: &RingFft,
+    mmax: usize,
+    tw: &[C64],
+    coef: impl Fn(usize) -> C64,
+    fs: &mut FftScratch,
+    out: &mut [f64],
+) {
+    let nphi = out.len();
+    let half = nphi / 2;
+    fs.spec.clear();
+    fs.spec.resize(half + 1, C64::new(0.0, 0.0));
+    let sp = &mut fs.spec;
+    sp[0] += coef(0).re;
+    // k = m mod nphi, kept incrementally
+    let mut k = 0usize;
+    for m in 1..=mmax {
+        k += 1;
+        if k == nphi {
+            k = 0;
+        }
+        let g = coef(m) * tw[m];
+        if k <= half {
+            sp[k] += g;
+        }
+        let k2 = if k == 0 { 0 } else { nphi - k };
+        if k2 <= half {
+            sp[k2] += g.conj();
+        }
+    }
+    sp[0].im = 0.0;
+    sp[half].im = 0.0;
+    fs.scratch
+        .resize(fft.c2r.get_scratch_len(), C64::new(0.0, 0.0));
+    fft.c2r
+        .process_with_scratch(sp, out, &mut fs.scratch)
+        .expect("ring FFT sizes are consistent");
+}
+
+/// One ring of an analysis: the forward FFT of the ring's pixels `pix`, giving for each
+/// m = 0..=mmax the coefficient Σ_j pix_j e^{−i m φ_j} (aliased to m mod nphi, times
+/// e^{−i m φ0} from `tw`), passed to `put(m, value)`.
+pub(super) fn ring_anal(
+    fft: &RingFft,
+    mmax: usize,
+    tw: &[C64],
+    pix: &[f64],
+    fs: &mut FftScratch,
+    mut put: impl FnMut(usize, C64),
+) {
+    let nphi = pix.len();
+    let half = nphi / 2;
+    fs.spec.clear();
+    fs.spec.resize(half + 1, C64::new(0.0, 0.0));
+    fs.scratch
+        .resize(fft.r2c.get_scratch_len(), C64::new(0.0, 0.0));
+    fs.ring.clear();
+    fs.ring.extend_from_slice(pix);
+    fft.r2c
+        .process_with_scratch(&mut fs.ring, &mut fs.spec, &mut fs.scratch)
+        .expect("ring FFT sizes are consistent");
+    let mut k = 0usize;
+    for m in 0..=mmax {
+        let r = if k <= half {
+            fs.spec[k]
+        } else {
+            fs.spec[nphi - k].conj()
+        };
+        put(m, r * tw[m]);
+        k += 1;
+        if k == nphi {
+            k = 0;
+        }
+    }
+}
+
+/// The plan's FFT of ring `r` (built on demand when the plan has none).
+pub(super) fn fft_of(plan: &Plan, r: usize) -> Arc<RingFft> {
+    match plan.ffts.get(r) {
+        Some(f) => f.clone(),
+        None => ring_fft(plan.rings[r].nphi),
+    }
+}
+
+/// The m columns of `alm` arrays in the layout `lay`: result[m][component].
+fn columns_ref<'a>(lay: super::AlmLayout, alms: &[&'a [C64]]) -> Vec<Vec<&'a [C64]>> {
+    (0..=lay.mmax)
+        .map(|m| {
+            let off = lay.mstart(m);
+            alms.iter().map(|a| &a[off..off + lay.mlen(m)]).collect()
+        })
+        .collect()
+}
+
 /// Synthesis on the CPU: `alms` (layout `plan.lay`) to `maps` (RING, npix each).
 pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64]]) {
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
     let level = simd_level();
+    let acols = columns_ref(plan.lay, alms);
     let ptrs: Vec<Disjoint<f64>> = maps.iter_mut().map(|m| Disjoint(m.as_mut_ptr())).collect();
     let stop = crate::backend::cancel::current();
     let stop = &stop;
@@ -502,80 +647,37 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
                 if stop.is_set() {
                     return;
                 }
-                // SAFETY: the CPU has the features of the level (checked above).
-                #[cfg(target_arch = "x86_64")]
-                match level {
-                    2 => return unsafe { synth_m_avx512(plan, &ch, jobs, alms, m, sc, ph) },
-                    1 => return unsafe { synth_m_avx2(plan, &ch, jobs, alms, m, sc, ph) },
-                    _ => {}
-                }
-                let _ = level;
-                synth_m::<S1, L0, L2>(plan, &ch, jobs, alms, m, sc, ph);
+                synth_one(level, plan, &ch, jobs, &acols[m], m, sc, ph)
             },
         );
         let phase = &phase;
         let ptrs = &ptrs;
-        (0..ch.np)
+        (0..ch.np())
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {
                 if stop.is_set() {
                     return;
                 }
-                let pr = &plan.pairs[ch.p0 + pl];
-                let rings = [Some(pr.north), pr.south];
+                let pr = &plan.pairs[ch.pairs[pl]];
                 let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
-                let half = nphi / 2;
                 let fft = &plan.ffts[pr.north];
                 twiddles(ring.phi0, mmax + 1, &mut fs.tw);
+                let tw = std::mem::take(&mut fs.tw);
                 for c in 0..ncomp {
-                    fs.spec.clear();
-                    fs.spec.resize(2 * (half + 1), C64::new(0.0, 0.0));
-                    let (sn, ss) = fs.spec.split_at_mut(half + 1);
-                    let f0 = phase[c * nrc + 2 * pl];
-                    let f1 = phase[c * nrc + 2 * pl + 1];
-                    sn[0] += f0.re;
-                    ss[0] += f1.re;
-                    // k = m mod nphi, kept incrementally
-                    let mut k = 0usize;
-                    for m in 1..=mmax {
-                        k += 1;
-                        if k == nphi {
-                            k = 0;
-                        }
-                        let at = (m * ncomp + c) * nrc + 2 * pl;
-                        let tw = fs.tw[m];
-                        let (gn, gs) = (phase[at] * tw, phase[at + 1] * tw);
-                        if k <= half {
-                            sn[k] += gn;
-                            ss[k] += gs;
-                        }
-                        let k2 = if k == 0 { 0 } else { nphi - k };
-                        if k2 <= half {
-                            sn[k2] += gn.conj();
-                            ss[k2] += gs.conj();
-                        }
-                    }
-                    fs.ring.resize(nphi, 0.0);
-                    fs.scratch
-                        .resize(fft.c2r.get_scratch_len(), C64::new(0.0, 0.0));
-                    for (h, ri) in rings.iter().enumerate() {
-                        let Some(ri) = *ri else { continue };
+                    for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
+                        let Some(ri) = ri else { continue };
                         let first = plan.rings[ri].first as usize;
-                        let sp = &mut fs.spec[h * (half + 1)..(h + 1) * (half + 1)];
-                        sp[0].im = 0.0;
-                        sp[half].im = 0.0;
-                        fft.c2r
-                            .process_with_scratch(sp, &mut fs.ring, &mut fs.scratch)
-                            .expect("ring FFT sizes are consistent");
                         // SAFETY: rings are disjoint pixel ranges of map c; each is written by
                         // one task only.
                         let dst = unsafe {
                             std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi)
                         };
-                        dst.copy_from_slice(&fs.ring);
+                        let at = |m: usize| phase[(m * ncomp + c) * nrc + 2 * pl + h];
+                        ring_synth(fft, mmax, &tw, at, fs, dst);
                     }
                 }
+                fs.tw = tw;
             });
         give_buffer(phase_buf);
     }
@@ -643,15 +745,15 @@ impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
 }
 
 /// Analysis Legendre stage for one m over the pairs of a chunk: adds into `cols` (one alm
-/// column per output component) from `phase` laid out [m][comp][ring-in-chunk].
+/// column per output component) from `ph`, this m's weighted ring coefficients laid out
+/// [comp][ring-in-chunk].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
-    phase: &[C64],
-    ncomp: usize,
+    ph: &[C64],
     m: usize,
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
@@ -663,21 +765,21 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
     let nrc = ch.nrc();
-    let end = ch.p0 + ch.np;
-    let ph = &phase[m * ncomp * nrc..(m + 1) * ncomp * nrc];
-    let at = |c: usize, p: usize, south: bool| ph[c * nrc + 2 * (p - ch.p0) + south as usize];
+    let np = ch.np();
+    let at = |c: usize, q: usize, south: bool| ph[c * nrc + 2 * q + south as usize];
     for job in jobs {
         match *job {
             Job::Spin0(ai, mi) => {
                 sc.tmp.clear();
                 sc.tmp.resize(2 * n, 0.0);
                 let mut any = false;
-                let mut p = ch.p0;
-                while p < end {
-                    if let Some((x, _s, v, k)) = lanes(plan, p, end, l0, m, lb) {
+                let mut p = 0;
+                while p < np {
+                    let blk = &ch.pairs[p..(p + l0).min(np)];
+                    if let Some((x, _s, v, k)) = lanes(plan, blk, l0, m, lb) {
                         any = true;
                         let mut inp = [[[0.0; MAX_LANES]; 2]; 2];
-                        for r in 0..l0.min(end - p) {
+                        for r in 0..blk.len() {
                             let (nn, ss) = (at(mi, p + r, false), at(mi, p + r, true));
                             let (e, o) = (nn + ss, nn - ss);
                             inp[0][0][r] = e.re;
@@ -704,13 +806,14 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                 sc.tmp.clear();
                 sc.tmp.resize(4 * n, 0.0);
                 let mut any = false;
-                let mut p = ch.p0;
-                while p < end {
-                    if let Some((x, s, v, k)) = lanes(plan, p, end, l2, m, lb) {
+                let mut p = 0;
+                while p < np {
+                    let blk = &ch.pairs[p..(p + l2).min(np)];
+                    if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
                         any = true;
                         let (is2, xis2) = inv_s2(&x, &s);
                         let mut inp = [[[0.0; MAX_LANES]; 8]; 2];
-                        for r in 0..l2.min(end - p) {
+                        for r in 0..blk.len() {
                             let (qn, qs) = (at(qi, p + r, false), at(qi, p + r, true));
                             let (un, us) = (at(ui, p + r, false), at(ui, p + r, true));
                             let (qp, qm, up, um) = (qn + qs, qn - qs, un + us, un - us);
@@ -765,13 +868,12 @@ unsafe fn anal_m_avx2(
     plan: &Plan,
     ch: &Chunk,
     jobs: &[Job],
-    phase: &[C64],
-    ncomp: usize,
+    ph: &[C64],
     m: usize,
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, phase, ncomp, m, sc, cols)
+    anal_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// Split each alm array into its m columns: result[m][component].
@@ -811,60 +913,38 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
         let pp = Disjoint(phase_buf.as_mut_ptr());
-        (0..ch.np)
+        (0..ch.np())
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {
                 if stop.is_set() {
                     return;
                 }
-                let pr = &plan.pairs[ch.p0 + pl];
+                let pr = &plan.pairs[ch.pairs[pl]];
                 let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
-                let half = nphi / 2;
                 let fft = &plan.ffts[pr.north];
                 twiddles(-ring.phi0, mmax + 1, &mut fs.tw);
+                let tw = std::mem::take(&mut fs.tw);
                 for c in 0..ncomp {
-                    fs.spec.clear();
-                    fs.spec.resize(2 * (half + 1), C64::new(0.0, 0.0));
-                    fs.scratch
-                        .resize(fft.r2c.get_scratch_len(), C64::new(0.0, 0.0));
-                    let mut ws = [0.0; 2];
                     for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
-                        let Some(ri) = ri else { continue };
-                        let first = plan.rings[ri].first as usize;
-                        ws[h] = plan.weights[ri];
-                        fs.ring.clear();
-                        fs.ring.extend_from_slice(&maps[c][first..first + nphi]);
-                        fft.r2c
-                            .process_with_scratch(
-                                &mut fs.ring,
-                                &mut fs.spec[h * (half + 1)..(h + 1) * (half + 1)],
-                                &mut fs.scratch,
-                            )
-                            .expect("ring FFT sizes are consistent");
-                    }
-                    let (sn, ss) = fs.spec.split_at(half + 1);
-                    let mut k = 0usize;
-                    for m in 0..=mmax {
-                        let (rn, rs) = if k <= half {
-                            (sn[k], ss[k])
-                        } else {
-                            (sn[nphi - k].conj(), ss[nphi - k].conj())
+                        let at0 = c * nrc + 2 * pl + h;
+                        let Some(ri) = ri else {
+                            for m in 0..=mmax {
+                                // SAFETY: element (m, c, 2pl+h) is written by this task only.
+                                unsafe { *pp.get().add(m * ncomp * nrc + at0) = C64::new(0.0, 0.0) }
+                            }
+                            continue;
                         };
-                        let tw = fs.tw[m];
-                        let at = (m * ncomp + c) * nrc + 2 * pl;
-                        // SAFETY: elements (m, c, 2pl) and (m, c, 2pl+1) are written by this
-                        // task only.
-                        unsafe {
-                            *pp.get().add(at) = rn * tw * ws[0];
-                            *pp.get().add(at + 1) = rs * tw * ws[1];
-                        }
-                        k += 1;
-                        if k == nphi {
-                            k = 0;
-                        }
+                        let first = plan.rings[ri].first as usize;
+                        let w = plan.weights[ri];
+                        let pix = &maps[c][first..first + nphi];
+                        ring_anal(fft, mmax, &tw, pix, fs, |m, v| {
+                            // SAFETY: element (m, c, 2pl+h) is written by this task only.
+                            unsafe { *pp.get().add(m * ncomp * nrc + at0) = v * w }
+                        });
                     }
                 }
+                fs.tw = tw;
             });
         let phase = &phase_buf[..];
         cols.par_iter_mut()
@@ -873,17 +953,8 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
                 if stop.is_set() {
                     return;
                 }
-                // SAFETY: the CPU has the features of the level (checked above).
-                #[cfg(target_arch = "x86_64")]
-                match level {
-                    2 => {
-                        return unsafe { anal_m_avx512(plan, &ch, jobs, phase, ncomp, m, sc, col) }
-                    }
-                    1 => return unsafe { anal_m_avx2(plan, &ch, jobs, phase, ncomp, m, sc, col) },
-                    _ => {}
-                }
-                let _ = level;
-                anal_m::<S1, L0, L2>(plan, &ch, jobs, phase, ncomp, m, sc, col);
+                let ph = &phase[m * ncomp * nrc..(m + 1) * ncomp * nrc];
+                anal_one(level, plan, &ch, jobs, ph, m, sc, col)
             });
         give_buffer(phase_buf);
     }

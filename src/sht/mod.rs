@@ -5,9 +5,12 @@
 //! - `layout`: healpy's alm indexing.
 //! - `legendre`: the scaled float64 recurrence (shared maths of both engines).
 //! - `cpu`: rayon engine; `cuda`: GPU engine (`kernels/sht.cu`).
+//! - `halves`: the two stages of each transform on blocks of m and of rings (CPU), the building
+//!   blocks of distributed transforms.
 
 pub mod cpu;
 pub mod cuda;
+pub mod halves;
 pub mod layout;
 pub mod legendre;
 mod simd;
@@ -111,7 +114,8 @@ impl Plan {
         })
     }
 
-    fn with_ffts(mut self) -> Self {
+    /// The plan with the CPU engine's ring FFTs (the CPU transforms and halves need them).
+    pub fn with_ffts(mut self) -> Self {
         self.ffts = self.rings.iter().map(|r| cpu::ring_fft(r.nphi)).collect();
         self
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exceptions import ShapeError
+from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 
 
 def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
@@ -14,7 +14,7 @@ def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
     """
     arr = np.asarray(a)
     if arr.dtype.kind != "f" or arr.dtype.itemsize not in (4, 8):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be a float32 or float64 array, got dtype {arr.dtype} "
             f"(convert with {name}.astype(np.float32) or np.float64)"
         )
@@ -28,15 +28,23 @@ def float_array(a, name: str, *, min_ndim: int = 1) -> np.ndarray:
 def normalize_axis(axis, ndim: int, name: str = "axis") -> int:
     """A non-negative axis index, raising ValueError naming ``name`` when out of range."""
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(axis).__name__}")
+        raise ArgumentTypeError(f"{name} must be an int, got {type(axis).__name__}")
     ax = int(axis)
     if not -ndim <= ax < ndim:
-        raise ValueError(f"{name}={ax} is out of range for an array with {ndim} dimension(s)")
+        raise ArgumentError(f"{name}={ax} is out of range for an array with {ndim} dimension(s)")
     return ax % ndim
 
 
+#: Integer arguments fit in a signed 64-bit integer (what the core takes).
+INT_LIMIT = 2**63 - 1
+
+
 def int_arg(value, name: str) -> int:
-    """An integer argument (rejects bools and floats with a TypeError naming it)."""
+    """An integer argument (rejects bools and floats with a TypeError naming it, and values
+    outside the signed 64-bit range with a ValueError naming it)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
+        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
+    v = int(value)
+    if not -INT_LIMIT <= v <= INT_LIMIT:
+        raise ArgumentError(f"{name} must be an int of magnitude below 2**63, got {v}")
+    return v

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from .. import _core
+from ..exceptions import ArgumentError, ArgumentTypeError
 
 #: The environment variable that sets the default device.
 ENV = "SKYCONV_DEVICE"
@@ -64,11 +65,11 @@ def _gpu_index(name: str, where: str) -> int | None:
     """N of "cuda:N" (None for "cuda"/"gpu"), ValueError naming ``where`` otherwise."""
     kind, _, num = name.partition(":")
     if kind not in ("cuda", "gpu"):
-        raise ValueError(f"{where} must be {_NAMES}, got {name!r}")
+        raise ArgumentError(f"{where} must be {_NAMES}, got {name!r}")
     if not _:
         return None
     if not num.isdigit():
-        raise ValueError(f"{where} must be {_NAMES} with N a GPU number >= 0, got {name!r}")
+        raise ArgumentError(f"{where} must be {_NAMES} with N a GPU number >= 0, got {name!r}")
     return int(num)
 
 
@@ -77,10 +78,11 @@ def resolve(device=None) -> Device:
 
     Raises
     ------
-    TypeError
-        ``device`` is not a str, a Device or None.
-    ValueError
-        An unknown name (in the argument or in ``SKYCONV_DEVICE``).
+    skyconv.ArgumentTypeError
+        ``device`` is not a str, a Device or None (a TypeError).
+    skyconv.ArgumentError
+        An unknown name (in the argument or in ``SKYCONV_DEVICE``, named in the message; a
+        ValueError).
     skyconv.DeviceError
         ``"cuda"`` or ``"cuda:N"`` asked for and no GPU works.
     """
@@ -88,10 +90,13 @@ def resolve(device=None) -> Device:
         return device
     where = "device"
     if device is None:
-        device = os.environ.get(ENV, "auto")
-        where = f"device (from {ENV})"
+        device = os.environ.get(ENV, "").strip() or "auto"
+        where = f"environment variable {ENV} (the default device)"
     elif not isinstance(device, str):
-        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+        raise ArgumentTypeError(
+            f"device must be a str like 'auto', 'cpu', 'cuda' or 'cuda:N', a Device or None, "
+            f"got {type(device).__name__} {device!r}"
+        )
     name = device.strip().lower()
     if name == "cpu":
         return CPU

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..exceptions import ArgumentError
+
 # The reconstruction's keys (lower case): the attribute each sets and how DUCHAMP reads it.
 _KEYS = {
     "imagefile": ("image_file", "filename"),
@@ -138,9 +140,9 @@ class DuchampPar:
         for: flagATrous is not true (DUCHAMP would not reconstruct), or flagSubsection is set
         (pixel subsections are not supported: cut the cube first)."""
         if not self.flag_atrous:
-            raise ValueError("flagATrous is not true: DUCHAMP would not reconstruct")
+            raise ArgumentError("flagATrous is not true: DUCHAMP would not reconstruct")
         if self.flag_subsection:
-            raise ValueError(
+            raise ArgumentError(
                 f"flagSubsection is set ({self.subsection}): subsections are not supported "
                 "(cut the cube first)"
             )
@@ -235,7 +237,7 @@ def _check(par: DuchampPar) -> None:
         )
         par.recon_convergence = -par.recon_convergence
     if par.filter_code not in _FILTERS:
-        raise ValueError(f"filterCode must be 1, 2 or 3, got {par.filter_code}")
+        raise ArgumentError(f"filterCode must be 1, 2 or 3, got {par.filter_code}")
     if par.scale_max > 0 and par.scale_max < par.scale_min:
         par.warnings.append(
             f"scaleMax ({par.scale_max}) is less than scaleMin ({par.scale_min}): setting both "

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..exceptions import ArgumentError
+
 #: SoFiA-2 2.5.1's defaults for the keys skyconv reads (its ``default_parameters.par``).
 DEFAULTS = {
     "input.data": "",
@@ -58,7 +60,7 @@ _STATISTICS = ("mad", "std", "gauss")
 _RANGES = ("negative", "full", "positive")
 
 
-class ParError(ValueError):
+class ParError(ArgumentError):
     """A parameter file that cannot be used (with the file name and line)."""
 
 

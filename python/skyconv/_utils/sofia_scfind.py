@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from ..exceptions import ArgumentError, ShapeError
 from .sofia_par import SofiaPar
 
 
@@ -40,7 +41,7 @@ def load_cube(par: SofiaPar):
     while data.ndim > 3 and data.shape[0] == 1:  # degenerate Stokes axes
         data = data[0]
     if data.ndim not in (2, 3):
-        raise ValueError(f"{par.data}: expected a 2-D or 3-D cube, got shape {data.shape}")
+        raise ShapeError(f"{par.data}: expected a 2-D or 3-D cube, got shape {data.shape}")
     if data.dtype.kind != "f":
         data = data.astype(np.float32)
     data = data.astype(data.dtype.newbyteorder("="), copy=True)
@@ -52,7 +53,7 @@ def load_cube(par: SofiaPar):
         x0, x1, y0, y1, z0, z1 = par.region
         nz, ny, nx = cube3.shape
         if x1 >= nx or y1 >= ny or (data.ndim == 3 and z1 >= nz):
-            raise ValueError(
+            raise ArgumentError(
                 f"input.region {par.region} lies outside the cube of {nx} x {ny} x {nz} pixels"
             )
         zs = slice(z0, z1 + 1) if data.ndim == 3 else slice(None)

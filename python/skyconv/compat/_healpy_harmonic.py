@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import healpix as _hpx
 from .. import sht as _sht
+from ..exceptions import ArgumentError, ShapeError
 from ..sht import Alm
 from ._healpy_pix import _handover
 
@@ -23,7 +24,7 @@ from ._healpy_pix import _handover
 def _lmax_of(size, mmax, name):
     lmax = Alm.getlmax(size, mmax)
     if lmax < 0:
-        raise ValueError(f"{name} has {size} coefficients, not a valid alm size")
+        raise ArgumentError(f"{name} has {size} coefficients, not a valid alm size")
     return lmax
 
 
@@ -77,15 +78,15 @@ def alm2cl(alms1, alms2=None, lmax=None, mmax=None, lmax_out=None, nspec=None):
     else:
         a2 = [np.asarray(alms2)] if np.ndim(alms2[0]) == 0 else [np.asarray(a) for a in alms2]
         if len(a2) != len(a1):
-            raise ValueError("alms1 and alms2 must have the same number of spectra")
+            raise ArgumentError("alms1 and alms2 must have the same number of spectra")
     size = a1[0].size
     if any(a.size != size for a in a1 + a2):
-        raise ValueError("all alms must have the same size")
+        raise ShapeError("all alms must have the same size")
     if lmax is None:
         lmax = _lmax_of(size, mmax, "alms1")
     mmax = lmax if mmax is None or mmax < 0 else int(mmax)
     if Alm.getsize(lmax, mmax) != size:
-        raise ValueError(f"alm size {size} does not match lmax={lmax}, mmax={mmax}")
+        raise ShapeError(f"alm size {size} does not match lmax={lmax}, mmax={mmax}")
     lmax_out = lmax if lmax_out is None else int(lmax_out)
     n = len(a1)
     cls = [

@@ -16,13 +16,14 @@ import numpy as np
 
 from .. import _core
 from .. import healpix as _hpx
+from ..exceptions import ArgumentError, ArgumentTypeError, UnsupportedError
 from . import _healpy_orig
 from ._healpy_masked import UNSEEN, accept_ma
 
 
 def _handover(name: str, why: str, *args, **kwargs):
     if _healpy_orig.module() is None:
-        raise NotImplementedError(
+        raise UnsupportedError(
             f"skyconv.compat.healpy.{name}: {why} is handed to healpy, which is not installed "
             "(pip install healpy)"
         )
@@ -57,9 +58,9 @@ def order2nside(order):
     """nside = 2**order (int, or an array for an array of orders); ValueError out of range."""
     o = np.asarray(order)
     if o.dtype.kind not in "iu":
-        raise TypeError(f"order must be an integer, got dtype {o.dtype}")
+        raise ArgumentTypeError(f"order must be an integer, got dtype {o.dtype}")
     if np.any(o < 0) or np.any(o > 29):
-        raise ValueError(f"order must be in 0..29, got {order}")
+        raise ArgumentError(f"order must be in 0..29, got {order}")
     n = np.left_shift(1, o.astype(np.int64))
     return int(n) if o.ndim == 0 else n
 
@@ -164,7 +165,7 @@ def _scheme(name, value):
     if value is not None:
         v = str(value).strip().upper()[:4]
         if v not in ("RING", "NEST"):
-            raise ValueError(f"{name} must be 'RING' or 'NESTED', got {value!r}")
+            raise ArgumentError(f"{name} must be 'RING' or 'NESTED', got {value!r}")
         return v
     return None
 
@@ -200,7 +201,7 @@ def reorder(map_in, inp=None, out=None, r2n=None, n2r=None):
         elif n2r:
             src, dst = "NEST", "RING"
         else:
-            raise ValueError("give inp and out, or r2n=True, or n2r=True")
+            raise ArgumentError("give inp and out, or r2n=True, or n2r=True")
     maps = np.asarray(map_in)
     if src == dst:
         return map_in
@@ -267,7 +268,7 @@ def ud_grade(
     nside_out = _hpx._nside(nside_out, True)
     maps = np.asarray(map_in)
     if maps.ndim not in (1, 2):
-        raise TypeError("Invalid map")
+        raise ArgumentTypeError("Invalid map")
     order_out = order_in if order_out is None else order_out
     ring_in = str(order_in).upper()[:4] == "RING"
     ring_out = str(order_out).upper()[:4] == "RING"

@@ -30,6 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .._utils.args import env_dir
+from ..exceptions import ArgumentError
+
 # MAX-LPOL of healpy's weight_ring_n*.fits files: the band limit HEALPix solved for.
 _FILE_LMAX = {
     2: 2,
@@ -85,7 +88,7 @@ DISK_CACHE_MIN_NSIDE = 512
 
 def _cache_dir() -> Path:
     """``SKYCONV_CACHE_DIR``, else ``$XDG_CACHE_HOME/skyconv`` (``~/.cache/skyconv``)."""
-    base = os.environ.get("SKYCONV_CACHE_DIR")
+    base = env_dir("SKYCONV_CACHE_DIR")
     if base:
         return Path(base)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "skyconv"
@@ -162,8 +165,8 @@ def ring_weights(nside, lmax=None):
     """
     nside = int(nside)
     if nside < 1:
-        raise ValueError(f"nside must be >= 1, got {nside}")
+        raise ArgumentError(f"nside must be >= 1, got {nside}")
     lmax = default_lmax(nside) if lmax is None else int(lmax)
     if lmax < 0:
-        raise ValueError(f"lmax must be >= 0, got {lmax}")
+        raise ArgumentError(f"lmax must be >= 0, got {lmax}")
     return _weights(nside, lmax).copy()

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import _backend, _core
 from .._utils.device import resolve
-from ..exceptions import ShapeError
+from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError, StateError
 from ..grid import GridPlan, _Target, prepare_samples, resolve_target
 
 _KERNELS = {"gauss1d": 1, "gauss2d": 3, "tapered_sinc": 3, "gaussbessel": 3}
@@ -89,13 +89,13 @@ class Cygrid:
         """
         kernel_type = str(kernel_type)
         if kernel_type not in _KERNELS:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Kernel type not understood: {kernel_type}\nPlease choose from the following\n"
                 + "\n".join(_KERNELS)
             )
         params = np.atleast_1d(np.asarray(kernel_params, dtype=np.float64))
         if params.size != _KERNELS[kernel_type]:
-            raise ValueError(
+            raise ArgumentError(
                 f"kernel_params needs {_KERNELS[kernel_type]} entries for {kernel_type}"
             )
         self._plan = GridPlan.build(
@@ -115,9 +115,9 @@ class Cygrid:
             self.datacube = np.zeros(self.cube_shape, dtype=self.dtype)
         else:
             if not isinstance(self.datacube, np.ndarray):
-                raise TypeError("Input datacube must be numpy array.")
+                raise ArgumentTypeError("Input datacube must be numpy array.")
             if not self.datacube.flags.c_contiguous:
-                raise TypeError("Input datacube must be C-contiguous.")
+                raise ArgumentTypeError("Input datacube must be C-contiguous.")
             if self.datacube.shape != self.cube_shape:
                 raise ShapeError(
                     "Datacube shape doesn't match expectation. (The data cube, which was "
@@ -125,7 +125,11 @@ class Cygrid:
                     f"on the grid-method call, cygrid would expect {self.cube_shape}"
                 )
             if self.datacube.dtype not in (np.float32, np.float64):
-                raise TypeError("Input datacube must have floating point type.")
+                raise ArgumentTypeError("Input datacube must have floating point type.")
+            if not self.datacube.flags.writeable:
+                raise ArgumentError(
+                    "Input datacube must be writeable (grid() adds into it), got a read-only array"
+                )
             if self.datacube.dtype != self.dtype:
                 warnings.warn(
                     f"The datacube that was provided in the constructor ({self.datacube.dtype}) "
@@ -139,13 +143,18 @@ class Cygrid:
             self.weightcube = np.zeros(self.cube_shape, dtype=self.dtype)
         else:
             if not isinstance(self.weightcube, np.ndarray):
-                raise TypeError("Input weightcube must be numpy array.")
+                raise ArgumentTypeError("Input weightcube must be numpy array.")
             if not self.weightcube.flags.c_contiguous:
-                raise TypeError("Input weightcube must be C-contiguous.")
+                raise ArgumentTypeError("Input weightcube must be C-contiguous.")
             if self.weightcube.shape != self.datacube.shape:
                 raise ShapeError("Weightcube shape doesn't match datacube shape.")
             if self.weightcube.dtype != self.datacube.dtype:
-                raise TypeError("Weightcube dtype doesn't match datacube dtype.")
+                raise ArgumentTypeError("Weightcube dtype doesn't match datacube dtype.")
+            if not self.weightcube.flags.writeable:
+                raise ArgumentError(
+                    "Input weightcube must be writeable (grid() adds into it), got a read-only "
+                    "array"
+                )
 
     def grid(self, lons, lats, data, weights=None):
         """Grid samples at (``lons``, ``lats``) (degrees; 1-D) into the cubes (accumulating).
@@ -155,7 +164,7 @@ class Cygrid:
         Raises ShapeError on any mismatch, RuntimeError if no kernel is set.
         """
         if not self.kernel_set:
-            raise RuntimeError("No kernel has been set, use set_kernel method")
+            raise StateError("No kernel has been set, use set_kernel method")
         lons = np.asarray(lons)
         lats = np.asarray(lats)
         if lons.ndim != 1 or lats.ndim != 1:
@@ -197,7 +206,7 @@ class Cygrid:
 
     def _need_cubes(self):
         if not self.cubes_prepared:
-            raise RuntimeError("Nothing has been gridded yet: call grid() first")
+            raise StateError("Nothing has been gridded yet: call grid() first")
 
     def get_datacube(self):
         """datacube / weightcube, NaN where no sample contributed (no NumPy warning)."""

@@ -43,6 +43,9 @@ import numpy as np
 
 from .. import healpix as _hpx
 from .. import sht as _sht
+from .._utils.args import float_value, reals, to_float
+from .._utils.arrays import int_arg
+from ..exceptions import ArgumentError, StateError
 from ..sht import UNSEEN, almxfl
 from ..sht import Alm as _Alm
 from . import _healpy_orig
@@ -216,7 +219,10 @@ def alm2map(
     comps, lonely = _sht._components(alms, "alms", "alm")
     comps = [_sht._alm_array(c, "alms") for c in comps]
     if sigma is None:
+        fwhm = float_value(fwhm, "fwhm", min_value=0.0, unit="radians")
         sigma = fwhm / np.sqrt(8.0 * np.log(2.0))
+    else:
+        sigma = float_value(sigma, "sigma", min_value=0.0, unit="radians")
     if sigma != 0:
         size = comps[0].size
         mm = None if mmax is None or mmax < 0 else mmax
@@ -308,7 +314,7 @@ def map2alm(
     """
     if use_pixel_weights:
         if use_weights:
-            raise RuntimeError("Either use pixel or ring weights")
+            raise StateError("Either use pixel or ring weights")
         if _healpy_orig.module() is not None:
             return _healpy_orig.original("map2alm")(
                 maps,
@@ -323,7 +329,7 @@ def map2alm(
         comps, _ = _as_maps(maps)
         _pixel_weights_unavailable(npix2nside(np.size(comps[0])), "healpy is not installed")
     comps, lonely = _as_maps(maps)
-    if gal_cut is not None and gal_cut > 0:
+    if gal_cut is not None and to_float(gal_cut, "gal_cut") > 0:
         comps = list(_gal_cut(np.array([np.asarray(c, dtype=np.float64) for c in comps]), gal_cut))
     w = ring_weights(npix2nside(np.size(comps[0]))) if use_weights else None
     x = comps[0] if lonely else comps
@@ -408,9 +414,9 @@ def smoothing(
     masked = is_ma(map_in)
     map_in = ma_to_array(map_in)
     if isinstance(map_in, (list, tuple)) and len(map_in) and np.ndim(map_in[0]) == 1:
-        maps = np.array([np.asarray(m, dtype=np.float64) for m in map_in])
+        maps = np.array([reals(m, "map_in") for m in map_in])
     else:
-        maps = np.array(map_in, dtype=np.float64)
+        maps = np.array(reals(map_in, "map_in"))
     if maps.ndim not in (1, 2):
         raise _sht.ShapeError(f"map_in must be one map or a sequence of maps, got {maps.shape}")
     lonely = maps.ndim == 1
@@ -428,8 +434,10 @@ def smoothing(
         ring = np.empty_like(maps)
         ring[:, ring_of] = maps
         maps = ring
-    lm = 3 * nside - 1 if lmax is None or lmax < 0 else int(lmax)
-    mm = lm if mmax is None or mmax < 0 else int(mmax)
+    lmax = None if lmax is None else int_arg(lmax, "lmax")
+    mmax = None if mmax is None else int_arg(mmax, "mmax")
+    lm = 3 * nside - 1 if lmax is None or lmax < 0 else lmax
+    mm = lm if mmax is None or mmax < 0 else mmax
     polar = bool(pol) and maps.shape[0] == 3
     if polar or maps.shape[0] == 1:
         groups = [(list(maps), polar)]
@@ -437,13 +445,17 @@ def smoothing(
         groups = [([m], False) for m in maps]
     ell = np.arange(lm + 1.0)
     if sigma is None:
-        sigma = fwhm / (2.0 * np.sqrt(2.0 * np.log(2.0)))
+        sigma = float_value(fwhm, "fwhm", min_value=0.0, unit="radians") / (
+            2.0 * np.sqrt(2.0 * np.log(2.0))
+        )
+    else:
+        sigma = float_value(sigma, "sigma", min_value=0.0, unit="radians")
     out = []
     for comps, p in groups:
         alms = _sht.map2alm(comps, lmax=lm, mmax=mm, iter=iter, pol=p, ring_weights=w)
         for i, a in enumerate(alms):
             if beam_window is not None:
-                fact = np.asarray(beam_window, dtype=np.float64)
+                fact = reals(beam_window, "beam_window")
             else:
                 s = 2 if (p and i >= 1) else 0
                 fact = np.exp(-0.5 * (ell * (ell + 1) - s**2) * sigma**2)
@@ -571,12 +583,15 @@ def synfast(
             new=new,
         )
     if not _hpx.isnsideok(nside):
-        raise ValueError(f"Wrong nside value: {nside}")
+        raise ArgumentError(f"Wrong nside value: {nside}")
     lmax = min(len(cls) - 1, 3 * nside - 1) if lmax is None or lmax < 0 else int(lmax)
     mmax = lmax if mmax is None or mmax < 0 else int(mmax)
     alms = synalm(cls, lmax=lmax, mmax=mmax, new=new)
     if sigma is None:
+        fwhm = float_value(fwhm, "fwhm", min_value=0.0, unit="radians")
         sigma = fwhm / np.sqrt(8.0 * np.log(2.0))
+    else:
+        sigma = float_value(sigma, "sigma", min_value=0.0, unit="radians")
     if sigma != 0:  # healpy returns the beam-smoothed alm (its alm2map runs in place)
         ell = np.arange(lmax + 1.0)
         almxfl(alms, np.exp(-0.5 * ell * (ell + 1) * sigma**2), mmax=mmax, inplace=True)

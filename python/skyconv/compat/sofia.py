@@ -25,6 +25,12 @@ import numpy as np
 from .. import _core
 from .._arrays import float_array
 from .._errors import ShapeError
+from ..exceptions import (
+    ArgumentError,
+    ArgumentTypeError,
+    MissingKeyError,
+    UnsupportedError,
+)
 from ..stats import scipy_fitter, sofia1_stride
 
 FWHM_CONST = 2.0 * math.sqrt(2.0 * math.log(2.0))
@@ -37,14 +43,14 @@ def _header_value(header, key):
     try:
         return float(header[key])
     except (KeyError, TypeError, IndexError):
-        raise KeyError(f"kernelUnit='world' needs {key} in the header") from None
+        raise MissingKeyError(f"kernelUnit='world' needs {key} in the header") from None
 
 
 def _kernel_spec(kernel, kernelUnit, header):
     try:
         kx, ky, kz, kt = kernel
     except (TypeError, ValueError):
-        raise ValueError(f"each kernel must be [kx, ky, kz, 'b'|'g'], got {kernel!r}") from None
+        raise ArgumentError(f"each kernel must be [kx, ky, kz, 'b'|'g'], got {kernel!r}") from None
     kx, ky, kz = float(kx), float(ky), float(kz)
     if kernelUnit in ("world", "w"):
         kx = abs(kx / _header_value(header, "CDELT1"))
@@ -60,7 +66,7 @@ def _kernel_spec(kernel, kernelUnit, header):
     zk, zv = "none", 0.0
     if kz:
         if kz < 0:
-            raise ValueError(f"spectral kernel size must be >= 0, got {kz}")
+            raise ArgumentError(f"spectral kernel size must be >= 0, got {kz}")
         if kt == "b":
             zk, zv = "boxcar", float(kz)
         elif kt == "g":
@@ -117,20 +123,20 @@ def SCfinder_mem(
     device (None: SKYCONV_DEVICE, else "auto").
     """
     if perSCkernel:
-        raise NotImplementedError("perSCkernel=True (per-kernel noise scaling) is not supported")
+        raise UnsupportedError("perSCkernel=True (per-kernel noise scaling) is not supported")
     a = float_array(cube, "cube")
     if a.ndim not in (2, 3):
         raise ShapeError(f"cube must be 3-D (z, y, x) or 2-D, got {a.ndim} dimension(s)")
     if not isinstance(mask, np.ndarray):
-        raise TypeError("mask must be a NumPy integer array (it is updated in place)")
+        raise ArgumentTypeError("mask must be a NumPy integer array (it is updated in place)")
     if mask.dtype.kind not in "iub":
-        raise TypeError(f"mask must have an integer dtype, got {mask.dtype}")
+        raise ArgumentTypeError(f"mask must have an integer dtype, got {mask.dtype}")
     if mask.shape != a.shape:
         raise ShapeError(f"mask has shape {mask.shape}, the cube has {a.shape}")
     if not mask.flags.writeable:
-        raise ValueError("mask must be writeable (it is updated in place)")
+        raise ArgumentError("mask must be writeable (it is updated in place)")
     if edgeMode not in _MODES:
-        raise ValueError(f"edgeMode must be one of {_MODES}, got {edgeMode!r}")
+        raise ArgumentError(f"edgeMode must be one of {_MODES}, got {edgeMode!r}")
     if fluxRange not in ("all", "positive", "negative"):
         warnings.warn(
             f"Illegal value of fluxRange = '{fluxRange}'; using 'all' instead.", stacklevel=2

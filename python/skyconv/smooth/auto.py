@@ -41,7 +41,10 @@ def choose_method(nside, lmax, window, tol, device=None, iter=0):
     against the harmonic result but would be the fastest, both methods' errors against the
     exact smoothing are measured (:func:`grid_errors`) and the ring method is taken if its
     error is at most GRID_SLACK (1.25) times the harmonic method's (white noise: from
-    ~2 px up, where the two are within 1-15%; below, the ring method is ~1.5x farther).
+    ~2 px up, where the two are within 1-15%; below, the ring method is ~1.5x farther), and
+    the beam is at least GRID_MIN_PIXELS (2.5) pixels FWHM: narrower, the ring result is off
+    healpy's (harmonic) smoothing by 1e-2 and more, so auto keeps to the harmonic or split
+    method.
 
     Returns ``(method, info)``: ``info`` holds ``times`` and ``errors`` per candidate
     (seconds; fractional RMS against the harmonic result), ``vs_exact`` (the
@@ -79,7 +82,12 @@ def _choose(beam: Beam, nside, iter, device):
     if ring is not None:
         times["ring"], errors["ring"] = ring
     ok = [m for m in times if errors[m] <= tol]
-    if ring is not None and errors["ring"] > tol and times["ring"] < min(times[m] for m in ok):
+    if (
+        ring is not None
+        and errors["ring"] > tol
+        and times["ring"] < min(times[m] for m in ok)
+        and beam.fwhm_pixels(nside) >= GRID_MIN_PIXELS
+    ):
         # The ring method misses tol against the harmonic result; it may still be as close
         # to the exact smoothing as the harmonic method is (narrow beams: both at the grid's
         # floor). Measured, not modelled, on a scaled-down copy of the problem.
@@ -101,6 +109,11 @@ def _choose(beam: Beam, nside, iter, device):
 #: The ring method is taken when its error against the exact smoothing is at most this
 #: multiple of the harmonic method's (white noise at a few pixels: the two within ~1%).
 GRID_SLACK = 1.25
+#: The grid rule (taking the ring method although it misses tol against the harmonic result)
+#: applies to beams of at least this FWHM in pixels only: below, the ring result is off
+#: healpy's smoothing by ~1e-2 and more (2.2e-3 at 3 px, 2.7e-2 at 2 px, 8e-2 at 1.5 px; red
+#: noise at nside 64), which users compare against, so auto takes the harmonic or split method.
+GRID_MIN_PIXELS = 2.5
 #: The scaled-down copy of a problem on which ``grid_errors`` measures.
 GRID_NSIDE = 128
 

@@ -3,11 +3,13 @@ limit ``lmax`` and the accuracy ``tol``; every method takes it as it is."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
+from ..exceptions import ArgumentError
 from .methods import (
     check_fwhm,
     check_tol,
@@ -47,7 +49,7 @@ class Beam:
         ``beam_window``; ``lmax`` a checked int >= 0), every argument checked here once."""
         tol = check_tol(tol)
         if (fwhm is None) == (beam_window is None):
-            raise ValueError("give exactly one of fwhm (radians) and beam_window")
+            raise ArgumentError("give exactly one of fwhm (radians) and beam_window")
         if fwhm is not None:
             f = check_fwhm(fwhm)
             return cls(gauss(f, lmax), lmax, tol, f)
@@ -71,6 +73,24 @@ class Beam:
         if self.fwhm is not None:
             return fwhm_profile(self.fwhm, self.tol)
         return window_profile(self.window, self.tol)
+
+    def fwhm_pixels(self, nside: int) -> float:
+        """The beam's FWHM in pixels (of side sqrt(4π / 12 nside²)): ``fwhm`` for a Gaussian,
+        else twice the radius where the ring profile falls to half its peak (inf when there is
+        no such profile)."""
+        pixel = math.sqrt(math.pi / 3.0) / nside
+        if self.fwhm is not None:
+            return self.fwhm / pixel
+        try:
+            theta, values = self.profile
+        except ValueError:
+            return math.inf
+        if values.size == 0 or not values[0] > 0:
+            return math.inf
+        below = np.nonzero(values < 0.5 * values[0])[0]
+        if below.size == 0:
+            return math.inf
+        return 2.0 * float(theta[below[0]]) / pixel
 
     @cached_property
     def key(self) -> tuple:

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _core, healpix, sht
+from .._utils.args import env_dir, env_flag
 from .._utils.device import CPU, Device, resolve
 from ..backend import get_num_threads
 from ..exceptions import DeviceError
@@ -93,7 +94,7 @@ def ring_features(nside: int, theta_cut: float) -> np.ndarray:
 
 def cache_path() -> Path:
     """Where the measured constants are kept (see the module docstring)."""
-    base = os.environ.get("SKYCONV_CACHE_DIR")
+    base = env_dir("SKYCONV_CACHE_DIR")
     if base:
         return Path(base) / FILE_NAME
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -246,7 +247,7 @@ def _device_cost(device: Device) -> DeviceCost:
     key = device_key(device)
     if key in _MODELS:
         return _MODELS[key]
-    fresh = os.environ.get("SKYCONV_RECALIBRATE", "") not in ("", "0")
+    fresh = env_flag("SKYCONV_RECALIBRATE")
     entry = None if fresh else _load().get(key)
     if entry is None:
         entry = {

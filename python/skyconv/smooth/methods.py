@@ -11,7 +11,7 @@ import numpy as np
 from .. import _core, healpix
 from .._utils.arrays import int_arg
 from .._utils.device import resolve
-from ..exceptions import ShapeError
+from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from ..sht import UNSEEN, almxfl, map2alm
 from ..sht import alm2map as _alm2map
 
@@ -27,9 +27,9 @@ def check_tol(tol) -> float:
     try:
         t = float(tol)
     except (TypeError, ValueError):
-        raise TypeError(f"tol must be a number, got {type(tol).__name__}") from None
+        raise ArgumentTypeError(f"tol must be a number, got {type(tol).__name__}") from None
     if not 0.0 < t < 1.0:
-        raise ValueError(f"tol must be in (0, 1), got {tol}")
+        raise ArgumentError(f"tol must be in (0, 1), got {tol}")
     return t
 
 
@@ -38,9 +38,11 @@ def check_fwhm(fwhm) -> float:
     try:
         f = float(fwhm)
     except (TypeError, ValueError):
-        raise TypeError(f"fwhm must be a number (radians), got {type(fwhm).__name__}") from None
+        raise ArgumentTypeError(
+            f"fwhm must be a number (radians), got {type(fwhm).__name__}"
+        ) from None
     if not (np.isfinite(f) and f > 0):
-        raise ValueError(f"fwhm must be a positive number of radians, got {fwhm}")
+        raise ArgumentError(f"fwhm must be a positive number of radians, got {fwhm}")
     return f
 
 
@@ -49,13 +51,13 @@ def check_window(beam_window) -> np.ndarray:
     ValueError naming it)."""
     w = np.asarray(beam_window)
     if w.dtype.kind not in "fiu" or w.dtype.kind == "b":
-        raise TypeError(f"beam_window must be a real array, got dtype {w.dtype}")
+        raise ArgumentTypeError(f"beam_window must be a real array, got dtype {w.dtype}")
     w = np.ascontiguousarray(w, dtype=np.float64)
     if w.ndim != 1 or w.size == 0:
         raise ShapeError(f"beam_window must be a non-empty 1-D array, got shape {w.shape}")
     bad = ~np.isfinite(w)
     if bad.any():
-        raise ValueError(f"beam_window must be finite, got {w[bad][0]} at l={np.argmax(bad)}")
+        raise ArgumentError(f"beam_window must be finite, got {w[bad][0]} at l={np.argmax(bad)}")
     return w
 
 
@@ -146,7 +148,7 @@ def kernel_profile(fwhm=None, beam_window=None, tol=1e-5):
     """
     tol = check_tol(tol)
     if (fwhm is None) == (beam_window is None):
-        raise ValueError("give exactly one of fwhm and beam_window")
+        raise ArgumentError("give exactly one of fwhm and beam_window")
     if fwhm is not None:
         return _core._kernel_profile(fwhm=check_fwhm(fwhm), tol=tol)
     return _core._kernel_profile(beam_window=check_window(beam_window), tol=tol)

@@ -50,7 +50,7 @@ import numpy as np
 
 from .._utils.arrays import int_arg
 from .._utils.device import resolve
-from ..exceptions import ShapeError
+from ..exceptions import ArgumentError, ShapeError
 from . import cost as _cost
 from . import methods
 from ._disc import disc_matrix
@@ -221,7 +221,7 @@ def _window_array(beam_window, lmax: int) -> np.ndarray:
     if w.ndim != 1 or w.size == 0:
         raise ShapeError(f"beam_window must be a non-empty 1-D array, got shape {w.shape}")
     if not np.all(np.isfinite(w)):
-        raise ValueError("beam_window must be finite")
+        raise ArgumentError("beam_window must be finite")
     out = np.zeros(lmax + 1)
     n = min(w.size, lmax + 1)
     out[:n] = w[:n]
@@ -237,7 +237,7 @@ def _spectrum(cl, lmax: int) -> np.ndarray:
         raise ShapeError(f"cl must be 1-D with at least lmax + 1 = {lmax + 1} values")
     c = c[: lmax + 1]
     if not np.all(np.isfinite(c)) or np.any(c < 0):
-        raise ValueError("cl must be finite and non-negative")
+        raise ArgumentError("cl must be finite and non-negative")
     return c
 
 
@@ -269,16 +269,31 @@ def _tabulate(basis: Basis, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return theta, values
 
 
+#: The largest nside :func:`split_kernel` plans for. Planning costs grow as nside²: the ring
+#: engine's plan for the narrowest part tried (1.5 px) alone takes ~24 s at nside 8192 on 2
+#: cores (0.5 s at 1024), so larger grids are refused up front instead of running for hours.
+MAX_NSIDE = 8192
+#: lmax is at most this many times nside: past ~3 nside the pixel grid holds no more
+#: multipoles, and the fit's rows (and the window) grow with lmax.
+MAX_LMAX_PER_NSIDE = 4
+
+
 def _check_args(nside, lmax, tol):
     nside = int_arg(nside, "nside")
-    if nside < 1 or nside > 2**29:
-        raise ValueError(f"nside must be in 1..2**29, got {nside}")
+    if nside < 1 or nside > MAX_NSIDE:
+        raise ArgumentError(
+            f"nside must be in 1..{MAX_NSIDE} for split_kernel, got {nside} (planning time grows "
+            f"as nside**2: ~24 s at {MAX_NSIDE}; use smooth_map(method='harmonic') beyond)"
+        )
     lmax = 3 * nside - 1 if lmax is None else int_arg(lmax, "lmax")
-    if lmax < 0:
-        raise ValueError(f"lmax must be >= 0, got {lmax}")
+    if lmax < 0 or lmax > MAX_LMAX_PER_NSIDE * nside:
+        raise ArgumentError(
+            f"lmax must be in 0..{MAX_LMAX_PER_NSIDE} * nside = {MAX_LMAX_PER_NSIDE * nside} "
+            f"for split_kernel at nside {nside}, got {lmax}"
+        )
     tol = float(tol)
     if not 0 < tol < 1:
-        raise ValueError(f"tol must be in (0, 1), got {tol}")
+        raise ArgumentError(f"tol must be in (0, 1), got {tol}")
     return nside, lmax, tol
 
 
@@ -329,9 +344,10 @@ def split_kernel(
 
     Raises
     ------
-    ValueError
-        ``nside``, ``lmax``, ``tol`` or ``theta_cut`` out of range, a non-finite window or
-        spectrum.
+    skyconv.ArgumentError
+        ``nside`` outside 1..MAX_NSIDE (8192: planning time grows as nside², checked before
+        any work), ``lmax`` outside 0..4·nside, ``tol`` or ``theta_cut`` out of range, a
+        non-finite window or spectrum (a ValueError).
     skyconv.ShapeError
         ``beam_window`` not 1-D, ``cl`` too short.
 
@@ -357,7 +373,7 @@ def split_kernel(
     if theta_cut is not None:
         theta_cut = float(theta_cut)
         if not 0 < theta_cut <= math.pi / 2:
-            raise ValueError(f"theta_cut must be in (0, pi/2] radians, got {theta_cut}")
+            raise ArgumentError(f"theta_cut must be in (0, pi/2] radians, got {theta_cut}")
     return _split(window, nside, lmax, tol, spectrum, iter, device, theta_cut, cost)
 
 

@@ -1,0 +1,224 @@
+//! Bindings of the SHT halves (skyconv.sht_halves): alm2leg, leg2map, map2leg, leg2alm.
+//! Arrays arrive C-contiguous and typed from the Python layer, which checks their shapes;
+//! the Rust functions check them again.
+
+use numpy::{
+    Complex64, PyArrayDyn, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+
+use crate::backend::{self, Device};
+use crate::error::{Error, Result};
+use crate::py::arrays::empty_for;
+use crate::py::errors::{compute, to_pyerr};
+use crate::sht::{halves, AlmLayout, Plan};
+
+fn indices(a: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<usize>> {
+    let s = a
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))?;
+    s.iter()
+        .map(|&v| {
+            usize::try_from(v)
+                .map_err(|_| to_pyerr(Error::value(format!("{name} must be >= 0, got {v}"))))
+        })
+        .collect()
+}
+
+fn rows<'a, T: numpy::Element>(
+    a: &'a PyReadonlyArray2<'_, T>,
+    name: &str,
+) -> PyResult<Vec<&'a [T]>> {
+    let n = a.shape()[1];
+    let s = a
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))?;
+    Ok(if n == 0 {
+        vec![&s[..0]; a.shape()[0]]
+    } else {
+        s.chunks(n).collect()
+    })
+}
+
+fn rows_mut<T>(s: &mut [T], ncomp: usize, n: usize) -> Vec<&mut [T]> {
+    if n == 0 {
+        return (0..ncomp).map(|_| <&mut [T]>::default()).collect();
+    }
+    s.chunks_mut(n).collect()
+}
+
+/// The device of a halves call: the CPU, or an error for a GPU (the GPU halves are built
+/// separately).
+fn device(name: Option<&str>) -> PyResult<Device> {
+    let dev = backend::resolve(name).map_err(to_pyerr)?;
+    match dev {
+        Device::Cpu => Ok(dev),
+        Device::Cuda(_) => Err(to_pyerr(Error::device(
+            "the SHT halves run on the CPU only in this build",
+        ))),
+    }
+}
+
+/// The plan of a halves call, without the per-ring FFT table of the full transform: the ring
+/// stages look each ring's FFT up in the process-wide cache (a block needs few of them).
+fn plan(nside: usize, lmax: usize, mmax: usize, w: Option<&[f64]>) -> Result<Plan> {
+    Plan::new(nside, AlmLayout::new(lmax, mmax)?, w)
+}
+
+/// alm (ncomp, nblk) of the m in `ms` -> leg (ncomp, len(rings), len(ms)).
+#[pyfunction]
+#[pyo3(signature = (alm, nside, lmax, ms, rings, spin2, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _alm2leg<'py>(
+    py: Python<'py>,
+    alm: PyReadonlyArray2<'py, Complex64>,
+    nside: usize,
+    lmax: usize,
+    ms: PyReadonlyArray1<'py, i64>,
+    rings: PyReadonlyArray1<'py, i64>,
+    spin2: bool,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<Complex64>>> {
+    let dev = self::device(device)?;
+    let ms = indices(&ms, "ms")?;
+    let rings = indices(&rings, "rings")?;
+    let a = rows(&alm, "alm")?;
+    let (nc, nr, nm) = (a.len(), rings.len(), ms.len());
+    let mmax = ms.last().copied().unwrap_or(0).min(lmax);
+    let out = empty_for::<Complex64>(py, &[nc, nr, nm], dev)?;
+    {
+        // alm2leg writes every element
+        let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
+        let mut leg = rows_mut(data, nc, nr * nm);
+        compute(py, || {
+            let p = plan(nside, lmax, mmax, None)?;
+            halves::alm2leg(&p, spin2, &ms, &rings, &a, &mut leg)
+        })?;
+    }
+    Ok(out)
+}
+
+/// leg (ncomp, len(rings), mmax+1) -> pixels (ncomp, sum of the rings' lengths).
+#[pyfunction]
+#[pyo3(signature = (leg, nside, rings, device=None))]
+fn _leg2map<'py>(
+    py: Python<'py>,
+    leg: numpy::PyReadonlyArray3<'py, Complex64>,
+    nside: usize,
+    rings: PyReadonlyArray1<'py, i64>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let dev = self::device(device)?;
+    let rings = indices(&rings, "rings")?;
+    let sh = leg.shape().to_vec();
+    let (nc, nm) = (sh[0], sh[2]);
+    if nm == 0 {
+        return Err(to_pyerr(Error::shape("leg needs at least one m (m = 0)")));
+    }
+    let flat = leg
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err("leg must be C-contiguous"))?;
+    let l: Vec<&[Complex64]> = if sh[1] == 0 {
+        vec![&flat[..0]; nc]
+    } else {
+        flat.chunks(sh[1] * nm).collect()
+    };
+    let p = plan(nside, 0, 0, None).map_err(to_pyerr)?;
+    let npix: usize = rings
+        .iter()
+        .map(|&r| p.rings.get(r).map_or(0, |g| g.nphi))
+        .sum();
+    let out = empty_for::<f64>(py, &[nc, npix], dev)?;
+    {
+        // leg2map writes every pixel
+        let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
+        let mut maps = rows_mut(data, nc, npix);
+        compute(py, || halves::leg2map(&p, &rings, nm - 1, &l, &mut maps))?;
+    }
+    Ok(out)
+}
+
+/// pixels (ncomp, sum of the rings' lengths) -> leg (ncomp, len(rings), mmax+1).
+#[pyfunction]
+#[pyo3(signature = (maps, nside, mmax, rings, device=None))]
+fn _map2leg<'py>(
+    py: Python<'py>,
+    maps: PyReadonlyArray2<'py, f64>,
+    nside: usize,
+    mmax: usize,
+    rings: PyReadonlyArray1<'py, i64>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<Complex64>>> {
+    let dev = self::device(device)?;
+    let rings = indices(&rings, "rings")?;
+    let m = rows(&maps, "maps")?;
+    let (nc, nr) = (m.len(), rings.len());
+    let p = plan(nside, 0, 0, None).map_err(to_pyerr)?;
+    let out = empty_for::<Complex64>(py, &[nc, nr, mmax + 1], dev)?;
+    {
+        // map2leg writes every element
+        let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
+        let mut leg = rows_mut(data, nc, nr * (mmax + 1));
+        compute(py, || halves::map2leg(&p, &rings, mmax, &m, &mut leg))?;
+    }
+    Ok(out)
+}
+
+/// leg (ncomp, len(rings), len(ms)) -> alm (ncomp, nblk) of the m in `ms`.
+#[pyfunction]
+#[pyo3(signature = (leg, nside, lmax, ms, rings, spin2, ring_weights=None, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _leg2alm<'py>(
+    py: Python<'py>,
+    leg: numpy::PyReadonlyArray3<'py, Complex64>,
+    nside: usize,
+    lmax: usize,
+    ms: PyReadonlyArray1<'py, i64>,
+    rings: PyReadonlyArray1<'py, i64>,
+    spin2: bool,
+    ring_weights: Option<PyReadonlyArray1<'py, f64>>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<Complex64>>> {
+    let dev = self::device(device)?;
+    let ms = indices(&ms, "ms")?;
+    let rings = indices(&rings, "rings")?;
+    let w = match &ring_weights {
+        Some(w) => Some(
+            w.as_slice()
+                .map_err(|_| crate::py::errors::value_err("ring_weights must be C-contiguous"))?,
+        ),
+        None => None,
+    };
+    let sh = leg.shape().to_vec();
+    let nc = sh[0];
+    let flat = leg
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err("leg must be C-contiguous"))?;
+    let l: Vec<&[Complex64]> = if sh[1] * sh[2] == 0 {
+        vec![&flat[..0]; nc]
+    } else {
+        flat.chunks(sh[1] * sh[2]).collect()
+    };
+    let nblk: usize = ms.iter().map(|&m| (lmax + 1).saturating_sub(m)).sum();
+    let mmax = ms.last().copied().unwrap_or(0).min(lmax);
+    let out = empty_for::<Complex64>(py, &[nc, nblk], dev)?;
+    {
+        // leg2alm overwrites every coefficient
+        let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
+        let mut alm = rows_mut(data, nc, nblk);
+        compute(py, || {
+            let p = plan(nside, lmax, mmax, w)?;
+            halves::leg2alm(&p, spin2, &ms, &rings, &l, &mut alm)
+        })?;
+    }
+    Ok(out)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_alm2leg, m)?)?;
+    m.add_function(wrap_pyfunction!(_leg2map, m)?)?;
+    m.add_function(wrap_pyfunction!(_map2leg, m)?)?;
+    m.add_function(wrap_pyfunction!(_leg2alm, m)?)?;
+    Ok(())
+}
