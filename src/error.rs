@@ -23,9 +23,35 @@ pub enum Error {
     /// A CUDA call failed after the device was set up (Python `CudaError`).
     #[error("{0}")]
     Cuda(String),
+    /// Host memory for a buffer cannot be had (Python `HostMemoryError`, a `MemoryError`).
+    #[error("{}", host_memory_message(what, *bytes, *limit))]
+    HostMemory {
+        /// What the buffer was for ("the output array", "the filter kernel", ...).
+        what: String,
+        /// Bytes asked for.
+        bytes: u128,
+        /// Bytes available (MemAvailable + SwapFree), where known.
+        limit: Option<u64>,
+    },
+    /// The call was cancelled (Ctrl-C, or a progress callback raised): the binding raises the
+    /// Python exception that cancelled it.
+    #[error("the call was cancelled")]
+    Cancelled,
     /// A bug: an invariant broke or a panic was caught (Python `InternalError`).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+fn host_memory_message(what: &str, bytes: u128, limit: Option<u64>) -> String {
+    use crate::backend::alloc::human;
+    let lim = match limit {
+        Some(l) => format!(
+            "{} are available (MemAvailable + SwapFree in /proc/meminfo)",
+            human(l as u128)
+        ),
+        None => "that is more than this machine can allocate".to_string(),
+    };
+    format!("cannot allocate {what}: it needs {}; {lim}", human(bytes))
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -36,6 +62,9 @@ impl Error {
     }
     pub fn value(msg: impl Into<String>) -> Self {
         Error::Value(msg.into())
+    }
+    pub fn type_(msg: impl Into<String>) -> Self {
+        Error::Type(msg.into())
     }
     pub fn device(msg: impl Into<String>) -> Self {
         Error::Device(msg.into())

@@ -1,8 +1,11 @@
 //! Device selection, the CPU thread pool and the CUDA runtime pieces (context, NVRTC modules,
 //! staging buffers, cuFFT plans). The only place in the crate that touches cudarc.
 
+pub mod alloc;
+pub mod cancel;
 pub mod cpu_features;
 pub mod cuda;
+pub mod env;
 pub mod threads;
 
 use crate::error::{Error, Result};
@@ -92,9 +95,15 @@ pub fn resolve(requested: Option<&str>) -> Result<Device> {
                     .map_err(|_| Error::value(format!("device ordinal too large: {other:?}")))?;
                 cuda(ordinal)
             }
-            _ => Err(Error::value(format!(
-                "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {other:?}"
-            ))),
+            _ => Err(Error::value(match requested {
+                Some(_) => {
+                    format!("device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {other:?}")
+                }
+                None => format!(
+                    "environment variable SKYCONV_DEVICE must be 'auto', 'cpu', 'cuda' or \
+                     'cuda:N', got {name:?} (unset it for 'auto')"
+                ),
+            })),
         },
     }
 }

@@ -31,19 +31,22 @@ fn cores() -> usize {
     })
 }
 
-fn default_threads() -> usize {
-    std::env::var("SKYCONV_NUM_THREADS")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(cores)
+/// `SKYCONV_NUM_THREADS`, else all cores; a value that is not a positive integer is an error
+/// naming the variable.
+fn default_threads() -> Result<usize> {
+    Ok(crate::backend::env::usize_var(
+        "SKYCONV_NUM_THREADS",
+        1,
+        "a positive integer (the number of CPU threads)",
+    )?
+    .unwrap_or_else(cores))
 }
 
 /// The number of threads the pool has (or will have when next used).
-pub fn num_threads() -> usize {
+pub fn num_threads() -> Result<usize> {
     match REQUESTED.load(Ordering::Relaxed) {
         0 => default_threads(),
-        n => n,
+        n => Ok(n),
     }
 }
 
@@ -60,7 +63,7 @@ pub fn set_num_threads(n: usize) -> Result<()> {
 
 /// The pool for this process, built (or rebuilt after fork or a size change) on demand.
 pub fn pool() -> Result<Arc<ThreadPool>> {
-    let want = num_threads();
+    let want = num_threads()?;
     let pid = std::process::id();
     let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(entry) = guard.as_ref() {
@@ -92,6 +95,11 @@ pub fn pool() -> Result<Arc<ThreadPool>> {
 thread_local! {
     /// True on the worker threads of skyconv's pools (set by their start handler).
     static IN_POOL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is a worker of one of skyconv's pools.
+pub fn in_pool() -> bool {
+    IN_POOL.with(Cell::get)
 }
 
 /// Run `f` inside skyconv's pool, so rayon iterators in it use that pool. Entered once per

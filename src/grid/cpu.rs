@@ -292,6 +292,8 @@ pub fn accumulate<T: Real, O: Real>(
         Disjoint(weights.as_mut_ptr()),
     );
     let (kernel, radius) = (&setup.kernel, setup.radius);
+    let stop = crate::backend::cancel::current();
+    let stop = &stop;
     (0..nt.div_ceil(BLOCK)).into_par_iter().for_each_init(
         || Scratch {
             runs: Vec::new(),
@@ -301,6 +303,9 @@ pub fn accumulate<T: Real, O: Real>(
             sw: vec![0.0; BLOCK * nchan],
         },
         |sc, blk| {
+            if stop.is_set() {
+                return;
+            }
             let t0 = blk * BLOCK;
             let t1 = (t0 + BLOCK).min(nt);
             sc.su.fill(0.0);

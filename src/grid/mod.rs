@@ -290,6 +290,11 @@ pub fn healpix_centres(
         }
     }
     let count = pixels.map_or(npix as usize, |p| p.len());
+    crate::backend::alloc::check(
+        &format!("the pixel centres of a HEALPix target (nside={nside}, {count} pixels)"),
+        count,
+        16,
+    )?;
     let centre = |k: usize| {
         let pix = pixels.map_or(k as u64, |p| p[k] as u64);
         let ring = if nest {

@@ -4,8 +4,13 @@ use numpy::ndarray::{ArrayViewMut, IxDyn};
 use numpy::{PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::backend::alloc;
 use crate::backend::cuda::host_pool;
 use crate::backend::Device;
+use crate::error::Error;
+use crate::py::errors::to_pyerr;
 
 use crate::real::Real;
 
@@ -36,7 +41,7 @@ impl<'py> FloatArrays<'py> {
         match (f32s.is_empty(), f64s.is_empty()) {
             (true, false) => Ok(FloatArrays::F64(f64s)),
             (false, true) => Ok(FloatArrays::F32(f32s)),
-            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            _ => Err(crate::py::errors::type_err(format!(
                 "{name} must all have the same dtype (float32 or float64)"
             ))),
         }
@@ -68,12 +73,45 @@ macro_rules! with_float {
 }
 pub(crate) use with_float;
 
-/// A new uninitialised C-contiguous array of `shape`.
+/// A new uninitialised C-contiguous array of `shape` (a `HostMemoryError` when it cannot be
+/// had).
 pub fn empty<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     shape: &[usize],
-) -> Bound<'py, PyArrayDyn<T>> {
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
     empty_for(py, shape, Device::Cpu)
+}
+
+/// Run a NumPy constructor that panics when NumPy cannot allocate (rust-numpy's `new` and
+/// `zeros` do): the panic and NumPy's MemoryError become one `HostMemoryError` naming the
+/// shape and bytes. The size was checked against the limit first, so this is a last resort.
+fn numpy_alloc<'py, A>(
+    py: Python<'py>,
+    shape: &[usize],
+    bytes: usize,
+    make: impl FnOnce() -> A,
+) -> PyResult<A> {
+    catch_unwind(AssertUnwindSafe(make)).map_err(|_| {
+        let _ = PyErr::take(py);
+        to_pyerr(Error::HostMemory {
+            what: format!("an output array of shape {shape:?}"),
+            bytes: bytes as u128,
+            limit: alloc::limit(),
+        })
+    })
+}
+
+/// A new zero-filled C-contiguous array of `shape` (a `HostMemoryError` when it cannot be
+/// had).
+pub fn zeros<'py, T: numpy::Element>(
+    py: Python<'py>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let what = format!("an output array of shape {shape:?}");
+    let bytes = alloc::check_dims(&what, shape, std::mem::size_of::<T>()).map_err(to_pyerr)?;
+    numpy_alloc(py, shape, bytes, || {
+        PyArrayDyn::<T>::zeros(py, shape, false)
+    })
 }
 
 /// The shape and contiguous data of a readonly array.
@@ -82,9 +120,9 @@ pub fn parts<'a, T: numpy::Element>(
     name: &str,
 ) -> PyResult<(Vec<usize>, &'a [T])> {
     let shape = a.shape().to_vec();
-    let data = a.as_slice().map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
-    })?;
+    let data = a
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))?;
     Ok((shape, data))
 }
 
@@ -106,8 +144,12 @@ pub fn empty_for<'py, T: numpy::Element>(
     py: Python<'py>,
     shape: &[usize],
     dev: Device,
-) -> Bound<'py, PyArrayDyn<T>> {
-    let bytes = shape.iter().product::<usize>() * std::mem::size_of::<T>();
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let what = format!("an output array of shape {shape:?}");
+    let bytes = alloc::check_dims(&what, shape, std::mem::size_of::<T>()).map_err(to_pyerr)?;
+    if dev.is_cuda() {
+        host_pool::env_max_mb().map_err(to_pyerr)?;
+    }
     if let (Device::Cuda(ordinal), true) = (dev, bytes >= host_pool::MIN_BYTES) {
         if let Some(block) = host_pool::take(bytes, ordinal) {
             let ptr = block.as_ptr() as *mut T;
@@ -116,11 +158,13 @@ pub fn empty_for<'py, T: numpy::Element>(
                 // aligned), and `owner` keeps it alive (it becomes the array's base object).
                 unsafe {
                     let view = ArrayViewMut::from_shape_ptr(IxDyn(shape), ptr);
-                    return PyArrayDyn::borrow_from_array(&view, owner.into_any());
+                    return Ok(PyArrayDyn::borrow_from_array(&view, owner.into_any()));
                 }
             }
         }
     }
     // SAFETY: every caller writes all elements before returning the array to Python.
-    unsafe { PyArrayDyn::<T>::new(py, shape, false) }
+    numpy_alloc(py, shape, bytes, || unsafe {
+        PyArrayDyn::<T>::new(py, shape, false)
+    })
 }

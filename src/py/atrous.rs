@@ -1,14 +1,11 @@
 //! À trous wavelet reconstruction (skyconv.atrous_denoise).
 
-use std::sync::Mutex;
-
 use pyo3::prelude::*;
 
 use crate::backend;
 use crate::cube::atrous::{self, Params, Progress, Variant, WaveletFilter, DUCHAMP_BLANK};
-use crate::error::Error;
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute_in, to_pyerr, Call};
 use crate::real::Real;
 
 /// (reconstruction, iterations, noise, input_noise, scales, device) per unit.
@@ -30,30 +27,19 @@ fn run<'py, T: Real + numpy::Element>(
 ) -> PyResult<Answer<'py>> {
     let (shape, input) = parts(a, "data")?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
-    let out = empty::<T>(py, &shape);
+    let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
-    // An exception raised by the progress callback, re-raised after the call.
-    let raised: Mutex<Option<PyErr>> = Mutex::new(None);
+    // An exception raised by the progress callback ends the call and is re-raised unchanged.
+    let call = Call::new();
     let mut report = |p: Progress| -> crate::Result<()> {
-        let Some(cb) = progress.as_ref() else {
-            return Ok(());
-        };
-        Python::attach(|py| {
-            cb.call1(py, (p.iteration, p.active, p.units, p.noise, p.change))
-                .map(|_| ())
-        })
-        .map_err(|e| {
-            *raised.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-            Error::Value("the progress callback raised".into())
-        })
+        match progress.as_ref() {
+            Some(cb) => call.report(cb, (p.iteration, p.active, p.units, p.noise, p.change)),
+            None => Ok(()),
+        }
     };
-    let result = compute(py, || {
+    let o = compute_in(py, &call, || {
         atrous::atrous_denoise(dev, input, &shape, params, dst, &mut report)
-    });
-    if let Some(e) = raised.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        return Err(e);
-    }
-    let o = result?;
+    })?;
     Ok((
         out.into_any(),
         o.iterations,

@@ -13,8 +13,8 @@ fn set_num_threads(n: usize) -> PyResult<()> {
 }
 
 #[pyfunction]
-fn get_num_threads() -> usize {
-    threads::num_threads()
+fn get_num_threads() -> PyResult<usize> {
+    threads::num_threads().map_err(to_pyerr)
 }
 
 /// Resolve a device argument ("auto", "cpu", "cuda", "cuda:N") to the engine, "cpu" or
@@ -44,7 +44,7 @@ fn _set_cuda_search_dirs(dirs: Vec<std::path::PathBuf>) {
 fn backend_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("version", env!("CARGO_PKG_VERSION"))?;
-    d.set_item("cpu_threads", threads::num_threads())?;
+    d.set_item("cpu_threads", threads::num_threads().map_err(to_pyerr)?)?;
     let info = py.detach(cuda::info);
     let c = PyDict::new(py);
     c.set_item("available", info.available)?;

@@ -16,7 +16,7 @@ use crate::cube::stats::sofia2::Walk;
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute, compute_in, to_pyerr, Call};
 use crate::real::Real;
 
 fn range(s: &str) -> Result<Range> {
@@ -116,6 +116,14 @@ fn py_fitter(f: Option<Py<PyAny>>) -> Option<Fitter> {
 /// (spatial kind, σy, σx, spectral kind, z, use_rms0) → kernel.
 type KernelSpec = (String, f64, f64, String, f64, bool);
 
+/// `e` with the kernel it came from named (the user gave sizes, not Gaussian sigmas).
+fn in_kernel(which: &str, size: f64, e: Error) -> Error {
+    match e {
+        Error::Value(m) => Error::Value(format!("{which} kernel of size {size}: {m}")),
+        e => e,
+    }
+}
+
 fn kernel(spec: &KernelSpec) -> Result<Kernel> {
     let (sk, sy, sx, zk, z, use_rms0) = spec;
     let rule = match sk.as_str() {
@@ -132,14 +140,14 @@ fn kernel(spec: &KernelSpec) -> Result<Kernel> {
                     "boxcar width must be a whole number >= 0, got {z}"
                 )));
             }
-            kernels::spectral_boxcar(*z as usize)?
+            kernels::spectral_boxcar(*z as usize).map_err(|e| in_kernel("spectral", *z, e))?
         }
-        "gaussian" => kernels::spectral_gauss(*z)?,
+        "gaussian" => kernels::spectral_gauss(*z).map_err(|e| in_kernel("spectral", *z, e))?,
         _ => return Err(Error::value(format!("unknown spectral kernel {zk:?}"))),
     };
     Ok(Kernel {
-        y: kernels::spatial_by(*sy, rule)?,
-        x: kernels::spatial_by(*sx, rule)?,
+        y: kernels::spatial_by(*sy, rule).map_err(|e| in_kernel("spatial (y)", *sy, e))?,
+        x: kernels::spatial_by(*sx, rule).map_err(|e| in_kernel("spatial (x)", *sx, e))?,
         z: zf,
         use_rms0: *use_rms0,
     })
@@ -207,17 +215,16 @@ fn scfind_typed<T: Real + numpy::Element>(
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let m = mask
         .as_slice_mut()
-        .map_err(|_| pyo3::exceptions::PyValueError::new_err("mask must be C-contiguous"))?;
+        .map_err(|_| crate::py::errors::value_err("mask must be C-contiguous"))?;
+    // An exception raised by the progress callback ends the call and is re-raised unchanged
+    // (the same rule as every other function that takes a callback).
+    let call = Call::new();
     let report = |k: usize, rms: f64| {
         if let Some(cb) = &progress {
-            Python::attach(|py| {
-                if let Err(e) = cb.bind(py).call1((k, rms)) {
-                    e.write_unraisable(py, None);
-                }
-            });
+            let _ = call.report(cb, (k, rms));
         }
     };
-    let out = compute(py, || scfind::run(dev, data, &plan, m, &report))?;
+    let out = compute_in(py, &call, || scfind::run(dev, data, &plan, m, &report))?;
     Ok((out.rms0, out.rms))
 }
 
@@ -419,7 +426,7 @@ fn stage_typed<'py, T: Real + numpy::Element>(
         return Err(to_pyerr(Error::shape("mask must have the cube's shape")));
     }
     let plan = stage_plan(&shape, spec, mode, replace, exact).map_err(to_pyerr)?;
-    let out = empty::<T>(py, &shape);
+    let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
     compute(py, || {
         let v = if spatial {

@@ -2,12 +2,16 @@
 //! `ShapeError` can subclass both `SkyconvError` and `ValueError`); each is looked up once.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
+use crate::backend::cancel::{self, Token};
 use crate::error::Error;
 
 /// The module that defines skyconv's exception classes.
@@ -39,43 +43,159 @@ impl Class {
 }
 
 static SHAPE_ERROR: Class = Class::new("ShapeError");
+static ARGUMENT_ERROR: Class = Class::new("ArgumentError");
+static ARGUMENT_TYPE_ERROR: Class = Class::new("ArgumentTypeError");
+static HOST_MEMORY_ERROR: Class = Class::new("HostMemoryError");
 static DEVICE_ERROR: Class = Class::new("DeviceError");
 static GPU_MEMORY_ERROR: Class = Class::new("GpuMemoryError");
 static CUDA_ERROR: Class = Class::new("CudaError");
 static INTERNAL_ERROR: Class = Class::new("InternalError");
 
+/// The Python exception for a core error: every kind is one of skyconv's classes (all derive
+/// from `SkyconvError`, and from `ValueError` / `TypeError` / `MemoryError` where the builtin
+/// applies), so that nothing the core raises is a plain builtin.
 pub fn to_pyerr(e: Error) -> PyErr {
     Python::attach(|py| match e {
         Error::Shape(m) => SHAPE_ERROR.err(py, m),
-        Error::Value(m) => PyValueError::new_err(m),
-        Error::Type(m) => PyTypeError::new_err(m),
+        Error::Value(m) => ARGUMENT_ERROR.err(py, m),
+        Error::Type(m) => ARGUMENT_TYPE_ERROR.err(py, m),
+        e @ Error::HostMemory { .. } => HOST_MEMORY_ERROR.err(py, e.to_string()),
         Error::Device(m) => DEVICE_ERROR.err(py, m),
         Error::GpuMemory(m) => GPU_MEMORY_ERROR.err(py, m),
         Error::Cuda(m) => CUDA_ERROR.err(py, m),
+        // Reached only when Rust code cancelled a call without a Python exception behind it.
+        e @ Error::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),
         e @ Error::Internal(_) => INTERNAL_ERROR.err(py, e.to_string()),
     })
 }
 
+/// `skyconv.ArgumentError(msg)` (a `ValueError`): a bad argument value found in a binding.
+pub fn value_err(msg: impl Into<String>) -> PyErr {
+    to_pyerr(Error::value(msg))
+}
+
+/// `skyconv.ArgumentTypeError(msg)` (a `TypeError`): an argument of the wrong type or dtype.
+pub fn type_err(msg: impl Into<String>) -> PyErr {
+    to_pyerr(Error::type_(msg))
+}
+
+/// How often the calling thread looks for Ctrl-C while a call runs.
+const POLL: Duration = Duration::from_millis(20);
+
+/// One call from Python: its cancel token and the Python exception that ended it early
+/// (KeyboardInterrupt from Ctrl-C, or whatever a progress callback raised).
+#[derive(Default)]
+pub struct Call {
+    token: Token,
+    raised: Mutex<Option<PyErr>>,
+}
+
+impl Call {
+    pub fn new() -> Self {
+        Call::default()
+    }
+
+    /// End the call with `e` (the first exception wins) and tell the engine to stop.
+    pub fn fail(&self, e: PyErr) {
+        let mut slot = self.raised.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.token.cancel();
+    }
+
+    /// Call a progress callback with `args` (from any thread). Its exception ends the call:
+    /// the engine stops at its next poll and the binding re-raises the exception unchanged —
+    /// the one rule for every function that takes a callback. Returns `Err(Cancelled)` then.
+    pub fn report<A>(&self, cb: &Py<PyAny>, args: A) -> crate::Result<()>
+    where
+        A: for<'py> pyo3::call::PyCallArgs<'py>,
+    {
+        if self.token.is_set() {
+            return Err(Error::Cancelled);
+        }
+        Python::attach(|py| match cb.call1(py, args) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.fail(e);
+                Err(Error::Cancelled)
+            }
+        })
+    }
+
+    fn take_raised(&self) -> Option<PyErr> {
+        self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// Run `f`, turning a panic into `Error::Internal`.
+fn catching<T>(f: impl FnOnce() -> crate::Result<T>) -> crate::Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::Internal(format!("a Rust panic was caught: {what}")))
+        }
+    }
+}
+
 /// Run `f` with the GIL released, inside skyconv's thread pool, turning errors and panics into
-/// Python exceptions. Every binding that computes goes through here.
+/// Python exceptions. Every binding that computes goes through here (or [`compute_in`]).
 pub fn compute<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> crate::Result<T> + Send,
 ) -> PyResult<T> {
+    compute_in(py, &Call::new(), f)
+}
+
+/// [`compute`] for a call whose progress callbacks go through `call.report`: `f` runs on a
+/// worker of skyconv's pool with `call`'s token as its current token, while this thread
+/// waits and looks for Ctrl-C every 20 ms. On Ctrl-C (or a raising callback) the token is set,
+/// the engine stops at its next poll, its threads and buffers are released, and the Python
+/// exception is raised here — whatever `f` returned.
+pub fn compute_in<T: Send>(
+    py: Python<'_>,
+    call: &Call,
+    f: impl FnOnce() -> crate::Result<T> + Send,
+) -> PyResult<T> {
+    let token = call.token.clone();
     let out = py.detach(|| {
-        let caught = catch_unwind(AssertUnwindSafe(|| crate::backend::threads::install(f)));
-        match caught {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => Err(e),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(Error::Internal(format!("a Rust panic was caught: {what}")))
-            }
+        if crate::backend::threads::in_pool() {
+            // Called back into from a worker (a callback that calls skyconv): run in place.
+            let _g = cancel::enter(token.clone());
+            return catching(f);
         }
+        let pool = crate::backend::threads::pool()?;
+        let (tx, rx) = mpsc::sync_channel::<crate::Result<T>>(1);
+        pool.in_place_scope(|s| {
+            let tok = token.clone();
+            s.spawn(move |_| {
+                let _g = cancel::enter(tok);
+                let _ = tx.send(catching(f));
+            });
+            loop {
+                match rx.recv_timeout(POLL) {
+                    Ok(r) => return r,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if !token.is_set() {
+                            if let Err(e) = Python::attach(|py| py.check_signals()) {
+                                call.fail(e);
+                            }
+                        }
+                    }
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(Error::Internal("the worker ended without a result".into()))
+                    }
+                }
+            }
+        })
     });
+    if let Some(e) = call.take_raised() {
+        return Err(e);
+    }
     out.map_err(to_pyerr)
 }

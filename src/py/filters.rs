@@ -17,7 +17,7 @@ fn run<'py, T: Real + numpy::Element>(
 ) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
     let (shape, input) = parts(a, "input")?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
-    let out = empty::<T>(py, &shape);
+    let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
     compute(py, || filters::apply(dev, input, &shape, &pass, dst))?;
     Ok(out)
@@ -138,7 +138,7 @@ fn chain<'py, T: Real + numpy::Element>(
 ) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
     let (shape, input) = parts(a, "input")?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
-    let out = empty::<T>(py, &shape);
+    let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
     compute(py, || filters::apply_chain(dev, input, &shape, passes, dst))?;
     Ok(out)

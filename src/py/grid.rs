@@ -1,7 +1,7 @@
 //! Gridding bindings (skyconv.grid, skyconv.compat.cygrid). Argument checks live in Python.
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadwriteArrayDyn};
-use pyo3::exceptions::PyValueError;
+
 use pyo3::prelude::*;
 
 use crate::backend;
@@ -19,14 +19,14 @@ enum Acc<'py> {
 
 fn slice1<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64]> {
     a.as_slice()
-        .map_err(|_| PyValueError::new_err(format!("{name} must be C-contiguous")))
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))
 }
 
 fn acc_slice<'a, O: Real + numpy::Element>(
     a: &'a mut PyReadwriteArrayDyn<'_, O>,
 ) -> PyResult<&'a mut [O]> {
     a.as_slice_mut()
-        .map_err(|_| PyValueError::new_err("accumulators must be C-contiguous"))
+        .map_err(|_| crate::py::errors::value_err("accumulators must be C-contiguous"))
 }
 
 struct Call<'a> {
@@ -94,7 +94,7 @@ fn run<'py, T: Real + numpy::Element>(
     match (unweighted, weight_sums) {
         (Acc::F32(u), Acc::F32(w)) => go!(u, w),
         (Acc::F64(u), Acc::F64(w)) => go!(u, w),
-        _ => Err(PyValueError::new_err(
+        _ => Err(crate::py::errors::value_err(
             "unweighted and weight accumulators must share a dtype",
         )),
     }
@@ -136,7 +136,9 @@ fn _grid_accumulate<'py>(
         (FloatArray::F64(d), None) => run(py, &call, &d, None, u, w),
         (FloatArray::F32(d), Some(FloatArray::F32(ws))) => run(py, &call, &d, Some(&ws), u, w),
         (FloatArray::F64(d), Some(FloatArray::F64(ws))) => run(py, &call, &d, Some(&ws), u, w),
-        _ => Err(PyValueError::new_err("data and weights must share a dtype")),
+        _ => Err(crate::py::errors::value_err(
+            "data and weights must share a dtype",
+        )),
     }
 }
 
@@ -156,7 +158,7 @@ fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
     weights: Option<&numpy::PyReadonlyArrayDyn<'py, T>>,
 ) -> PyResult<Outputs<'py>> {
     let samples = samples(call, data, weights)?;
-    let cube = empty_for::<O>(py, &[samples.nchan, call.tlons.len()], call.device);
+    let cube = empty_for::<O>(py, &[samples.nchan, call.tlons.len()], call.device)?;
     let c = data_mut(&cube);
     let mut wsum = Vec::new();
     let usum = compute(py, || {
@@ -215,7 +217,7 @@ fn _grid_once<'py>(
         "float32" => false,
         "float64" => true,
         _ => {
-            return Err(PyValueError::new_err(format!(
+            return Err(crate::py::errors::value_err(format!(
                 "dtype must be 'float32' or 'float64', got {dtype:?}"
             )))
         }
@@ -234,7 +236,9 @@ fn _grid_once<'py>(
         (FloatArray::F64(d), None) => once_any(py, &call, &d, None, out64),
         (FloatArray::F32(d), Some(FloatArray::F32(w))) => once_any(py, &call, &d, Some(&w), out64),
         (FloatArray::F64(d), Some(FloatArray::F64(w))) => once_any(py, &call, &d, Some(&w), out64),
-        _ => Err(PyValueError::new_err("data and weights must share a dtype")),
+        _ => Err(crate::py::errors::value_err(
+            "data and weights must share a dtype",
+        )),
     }
 }
 
@@ -281,7 +285,7 @@ fn finish_any<'py, O: Real + numpy::Element>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let (shape, us) = parts(u, "unweighted")?;
     let (_, ws) = parts(w, "weights")?;
-    let out = empty::<O>(py, &shape);
+    let out = empty::<O>(py, &shape)?;
     let dst = data_mut(&out);
     compute(py, || grid::finish(us, ws, dst))?;
     Ok(out.into_any())
@@ -297,7 +301,7 @@ fn _grid_finish<'py>(
     match (unweighted, weights) {
         (FloatArray::F32(u), FloatArray::F32(w)) => finish_any(py, &u, &w),
         (FloatArray::F64(u), FloatArray::F64(w)) => finish_any(py, &u, &w),
-        _ => Err(PyValueError::new_err(
+        _ => Err(crate::py::errors::value_err(
             "unweighted and weights must share a dtype",
         )),
     }
@@ -317,7 +321,7 @@ fn _healpix_centres<'py>(
     let pix = match &pixels {
         Some(p) => Some(
             p.as_slice()
-                .map_err(|_| PyValueError::new_err("pixels must be C-contiguous"))?,
+                .map_err(|_| crate::py::errors::value_err("pixels must be C-contiguous"))?,
         ),
         None => None,
     };

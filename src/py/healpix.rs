@@ -13,8 +13,8 @@ type I64Array<'py> = Bound<'py, PyArrayDyn<i64>>;
 
 /// A new int64 array of `shape` (zeroed: there is no uninitialised constructor for ints
 /// that `arrays::empty` covers, and the memset is negligible next to the work).
-fn zeros_i64<'py>(py: Python<'py>, shape: &[usize]) -> I64Array<'py> {
-    PyArrayDyn::<i64>::zeros(py, shape, false)
+fn zeros_i64<'py>(py: Python<'py>, shape: &[usize]) -> PyResult<I64Array<'py>> {
+    crate::py::arrays::zeros::<i64>(py, shape)
 }
 
 /// Run `f(input, output)` over an int64 array producing an int64 array of the same shape.
@@ -24,7 +24,7 @@ fn map_i64<'py>(
     f: impl FnOnce(&[i64], &mut [i64]) -> crate::Result<()> + Send,
 ) -> PyResult<I64Array<'py>> {
     let (shape, pix) = parts(ipix, "ipix")?;
-    let out = zeros_i64(py, &shape);
+    let out = zeros_i64(py, &shape)?;
     {
         let mut rw = out.readwrite();
         let dst = rw.as_slice_mut().expect("new arrays are contiguous");
@@ -41,8 +41,8 @@ fn _healpix_pix2ang<'py>(
     nest: bool,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let (shape, pix) = parts(&ipix, "ipix")?;
-    let theta = empty::<f64>(py, &shape);
-    let phi = empty::<f64>(py, &shape);
+    let theta = empty::<f64>(py, &shape)?;
+    let phi = empty::<f64>(py, &shape)?;
     let (t, p) = (data_mut(&theta), data_mut(&phi));
     compute(py, || healpix::pix2ang_slice(nside, nest, pix, t, p))?;
     Ok((theta, phi))
@@ -63,7 +63,7 @@ fn _healpix_ang2pix<'py>(
             "theta and phi must have the same shape, got {shape:?} and {pshape:?}"
         ))));
     }
-    let out = zeros_i64(py, &shape);
+    let out = zeros_i64(py, &shape)?;
     {
         let mut rw = out.readwrite();
         let dst = rw.as_slice_mut().expect("new arrays are contiguous");
@@ -89,7 +89,7 @@ fn _healpix_vec2pix<'py>(
             "x, y and z must have the same shape, got {shape:?}, {yshape:?} and {zshape:?}"
         ))));
     }
-    let out = zeros_i64(py, &shape);
+    let out = zeros_i64(py, &shape)?;
     {
         let mut rw = out.readwrite();
         let dst = rw.as_slice_mut().expect("new arrays are contiguous");
@@ -132,6 +132,13 @@ fn _healpix_ring_info(
 )> {
     let rings: Vec<Ring> = compute(py, || {
         healpix::check_nside(nside, false)?;
+        // the ring table and its six columns, refused before anything is built
+        let nrings = (4 * nside).saturating_sub(1) as usize;
+        crate::backend::alloc::check(
+            &format!("ring_info's tables for nside={nside} ({nrings} rings)"),
+            nrings,
+            std::mem::size_of::<Ring>() + 6 * 8,
+        )?;
         Ok(healpix::rings(nside))
     })?;
     let col = |f: fn(&Ring) -> f64| PyArray1::from_iter(py, rings.iter().map(f));

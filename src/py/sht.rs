@@ -17,9 +17,8 @@ fn slices<'a, T: numpy::Element>(
 ) -> PyResult<Vec<&'a [T]>> {
     arrs.iter()
         .map(|a| {
-            a.as_slice().map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
-            })
+            a.as_slice()
+                .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))
         })
         .collect()
 }
@@ -39,9 +38,11 @@ fn _alm2map<'py>(
     let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let a = slices(&alms, "alms")?;
+    crate::backend::alloc::check_dims("the output maps", &[a.len(), 12, nside, nside], 8)
+        .map_err(to_pyerr)?;
     let npix = 12 * nside * nside;
     // every element is written by the transform before the array is returned
-    let out = empty_for::<f64>(py, &[a.len(), npix], dev);
+    let out = empty_for::<f64>(py, &[a.len(), npix], dev)?;
     {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps: Vec<&mut [f64]> = data.chunks_mut(npix.max(1)).collect();
@@ -64,7 +65,7 @@ fn run_map2alm<'py, T: Real + numpy::Element>(
         .collect::<PyResult<_>>()?;
     let n = lay.size();
     // map2alm overwrites every coefficient
-    let out = empty_for::<Complex64>(py, &[m.len(), n], dev);
+    let out = empty_for::<Complex64>(py, &[m.len(), n], dev)?;
     {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alms: Vec<&mut [Complex64]> = data.chunks_mut(n).collect();
@@ -93,9 +94,10 @@ fn _map2alm<'py>(
 ) -> PyResult<Bound<'py, PyArrayDyn<Complex64>>> {
     let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
     let w = match &ring_weights {
-        Some(w) => Some(w.as_slice().map_err(|_| {
-            pyo3::exceptions::PyValueError::new_err("ring_weights must be C-contiguous")
-        })?),
+        Some(w) => Some(
+            w.as_slice()
+                .map_err(|_| crate::py::errors::value_err("ring_weights must be C-contiguous"))?,
+        ),
         None => None,
     };
     let args = (nside, lay, iter, pol, w, device);
@@ -143,7 +145,7 @@ fn _alm2map_multi<'py>(
     let npix = 12 * nside * nside;
     let dev = backend::Device::Cpu; // host output
                                     // every pixel is written by the ring stage
-    let out = empty_for::<f64>(py, &[a.len(), npix], dev);
+    let out = empty_for::<f64>(py, &[a.len(), npix], dev)?;
     let st = {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps: Vec<&mut [f64]> = data.chunks_mut(npix.max(1)).collect();
@@ -175,14 +177,15 @@ fn _map2alm_multi<'py>(
 ) -> PyResult<(Bound<'py, PyArrayDyn<Complex64>>, Bound<'py, PyDict>)> {
     let lay = AlmLayout::new(lmax, mmax).map_err(to_pyerr)?;
     let w = match &ring_weights {
-        Some(w) => Some(w.as_slice().map_err(|_| {
-            pyo3::exceptions::PyValueError::new_err("ring_weights must be C-contiguous")
-        })?),
+        Some(w) => Some(
+            w.as_slice()
+                .map_err(|_| crate::py::errors::value_err("ring_weights must be C-contiguous"))?,
+        ),
         None => None,
     };
     let m = slices(&maps, "maps")?;
     let n = lay.size();
-    let out = empty_for::<Complex64>(py, &[m.len(), n], backend::Device::Cpu);
+    let out = empty_for::<Complex64>(py, &[m.len(), n], backend::Device::Cpu)?;
     let st = {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alms: Vec<&mut [Complex64]> = data.chunks_mut(n.max(1)).collect();

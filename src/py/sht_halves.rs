@@ -16,9 +16,9 @@ use crate::sht::cuda::halves as cuda_halves;
 use crate::sht::{halves, AlmLayout, Plan};
 
 fn indices(a: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<usize>> {
-    let s = a.as_slice().map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
-    })?;
+    let s = a
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))?;
     s.iter()
         .map(|&v| {
             usize::try_from(v)
@@ -32,9 +32,9 @@ fn rows<'a, T: numpy::Element>(
     name: &str,
 ) -> PyResult<Vec<&'a [T]>> {
     let n = a.shape()[1];
-    let s = a.as_slice().map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
-    })?;
+    let s = a
+        .as_slice()
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))?;
     Ok(if n == 0 {
         vec![&s[..0]; a.shape()[0]]
     } else {
@@ -81,7 +81,7 @@ fn _alm2leg<'py>(
     let a = rows(&alm, "alm")?;
     let (nc, nr, nm) = (a.len(), rings.len(), ms.len());
     let mmax = ms.last().copied().unwrap_or(0).min(lmax);
-    let out = empty_for::<Complex64>(py, &[nc, nr, nm], dev);
+    let out = empty_for::<Complex64>(py, &[nc, nr, nm], dev)?;
     {
         // alm2leg writes every element
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
@@ -118,7 +118,7 @@ fn _leg2map<'py>(
     }
     let flat = leg
         .as_slice()
-        .map_err(|_| pyo3::exceptions::PyValueError::new_err("leg must be C-contiguous"))?;
+        .map_err(|_| crate::py::errors::value_err("leg must be C-contiguous"))?;
     let l: Vec<&[Complex64]> = if sh[1] == 0 {
         vec![&flat[..0]; nc]
     } else {
@@ -129,7 +129,7 @@ fn _leg2map<'py>(
         .iter()
         .map(|&r| p.rings.get(r).map_or(0, |g| g.nphi))
         .sum();
-    let out = empty_for::<f64>(py, &[nc, npix], dev);
+    let out = empty_for::<f64>(py, &[nc, npix], dev)?;
     {
         // leg2map writes every pixel
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
@@ -160,7 +160,7 @@ fn _map2leg<'py>(
     let m = rows(&maps, "maps")?;
     let (nc, nr) = (m.len(), rings.len());
     let p = plan(nside, 0, 0, None).map_err(to_pyerr)?;
-    let out = empty_for::<Complex64>(py, &[nc, nr, mmax + 1], dev);
+    let out = empty_for::<Complex64>(py, &[nc, nr, mmax + 1], dev)?;
     {
         // map2leg writes every element
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
@@ -194,16 +194,17 @@ fn _leg2alm<'py>(
     let ms = indices(&ms, "ms")?;
     let rings = indices(&rings, "rings")?;
     let w = match &ring_weights {
-        Some(w) => Some(w.as_slice().map_err(|_| {
-            pyo3::exceptions::PyValueError::new_err("ring_weights must be C-contiguous")
-        })?),
+        Some(w) => Some(
+            w.as_slice()
+                .map_err(|_| crate::py::errors::value_err("ring_weights must be C-contiguous"))?,
+        ),
         None => None,
     };
     let sh = leg.shape().to_vec();
     let nc = sh[0];
     let flat = leg
         .as_slice()
-        .map_err(|_| pyo3::exceptions::PyValueError::new_err("leg must be C-contiguous"))?;
+        .map_err(|_| crate::py::errors::value_err("leg must be C-contiguous"))?;
     let l: Vec<&[Complex64]> = if sh[1] * sh[2] == 0 {
         vec![&flat[..0]; nc]
     } else {
@@ -211,7 +212,7 @@ fn _leg2alm<'py>(
     };
     let nblk: usize = ms.iter().map(|&m| (lmax + 1).saturating_sub(m)).sum();
     let mmax = ms.last().copied().unwrap_or(0).min(lmax);
-    let out = empty_for::<Complex64>(py, &[nc, nblk], dev);
+    let out = empty_for::<Complex64>(py, &[nc, nblk], dev)?;
     {
         // leg2alm overwrites every coefficient
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");

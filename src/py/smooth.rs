@@ -15,9 +15,8 @@ type Profiles<'a> = [(&'a [f64], &'a [f64])];
 type ProfilePair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
 fn slice1<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64]> {
-    a.as_slice().map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!("{name} must be C-contiguous"))
-    })
+    a.as_slice()
+        .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))
 }
 
 fn ring_run<'py, T: Real + numpy::Element>(
@@ -28,7 +27,7 @@ fn ring_run<'py, T: Real + numpy::Element>(
     let (nside, theta, values, device) = args;
     let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
     let (shape, m) = parts(map, "map")?;
-    let out = empty_for::<f64>(py, &shape, dev);
+    let out = empty_for::<f64>(py, &shape, dev)?;
     let dst = data_mut(&out);
     compute(py, || {
         let m64: std::borrow::Cow<[f64]> =
@@ -74,7 +73,7 @@ fn beams_run<'py, T: Real + numpy::Element>(
     let (shape, m) = parts(map, "map")?;
     let mut oshape = vec![profiles.len()];
     oshape.extend_from_slice(&shape);
-    let out = empty_for::<f64>(py, &oshape, dev);
+    let out = empty_for::<f64>(py, &oshape, dev)?;
     let dst = data_mut(&out);
     compute(py, || {
         let m64: std::borrow::Cow<[f64]> =
@@ -106,7 +105,7 @@ fn _smooth_ring_beams<'py>(
     device: Option<&str>,
 ) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
     if thetas.len() != values.len() || thetas.is_empty() {
-        return Err(pyo3::exceptions::PyValueError::new_err(
+        return Err(crate::py::errors::value_err(
             "thetas and values must be non-empty lists of one length",
         ));
     }
@@ -138,7 +137,7 @@ fn _kernel_profile<'py>(
             compute(py, || profile::from_window(b, tol))?
         }
         _ => {
-            return Err(pyo3::exceptions::PyValueError::new_err(
+            return Err(crate::py::errors::value_err(
                 "give exactly one of fwhm and beam_window",
             ))
         }
@@ -204,7 +203,7 @@ fn missing_run<'py, T: Real + numpy::Element>(
     map: &numpy::PyReadonlyArrayDyn<'py, T>,
 ) -> PyResult<Option<Bound<'py, PyArrayDyn<bool>>>> {
     let (shape, m) = parts(map, "m")?;
-    let out = PyArrayDyn::<bool>::zeros(py, &shape[..], false);
+    let out = crate::py::arrays::zeros::<bool>(py, &shape[..])?;
     let n = {
         let mut rw = out.readwrite();
         let dst = rw.as_slice_mut().expect("new arrays are contiguous");

@@ -37,7 +37,7 @@ fn _select_kth(
         "negative" => Range::Negative,
         "positive" => Range::Positive,
         other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            return Err(crate::py::errors::value_err(format!(
                 "range must be 'all', 'negative' or 'positive', got {other:?}"
             )))
         }

@@ -632,21 +632,32 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
     let level = simd_level();
     let acols = columns_ref(plan.lay, alms);
     let ptrs: Vec<Disjoint<f64>> = maps.iter_mut().map(|m| Disjoint(m.as_mut_ptr())).collect();
+    let stop = crate::backend::cancel::current();
+    let stop = &stop;
     for ch in chunks(plan, ncomp) {
+        if stop.is_set() {
+            return;
+        }
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
         let phase = &mut phase_buf[..];
-        phase
-            .par_chunks_mut(ncomp * nrc)
-            .enumerate()
-            .for_each_init(LegScratch::default, |sc, (m, ph)| {
+        phase.par_chunks_mut(ncomp * nrc).enumerate().for_each_init(
+            LegScratch::default,
+            |sc, (m, ph)| {
+                if stop.is_set() {
+                    return;
+                }
                 synth_one(level, plan, &ch, jobs, &acols[m], m, sc, ph)
-            });
+            },
+        );
         let phase = &phase;
         let ptrs = &ptrs;
         (0..ch.np())
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {
+                if stop.is_set() {
+                    return;
+                }
                 let pr = &plan.pairs[ch.pairs[pl]];
                 let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
@@ -893,13 +904,21 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
     let mmax = plan.lay.mmax;
     let level = simd_level();
     let mut cols = columns(plan, alms);
+    let stop = crate::backend::cancel::current();
+    let stop = &stop;
     for ch in chunks(plan, ncomp) {
+        if stop.is_set() {
+            return;
+        }
         let nrc = ch.nrc();
         let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
         let pp = Disjoint(phase_buf.as_mut_ptr());
         (0..ch.np())
             .into_par_iter()
             .for_each_init(FftScratch::default, |fs, pl| {
+                if stop.is_set() {
+                    return;
+                }
                 let pr = &plan.pairs[ch.pairs[pl]];
                 let ring = &plan.rings[pr.north];
                 let nphi = ring.nphi;
@@ -931,6 +950,9 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
         cols.par_iter_mut()
             .enumerate()
             .for_each_init(LegScratch::default, |sc, (m, col)| {
+                if stop.is_set() {
+                    return;
+                }
                 let ph = &phase[m * ncomp * nrc..(m + 1) * ncomp * nrc];
                 anal_one(level, plan, &ch, jobs, ph, m, sc, col)
             });

@@ -127,10 +127,17 @@ impl Plan {
 /// Ring pairs per chunk forced by SKYCONV_SHT_CHUNK_PAIRS (for testing the chunked paths), else
 /// None (each engine sizes chunks by its memory budget).
 pub fn forced_chunk_pairs() -> Option<usize> {
-    std::env::var("SKYCONV_SHT_CHUNK_PAIRS")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
+    checked_chunk_pairs().ok().flatten()
+}
+
+/// SKYCONV_SHT_CHUNK_PAIRS, checked: the transforms read it through here at their entry, so
+/// that a bad value is an error naming the variable.
+fn checked_chunk_pairs() -> Result<Option<usize>> {
+    crate::backend::env::usize_var(
+        "SKYCONV_SHT_CHUNK_PAIRS",
+        1,
+        "a positive integer (ring pairs per chunk)",
+    )
 }
 
 fn check_inputs(plan: &Plan, jobs: &[Job], nalm: usize, nmap: usize) -> Result<()> {
@@ -161,6 +168,7 @@ pub fn alm2map(
     if alms.len() != maps.len() || alms.is_empty() {
         return Err(Error::shape("alm2map: need as many maps as alm arrays"));
     }
+    checked_chunk_pairs()?;
     let plan = Plan::new(nside, lay, None)?;
     for a in alms {
         if a.len() != lay.size() {
@@ -209,6 +217,7 @@ pub fn map2alm<T: Real>(
     if alms.len() != maps.len() || maps.is_empty() {
         return Err(Error::shape("map2alm: need as many alm arrays as maps"));
     }
+    checked_chunk_pairs()?;
     let plan = Plan::new(nside, lay, ring_weights)?;
     for m in maps {
         if m.len() != plan.npix {
@@ -277,7 +286,8 @@ pub fn clean_map<T: Real>(m: &[T]) -> Cow<'_, [f64]> {
 
 fn map2alm_cpu(plan: &Plan, jobs: &[Job], maps: &[&[f64]], iter: usize, alms: &mut [&mut [C64]]) {
     cpu::map2alm(plan, jobs, maps, alms);
-    if iter == 0 {
+    let stop = crate::backend::cancel::current();
+    if iter == 0 || stop.is_set() {
         return;
     }
     let nc = maps.len();
@@ -286,10 +296,16 @@ fn map2alm_cpu(plan: &Plan, jobs: &[Job], maps: &[&[f64]], iter: usize, alms: &m
         .map(|_| vec![C64::new(0.0, 0.0); plan.lay.size()])
         .collect();
     for _ in 0..iter {
+        if stop.is_set() {
+            return;
+        }
         {
             let a: Vec<&[C64]> = alms.iter().map(|a| &a[..]).collect();
             let mut r: Vec<&mut [f64]> = resid.iter_mut().map(|r| &mut r[..]).collect();
             cpu::alm2map(plan, jobs, &a, &mut r);
+        }
+        if stop.is_set() {
+            return;
         }
         use rayon::prelude::*;
         for (r, m) in resid.iter_mut().zip(maps) {

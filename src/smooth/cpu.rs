@@ -175,7 +175,11 @@ pub fn convolve_many(plan: &RingPlan, maps: &[&[f64]], outs: &mut [&mut [f64]]) 
     let mut spec: Vec<C64> = Vec::new();
     let ops: Vec<Disjoint<f64>> = outs.iter_mut().map(|o| Disjoint(o.as_mut_ptr())).collect();
     let ops = &ops[..];
+    let stop = crate::backend::cancel::current();
     for block in plan.outputs.chunks(chunk) {
+        if stop.is_set() {
+            return;
+        }
         let lo = block.iter().map(|o| o.lo).min().unwrap_or(0);
         let hi = block.iter().map(|o| o.hi).max().unwrap_or(0);
         let mut need: Vec<usize> = (lo..=hi).chain(nr - 1 - hi..=nr - 1 - lo).collect();

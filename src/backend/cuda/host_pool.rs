@@ -50,10 +50,16 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
     live: BTreeMap::new(),
 });
 
+/// `SKYCONV_PINNED_MAX_MB`, checked (an error naming the variable when it is not a whole
+/// number); the output allocation of a GPU call reads it through here first.
+pub fn env_max_mb() -> crate::Result<Option<usize>> {
+    crate::backend::env::usize_var("SKYCONV_PINNED_MAX_MB", 0, "a whole number of MiB (0: off)")
+}
+
 fn max_bytes() -> usize {
-    std::env::var("SKYCONV_PINNED_MAX_MB")
+    env_max_mb()
         .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
+        .flatten()
         .unwrap_or_else(|| DEFAULT_MAX_MB.min(mem_total_mb().map_or(0, |m| m / 4)))
         << 20
 }

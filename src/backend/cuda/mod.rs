@@ -331,10 +331,11 @@ impl Gpu {
     pub fn budget(&self) -> Result<usize> {
         let (free, _) = self.mem_info()?;
         let mut budget = free / 10 * 8;
-        if let Some(limit) = std::env::var("SKYCONV_GPU_MEMORY_LIMIT")
-            .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-        {
+        if let Some(limit) = crate::backend::env::usize_var(
+            "SKYCONV_GPU_MEMORY_LIMIT",
+            0,
+            "a whole number of bytes",
+        )? {
             budget = budget.min(limit);
         }
         Ok(budget)

@@ -571,6 +571,7 @@ impl State {
         let iteration = self.iteration;
         e.start(plan.blank_coefficient(iteration))?;
         for s in 1..=plan.loop_scales {
+            crate::backend::cancel::check()?;
             e.scale(s)?;
             if plan.kept(s) {
                 let center = centers(e, Buf::Work, p.robust, &self.count, &self.active)?;

@@ -14,12 +14,18 @@ const BLOCK: usize = 256;
 
 /// Apply one pass on the current rayon pool.
 pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) {
+    let stop = crate::backend::cancel::current();
+    let stop = &stop;
     if view.inner == 1 {
         out.par_chunks_mut(view.n)
             .zip(input.par_chunks(view.n))
             .for_each_init(
                 || (Vec::new(), Vec::new()),
-                |(ext, acc), (o, x)| line(x, pass, ext, acc, o),
+                |(ext, acc), (o, x)| {
+                    if !stop.is_set() {
+                        line(x, pass, ext, acc, o)
+                    }
+                },
             );
     } else {
         let blocks = view.inner.div_ceil(BLOCK);
@@ -27,10 +33,13 @@ pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) {
         (0..view.outer * blocks).into_par_iter().for_each_init(
             || vec![0f64; BLOCK],
             |acc, t| {
+                if stop.is_set() {
+                    return;
+                }
                 let (o, b) = (t / blocks, t % blocks);
                 let k0 = b * BLOCK;
                 let width = BLOCK.min(view.inner - k0);
-                columns(input, view, pass, o, k0, &mut acc[..width], ptr);
+                columns(input, view, pass, o, k0, &mut acc[..width], ptr, stop);
             },
         );
     }
@@ -76,6 +85,7 @@ fn line<T: Real>(x: &[T], pass: &Pass, ext: &mut Vec<f64>, acc: &mut Vec<f64>, o
 }
 
 /// Filter columns `k0 .. k0+acc.len()` of outer slab `o` along the middle axis.
+#[allow(clippy::too_many_arguments)]
 fn columns<T: Real>(
     input: &[T],
     view: AxisView,
@@ -84,6 +94,7 @@ fn columns<T: Real>(
     k0: usize,
     acc: &mut [f64],
     out: Disjoint<T>,
+    stop: &crate::backend::cancel::Token,
 ) {
     let f: &Filter1d = &pass.filter;
     let width = acc.len();
@@ -131,6 +142,9 @@ fn columns<T: Real>(
         return;
     }
     for i in 0..view.n {
+        if stop.is_set() {
+            return;
+        }
         acc.iter_mut().for_each(|a| *a = 0.0);
         for (j, &w) in f.weights.iter().enumerate() {
             add(acc, i as isize + f.offset + (j * f.step) as isize, w);

@@ -92,6 +92,33 @@ pub fn extend_index(p: isize, n: usize, mode: Mode) -> Option<usize> {
     Some(i as usize)
 }
 
+/// The most taps a generated kernel (Gaussian, boxcar) may have: 2^24 (radius 8 388 607),
+/// refused before any weight is computed. Longer kernels cannot matter for any array skyconv
+/// can hold in memory (see [`check_fits`]) and would take gigabytes to build.
+pub const MAX_TAPS: usize = 1 << 24;
+
+/// Radius (samples) a filter along an axis of `n` samples may reach: the axis length, or
+/// 32768 on shorter axes (so that scipy's results for kernels longer than a short axis are
+/// reproduced exactly up to that size).
+pub fn max_radius(n: usize) -> usize {
+    n.max(32768)
+}
+
+/// Refuse a filter that reaches further than [`max_radius`] of the axis it runs along (its
+/// far taps would only read the boundary extension, at a cost proportional to its length).
+pub fn check_fits(f: &Filter1d, n: usize, axis: usize) -> Result<()> {
+    let (lo, hi) = f.span();
+    let reach = lo.unsigned_abs().max(hi.unsigned_abs());
+    if reach > max_radius(n) {
+        return Err(Error::value(format!(
+            "the filter reaches {reach} samples from its centre, but axis {axis} has only {n} \
+             samples: filters along an axis may reach at most max(axis length, 32768) samples \
+             (use a smaller sigma, truncate, radius or size)"
+        )));
+    }
+    Ok(())
+}
+
 /// A 1-D filter: weights at offsets `offset + j·step`, result multiplied by `scale`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Filter1d {
@@ -149,7 +176,27 @@ impl Filter1d {
                 "truncate must be > 0, got {truncate}"
             )));
         }
-        let r = radius.unwrap_or((truncate * sigma + 0.5) as usize);
+        let r = match radius {
+            Some(r) => r,
+            None => {
+                let r = truncate * sigma + 0.5;
+                if r >= (MAX_TAPS / 2) as f64 {
+                    return Err(Error::value(format!(
+                        "sigma={sigma} with truncate={truncate} gives a Gaussian kernel of \
+                         radius {:.0} samples; at most {} samples are supported",
+                        r.floor(),
+                        MAX_TAPS / 2 - 1
+                    )));
+                }
+                r as usize
+            }
+        };
+        if r >= MAX_TAPS / 2 {
+            return Err(Error::value(format!(
+                "radius={r}: a Gaussian kernel may have a radius of at most {} samples",
+                MAX_TAPS / 2 - 1
+            )));
+        }
         let x: Vec<f64> = (-(r as isize)..=r as isize).map(|x| x as f64).collect();
         let mut w: Vec<f64> = x
             .iter()
@@ -164,6 +211,11 @@ impl Filter1d {
     pub fn uniform(size: usize, origin: isize) -> Result<Self> {
         if size < 1 {
             return Err(Error::value("size must be >= 1"));
+        }
+        if size > MAX_TAPS {
+            return Err(Error::value(format!(
+                "size={size}: a uniform (boxcar) filter may have at most {MAX_TAPS} samples"
+            )));
         }
         check_origin(size, origin)?;
         Ok(Filter1d {
@@ -258,6 +310,7 @@ pub fn apply<T: Real>(
     out: &mut [T],
 ) -> Result<()> {
     let view = AxisView::new(shape, pass.axis)?;
+    check_fits(&pass.filter, view.n, pass.axis)?;
     if input.len() != view.len() || out.len() != view.len() {
         return Err(Error::shape(
             "input and output sizes do not match the shape",
@@ -283,7 +336,8 @@ fn ping_pong<T: Real>(
     n: usize,
     mut step: impl FnMut(usize, &[T], &mut [T]) -> Result<()>,
 ) -> Result<()> {
-    let mut tmp = vec![T::default(); out.len()];
+    let mut tmp =
+        crate::backend::alloc::try_vec(out.len(), T::default(), "a filter chain's scratch array")?;
     for k in 0..n {
         match (k, (n - 1 - k).is_multiple_of(2)) {
             (0, true) => step(0, input, out)?,
@@ -311,7 +365,7 @@ pub fn apply_chain<T: Real>(
         ));
     }
     for p in passes {
-        AxisView::new(shape, p.axis)?;
+        check_fits(&p.filter, AxisView::new(shape, p.axis)?.n, p.axis)?;
     }
     match passes {
         [] => {

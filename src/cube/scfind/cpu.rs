@@ -81,6 +81,7 @@ fn run_inner<T: Real>(
     let mut fresh: Vec<usize> = Vec::new();
     let mut trace = Trace::new();
     for (k, ker) in plan.kernels.iter().enumerate() {
+        crate::backend::cancel::check()?;
         let spatial = Spatial::new(ker, plan);
         if k > 0 && ker.same_spatial(&plan.kernels[k - 1]) {
             if !fresh.is_empty() {
@@ -101,6 +102,7 @@ fn run_inner<T: Real>(
             trace.mark("statistic");
             r
         };
+        crate::backend::cancel::check()?;
         fresh = clip(&s, mask, plan, &zf, plan.level(rms));
         trace.mark("clip");
         outcome.rms.push(rms);
@@ -193,9 +195,14 @@ impl<'a> Spatial<'a> {
     fn build<T: Real>(&self, cube: &[T], mask: &[u8], plan: &Plan, rms0: f64, s: &mut [T]) {
         let [_, ny, nx] = plan.shape;
         let plane = ny * nx;
+        let stop = crate::backend::cancel::current();
+        let stop = &stop;
         s.par_chunks_mut(plane).enumerate().for_each_init(
             || Planes::new(ny, nx),
             |bufs, (z, out)| {
+                if stop.is_set() {
+                    return;
+                }
                 let r = z * plane..(z + 1) * plane;
                 self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
             },

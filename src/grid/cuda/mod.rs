@@ -156,6 +156,7 @@ fn add_chunks<'a, T: Real, P: Real>(
     weights: &mut [P],
 ) -> Result<()> {
     for s0 in (0..n).step_by(m) {
+        crate::backend::cancel::check()?;
         let sink = Sink::Add {
             unweighted: &mut *unweighted,
             weights: &mut *weights,

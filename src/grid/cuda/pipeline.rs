@@ -184,6 +184,7 @@ pub(super) fn run<T: Real, O: Real>(
         if locked && nchan > cb {
             let sz_t = size_of::<T>();
             for c0 in (0..nchan).step_by(cb) {
+                crate::backend::cancel::check()?;
                 let cw = cb.min(nchan - c0);
                 // SAFETY: the rows are page-locked (checked), belong to the caller for the
                 // whole call, and the copy stream is synchronised before `run` returns (also

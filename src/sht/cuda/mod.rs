@@ -230,6 +230,7 @@ pub fn map2alm<T: Real>(
         let sub = gpu.function(MODULE, "sub_f64")?;
         let add = gpu.function(MODULE, "add_f64")?;
         for _ in 0..iter {
+            crate::backend::cancel::check()?;
             synth(
                 &cx,
                 &mut w,

@@ -138,6 +138,7 @@ pub(super) fn synth(
         let nc = grp.comps.len();
         let a = |i: usize| &alms[grp.comps[i.min(nc - 1)]];
         for (p0, np) in chunk_list(plan, w.np_max) {
+            crate::backend::cancel::check()?;
             launch::leg_synth(gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, &mut w.phase)?;
             tl.mark(gpu, "legendre")?;
             launch::fold(gpu, &w.phase, &mut w.spec, plan.lay.mmax, &rt, p0, np, nc)?;
@@ -179,6 +180,7 @@ pub(super) fn anal(
     for grp in groups {
         let nc = grp.comps.len();
         for (p0, np) in chunk_list(plan, w.np_max) {
+            crate::backend::cancel::check()?;
             io.before(gpu, plan, p0, np, maps)?;
             tl.mark(gpu, "h2d")?;
             let ins = comps_mut(maps, &grp.comps);

@@ -282,6 +282,7 @@ fn run_group(gpu: &Gpu, plans: &[&RingPlan], g: &Group, outs: &mut [&mut [f64]])
         }
         let tab = &plan.table;
         for c in &chunks {
+            crate::backend::cancel::check()?;
             eval(gpu, &dev, c, tab, &mut taps)?;
             tl.mark(gpu, "kernel")?;
             for (si, so) in spec_in.iter().zip(spec_out.iter_mut()) {

@@ -1,0 +1,107 @@
+"""Long calls for the Ctrl-C tests (tests/backend/test_interrupt.py): each is a few seconds or
+more on 2 CPU cores, so that a SIGINT sent after ~1 s lands in the middle of the work.
+
+Run as a script: ``python _long_calls.py NAME DEVICE [REPEAT]`` builds the inputs, then REPEAT
+times (default 1): prints ``ready``, runs the call and prints ``interrupted`` (KeyboardInterrupt),
+``raised <type>: <message>`` or ``done``, followed on the cuda device by `` gpu_mib=<MiB>``: the
+GPU memory this process holds (nvidia-smi), so the parent can check that an interrupted call
+leaves no allocation behind.
+"""
+
+import sys
+
+import numpy as np
+
+
+def _setup(name: str, device: str):
+    import skyconv
+
+    rng = np.random.default_rng(0)
+    if name == "gaussian_filter1d":
+        x = rng.standard_normal((3000, 3000)).astype(np.float32)
+        return lambda: skyconv.filters.gaussian_filter1d(x, 400.0, axis=0, device=device)
+    if name == "uniform_filter1d":
+        x = rng.standard_normal((3000, 3000)).astype(np.float32)
+        w = np.ones(3201)
+        return lambda: skyconv.filters.correlate1d(x, w, axis=0, device=device)
+    if name == "chain":
+        x = rng.standard_normal((3000, 3000)).astype(np.float32)
+        passes = [skyconv.filters.Gaussian(400.0, axis=0), skyconv.filters.Gaussian(400.0, axis=1)]
+        return lambda: skyconv.filters.chain(x, passes, device=device)
+    if name == "smooth_and_clip":
+        c = rng.standard_normal((128, 256, 256)).astype(np.float32)
+        return lambda: skyconv.smooth_and_clip(
+            c, kernels_xy=(0, 3, 6, 9, 12, 15), kernels_z=(0, 3, 7, 15, 31), device=device
+        )
+    if name == "atrous_denoise":
+        c = rng.standard_normal((96, 256, 256)).astype(np.float32)
+        return lambda: skyconv.atrous_denoise(c, dim=3, convergence=1e-9, device=device)
+    if name == "grid":
+        n = 4_000_000
+        lon = rng.uniform(0, 40, n)
+        lat = rng.uniform(-20, 20, n)
+        d = rng.standard_normal((n, 16)).astype(np.float32)
+        tgt = skyconv.HealpixTarget(1024)
+        return lambda: skyconv.grid(lon, lat, d, tgt, kernel_params=1.0, device=device)
+    if name in ("alm2map", "map2alm", "smooth_ring", "smooth_harmonic", "smooth_split"):
+        nside, lmax = 1024, 3071
+        alm = np.zeros(skyconv.sht.Alm.getsize(lmax), complex)
+        alm[:] = rng.standard_normal(alm.size)
+        if name == "alm2map":
+            return lambda: [
+                skyconv.sht.alm2map(alm, nside, lmax=lmax, device=device) for _ in range(1)
+            ]
+        m = skyconv.sht.alm2map(alm[: skyconv.sht.Alm.getsize(200)], 256, lmax=200)
+        m = np.tile(m, (16, 1))
+        big = np.repeat(m[0], 16)  # an nside 1024 map
+        if name == "map2alm":
+            return lambda: skyconv.sht.map2alm(big, lmax=lmax, iter=3, device=device)
+        method = name.split("_")[1]
+        fwhm = np.radians(60 / 60) if method != "ring" else np.radians(30 / 60)
+        return lambda: skyconv.smooth_map(
+            big if method != "ring" else big, fwhm=fwhm, method=method, device=device
+        )
+    raise SystemExit(f"unknown call {name}")
+
+
+def _gpu_mib() -> str:
+    """`` gpu_mib=N``: the GPU memory (MiB) held by this process, per nvidia-smi."""
+    import os
+    import subprocess
+
+    out = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    mine = [
+        line.split(",")[1].strip()
+        for line in out.splitlines()
+        if line.split(",")[0].strip() == str(os.getpid())
+    ]
+    return f" gpu_mib={mine[0] if mine else 0}"
+
+
+def _run_once(call, device: str) -> None:
+    print("ready", flush=True)
+    try:
+        call()
+        what = "done"
+    except KeyboardInterrupt:
+        what = "interrupted"
+    except BaseException as e:  # noqa: BLE001 (reported to the parent test)
+        what = f"raised {type(e).__name__}: {e}"
+    print(what + (_gpu_mib() if device == "cuda" else ""), flush=True)
+
+
+def main() -> None:
+    name, device = sys.argv[1], sys.argv[2]
+    repeat = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    call = _setup(name, device)
+    for _ in range(repeat):
+        _run_once(call, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Ctrl-C during a long call (issue 17): each long entry point, started in a subprocess and sent
+SIGINT about 1 s into its work, raises KeyboardInterrupt within 0.5 s of the signal (the call
+stops at the engine's next cancel poll; the threads join before the exception is raised). A
+call that has not answered 30 s after the signal is killed: a failure. On the cuda device the
+call is interrupted twice, and the GPU memory the process holds must not grow from the first
+interrupted call to the second (no allocation left behind).
+
+A progress callback that raises ends the call with that same exception, for every function
+that takes one.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import skyconv
+
+HERE = Path(__file__).resolve().parent
+LONG_CALLS = [
+    "gaussian_filter1d",
+    "uniform_filter1d",
+    "chain",
+    "smooth_and_clip",
+    "atrous_denoise",
+    "grid",
+    "alm2map",
+    "map2alm",
+    "smooth_ring",
+    "smooth_harmonic",
+    "smooth_split",
+]
+#: Seconds from SIGINT to KeyboardInterrupt (the issue's bound).
+LATENCY = 0.5
+#: Seconds into the call when SIGINT is sent.
+DELAY = 1.0
+#: Seconds a call may take to answer the signal before the test kills it.
+KILL_AFTER = 30.0
+#: MiB the GPU memory of the process may grow between two interrupted calls.
+GPU_SLACK_MIB = 64
+
+
+class _Child:
+    """A `_long_calls.py` subprocess whose stdout lines arrive on a queue with timestamps."""
+
+    def __init__(self, name: str, device: str, repeat: int):
+        env = dict(os.environ, SKYCONV_NUM_THREADS=os.environ.get("SKYCONV_NUM_THREADS", "2"))
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_long_calls.py"), name, device, str(repeat)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put((time.monotonic(), line.strip()))
+        self.lines.put((time.monotonic(), None))
+
+    def next(self, timeout: float):
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return time.monotonic(), None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        return self.proc.stderr.read()
+
+
+def _interrupt(child: _Child, name: str) -> tuple[float, str]:
+    """Wait for `ready`, send SIGINT after DELAY, return (latency, the child's answer)."""
+    _, line = child.next(timeout=300)
+    assert line == "ready", f"{name}: the child did not start ({line!r}): {child.close()}"
+    time.sleep(DELAY)
+    sent = time.monotonic()
+    child.proc.send_signal(signal.SIGINT)
+    got, answer = child.next(timeout=KILL_AFTER)
+    assert answer is not None, f"{name}: no answer {KILL_AFTER} s after SIGINT: {child.close()}"
+    assert not answer.startswith("done"), (
+        f"{name}: the call ended before the signal arrived; make the test call longer"
+    )
+    assert answer.split(" gpu_mib=")[0] == "interrupted", f"{name}: {answer}"
+    return got - sent, answer
+
+
+@pytest.mark.parametrize("name", LONG_CALLS)
+def test_ctrl_c_interrupts_a_long_call(name, device):
+    repeat = 2 if device == "cuda" else 1
+    child = _Child(name, device, repeat)
+    try:
+        answers = [_interrupt(child, name) for _ in range(repeat)]
+    finally:
+        child.close()
+    for latency, _ in answers:
+        assert latency < LATENCY, (
+            f"{name} on {device}: KeyboardInterrupt {latency:.3f} s after SIGINT"
+        )
+    if device == "cuda":
+        mib = [int(a.split(" gpu_mib=")[1]) for _, a in answers]
+        assert mib[1] <= mib[0] + GPU_SLACK_MIB, (
+            f"{name}: GPU memory grew from {mib[0]} to {mib[1]} MiB between two interrupted calls"
+        )
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_on_second(*args):
+    _raise_on_second.calls += 1
+    if _raise_on_second.calls >= 2:
+        raise _Stop("stop here")
+
+
+def test_a_raising_progress_callback_propagates_unchanged(device):
+    """smooth_and_clip and atrous_denoise: the callback's own exception object comes out."""
+    rng = np.random.default_rng(1)
+    cube = rng.standard_normal((16, 24, 24)).astype(np.float32)
+    calls = {
+        "smooth_and_clip": lambda cb: skyconv.smooth_and_clip(
+            cube, kernels_xy=(0, 3), kernels_z=(0, 3, 7), device=device, progress=cb
+        ),
+        "atrous_denoise": lambda cb: skyconv.atrous_denoise(
+            cube, dim=3, convergence=1e-9, device=device, progress=cb
+        ),
+    }
+    for name, run in calls.items():
+        _raise_on_second.calls = 0
+        with pytest.raises(_Stop, match="stop here") as info:
+            run(_raise_on_second)
+        assert type(info.value) is _Stop, name
+        assert _raise_on_second.calls == 2, f"{name}: the call went on after the callback raised"
+
+
+def test_polling_leaves_short_calls_alone(device):
+    """Calls shorter than one poll period (20 ms) return their result, unchanged."""
+    x = np.arange(50.0)
+    out = skyconv.filters.uniform_filter1d(x, 5, device=device)
+    ref = np.convolve(np.pad(x, 2, mode="symmetric"), np.ones(5) / 5, mode="valid")
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
