@@ -544,8 +544,8 @@ def _cases() -> list[Case]:
     )
     add(
         Case(
-            "smooth_map-beam_window-2-d",
-            lambda d: sm(MAP, beam_window=np.ones((2, 2)), device=d),
+            "smooth_map-beam_window-3-d",
+            lambda d: sm(MAP, beam_window=np.ones((2, 2, 2)), device=d),
             Raises(V, "beam_window"),
         )
     )
