@@ -42,8 +42,23 @@ pub enum Error {
     Internal(String),
 }
 
+/// A byte count for messages: "1.5 GiB (1610612736 bytes)".
+pub fn human(bytes: u128) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {} ({bytes} bytes)", units[u])
+    }
+}
+
 fn host_memory_message(what: &str, bytes: u128, limit: Option<u64>) -> String {
-    use crate::backend::alloc::human;
     let lim = match limit {
         Some(l) => format!(
             "{} are available (MemAvailable + SwapFree in /proc/meminfo)",

@@ -30,21 +30,7 @@ pub fn limit() -> Option<u64> {
     Some(avail.saturating_add(field("SwapFree:").unwrap_or(0)))
 }
 
-/// A byte count for messages: "1.5 GiB (1610612736 bytes)".
-pub fn human(bytes: u128) -> String {
-    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} bytes")
-    } else {
-        format!("{v:.1} {} ({bytes} bytes)", units[u])
-    }
-}
+pub use crate::error::human;
 
 /// Refuse `count` elements of `elem_bytes` each for `what` when they cannot fit: more than the
 /// address space, or more than [`limit`]. Returns the byte count.

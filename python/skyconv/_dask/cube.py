@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import _core
 from .._utils.lazy import dask_array
-from ..exceptions import ShapeError
+from ..exceptions import ArgumentTypeError, ShapeError
 from .filters import check_float
 from .halo import check_known_chunks
 
@@ -225,7 +225,7 @@ def smooth_and_clip(
         m = mask if hasattr(mask, "dask") else da.asarray(mask)
         check_known_chunks(m, "mask")
         if m.dtype.kind not in "biu":
-            raise TypeError(f"mask must be a boolean or integer array, got dtype {m.dtype}")
+            raise ArgumentTypeError(f"mask must be a boolean or integer array, got dtype {m.dtype}")
         if m.shape != x.shape:
             raise ShapeError(f"mask has shape {m.shape}, the cube has {x.shape}")
         m = m.rechunk(x.chunks)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._utils.arrays import normalize_axis
+from ..exceptions import ArgumentTypeError
 from .halo import check_known_chunks, overlap_map
 
 _WRAP = ("wrap", "grid-wrap")
@@ -26,7 +27,7 @@ _WRAP = ("wrap", "grid-wrap")
 def check_float(x, name: str = "input") -> None:
     """TypeError (the NumPy call's) unless dask array ``x`` is float32 or float64."""
     if x.dtype.kind != "f" or x.dtype.itemsize not in (4, 8):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be a float32 or float64 array, got dtype {x.dtype} "
             f"(convert with {name}.astype(np.float32) or np.float64)"
         )

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exceptions import InternalError
+
 #: Values gathered to the client at most (8 MB of float64).
 GATHER = 1 << 20
 _BITS = 16
@@ -132,7 +134,7 @@ def ranks(x, wanted, fn=None, count=None) -> list[float]:
 
     wanted = [int(k) for k in wanted]
     if any(k < 0 or k >= count for k in wanted):
-        raise IndexError(f"ranks {wanted} out of range for {count} finite values")
+        raise InternalError(f"ranks {wanted} out of range for {count} finite values")
     if wanted:
         solve(sorted(set(wanted)), 0, 64, 0, count)
     return [out[k] for k in wanted]

@@ -127,7 +127,7 @@ def deferred(device=None) -> str | None:
     if isinstance(device, Device):
         return str(device)
     if not isinstance(device, str):
-        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+        raise ArgumentTypeError(f"device must be a str or None, got {type(device).__name__}")
     name = device.strip().lower()
     if name not in ("cpu", "auto"):
         _gpu_index(name, "device")
