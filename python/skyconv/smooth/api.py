@@ -226,7 +226,9 @@ def smooth_map(
         if mask is None and miss is not None:
             s[:, miss] = mk[miss]
         outs.append(s)
-    out = np.stack(outs, axis=1)  # (n_beams, nmaps, npix)
+    # (n_beams, nmaps, npix); one map: a view of the engine's output, not a copy (on the GPU
+    # that output is a page-locked block; a copy costs a pass over fresh pages, issue 18)
+    out = outs[0][:, None] if len(outs) == 1 else np.stack(outs, axis=1)
     if arr.ndim == 1:
         out = out[:, 0]
     return out if many else out[0]
