@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import skyconv
@@ -240,3 +241,79 @@ def test_clear_kernel_cache_removes_records(tmp_path, monkeypatch):
     assert removed >= 2  # the module and the record
     assert _records(tmp_path) == []
     assert not _child(tmp_path)["remembered"]
+
+
+# ------------------------------------------------------------------ on the GPU
+
+
+_GPU_CHILD = """
+import json, numpy as np, skyconv
+r = np.random.default_rng(5)
+lmax, nside = 64, 32
+a = r.standard_normal((lmax + 1) * (lmax + 2) // 2) + 1j * r.standard_normal(
+    (lmax + 1) * (lmax + 2) // 2)
+a[: lmax + 1] = a[: lmax + 1].real
+skyconv.setup_trace(clear=True)
+m = skyconv.alm2map(a, nside, lmax=lmax, device="cuda")
+s = skyconv.smooth_map(m, fwhm=np.radians(6.0), method="ring", device="cuda")
+stages = skyconv.setup_trace(clear=True)
+skyconv.smooth_map(m, fwhm=np.radians(6.0), method="ring", device="cuda")
+cuda = skyconv.backend_info()["cuda"]
+print(json.dumps({"m": m.tolist(), "s": s.tolist(), "stages": stages,
+    "later": skyconv.setup_trace(), "remembered": cuda["libraries_remembered"],
+    "nvrtc_loaded": cuda["nvrtc_loaded"], "cufft_loaded": cuda["cufft_loaded"],
+    "nvrtc_mapped": "libnvrtc" in open("/proc/self/maps").read()}))
+"""
+
+
+def _gpu_child(cache: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _GPU_CHILD], capture_output=True, text=True, env=_env(cache)
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _gpu_or_skip():
+    from conftest import gpu_available
+
+    if not gpu_available():
+        pytest.skip("needs a GPU")
+
+
+@pytest.mark.gpu
+def test_gpu_warm_process_loads_no_nvrtc_and_gives_the_same_numbers(tmp_path):
+    """Cold cache (NVRTC compiles, libraries searched and opened), then a warm process: no
+    NVRTC in its address space, cuFFT opened at its first plan, and bit-identical results;
+    the first call's set-up stages are in the log and the later call pays none."""
+    _gpu_or_skip()
+    cold = _gpu_child(tmp_path)
+    warm = _gpu_child(tmp_path)
+    assert cold["nvrtc_loaded"] and not cold["remembered"]
+    assert warm["remembered"] and not warm["nvrtc_loaded"] and not warm["nvrtc_mapped"]
+    assert warm["cufft_loaded"]
+    assert warm["m"] == cold["m"] and warm["s"] == cold["s"]
+    names = {e["stage"] for e in warm["stages"]}
+    assert {"driver init", "context", "module cache read", "module load", "cufft plan"} <= names
+    assert "nvrtc compile" in {e["stage"] for e in cold["stages"]}
+    assert "nvrtc compile" not in names
+    assert warm["later"] == []
+    # the CPU engine agrees (the reference the GPU suite holds both engines to)
+    m = np.array(warm["m"])
+    ref = skyconv.smooth_map(m, fwhm=np.radians(6.0), method="ring", device="cpu")
+    assert np.max(np.abs(np.array(warm["s"]) - ref)) <= 1e-10 * np.max(np.abs(ref))
+
+
+@pytest.mark.gpu
+def test_gpu_warmup_creates_the_context_and_loads_modules():
+    _gpu_or_skip()
+    skyconv.setup_trace(clear=True)
+    loaded = skyconv.warmup("cuda", modules=["sht", "ringfft"])
+    assert loaded == ["sht", "ringfft"]
+    assert skyconv.backend_info()["cuda"]["context_created"]
+    assert skyconv.backend_info()["cuda"]["cufft_loaded"]
+    with pytest.raises(skyconv.ArgumentError, match="no kernel module"):
+        skyconv.warmup("cuda", modules=["nope"])
+    assert sorted(skyconv.warmup("cuda")) == sorted(
+        ["filters", "select", "scfind", "atrous", "grid", "sht", "ringfft", "smooth"]
+    )
