@@ -139,18 +139,33 @@ def run_child(case: str, cache: str, setup: str | None = None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cost_constants(cache: str) -> dict:
+    """The smoothing cost model's constants the cold run measured (``smooth_cost.json`` in the
+    cache folder), by device key; {} when the case measured none."""
+    try:
+        with open(os.path.join(cache, "smooth_cost.json")) as f:
+            return json.load(f).get("entries", {})
+    except (OSError, ValueError):
+        return {}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per warm case")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
     p.add_argument("--json", help="write the numbers here")
+    p.add_argument(
+        "--device", default="cuda", help="device of every case (cpu: a dry run of the script)"
+    )
     args = p.parse_args()
     results = {}
     for case in args.cases.split(","):
         with tempfile.TemporaryDirectory(prefix="skyconv-cache-") as cache:
-            cold = run_child(case, cache)
-            warm = [run_child(case, cache) for _ in range(args.repeats)]
-        results[case] = {"cold": cold, "warm": warm}
+            setup = CASES[case].replace("'cuda'", repr(args.device))
+            cold = run_child(case, cache, setup)
+            warm = [run_child(case, cache, setup) for _ in range(args.repeats)]
+            constants = cost_constants(cache)
+        results[case] = {"cold": cold, "warm": warm, "cost_constants": constants}
         if "error" in cold or any("error" in w for w in warm):
             print(f"{case:20s} failed: {cold.get('error') or warm}")
             continue
@@ -164,6 +179,8 @@ def main() -> int:
         )
         for line in breakdown(w):
             print(line)
+        for key, entry in constants.items():  # to ship as defaults (no calibration at all)
+            print(f"    cost model {key}: harmonic {entry['harmonic']}, ring {entry['ring']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
