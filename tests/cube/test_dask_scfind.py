@@ -324,3 +324,19 @@ def test_dask_stages_equal_the_gpu_single_call(rng):
         da.from_array(x, chunks=(6, 12, 10)), device="cuda", return_noise=True, threshold=4.0
     )
     check(got.compute(), ng, want, nw, 0)
+
+
+@pytest.mark.gpu
+def test_one_task_path_on_the_gpu(rng, monkeypatch):
+    """The one-task path runs the single call with the device the worker resolves: on a GPU
+    machine the GPU engine, with the CPU single call's mask and noise (bit-identical for
+    precision="sofia2")."""
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "SINGLE_TASK_BYTES", 1 << 24)
+    x = make_cube(rng)
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, threshold=4.0)
+    got, ng = skyconv.smooth_and_clip(
+        da.from_array(x, chunks=(6, 12, 10)), device="cuda", return_noise=True, threshold=4.0
+    )
+    check(got.compute(), ng, want, nw, 0)
