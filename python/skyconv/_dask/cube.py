@@ -22,7 +22,12 @@ When the cube takes less than 30 % of the cluster's memory, each kernel's smooth
 persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
 the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
 kept. Kernels without spatial (or spectral)
-smoothing skip that stage and its chunking. The stages run on the CPU engine (per worker's
+smoothing skip that stage and its chunking.
+
+Two other paths: a cube in one chunk, or of at most :data:`SINGLE_TASK_BYTES`, runs the
+single call in one task (:func:`_one_task`); a cube that takes 30 % of the cluster's memory
+or more runs out of core (:mod:`skyconv._dask.cube_ooc`: the plane/column exchange through a
+temporary zarr store instead of in-memory rechunks). The stages run on the CPU engine (per worker's
 thread pool); ``device`` is checked but the GPU engine has no stage functions yet.
 """
 
