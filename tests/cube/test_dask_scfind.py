@@ -15,7 +15,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import skyconv  # noqa: E402
-from skyconv import ArgumentError, ShapeError  # noqa: E402
+from skyconv import ArgumentError, ArgumentTypeError, ShapeError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -124,6 +124,8 @@ def test_bad_inputs(rng):
         skyconv.smooth_and_clip(x, statistic="median")
     with pytest.raises(ShapeError):
         skyconv.smooth_and_clip(x[0, 0])
+    with pytest.raises(ArgumentTypeError, match="scratch must be a directory path"):
+        skyconv.smooth_and_clip(x, scratch=3)
 
 
 def _pids(client):

@@ -33,6 +33,8 @@ thread pool); ``device`` is checked but the GPU engine has no stage functions ye
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .. import _core
@@ -259,6 +261,8 @@ def smooth_and_clip(
         The mask's shape differs from the cube's.
     skyconv.ArgumentError
         Unknown chunk sizes.
+    skyconv.ArgumentTypeError
+        ``scratch`` is not a path.
     """
     from .._utils.device import resolve
 
@@ -268,6 +272,11 @@ def smooth_and_clip(
     check_float(x, "cube")
     if device is not None:
         resolve(device)  # a bad name fails here
+    if scratch is not None and not isinstance(scratch, (str, os.PathLike)):
+        raise ArgumentTypeError(
+            f"scratch must be a directory path (str or os.PathLike) or None, got "
+            f"{type(scratch).__name__} {scratch!r}"
+        )
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
     in_chunks, ndim = x.chunks, x.ndim
