@@ -121,6 +121,14 @@ def _noise(w, run, shape, single, client_compute):
     return float(_core._scfind_noise(samples, ext, run.noise, run.sampling, list(shape), single))
 
 
+#: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
+_BLOCKS = {
+    "spatial": _spatial_block,
+    "spectral": _spectral_block,
+    "clip": _clip_block,
+    "prepare_mask": _prepare_mask,
+}
+
 #: Cubes up to this many bytes run as one task (the single call on one worker): below it the
 #: staged graph's per-kernel reductions and rechunks cost more than the whole call
 #: (bench/dask_scfind.py --small; bench/NOTES.md).
@@ -304,8 +312,8 @@ def smooth_and_clip(
         from .cube_ooc import smooth_and_clip_ooc
 
         out, rms0, rms_list = smooth_and_clip_ooc(
-            x, m, run, lambda w: _noise(w, run, shape, single, _compute), limit=limit,
-            scratch=scratch, progress=progress, device=device,
+            x, m, run, lambda w: _noise(w, run, shape, single, _compute), _BLOCKS,
+            limit=limit, scratch=scratch, progress=progress, device=device,
         )  # fmt: skip
         return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
     m = da.map_blocks(_prepare_mask, x, m, dtype=np.uint8).persist()

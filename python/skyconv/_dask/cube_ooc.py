@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._utils.lazy import dask_array
-from .cube import _clip_block, _prepare_mask, _spatial_block, _spectral_block
 from .scratch import Scratch
 
 
@@ -53,9 +52,9 @@ def _write_chunks(chunks, shape, store):
     return tuple(out)
 
 
-def _both_stages(x, m, spec, mode, rep, rms0, exact):
-    s = _spatial_block(x, m, spec, mode, rep, rms0, exact)
-    return _spectral_block(s, m, spec, mode, exact)
+def _both_stages(x, m, spec, mode, rep, rms0, exact, spatial, spectral):
+    s = spatial(x, m, spec, mode, rep, rms0, exact)
+    return spectral(s, m, spec, mode, exact)
 
 
 def _mask_bit(m, scratch):
@@ -63,7 +62,9 @@ def _mask_bit(m, scratch):
     return m & np.uint8(1)
 
 
-def smooth_and_clip_ooc(x, m, run, rms0_fn, *, limit, scratch=None, progress=None, device=None):
+def smooth_and_clip_ooc(
+    x, m, run, rms0_fn, blocks, *, limit, scratch=None, progress=None, device=None
+):
     """The kernels of Smooth + Clip through a temporary zarr store (see the module docs).
 
     Parameters
@@ -76,6 +77,9 @@ def smooth_and_clip_ooc(x, m, run, rms0_fn, *, limit, scratch=None, progress=Non
         The checked settings.
     rms0_fn : callable
         ``rms0_fn(w) -> float``: the core's noise rule on dask cube ``w``.
+    blocks : dict
+        The block functions of :mod:`skyconv._dask.cube` (``spatial``, ``spectral``,
+        ``clip``, ``prepare_mask``), so both paths run the same stages.
     limit : int
         Bytes of cube per task (one plane or one z line at least).
     scratch : str or None
@@ -103,7 +107,8 @@ def smooth_and_clip_ooc(x, m, run, rms0_fn, *, limit, scratch=None, progress=Non
     zm = sc.array("mask", shape, store, np.uint8)
     wchunks = _write_chunks(x.chunks, shape, store)
     xr = x.rechunk(wchunks)
-    mr = da.map_blocks(_prepare_mask, xr, m.rechunk(wchunks), dtype=np.uint8)
+    _spatial, _spectral = blocks["spatial"], blocks["spectral"]
+    mr = da.map_blocks(blocks["prepare_mask"], xr, m.rechunk(wchunks), dtype=np.uint8)
     da.store([xr, mr], [zx, zm], lock=False)
 
     def read(z, chunks):
@@ -120,22 +125,22 @@ def smooth_and_clip_ooc(x, m, run, rms0_fn, *, limit, scratch=None, progress=Non
             if zs is None:
                 zs = sc.array("smoothed", shape, store, x.dtype)
             s = da.map_blocks(
-                _spatial_block, read(zx, slabs), read(zm, slabs), spec, mode, rep, rms0, exact,
+                _spatial, read(zx, slabs), read(zm, slabs), spec, mode, rep, rms0, exact,
                 dtype=x.dtype,
             )  # fmt: skip
             da.store(s, zs, lock=False)
             src, chunks = zs, cols
-            stage = _spectral_block
+            stage = _spectral
             args = (spec, mode, exact)
         else:
             src, chunks = zx, (slabs if has_xy else cols if has_z else store)
             stage = _both_stages
-            args = (spec, mode, rep, rms0, exact)
+            args = (spec, mode, rep, rms0, exact, _spatial, _spectral)
         mk = read(zm, chunks)
         w = da.map_blocks(stage, read(src, chunks), mk, *args, dtype=x.dtype)
         rms = rms0 if use_rms0 else rms0_fn(w)
         level = run.threshold * rms
-        da.store(da.map_blocks(_clip_block, w, mk, level, dtype=np.uint8), zm, lock=False)
+        da.store(da.map_blocks(blocks["clip"], w, mk, level, dtype=np.uint8), zm, lock=False)
         rms_list.append(float(rms))
         if progress is not None:
             progress(i + 1, len(run.specs), rms)
