@@ -4,8 +4,14 @@
     skyconv atrous cube.fits --out recon.fits [--dim 3 --snr 4 --scale-min 1 --scale-max 0
                    --filter b3spline --convergence 0.005 --no-robust --variant duchamp
                    --device {auto,cpu,cuda} --threads N --hdu N --residual resid.fits
-                   --overwrite -q]
+                   --overwrite -q] [--chunks Z,Y,X|auto --workers N | --scheduler ADDRESS]
     skyconv atrous --par duchamp.par [the options above, which override the file]
+
+``--chunks``, ``--workers N`` (a local cluster of N processes) or ``--scheduler ADDRESS`` (an
+existing cluster) run the reconstruction through Dask (``skyconv._dask.atrous``: the single
+call's iterations and noise): the input (zarr, HDF5 ``FILE.h5:DATASET``, FITS or .npy) read
+block by block, ``.zarr`` outputs written block by block (FITS/.npy outputs gathered), with
+Dask's progress on stderr.
 
 ``--par`` reads a DUCHAMP parameter file (``skyconv._utils.duchamp_par``): imageFile is the
 input, reconDim, scaleMin, scaleMax, snrRecon, reconConvergence, filterCode and flagRobustStats
