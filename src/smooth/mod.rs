@@ -37,6 +37,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod masked;
 pub mod profile;
 pub mod weights;
 

@@ -199,7 +199,19 @@ def smooth_map(
         def run(stack):
             return runner(stack if stack.shape[0] > 1 else stack[0]).reshape(1, *stack.shape)
 
-    outs = []  # per map: (n_beams, npix)
+        run.ring_profiles = getattr(runner, "ring_profiles", None)
+
+    profiles = getattr(run, "ring_profiles", None)
+    if mask is not None and profiles is not None:
+        # the ring method: prep, both convolutions and the division in one core call
+        thr = [min_weight * b0 for b0 in b0s]
+        outs = [
+            _masked.ring(mk, mask, nside, profiles, thr, dev, ring_of if nest else None)
+            for mk in maps
+        ]
+        maps = maps[:0]
+    else:
+        outs = []  # per map: (n_beams, npix)
     for mk in maps:
         if mask is None:
             miss = _core._smooth_missing(mk)
@@ -247,7 +259,12 @@ def _batch_runner(method, beams, nside, iter, device):
         b.fwhm_pixels(nside) >= RING_MIN_PIXELS for b in beams
     ):
         profiles = [b.profile for b in beams]
-        return lambda st: methods.ring_beams(st, nside, profiles, device)
+
+        def ring_run(st):
+            return methods.ring_beams(st, nside, profiles, device)
+
+        ring_run.ring_profiles = profiles
+        return ring_run
     runners = [_runner(mb, b, nside, iter, device) for mb, b in zip(each, beams)]
     return lambda st: np.stack(
         [r(st if st.shape[0] > 1 else st[0]).reshape(st.shape) for r in runners]
@@ -272,7 +289,12 @@ def _runner(method, beam: Beam, nside, iter, device):
         return lambda f: methods.harmonic(f, beam.window, beam.lmax, iter, device)
     if method == "ring":
         theta, values = beam.profile
-        return lambda f: methods.ring(f, nside, theta, values, device)
+
+        def ring_run(f):
+            return methods.ring(f, nside, theta, values, device)
+
+        ring_run.ring_profiles = [(theta, values)]
+        return ring_run
     ks = cached_split(beam.window, nside, beam.lmax, beam.tol, iter, device)
     return lambda f: apply_split(ks, f, iter)
 

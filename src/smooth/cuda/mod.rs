@@ -15,6 +15,7 @@
 //! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
 //!   emulator test through `_core._ring_cuda_tables`).
 
+pub mod masked;
 pub mod tables;
 
 use crate::backend::cuda::fft::{FftKey, FftKind};
