@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::{cpu, cuda, RingPlan, Table};
+use super::{cpu, cuda, plans_of, RingPlan};
 use crate::backend::{alloc, Device};
 use crate::error::{Error, Result};
 use crate::healpix as hp;
@@ -81,10 +81,7 @@ pub fn ring_smooth_masked(
             out.len()
         )));
     }
-    let plans = profiles
-        .iter()
-        .map(|(t, v)| RingPlan::new(nside, Table::new(t, v, 0)?))
-        .collect::<Result<Vec<_>>>()?;
+    let plans = plans_of(nside, profiles)?;
     let mut outs: Vec<&mut [f64]> = out.chunks_mut(npix).collect();
     match device {
         Device::Cpu => crate::backend::threads::install(|| {

@@ -7,9 +7,9 @@
 //! Device memory: [`device_bytes`] (two map buffers, two spectra per map, the FFT work) plus
 //! the kernel samples, chunked into what is left.
 
-use super::tables::Tables;
 use super::{
-    cfg, eval, fixed_bytes, phase, polar_jobs, products, ring_ffts, upload, CHUNK_TAPS, MODULE,
+    cfg, eval, fixed_bytes, phase, polar_jobs, products, ring_ffts, tables_of, upload, CHUNK_TAPS,
+    MODULE,
 };
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::RingFft;
@@ -100,6 +100,7 @@ pub fn convolve_masked(
         )));
     }
     let room = ((budget - fixed) / 8).max(1);
+    let tables = tables_of(plans)?;
     let mut tl = Timeline::start(&gpu)?;
     let mut d_map = gpu.upload(map)?;
     let mut d_w = match mask {
@@ -123,10 +124,9 @@ pub fn convolve_masked(
         gpu.alloc::<f64>(2 * npix)
     }?];
     tl.mark(&gpu, "setup")?;
-    for (b, plan) in plans.iter().enumerate() {
-        let tabs = Tables::new(plan)?;
+    for (b, (plan, tabs)) in plans.iter().zip(&tables).enumerate() {
         let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
-        let dev = upload(&gpu, &tabs)?;
+        let dev = upload(&gpu, tabs)?;
         let max_taps = chunks
             .iter()
             .map(|c| c.taps.1 - c.taps.0)
