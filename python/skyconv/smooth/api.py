@@ -238,7 +238,8 @@ def smooth_map(
         if mask is None and miss is not None:
             s[:, miss] = mk[miss]
         outs.append(s)
-    out = np.stack(outs, axis=1)  # (n_beams, nmaps, npix)
+    # (n_beams, nmaps, npix); one map: a view, not a copy (a batch's output is large)
+    out = outs[0][:, None] if len(outs) == 1 else np.stack(outs, axis=1)
     if arr.ndim == 1:
         out = out[:, 0]
     return out if many else out[0]
@@ -255,20 +256,39 @@ def _batch_runner(method, beams, nside, iter, device):
         windows = [b.window for b in beams]
         lmax = beams[0].lmax
         return lambda st: methods.harmonic_batch(st, windows, lmax, iter, device)
-    if all(mb == "ring" for mb in each) and all(
-        b.fwhm_pixels(nside) >= RING_MIN_PIXELS for b in beams
-    ):
-        profiles = [b.profile for b in beams]
+    return _mixed_runner(each, beams, nside, iter, device)
 
-        def ring_run(st):
+
+def _mixed_runner(each, beams, nside, iter, device):
+    """A batch runner for per-beam methods ``each``: the ring beams (at least RING_MIN_PIXELS
+    wide) as one ring batch, the harmonic ones as one harmonic batch, the rest one by one; the
+    results in the beams' order. Carries ``ring_profiles`` when every beam is a ring beam."""
+    ring = [
+        i
+        for i, (mb, b) in enumerate(zip(each, beams))
+        if mb == "ring" and b.fwhm_pixels(nside) >= RING_MIN_PIXELS
+    ]
+    harm = [i for i, mb in enumerate(each) if mb == "harmonic" and i not in ring]
+    rest = [i for i in range(len(beams)) if i not in ring and i not in harm]
+    profiles = [beams[i].profile for i in ring]
+    windows = [beams[i].window for i in harm]
+    runners = {i: _runner(each[i], beams[i], nside, iter, device) for i in rest}
+
+    def run(st):
+        if len(ring) == len(beams):  # no copy of the batch's (n, k, npix) result
             return methods.ring_beams(st, nside, profiles, device)
+        out = np.empty((len(beams), *st.shape))
+        if ring:
+            out[ring] = methods.ring_beams(st, nside, profiles, device)
+        if harm:
+            out[harm] = methods.harmonic_batch(st, windows, beams[0].lmax, iter, device)
+        for i, r in runners.items():
+            out[i] = r(st if st.shape[0] > 1 else st[0]).reshape(st.shape)
+        return out
 
-        ring_run.ring_profiles = profiles
-        return ring_run
-    runners = [_runner(mb, b, nside, iter, device) for mb, b in zip(each, beams)]
-    return lambda st: np.stack(
-        [r(st if st.shape[0] > 1 else st[0]).reshape(st.shape) for r in runners]
-    )
+    if len(ring) == len(beams):
+        run.ring_profiles = profiles
+    return run
 
 
 def _runner(method, beam: Beam, nside, iter, device):
