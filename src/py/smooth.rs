@@ -304,6 +304,21 @@ fn _ring_gpu_bytes(nside: usize, nmaps: usize) -> usize {
     smooth::cuda::device_bytes(nside, nmaps)
 }
 
+/// Bytes a GPU call may use on `device` now (`Gpu::budget`: 80% of the free memory, at most
+/// SKYCONV_GPU_MEMORY_LIMIT); None on the CPU.
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn _gpu_budget(device: Option<&str>) -> PyResult<Option<usize>> {
+    match crate::backend::resolve(device).map_err(to_pyerr)? {
+        crate::backend::Device::Cpu => Ok(None),
+        crate::backend::Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || crate::backend::cuda::gpu().and_then(|g| g.budget()))
+                .map(Some)
+                .map_err(to_pyerr)
+        }
+    }
+}
+
 /// The device the ring method runs on for `device` (DeviceError for "cuda" without a GPU).
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -378,6 +393,7 @@ fn _ring_cuda_tables<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_gpu_budget, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_gpu_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;

@@ -15,7 +15,7 @@ from ..exceptions import ArgumentError, ShapeError, SkyconvWarning
 from . import batch as _batch
 from . import masked as _masked
 from . import methods
-from .auto import choose
+from .auto import choose_fitting
 from .beam import Beam
 from .split import apply_split, cached_split
 
@@ -111,11 +111,17 @@ def smooth_map(
     -----
     Memory (bytes per pixel, float64; k = 2 with a mask, else 1): the ring method on the CPU
     needs the input and output maps (8 k each per beam); on the GPU 8 + 32 k on the device
-    plus the FFT work (45.5 bytes per pixel in all at nside 16384, k = 1); the harmonic method
-    the maps plus their a_lm (12 bytes per pixel per alm set at lmax = 3 nside - 1). nside
-    16384 (25.8 GB per map) runs on the CPU given the host memory (52 GB for the ring method);
-    its ring method needs 147 GB on one GPU (refused with a DeviceError where less is free).
-    See :func:`skyconv.smooth.memory.smooth_memory`.
+    plus the FFT work (45.5 bytes per pixel in all at nside 16384 without a mask, 85.5 with
+    one); the harmonic method the maps plus their a_lm (12 bytes per pixel per alm set at
+    lmax = 3 nside - 1; on the GPU ~22 bytes per pixel per component). At nside 16384 (25.8
+    GB per map) the ring method needs 147 GB on one GPU (refused with a DeviceError where less
+    is free) and the harmonic method 50 GB; ``method="auto"`` on a GPU only takes a method
+    that fits its free memory (the harmonic one there) and, where none fits, runs on the CPU
+    with a SkyconvWarning. See :func:`skyconv.smooth.memory.smooth_memory`.
+
+    Masked ring smoothing is one core call per map: the weights, m·w, both convolutions and
+    the division run in the engine (on the GPU the map and the mask go up once and only the
+    normalised maps come down), not as NumPy passes over the map.
 
     Raises
     ------
@@ -194,7 +200,8 @@ def smooth_map(
     dev = resolve(device)
     run = _batch_runner(method, beams, nside, iter, dev) if many else None
     if run is None:
-        runner = _runner(method, beams[0], nside, iter, dev)
+        runner = _runner(method, beams[0], nside, iter, dev, mask=mask is not None)
+        dev = getattr(runner, "device", dev)
 
         def run(stack):
             return runner(stack if stack.shape[0] > 1 else stack[0]).reshape(1, *stack.shape)
@@ -291,10 +298,22 @@ def _mixed_runner(each, beams, nside, iter, device):
     return run
 
 
-def _runner(method, beam: Beam, nside, iter, device):
-    """A function RING-filled map -> smoothed map for the chosen method."""
+def _runner(method, beam: Beam, nside, iter, device, mask=False):
+    """A function RING-filled map -> smoothed map for the chosen method (``auto``: one that
+    fits the GPU's free memory, else on the CPU; the function's ``device`` says where)."""
     if method == "auto":
-        method, _ = choose(beam, nside, iter, device)
+        method, dev, _ = choose_fitting(beam, nside, iter, device, mask=mask)
+        if dev != device:
+            warnings.warn(
+                f"smooth_map: no smoothing method fits the GPU's free memory at nside {nside}"
+                f"{' with a mask' if mask else ''} (see skyconv.smooth.memory.smooth_memory); "
+                "running on the CPU",
+                SkyconvWarning,
+                stacklevel=3,
+            )
+        run = _runner(method, beam, nside, iter, dev)
+        run.device = dev
+        return run
     if method == "ring" and beam.fwhm_pixels(nside) < RING_MIN_PIXELS:
         warnings.warn(
             f"smooth_map: the ring method needs a beam of at least {RING_MIN_PIXELS:g} pixel(s) "
