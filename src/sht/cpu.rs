@@ -213,7 +213,13 @@ fn lanes(
         }
         x[r] = pr.x;
         s[r] = pr.s;
-        let (vv, kk) = start_value(pr.s, m, plan.norms[m], lb);
+        // Far from underflow (most lanes) the plain power is the same number, without the
+        // checks of the scaled one.
+        let (vv, kk) = if (m as f64) * pr.log2s > -380.0 {
+            (leg::pow_plain(pr.s, m) * plan.norms[m], 0)
+        } else {
+            start_value(pr.s, m, plan.norms[m], lb)
+        };
         v[r] = vv;
         k[r] = kk;
         any |= vv != 0.0;

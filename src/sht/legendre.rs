@@ -97,14 +97,22 @@ impl MTables {
             self.g[1] = 1.0;
             self.b[1] = (2.0 * mf + 3.0).sqrt();
         }
+        // Three loops, so that the two with the square roots and divisions vectorise (the same
+        // operations in the same order as one loop; only g is a serial product): b first holds
+        // sqrt(A_l²), g the C_l.
         for j in 2..n {
             let l = (m + j) as f64;
             let lm2 = (j as f64) * (l + mf); // l² − m²
             let l1m2 = ((j - 1) as f64) * (l - 1.0 + mf); // (l−1)² − m²
             let a2 = (4.0 * l * l - 1.0) / lm2;
-            let c = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
-            self.g[j] = c * self.g[j - 2];
-            self.b[j] = a2.sqrt() * self.g[j - 1] / self.g[j];
+            self.g[j] = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
+            self.b[j] = a2.sqrt();
+        }
+        for j in 2..n {
+            self.g[j] *= self.g[j - 2];
+        }
+        for j in 2..n {
+            self.b[j] = self.b[j] * self.g[j - 1] / self.g[j];
         }
         self.fill_even(n);
         self.pol.clear();
@@ -242,6 +250,23 @@ pub fn pow_scaled(s: f64, mut m: usize) -> (f64, i32) {
         }
     }
     (rv, rk)
+}
+
+/// `s^m` by plain repeated squaring, the same products as `pow_scaled` (which it equals when
+/// no product leaves [2^−400, 2^400], e.g. when m·log2 s > −390).
+#[inline]
+pub fn pow_plain(mut s: f64, mut m: usize) -> f64 {
+    let mut r = 1.0f64;
+    while m > 0 {
+        if m & 1 == 1 {
+            r *= s;
+        }
+        m >>= 1;
+        if m > 0 {
+            s *= s;
+        }
+    }
+    r
 }
 
 /// Start value λ_mm(θ) as (v, k), or (0, 0) if λ_lm(θ) is negligible (< 2^−400) for every
