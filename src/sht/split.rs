@@ -81,46 +81,58 @@ pub struct Stats {
     pub ring_s: f64,
     /// Most device memory in use seen during the call on each device (bytes, whole device).
     pub peak_bytes: Vec<usize>,
+    /// Device-resident path (`cuda::peer`): [p0, p1) ring pairs of each device, the rounds of
+    /// the pipeline, and the planned bytes per device (its alm block + chunk buffers).
+    pub pair_blocks: Vec<(usize, usize)>,
+    pub rounds: usize,
+    pub planned_bytes: Vec<usize>,
 }
 
-/// Contiguous blocks [m0, m1) of 0..=mmax, one per device, with about equal Σ (lmax + 1 − m).
+/// Contiguous blocks [m0, m1) of 0..=mmax, one per device, with about equal Σ (lmax + 1 − m):
+/// m joins block d while half its cost still fits the (d+1)/n share (`cut`). The one block
+/// rule of every split SHT (also `skyconv.sht_halves.m_blocks` through the core).
 pub fn m_blocks(lmax: usize, mmax: usize, n: usize) -> Vec<(usize, usize)> {
-    let cost = |m: usize| (lmax + 1 - m) as f64;
-    let total: f64 = (0..=mmax).map(cost).sum();
+    let cost: Vec<f64> = (0..=mmax).map(|m| (lmax + 1 - m) as f64).collect();
+    cut(&cost, n)
+}
+
+/// Contiguous blocks of items 0..cost.len(), one per worker, of about equal cost: item i joins
+/// block d while the running cost up to its middle stays within the (d+1)/n share; a block
+/// gets at least one item while there are no more blocks than items left, and leaves one for
+/// each later block (so blocks are empty only when there are fewer items than workers).
+pub fn cut(cost: &[f64], n: usize) -> Vec<(usize, usize)> {
+    let total: f64 = cost.iter().sum();
+    let len = cost.len();
     let mut out = Vec::with_capacity(n);
-    let mut m0 = 0;
-    let mut acc = 0.0;
+    let (mut i0, mut acc) = (0usize, 0.0f64);
     for d in 0..n {
         let target = total * (d + 1) as f64 / n as f64;
-        let mut m1 = m0;
-        while m1 <= mmax && (d + 1 == n || acc + cost(m1) / 2.0 <= target) {
-            acc += cost(m1);
-            m1 += 1;
+        let later = n - d - 1;
+        let mut i1 = i0;
+        while i1 < len
+            && (d + 1 == n
+                || (i1 == i0 && len - i0 > later)
+                || (acc + cost[i1] / 2.0 <= target && len - i1 > later))
+        {
+            acc += cost[i1];
+            i1 += 1;
         }
-        out.push((m0, m1));
-        m0 = m1;
+        out.push((i0, i1));
+        i0 = i1;
     }
     out
 }
 
 /// Contiguous blocks [r0, r1) of the rings, one per device, with about equal pixel counts.
 pub fn ring_blocks(plan: &Plan, n: usize) -> Vec<(usize, usize)> {
-    let nr = plan.rings.len();
-    let mut out = Vec::with_capacity(n);
-    let mut r0 = 0;
-    for d in 0..n {
-        let target = plan.npix as f64 * (d + 1) as f64 / n as f64;
-        let mut r1 = r0;
-        while r1 < nr
-            && (d + 1 == n
-                || (plan.rings[r1].first as f64 + plan.rings[r1].nphi as f64 / 2.0) < target)
-        {
-            r1 += 1;
-        }
-        out.push((r0, r1));
-        r0 = r1;
-    }
-    out
+    ring_blocks_of(&plan.rings, n)
+}
+
+/// `ring_blocks` of the rings of a map of `npix` pixels: the rule of `cut` with a ring's cost
+/// its pixel count (also `skyconv.sht_halves.ring_blocks` through the core).
+pub fn ring_blocks_of(rings: &[crate::healpix::Ring], n: usize) -> Vec<(usize, usize)> {
+    let cost: Vec<f64> = rings.iter().map(|r| r.nphi as f64).collect();
+    cut(&cost, n)
 }
 
 /// Run `f(i)` for each worker i on its own thread.
@@ -375,20 +387,49 @@ pub fn map2alm<H: Halves>(
     alms: &mut [&mut [C64]],
     st: &mut Stats,
 ) -> Result<()> {
-    analysis(h, plan, pol, maps, alms, st)?;
+    jacobi(
+        plan,
+        maps,
+        iter,
+        alms,
+        st,
+        &|a, m, st| alm2map(h, plan, pol, a, m, st),
+        &|m, a, st| analysis(h, plan, pol, m, a, st),
+    )
+}
+
+/// A synthesis or one analysis pass of a split transform (inputs, outputs, stats).
+pub type SynthPass<'a> = dyn Fn(&[&[C64]], &mut [&mut [f64]], &mut Stats) -> Result<()> + 'a;
+pub type AnalPass<'a> = dyn Fn(&[&[f64]], &mut [&mut [C64]], &mut Stats) -> Result<()> + 'a;
+
+/// map2alm with `iter` Jacobi iterations from one analysis pass `anal` and a synthesis `synth`
+/// (any split of them): alm = A(map), then `iter` times alm += A(map − S(alm)); the residual
+/// maps live in host memory. Cancel is checked between iterations.
+pub fn jacobi(
+    plan: &Plan,
+    maps: &[&[f64]],
+    iter: usize,
+    alms: &mut [&mut [C64]],
+    st: &mut Stats,
+    synth: &SynthPass,
+    anal: &AnalPass,
+) -> Result<()> {
+    anal(maps, alms, st)?;
     if iter == 0 {
         return Ok(());
     }
+    let stop = crate::backend::cancel::current();
     let nc = maps.len();
     let mut resid: Vec<Vec<f64>> = (0..nc).map(|_| vec![0.0; plan.npix]).collect();
     let mut delta: Vec<Vec<C64>> = (0..nc)
         .map(|_| vec![C64::new(0.0, 0.0); plan.lay.size()])
         .collect();
     for _ in 0..iter {
+        stop.check()?;
         {
             let a: Vec<&[C64]> = alms.iter().map(|a| &a[..]).collect();
             let mut r: Vec<&mut [f64]> = resid.iter_mut().map(|r| &mut r[..]).collect();
-            alm2map(h, plan, pol, &a, &mut r, st)?;
+            synth(&a, &mut r, st)?;
         }
         for (r, m) in resid.iter_mut().zip(maps) {
             r.par_iter_mut()
@@ -398,7 +439,7 @@ pub fn map2alm<H: Halves>(
         {
             let r: Vec<&[f64]> = resid.iter().map(|r| &r[..]).collect();
             let mut d: Vec<&mut [C64]> = delta.iter_mut().map(|d| &mut d[..]).collect();
-            analysis(h, plan, pol, &r, &mut d, st)?;
+            anal(&r, &mut d, st)?;
         }
         for (a, d) in alms.iter_mut().zip(&delta) {
             a.par_iter_mut()
