@@ -62,6 +62,7 @@ def _split_record(base: dict, secs: float) -> dict:
     rec["peak_gib_per_gpu"] = [round(b / 2**30, 2) for b in st["peak_bytes"]]
     rec["planned_gib_per_gpu"] = [round(b / 2**30, 2) for b in st.get("planned_bytes", [])]
     rec["rounds"] = st.get("rounds")
+    rec["stage_s_per_gpu"] = [[round(x, 4) for x in t] for t in st.get("stage_s_per_gpu", [])]
     rec["m_blocks"] = st["m_blocks"]
     rec["pair_blocks"] = st.get("pair_blocks")
     return rec

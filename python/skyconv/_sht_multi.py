@@ -2,7 +2,8 @@
 
 The alm are split by m into contiguous blocks balanced by work (the cost of an m is about
 lmax + 1 - m), the map by ring pairs (a northern ring with its southern mirror) into blocks
-balanced by pixels; each GPU computes the Legendre sums of its m on all rings, an all-to-all
+balanced by pixels (the device pipeline weighs each m by the ring pairs where its Legendre
+sums are not negligible); each GPU computes the Legendre sums of its m on all rings, an all-to-all
 moves them to the ring blocks, each GPU finishes its rings (map2alm: the same steps backwards,
 Jacobi iterations included).
 
@@ -46,7 +47,9 @@ def last_stats() -> dict:
         ``exchange_s`` (the all-to-all), ``ring_s`` (seconds summed over the passes of the call:
         wall time of each stage for "host-staged"; for the device pipeline the busiest GPU's
         device time per stage, which overlap one another), ``peak_bytes`` (most device memory
-        in use seen on each device, whole device, bytes). Empty before the first call.
+        in use seen on each device, whole device, bytes), ``stage_s_per_gpu`` (device pipeline:
+        [Legendre, all-to-all copies, rings] device seconds of each GPU). Empty before the first
+        call.
     """
     return dict(_last)
 

@@ -86,6 +86,8 @@ pub struct Stats {
     pub pair_blocks: Vec<(usize, usize)>,
     pub rounds: usize,
     pub planned_bytes: Vec<usize>,
+    /// Device-resident path: (Legendre, all-to-all copies, rings) device seconds per GPU.
+    pub stage_s_per_gpu: Vec<[f64; 3]>,
 }
 
 /// Contiguous blocks [m0, m1) of 0..=mmax, one per device, with about equal Σ (lmax + 1 − m):
@@ -94,6 +96,33 @@ pub struct Stats {
 pub fn m_blocks(lmax: usize, mmax: usize, n: usize) -> Vec<(usize, usize)> {
     let cost: Vec<f64> = (0..=mmax).map(|m| (lmax + 1 - m) as f64).collect();
     cut(&cost, n)
+}
+
+/// Contiguous m blocks of `plan`, one per device, balanced by the Legendre work of each m on
+/// this grid: (lmax + 1 − m) times the ring pairs where λ_mm is not negligible (the kernels and
+/// the CPU engine skip the others: log2 |λ_mm| + log2 growth < −400, `legendre::start_value`),
+/// plus one per pair for the start. High m skip many polar pairs, so they cost less than
+/// lmax + 1 − m alone suggests.
+pub fn m_blocks_for(plan: &Plan, n: usize) -> Vec<(usize, usize)> {
+    cut(&m_costs(plan), n)
+}
+
+/// The work of each m = 0..=mmax on the rings of `plan` (see `m_blocks_for`).
+pub fn m_costs(plan: &Plan) -> Vec<f64> {
+    let (lmax, np) = (plan.lay.lmax, plan.pairs.len());
+    // pairs run from the pole to the equator: log2 sin θ increases
+    (0..=plan.lay.mmax)
+        .map(|m| {
+            let active = if m == 0 {
+                np
+            } else {
+                let lb = crate::sht::legendre::log2_growth_bound(m, lmax, &plan.ln_fact);
+                let t = (-400.0 - plan.log2_norms[m] - lb) / m as f64;
+                np - plan.pairs.partition_point(|p| p.log2s < t)
+            };
+            ((lmax + 1 - m) * active + np) as f64
+        })
+        .collect()
 }
 
 /// Contiguous blocks of items 0..cost.len(), one per worker, of about equal cost: item i joins

@@ -561,13 +561,17 @@ fn exchange(p: &Pass, l: &mut Local, d: usize, k: usize) -> Result<()> {
     let s = k % 2;
     let gpu = l.gpu.clone();
     l.xchg.wait(&l.freed[s])?; // round k − 2 has left this receive slot
-    let t0 = mark(&gpu, &l.xchg)?;
+    for (i, sh) in p.shared.iter().enumerate() {
+        if p.piece(i, d, k) > 0 {
+            l.xchg.wait(&sh.prod[s])?;
+        }
+    }
+    let t0 = mark(&gpu, &l.xchg)?; // the copies alone, not the wait for the pieces
     for (i, src_gpu) in p.gpus.iter().enumerate() {
         let len = p.piece(i, d, k);
         if len == 0 {
             continue;
         }
-        l.xchg.wait(&p.shared[i].prod[s])?;
         let src = p.shared[i].send.lock().unwrap_or_else(|e| e.into_inner())[s][d];
         let dst = gpu.dptr(&l.b.recv[s][i]);
         gpu.ctx.bind_to_thread()?;
@@ -883,7 +887,7 @@ fn pass(
     st: &mut Stats,
 ) -> Result<()> {
     let n = gpus.len();
-    let mb = split::m_blocks(plan.lay.lmax, plan.lay.mmax, n);
+    let mb = split::m_blocks_for(plan, n);
     if let Some(&(m0, m1)) = mb.iter().find(|b| b.1 - b.0 > 65535) {
         return Err(Error::value(format!(
             "the multi-GPU SHT handles at most 65535 m per GPU; m {m0}..{m1} of mmax={} fall on \
@@ -937,6 +941,15 @@ fn pass(
     st.ring_s += most(2);
     st.rounds = rounds;
     st.pair_blocks = p.pb.clone();
+    st.m_blocks = p.mb.clone();
+    if st.stage_s_per_gpu.len() != n {
+        st.stage_s_per_gpu = vec![[0.0; 3]; n];
+    }
+    for (a, t) in st.stage_s_per_gpu.iter_mut().zip(&times) {
+        for i in 0..3 {
+            a[i] += t[i];
+        }
+    }
     Ok(())
 }
 
