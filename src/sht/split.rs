@@ -99,16 +99,23 @@ pub fn m_blocks(lmax: usize, mmax: usize, n: usize) -> Vec<(usize, usize)> {
 }
 
 /// Contiguous m blocks of `plan`, one per device, balanced by the Legendre work of each m on
-/// this grid: (lmax + 1 − m) times the ring pairs where λ_mm is not negligible (the kernels and
-/// the CPU engine skip the others: log2 |λ_mm| + log2 growth < −400, `legendre::start_value`),
-/// plus one per pair for the start. High m skip many polar pairs, so they cost less than
-/// lmax + 1 − m alone suggests.
-pub fn m_blocks_for(plan: &Plan, n: usize) -> Vec<(usize, usize)> {
-    cut(&m_costs(plan), n)
+/// this grid (`m_costs`).
+pub fn m_blocks_for(plan: &Plan, n: usize, inactive: f64) -> Vec<(usize, usize)> {
+    cut(&m_costs(plan, inactive), n)
 }
 
-/// The work of each m = 0..=mmax on the rings of `plan` (see `m_blocks_for`).
-pub fn m_costs(plan: &Plan) -> Vec<f64> {
+/// Relative cost of a ring pair where λ_mm is negligible (its column is skipped, but the warp
+/// it shares with active pairs is not), fitted to the per-GPU Legendre times of two H200s at
+/// nside 8192/16384 (bench/NOTES.md, issue 20): synthesis and analysis kernels.
+pub const INACTIVE_SYNTH: f64 = 0.8;
+pub const INACTIVE_ANAL: f64 = 0.5;
+
+/// The work of each m = 0..=mmax on the rings of `plan`: (lmax + 1 − m) times the ring pairs
+/// where λ_mm is not negligible (log2 |λ_mm| + log2 growth ≥ −400, the test of
+/// `legendre::start_value` that the kernels and the CPU engine use to skip a pair), the others
+/// weighted by `inactive`, plus one per pair for the start. High m skip many polar pairs, so
+/// they cost less than lmax + 1 − m alone suggests.
+pub fn m_costs(plan: &Plan, inactive: f64) -> Vec<f64> {
     let (lmax, np) = (plan.lay.lmax, plan.pairs.len());
     // pairs run from the pole to the equator: log2 sin θ increases
     (0..=plan.lay.mmax)
@@ -120,7 +127,8 @@ pub fn m_costs(plan: &Plan) -> Vec<f64> {
                 let t = (-400.0 - plan.log2_norms[m] - lb) / m as f64;
                 np - plan.pairs.partition_point(|p| p.log2s < t)
             };
-            ((lmax + 1 - m) * active + np) as f64
+            let pairs = active as f64 + inactive * (np - active) as f64;
+            (lmax + 1 - m) as f64 * pairs + np as f64
         })
         .collect()
 }
@@ -630,6 +638,34 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The cost model: every pair counts for m = 0; high m skip polar pairs (cheaper than
+    /// lmax + 1 − m alone), more so with a smaller weight of the skipped pairs; the blocks
+    /// cover 0..=mmax.
+    #[test]
+    fn m_costs_skip_polar_pairs_of_high_m() {
+        let plan = Plan::new(256, AlmLayout::new(512, 512).unwrap(), None).unwrap();
+        let np = plan.pairs.len() as f64;
+        let full = m_costs(&plan, 1.0);
+        let half = m_costs(&plan, 0.5);
+        assert_eq!(full[0], 513.0 * np + np);
+        for m in 0..=512 {
+            assert_eq!(
+                full[m],
+                (513 - m) as f64 * np + np,
+                "inactive weight 1 = no skipping"
+            );
+            assert!(half[m] <= full[m]);
+        }
+        assert!(half[500] < 0.9 * full[500], "m = 500 skips polar pairs");
+        assert_eq!(half[0], full[0]);
+        for w in [0.0, 0.5, 0.8] {
+            let b = m_blocks_for(&plan, 3, w);
+            assert_eq!((b[0].0, b[2].1), (0, 513));
+            // fewer skipped pairs counted -> the first (low m) block gets fewer m
+            assert!(b[0].1 <= m_blocks_for(&plan, 3, 1.0)[0].1);
         }
     }
 

@@ -887,7 +887,11 @@ fn pass(
     st: &mut Stats,
 ) -> Result<()> {
     let n = gpus.len();
-    let mb = split::m_blocks_for(plan, n);
+    let inactive = match dir {
+        Dir::Synth => split::INACTIVE_SYNTH,
+        Dir::Anal => split::INACTIVE_ANAL,
+    };
+    let mb = split::m_blocks_for(plan, n, inactive);
     if let Some(&(m0, m1)) = mb.iter().find(|b| b.1 - b.0 > 65535) {
         return Err(Error::value(format!(
             "the multi-GPU SHT handles at most 65535 m per GPU; m {m0}..{m1} of mmax={} fall on \
