@@ -135,8 +135,9 @@ pub fn m_costs(plan: &Plan, inactive: f64) -> Vec<f64> {
 
 /// Contiguous blocks of items 0..cost.len(), one per worker, of about equal cost: item i joins
 /// block d while the running cost up to its middle stays within the (d+1)/n share; a block
-/// gets at least one item while there are no more blocks than items left, and leaves one for
-/// each later block (so blocks are empty only when there are fewer items than workers).
+/// takes at least one item while any are left, and more only while one is left for each later
+/// block (so only the last blocks are empty, and only when there are fewer items than
+/// workers).
 pub fn cut(cost: &[f64], n: usize) -> Vec<(usize, usize)> {
     let total: f64 = cost.iter().sum();
     let len = cost.len();
@@ -147,9 +148,7 @@ pub fn cut(cost: &[f64], n: usize) -> Vec<(usize, usize)> {
         let later = n - d - 1;
         let mut i1 = i0;
         while i1 < len
-            && (d + 1 == n
-                || (i1 == i0 && len - i0 > later)
-                || (acc + cost[i1] / 2.0 <= target && len - i1 > later))
+            && (d + 1 == n || i1 == i0 || (acc + cost[i1] / 2.0 <= target && len - i1 > later))
         {
             acc += cost[i1];
             i1 += 1;
