@@ -323,6 +323,8 @@ def _map2alm_multi(
 
 # --- SHT halves (src/py/sht_halves.rs) --------------------------------------------------------
 # skyconv.sht_halves checks and converts the arguments (ms, rings: int64; arrays C-contiguous).
+def _m_blocks(lmax: int, mmax: int, n: int) -> list[tuple[int, int]]: ...  # [m0, m1) per worker
+def _ring_blocks(nside: int, n: int) -> list[tuple[int, int]]: ...  # [r0, r1) per worker
 def _alm2leg(
     alm: npt.NDArray[np.complex128],  # (ncomp, nblk)
     nside: int,
