@@ -22,8 +22,10 @@ When the cube takes less than 30 % of the cluster's memory, each kernel's smooth
 persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
 the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
 kept. Kernels without spatial (or spectral)
-smoothing skip that stage and its chunking. The stages run on the CPU engine (per worker's
-thread pool); ``device`` is checked but the GPU engine has no stage functions yet.
+smoothing skip that stage and its chunking. The spatial and spectral stages run on the device
+each worker resolves (:mod:`skyconv._dask.device`): a worker that sees a GPU runs them on the
+GPU engine (``device`` "auto"/None/"cuda"; the values of the single call on that engine), one
+without on the CPU engine (per worker's thread pool). The sample and the clip are NumPy.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import numpy as np
 from .. import _core
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentTypeError, ShapeError
+from .device import check as check_device
+from .device import on_worker
 from .filters import check_float
 from .halo import check_known_chunks
 
@@ -45,12 +49,14 @@ def _c(a):
     return np.require(a, requirements=("C", "A"))
 
 
-def _spatial_block(cube, mask, spec, mode, rep, rms0, exact):
-    return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact)
+def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
+    dev = on_worker("scfind.spatial", device)
+    return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
 
 
-def _spectral_block(s, mask, spec, mode, exact):
-    return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact)
+def _spectral_block(s, mask, spec, mode, exact, device=None):
+    dev = on_worker("scfind.spectral", device)
+    return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact, dev)
 
 
 def _clip_block(w, mask, level):
@@ -177,7 +183,8 @@ def smooth_and_clip(
     mask : array or dask.array.Array, optional
         Voxels in the mask on entry (nonzero).
     device : str or None
-        Checked; the stages run on the CPU engine.
+        Checked here (spelling), resolved by each task on its worker
+        (:mod:`skyconv._dask.device`).
     progress : callable, optional
         ``progress(done, total, noise)`` after each kernel.
     chunk_bytes : int, optional
@@ -208,14 +215,11 @@ def smooth_and_clip(
     skyconv.ArgumentError
         Unknown chunk sizes.
     """
-    from .._utils.device import resolve
-
     da = dask_array()
     x = cube if hasattr(cube, "dask") else da.asarray(cube)
     check_known_chunks(x, "cube")
     check_float(x, "cube")
-    if device is not None:
-        resolve(device)  # a bad name fails here
+    dev = check_device(device)  # a bad name fails here; the workers resolve it
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
     in_chunks, ndim = x.chunks, x.ndim
@@ -247,12 +251,12 @@ def smooth_and_clip(
             xs = _rechunk(x, _planes(x, limit)) if has_xy else x
             s = da.map_blocks(
                 _spatial_block, xs, _rechunk(m, xs.chunks), spec, run.edge_mode, rep, rms0,
-                run.exact, dtype=x.dtype,
+                run.exact, dev, dtype=x.dtype,
             )  # fmt: skip
             sc = _rechunk(s, _columns(x, limit)) if has_z else s
             w = da.map_blocks(
                 _spectral_block, sc, _rechunk(m, sc.chunks), spec, run.edge_mode, run.exact,
-                dtype=x.dtype,
+                dev, dtype=x.dtype,
             )  # fmt: skip
             return w
 
