@@ -1,16 +1,20 @@
 """Smooth + Clip through Dask on a zarr cube vs the single call on the same data in memory.
 
+    python bench/dask_scfind.py --workers 16 --size 8GB            # the 16-core GPU machine
+    python bench/dask_scfind.py --workers 2 --size 0.05GB          # a smoke test on 2 cores
     python bench/dask_scfind.py --shape 500,1024,1024 --workers 16 [--chunks 50,512,512]
         [--kernels-xy 0,3,6 --kernels-z 0,3,7,15 --memory-limit 4GB --dir /tmp/dask_bench
          --repeats 1 --json out.json]
 
-Writes a random float32 cube with a few sources to ``DIR/cube.zarr`` (kept between runs of
-the same shape and chunks), times the single call (``device="cpu"``, all cores) on the cube in
-memory, then the Dask run on a LocalCluster of N one-thread worker processes (skyconv's CPU
-threads per worker: cores // N) reading the zarr cube and writing the mask to zarr, and
-prints both times, their ratio (Dask / single; the issue's target is <= 1.2 on 16 cores for an
-8 GB cube), whether the masks are equal, and the peak RSS of each worker (sampled every
-0.1 s by Distributed's MemorySampler on the workers' processes).
+Writes a random float32 cube with sources (``--size``: ``--planes`` channels of a square map; or
+``--shape``) to ``DIR/cube.zarr`` (kept between runs of the same shape and chunks; chunks
+written in parallel, uncompressed; bench/dask_cube.py), times the single call (``device="cpu"``,
+all cores) on the cube in memory, then the Dask run on a LocalCluster of N one-thread worker
+processes (skyconv's CPU threads per worker: cores // N) reading the zarr cube and writing the
+mask to zarr, and prints both times, their ratio (Dask / single; the issue's target is <= 1.2 on
+16 cores for an 8 GB cube), whether the masks are equal, and the peak RSS of each worker: the
+kernel's (ru_maxrss of the worker process) and Distributed's (the largest process memory in each
+worker's SystemMonitor history), and the cluster's total (MemorySampler, every 0.1 s).
 """
 
 from __future__ import annotations
@@ -18,39 +22,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from dask_cube import parse_size, shape_for, write_cube  # noqa: E402
 
 
 def numbers(text, cast=int):
     return [cast(v) for v in text.replace(" ", "").split(",") if v]
 
 
-def make_cube(path, shape, chunks, seed=1):
-    import zarr
-
-    if os.path.exists(path):
-        z = zarr.open_array(path, mode="r")
-        if tuple(z.shape) == tuple(shape) and tuple(z.chunks) == tuple(chunks):
-            return
-        shutil.rmtree(path)
-    rng = np.random.default_rng(seed)
-    z = zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=np.float32)
-    nz, ny, nx = shape
-    for z0 in range(0, nz, chunks[0]):
-        blk = rng.standard_normal((min(chunks[0], nz - z0), ny, nx), dtype=np.float32)
-        for k in range(8):  # a few extended sources
-            y, x = (k * 97) % max(ny - 20, 1), (k * 211) % max(nx - 20, 1)
-            blk[:, y : y + 12, x : x + 12] += 0.8
-        z[z0 : z0 + blk.shape[0]] = blk
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--shape", type=numbers, default=[64, 256, 256])
+    p.add_argument("--shape", type=numbers, default=None, help="z,y,x (default: from --size)")
+    p.add_argument("--size", default="16MB", help="cube size when --shape is not given, e.g. 8GB")
+    p.add_argument("--planes", type=int, default=512, help="channels of a --size cube")
     p.add_argument("--chunks", type=numbers, default=None)
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--memory-limit", default="auto")
@@ -68,14 +58,13 @@ def main(argv=None):
 
     import skyconv
 
-    shape = tuple(a.shape)
-    chunks = tuple(a.chunks) if a.chunks else (max(1, shape[0] // 8), shape[1], shape[2])
+    shape = tuple(a.shape) if a.shape else shape_for(parse_size(a.size), a.planes)
+    chunks = tuple(a.chunks) if a.chunks else (max(1, shape[0] // (2 * a.workers)), *shape[1:])
     os.makedirs(a.dir, exist_ok=True)
     src = os.path.join(a.dir, "cube.zarr")
-    t = time.perf_counter()
-    make_cube(src, shape, chunks)
-    print(f"cube {shape} float32 ({np.prod(shape) * 4 / 1e9:.2f} GB) chunks {chunks}: "
-          f"ready in {time.perf_counter() - t:.1f} s", flush=True)  # fmt: skip
+    wt = write_cube(src, shape, chunks)
+    made = f"written in {wt:.1f} s" if wt else "kept"
+    print(f"cube {shape} float32 ({np.prod(shape) * 4 / 1e9:.2f} GB) chunks {chunks}: {made}")
     kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z}
 
     cube = zarr.open_array(src, mode="r")[...]
@@ -108,13 +97,15 @@ def main(argv=None):
                 skyconv.smooth_and_clip(da.from_zarr(src), **kw).to_zarr(out, overwrite=True)
                 dask_t.append(time.perf_counter() - t)
         rss = client.run(_peak_rss)
+        monitored = client.run(_monitor_peak)
     got = zarr.open_array(out, mode="r")[...]
     same = bool(np.array_equal(got, want))
     ratio = min(dask_t) / min(single)
     cluster_peak = max(max(v for _, v in s) for s in ms.samples.values()) / 2**20
     print(f"Dask ({a.workers} workers x 1 thread, {threads} skyconv threads each, zarr in "
           f"and out): {min(dask_t):.2f} s; ratio {ratio:.2f}; masks equal: {same}")  # fmt: skip
-    print(f"peak RSS per worker (MiB): {sorted(round(v) for v in rss.values())}; "
+    print(f"peak RSS per worker (MiB): {sorted(round(v) for v in rss.values())} (ru_maxrss); "
+          f"{sorted(round(v) for v in monitored.values())} (Distributed's monitor); "
           f"cluster total peak {cluster_peak:.0f} MiB")  # fmt: skip
     result = {
         "shape": shape,
@@ -126,6 +117,7 @@ def main(argv=None):
         "ratio": ratio,
         "masks_equal": same,
         "peak_rss_mib": sorted(rss.values()),
+        "monitor_peak_mib": sorted(monitored.values()),
         "cluster_peak_mib": cluster_peak,
     }
     if a.json:
@@ -139,6 +131,13 @@ def _peak_rss():
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _monitor_peak(dask_worker):
+    """The largest process memory (MiB) in this worker's SystemMonitor history (Distributed's
+    worker memory metric, sampled every ~0.5 s)."""
+    mem = dask_worker.monitor.quantities.get("memory") or [0]
+    return max(mem) / 2**20
 
 
 if __name__ == "__main__":
