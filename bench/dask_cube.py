@@ -48,7 +48,7 @@ def _chunk(shape, chunks, index, seed):
     rng = np.random.default_rng([seed, *index])
     blk = rng.standard_normal([b - a for a, b in zip(lo, hi)], dtype=np.float32)
     z, y, x = np.ogrid[lo[0] : hi[0], lo[1] : hi[1], lo[2] : hi[2]]
-    s = np.exp(-((z % 96 - 48) ** 2) / 50.0) * np.exp(
+    s = np.exp(-((z % 48 - 24) ** 2) / 50.0) * np.exp(
         -((y % 64 - 32) ** 2 + (x % 64 - 32) ** 2) / 18.0
     )
     blk += (3.0 * s).astype(np.float32)

@@ -36,10 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from dask_cube import parse_size, read_rate, shape_for, write_cube  # noqa: E402
 
-#: Task names (dask.utils.key_split) of skyconv's core calls (on the GPU when device is one).
-SKYCONV_TASKS = {"spatial_block", "spectral_block", "smooth", "unit_block"}
-#: Task names of the NumPy steps of S+C around them (on the CPU whatever the device).
-NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev"}
+#: Task names (dask.utils.key_split) of the NumPy steps around skyconv's core calls (on the CPU
+#: whatever the device); the core calls' own seconds come from skyconv._dask.device.
+NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count"}
 #: Task-name prefixes of zarr reads and writes.
 IO_TASKS = ("from-zarr", "original-array", "store-map", "to-zarr", "load-store")
 
@@ -92,13 +91,16 @@ def _worker_view():
     return os.environ.get("CUDA_VISIBLE_DEVICES"), c.get("device_count"), c.get("device_name")
 
 
-def breakdown(stream) -> dict:
-    """Thread-seconds of a task stream by kind: skyconv calls, zarr I/O, other compute (Dask's
-    copies, rechunks, NumPy steps), transfers between workers; and the top task prefixes."""
+def breakdown(stream, core_s: float) -> dict:
+    """Thread-seconds of a task stream by kind: skyconv's core calls (``core_s``, measured in
+    the tasks: Dask fuses them with other steps), NumPy steps, zarr I/O, the rest of the
+    compute (Dask's copies, rechunks, reductions), transfers between workers; and the top task
+    names."""
     from dask.utils import key_split
 
     kinds: dict = defaultdict(float)
     prefixes: dict = defaultdict(float)
+    rest = 0.0
     for rec in stream:
         name = key_split(rec["key"])
         for ss in rec.get("startstops", ()):
@@ -106,18 +108,18 @@ def breakdown(stream) -> dict:
             action = ss.get("action")
             if action == "compute":
                 prefixes[name] += dt
-                if name in SKYCONV_TASKS:
-                    kinds["skyconv stages"] += dt
-                elif name in NUMPY_TASKS:
-                    kinds["NumPy steps (clip, sample)"] += dt
+                if name in NUMPY_TASKS:
+                    kinds["NumPy steps (clip, sample, medians)"] += dt
                 elif name.startswith(IO_TASKS):
                     kinds["zarr read/write"] += dt
                 else:
-                    kinds["Dask copies, rechunks, reductions"] += dt
+                    rest += dt
             elif action == "transfer":
                 kinds["transfers between workers"] += dt
             elif action in ("disk-read", "disk-write"):
                 kinds["spill to disk"] += dt
+    kinds["skyconv core calls"] = core_s
+    kinds["Dask copies, rechunks, reductions"] = max(rest - core_s, 0.0)
     top = dict(sorted(prefixes.items(), key=lambda kv: -kv[1])[:8])
     return {"kinds": dict(kinds), "top": top}
 
@@ -132,9 +134,9 @@ def bound_of(b: dict, wall: float, slots: int, gb: float, disk: dict, device: st
     disk_s = gb / disk["gb_s"] if disk.get("gb_s") else float("nan")
     engine = "GPU" if device != "cpu" else "CPU engine"
     return (
-        f"{name}: {secs:.1f} thread-s of {busy:.1f} busy ({slots} threads x {wall:.1f} s = "
-        f"{slots * wall:.1f}); skyconv's {engine} calls "
-        f"{kinds.get('skyconv stages', 0.0):.1f} thread-s; one read of the cube from disk "
+        f"{name} ({secs:.1f} thread-s; compute busy {busy:.1f} of {slots} threads x "
+        f"{wall:.1f} s = {slots * wall:.1f}); skyconv's {engine} calls "
+        f"{kinds.get('skyconv core calls', 0.0):.1f} thread-s; one read of the cube from disk "
         f"would take {disk_s:.1f} s at {disk.get('gb_s', float('nan')):.2f} GB/s"
     )
 
@@ -161,17 +163,18 @@ def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
             info = f"{r.iterations} iterations, noise {r.noise:.4g}"
             del r
         dt = time.perf_counter() - t
-    b = breakdown(ts.data)
+    b = breakdown(ts.data, sum(ddev.seconds_used(client).values()))
     rss = sorted(client.run(_peak_rss).values())
     why = bound_of(b, dt, n * a.threads, gb, disk, a.device)
-    print(f"{algo}: {dt:.1f} s, {gb / dt:.3f} GB/s ({info})")
+    print(f"{algo}: {dt:.1f} s, {gb / dt:.3g} GB/s ({info})")
     print("  devices: " + ddev.summary(client).replace("\n", "\n           "))
     print("  peak RSS per worker (GB): " + ", ".join(f"{v / 1e9:.2f}" for v in rss))
     print("  thread-s: " + ", ".join(f"{k} {v:.1f}" for k, v in b["kinds"].items()))
     print("  top tasks: " + ", ".join(f"{k} {v:.1f}" for k, v in b["top"].items()))
     print(f"  bound: {why}", flush=True)
     return {"algo": algo, "workers": n, "seconds": dt, "gb_s": gb / dt,
-            "devices": ddev.devices_used(client), "peak_rss": rss, "breakdown": b,
+            "devices": ddev.devices_used(client), "core_seconds": ddev.seconds_used(client),
+            "peak_rss": rss, "breakdown": b,
             "bound": why}  # fmt: skip
 
 

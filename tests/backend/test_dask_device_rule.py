@@ -119,6 +119,9 @@ def test_scfind_stages_on_the_workers_device(dask_client, rng, device):
         assert set(used[stage]) == {engine}, used
         # one task per block of each stage's chunking, per kernel that has that stage
         assert sum(used[stage].values()) >= 2, used
+    secs = ddev.seconds_used(dask_client)
+    assert set(secs) == {"scfind.spatial", "scfind.spectral"}
+    assert all(0 < v < 60 for v in secs.values()), secs
 
 
 def test_atrous_and_grid_record_their_stages(dask_client, rng):
@@ -141,6 +144,7 @@ def test_atrous_and_grid_record_their_stages(dask_client, rng):
     used = ddev.devices_used(dask_client)
     assert used["atrous.smooth"] == {"cpu": sum(used["atrous.smooth"].values())}
     assert used["grid.partial"] == {"cpu": 4}
+    assert set(ddev.seconds_used(dask_client)) == {"atrous.smooth"}  # grid's are counted only
 
 
 # ------------------------------------------------------------------ GPU (run on the H100s)

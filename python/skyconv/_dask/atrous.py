@@ -34,7 +34,7 @@ from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, DeviceError
 from . import select
 from .device import check as check_device
-from .device import on_worker
+from .device import stage
 from .halo import check_known_chunks, overlap_map
 
 #: Cap on the convergence loop, as in the core.
@@ -54,8 +54,8 @@ def _unit_block(block, args, device):
     """The core's reconstruction of a block of whole units: (recon, iterations, noise,
     input_noise, scales, device), the per-unit values as lists."""
     block = np.require(block, requirements="CA")  # received blocks may be unaligned
-    dev = on_worker("atrous.units", device)
-    return _core._atrous_denoise(block, *args[:7], dev, None, *args[7:])
+    with stage("atrous.units", device) as dev:
+        return _core._atrous_denoise(block, *args[:7], dev, None, *args[7:])
 
 
 def _by_units(x, dim, args, device):
@@ -104,7 +104,8 @@ def _smooth(block, step, weights, axes, device):
     first), mirror edges, the core's passes."""
     passes = [("dilated", ax, "mirror", 0.0, [float(step)] + weights) for ax in axes]
     block = np.require(block, requirements="CA")  # received blocks may be unaligned
-    return _core._filter_chain(block, passes, on_worker("atrous.smooth", device))
+    with stage("atrous.smooth", device) as dev:
+        return _core._filter_chain(block, passes, dev)
 
 
 def _absdev(block, center):

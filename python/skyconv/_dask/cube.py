@@ -36,7 +36,7 @@ from .. import _core
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentTypeError, ShapeError
 from .device import check as check_device
-from .device import on_worker
+from .device import stage
 from .filters import check_float
 from .halo import check_known_chunks
 
@@ -50,13 +50,13 @@ def _c(a):
 
 
 def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
-    dev = on_worker("scfind.spatial", device)
-    return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
+    with stage("scfind.spatial", device) as dev:
+        return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
 
 
 def _spectral_block(s, mask, spec, mode, exact, device=None):
-    dev = on_worker("scfind.spectral", device)
-    return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact, dev)
+    with stage("scfind.spectral", device) as dev:
+        return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact, dev)
 
 
 def _clip_block(w, mask, level):

@@ -9,21 +9,25 @@ device rule of :mod:`skyconv._utils.device`: ``None`` is the worker's ``SKYCONV_
 the machine — and ``"cuda:N"`` is GPU N of those the worker sees.
 
 Every resolution is counted in a per-process log, keyed by (stage, device, the worker's
-``CUDA_VISIBLE_DEVICES``). :func:`devices_used` gathers the logs of the client process and of
-every worker of the default Distributed client, so a bench or a user can print where each
-stage ran; :func:`reset` clears them.
+``CUDA_VISIBLE_DEVICES``); the heavy stages (S+C's, à trous's) resolve through :func:`stage`,
+which also adds the seconds their core call took. :func:`devices_used` gathers the logs of the
+client process and of every worker of the default Distributed client, so a bench or a user can
+print where each stage ran (:func:`seconds_used`: how long); :func:`reset` clears them.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import Counter
+from contextlib import contextmanager
 
 from .._utils.device import deferred, resolve
 
 _LOCK = threading.Lock()
 _LOG: Counter = Counter()
+_SECONDS: Counter = Counter()
 
 
 def check(device) -> str | None:
@@ -69,17 +73,46 @@ def on_worker(stage: str, device) -> str:
     skyconv.DeviceError
         ``"cuda"``/``"cuda:N"`` and the worker has no such GPU.
     """
-    core = resolve(device).core
+    return _count(stage, resolve(device).core, 0.0)
+
+
+def _count(stage: str, core: str, seconds: float) -> str:
     key = (stage, core, os.environ.get("CUDA_VISIBLE_DEVICES"))
     with _LOCK:
         _LOG[key] += 1
+        _SECONDS[key] += seconds
     return core
+
+
+@contextmanager
+def stage(name: str, device):
+    """:func:`on_worker` around a task's core call, adding the call's seconds to the log::
+
+        with stage("scfind.spatial", device) as dev:
+            return _core._scfind_spatial(..., dev)
+
+    Yields
+    ------
+    str
+        The core's device string for this task.
+    """
+    core = resolve(device).core
+    t = time.perf_counter()
+    try:
+        yield core
+    finally:
+        _count(name, core, time.perf_counter() - t)
 
 
 def local_log() -> dict:
     """This process's counts: {(stage, device, CUDA_VISIBLE_DEVICES): tasks}."""
     with _LOCK:
         return dict(_LOG)
+
+
+def _local_seconds() -> tuple:
+    with _LOCK:
+        return os.getpid(), dict(_SECONDS)
 
 
 def _pid_log() -> tuple:
@@ -89,8 +122,7 @@ def _pid_log() -> tuple:
 def reset(client=None) -> None:
     """Clear the logs of this process and of the workers of ``client`` (default: the
     default Distributed client, when there is one)."""
-    with _LOCK:
-        _LOG.clear()
+    _clear()
     client = client or _default_client()
     if client is not None:
         client.run(_clear)
@@ -99,6 +131,7 @@ def reset(client=None) -> None:
 def _clear() -> None:
     with _LOCK:
         _LOG.clear()
+        _SECONDS.clear()
 
 
 def _default_client():
@@ -140,6 +173,32 @@ def devices_used(client=None) -> dict:
     return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
+def seconds_used(client=None) -> dict:
+    """Seconds spent in the core calls of the stages that resolve through :func:`stage`, summed
+    over tasks and workers since the last :func:`reset`: {stage: seconds}.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        As for :func:`devices_used`.
+
+    Returns
+    -------
+    dict
+        {stage: seconds} (stages counted by :func:`on_worker` alone are absent).
+    """
+    logs = dict([_local_seconds()])
+    client = client or _default_client()
+    if client is not None:
+        logs.update(client.run(_local_seconds).values())
+    out: dict = {}
+    for log in logs.values():
+        for (name, _, _), secs in log.items():
+            if secs > 0:
+                out[name] = out.get(name, 0.0) + secs
+    return dict(sorted(out.items()))
+
+
 def summary(client=None) -> str:
     """:func:`devices_used` as lines ``stage: device × tasks, ...`` (for a bench's log)."""
     used = devices_used(client)
@@ -151,4 +210,6 @@ def summary(client=None) -> str:
     )
 
 
-__all__ = ["check", "devices_used", "local_log", "on_worker", "reset", "summary"]
+__all__ = [
+    "check", "devices_used", "local_log", "on_worker", "reset", "seconds_used", "stage", "summary",
+]  # fmt: skip
