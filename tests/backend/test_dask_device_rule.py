@@ -198,3 +198,38 @@ def test_gpu_stage_functions_equal_the_cpu_ones_for_sofia2(rng):
     cb = _core._scfind_spectral(a, m, spec, "constant", True, device="cuda")
     np.testing.assert_array_equal(ca, cb)
     assert np.isnan(cb).sum() == np.isnan(x).sum()
+
+
+@pytest.mark.gpu
+def test_scfind_on_one_worker_per_gpu(rng):
+    """Two workers started as dask-cuda starts them (CUDA_VISIBLE_DEVICES=i, i over the GPUs):
+    S+C's stages run on each worker's own GPU ("auto" and "cuda") and the mask and noise equal
+    the GPU single call's."""
+    distributed = pytest.importorskip("distributed")
+    n = skyconv.backend_info()["cuda"]["device_count"]
+    gpus = [str(i % n) for i in range(2)]
+    workers = {
+        i: {
+            "cls": distributed.Nanny,
+            "options": {"nthreads": 2, "env": {"CUDA_VISIBLE_DEVICES": g}},
+        }
+        for i, g in enumerate(gpus)
+    }
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
+    x = cube(rng, shape=(24, 40, 36))
+    kw = {"threshold": 4.0, "return_noise": True}
+    want, nw = skyconv.smooth_and_clip(x, device="cuda", **kw)
+    with (
+        distributed.SpecCluster(scheduler=scheduler, workers=workers) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        for device in (None, "cuda"):
+            ddev.reset(client)
+            got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(6, 20, 18)),
+                                              device=device, **kw)  # fmt: skip
+            np.testing.assert_array_equal(got.compute(), want)
+            assert [ng.rms0] + ng.rms == [nw.rms0] + nw.rms
+            used = ddev.devices_used(client)
+            names = set(used["scfind.spatial"]) | set(used["scfind.spectral"])
+            assert names <= {f"cuda (CUDA_VISIBLE_DEVICES={g})" for g in gpus}, used
+            assert all(name.startswith("cuda") for name in names)
