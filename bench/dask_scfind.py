@@ -57,6 +57,7 @@ def main(argv=None):
     from distributed.diagnostics import MemorySampler
 
     import skyconv
+    from skyconv._dask import device as ddev
 
     shape = tuple(a.shape) if a.shape else shape_for(parse_size(a.size), a.planes)
     chunks = tuple(a.chunks) if a.chunks else (max(1, shape[0] // (2 * a.workers)), *shape[1:])
@@ -65,13 +66,14 @@ def main(argv=None):
     wt = write_cube(src, shape, chunks)
     made = f"written in {wt:.1f} s" if wt else "kept"
     print(f"cube {shape} float32 ({np.prod(shape) * 4 / 1e9:.2f} GB) chunks {chunks}: {made}")
-    kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z}
+    # both on the CPU engine (a GPU machine's workers would otherwise take its GPU: "auto")
+    kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z, "device": "cpu"}
 
     cube = zarr.open_array(src, mode="r")[...]
     single = []
     for _ in range(a.repeats):
         t = time.perf_counter()
-        want = skyconv.smooth_and_clip(cube, device="cpu", **kw)
+        want = skyconv.smooth_and_clip(cube, **kw)
         single.append(time.perf_counter() - t)
     del cube
     print(f"single call (in memory, {os.cpu_count()} cores): {min(single):.2f} s", flush=True)
@@ -90,6 +92,7 @@ def main(argv=None):
         distributed.Client(cluster) as client,
     ):
         client.run(skyconv.set_num_threads, threads)
+        ddev.reset(client)
         ms = MemorySampler()
         for i in range(a.repeats):
             with ms.sample(f"run{i}", measure="process", interval=0.1):
@@ -97,6 +100,7 @@ def main(argv=None):
                 skyconv.smooth_and_clip(da.from_zarr(src), **kw).to_zarr(out, overwrite=True)
                 dask_t.append(time.perf_counter() - t)
         rss = client.run(_peak_rss)
+        print("devices of the Dask stages: " + ddev.summary(client).replace("\n", "; "))
         monitored = client.run(_monitor_peak)
     got = zarr.open_array(out, mode="r")[...]
     same = bool(np.array_equal(got, want))

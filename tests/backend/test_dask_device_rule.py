@@ -100,21 +100,21 @@ def test_cuda_is_resolved_on_the_worker_not_the_client(rng):
 # ------------------------------------------------------------------ stages on the cluster
 
 
-@pytest.mark.parametrize("device", ["cpu", None])
-def test_scfind_stages_on_the_workers_device(dask_client, rng, device):
+@pytest.mark.parametrize("requested", ["cpu", None])
+def test_scfind_stages_on_the_workers_device(dask_client, rng, requested):
     """S+C through the 2-worker cluster: each stage's device is the worker's (the CPU here,
     and "auto"/None on a GPU machine is its GPU), and the answer is the single call's."""
     x = cube(rng)
     kw = {"threshold": 4.0, "return_noise": True, "kernels_xy": (0, 3), "kernels_z": (0, 3)}
-    want, nw = skyconv.smooth_and_clip(x, device=device, **kw)
+    want, nw = skyconv.smooth_and_clip(x, device=requested, **kw)
     ddev.reset(dask_client)
-    got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(7, 12, 11)), device=device, **kw)
+    got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(7, 12, 11)), device=requested, **kw)
     got = got.compute()
     np.testing.assert_array_equal(got, want)
     assert want.sum() > 0
     assert [ng.rms0] + ng.rms == [nw.rms0] + nw.rms
     used = ddev.devices_used(dask_client)
-    engine = "cuda" if (HAS_GPU and device is None) else "cpu"
+    engine = "cuda" if (HAS_GPU and requested is None) else "cpu"
     for stage in ("scfind.spatial", "scfind.spectral"):
         assert set(used[stage]) == {engine}, used
         # one task per block of each stage's chunking, per kernel that has that stage
