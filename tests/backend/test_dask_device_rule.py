@@ -100,8 +100,16 @@ def test_cuda_is_resolved_on_the_worker_not_the_client(rng):
 # ------------------------------------------------------------------ stages on the cluster
 
 
+@pytest.fixture
+def staged(monkeypatch):
+    """The staged S+C graph even for the small cubes of these tests (not the one-task path)."""
+    from skyconv._dask import cube as dcube
+
+    monkeypatch.setattr(dcube, "SINGLE_TASK_BYTES", 0)
+
+
 @pytest.mark.parametrize("requested", ["cpu", None])
-def test_scfind_stages_on_the_workers_device(dask_client, rng, requested):
+def test_scfind_stages_on_the_workers_device(dask_client, rng, requested, staged):
     """S+C through the 2-worker cluster: each stage's device is the worker's (the CPU here,
     and "auto"/None on a GPU machine is its GPU), and the answer is the single call's."""
     x = cube(rng)
@@ -122,6 +130,16 @@ def test_scfind_stages_on_the_workers_device(dask_client, rng, requested):
     secs = ddev.seconds_used(dask_client)
     assert set(secs) == {"scfind.spatial", "scfind.spectral"}
     assert all(0 < v < 60 for v in secs.values()), secs
+
+
+def test_one_task_scfind_records_its_device(dask_client, rng):
+    """A small cube runs the single call in one task: that task resolves the device too."""
+    x = cube(rng)
+    ddev.reset(dask_client)
+    got = skyconv.smooth_and_clip(da.from_array(x, chunks=(7, 12, 11)), device="cpu")
+    np.testing.assert_array_equal(got.compute(), skyconv.smooth_and_clip(x, device="cpu"))
+    assert ddev.devices_used(dask_client) == {"scfind.single": {"cpu": 1}}
+    assert ddev.seconds_used(dask_client)["scfind.single"] > 0
 
 
 def test_atrous_and_grid_record_their_stages(dask_client, rng):
@@ -161,7 +179,7 @@ def test_atrous_and_grid_record_their_stages(dask_client, rng):
          "edge_mode": "reflect", "kernels_xy": (0, 3), "kernels_z": (0, 4)},
     ],
 )  # fmt: skip
-def test_gpu_core_stages_equal_the_gpu_single_call(rng, dtype, opts):
+def test_gpu_core_stages_equal_the_gpu_single_call(rng, dtype, opts, staged):
     """The GPU stage functions through Dask's synchronous scheduler (the same process: the
     GPU engine) give the GPU single call's mask and noise (bit for bit for "sofia2")."""
     x = cube(rng, shape=(30, 40, 36), dtype=dtype)
@@ -203,7 +221,7 @@ def test_gpu_stage_functions_equal_the_cpu_ones_for_sofia2(rng):
 
 
 @pytest.mark.gpu
-def test_scfind_on_one_worker_per_gpu(rng):
+def test_scfind_on_one_worker_per_gpu(rng, staged):
     """Two workers started as dask-cuda starts them (CUDA_VISIBLE_DEVICES=i, i over the GPUs):
     S+C's stages run on each worker's own GPU ("auto" and "cuda") and the mask and noise equal
     the GPU single call's."""
