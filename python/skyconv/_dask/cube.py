@@ -161,7 +161,8 @@ def _one_task(x, m, run, device, progress):
     res = dask.delayed(_single_call, nout=3)(xs.to_delayed().item(), ms.to_delayed().item(),
                                              run, device)  # fmt: skip
     out = da.from_delayed(res[0], x.shape, dtype=np.uint8)
-    out, r0, r = dask.persist(out, res[1], res[2])  # one run of the call
+    # one run of the call: unoptimised, so the array's fused copy of the task is not a second run
+    out, r0, r = dask.persist(out, res[1], res[2], optimize_graph=False)
     rms0, rms = dask.compute(r0, r)
     for i, r in enumerate(rms):
         if progress is not None:
