@@ -377,6 +377,18 @@ def _smooth_ring_beams(
     values: list[npt.NDArray[np.float64]],
     device: str | None = None,
 ) -> npt.NDArray[np.float64]: ...  # (n_beams, *map.shape): _smooth_ring per profile
+def _smooth_ring_masked(
+    map: FloatArray,
+    nside: int,
+    thetas: list[npt.NDArray[np.float64]],
+    values: list[npt.NDArray[np.float64]],
+    thr: list[float],
+    mask: npt.NDArray[np.float64] | None = None,
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (n_beams, npix): smooth(m·w)/smooth(w), UNSEEN below thr[b]
+def _gpu_budget(
+    device: str | None = None,
+) -> int | None: ...  # bytes a GPU call may use now (80% of free); None on the CPU
 def _ring_gpu_bytes(
     nside: int, nmaps: int = 1
 ) -> int: ...  # GPU bytes of the ring method for nmaps maps at once (kernel samples apart)

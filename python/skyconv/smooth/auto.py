@@ -67,6 +67,47 @@ def choose(beam: Beam, nside: int, iter: int, device):
     return _CHOICES[key]
 
 
+def choose_fitting(beam: Beam, nside: int, iter: int, device, nmaps=1, n_beams=1, mask=False):
+    """:func:`choose`, kept to the methods that fit the GPU's free memory: ``(method, device,
+    info)``.
+
+    On the CPU, or where the chosen method fits (:func:`skyconv.smooth.memory.fits_gpu`
+    against ``_core._gpu_budget``: 80% of the free memory), the choice as it is. Else the
+    fastest other candidate that meets ``tol`` (the ring method by the same rules as in
+    :func:`choose`) and fits; where none fits (nside 16384 with a mask on an H100: every
+    method needs more than 80 GB) the CPU's own choice, on the CPU. ``nmaps``, ``n_beams``
+    and ``mask`` size the call (:func:`~skyconv.smooth.memory.smooth_memory`).
+    """
+    from .. import _core
+    from .memory import fits_gpu
+
+    dev = resolve(device)
+    method, info = choose(beam, nside, iter, dev)
+    if not dev.is_cuda:
+        return method, dev, info
+    budget = _core._gpu_budget(dev.core)
+
+    def fits(m):
+        return fits_gpu(m, nside, budget, beam.lmax, nmaps, n_beams, mask)
+
+    if fits(method):
+        return method, dev, info
+    times, errors, vs = info["times"], info["errors"], info["vs_exact"]
+    ok = [m for m in times if errors[m] <= beam.tol]
+    if (
+        "ring" in times
+        and vs is not None
+        and vs["ring"] <= GRID_SLACK * vs["harmonic"]
+        and beam.fwhm_pixels(nside) >= GRID_MIN_PIXELS
+    ):
+        ok.append("ring")
+    fitting = [m for m in ok if fits(m)]
+    if fitting:
+        return min(fitting, key=lambda m: times[m]), dev, info
+    method, info = choose(beam, nside, iter, CPU)
+    return method, CPU, info
+
+
 _CHOICES: dict = {}
 _cost.ON_CLEAR.append(lambda: _CHOICES.clear())
 
@@ -191,4 +232,4 @@ def _ring_candidate(beam: Beam, nside, cost, beat):
     return t, err
 
 
-__all__ = ["choose", "choose_method", "grid_errors"]
+__all__ = ["choose", "choose_fitting", "choose_method", "grid_errors"]
