@@ -12,6 +12,7 @@ mod sht;
 mod sht_halves;
 mod smooth;
 mod stats;
+mod trace;
 
 use pyo3::prelude::*;
 
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sht::register(m)?;
     sht_halves::register(m)?;
     smooth::register(m)?;
+    trace::register(m)?;
     Ok(())
 }

@@ -245,7 +245,9 @@ def smooth_map(
         if mask is None and miss is not None:
             s[:, miss] = mk[miss]
         outs.append(s)
-    # (n_beams, nmaps, npix); one map: a view, not a copy (a batch's output is large)
+    # (n_beams, nmaps, npix); one map: a view of the engine's output, not a copy (a batch's
+    # output is large; on the GPU it is a page-locked block, and a copy costs a pass over fresh
+    # pages in the first call, issue 18)
     out = outs[0][:, None] if len(outs) == 1 else np.stack(outs, axis=1)
     if arr.ndim == 1:
         out = out[:, 0]
