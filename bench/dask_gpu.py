@@ -1,143 +1,266 @@
 """S+C and à trous on a zarr cube through Dask: 1 GPU worker vs 2 (one per GPU), throughput.
 
-    python bench/dask_gpu.py --size-gb 32 --path /tmp/cube.zarr            # nvidia-h100-x2
-    python bench/dask_gpu.py --size-gb 0.5 --gpus 1 --device cpu           # a smoke test
+    python bench/dask_gpu.py                                     # nvidia-h100-x2, 4 GB
+    python bench/dask_gpu.py --size 32GB --only sc --budget-s 3000   # the issue's size (> 10 min)
+    python bench/dask_gpu.py --device cpu --size 0.2GB --workers 1,2 --threads 1   # smoke test
 
-Writes (once; kept when it exists with the same shape) a float32 zarr cube of ``--size-gb``
-(noise plus Gaussian sources; ``--planes`` channels of a square map, chunks of
-``--chunk-planes`` channels × the whole map) on local disk, then for 1 and for ``--gpus``
-workers: a cluster of that many worker processes, each started with
-``CUDA_VISIBLE_DEVICES=i`` — what dask-cuda's ``LocalCUDACluster`` does; it is used when
-installed, unless ``--no-dask-cuda`` — runs ``skyconv.smooth_and_clip`` (SoFiA-2 defaults)
-and ``skyconv.atrous_denoise`` (dim=3) from the zarr store with ``device=--device`` in each
-task, and prints the time, GB/s of cube processed and the 2-vs-1 speed-up of each, and each
-worker's peak RSS. S+C's mask goes to a zarr store; à trous's result is persisted on the
-workers and then dropped. ``--only sc`` or ``--only atrous`` runs one of them.
+Writes (once: kept when it exists with the same shape and chunks; chunks generated and written
+in parallel, uncompressed) a float32 zarr cube of ``--size`` on local disk (``--path``), then
+measures the disk's read rate of its chunk files alone (O_DIRECT: not the page cache), then
+for each worker count of ``--workers``: a cluster of that many worker processes, worker i
+started with ``CUDA_VISIBLE_DEVICES=i`` (dask-cuda's ``LocalCUDACluster`` when importable,
+unless ``--no-dask-cuda``; else distributed's SpecCluster of Nannies, which is what
+LocalCUDACluster does for skyconv), runs ``skyconv.smooth_and_clip`` (SoFiA-2's defaults, mask
+written to zarr) and ``skyconv.atrous_denoise`` (dim=3, result persisted then dropped) from the
+zarr store with ``device=--device`` resolved by each task on its worker, and prints: time and
+GB/s of cube processed, the device each Dask stage ran on (``skyconv._dask.device``), each
+worker's peak RSS, and where the workers' time went (Distributed's task stream: thread-seconds
+in skyconv's stage calls, in Dask's copies/rechunks, in zarr reads, in transfers between
+workers), from which it names the bound. Last: the N-vs-1 throughput ratio of each algorithm.
 
-What bounds it: the cube is read from disk once per S+C kernel stage and once for à trous's
-start (page cache helps when it fits in RAM); each à trous scale moves the halo of its reach
-between workers; every exact global median is one or two passes over the persisted arrays.
+Time: one device call is 10 minutes. ``--budget-s`` (default 560) skips a run that the time
+of the previous run of the same algorithm says would not finish in it; every result is also
+written to ``--json`` as it comes, so a killed run keeps what it measured. The default size is
+4 GB, not the issue's 32 GB: on the CPU machine the Dask S+C spent ~900 thread-s per GB outside
+skyconv's core calls (NumPy clip and sample steps, rechunks; SoFiA-2's 12 kernels) and à trous
+more, so by that estimate even S+C alone at 32 GB with 16 threads per worker takes longer than
+one call (bench/NOTES.md). Threads per worker default to the cores / the largest worker count.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import time
+from collections import defaultdict
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from dask_cube import parse_size, read_rate, shape_for, write_cube  # noqa: E402
 
-def make_cube(path: str, size_gb: float, planes: int, chunk_planes: int):
-    """A float32 zarr cube of about ``size_gb`` (noise, and sources every ~64 pixels)."""
-    import dask.array as da
-
-    side = int(np.sqrt(size_gb * 1e9 / 4 / planes))
-    shape = (planes, side, side)
-    chunks = (chunk_planes, side, side)
-    if os.path.exists(path):
-        x = da.from_zarr(path)
-        if x.shape == shape:
-            return x
-    rng = da.random.default_rng(3)
-    noise = rng.standard_normal(shape, chunks=chunks, dtype=np.float32)
-
-    def sources(block, block_info=None):
-        (z0, _), (y0, _), (x0, _) = block_info[0]["array-location"]
-        z, y, x = np.ogrid[z0 : z0 + block.shape[0], y0 : y0 + block.shape[1],
-                           x0 : x0 + block.shape[2]]  # fmt: skip
-        s = np.exp(-((z % 96 - 48) ** 2) / 50.0 - ((y % 64 - 32) ** 2 + (x % 64 - 32) ** 2) / 18.0)
-        return block + (3.0 * s).astype(np.float32)
-
-    cube = noise.map_blocks(sources, dtype=np.float32)
-    cube.to_zarr(path, overwrite=True)
-    return da.from_zarr(path)
+#: Task names (dask.utils.key_split) of the NumPy steps around skyconv's core calls (on the CPU
+#: whatever the device); the core calls' own seconds come from skyconv._dask.device.
+NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count"}
+#: Task-name prefixes of zarr reads and writes.
+IO_TASKS = ("from-zarr", "original-array", "store-map", "to-zarr", "load-store")
 
 
-def cluster(n: int, threads: int, use_dask_cuda: bool):
-    """A cluster of ``n`` GPU workers (one GPU each) and its client."""
+def gpu_count() -> int:
+    import skyconv
+
+    return int(skyconv.backend_info()["cuda"].get("device_count") or 0)
+
+
+def cluster(n: int, threads: int, device: str, use_dask_cuda: bool, memory_limit: int):
+    """A cluster of ``n`` workers (one GPU each unless ``device`` is "cpu") and its client."""
     import distributed
 
-    if use_dask_cuda:
+    gpus = gpu_count() if device != "cpu" else 0
+    if gpus and use_dask_cuda and n <= gpus:
         try:
             from dask_cuda import LocalCUDACluster
 
             c = LocalCUDACluster(n_workers=n, CUDA_VISIBLE_DEVICES=list(range(n)),
-                                 threads_per_worker=threads, dashboard_address=None)  # fmt: skip
+                                 threads_per_worker=threads, memory_limit=memory_limit,
+                                 dashboard_address=None)  # fmt: skip
             return c, distributed.Client(c), "dask_cuda.LocalCUDACluster"
         except ImportError:
             pass
-    workers = {
-        i: {
-            "cls": distributed.Nanny,
-            "options": {"nthreads": threads, "env": {"CUDA_VISIBLE_DEVICES": str(i)}},
-        }
-        for i in range(n)
-    }
+    workers = {}
+    for i in range(n):
+        opts = {"nthreads": threads, "memory_limit": memory_limit}
+        if gpus:
+            if n > gpus:
+                print(f"warning: {n} workers on {gpus} GPU(s): worker {i} gets GPU {i % gpus}")
+            opts["env"] = {"CUDA_VISIBLE_DEVICES": str(i % gpus)}
+        workers[i] = {"cls": distributed.Nanny, "options": opts}
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
     c = distributed.SpecCluster(scheduler=scheduler, workers=workers)
-    return c, distributed.Client(c), "SpecCluster + CUDA_VISIBLE_DEVICES"
+    kind = "SpecCluster of Nannies" + (" + CUDA_VISIBLE_DEVICES=i" if gpus else " (CPU)")
+    return c, distributed.Client(c), kind
 
 
-def _peak_rss():
+def _peak_rss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _gpu_of_worker():
+def _worker_view():
     import skyconv
 
     c = skyconv.backend_info()["cuda"]
-    return os.environ.get("CUDA_VISIBLE_DEVICES"), c["device_name"]
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), c.get("device_count"), c.get("device_name")
+
+
+def breakdown(stream, core_s: float) -> dict:
+    """Thread-seconds of a task stream by kind: skyconv's core calls (``core_s``, measured in
+    the tasks: Dask fuses them with other steps), NumPy steps, zarr I/O, the rest of the
+    compute (Dask's copies, rechunks, reductions), transfers between workers; and the top task
+    names."""
+    from dask.utils import key_split
+
+    kinds: dict = defaultdict(float)
+    prefixes: dict = defaultdict(float)
+    rest = 0.0
+    for rec in stream:
+        name = key_split(rec["key"])
+        for ss in rec.get("startstops", ()):
+            dt = ss["stop"] - ss["start"]
+            action = ss.get("action")
+            if action == "compute":
+                prefixes[name] += dt
+                if name in NUMPY_TASKS:
+                    kinds["NumPy steps (clip, sample, medians)"] += dt
+                elif name.startswith(IO_TASKS):
+                    kinds["zarr read/write"] += dt
+                else:
+                    rest += dt
+            elif action == "transfer":
+                kinds["transfers between workers"] += dt
+            elif action in ("disk-read", "disk-write"):
+                kinds["spill to disk"] += dt
+    kinds["skyconv core calls"] = core_s
+    kinds["Dask copies, rechunks, reductions"] = max(rest - core_s, 0.0)
+    top = dict(sorted(prefixes.items(), key=lambda kv: -kv[1])[:8])
+    return {"kinds": dict(kinds), "top": top}
+
+
+def bound_of(b: dict, wall: float, slots: int, gb: float, disk: dict, device: str) -> str:
+    """One sentence naming what bounds a run, from its breakdown."""
+    kinds = b["kinds"]
+    if not kinds:
+        return "unknown (no task stream)"
+    name, secs = max(kinds.items(), key=lambda kv: kv[1])
+    busy = sum(v for k, v in kinds.items() if k != "transfers between workers")
+    disk_s = gb / disk["gb_s"] if disk.get("gb_s") else float("nan")
+    engine = "GPU" if device != "cpu" else "CPU engine"
+    return (
+        f"{name} ({secs:.1f} thread-s; compute busy {busy:.1f} of {slots} threads x "
+        f"{wall:.1f} s = {slots * wall:.1f}); skyconv's {engine} calls "
+        f"{kinds.get('skyconv core calls', 0.0):.1f} thread-s; one read of the cube from disk "
+        f"would take {disk_s:.1f} s at {disk.get('gb_s', float('nan')):.2f} GB/s"
+    )
+
+
+def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
+    """One timed run of ``algo`` ("sc" or "atrous") on ``client``'s ``n`` workers."""
+    import dask.array as da
+    import distributed
+
+    import skyconv
+    from skyconv._dask import device as ddev
+
+    ddev.reset(client)
+    cube = da.from_zarr(a.path)
+    kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z} if a.kernels_xy else {}
+    with distributed.get_task_stream(client) as ts:
+        t = time.perf_counter()
+        if algo == "sc":
+            mask, noise = skyconv.smooth_and_clip(cube, device=a.device, return_noise=True, **kw)
+            mask.to_zarr(a.path + f".mask{n}.zarr", overwrite=True)
+            info = f"rms0 {noise.rms0:.4g}, {len(noise.rms)} kernels"
+        else:
+            r = skyconv.atrous_denoise(cube, dim=3, device=a.device)
+            info = f"{r.iterations} iterations, noise {r.noise:.4g}"
+            del r
+        dt = time.perf_counter() - t
+    b = breakdown(ts.data, sum(ddev.seconds_used(client).values()))
+    rss = sorted(client.run(_peak_rss).values())
+    why = bound_of(b, dt, n * a.threads, gb, disk, a.device)
+    print(f"{algo}: {dt:.1f} s, {gb / dt:.3g} GB/s ({info})")
+    print("  devices: " + ddev.summary(client).replace("\n", "\n           "))
+    print("  peak RSS per worker (GB): " + ", ".join(f"{v / 1e9:.2f}" for v in rss))
+    print("  thread-s: " + ", ".join(f"{k} {v:.1f}" for k, v in b["kinds"].items()))
+    print("  top tasks: " + ", ".join(f"{k} {v:.1f}" for k, v in b["top"].items()))
+    print(f"  bound: {why}", flush=True)
+    return {"algo": algo, "workers": n, "seconds": dt, "gb_s": gb / dt,
+            "devices": ddev.devices_used(client), "core_seconds": ddev.seconds_used(client),
+            "peak_rss": rss, "breakdown": b,
+            "bound": why}  # fmt: skip
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size-gb", type=float, default=32.0)
+    p.add_argument("--size", default="4GB", help="cube size, e.g. 32GB, 0.2GB")
     p.add_argument("--planes", type=int, default=512)
     p.add_argument("--chunk-planes", type=int, default=32)
-    p.add_argument("--path", default="/tmp/skyconv-bench-cube.zarr")
-    p.add_argument("--gpus", type=int, default=2, help="workers of the second run")
-    p.add_argument("--threads", type=int, default=4, help="threads per worker")
+    p.add_argument("--path", default="/tmp/skyconv-dask-gpu/cube.zarr")
+    p.add_argument("--workers", default="1,2", help="worker counts to compare, e.g. 1,2")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per worker (default: cores / largest worker count)")  # fmt: skip
     p.add_argument("--device", default="cuda")
-    p.add_argument("--only", choices=["sc", "atrous"])
+    p.add_argument("--only", default="sc,atrous", help="sc, atrous or both (sc,atrous)")
+    floats = lambda t: [float(v) for v in t.split(",")]  # noqa: E731
+    p.add_argument("--kernels-xy", type=floats, default=None,
+                   help="S+C spatial kernels (default SoFiA-2's 0,3,6)")  # fmt: skip
+    p.add_argument("--kernels-z", type=floats, default=[0, 3, 7, 15],
+                   help="S+C spectral kernels (used with --kernels-xy)")  # fmt: skip
+    p.add_argument("--read-gb", type=float, default=8.0, help="GB read for the disk rate")
+    p.add_argument("--budget-s", type=float, default=560.0)
     p.add_argument("--no-dask-cuda", action="store_true")
+    p.add_argument("--json", default=None)
     a = p.parse_args(argv)
+    t_start = time.perf_counter()
 
-    import skyconv
+    import psutil
 
-    t = time.perf_counter()
-    cube = make_cube(a.path, a.size_gb, a.planes, a.chunk_planes)
-    gb = cube.nbytes / 1e9
-    print(f"cube {cube.shape} float32 = {gb:.2f} GB at {a.path}, chunks {cube.chunksize} "
-          f"(ready in {time.perf_counter() - t:.1f} s)")  # fmt: skip
-    rates: dict[str, dict[int, float]] = {"sc": {}, "atrous": {}}
-    for n in sorted({1, a.gpus}):
-        c, client, kind = cluster(n, a.threads, not a.no_dask_cuda)
-        with c, client:
-            print(f"== {n} worker(s) ({kind}): {sorted(client.run(_gpu_of_worker).values())}")
-            if a.only in (None, "sc"):
-                t = time.perf_counter()
-                mask = skyconv.smooth_and_clip(cube, device=a.device)
-                mask.to_zarr(a.path + f".mask{n}.zarr", overwrite=True)
-                dt = time.perf_counter() - t
-                rates["sc"][n] = gb / dt
-                print(f"S+C: {dt:.1f} s, {gb / dt:.2f} GB/s")
-            if a.only in (None, "atrous"):
-                t = time.perf_counter()
-                r = skyconv.atrous_denoise(cube, dim=3, device=a.device)
-                dt = time.perf_counter() - t
-                rates["atrous"][n] = gb / dt
-                print(f"à trous: {dt:.1f} s, {gb / dt:.2f} GB/s, {r.iterations} iterations, "
-                      f"noise {r.noise:.4g}")  # fmt: skip
-                del r
-            rss = client.run(_peak_rss)
-            print("peak RSS per worker (GB):", ", ".join(f"{v / 1e9:.2f}" for v in rss.values()))
-    if a.gpus != 1:
-        for name, r in rates.items():
-            if 1 in r and a.gpus in r:
-                print(f"{name}: {a.gpus} workers / 1 worker throughput = {r[a.gpus] / r[1]:.2f}")
+    algos = [s for s in a.only.split(",") if s]
+    counts = sorted({int(v) for v in a.workers.split(",") if v})
+    a.threads = a.threads or max(1, (os.cpu_count() or 1) // max(counts))
+    nbytes = parse_size(a.size)
+    shape = shape_for(nbytes, a.planes)
+    chunks = (min(a.chunk_planes, shape[0]), shape[1], shape[2])
+    os.makedirs(os.path.dirname(os.path.abspath(a.path)), exist_ok=True)
+    wt = write_cube(a.path, shape, chunks)
+    gb = 4 * shape[0] * shape[1] * shape[2] / 1e9
+    result: dict = {"shape": shape, "chunks": chunks, "gb": gb, "device": a.device,
+                    "write_s": wt, "runs": []}  # fmt: skip
+
+    def save():
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(result, f, indent=1, default=str)
+
+    made = f"written in {wt:.1f} s, {gb / wt:.2f} GB/s" if wt else "kept"
+    print(f"cube {shape} float32 = {gb:.2f} GB at {a.path}, chunks {chunks} ({made})", flush=True)
+    disk = read_rate(a.path, limit=int(a.read_gb * 1e9))
+    result["disk"] = disk
+    print(f"disk read: {disk['gb_s']:.2f} GB/s ({disk['bytes'] / 1e9:.2f} GB, "
+          f"{'O_DIRECT' if disk['direct'] else 'page cache possible'})", flush=True)  # fmt: skip
+    save()
+    mem = int(0.8 * psutil.virtual_memory().total)
+    last: dict = {}
+    rates: dict = defaultdict(dict)
+    for algo in algos:
+        for n in counts:
+            elapsed = time.perf_counter() - t_start
+            guess = last.get(algo, 0.0)
+            if elapsed + guess > a.budget_s:
+                print(f"{algo}, {n} worker(s): skipped ({elapsed:.0f} s spent + ~{guess:.0f} s "
+                      f"> --budget-s {a.budget_s:.0f})", flush=True)  # fmt: skip
+                continue
+            c, client, kind = cluster(n, a.threads, a.device, not a.no_dask_cuda, mem // n)
+            with c, client:
+                views = sorted(client.run(_worker_view).values(), key=str)
+                print(f"== {algo}, {n} worker(s) x {a.threads} threads ({kind}): {views}",
+                      flush=True)  # fmt: skip
+                run = one_run(algo, n, client, a, gb, disk)
+            run["cluster"] = kind
+            last[algo] = run["seconds"]
+            rates[algo][n] = run["gb_s"]
+            result["runs"].append(run)
+            save()
+    lo, hi = counts[0], counts[-1]
+    for algo, r in rates.items():
+        if lo in r and hi in r and hi != lo:
+            ratio = r[hi] / r[lo]
+            result[f"{algo}_ratio"] = ratio
+            print(f"{algo}: {hi} workers / {lo} worker throughput = {ratio:.2f}")
+    save()
+    print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 
 

@@ -1,5 +1,7 @@
 """Smooth + Clip through Dask on a zarr cube vs the single call on the same data in memory.
 
+    python bench/dask_scfind.py --workers 16 --size 8GB            # the 16-core GPU machine
+    python bench/dask_scfind.py --workers 2 --size 2MB --planes 32  # a smoke test on 2 cores
     python bench/dask_scfind.py --shape 500,1024,1024 --workers 16 [--chunks 50,512,512]
         [--kernels-xy 0,3,6 --kernels-z 0,3,7,15 --memory-limit 4GB --dir /tmp/dask_bench
          --scratch DIR --repeats 1 --json out.json]
@@ -37,6 +39,10 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from dask_cube import parse_size, shape_for, write_cube  # noqa: E402
+
 
 def numbers(text, cast=int):
     return [cast(v) for v in text.replace(" ", "").split(",") if v]
@@ -64,6 +70,9 @@ def make_cube(path, shape, chunks, seed=1):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--shape", type=numbers, default=[64, 256, 256])
+    p.add_argument("--size", default=None, help="e.g. 8GB: --planes channels of a square map "
+                   "(instead of --shape), written in parallel (bench/dask_cube.py)")  # fmt: skip
+    p.add_argument("--planes", type=int, default=512, help="channels of a --size cube")
     p.add_argument("--chunks", type=numbers, default=None)
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--memory-limit", default="auto")
@@ -84,22 +93,28 @@ def main(argv=None):
     from distributed.diagnostics import MemorySampler
 
     import skyconv
+    from skyconv._dask import device as ddev
 
-    shape = tuple(a.shape)
-    chunks = tuple(a.chunks) if a.chunks else (max(1, shape[0] // 8), shape[1], shape[2])
+    shape = tuple(a.shape) if a.size is None else shape_for(parse_size(a.size), a.planes)
+    default = (max(1, shape[0] // (8 if a.size is None else 2 * a.workers)), *shape[1:])
+    chunks = tuple(a.chunks) if a.chunks else default
     os.makedirs(a.dir, exist_ok=True)
     src = os.path.join(a.dir, "cube.zarr")
     t = time.perf_counter()
-    make_cube(src, shape, chunks)
+    if a.size is None:
+        make_cube(src, shape, chunks)
+    else:
+        write_cube(src, shape, chunks)
     print(f"cube {shape} float32 ({np.prod(shape) * 4 / 1e9:.2f} GB) chunks {chunks}: "
           f"ready in {time.perf_counter() - t:.1f} s", flush=True)  # fmt: skip
-    kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z}
+    # both on the CPU engine (a GPU machine's workers would otherwise take its GPU: "auto")
+    kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z, "device": "cpu"}
 
     cube = zarr.open_array(src, mode="r")[...]
     single = []
     for _ in range(a.repeats):
         t = time.perf_counter()
-        want = skyconv.smooth_and_clip(cube, device="cpu", **kw)
+        want = skyconv.smooth_and_clip(cube, **kw)
         single.append(time.perf_counter() - t)
     del cube
     print(f"single call (in memory, {os.cpu_count()} cores): {min(single):.2f} s", flush=True)
@@ -119,6 +134,7 @@ def main(argv=None):
     ):
         client.run(skyconv.set_num_threads, threads)
         client.run(_start_rss_sampler)
+        ddev.reset(client)
         ms = MemorySampler()
         for i in range(a.repeats):
             with ms.sample(f"run{i}", measure="process", interval=0.1):
@@ -128,6 +144,7 @@ def main(argv=None):
                 del mask
                 dask_t.append(time.perf_counter() - t)
         rss = client.run(_peak_rss)
+        print("devices of the Dask stages: " + ddev.summary(client).replace("\n", "; "))
     got = zarr.open_array(out, mode="r")[...]
     same = bool(np.array_equal(got, want))
     ratio = min(dask_t) / min(single)

@@ -20,7 +20,12 @@
 #   all                info, tests, bench (every case)
 #   dask               install .gpu-dask/'s wheels (prepare.sh --dask: dask, distributed, zarr)
 #                      into $SKYCONV_SITE, for the later steps (e.g. dask pytest tests/grid/
-#                      test_dask_grid.py, or cmd python3 bench/dask_gpu.py --size-gb 32)
+#                      test_dask_grid.py, or cmd python3 bench/dask_scfind.py --workers 16
+#                      --size 8GB)
+#   dask-gpu           bench/dask_gpu.py (after dask; S+C and à trous from a zarr cube on local
+#                      disk, 1 GPU worker vs 2; on nvidia-h100-x2) -> $OUT/dask-gpu.log and
+#                      $OUT/dask-gpu.json; DASK_GPU_ARGS adds arguments, e.g.
+#                      DASK_GPU_ARGS="--size 8GB --only sc"
 #   use-cuda12         later steps use CUDA 12's NVRTC and cuFFT (SKYCONV_CUDA_VERSION=12):
 #                      from .gpu-cu12/ (prepare.sh --cuda12; its parts may come over several
 #                      calls), else from CUDA 12 wheels or toolkits already on this machine
@@ -215,6 +220,13 @@ step_first_call() {
     return "${PIPESTATUS[0]}"
 }
 
+step_dask_gpu() {
+    # shellcheck disable=SC2086
+    "$PY" bench/dask_gpu.py --json "$OUT/dask-gpu$SFX.json" ${DASK_GPU_ARGS:-} 2>&1 \
+        | tee "$OUT/dask-gpu$SFX.log"
+    return "${PIPESTATUS[0]}"
+}
+
 step_multi_gpu_sht() {
     # shellcheck disable=SC2086
     "$PY" bench/gpu/multi_gpu_sht.py --json /tmp/multi-gpu-sht.json ${MULTI_ARGS:-} 2>&1 \
@@ -295,6 +307,7 @@ while [[ $# -gt 0 ]]; do
         first-call) run "first-call$SFX" step_first_call ;;
         multi-gpu-sht) run multi-gpu-sht step_multi_gpu_sht ;;
         dask) run dask step_dask ;;
+        dask-gpu) run "dask-gpu$SFX" step_dask_gpu ;;
         toolkit-save) run "toolkit-save$SFX" step_toolkit_save ;;
         toolkit-compare) run toolkit-compare step_toolkit_compare ;;
         all-tests) run all-tests run_pytest pytest-all.log -q -x ;;
@@ -305,7 +318,7 @@ while [[ $# -gt 0 ]]; do
         cmd) run cmd "$@"; set -- ;;
         bench)
             pats=()
-            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|dask|use-cuda12|use-cuda13|first-call|multi-gpu-sht|toolkit-save|toolkit-compare)$ ]]; do
+            while [[ $# -gt 0 && ! $1 =~ ^(info|gpu-tests|all-tests|tests|pytest|bench|all|dask|dask-gpu|use-cuda12|use-cuda13|first-call|multi-gpu-sht|toolkit-save|toolkit-compare)$ ]]; do
                 pats+=("$1")
                 shift
             done

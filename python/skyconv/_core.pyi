@@ -146,8 +146,9 @@ def _scfind(
     exact: bool = False,
 ) -> tuple[float, list[float]]: ...
 
-# Stages of one kernel for the Dask path (skyconv._dask.cube), CPU engine, bit-identical to
-# _scfind's own steps. _scfind_spatial: the cube (whole (y, x) planes) prepared (NaN -> 0,
+# Stages of one kernel for the Dask path (skyconv._dask.cube) on `device` ("cpu", "cuda",
+# "cuda:N"; None: SKYCONV_DEVICE, else "auto"), bit-identical to _scfind's own steps on that
+# engine. _scfind_spatial: the cube (whole (y, x) planes) prepared (NaN -> 0,
 # mask bit 0 -> replace(rms0)) and smoothed spatially; _scfind_spectral: the spectral pass over
 # whole z lines, rounded to the dtype, NaN where mask bit 7 (blank); _scfind_noise: the noise
 # rule on a gathered sample (slot order of `sampling` over `shape`) and the cube's extremes.
@@ -159,6 +160,7 @@ def _scfind_spatial(
     replace: tuple[str, float],
     rms0: float,
     exact: bool = False,
+    device: str | None = None,
 ) -> FloatArray: ...
 def _scfind_spectral(
     s: FloatArray,
@@ -166,6 +168,7 @@ def _scfind_spectral(
     kernel: tuple[str, float, float, str, float, bool],
     mode: str,
     exact: bool = False,
+    device: str | None = None,
 ) -> FloatArray: ...
 def _scfind_noise(
     samples: npt.NDArray[np.float64],

@@ -419,6 +419,7 @@ fn stage_typed<'py, T: Real + numpy::Element>(
     rms0: f64,
     exact: bool,
     spatial: bool,
+    device: Option<&str>,
 ) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
     let (shape, data) = parts(a, "cube")?;
     let (mshape, m) = parts(mask, "mask")?;
@@ -426,13 +427,14 @@ fn stage_typed<'py, T: Real + numpy::Element>(
         return Err(to_pyerr(Error::shape("mask must have the cube's shape")));
     }
     let plan = stage_plan(&shape, spec, mode, replace, exact).map_err(to_pyerr)?;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
     let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
     compute(py, || {
         let v = if spatial {
-            scfind::spatial_stage(data, m, &plan, rms0)?
+            scfind::spatial_stage(dev, data, m, &plan, rms0)?
         } else {
-            scfind::spectral_stage(data, m, &plan)?
+            scfind::spectral_stage(dev, data, m, &plan)?
         };
         dst.copy_from_slice(&v);
         Ok(())
@@ -440,10 +442,11 @@ fn stage_typed<'py, T: Real + numpy::Element>(
     Ok(out)
 }
 
-/// S+C stage 1 of one kernel (CPU): the cube (whole (y, x) planes) prepared with `mask` (bit 0
-/// = replace) and `rms0`, smoothed spatially, in the cube's dtype.
+/// S+C stage 1 of one kernel on `device` ("cpu", "cuda", "cuda:N"; None: the default rule):
+/// the cube (whole (y, x) planes) prepared with `mask` (bit 0 = replace) and `rms0`, smoothed
+/// spatially, in the cube's dtype.
 #[pyfunction]
-#[pyo3(signature = (cube, mask, kernel, mode, replace, rms0, exact=false))]
+#[pyo3(signature = (cube, mask, kernel, mode, replace, rms0, exact=false, device=None))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind_spatial<'py>(
     py: Python<'py>,
@@ -454,18 +457,19 @@ fn _scfind_spatial<'py>(
     replace: (String, f64),
     rms0: f64,
     exact: bool,
+    device: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let rep = (replace.0.as_str(), replace.1);
     Ok(with_float!(cube, a => stage_typed(
-        py, &a, &mask, &kernel, mode, rep, rms0, exact, true
+        py, &a, &mask, &kernel, mode, rep, rms0, exact, true, device
     )?
     .into_any()))
 }
 
-/// S+C stage 2 of one kernel (CPU): the spectral pass over `s` (whole z lines), rounded to the
-/// dtype, NaN where `mask` has bit 7 (blank voxel).
+/// S+C stage 2 of one kernel on `device`: the spectral pass over `s` (whole z lines), rounded
+/// to the dtype, NaN where `mask` has bit 7 (blank voxel).
 #[pyfunction]
-#[pyo3(signature = (s, mask, kernel, mode, exact=false))]
+#[pyo3(signature = (s, mask, kernel, mode, exact=false, device=None))]
 fn _scfind_spectral<'py>(
     py: Python<'py>,
     s: FloatArray<'py>,
@@ -473,9 +477,10 @@ fn _scfind_spectral<'py>(
     kernel: KernelSpec,
     mode: &str,
     exact: bool,
+    device: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     Ok(with_float!(s, a => stage_typed(
-        py, &a, &mask, &kernel, mode, ("none", 0.0), 0.0, exact, false
+        py, &a, &mask, &kernel, mode, ("none", 0.0), 0.0, exact, false, device
     )?
     .into_any()))
 }

@@ -318,8 +318,8 @@ def test_compat_sofia_refuses_dask_with_a_pointer(rng):
 
 @pytest.mark.gpu
 def test_dask_stages_equal_the_gpu_single_call(rng):
-    """The Dask stages run on the CPU engine; the single call on the GPU must give the same
-    mask and noise (the engines are bit-identical for precision="sofia2")."""
+    """The Dask stages run on the GPU engine of this process's workers (the stage functions on
+    "cuda"); the single call on the GPU must give the same mask and noise."""
     x = make_cube(rng)
     want, nw = skyconv.smooth_and_clip(x, device="cuda", return_noise=True, threshold=4.0)
     got, ng = skyconv.smooth_and_clip(

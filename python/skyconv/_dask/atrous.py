@@ -29,10 +29,12 @@ import warnings
 import numpy as np
 
 from .. import _core
-from .._utils.device import deferred, resolve
+from .._utils.device import resolve
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, DeviceError
 from . import select
+from .device import check as check_device
+from .device import stage
 from .halo import check_known_chunks, overlap_map
 
 #: Cap on the convergence loop, as in the core.
@@ -52,7 +54,8 @@ def _unit_block(block, args, device):
     """The core's reconstruction of a block of whole units: (recon, iterations, noise,
     input_noise, scales, device), the per-unit values as lists."""
     block = np.require(block, requirements="CA")  # received blocks may be unaligned
-    return _core._atrous_denoise(block, *args[:7], resolve(device).core, None, *args[7:])
+    with stage("atrous.units", device) as dev:
+        return _core._atrous_denoise(block, *args[:7], dev, None, *args[7:])
 
 
 def _by_units(x, dim, args, device):
@@ -101,7 +104,8 @@ def _smooth(block, step, weights, axes, device):
     first), mirror edges, the core's passes."""
     passes = [("dilated", ax, "mirror", 0.0, [float(step)] + weights) for ax in axes]
     block = np.require(block, requirements="CA")  # received blocks may be unaligned
-    return _core._filter_chain(block, passes, resolve(device).core)
+    with stage("atrous.smooth", device) as dev:
+        return _core._filter_chain(block, passes, dev)
 
 
 def _absdev(block, center):
@@ -210,7 +214,7 @@ def atrous_denoise(x, dim, snr, scale_min, scale_max, filt, conv, robust, device
     if x.dtype not in (np.float32, np.float64):
         raise ArgumentTypeError(f"data must be float32 or float64, got dtype {x.dtype}")
     _core._atrous_plan(list(x.shape), dim, filt, variant)  # ShapeError for a bad shape or dim
-    dev = deferred(device)
+    dev = check_device(device)
     if dim == x.ndim:
         recon, iters, noise, noise0, scales = _one_unit(
             x, dim, snr, scale_min, scale_max, filt, conv, robust, dev, progress, variant, blank

@@ -22,13 +22,15 @@ When the cube takes less than 30 % of the cluster's memory, each kernel's smooth
 persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
 the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
 kept. Kernels without spatial (or spectral)
-smoothing skip that stage and its chunking.
+smoothing skip that stage and its chunking. The spatial and spectral stages run on the device
+each worker resolves (:mod:`skyconv._dask.device`): a worker that sees a GPU runs them on the
+GPU engine (``device`` "auto"/None/"cuda"; the values of the single call on that engine), one
+without on the CPU engine (per worker's thread pool). The sample and the clip are NumPy.
 
 Two other paths: a cube in one chunk, or of at most :data:`SINGLE_TASK_BYTES`, runs the
 single call in one task (:func:`_one_task`); a cube that takes 30 % of the cluster's memory
 or more runs out of core (:mod:`skyconv._dask.cube_ooc`: the plane/column exchange through a
-temporary zarr store instead of in-memory rechunks). The stages run on the CPU engine (per worker's
-thread pool); ``device`` is checked but the GPU engine has no stage functions yet.
+temporary zarr store instead of in-memory rechunks).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import numpy as np
 from .. import _core
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentTypeError, ShapeError
+from .device import check as check_device
+from .device import stage
 from .filters import check_float
 from .halo import check_known_chunks
 
@@ -52,12 +56,14 @@ def _c(a):
     return np.require(a, requirements=("C", "A"))
 
 
-def _spatial_block(cube, mask, spec, mode, rep, rms0, exact):
-    return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact)
+def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
+    with stage("scfind.spatial", device) as dev:
+        return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
 
 
-def _spectral_block(s, mask, spec, mode, exact):
-    return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact)
+def _spectral_block(s, mask, spec, mode, exact, device=None):
+    with stage("scfind.spectral", device) as dev:
+        return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact, dev)
 
 
 def _clip_block(w, mask, level):
@@ -137,13 +143,12 @@ SINGLE_TASK_BYTES = 16 * 2**20
 
 def _single_call(x, m, run, device):
     """The single-machine call on one block: (mask bit 0 as uint8, rms0, [rms])."""
-    from .._utils.device import resolve
-
     m3 = np.array(m != 0, dtype=np.uint8)
-    rms0, rms = _core._scfind(
-        _c(x), m3, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
-        run.noise, run.sampling, device=resolve(device).core, exact=run.exact,
-    )  # fmt: skip
+    with stage("scfind.single", device) as dev:
+        rms0, rms = _core._scfind(
+            _c(x), m3, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
+            run.noise, run.sampling, device=dev, exact=run.exact,
+        )  # fmt: skip
     return np.bitwise_and(m3, 1, out=m3), float(rms0), [float(r) for r in rms]
 
 
@@ -156,7 +161,8 @@ def _one_task(x, m, run, device, progress):
     res = dask.delayed(_single_call, nout=3)(xs.to_delayed().item(), ms.to_delayed().item(),
                                              run, device)  # fmt: skip
     out = da.from_delayed(res[0], x.shape, dtype=np.uint8)
-    out, r0, r = dask.persist(out, res[1], res[2])  # one run of the call
+    # one run of the call: unoptimised, so the array's fused copy of the task is not a second run
+    out, r0, r = dask.persist(out, res[1], res[2], optimize_graph=False)
     rms0, rms = dask.compute(r0, r)
     for i, r in enumerate(rms):
         if progress is not None:
@@ -228,7 +234,8 @@ def smooth_and_clip(
     mask : array or dask.array.Array, optional
         Voxels in the mask on entry (nonzero).
     device : str or None
-        Checked; the stages run on the CPU engine.
+        Checked here (spelling), resolved by each task on its worker
+        (:mod:`skyconv._dask.device`).
     progress : callable, optional
         ``progress(done, total, noise)`` after each kernel.
     chunk_bytes : int, optional
@@ -272,14 +279,11 @@ def smooth_and_clip(
     skyconv.ArgumentTypeError
         ``scratch`` is not a path.
     """
-    from .._utils.device import resolve
-
     da = dask_array()
     x = cube if hasattr(cube, "dask") else da.asarray(cube)
     check_known_chunks(x, "cube")
     check_float(x, "cube")
-    if device is not None:
-        resolve(device)  # a bad name fails here
+    dev = check_device(device)  # a bad name fails here; the workers resolve it
     if scratch is not None and not isinstance(scratch, (str, os.PathLike)):
         raise ArgumentTypeError(
             f"scratch must be a directory path (str or os.PathLike) or None, got "
@@ -305,7 +309,7 @@ def smooth_and_clip(
     limit = chunk_bytes or int(np.prod([max(c) for c in x.chunks])) * x.dtype.itemsize
     small = SINGLE_TASK_BYTES if single_task_bytes is None else int(single_task_bytes)
     if x.npartitions == 1 or x.nbytes <= small:
-        out, rms0, rms_list = _one_task(x, m, run, device, progress)
+        out, rms0, rms_list = _one_task(x, m, run, dev, progress)
         return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
     ooc = not _fits_in_memory(x.nbytes) if out_of_core is None else bool(out_of_core)
     if ooc:
@@ -313,7 +317,7 @@ def smooth_and_clip(
 
         out, rms0, rms_list = smooth_and_clip_ooc(
             x, m, run, lambda w: _noise(w, run, shape, single, _compute), _BLOCKS,
-            limit=limit, scratch=scratch, progress=progress, device=device,
+            limit=limit, scratch=scratch, progress=progress, device=dev,
         )  # fmt: skip
         return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
     m = da.map_blocks(_prepare_mask, x, m, dtype=np.uint8).persist()
@@ -329,12 +333,12 @@ def smooth_and_clip(
             xs = _rechunk(x, _planes(x, limit)) if has_xy else x
             s = da.map_blocks(
                 _spatial_block, xs, _rechunk(m, xs.chunks), spec, run.edge_mode, rep, rms0,
-                run.exact, dtype=x.dtype,
+                run.exact, dev, dtype=x.dtype,
             )  # fmt: skip
             sc = _rechunk(s, _columns(x, limit)) if has_z else s
             w = da.map_blocks(
                 _spectral_block, sc, _rechunk(m, sc.chunks), spec, run.edge_mode, run.exact,
-                dtype=x.dtype,
+                dev, dtype=x.dtype,
             )  # fmt: skip
             return w
 

@@ -52,9 +52,9 @@ def _write_chunks(chunks, shape, store):
     return tuple(out)
 
 
-def _both_stages(x, m, spec, mode, rep, rms0, exact, spatial, spectral):
-    s = spatial(x, m, spec, mode, rep, rms0, exact)
-    return spectral(s, m, spec, mode, exact)
+def _both_stages(x, m, spec, mode, rep, rms0, exact, spatial, spectral, device=None):
+    s = spatial(x, m, spec, mode, rep, rms0, exact, device)
+    return spectral(s, m, spec, mode, exact, device)
 
 
 def _mask_bit(m, scratch):
@@ -87,7 +87,8 @@ def smooth_and_clip_ooc(
     progress : callable, optional
         ``progress(done, total, noise)`` after each kernel.
     device : str or None
-        Passed through (the stages run on the CPU engine).
+        Checked by the caller; each stage task resolves it on its worker
+        (:mod:`skyconv._dask.device`).
 
     Returns
     -------
@@ -96,7 +97,6 @@ def smooth_and_clip_ooc(
     rms0 : float
     rms : list of float
     """
-    del device  # the stage functions choose no device yet (see skyconv._dask.cube)
     da = dask_array()
     shape = tuple(int(n) for n in x.shape)
     sc = Scratch(scratch, prefix="skyconv-scfind-")
@@ -126,16 +126,16 @@ def smooth_and_clip_ooc(
                 zs = sc.array("smoothed", shape, store, x.dtype)
             s = da.map_blocks(
                 _spatial, read(zx, slabs), read(zm, slabs), spec, mode, rep, rms0, exact,
-                dtype=x.dtype,
+                device, dtype=x.dtype,
             )  # fmt: skip
             da.store(s, zs, lock=False)
             src, chunks = zs, cols
             stage = _spectral
-            args = (spec, mode, exact)
+            args = (spec, mode, exact, device)
         else:
             src, chunks = zx, (slabs if has_xy else cols if has_z else store)
             stage = _both_stages
-            args = (spec, mode, rep, rms0, exact, _spatial, _spectral)
+            args = (spec, mode, rep, rms0, exact, _spatial, _spectral, device)
         mk = read(zm, chunks)
         w = da.map_blocks(stage, read(src, chunks), mk, *args, dtype=x.dtype)
         rms = rms0 if use_rms0 else rms0_fn(w)

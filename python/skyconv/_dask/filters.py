@@ -19,6 +19,8 @@ import numpy as np
 
 from .._utils.arrays import normalize_axis
 from ..exceptions import ArgumentTypeError
+from .device import check as check_device
+from .device import on_worker
 from .halo import check_known_chunks, overlap_map
 
 _WRAP = ("wrap", "grid-wrap")
@@ -90,7 +92,7 @@ def filter1d(fn, kind: str, x, axis, mode, kwargs: dict, device):
     kwargs : dict
         ``fn``'s other keywords.
     device : str or None
-        Passed to ``fn`` on the workers.
+        Checked here, resolved on the workers (:mod:`skyconv._dask.device`).
 
     Returns
     -------
@@ -100,11 +102,12 @@ def filter1d(fn, kind: str, x, axis, mode, kwargs: dict, device):
     check_known_chunks(x)
     check_float(x)
     fn(_tiny(x), axis=axis, mode=mode, device="cpu", **kwargs)  # the NumPy call's checks
+    dev = check_device(device)
     ax = normalize_axis(axis, x.ndim)
     whole = [ax] if kind == "uniform" and x.dtype.itemsize == 8 else []
 
     def block(b):
-        return fn(b, axis=ax, mode=mode, device=device, **kwargs)
+        return fn(b, axis=ax, mode=mode, device=on_worker(f"filters.{kind}", dev), **kwargs)
 
     return overlap_map(
         x,
@@ -129,7 +132,7 @@ def chain(fn, x, passes, device):
     passes : sequence
         ``Gaussian``/``Uniform``/``Correlate`` passes.
     device : str or None
-        Passed to ``fn`` on the workers.
+        Checked here, resolved on the workers (:mod:`skyconv._dask.device`).
 
     Returns
     -------
@@ -140,6 +143,7 @@ def chain(fn, x, passes, device):
     check_float(x)
     passes = list(passes)
     fn(_tiny(x), passes, device="cpu")  # the NumPy call's checks
+    dev = check_device(device)
     depth: dict[int, int] = {}
     modes: dict[int, set] = {}
     whole: set[int] = set()
@@ -159,7 +163,7 @@ def chain(fn, x, passes, device):
     whole |= {ax for ax, m in modes.items() if len(m) > 1}
 
     def block(b):
-        return fn(b, passes, device=device)
+        return fn(b, passes, device=on_worker("filters.chain", dev))
 
     return overlap_map(
         x, block, depth, periodic=periodic, whole=whole, dtype=x.dtype.newbyteorder("=")

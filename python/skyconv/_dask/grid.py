@@ -25,9 +25,10 @@ import math
 import numpy as np
 
 from .. import _core
-from .._utils.device import deferred, resolve
 from .._utils.lazy import dask_array, is_dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
+from .device import check as check_device
+from .device import on_worker
 
 #: Partials added per node of the reduction tree.
 SPLIT_EVERY = 8
@@ -96,7 +97,7 @@ def _partial(slon, slat, data, weights, tlon, tlat, tvec, kernel, params, radius
         _core._grid_accumulate(
             slon, slat, _c(data, data.dtype), weights, _c(tlon[idx], np.float64),
             _c(tlat[idx], np.float64),
-            kernel, params, radius, u, w, resolve(device).core,
+            kernel, params, radius, u, w, on_worker("grid.partial", device),
         )  # fmt: skip
     return idx, u, w
 
@@ -180,7 +181,7 @@ def grid(lons, lats, data, tgt, kernel, params, radius, weights, dt, device,
 
     da = dask_array()
     radius_deg = _core._grid_check_kernel(kernel, params, radius)
-    dev = deferred(device)
+    dev = check_device(device)
 
     ref = next(x for x in (lons, data, lats, weights) if is_dask_array(x))
     chunks0 = ref.chunks[0]

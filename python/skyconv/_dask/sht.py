@@ -34,11 +34,12 @@ import os
 import numpy as np
 
 from .. import _core
-from .._utils.device import resolve
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from ..sht import UNSEEN
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
+from .device import check as check_device
+from .device import on_worker
 
 log = logging.getLogger("skyconv.dask")
 
@@ -98,18 +99,20 @@ def _record(mode, nw, ntrans, nm, nr):
 
 def _leg_task(blk, nside, lmax, ms, pol, device):
     if pol:
-        t = alm2leg(blk[:1], nside, lmax, ms, device=device)
-        eb = alm2leg(blk[1:], nside, lmax, ms, spin=2, device=device)
+        dev = on_worker("sht.alm2leg", device)
+        t = alm2leg(blk[:1], nside, lmax, ms, device=dev)
+        eb = alm2leg(blk[1:], nside, lmax, ms, spin=2, device=dev)
         return np.concatenate([t, eb])
-    return alm2leg(blk, nside, lmax, ms, device=device)
+    return alm2leg(blk, nside, lmax, ms, device=on_worker("sht.alm2leg", device))
 
 
 def _alm_task(lg, nside, lmax, ms, pol, w, device):
     if pol:
-        t = leg2alm(lg[:1], nside, lmax, ms, ring_weights=w, device=device)
-        eb = leg2alm(lg[1:], nside, lmax, ms, spin=2, ring_weights=w, device=device)
+        dev = on_worker("sht.leg2alm", device)
+        t = leg2alm(lg[:1], nside, lmax, ms, ring_weights=w, device=dev)
+        eb = leg2alm(lg[1:], nside, lmax, ms, spin=2, ring_weights=w, device=dev)
         return np.concatenate([t, eb])
-    return leg2alm(lg, nside, lmax, ms, ring_weights=w, device=device)
+    return leg2alm(lg, nside, lmax, ms, ring_weights=w, device=on_worker("sht.leg2alm", device))
 
 
 def _aligned(block):
@@ -153,7 +156,7 @@ def synthesis(alm, nside, lmax, mmax, pol, device, mb, rb):
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
 
     def map_of(lg, block_id=None):
-        return leg2map(lg, nside, rb[block_id[1]], device=device)
+        return leg2map(lg, nside, rb[block_id[1]], device=on_worker("sht.leg2map", device))
 
     return da.map_blocks(
         map_of,
@@ -175,7 +178,7 @@ def analysis(maps, nside, lmax, mmax, pol, w, device, mb, rb):
     maps = maps.rechunk(((ncomp,), pix))
 
     def leg_of(mp, block_id=None):
-        return map2leg(mp, nside, mmax, rb[block_id[1]], device=device)
+        return map2leg(mp, nside, mmax, rb[block_id[1]], device=on_worker("sht.map2leg", device))
 
     leg = da.map_blocks(
         leg_of,
@@ -269,10 +272,11 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
     mode, nw = _choose(a.shape[0], p, nblocks, nside, lmax)
     npix = 12 * nside * nside
     if mode == "stack":
-        dev = resolve(device).core
+        dev = check_device(device)
 
         def single(b):
-            return _core._alm2map([_aligned(b[0])], nside, lmax, mmax, False, dev)
+            core = on_worker("sht.alm2map", dev)
+            return _core._alm2map([_aligned(b[0])], nside, lmax, mmax, False, core)
 
         _record(mode, nw, a.shape[0], None, None)
         out = a.rechunk((1, -1)).map_blocks(
@@ -327,10 +331,11 @@ def map2alm(
     p = _pol_of(m.shape[0], pol)
     mode, nw = _choose(m.shape[0], p, nblocks, nside, lmax)
     if mode == "stack":
-        dev = resolve(device).core
+        dev = check_device(device)
 
         def single(b):  # the engine zeroes UNSEEN pixels
-            return _core._map2alm([_aligned(b[0])], nside, lmax, mmax, iter, False, w, dev)
+            core = on_worker("sht.map2alm", dev)
+            return _core._map2alm([_aligned(b[0])], nside, lmax, mmax, iter, False, w, core)
 
         _record(mode, nw, m.shape[0], None, None)
         out = m.rechunk((1, -1)).map_blocks(

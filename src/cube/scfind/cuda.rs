@@ -350,6 +350,11 @@ impl<'a, T: Real> Engine<'a, T> {
             .arg(&value);
         // SAFETY: arguments match prepare_* in kernels/scfind.cu.
         unsafe { b.launch(cfg(n)) }?;
+        self.smooth_prepared(s, passes)
+    }
+
+    /// The passes of `passes` over the prepared slab in `a`; W ends in `a`.
+    fn smooth_prepared(&mut self, s: &Slab, passes: &KernelPasses) -> Result<()> {
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
         if passes.exact_xy.is_some() || passes.exact_z.is_some() {
@@ -678,6 +683,102 @@ impl<'a, T: Real> Engine<'a, T> {
         self.loaded = None;
         Ok(())
     }
+}
+
+/// An engine for one slab of `plan.shape` (no noise sample): the Dask stages.
+fn stage_engine<'a, T: Real>(gpu: &'a Gpu, plan: &'a Plan) -> Result<Engine<'a, T>> {
+    let [_, ny, nx] = plan.shape;
+    let (plane, n) = (ny * nx, plan.len());
+    let need = n * (3 * std::mem::size_of::<T>() + 1) + 2 * plane * std::mem::size_of::<T>();
+    let free = gpu.budget()?;
+    if need > free {
+        return Err(Error::GpuMemory(format!(
+            "a Dask block of {n} voxels needs {need} bytes of GPU memory, {free} are free: \
+             use smaller chunks (chunk_bytes)"
+        )));
+    }
+    // SAFETY (allocs): every buffer is written before it is read (uploads, prepare, filters).
+    Ok(Engine {
+        gpu,
+        plan,
+        fns: Fns::new::<T>(gpu)?,
+        plane,
+        cube: unsafe { gpu.alloc::<T>(n)? },
+        mask: unsafe { gpu.alloc::<u8>(n)? },
+        a: unsafe { gpu.alloc::<T>(n)? },
+        b: unsafe { gpu.alloc::<T>(n)? },
+        samples: unsafe { gpu.alloc::<f64>(1)? },
+        partial: unsafe { gpu.alloc::<f64>(2)? },
+        carry: unsafe { gpu.alloc::<T>(plane.max(1))? },
+        carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
+        carry_valid: false,
+        loaded: None,
+    })
+}
+
+/// The whole of `plan.shape` as one slab.
+fn whole(plan: &Plan) -> Slab {
+    Slab {
+        z0: 0,
+        z1: plan.shape[0],
+        lo: 0,
+        hi: 0,
+    }
+}
+
+/// Dask stage 1 on the GPU: the prepared cube (NaN → 0, `MASKED` voxels replaced) smoothed by
+/// the spatial passes of `ker`, the values `run` holds on the device before the spectral pass
+/// (whole (y, x) planes).
+pub fn spatial_stage<T: Real>(
+    cube: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+) -> Result<Vec<T>> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let spatial = Kernel {
+        z: None,
+        ..ker.clone()
+    };
+    let mut eng = stage_engine::<T>(&gpu, plan)?;
+    let passes = KernelPasses::new(&gpu, &spatial, plan)?;
+    let s = whole(plan);
+    eng.load(cube, mask, &s)?;
+    eng.smooth(&s, &passes, plan.replace, rms0)?;
+    let mut out = crate::backend::alloc::try_vec(cube.len(), T::default(), "the spatial stage")?;
+    gpu.download(&eng.a, &mut out)?;
+    Ok(out)
+}
+
+/// Dask stage 2 on the GPU: W, the spectral pass of `ker` over `s` (whole z lines) as `run`
+/// computes it on the device, NaN where `mask` has `BLANK`.
+pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) -> Result<Vec<T>> {
+    let mut out = crate::backend::alloc::try_vec(s.len(), T::default(), "the spectral stage")?;
+    if let Some(z) = &ker.z {
+        let gpu = cuda::gpu()?;
+        let _only = gpu.exclusive();
+        let spectral = Kernel {
+            y: Vec::new(),
+            x: Vec::new(),
+            z: Some(z.clone()),
+            use_rms0: ker.use_rms0,
+        };
+        let mut eng = stage_engine::<T>(&gpu, plan)?;
+        let passes = KernelPasses::new(&gpu, &spectral, plan)?;
+        gpu.upload_into(s, &mut eng.a)?;
+        eng.smooth_prepared(&whole(plan), &passes)?;
+        gpu.download(&eng.a, &mut out)?;
+    } else {
+        out.copy_from_slice(s);
+    }
+    out.par_iter_mut().zip(mask.par_iter()).for_each(|(v, &m)| {
+        if m & super::BLANK != 0 {
+            *v = T::from_f64(f64::NAN);
+        }
+    });
+    Ok(out)
 }
 
 /// Sample slots whose positions lie in planes [z0, z1) (a contiguous range for both rules).

@@ -308,11 +308,17 @@ pub fn extremes_of<T: Real>(data: &[T]) -> Option<(f64, f64)> {
     cpu::extremes(data)
 }
 
-/// One stage of a run split across processes (skyconv's Dask path), CPU: the prepared cube
+/// One stage of a run split across processes (skyconv's Dask path) on `device`: the prepared cube
 /// (NaN → 0, `MASKED` voxels replaced by `plan.replace` of `rms0`) smoothed by the spatial
 /// passes of `plan.kernels[0]`, exactly as `run` builds it. `cube` holds whole (y, x) planes
-/// (`plan.shape`), any number of them.
-pub fn spatial_stage<T: Real>(cube: &[T], mask: &[u8], plan: &Plan, rms0: f64) -> Result<Vec<T>> {
+/// (`plan.shape`), any number of them. On a GPU the values are those of `run` on that GPU.
+pub fn spatial_stage<T: Real>(
+    device: Device,
+    cube: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    rms0: f64,
+) -> Result<Vec<T>> {
     let ker = plan
         .kernels
         .first()
@@ -323,13 +329,25 @@ pub fn spatial_stage<T: Real>(cube: &[T], mask: &[u8], plan: &Plan, rms0: f64) -
     if plan.is_empty() {
         return Ok(Vec::new());
     }
-    crate::backend::threads::install(|| cpu::spatial_stage(cube, mask, plan, ker, rms0))
+    match device {
+        Device::Cpu => {
+            crate::backend::threads::install(|| cpu::spatial_stage(cube, mask, plan, ker, rms0))
+        }
+        Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || cuda::spatial_stage(cube, mask, plan, ker, rms0))
+        }
+    }
 }
 
 /// The next stage: W, the spectral pass of `plan.kernels[0]` over `s` (whole z lines of
 /// `plan.shape`) rounded to the element type, NaN where `mask` has `BLANK` — the values `run`
-/// samples for the noise and compares with the clip level.
-pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan) -> Result<Vec<T>> {
+/// samples for the noise and compares with the clip level (on a GPU: `run`'s values there).
+pub fn spectral_stage<T: Real>(
+    device: Device,
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+) -> Result<Vec<T>> {
     let ker = plan
         .kernels
         .first()
@@ -340,5 +358,8 @@ pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan) -> Result<Vec<
     if plan.is_empty() {
         return Ok(Vec::new());
     }
-    crate::backend::threads::install(|| cpu::spectral_stage(s, mask, plan, ker))
+    match device {
+        Device::Cpu => crate::backend::threads::install(|| cpu::spectral_stage(s, mask, plan, ker)),
+        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::spectral_stage(s, mask, plan, ker)),
+    }
 }

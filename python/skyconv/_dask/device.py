@@ -1,0 +1,215 @@
+"""The device of a Dask task: the one rule every Dask stage of skyconv follows.
+
+A call's ``device`` argument is checked on the client for its spelling only
+(:func:`check`: the client may have no GPU while its workers do) and travels to the tasks
+unresolved. Each task resolves it on its worker, at run time (:func:`on_worker`), by the one
+device rule of :mod:`skyconv._utils.device`: ``None`` is the worker's ``SKYCONV_DEVICE``, else
+``"auto"``; ``"auto"`` and ``"cuda"`` are the GPU the worker sees — under dask-cuda's
+``LocalCUDACluster``, or any worker started with ``CUDA_VISIBLE_DEVICES=i``, that is GPU i of
+the machine — and ``"cuda:N"`` is GPU N of those the worker sees.
+
+Every resolution is counted in a per-process log, keyed by (stage, device, the worker's
+``CUDA_VISIBLE_DEVICES``); the heavy stages (S+C's, à trous's) resolve through :func:`stage`,
+which also adds the seconds their core call took. :func:`devices_used` gathers the logs of the
+client process and of every worker of the default Distributed client, so a bench or a user can
+print where each stage ran (:func:`seconds_used`: how long); :func:`reset` clears them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+
+from .._utils.device import deferred, resolve
+
+_LOCK = threading.Lock()
+_LOG: Counter = Counter()
+_SECONDS: Counter = Counter()
+
+
+def check(device) -> str | None:
+    """The client side of the rule: ``device``'s spelling checked, not resolved.
+
+    Parameters
+    ----------
+    device : str, skyconv._utils.device.Device or None
+        ``"auto"``, ``"cpu"``, ``"cuda"``, ``"gpu"``, ``"cuda:N"`` (any case) or None.
+
+    Returns
+    -------
+    str or None
+        The lower-case name for the tasks (None stays None: each worker's default).
+
+    Raises
+    ------
+    skyconv.ArgumentTypeError
+        ``device`` is not a str, a Device or None.
+    skyconv.ArgumentError
+        An unknown name (the message lists the accepted ones).
+    """
+    return deferred(device)
+
+
+def on_worker(stage: str, device) -> str:
+    """The worker side of the rule: ``device`` resolved in the running task, and counted.
+
+    Parameters
+    ----------
+    stage : str
+        The Dask stage's name for the log (e.g. ``"scfind.spatial"``).
+    device : str or None
+        What :func:`check` returned on the client.
+
+    Returns
+    -------
+    str
+        The core's device string for this task: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Raises
+    ------
+    skyconv.DeviceError
+        ``"cuda"``/``"cuda:N"`` and the worker has no such GPU.
+    """
+    return _count(stage, resolve(device).core, 0.0)
+
+
+def _count(stage: str, core: str, seconds: float) -> str:
+    key = (stage, core, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    with _LOCK:
+        _LOG[key] += 1
+        _SECONDS[key] += seconds
+    return core
+
+
+@contextmanager
+def stage(name: str, device):
+    """:func:`on_worker` around a task's core call, adding the call's seconds to the log::
+
+        with stage("scfind.spatial", device) as dev:
+            return _core._scfind_spatial(..., dev)
+
+    Yields
+    ------
+    str
+        The core's device string for this task.
+    """
+    core = resolve(device).core
+    t = time.perf_counter()
+    try:
+        yield core
+    finally:
+        _count(name, core, time.perf_counter() - t)
+
+
+def local_log() -> dict:
+    """This process's counts: {(stage, device, CUDA_VISIBLE_DEVICES): tasks}."""
+    with _LOCK:
+        return dict(_LOG)
+
+
+def _local_seconds() -> tuple:
+    with _LOCK:
+        return os.getpid(), dict(_SECONDS)
+
+
+def _pid_log() -> tuple:
+    return os.getpid(), local_log()
+
+
+def reset(client=None) -> None:
+    """Clear the logs of this process and of the workers of ``client`` (default: the
+    default Distributed client, when there is one)."""
+    _clear()
+    client = client or _default_client()
+    if client is not None:
+        client.run(_clear)
+
+
+def _clear() -> None:
+    with _LOCK:
+        _LOG.clear()
+        _SECONDS.clear()
+
+
+def _default_client():
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def devices_used(client=None) -> dict:
+    """Where the Dask stages ran since the last :func:`reset`.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The cluster to ask (default: the default client, when there is one); the client
+        process's own log is always included (Dask's local schedulers run tasks there).
+
+    Returns
+    -------
+    dict
+        {stage: {"<device> (CUDA_VISIBLE_DEVICES=<v>)" or "<device>": tasks}}, e.g.
+        ``{"scfind.spatial": {"cuda (CUDA_VISIBLE_DEVICES=0)": 16, ...}}``.
+    """
+    logs = {os.getpid(): local_log()}
+    client = client or _default_client()
+    if client is not None:
+        logs.update(client.run(_pid_log).values())  # a worker in this process counts once
+    out: dict = {}
+    for log in logs.values():
+        for (stage, dev, visible), n in log.items():
+            name = dev if visible is None else f"{dev} (CUDA_VISIBLE_DEVICES={visible})"
+            per = out.setdefault(stage, {})
+            per[name] = per.get(name, 0) + n
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def seconds_used(client=None) -> dict:
+    """Seconds spent in the core calls of the stages that resolve through :func:`stage`, summed
+    over tasks and workers since the last :func:`reset`: {stage: seconds}.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        As for :func:`devices_used`.
+
+    Returns
+    -------
+    dict
+        {stage: seconds} (stages counted by :func:`on_worker` alone are absent).
+    """
+    logs = dict([_local_seconds()])
+    client = client or _default_client()
+    if client is not None:
+        logs.update(client.run(_local_seconds).values())
+    out: dict = {}
+    for log in logs.values():
+        for (name, _, _), secs in log.items():
+            if secs > 0:
+                out[name] = out.get(name, 0.0) + secs
+    return dict(sorted(out.items()))
+
+
+def summary(client=None) -> str:
+    """:func:`devices_used` as lines ``stage: device × tasks, ...`` (for a bench's log)."""
+    used = devices_used(client)
+    if not used:
+        return "(no skyconv Dask task ran)"
+    return "\n".join(
+        f"{stage}: " + ", ".join(f"{d} x {n}" for d, n in per.items())
+        for stage, per in used.items()
+    )
+
+
+__all__ = [
+    "check", "devices_used", "local_log", "on_worker", "reset", "seconds_used", "stage", "summary",
+]  # fmt: skip
