@@ -8,6 +8,7 @@ mod errors;
 mod filters;
 mod grid;
 mod healpix;
+mod scope;
 mod sht;
 mod sht_halves;
 mod smooth;
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sht::register(m)?;
     sht_halves::register(m)?;
     smooth::register(m)?;
+    scope::register(m)?;
     Ok(())
 }
