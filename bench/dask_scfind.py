@@ -2,7 +2,20 @@
 
     python bench/dask_scfind.py --shape 500,1024,1024 --workers 16 [--chunks 50,512,512]
         [--kernels-xy 0,3,6 --kernels-z 0,3,7,15 --memory-limit 4GB --dir /tmp/dask_bench
-         --repeats 1 --json out.json]
+         --scratch DIR --repeats 1 --json out.json]
+    python bench/dask_scfind.py --small [--shape 18,30,28 --chunks 6,12,10 --workers 2]
+
+Out of core at the issue's scale (a 1 GB cube, 2 workers x 400 MB, the default 12 kernels;
+the cube is >= 30 % of the cluster's memory, so the kernels exchange planes and columns
+through a scratch zarr store in --scratch, default DIR):
+
+    python bench/dask_scfind.py --shape 250,1024,1024 --chunks 4,1024,1024 --workers 2 \
+        --memory-limit 400MB
+
+``--small``: the overhead on a tiny cube (in memory, no zarr): the single call, the staged
+Dask graph (every kernel's stages, rechunks and noise reductions as tasks: the behaviour
+before the one-task path) and the default (a cube that is one chunk or at most
+``skyconv._dask.cube.SINGLE_TASK_BYTES`` runs as the single call in one task).
 
 Writes a random float32 cube with a few sources to ``DIR/cube.zarr`` (kept between runs of
 the same shape and chunks), times the single call (``device="cpu"``, all cores) on the cube in
@@ -59,7 +72,11 @@ def main(argv=None):
     p.add_argument("--dir", default="/tmp/skyconv_dask_bench")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--json", default=None)
+    p.add_argument("--scratch", default=None, help="directory of the out-of-core store")
+    p.add_argument("--small", action="store_true", help="the tiny-cube overhead case")
     a = p.parse_args(argv)
+    if a.small:
+        return small(a)
 
     import dask.array as da
     import distributed
@@ -101,11 +118,14 @@ def main(argv=None):
         distributed.Client(cluster) as client,
     ):
         client.run(skyconv.set_num_threads, threads)
+        client.run(_start_rss_sampler)
         ms = MemorySampler()
         for i in range(a.repeats):
             with ms.sample(f"run{i}", measure="process", interval=0.1):
                 t = time.perf_counter()
-                skyconv.smooth_and_clip(da.from_zarr(src), **kw).to_zarr(out, overwrite=True)
+                mask = skyconv.smooth_and_clip(da.from_zarr(src), scratch=a.scratch or a.dir, **kw)
+                mask.to_zarr(out, overwrite=True)
+                del mask
                 dask_t.append(time.perf_counter() - t)
         rss = client.run(_peak_rss)
     got = zarr.open_array(out, mode="r")[...]
@@ -134,11 +154,78 @@ def main(argv=None):
     return 0 if same else 1
 
 
-def _peak_rss():
-    """This process's peak resident set size in MiB (Linux ru_maxrss is in KiB)."""
-    import resource
+def small(a):
+    """The overhead of the Dask path on a tiny in-memory cube, staged vs one task."""
+    import dask.array as da
+    import distributed
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    import skyconv
+    from skyconv._dask import cube as dcube
+
+    shape = tuple(a.shape) if a.shape != [64, 256, 256] else (18, 30, 28)
+    chunks = tuple(a.chunks) if a.chunks else (6, 12, 10)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[shape[0] // 3 : shape[0] // 2, 5:14, 7:12] += 2.5
+    kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z, "threshold": 4.0}
+    times = {}
+    t = time.perf_counter()
+    want = skyconv.smooth_and_clip(x, device="cpu", **kw)
+    times["single"] = time.perf_counter() - t
+    dx = da.from_array(x, chunks=chunks)
+    with (
+        distributed.LocalCluster(
+            n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        same = True
+        for label, limit in (("staged", 0), ("one_task", None)):
+            saved = dcube.SINGLE_TASK_BYTES
+            dcube.SINGLE_TASK_BYTES = saved if limit is None else limit
+            try:
+                best = np.inf
+                for _ in range(max(1, a.repeats)):
+                    t = time.perf_counter()
+                    got = skyconv.smooth_and_clip(dx, **kw).compute()
+                    best = min(best, time.perf_counter() - t)
+                times[label] = best
+                same &= bool(np.array_equal(got, want))
+            finally:
+                dcube.SINGLE_TASK_BYTES = saved
+    print(f"tiny cube {shape} chunks {chunks}, {len(a.kernels_xy) * len(a.kernels_z)} kernels, "
+          f"{a.workers} workers: single {times['single']:.3f} s, Dask staged "
+          f"{times['staged']:.2f} s ({times['staged'] / times['single']:.0f}x), Dask one task "
+          f"{times['one_task']:.2f} s ({times['one_task'] / times['single']:.0f}x); "
+          f"masks equal: {same}")  # fmt: skip
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"shape": shape, "chunks": chunks, "seconds": times, "same": same}, f)
+    return 0 if same else 1
+
+
+def _start_rss_sampler(dask_worker):
+    """Sample this worker's RSS every 10 ms in a thread. (ru_maxrss cannot be used: Linux
+    carries the parent's peak, here the benchmark's in-memory cube, into a spawned child.)"""
+    import threading
+
+    import psutil
+
+    proc = psutil.Process()
+    dask_worker.skyconv_peak_rss = proc.memory_info().rss
+
+    def loop():
+        while True:
+            rss = proc.memory_info().rss
+            dask_worker.skyconv_peak_rss = max(dask_worker.skyconv_peak_rss, rss)
+            time.sleep(0.01)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def _peak_rss(dask_worker):
+    """The sampled peak resident set size of this worker in MiB."""
+    return dask_worker.skyconv_peak_rss / 2**20
 
 
 if __name__ == "__main__":

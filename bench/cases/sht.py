@@ -104,15 +104,19 @@ def hp_synth(alm, nside):
 
 
 def ducc_synth(alm, nside):
+    """ducc0 on skyconv's thread count; (T, E, B) as spin 0 + spin 2 (healpy's convention)."""
     import ducc0
 
     from skyconv import get_num_threads
 
     lmax = round((np.sqrt(8 * alm.shape[-1] + 1) - 3) / 2)
     geom = ducc0.healpix.Healpix_Base(nside, "RING").sht_info()
-    return ducc0.sht.synthesis(
-        alm=alm.reshape(1, -1), lmax=lmax, spin=0, nthreads=get_num_threads(), **geom
-    )[0]
+    kw = dict(lmax=lmax, nthreads=get_num_threads(), **geom)
+    if alm.ndim == 2:
+        t = ducc0.sht.synthesis(alm=alm[:1], spin=0, **kw)
+        qu = ducc0.sht.synthesis(alm=alm[1:], spin=2, **kw)
+        return np.concatenate([t, qu])
+    return ducc0.sht.synthesis(alm=alm.reshape(1, -1), spin=0, **kw)[0]
 
 
 def sc_anal(device):
@@ -132,6 +136,8 @@ def hp_anal(maps, lmax):
 
 
 def ducc_anal(maps, lmax):
+    """ducc0's adjoint synthesis with healpy's iter=0 weights (4π/npix); (I, Q, U) as spin 0 +
+    spin 2."""
     import ducc0
 
     from skyconv import get_num_threads
@@ -139,9 +145,12 @@ def ducc_anal(maps, lmax):
     nside = round(np.sqrt(maps.shape[-1] / 12))
     geom = ducc0.healpix.Healpix_Base(nside, "RING").sht_info()
     w = 4 * np.pi / maps.shape[-1]
-    return ducc0.sht.adjoint_synthesis(
-        map=maps.reshape(1, -1) * w, lmax=lmax, spin=0, nthreads=get_num_threads(), **geom
-    )[0]
+    kw = dict(lmax=lmax, nthreads=get_num_threads(), **geom)
+    if maps.ndim == 2:
+        t = ducc0.sht.adjoint_synthesis(map=maps[:1] * w, spin=0, **kw)
+        eb = ducc0.sht.adjoint_synthesis(map=maps[1:] * w, spin=2, **kw)
+        return np.concatenate([t, eb])
+    return ducc0.sht.adjoint_synthesis(map=maps.reshape(1, -1) * w, spin=0, **kw)[0]
 
 
 def case(name, desc, inputs, work, sc, hp_impl, ducc_impl=None, gpu_only=False, key=""):
@@ -212,6 +221,7 @@ case(
     synth_work,
     sc_synth,
     hp_synth,
+    ducc_synth,
     key="_pol",
 )
 case(
@@ -221,6 +231,7 @@ case(
     anal_work,
     sc_anal,
     hp_anal,
+    ducc_anal,
     key="_pol",
 )
 case(

@@ -10,24 +10,33 @@ Cases (nside 2048, quick: 64; beams scale with the pixel in quick runs):
   so expect ~1e-3 to 1e-2 there, not roundoff.
 - ``smooth.masked5_vs_unmasked``: the same masked call against the unmasked ring call on the
   same engine (the anchor), for the issue's "masked ≤ 2× unmasked time" (``ratio`` ≥ 0.5);
-  ``rel_err`` there compares different outputs and means nothing.
+  ``rel_err`` there compares different outputs and means nothing. The masked call is one core
+  call (``_core._smooth_ring_masked``), so its GPU row has device stages too.
 - ``smooth.beams100``: 100 Gaussian beams (FWHM 4′ ... 6′) on one map, ``smooth_map(m,
-  fwhm=[...])`` (auto: the shared harmonic transform or each beam's own method) against 100
-  separate ``smooth_map`` calls (auto), GPU rows only. Output 100 maps: 40 GB at nside 2048
-  for each side, so the full case needs ~100 GB of host memory; quick runs use 8 beams.
-  ``smooth.beams8``: the same with 8 beams, CPU and GPU rows.
-- ``smooth16k.fwhm1_ring`` and ``smooth16k.fwhm1_harmonic`` (only when
-  ``SKYCONV_BENCH_16K=1``, GPU engine only, no anchor): nside 16384 (a white-noise map),
-  FWHM 1′, on one GPU; the params record the estimated bytes (``skyconv.smooth.memory``). The
-  ring method needs 147 GB on the device (``_core._ring_gpu_bytes``), more than an H200 has:
-  it is expected to be refused with the DeviceError naming both figures (recorded as the
-  case's error) until the engine streams its spectra.
+  fwhm=[...])`` (auto: the shared harmonic transform, or the beams' own methods with the ring
+  beams as one ring batch) against separate ``smooth_map`` calls (auto), GPU rows only. The
+  anchor is *scaled*: it makes ANCHOR_CALLS (10) of the 100 calls (the beams at the middles of
+  ten equal index ranges) and reports their time × 100 / 10 (its label says so); every first
+  call of a beam chooses its method (~seconds each), so 100 real calls would not fit a device
+  call. Both rows return those 10 maps (the batch's are picked from its (100, npix) output, 40
+  GB at nside 2048), so ``rel_err`` compares them. Each row is timed once after its warm-up
+  (ROW_REPEATS). Quick runs use 8 beams.
+  ``smooth.beams8``: the same with 8 beams, CPU rows only (the GPU is covered by beams100).
+- ``smooth16k.fwhm1_ring``, ``smooth16k.fwhm1_harmonic`` and ``smooth16k.fwhm1_auto`` (only
+  when ``SKYCONV_BENCH_16K=1``, GPU engine only, no anchor, each timed once after its warm-up):
+  nside 16384 (a white-noise map), FWHM 1′, on one GPU; the params record the estimated bytes
+  (``skyconv.smooth.memory``). The ring method needs 147 GB on the device
+  (``_core._ring_gpu_bytes``), more than an H200 has: it is expected to be refused with the
+  DeviceError naming both figures (recorded as the case's error); the harmonic method needs
+  ~50 GB; ``auto`` takes a method that fits the free memory (the harmonic one on an H100 or
+  H200), never the refused one. About 5 minutes in all (the map alone is 25.8 GB).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -39,6 +48,48 @@ MIN_WEIGHT = 0.5
 #: harmonic weight rings by up to a few percent there, so the two would cut different pixels).
 ANCHOR_MARGIN = 0.1
 N_BEAMS, CPU_BEAMS, QUICK_BEAMS = 100, 8, 8
+#: Separate calls the beams100 anchor makes (its time is scaled to N_BEAMS calls).
+ANCHOR_CALLS = 10
+#: Timed calls of the slow rows (healpy's anchor, the batches) after their warm-up.
+ROW_REPEATS = 1
+
+
+class Few:
+    """Mixin: time the implementation ROW_REPEATS times after its warm-up (rows of seconds
+    each, so that the cases fit one device call)."""
+
+    def measure(self, inputs, settings):
+        return super().measure(inputs, replace(settings, repeats=ROW_REPEATS, min_time=0.0))
+
+
+class FewHost(Few, Host):
+    """healpy's anchor: timed ROW_REPEATS times, once for the CPU and GPU rows together
+    (remembered per input arrays: the cases share them through ``Context.cache``)."""
+
+    _done: dict = {}
+
+    def measure(self, inputs, settings):
+        key = (self.label, tuple(id(x) for x in inputs), settings)
+        if key not in self._done:
+            self._done[key] = super().measure(inputs, settings)
+        return self._done[key]
+
+
+class FewGpuWall(Few, SkyconvGpuWall):
+    pass
+
+
+class ScaledLoop(FewGpuWall):
+    """``calls`` of ``n`` separate calls, timed, the time scaled by n / calls."""
+
+    def __init__(self, steps, n: int, calls: int, **kw):
+        super().__init__(steps, **kw)
+        self.scale = n / calls
+        self.label = f"skyconv (scaled x{self.scale:g} from {calls} of {n} calls)"
+
+    def _call(self, inputs):
+        out, sample = super()._call(inputs)
+        return out, {k: v * self.scale for k, v in sample.items()}
 
 
 def galactic_mask(nside: int, frac: float = 0.2) -> np.ndarray:
@@ -104,7 +155,7 @@ def masked_work(inputs) -> Work:
     return io + one + one
 
 
-HEALPY = Host("healpy.smoothing(m·w)/smoothing(w)", [healpy_normalised], requires=("healpy",))
+HEALPY = FewHost("healpy.smoothing(m·w)/smoothing(w)", [healpy_normalised], requires=("healpy",))
 _PARAMS = {"nside": 2048, "quick_nside": 64, "fwhm_arcmin": 5.0, "mask": "|sin b| < 0.2 (20%)"}
 
 register(
@@ -115,7 +166,7 @@ register(
         work=masked_work,
         comparisons=[
             Comparison("cpu", Skyconv([sc_masked("cpu")]), HEALPY),
-            Comparison("gpu", SkyconvGpuWall([sc_masked("cuda")]), HEALPY),
+            Comparison("gpu", SkyconvGpu([sc_masked("cuda")]), HEALPY),
         ],
         params=dict(_PARAMS, min_weight=MIN_WEIGHT),
     )
@@ -135,7 +186,7 @@ register(
             ),
             Comparison(
                 "gpu",
-                SkyconvGpuWall([sc_masked("cuda")]),
+                SkyconvGpu([sc_masked("cuda")]),
                 SkyconvGpu([sc_unmasked("cuda")], note="the unmasked call: the anchor"),
             ),
         ],
@@ -154,21 +205,30 @@ def beams_inputs(n_beams: int):
     return make
 
 
-def sc_batch(device: str):
+def picked(n: int) -> np.ndarray:
+    """The beams the scaled anchor calls: the middles of ANCHOR_CALLS equal index ranges."""
+    k = min(n, ANCHOR_CALLS)
+    return ((np.arange(k) + 0.5) * n / k).astype(int)
+
+
+def sc_batch(device: str, pick: bool = False):
     def call(m, fwhms):
         import skyconv
 
-        return skyconv.smooth_map(m, fwhm=fwhms, device=device)
+        out = skyconv.smooth_map(m, fwhm=fwhms, device=device)
+        # the anchor's beams only (a copy: the (n, npix) batch is freed at once)
+        return np.array(out[picked(len(fwhms))]) if pick else out
 
     call.__name__ = f"skyconv.smooth_map[fwhm=[...],{device}]"
     return call
 
 
-def sc_loop(device: str):
+def sc_loop(device: str, pick: bool = False):
     def call(m, fwhms):
         import skyconv
 
-        return np.stack([skyconv.smooth_map(m, fwhm=f, device=device) for f in fwhms])
+        fs = fwhms[picked(len(fwhms))] if pick else fwhms
+        return np.stack([skyconv.smooth_map(m, fwhm=f, device=device) for f in fs])
 
     call.__name__ = f"[skyconv.smooth_map(fwhm=f,{device}) for f]"
     return call
@@ -180,25 +240,44 @@ def beams_work(inputs) -> Work:
     return Work(bytes=8.0 * m.size * (1 + n), h2d_bytes=8.0 * m.size, d2h_bytes=8.0 * m.size * n)
 
 
-# 100 beams: GPU rows only (100 CPU calls at nside 2048 would take the default run past its
-# limit); the CPU rows run 8 beams.
-for n_beams, engines in ((N_BEAMS, ("gpu",)), (CPU_BEAMS, ("cpu", "gpu"))):
-    comps = []
-    if "cpu" in engines:
-        comps.append(Comparison("cpu", Skyconv([sc_batch("cpu")]), Skyconv([sc_loop("cpu")])))
-    comps.append(
-        Comparison("gpu", SkyconvGpuWall([sc_batch("cuda")]), SkyconvGpuWall([sc_loop("cuda")]))
+register(
+    Case(
+        name=f"smooth.beams{N_BEAMS}",
+        description=f"{N_BEAMS} beams (4′-6′) on one map in one call vs {N_BEAMS} calls (auto; "
+        f"the calls scaled from {ANCHOR_CALLS})",
+        inputs=beams_inputs(N_BEAMS),
+        work=beams_work,
+        comparisons=[
+            Comparison(
+                "gpu",
+                FewGpuWall([sc_batch("cuda", pick=True)]),
+                ScaledLoop([sc_loop("cuda", pick=True)], N_BEAMS, ANCHOR_CALLS),
+            )
+        ],
+        params={
+            "nside": 2048,
+            "quick_nside": 64,
+            "n_beams": N_BEAMS,
+            "quick_beams": QUICK_BEAMS,
+            "anchor_calls": ANCHOR_CALLS,
+            "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
+        },
     )
-    register(
-        Case(
-            name=f"smooth.beams{n_beams}",
-            description=f"{n_beams} beams (4′-6′) on one map in one call vs {n_beams} calls (auto)",
-            inputs=beams_inputs(n_beams),
-            work=beams_work,
-            comparisons=comps,
-            params={"nside": 2048, "quick_nside": 64, "n_beams": n_beams, "quick_beams": 8},
-        )
+)
+
+# 8 beams: CPU rows (100 CPU calls at nside 2048 would take the default run past its limit).
+register(
+    Case(
+        name=f"smooth.beams{CPU_BEAMS}",
+        description=f"{CPU_BEAMS} beams (4′-6′) on one map in one call vs {CPU_BEAMS} calls (auto)",
+        inputs=beams_inputs(CPU_BEAMS),
+        work=beams_work,
+        comparisons=[
+            Comparison("cpu", Skyconv([sc_batch("cpu")]), Skyconv([sc_loop("cpu")])),
+        ],
+        params={"nside": 2048, "quick_nside": 64, "n_beams": CPU_BEAMS, "quick_beams": 8},
     )
+)
 
 
 def big_inputs(ctx: Context):
@@ -225,15 +304,15 @@ def sc_big(method: str):
 if os.environ.get("SKYCONV_BENCH_16K", "") not in ("", "0"):
     from skyconv.smooth.memory import smooth_memory
 
-    for method in ("ring", "harmonic"):
-        mem = smooth_memory(16384, method, "cuda")
+    for method in ("ring", "harmonic", "auto"):
+        mem = smooth_memory(16384, "harmonic" if method == "auto" else method, "cuda")
         register(
             Case(
                 name=f"smooth16k.fwhm1_{method}",
                 description=f"nside 16384, FWHM 1′, {method} method on one GPU: time, memory",
                 inputs=big_inputs,
                 work=big_work,
-                comparisons=[Comparison("gpu", SkyconvGpuWall([sc_big(method)]), None)],
+                comparisons=[Comparison("gpu", FewGpuWall([sc_big(method)]), None)],
                 params={
                     "nside": 16384,
                     "fwhm_arcmin": 1.0,

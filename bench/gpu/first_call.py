@@ -11,6 +11,15 @@ the call needs, smoothing measures its cost model) and again at the filled folde
 CUBINs, the cost model, the fitted splits and the ring weights come from the cache). The issue's
 target: warm first call <= steady state + 0.2 s. Prints one line a case and, with --json,
 writes every number. Also reports which toolkit (CUDA 12 or 13) the loader chose.
+
+Where the time goes: each child reads ``skyconv.setup_trace()`` (the core's set-up log: CUDA
+library search and loads, driver init, context creation, kernel modules from the cache or
+NVRTC, cuFFT plans, page-locked blocks, ring weights, and the smoothing layer's cost model,
+split, ring error and grid errors), and the best warm run of each case is printed stage by
+stage under its line, with what the stages leave unexplained (first - steady - stages: the
+call's own first-touch costs, e.g. device memory pools and page faults). The "context" case
+is the floor: import, then ``skyconv.warmup(modules=[], fft=False)`` (cuInit + the primary
+context and nothing else).
 """
 
 from __future__ import annotations
@@ -51,29 +60,76 @@ CASES = {
         "c = np.random.default_rng(1).standard_normal((64, 64, 64))\n"
         "call = lambda: skyconv.atrous_denoise(c, device='cuda')\n"
     ),
+    "context": ("call = lambda: skyconv.warmup('cuda', modules=[], fft=False)\n"),
 }
+
+#: Stages that contain others (not added up: their parts are).
+NESTED = {"smooth choice", "cuda libraries"}
 
 CHILD = """
 import json, time
 t0 = time.perf_counter()
 import numpy as np, skyconv
 t_import = time.perf_counter() - t0
+import_stages = skyconv.setup_trace(clear=True)
 {setup}
+skyconv.setup_trace(clear=True)
 t = time.perf_counter(); call(); first = time.perf_counter() - t
+stages = skyconv.setup_trace(clear=True)
 steady = []
 for _ in range(3):
     t = time.perf_counter(); call(); steady.append(time.perf_counter() - t)
+later = skyconv.setup_trace(clear=True)
 info = skyconv.backend_info()["cuda"]
 print(json.dumps({{"import_s": t_import, "first_s": first, "steady_s": min(steady),
-                  "toolkit": info["toolkit"], "nvrtc": info["nvrtc_version"]}}))
+                  "toolkit": info["toolkit"], "nvrtc": info["nvrtc_version"],
+                  "nvrtc_loaded": info.get("nvrtc_loaded"),
+                  "cufft_loaded": info.get("cufft_loaded"),
+                  "libraries_remembered": info.get("libraries_remembered"),
+                  "import_stages": import_stages, "stages": stages, "later_stages": later}}))
 """
 
 
-def run_child(case: str, cache: str) -> dict:
+def top_level(stages: list[dict]) -> list[dict]:
+    """The stages that add up (not the totals of nested ones; a library opened inside the
+    library search is part of it)."""
+    return [
+        s
+        for s in stages
+        if s["stage"] not in NESTED
+        and not (s["stage"] == "library open" and "remembered" not in s["detail"])
+    ]
+
+
+def breakdown(run: dict) -> list[str]:
+    """Lines: each set-up stage of the first call (ms), then what is left unexplained."""
+    lines = []
+    for s in run.get("stages", []):
+        mark = "" if s in top_level([s]) else "  (total of the stages it contains)"
+        lines.append(f"    {s['stage']:18s} {s['seconds'] * 1e3:8.1f} ms  {s['detail']}{mark}")
+    setup = sum(s["seconds"] for s in top_level(run.get("stages", [])))
+    over = run["first_s"] - run["steady_s"]
+    lines.append(
+        f"    {'= set-up stages':18s} {setup * 1e3:8.1f} ms; first - steady - stages = "
+        f"{(over - setup) * 1e3:.1f} ms (first touches not traced)"
+    )
+    if run.get("later_stages"):
+        names = sorted({s["stage"] for s in run["later_stages"]})
+        lines.append(f"    (steady calls still paid set-up stages: {', '.join(names)})")
+    lines.append(
+        f"    libraries: remembered {run.get('libraries_remembered')}, NVRTC loaded "
+        f"{run.get('nvrtc_loaded')}, cuFFT loaded {run.get('cufft_loaded')}"
+    )
+    return lines
+
+
+def run_child(case: str, cache: str, setup: str | None = None) -> dict:
+    """One fresh interpreter running ``case`` (or the ``setup`` code given) with the cache
+    folder ``cache``: its numbers and set-up stages."""
     env = dict(os.environ, SKYCONV_CACHE_DIR=cache)
     env.pop("SKYCONV_KERNEL_CACHE", None)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD.format(setup=CASES[case])],
+        [sys.executable, "-c", CHILD.format(setup=setup or CASES[case])],
         capture_output=True,
         text=True,
         env=env,
@@ -83,18 +139,33 @@ def run_child(case: str, cache: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cost_constants(cache: str) -> dict:
+    """The smoothing cost model's constants the cold run measured (``smooth_cost.json`` in the
+    cache folder), by device key; {} when the case measured none."""
+    try:
+        with open(os.path.join(cache, "smooth_cost.json")) as f:
+            return json.load(f).get("entries", {})
+    except (OSError, ValueError):
+        return {}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per warm case")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
     p.add_argument("--json", help="write the numbers here")
+    p.add_argument(
+        "--device", default="cuda", help="device of every case (cpu: a dry run of the script)"
+    )
     args = p.parse_args()
     results = {}
     for case in args.cases.split(","):
         with tempfile.TemporaryDirectory(prefix="skyconv-cache-") as cache:
-            cold = run_child(case, cache)
-            warm = [run_child(case, cache) for _ in range(args.repeats)]
-        results[case] = {"cold": cold, "warm": warm}
+            setup = CASES[case].replace("'cuda'", repr(args.device))
+            cold = run_child(case, cache, setup)
+            warm = [run_child(case, cache, setup) for _ in range(args.repeats)]
+            constants = cost_constants(cache)
+        results[case] = {"cold": cold, "warm": warm, "cost_constants": constants}
         if "error" in cold or any("error" in w for w in warm):
             print(f"{case:20s} failed: {cold.get('error') or warm}")
             continue
@@ -106,6 +177,10 @@ def main() -> int:
             f"warm cache {w['first_s']:.3f} s; steady {w['steady_s'] * 1e3:.1f} ms; "
             f"warm - steady {over:.3f} s {'OK' if over <= 0.2 else 'OVER 0.2 s'}"
         )
+        for line in breakdown(w):
+            print(line)
+        for key, entry in constants.items():  # to ship as defaults (no calibration at all)
+            print(f"    cost model {key}: harmonic {entry['harmonic']}, ring {entry['ring']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

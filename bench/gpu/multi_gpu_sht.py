@@ -60,7 +60,11 @@ def _split_record(base: dict, secs: float) -> dict:
     rec["stages_s"] = {k: round(st[k], 4) for k in ("legendre_s", "exchange_s", "ring_s")}
     rec["alltoall_share"] = round(st["exchange_s"] / secs, 4) if secs > 0 else None
     rec["peak_gib_per_gpu"] = [round(b / 2**30, 2) for b in st["peak_bytes"]]
+    rec["planned_gib_per_gpu"] = [round(b / 2**30, 2) for b in st.get("planned_bytes", [])]
+    rec["rounds"] = st.get("rounds")
+    rec["stage_s_per_gpu"] = [[round(x, 4) for x in t] for t in st.get("stage_s_per_gpu", [])]
     rec["m_blocks"] = st["m_blocks"]
+    rec["pair_blocks"] = st.get("pair_blocks")
     return rec
 
 

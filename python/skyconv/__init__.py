@@ -46,6 +46,8 @@ from ._backend import (  # noqa: E402
     get_num_threads,
     last_profile,
     set_num_threads,
+    setup_trace,
+    warmup,
 )
 from .atrous import AtrousResult, atrous_denoise  # noqa: E402
 from .cube import smooth_and_clip  # noqa: E402
@@ -63,6 +65,8 @@ __all__ = [
     "get_num_threads",
     "set_num_threads",
     "last_profile",
+    "setup_trace",
+    "warmup",
     "filters",
     "healpix",
     "stats",

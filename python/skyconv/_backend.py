@@ -83,7 +83,11 @@ def backend_info() -> dict[str, Any]:
           ``CUDA_VISIBLE_DEVICES`` as set (None: unset). Under dask-cuda's
           ``LocalCUDACluster`` each worker sees one GPU, its ordinal 0 (``"cuda"``);
         - ``context_created`` (whether any CUDA context exists) and ``kernel_cache`` (the
-          folder of compiled kernels, or None when ``SKYCONV_KERNEL_CACHE=0``).
+          folder of compiled kernels, or None when ``SKYCONV_KERNEL_CACHE=0``);
+        - ``nvrtc_loaded`` and ``cufft_loaded``: whether the library has been opened in this
+          process, and ``libraries_remembered``: whether the choice above came from the
+          on-disk record of an earlier process (then NVRTC is opened only when a kernel is
+          not in the cache, and cuFFT at the first FFT).
 
     Examples
     --------
@@ -104,7 +108,8 @@ def clear_kernel_cache() -> int:
 
     The cache lives in ``$SKYCONV_CACHE_DIR/kernels``, else ``$XDG_CACHE_HOME/skyconv/kernels``,
     else ``~/.cache/skyconv/kernels``; kernels are compiled again (by NVRTC, about a second a
-    module) on their next use.
+    module) on their next use. The loader's remembered choice of CUDA libraries (``cuda_libs``
+    beside it) is removed too: the next process searches again.
 
     Returns
     -------
@@ -149,6 +154,92 @@ def kernel_cache_dir() -> str | None:
     return _core._kernel_cache_dir()
 
 
+def setup_trace(clear: bool = False) -> list[dict[str, Any]]:
+    """The one-time set-up costs this process has paid, in order: where a first call's time
+    goes beyond the work itself.
+
+    Each entry is a stage of the core (``"cuda libraries"``: the search for NVRTC and cuFFT;
+    ``"library open"``: a dlopen; ``"driver init"``: loading libcuda and cuInit; ``"context"``:
+    creating a GPU's primary context; ``"module cache read"``, ``"nvrtc compile"``,
+    ``"module load"``: a kernel module from the CUBIN cache or NVRTC into the context;
+    ``"cufft plan"``; ``"staging alloc"`` and ``"pinned block"``: page-locked host memory;
+    ``"ring weights"``) or of the Python layer (``"smooth cost model"``, ``"smooth split"``,
+    ``"smooth ring error"``, ``"smooth grid errors"``, ``"smooth choice"``). Set
+    ``SKYCONV_TRACE=1`` to have each printed to stderr as it happens.
+
+    Parameters
+    ----------
+    clear : bool
+        Forget the entries after returning them (to see only those of the next call).
+
+    Returns
+    -------
+    list of dict
+        ``{"stage": str, "detail": str, "seconds": float, "at": float}``, oldest first;
+        ``at`` is when the stage ended, in seconds since the log's first use. At most 4096
+        entries are kept (the oldest dropped).
+
+    Examples
+    --------
+    >>> import skyconv
+    >>> all({"stage", "detail", "seconds", "at"} <= set(e) for e in skyconv.setup_trace())
+    True
+    """
+    out = _core._trace_entries()
+    if clear:
+        _core._trace_clear()
+    return out
+
+
+def warmup(device=None, modules=None, fft: bool = True) -> list[str]:
+    """Pay a GPU's one-time set-up now, so that the first real call does not: create the
+    device's CUDA context, load the kernel modules (from the on-disk cache, else compiled by
+    NVRTC) and open cuFFT. Opt-in: ``import skyconv`` never creates a context (a context in
+    the parent process would break ``fork``-based multiprocessing).
+
+    Parameters
+    ----------
+    device : str or None
+        ``"cuda"``, ``"cuda:N"`` or ``"auto"``/None (the GPU when there is one; on a machine
+        without one nothing is done). ``"cpu"`` does nothing.
+    modules : sequence of str, optional
+        Kernel modules to load (``"sht"``, ``"ringfft"``, ``"smooth"``, ``"grid"``,
+        ``"atrous"``, ``"filters"``, ``"select"``, ``"scfind"``); default all.
+    fft : bool
+        Also open cuFFT (needed by the SHTs and the ring smoothing).
+
+    Returns
+    -------
+    list of str
+        The modules loaded (empty on the CPU).
+
+    Raises
+    ------
+    skyconv.DeviceError
+        ``device="cuda"`` and no GPU works.
+    skyconv.ArgumentError
+        An unknown device or module name.
+    skyconv.ArgumentTypeError
+        ``modules`` is not a sequence of str.
+
+    Examples
+    --------
+    >>> import skyconv
+    >>> skyconv.warmup("cpu")
+    []
+    """
+    from ._utils.device import resolve
+
+    if modules is not None:
+        if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
+            raise ArgumentTypeError(f"modules must be a sequence of str, got {modules!r}")
+        modules = list(modules)
+    dev = resolve(device)
+    if not dev.is_cuda:
+        return []
+    return _core._warmup(dev.index or 0, modules, bool(fft))
+
+
 def last_profile() -> dict[str, float]:
     """Stage timings of the last GPU call, measured with CUDA events.
 
@@ -175,4 +266,6 @@ __all__ = [
     "last_profile",
     "resolve_device",
     "set_num_threads",
+    "setup_trace",
+    "warmup",
 ]

@@ -28,6 +28,10 @@ def _kernel_cache_key(
 ) -> str: ...
 def _kernel_cache_dir() -> str | None: ...
 def _clear_kernel_cache() -> int: ...
+def _trace_entries() -> list[dict[str, Any]]: ...
+def _trace_record(stage: str, detail: str, seconds: float) -> None: ...
+def _trace_clear() -> None: ...
+def _warmup(ordinal: int, modules: list[str] | None = None, fft: bool = True) -> list[str]: ...
 def _select_cuda_libs(
     dirs: list[str],
     driver_version: int | None = None,
@@ -319,6 +323,8 @@ def _map2alm_multi(
 
 # --- SHT halves (src/py/sht_halves.rs) --------------------------------------------------------
 # skyconv.sht_halves checks and converts the arguments (ms, rings: int64; arrays C-contiguous).
+def _m_blocks(lmax: int, mmax: int, n: int) -> list[tuple[int, int]]: ...  # [m0, m1) per worker
+def _ring_blocks(nside: int, n: int) -> list[tuple[int, int]]: ...  # [r0, r1) per worker
 def _alm2leg(
     alm: npt.NDArray[np.complex128],  # (ncomp, nblk)
     nside: int,
@@ -374,6 +380,18 @@ def _smooth_ring_beams(
     values: list[npt.NDArray[np.float64]],
     device: str | None = None,
 ) -> npt.NDArray[np.float64]: ...  # (n_beams, *map.shape): _smooth_ring per profile
+def _smooth_ring_masked(
+    map: FloatArray,
+    nside: int,
+    thetas: list[npt.NDArray[np.float64]],
+    values: list[npt.NDArray[np.float64]],
+    thr: list[float],
+    mask: npt.NDArray[np.float64] | None = None,
+    device: str | None = None,
+) -> npt.NDArray[np.float64]: ...  # (n_beams, npix): smooth(m·w)/smooth(w), UNSEEN below thr[b]
+def _gpu_budget(
+    device: str | None = None,
+) -> int | None: ...  # bytes a GPU call may use now (80% of free); None on the CPU
 def _ring_gpu_bytes(
     nside: int, nmaps: int = 1
 ) -> int: ...  # GPU bytes of the ring method for nmaps maps at once (kernel samples apart)

@@ -1,11 +1,21 @@
 """One SHT split over several GPUs of one host (``devices=[0, 1]`` of ``alm2map``/``map2alm``).
 
 The alm are split by m into contiguous blocks balanced by work (the cost of an m is about
-lmax + 1 - m), the map by rings into blocks balanced by pixels; each GPU computes the Legendre
-sums of its m on all rings, an all-to-all moves them to the ring blocks, each GPU finishes its
-rings (map2alm: the same steps backwards, Jacobi iterations included). The all-to-all is staged
-through host memory in this version (``last_stats()["transport"] == "host-staged"``); peer
-copies between GPUs are not used.
+lmax + 1 - m), the map by ring pairs (a northern ring with its southern mirror) into blocks
+balanced by pixels (the device pipeline weighs each m by the ring pairs where its Legendre
+sums are not negligible); each GPU computes the Legendre sums of its m on all rings, an all-to-all
+moves them to the ring blocks, each GPU finishes its rings (map2alm: the same steps backwards,
+Jacobi iterations included).
+
+Distinct GPUs (``devices=[0, 1]``) keep everything on the devices: each uploads only its block
+of alm (or pixels), the rings are processed in rounds of chunks, and the all-to-all of each
+round moves Δ GPU to GPU while the next round computes (``last_stats()["transport"]``:
+``"peer"`` with peer access between every pair of GPUs, ``"driver-staged"`` where the driver has
+to stage the copies through host memory, ``"local"`` for one GPU). Memory per GPU: its alm block
+plus the chunk buffers, ``planned_bytes`` in the stats (the formula is in src/sht/cuda/peer.rs);
+a GPU that cannot hold its alm block plus one ring pair raises ``GpuMemoryError``. A list naming
+a GPU twice (``[0, 0]``) runs the blocks one after the other with the all-to-all staged through
+host memory by skyconv (``"host-staged"``). NVLink multicast is never used.
 """
 
 from __future__ import annotations
@@ -30,10 +40,15 @@ def last_stats() -> dict:
     Returns
     -------
     dict
-        ``transport`` ("host-staged"), ``devices``, ``m_blocks`` ([m0, m1) per device),
-        ``ring_blocks`` ([r0, r1) per device), ``legendre_s``, ``exchange_s`` (the all-to-all),
-        ``ring_s`` (seconds, wall, summed over the passes of the call), ``peak_bytes`` (most
-        device memory in use seen on each device, whole device, bytes). Empty before the first
+        ``transport`` ("peer", "driver-staged", "local" or "host-staged"), ``devices``,
+        ``m_blocks`` ([m0, m1) per device), ``ring_blocks`` ([r0, r1) per device, host-staged
+        split), ``pair_blocks`` ([p0, p1) ring pairs per device), ``rounds`` (pipeline rounds of
+        the last pass), ``planned_bytes`` (alm block + chunk buffers per device), ``legendre_s``,
+        ``exchange_s`` (the all-to-all), ``ring_s`` (seconds summed over the passes of the call:
+        wall time of each stage for "host-staged"; for the device pipeline the busiest GPU's
+        device time per stage, which overlap one another), ``peak_bytes`` (most device memory
+        in use seen on each device, whole device, bytes), ``stage_s_per_gpu`` (device pipeline:
+        [Legendre, all-to-all copies, rings] device seconds of each GPU). Empty before the first
         call.
     """
     return dict(_last)

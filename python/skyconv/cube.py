@@ -172,6 +172,7 @@ def smooth_and_clip(
     precision="sofia2",
     return_noise=False,
     progress=None,
+    scratch=None,
     _slab_planes=None,
 ):
     """SoFiA 2's Smooth-and-Clip finder; returns a uint8 mask (1 = source) of the cube's shape.
@@ -219,6 +220,10 @@ def smooth_and_clip(
     progress : optional callable ``progress(done, total, noise)`` called after each kernel.
         An exception it raises ends the call and propagates unchanged (the one rule for every
         skyconv callback); the callback is not called again.
+    scratch : dask cubes only: directory for the temporary zarr store through which a cube that
+        takes 30 % of the Dask cluster's memory or more is smoothed out of core (about 2.25×
+        the cube's bytes for float32, removed when the returned mask is dropped); it must be
+        reachable by every worker. Default: Dask's ``temporary-directory``, else the system's.
 
     Kernels run spatial-major: for each xy kernel every z kernel; the (0, 0) kernel clips the
     original cube with its own noise.
@@ -233,7 +238,9 @@ def smooth_and_clip(
             np.ndim(cube), np.shape(cube), kernels_xy, kernels_z, threshold, replacement,
             statistic, flux_range, spectral, spatial, edge_mode, precision,
         )  # fmt: skip
-        out, rms0, rms = dask_smooth_and_clip(cube, run, mask, device, progress=progress)
+        out, rms0, rms = dask_smooth_and_clip(
+            cube, run, mask, device, progress=progress, scratch=scratch
+        )
         return (out, NoiseReport(rms0, list(run.labels), rms)) if return_noise else out
     a = float_array(cube, "cube")
     run = _setup(

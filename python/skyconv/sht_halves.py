@@ -188,7 +188,8 @@ def m_blocks(lmax, mmax, n) -> list[np.ndarray]:
 
     The cost of m is taken as lmax − m + 1 (the length of its sum over l), so blocks of large m
     hold more m than blocks of small m. Contiguous ranges keep each block of alm a contiguous
-    slice of healpy's layout.
+    slice of healpy's layout. The rule is the core's, shared with ``devices=[...]`` of
+    alm2map/map2alm: m joins a block while half its cost still fits that block's share.
 
     Parameters
     ----------
@@ -216,13 +217,14 @@ def m_blocks(lmax, mmax, n) -> list[np.ndarray]:
     lmax, mmax, n = int_arg(lmax, "lmax"), int_arg(mmax, "mmax"), int_arg(n, "n")
     if not 0 <= mmax <= lmax or n < 1:
         raise ArgumentError(f"need 0 <= mmax <= lmax and n >= 1, got {lmax=}, {mmax=}, {n=}")
-    ms = np.arange(mmax + 1, dtype=np.int64)
-    return _cut(ms, np.cumsum(lmax + 1 - ms).astype(float), n)
+    return _ranges(_core._m_blocks(lmax, mmax, min(n, mmax + 1)))
 
 
 def ring_blocks(nside, n) -> list[np.ndarray]:
     """Contiguous ranges of rings 0..4·nside−2 in at most ``n`` blocks of about equal pixel
-    counts (so each is a contiguous slice of the RING map).
+    counts (so each is a contiguous slice of the RING map). The rule is the core's, shared with
+    ``devices=[...]`` of alm2map/map2alm: ring r joins a block while its middle pixel lies
+    up to its middle pixel stays within that block's share of the pixels.
 
     Parameters
     ----------
@@ -250,16 +252,12 @@ def ring_blocks(nside, n) -> list[np.ndarray]:
     nside, n = _nside(nside), int_arg(n, "n")
     if n < 1:
         raise ArgumentError(f"n must be >= 1, got {n}")
-    r = np.arange(4 * nside - 1, dtype=np.int64)
-    return _cut(r, np.cumsum(ring_lengths(nside)).astype(float), n)
+    return _ranges(_core._ring_blocks(nside, min(n, 4 * nside - 1)))
 
 
-def _cut(items: np.ndarray, cum: np.ndarray, n: int) -> list[np.ndarray]:
-    """Split `items` into at most n contiguous runs of about equal cost (`cum`: running cost)."""
-    n = max(1, min(n, items.size))
-    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
-    cuts = np.unique(np.clip(cuts, 1, items.size - 1)) if items.size > 1 else []
-    return [b for b in np.split(items, cuts) if b.size]
+def _ranges(blocks) -> list[np.ndarray]:
+    """The non-empty [a, b) blocks of the core's rule (the multi-GPU SHT's) as index arrays."""
+    return [np.arange(a, b, dtype=np.int64) for a, b in blocks if b > a]
 
 
 def alm_block(alm, lmax, ms, mmax=None) -> np.ndarray:

@@ -7,6 +7,7 @@ pub mod cpu_features;
 pub mod cuda;
 pub mod env;
 pub mod threads;
+pub mod trace;
 
 use crate::error::{Error, Result};
 

@@ -82,27 +82,36 @@ fn backend_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             py,
             tk.nvrtc
                 .as_ref()
-                .map(|(c, a)| (c, format!("{}.{}", a.version.0, a.version.1))),
+                .map(|c| (&c.candidate, format!("{}.{}", c.version.0, c.version.1))),
         )?,
     )?;
     c.set_item(
         "cufft",
         lib_entry(
             py,
-            tk.cufft.as_ref().map(|(c, a)| {
+            tk.cufft.as_ref().map(|c| {
                 (
-                    c,
+                    &c.candidate,
                     format!(
                         "{}.{}.{}",
-                        a.version / 1000,
-                        (a.version % 1000) / 100,
-                        a.version % 100
+                        c.version / 1000,
+                        (c.version % 1000) / 100,
+                        c.version % 100
                     ),
                 )
             }),
         )?,
     )?;
     c.set_item("rejected", rejected_list(py, &tk.rejected)?)?;
+    c.set_item(
+        "nvrtc_loaded",
+        tk.nvrtc.as_ref().is_some_and(|c| c.is_open()),
+    )?;
+    c.set_item(
+        "cufft_loaded",
+        tk.cufft.as_ref().is_some_and(|c| c.is_open()),
+    )?;
+    c.set_item("libraries_remembered", tk.from_record)?;
     if let Some(e) = &tk.error {
         c.set_item("config_error", e)?;
     }
@@ -200,9 +209,10 @@ fn _kernel_cache_dir() -> Option<String> {
 /// Remove every cached kernel module; returns the number of files removed.
 #[pyfunction]
 fn _clear_kernel_cache() -> PyResult<usize> {
-    cuda::cache::clear().map_err(|e| {
+    let err = |e: std::io::Error| {
         pyo3::exceptions::PyOSError::new_err(format!("cannot clear the kernel cache: {e}"))
-    })
+    };
+    Ok(cuda::cache::clear().map_err(err)? + cuda::lib_record::clear().map_err(err)?)
 }
 
 /// The cache key of a source, options, arch and NVRTC version (for the tests).

@@ -13,6 +13,7 @@ mod sht;
 mod sht_halves;
 mod smooth;
 mod stats;
+mod trace;
 
 use pyo3::prelude::*;
 
@@ -30,5 +31,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sht_halves::register(m)?;
     smooth::register(m)?;
     scope::register(m)?;
+    trace::register(m)?;
     Ok(())
 }

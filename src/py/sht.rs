@@ -116,6 +116,10 @@ fn stats_dict<'py>(py: Python<'py>, st: &MultiStats) -> PyResult<Bound<'py, PyDi
     d.set_item("exchange_s", st.exchange_s)?;
     d.set_item("ring_s", st.ring_s)?;
     d.set_item("peak_bytes", st.peak_bytes.clone())?;
+    d.set_item("pair_blocks", st.pair_blocks.clone())?;
+    d.set_item("rounds", st.rounds)?;
+    d.set_item("planned_bytes", st.planned_bytes.clone())?;
+    d.set_item("stage_s_per_gpu", st.stage_s_per_gpu.clone())?;
     Ok(d)
 }
 

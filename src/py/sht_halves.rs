@@ -230,7 +230,33 @@ fn _leg2alm<'py>(
     Ok(out)
 }
 
+/// The m blocks of a split transform ([m0, m1) per worker, possibly empty): the one rule,
+/// `crate::sht::split::m_blocks`.
+#[pyfunction]
+fn _m_blocks(lmax: usize, mmax: usize, n: usize) -> PyResult<Vec<(usize, usize)>> {
+    if mmax > lmax || n == 0 {
+        return Err(to_pyerr(Error::value(format!(
+            "need 0 <= mmax <= lmax and n >= 1, got lmax={lmax}, mmax={mmax}, n={n}"
+        ))));
+    }
+    Ok(crate::sht::split::m_blocks(lmax, mmax, n))
+}
+
+/// The ring blocks of a split transform ([r0, r1) per worker, possibly empty): the one rule,
+/// `crate::sht::split::ring_blocks_of`.
+#[pyfunction]
+fn _ring_blocks(nside: usize, n: usize) -> PyResult<Vec<(usize, usize)>> {
+    crate::healpix::check_nside(nside as u64, false).map_err(to_pyerr)?;
+    if n == 0 {
+        return Err(to_pyerr(Error::value(format!("n must be >= 1, got {n}"))));
+    }
+    let rings = crate::healpix::rings(nside as u64);
+    Ok(crate::sht::split::ring_blocks_of(&rings, n))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_m_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(_ring_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(_alm2leg, m)?)?;
     m.add_function(wrap_pyfunction!(_leg2map, m)?)?;
     m.add_function(wrap_pyfunction!(_map2leg, m)?)?;

@@ -117,6 +117,80 @@ fn _smooth_ring_beams<'py>(
     with_float!(map, a => beams_run(py, &a, args))
 }
 
+type MaskedArgs<'a> = (
+    usize,
+    &'a Profiles<'a>,
+    Option<&'a [f64]>,
+    &'a [f64],
+    Option<&'a str>,
+);
+
+fn masked_run<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    map: &numpy::PyReadonlyArrayDyn<'py, T>,
+    args: MaskedArgs<'_>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let (nside, profiles, mask, thr, device) = args;
+    let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
+    let (shape, m) = parts(map, "map")?;
+    if shape.len() != 1 {
+        return Err(crate::py::errors::value_err(format!(
+            "map must be 1-D (npix,), got shape {shape:?}"
+        )));
+    }
+    let out = empty_for::<f64>(py, &[profiles.len(), m.len()], dev)?;
+    let dst = data_mut(&out);
+    compute(py, || {
+        let m64: std::borrow::Cow<[f64]> =
+            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
+                // SAFETY: T is f64.
+                std::borrow::Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
+                })
+            } else {
+                use rayon::prelude::*;
+                std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
+            };
+        smooth::masked::ring_smooth_masked(dev, nside, profiles, &m64, mask, thr, dst)
+    })?;
+    Ok(out)
+}
+
+/// Masked (normalised) ring smoothing of one RING map (npix,) (float32/float64; UNSEEN and
+/// non-finite pixels count as unobserved) with weights `mask` (float64 (npix,), None: 1) and
+/// several radial profiles: (n_beams, npix) float64, smooth(m·w) / smooth(w) where
+/// smooth(w) >= thr[b] (and > 0), else UNSEEN. One call: on the GPU the map and mask go up
+/// once and only the normalised maps come down.
+#[pyfunction]
+#[pyo3(signature = (map, nside, thetas, values, thr, mask=None, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _smooth_ring_masked<'py>(
+    py: Python<'py>,
+    map: FloatArray<'py>,
+    nside: usize,
+    thetas: Vec<PyReadonlyArray1<'py, f64>>,
+    values: Vec<PyReadonlyArray1<'py, f64>>,
+    thr: Vec<f64>,
+    mask: Option<PyReadonlyArray1<'py, f64>>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    if thetas.len() != values.len() || thetas.is_empty() || thr.len() != thetas.len() {
+        return Err(crate::py::errors::value_err(
+            "thetas, values and thr must be non-empty lists of one length",
+        ));
+    }
+    let mut profiles = Vec::with_capacity(thetas.len());
+    for (t, v) in thetas.iter().zip(&values) {
+        profiles.push((slice1(t, "theta")?, slice1(v, "values")?));
+    }
+    let mk = match &mask {
+        Some(a) => Some(slice1(a, "mask")?),
+        None => None,
+    };
+    let args = (nside, &profiles[..], mk, &thr[..], device);
+    with_float!(map, a => masked_run(py, &a, args))
+}
+
 /// Tabulated kernel profile (theta, values) of a Gaussian (`fwhm`, radians) or a beam window,
 /// truncated where |K| < tol·K(0).
 #[pyfunction]
@@ -230,6 +304,21 @@ fn _ring_gpu_bytes(nside: usize, nmaps: usize) -> usize {
     smooth::cuda::device_bytes(nside, nmaps)
 }
 
+/// Bytes a GPU call may use on `device` now (`Gpu::budget`: 80% of the free memory, at most
+/// SKYCONV_GPU_MEMORY_LIMIT); None on the CPU.
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn _gpu_budget(device: Option<&str>) -> PyResult<Option<usize>> {
+    match crate::backend::resolve(device).map_err(to_pyerr)? {
+        crate::backend::Device::Cpu => Ok(None),
+        crate::backend::Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || crate::backend::cuda::gpu().and_then(|g| g.budget()))
+                .map(Some)
+                .map_err(to_pyerr)
+        }
+    }
+}
+
 /// The device the ring method runs on for `device` (DeviceError for "cuda" without a GPU).
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -304,10 +393,12 @@ fn _ring_cuda_tables<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_gpu_budget, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_gpu_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring_beams, m)?)?;
+    m.add_function(wrap_pyfunction!(_smooth_ring_masked, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_profile_window, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_plan_info, m)?)?;

@@ -97,9 +97,29 @@ static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
 
 fn take_buffer(len: usize) -> Vec<C64> {
     let mut b = std::mem::take(&mut *BUFFER.lock().unwrap_or_else(|e| e.into_inner()));
-    b.clear();
-    b.resize(len, C64::new(0.0, 0.0));
-    b
+    if b.len() >= len {
+        // Every entry a stage reads is written by the stage before it: no need to clear.
+        b.truncate(len);
+        return b;
+    }
+    zeroed(len)
+}
+
+/// `len` zeros from the allocator's zeroed memory (fresh pages, not cleared a second time).
+fn zeroed(len: usize) -> Vec<C64> {
+    if len == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<C64>(len).expect("buffer size fits in memory");
+    // SAFETY: the layout is non-empty; all-zero bits are a valid Complex<f64> (two f64 zeros),
+    // and the vector takes ownership of the allocation made with this layout.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut C64;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, len, len)
+    }
 }
 
 fn give_buffer(b: Vec<C64>) {
@@ -193,7 +213,13 @@ fn lanes(
         }
         x[r] = pr.x;
         s[r] = pr.s;
-        let (vv, kk) = start_value(pr.s, m, plan.norms[m], lb);
+        // Far from underflow (most lanes) the plain power is the same number, without the
+        // checks of the scaled one.
+        let (vv, kk) = if (m as f64) * pr.log2s > -380.0 {
+            (leg::pow_plain(pr.s, m) * plan.norms[m], 0)
+        } else {
+            start_value(pr.s, m, plan.norms[m], lb)
+        };
         v[r] = vv;
         k[r] = kk;
         any |= vv != 0.0;
@@ -223,21 +249,45 @@ fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
 // Synthesis visitors
 
 struct S0<'a, V: Simd, const N: usize> {
-    a: &'a [C64],
-    /// [even re, even im, odd re, odd im]
+    /// Per even j = 2i: [E_i, O_i], the alm's weights of ν_{2i} for the even and (before the
+    /// factor x) the odd degrees (see `even_odd`).
+    eo: &'a [[C64; 2]],
+    /// [even re, even im, odd re, odd im] (odd still to be multiplied by x)
     acc: [[V; N]; 4],
 }
 
 impl<V: Simd, const N: usize> Visit<V, N> for S0<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
-        let c = self.a[j];
-        let (re, im) = (V::splat(c.re), V::splat(c.im));
-        let o = 2 * ODD as usize;
-        for i in 0..N {
-            self.acc[o][i] = re.mul_add(cur[i], self.acc[o][i]);
-            self.acc[o + 1][i] = im.mul_add(cur[i], self.acc[o + 1][i]);
+    fn visit<const ODD: bool>(&mut self, i: usize, _prev: &[V; N], cur: &[V; N]) {
+        let [e, o] = self.eo[i];
+        let (er, ei, or, oi) = (
+            V::splat(e.re),
+            V::splat(e.im),
+            V::splat(o.re),
+            V::splat(o.im),
+        );
+        for q in 0..N {
+            self.acc[0][q] = er.mul_add(cur[q], self.acc[0][q]);
+            self.acc[1][q] = ei.mul_add(cur[q], self.acc[1][q]);
+            self.acc[2][q] = or.mul_add(cur[q], self.acc[2][q]);
+            self.acc[3][q] = oi.mul_add(cur[q], self.acc[3][q]);
         }
+    }
+}
+
+/// The weights of the x² recurrence's ν_{2i} for one alm column `c` (μ form, c_j = a_j g_j,
+/// padded): E_i = c_{2i} h_{2i}, O_i = B_{2i+1} h_{2i} S_{2i}, S_j = c_{j+1} − S_{j+2}, so that
+/// Σ_j c_j μ_j = Σ_i E_i ν_{2i} + x Σ_i O_i ν_{2i} (see legendre.rs).
+fn even_odd(c: &[C64], t: &MTables, out: &mut Vec<[C64; 2]>) {
+    let zero = C64::new(0.0, 0.0);
+    let (n, ne) = (t.n(), t.ne());
+    out.clear();
+    out.resize(ne + 2, [zero; 2]);
+    let mut s = zero;
+    for i in (0..ne).rev() {
+        let j = 2 * i;
+        s = if j + 1 < n { c[j + 1] - s } else { zero };
+        out[i] = [c[j] * t.h[i], s * (t.b[j + 1] * t.h[i])];
     }
 }
 
@@ -293,6 +343,7 @@ impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
 pub(super) struct LegScratch {
     t: MTables,
     a: Vec<Vec<C64>>,
+    eo: Vec<[C64; 2]>,
     tmp: Vec<f64>,
 }
 
@@ -344,20 +395,21 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     for job in jobs {
         match *job {
             Job::Spin0(ai, mi) => {
+                even_odd(&sc.a[ai], &sc.t, &mut sc.eo);
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l0).min(np)];
                     if let Some((x, _s, v, k)) = lanes(plan, blk, l0, m, lb) {
                         let mut vis = S0::<V, N0> {
-                            a: &sc.a[ai],
+                            eo: &sc.eo,
                             acc: [[V::splat(0.0); N0]; 4],
                         };
-                        leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        leg::run_x2::<V, N0, _>(&sc.t, &vecs(&x.map(|x| x * x)), &v, &k, &mut vis);
                         let acc = vis.acc.map(|a| unvec(&a));
                         for r in 0..blk.len() {
                             let pl = p + r;
                             let e = C64::new(acc[0][r], acc[1][r]);
-                            let o = C64::new(acc[2][r], acc[3][r]);
+                            let o = C64::new(acc[2][r], acc[3][r]) * x[r];
                             ph[mi * nrc + 2 * pl] = e + o;
                             ph[mi * nrc + 2 * pl + 1] = e - o;
                         }
@@ -625,10 +677,24 @@ fn columns_ref<'a>(lay: super::AlmLayout, alms: &[&'a [C64]]) -> Vec<Vec<&'a [C6
         .collect()
 }
 
+/// Rings per block of the phase buffer. The buffer is laid out [block][comp][m][ring in
+/// block]: a Legendre task (one m) writes RB consecutive coefficients per block, a ring-FFT
+/// task (one block) reads one contiguous (mmax+1)·RB region per component. With the plain
+/// [m][comp][ring] layout the FFT stage read one coefficient per cache line (and per page at
+/// nside ≥ 512), which cost as much as the recurrence.
+const RB: usize = 8;
+
+/// Position of (m, comp c, ring-in-chunk r) in the blocked phase buffer (see `RB`).
+#[inline(always)]
+fn bidx(m: usize, c: usize, r: usize, ncomp: usize, nm: usize) -> usize {
+    (((r / RB) * ncomp + c) * nm + m) * RB + r % RB
+}
+
 /// Synthesis on the CPU: `alms` (layout `plan.lay`) to `maps` (RING, npix each).
 pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64]]) {
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
+    let nm = mmax + 1;
     let level = simd_level();
     let acols = columns_ref(plan.lay, alms);
     let ptrs: Vec<Disjoint<f64>> = maps.iter_mut().map(|m| Disjoint(m.as_mut_ptr())).collect();
@@ -639,45 +705,62 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
             return;
         }
         let nrc = ch.nrc();
-        let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
-        let phase = &mut phase_buf[..];
-        phase.par_chunks_mut(ncomp * nrc).enumerate().for_each_init(
-            LegScratch::default,
-            |sc, (m, ph)| {
+        let nrb = nrc.div_ceil(RB);
+        let mut phase_buf = take_buffer(nrb * ncomp * nm * RB);
+        let pp = Disjoint(phase_buf.as_mut_ptr());
+        let (pp, ch) = (&pp, &ch);
+        (0..nm).into_par_iter().for_each_init(
+            || (LegScratch::default(), Vec::new()),
+            |(sc, ph), m| {
                 if stop.is_set() {
                     return;
                 }
-                synth_one(level, plan, &ch, jobs, &acols[m], m, sc, ph)
-            },
-        );
-        let phase = &phase;
-        let ptrs = &ptrs;
-        (0..ch.np())
-            .into_par_iter()
-            .for_each_init(FftScratch::default, |fs, pl| {
-                if stop.is_set() {
-                    return;
-                }
-                let pr = &plan.pairs[ch.pairs[pl]];
-                let ring = &plan.rings[pr.north];
-                let nphi = ring.nphi;
-                let fft = &plan.ffts[pr.north];
-                twiddles(ring.phi0, mmax + 1, &mut fs.tw);
-                let tw = std::mem::take(&mut fs.tw);
+                ph.clear();
+                ph.resize(ncomp * nrc, C64::new(0.0, 0.0));
+                synth_one(level, plan, ch, jobs, &acols[m], m, sc, ph);
                 for c in 0..ncomp {
-                    for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
-                        let Some(ri) = ri else { continue };
-                        let first = plan.rings[ri].first as usize;
-                        // SAFETY: rings are disjoint pixel ranges of map c; each is written by
-                        // one task only.
-                        let dst = unsafe {
-                            std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi)
+                    for (b, seg) in ph[c * nrc..(c + 1) * nrc].chunks(RB).enumerate() {
+                        let at = bidx(m, c, b * RB, ncomp, nm);
+                        // SAFETY: the RB entries of (block b, comp c, m) are written by the
+                        // task of this m only, and lie inside the buffer.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(seg.as_ptr(), pp.at(at), seg.len())
                         };
-                        let at = |m: usize| phase[(m * ncomp + c) * nrc + 2 * pl + h];
-                        ring_synth(fft, mmax, &tw, at, fs, dst);
                     }
                 }
-                fs.tw = tw;
+            },
+        );
+        let phase = &phase_buf[..];
+        let ptrs = &ptrs;
+        (0..nrb)
+            .into_par_iter()
+            .for_each_init(FftScratch::default, |fs, b| {
+                if stop.is_set() {
+                    return;
+                }
+                for pl in b * RB / 2..((b + 1) * RB / 2).min(ch.np()) {
+                    let pr = &plan.pairs[ch.pairs[pl]];
+                    let ring = &plan.rings[pr.north];
+                    let nphi = ring.nphi;
+                    let fft = &plan.ffts[pr.north];
+                    twiddles(ring.phi0, nm, &mut fs.tw);
+                    let tw = std::mem::take(&mut fs.tw);
+                    for c in 0..ncomp {
+                        for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
+                            let Some(ri) = ri else { continue };
+                            let first = plan.rings[ri].first as usize;
+                            // SAFETY: rings are disjoint pixel ranges of map c; each is written
+                            // by one task only.
+                            let dst = unsafe {
+                                std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi)
+                            };
+                            let base = bidx(0, c, 2 * pl + h, ncomp, nm);
+                            let at = |m: usize| phase[base + m * RB];
+                            ring_synth(fft, mmax, &tw, at, fs, dst);
+                        }
+                    }
+                    fs.tw = tw;
+                }
             });
         give_buffer(phase_buf);
     }
@@ -687,30 +770,38 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
 // Analysis visitors
 
 struct A0<'a, V: Simd, const N: usize> {
-    /// Partial sums per l: [j][re, im] (summed over this chunk's lanes).
+    /// Partial sums per even j = 2i, one vector per part: [i][U re, U im, V re, V im] with
+    /// U = Σ ν_{2i} (north + south), V = Σ ν_{2i} x (north − south) (reduced over the lanes
+    /// once per m, not once per degree and block).
     tmp: &'a mut [f64],
-    /// [parity][re, im] of north ± south.
-    inp: [[[V; N]; 2]; 2],
+    /// [U re, U im, V re, V im] inputs per lane.
+    inp: [[V; N]; 4],
 }
 
 impl<V: Simd, const N: usize> Visit<V, N> for A0<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, _prev: &[V; N], cur: &[V; N]) {
-        let src = &self.inp[ODD as usize];
-        let mut re = cur[0].mul(src[0][0]);
-        let mut im = cur[0].mul(src[1][0]);
-        for i in 1..N {
-            re = cur[i].mul_add(src[0][i], re);
-            im = cur[i].mul_add(src[1][i], im);
+    fn visit<const ODD: bool>(&mut self, i: usize, _prev: &[V; N], cur: &[V; N]) {
+        let w = V::W;
+        let t = &mut self.tmp[4 * w * i..4 * w * (i + 1)];
+        let mut acc = [
+            V::load(&t[..]),
+            V::load(&t[w..]),
+            V::load(&t[2 * w..]),
+            V::load(&t[3 * w..]),
+        ];
+        for q in 0..N {
+            for c in 0..4 {
+                acc[c] = cur[q].mul_add(self.inp[c][q], acc[c]);
+            }
         }
-        let (a, b) = V::hsum2(re, im);
-        self.tmp[2 * j] += a;
-        self.tmp[2 * j + 1] += b;
+        for c in 0..4 {
+            acc[c].store(&mut t[c * w..]);
+        }
     }
 }
 
 struct A2<'a, V: Simd, const N: usize> {
-    /// Partial sums per l: [j][E re, E im, B re, B im].
+    /// Partial sums per l, one vector per part: [j][E re, E im, B re, B im].
     tmp: &'a mut [f64],
     pol: &'a [[f64; 5]],
     x: [V; N],
@@ -724,23 +815,25 @@ struct A2<'a, V: Simd, const N: usize> {
 impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
     #[inline(always)]
     fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        let w = V::W;
         let c = &self.pol[j];
         let s = &self.inp[ODD as usize];
-        let zero = V::splat(0.0);
-        let mut acc = [zero; 4];
+        let t = &mut self.tmp[4 * w * j..4 * w * (j + 1)];
+        let mut acc = [
+            V::load(&t[..]),
+            V::load(&t[w..]),
+            V::load(&t[2 * w..]),
+            V::load(&t[3 * w..]),
+        ];
         for i in 0..N {
             let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
             for q in 0..4 {
                 acc[q] = f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc[q]));
             }
         }
-        let (a, b) = V::hsum2(acc[0], acc[1]);
-        let (c2, d) = V::hsum2(acc[2], acc[3]);
-        let t = &mut self.tmp[4 * j..4 * j + 4];
-        t[0] += a;
-        t[1] += b;
-        t[2] += c2;
-        t[3] += d;
+        for q in 0..4 {
+            acc[q].store(&mut t[q * w..]);
+        }
     }
 }
 
@@ -770,41 +863,54 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     for job in jobs {
         match *job {
             Job::Spin0(ai, mi) => {
+                let ne = sc.t.ne();
                 sc.tmp.clear();
-                sc.tmp.resize(2 * n, 0.0);
+                sc.tmp.resize(4 * V::W * ne, 0.0);
                 let mut any = false;
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l0).min(np)];
                     if let Some((x, _s, v, k)) = lanes(plan, blk, l0, m, lb) {
                         any = true;
-                        let mut inp = [[[0.0; MAX_LANES]; 2]; 2];
+                        let mut inp = [[0.0; MAX_LANES]; 4];
                         for r in 0..blk.len() {
                             let (nn, ss) = (at(mi, p + r, false), at(mi, p + r, true));
-                            let (e, o) = (nn + ss, nn - ss);
-                            inp[0][0][r] = e.re;
-                            inp[0][1][r] = e.im;
-                            inp[1][0][r] = o.re;
-                            inp[1][1][r] = o.im;
+                            let (e, o) = (nn + ss, (nn - ss) * x[r]);
+                            inp[0][r] = e.re;
+                            inp[1][r] = e.im;
+                            inp[2][r] = o.re;
+                            inp[3][r] = o.im;
                         }
                         let mut vis = A0::<V, N0> {
                             tmp: &mut sc.tmp,
-                            inp: inp.map(|a| a.map(|b| vecs(&b))),
+                            inp: inp.map(|a| vecs(&a)),
                         };
-                        leg::run::<V, N0, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        leg::run_x2::<V, N0, _>(&sc.t, &vecs(&x.map(|x| x * x)), &v, &k, &mut vis);
                     }
                     p += l0;
                 }
                 if any {
+                    // Adjoint of `even_odd`: a_{2i} ← h_{2i} U_i, a_{2i+1} ← T_{2i} with
+                    // T_j = B_{j+1} h_j V_j − T_{j−2}; then the factor g_j of the μ form.
                     let col = &mut cols[ai];
-                    for j in 0..n {
-                        col[j] += C64::new(sc.tmp[2 * j], sc.tmp[2 * j + 1]) * sc.t.g[j];
+                    let w = V::W;
+                    let (t, n) = (&sc.t, sc.t.n());
+                    let mut tt = C64::new(0.0, 0.0);
+                    for (i, a) in sc.tmp.chunks_exact(4 * w).enumerate() {
+                        let j = 2 * i;
+                        let (ur, ui) = V::hsum2(V::load(a), V::load(&a[w..]));
+                        let (vr, vi) = V::hsum2(V::load(&a[2 * w..]), V::load(&a[3 * w..]));
+                        col[j] += C64::new(ur, ui) * (t.h[i] * t.g[j]);
+                        if j + 1 < n {
+                            tt = C64::new(vr, vi) * (t.b[j + 1] * t.h[i]) - tt;
+                            col[j + 1] += tt * t.g[j + 1];
+                        }
                     }
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
                 sc.tmp.clear();
-                sc.tmp.resize(4 * n, 0.0);
+                sc.tmp.resize(4 * V::W * n, 0.0);
                 let mut any = false;
                 let mut p = 0;
                 while p < np {
@@ -849,11 +955,13 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                     p += l2;
                 }
                 if any {
-                    for j in 0..n {
-                        let t = &sc.tmp[4 * j..4 * j + 4];
+                    let w = V::W;
+                    for (j, t) in sc.tmp.chunks_exact(4 * w).enumerate() {
+                        let (a, b) = V::hsum2(V::load(t), V::load(&t[w..]));
+                        let (c, d) = V::hsum2(V::load(&t[2 * w..]), V::load(&t[3 * w..]));
                         let g = sc.t.g[j];
-                        cols[ei][j] += C64::new(t[0], t[1]) * g;
-                        cols[bi][j] += C64::new(t[2], t[3]) * g;
+                        cols[ei][j] += C64::new(a, b) * g;
+                        cols[bi][j] += C64::new(c, d) * g;
                     }
                 }
             }
@@ -902,6 +1010,7 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
     }
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
+    let nm = mmax + 1;
     let level = simd_level();
     let mut cols = columns(plan, alms);
     let stop = crate::backend::cancel::current();
@@ -911,51 +1020,62 @@ pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64
             return;
         }
         let nrc = ch.nrc();
-        let mut phase_buf = take_buffer((mmax + 1) * ncomp * nrc);
+        let nrb = nrc.div_ceil(RB);
+        let mut phase_buf = take_buffer(nrb * ncomp * nm * RB);
         let pp = Disjoint(phase_buf.as_mut_ptr());
-        (0..ch.np())
+        let (pp, ch) = (&pp, &ch);
+        (0..nrb)
             .into_par_iter()
-            .for_each_init(FftScratch::default, |fs, pl| {
+            .for_each_init(FftScratch::default, |fs, b| {
                 if stop.is_set() {
                     return;
                 }
-                let pr = &plan.pairs[ch.pairs[pl]];
-                let ring = &plan.rings[pr.north];
-                let nphi = ring.nphi;
-                let fft = &plan.ffts[pr.north];
-                twiddles(-ring.phi0, mmax + 1, &mut fs.tw);
-                let tw = std::mem::take(&mut fs.tw);
-                for c in 0..ncomp {
-                    for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
-                        let at0 = c * nrc + 2 * pl + h;
-                        let Some(ri) = ri else {
-                            for m in 0..=mmax {
-                                // SAFETY: element (m, c, 2pl+h) is written by this task only.
-                                unsafe { *pp.get().add(m * ncomp * nrc + at0) = C64::new(0.0, 0.0) }
-                            }
-                            continue;
-                        };
-                        let first = plan.rings[ri].first as usize;
-                        let w = plan.weights[ri];
-                        let pix = &maps[c][first..first + nphi];
-                        ring_anal(fft, mmax, &tw, pix, fs, |m, v| {
-                            // SAFETY: element (m, c, 2pl+h) is written by this task only.
-                            unsafe { *pp.get().add(m * ncomp * nrc + at0) = v * w }
-                        });
+                for pl in b * RB / 2..((b + 1) * RB / 2).min(ch.np()) {
+                    let pr = &plan.pairs[ch.pairs[pl]];
+                    let ring = &plan.rings[pr.north];
+                    let nphi = ring.nphi;
+                    let fft = &plan.ffts[pr.north];
+                    twiddles(-ring.phi0, nm, &mut fs.tw);
+                    let tw = std::mem::take(&mut fs.tw);
+                    for c in 0..ncomp {
+                        for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
+                            let base = bidx(0, c, 2 * pl + h, ncomp, nm);
+                            let Some(ri) = ri else {
+                                for m in 0..nm {
+                                    // SAFETY: entry (m, c, 2pl+h) is written by this task only.
+                                    unsafe { *pp.at(base + m * RB) = C64::new(0.0, 0.0) }
+                                }
+                                continue;
+                            };
+                            let first = plan.rings[ri].first as usize;
+                            let w = plan.weights[ri];
+                            let pix = &maps[c][first..first + nphi];
+                            ring_anal(fft, mmax, &tw, pix, fs, |m, v| {
+                                // SAFETY: entry (m, c, 2pl+h) is written by this task only.
+                                unsafe { *pp.at(base + m * RB) = v * w }
+                            });
+                        }
                     }
+                    fs.tw = tw;
                 }
-                fs.tw = tw;
             });
         let phase = &phase_buf[..];
-        cols.par_iter_mut()
-            .enumerate()
-            .for_each_init(LegScratch::default, |sc, (m, col)| {
+        cols.par_iter_mut().enumerate().for_each_init(
+            || (LegScratch::default(), Vec::new()),
+            |(sc, ph), (m, col)| {
                 if stop.is_set() {
                     return;
                 }
-                let ph = &phase[m * ncomp * nrc..(m + 1) * ncomp * nrc];
-                anal_one(level, plan, &ch, jobs, ph, m, sc, col)
-            });
+                ph.clear();
+                for c in 0..ncomp {
+                    for b in 0..nrb {
+                        let at = bidx(m, c, b * RB, ncomp, nm);
+                        ph.extend_from_slice(&phase[at..at + RB.min(nrc - b * RB)]);
+                    }
+                }
+                anal_one(level, plan, ch, jobs, ph, m, sc, col)
+            },
+        );
         give_buffer(phase_buf);
     }
 }

@@ -16,6 +16,14 @@
 //! that, it is rescaled to k = 0 and accumulation starts. This keeps the recurrence exact to
 //! any lmax (tested to 16384+).
 //!
+//! Spin 0 runs the recurrence two degrees at a time, in x² (as ducc0 does; a fact, not code):
+//! with j = l − m, μ_{j+2} = (α_j x² + β_j) μ_j + γ_j μ_{j−2}, α_j = B_{j+2}B_{j+1},
+//! β_j = −B_{j+2}/B_j − 1, γ_j = −B_{j+2}/B_j (α_0 = B_2B_1, β_0 = −1), and on ν_j = μ_j / h_j
+//! with h_0 = h_2 = 1, h_{j+2} = (B_{j+2}/B_j) h_{j−2} it reads ν_{j+2} = (a_j x² + b_j) ν_j − ν_{j−2}
+//! (two fused multiply-adds per two degrees). The odd degrees need no values of their own:
+//! μ_{j+1} = x Σ_{k even ≤ j} (−1)^{(j−k)/2} B_{k+1} μ_k, so Σ_{j odd} c_j μ_j =
+//! x Σ_{k even} B_{k+1} h_k S_k ν_k with S_k = c_{k+1} − S_{k+2} (a backward sum once per m).
+//!
 //! Spin 2 (healpy's convention, Zaldarriaga & Seljak 1997), with n_l = 2/sqrt((l−1)l(l+1)(l+2))
 //! and f_l = sqrt((2l+1)/(2l−1) (l²−m²)):
 //! F1_lm = n_l [ −((l−m²)/sin²θ + l(l−1)/2) λ_l + f_l cosθ/sin²θ λ_{l−1} ],
@@ -55,6 +63,10 @@ pub struct MTables {
     pub g: Vec<f64>,
     /// Spin-2 coefficients p1..p5 (see `fill`), empty unless asked for.
     pub pol: Vec<[f64; 5]>,
+    /// The two-degree recurrence in x² (spin 0), indexed by i = j/2: [a_{2i}, b_{2i}], padded.
+    pub ab: Vec<[f64; 2]>,
+    /// h_{2i} (ν = μ / h on the even degrees).
+    pub h: Vec<f64>,
 }
 
 impl MTables {
@@ -85,15 +97,24 @@ impl MTables {
             self.g[1] = 1.0;
             self.b[1] = (2.0 * mf + 3.0).sqrt();
         }
+        // Three loops, so that the two with the square roots and divisions vectorise (the same
+        // operations in the same order as one loop; only g is a serial product): b first holds
+        // sqrt(A_l²), g the C_l.
         for j in 2..n {
             let l = (m + j) as f64;
             let lm2 = (j as f64) * (l + mf); // l² − m²
             let l1m2 = ((j - 1) as f64) * (l - 1.0 + mf); // (l−1)² − m²
             let a2 = (4.0 * l * l - 1.0) / lm2;
-            let c = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
-            self.g[j] = c * self.g[j - 2];
-            self.b[j] = a2.sqrt() * self.g[j - 1] / self.g[j];
+            self.g[j] = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
+            self.b[j] = a2.sqrt();
         }
+        for j in 2..n {
+            self.g[j] *= self.g[j - 2];
+        }
+        for j in 2..n {
+            self.b[j] = self.b[j] * self.g[j - 1] / self.g[j];
+        }
+        self.fill_even(n);
         self.pol.clear();
         if pol {
             self.pol.resize(n + 2, [0.0; 5]);
@@ -119,6 +140,44 @@ impl MTables {
                     nl * mf * fl * ratio,
                 ];
             }
+        }
+    }
+}
+
+impl MTables {
+    /// Number of even j = l − m, (n + 1) / 2.
+    #[inline]
+    pub fn ne(&self) -> usize {
+        self.n().div_ceil(2)
+    }
+
+    /// The x² recurrence (`ab`, `h`) from `b` (see the module notes).
+    fn fill_even(&mut self, n: usize) {
+        let ne = n.div_ceil(2);
+        let b = &self.b;
+        self.ab.clear();
+        self.ab.resize(ne + 2, [0.0; 2]);
+        self.h.clear();
+        self.h.resize(ne + 2, 0.0);
+        self.h[0] = 1.0;
+        if ne > 1 {
+            self.h[1] = 1.0;
+        }
+        for i in 0..ne {
+            let j = 2 * i;
+            if j + 2 >= n {
+                break; // ν_{j+2} is past lmax: never used
+            }
+            let (alpha, beta) = if j == 0 {
+                (b[2] * b[1], -1.0)
+            } else {
+                let r = b[j + 2] / b[j];
+                // h_{j+2} = (B_{j+2}/B_j) h_{j−2}
+                self.h[i + 1] = r * self.h[i - 1];
+                (b[j + 2] * b[j + 1], -r - 1.0)
+            };
+            let q = self.h[i] / self.h[i + 1];
+            self.ab[i] = [alpha * q, beta * q];
         }
     }
 }
@@ -193,6 +252,23 @@ pub fn pow_scaled(s: f64, mut m: usize) -> (f64, i32) {
     (rv, rk)
 }
 
+/// `s^m` by plain repeated squaring, the same products as `pow_scaled` (which it equals when
+/// no product leaves [2^−400, 2^400], e.g. when m·log2 s > −390).
+#[inline]
+pub fn pow_plain(mut s: f64, mut m: usize) -> f64 {
+    let mut r = 1.0f64;
+    while m > 0 {
+        if m & 1 == 1 {
+            r *= s;
+        }
+        m >>= 1;
+        if m > 0 {
+            s *= s;
+        }
+    }
+    r
+}
+
 /// Start value λ_mm(θ) as (v, k), or (0, 0) if λ_lm(θ) is negligible (< 2^−400) for every
 /// l ≤ lmax. `log2_bound` is `log2_growth_bound(m, lmax)`.
 #[inline]
@@ -202,7 +278,10 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
     if v == 0.0 {
         return (0.0, 0);
     }
-    let log2v = v.abs().log2() - (SCALE_BITS * k) as f64;
+    // floor(log2 |v|) from the exponent bits (v is normal here: renormed by pow_scaled): the
+    // test only has to tell values far below 2^−400 apart, and log2 itself cost ~3% of a
+    // transform.
+    let log2v = ((v.abs().to_bits() >> 52) as i64 - 1023) as f64 - (SCALE_BITS * k) as f64;
     if log2v + log2_bound < -400.0 {
         return (0.0, 0);
     }
@@ -367,10 +446,137 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     }
 }
 
+#[inline(always)]
+fn step2<V: Simd, const N: usize>(ab: [f64; 2], x2: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
+    let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
+    for i in 0..N {
+        prev[i] = a.mul_add(x2[i], b).mul_sub(cur[i], prev[i]);
+    }
+}
+
+/// The spin-0 recurrence two degrees at a time (see the module notes): from the start values
+/// (v, k) at x² = `x2` per lane, calls `vis.visit::<false>(i, _, ν_{2i})` for every even
+/// j = 2i ≤ lmax − m, with the same three phases (and the same rescaling) as `run`.
+#[inline(always)]
+pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
+    t: &MTables,
+    x2: &[V; N],
+    v: &[f64],
+    k: &[i32],
+    vis: &mut A,
+) {
+    let w = V::W;
+    let lanes = N * w;
+    assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
+    let ne = t.ne();
+    let ab = &t.ab[..ne + 2];
+    let zero = V::splat(0.0);
+    let mut p0 = [zero; N];
+    let mut p1 = [zero; N];
+    let mut kk = [0i32; MAX_LANES];
+    let mut ff = [0.0f64; MAX_LANES];
+    let mut scaled = false;
+    for r in 0..lanes {
+        kk[r] = k[r];
+        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[r] > 0;
+    }
+    let mut f = [zero; N];
+    for i in 0..N {
+        p1[i] = V::load(&v[i * w..]);
+        f[i] = V::load(&ff[i * w..]);
+    }
+    let mut i = 0usize;
+    // Phase 0: every lane scaled, no visits.
+    let mut none = ff[..lanes].iter().all(|&v| v == 0.0);
+    while scaled && none {
+        if i + 2 >= ne {
+            // Fewer than two steps left: these lanes never become significant.
+            return;
+        }
+        step2(ab[i], x2, &p1, &mut p0);
+        if overflow(&p0) {
+            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+        }
+        step2(ab[i + 1], x2, &p0, &mut p1);
+        if overflow(&p1) {
+            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        }
+        none = kk[..lanes].iter().all(|&k| k > 0);
+        i += 2;
+    }
+    // Phase A: some lanes scaled; visit with those masked.
+    while scaled && i + 1 < ne {
+        vis.visit::<false>(i, &p0, &masked(&p1, &f));
+        step2(ab[i], x2, &p1, &mut p0);
+        if overflow(&p0) {
+            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+        }
+        vis.visit::<false>(i + 1, &p1, &masked(&p0, &f));
+        step2(ab[i + 1], x2, &p0, &mut p1);
+        if overflow(&p1) {
+            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        }
+        i += 2;
+    }
+    if scaled {
+        if i < ne {
+            vis.visit::<false>(i, &p0, &masked(&p1, &f));
+        }
+        return;
+    }
+    // Phase B: every lane in normal range.
+    while i + 1 < ne {
+        vis.visit::<false>(i, &p0, &p1);
+        step2(ab[i], x2, &p1, &mut p0);
+        vis.visit::<false>(i + 1, &p1, &p0);
+        step2(ab[i + 1], x2, &p0, &mut p1);
+        i += 2;
+    }
+    if i < ne {
+        vis.visit::<false>(i, &p0, &p1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sht::simd::S1;
+
+    struct Even(Vec<f64>);
+    impl Visit<S1, 1> for Even {
+        fn visit<const ODD: bool>(&mut self, i: usize, _p: &[S1; 1], c: &[S1; 1]) {
+            self.0[i] = c[0].0;
+        }
+    }
+
+    #[test]
+    fn x2_recurrence_matches_plain_one() {
+        let lmax = 300;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        for &m in &[0usize, 1, 2, 5, 150, 299, 300] {
+            let mut t = MTables::default();
+            t.fill(m, lmax, false);
+            for &x in &[0.0, 0.3, -0.7, 0.999, 0.99999] {
+                let s = (1.0f64 - x * x).sqrt();
+                let (v, k) = start_value(s, m, norms[m], log2_growth_bound(m, lmax, &fact));
+                let mut even = Even(vec![0.0; t.ne()]);
+                run_x2::<S1, 1, _>(&t, &[S1(x * x)], &[v], &[k], &mut even);
+                let mut all = Collect(vec![0.0; t.n()]);
+                run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut all);
+                for i in 0..t.ne() {
+                    let want = all.0[2 * i];
+                    let got = even.0[i] * t.h[i];
+                    assert!(
+                        (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                        "m={m} j={} x={x}: {got} vs {want}",
+                        2 * i
+                    );
+                }
+            }
+        }
+    }
 
     struct Collect(Vec<f64>);
     impl Visit<S1, 1> for Collect {

@@ -81,46 +81,94 @@ pub struct Stats {
     pub ring_s: f64,
     /// Most device memory in use seen during the call on each device (bytes, whole device).
     pub peak_bytes: Vec<usize>,
+    /// Device-resident path (`cuda::peer`): [p0, p1) ring pairs of each device, the rounds of
+    /// the pipeline, and the planned bytes per device (its alm block + chunk buffers).
+    pub pair_blocks: Vec<(usize, usize)>,
+    pub rounds: usize,
+    pub planned_bytes: Vec<usize>,
+    /// Device-resident path: (Legendre, all-to-all copies, rings) device seconds per GPU.
+    pub stage_s_per_gpu: Vec<[f64; 3]>,
 }
 
-/// Contiguous blocks [m0, m1) of 0..=mmax, one per device, with about equal Σ (lmax + 1 − m).
+/// Contiguous blocks [m0, m1) of 0..=mmax, one per device, with about equal Σ (lmax + 1 − m):
+/// m joins block d while half its cost still fits the (d+1)/n share (`cut`). The one block
+/// rule of every split SHT (also `skyconv.sht_halves.m_blocks` through the core).
 pub fn m_blocks(lmax: usize, mmax: usize, n: usize) -> Vec<(usize, usize)> {
-    let cost = |m: usize| (lmax + 1 - m) as f64;
-    let total: f64 = (0..=mmax).map(cost).sum();
+    let cost: Vec<f64> = (0..=mmax).map(|m| (lmax + 1 - m) as f64).collect();
+    cut(&cost, n)
+}
+
+/// Contiguous m blocks of `plan`, one per device, balanced by the Legendre work of each m on
+/// this grid (`m_costs`).
+pub fn m_blocks_for(plan: &Plan, n: usize, inactive: f64) -> Vec<(usize, usize)> {
+    cut(&m_costs(plan, inactive), n)
+}
+
+/// Relative cost of a ring pair where λ_mm is negligible (its column is skipped, but the warp
+/// it shares with active pairs is not), fitted to the per-GPU Legendre times of two H200s at
+/// nside 8192/16384 (bench/NOTES.md, issue 20): synthesis and analysis kernels.
+pub const INACTIVE_SYNTH: f64 = 0.8;
+pub const INACTIVE_ANAL: f64 = 0.5;
+
+/// The work of each m = 0..=mmax on the rings of `plan`: (lmax + 1 − m) times the ring pairs
+/// where λ_mm is not negligible (log2 |λ_mm| + log2 growth ≥ −400, the test of
+/// `legendre::start_value` that the kernels and the CPU engine use to skip a pair), the others
+/// weighted by `inactive`, plus one per pair for the start. High m skip many polar pairs, so
+/// they cost less than lmax + 1 − m alone suggests.
+pub fn m_costs(plan: &Plan, inactive: f64) -> Vec<f64> {
+    let (lmax, np) = (plan.lay.lmax, plan.pairs.len());
+    // pairs run from the pole to the equator: log2 sin θ increases
+    (0..=plan.lay.mmax)
+        .map(|m| {
+            let active = if m == 0 {
+                np
+            } else {
+                let lb = crate::sht::legendre::log2_growth_bound(m, lmax, &plan.ln_fact);
+                let t = (-400.0 - plan.log2_norms[m] - lb) / m as f64;
+                np - plan.pairs.partition_point(|p| p.log2s < t)
+            };
+            let pairs = active as f64 + inactive * (np - active) as f64;
+            (lmax + 1 - m) as f64 * pairs + np as f64
+        })
+        .collect()
+}
+
+/// Contiguous blocks of items 0..cost.len(), one per worker, of about equal cost: item i joins
+/// block d while the running cost up to its middle stays within the (d+1)/n share; a block
+/// takes at least one item while any are left, and more only while one is left for each later
+/// block (so only the last blocks are empty, and only when there are fewer items than
+/// workers).
+pub fn cut(cost: &[f64], n: usize) -> Vec<(usize, usize)> {
+    let total: f64 = cost.iter().sum();
+    let len = cost.len();
     let mut out = Vec::with_capacity(n);
-    let mut m0 = 0;
-    let mut acc = 0.0;
+    let (mut i0, mut acc) = (0usize, 0.0f64);
     for d in 0..n {
         let target = total * (d + 1) as f64 / n as f64;
-        let mut m1 = m0;
-        while m1 <= mmax && (d + 1 == n || acc + cost(m1) / 2.0 <= target) {
-            acc += cost(m1);
-            m1 += 1;
+        let later = n - d - 1;
+        let mut i1 = i0;
+        while i1 < len
+            && (d + 1 == n || i1 == i0 || (acc + cost[i1] / 2.0 <= target && len - i1 > later))
+        {
+            acc += cost[i1];
+            i1 += 1;
         }
-        out.push((m0, m1));
-        m0 = m1;
+        out.push((i0, i1));
+        i0 = i1;
     }
     out
 }
 
 /// Contiguous blocks [r0, r1) of the rings, one per device, with about equal pixel counts.
 pub fn ring_blocks(plan: &Plan, n: usize) -> Vec<(usize, usize)> {
-    let nr = plan.rings.len();
-    let mut out = Vec::with_capacity(n);
-    let mut r0 = 0;
-    for d in 0..n {
-        let target = plan.npix as f64 * (d + 1) as f64 / n as f64;
-        let mut r1 = r0;
-        while r1 < nr
-            && (d + 1 == n
-                || (plan.rings[r1].first as f64 + plan.rings[r1].nphi as f64 / 2.0) < target)
-        {
-            r1 += 1;
-        }
-        out.push((r0, r1));
-        r0 = r1;
-    }
-    out
+    ring_blocks_of(&plan.rings, n)
+}
+
+/// `ring_blocks` of the rings of a map of `npix` pixels: the rule of `cut` with a ring's cost
+/// its pixel count (also `skyconv.sht_halves.ring_blocks` through the core).
+pub fn ring_blocks_of(rings: &[crate::healpix::Ring], n: usize) -> Vec<(usize, usize)> {
+    let cost: Vec<f64> = rings.iter().map(|r| r.nphi as f64).collect();
+    cut(&cost, n)
 }
 
 /// Run `f(i)` for each worker i on its own thread.
@@ -375,20 +423,49 @@ pub fn map2alm<H: Halves>(
     alms: &mut [&mut [C64]],
     st: &mut Stats,
 ) -> Result<()> {
-    analysis(h, plan, pol, maps, alms, st)?;
+    jacobi(
+        plan,
+        maps,
+        iter,
+        alms,
+        st,
+        &|a, m, st| alm2map(h, plan, pol, a, m, st),
+        &|m, a, st| analysis(h, plan, pol, m, a, st),
+    )
+}
+
+/// A synthesis or one analysis pass of a split transform (inputs, outputs, stats).
+pub type SynthPass<'a> = dyn Fn(&[&[C64]], &mut [&mut [f64]], &mut Stats) -> Result<()> + 'a;
+pub type AnalPass<'a> = dyn Fn(&[&[f64]], &mut [&mut [C64]], &mut Stats) -> Result<()> + 'a;
+
+/// map2alm with `iter` Jacobi iterations from one analysis pass `anal` and a synthesis `synth`
+/// (any split of them): alm = A(map), then `iter` times alm += A(map − S(alm)); the residual
+/// maps live in host memory. Cancel is checked between iterations.
+pub fn jacobi(
+    plan: &Plan,
+    maps: &[&[f64]],
+    iter: usize,
+    alms: &mut [&mut [C64]],
+    st: &mut Stats,
+    synth: &SynthPass,
+    anal: &AnalPass,
+) -> Result<()> {
+    anal(maps, alms, st)?;
     if iter == 0 {
         return Ok(());
     }
+    let stop = crate::backend::cancel::current();
     let nc = maps.len();
     let mut resid: Vec<Vec<f64>> = (0..nc).map(|_| vec![0.0; plan.npix]).collect();
     let mut delta: Vec<Vec<C64>> = (0..nc)
         .map(|_| vec![C64::new(0.0, 0.0); plan.lay.size()])
         .collect();
     for _ in 0..iter {
+        stop.check()?;
         {
             let a: Vec<&[C64]> = alms.iter().map(|a| &a[..]).collect();
             let mut r: Vec<&mut [f64]> = resid.iter_mut().map(|r| &mut r[..]).collect();
-            alm2map(h, plan, pol, &a, &mut r, st)?;
+            synth(&a, &mut r, st)?;
         }
         for (r, m) in resid.iter_mut().zip(maps) {
             r.par_iter_mut()
@@ -398,7 +475,7 @@ pub fn map2alm<H: Halves>(
         {
             let r: Vec<&[f64]> = resid.iter().map(|r| &r[..]).collect();
             let mut d: Vec<&mut [C64]> = delta.iter_mut().map(|d| &mut d[..]).collect();
-            analysis(h, plan, pol, &r, &mut d, st)?;
+            anal(&r, &mut d, st)?;
         }
         for (a, d) in alms.iter_mut().zip(&delta) {
             a.par_iter_mut()
@@ -560,6 +637,34 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The cost model: every pair counts for m = 0; high m skip polar pairs (cheaper than
+    /// lmax + 1 − m alone), more so with a smaller weight of the skipped pairs; the blocks
+    /// cover 0..=mmax.
+    #[test]
+    fn m_costs_skip_polar_pairs_of_high_m() {
+        let plan = Plan::new(256, AlmLayout::new(512, 512).unwrap(), None).unwrap();
+        let np = plan.pairs.len() as f64;
+        let full = m_costs(&plan, 1.0);
+        let half = m_costs(&plan, 0.5);
+        assert_eq!(full[0], 513.0 * np + np);
+        for m in 0..=512 {
+            assert_eq!(
+                full[m],
+                (513 - m) as f64 * np + np,
+                "inactive weight 1 = no skipping"
+            );
+            assert!(half[m] <= full[m]);
+        }
+        assert!(half[500] < 0.9 * full[500], "m = 500 skips polar pairs");
+        assert_eq!(half[0], full[0]);
+        for w in [0.0, 0.5, 0.8] {
+            let b = m_blocks_for(&plan, 3, w);
+            assert_eq!((b[0].0, b[2].1), (0, 513));
+            // fewer skipped pairs counted -> the first (low m) block gets fewer m
+            assert!(b[0].1 <= m_blocks_for(&plan, 3, 1.0)[0].1);
         }
     }
 

@@ -37,6 +37,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod masked;
 pub mod profile;
 pub mod weights;
 
@@ -342,6 +343,17 @@ pub fn ring_smooth(
     }
 }
 
+/// The ring plans of a batch of kernels (theta, values), built on the host's cores at once.
+pub fn plans_of(nside: usize, profiles: &[(&[f64], &[f64])]) -> Result<Vec<RingPlan>> {
+    use rayon::prelude::*;
+    crate::backend::threads::install(|| {
+        profiles
+            .par_iter()
+            .map(|(t, v)| RingPlan::new(nside, Table::new(t, v, 0)?))
+            .collect::<Result<Vec<_>>>()
+    })?
+}
+
 /// Ring-method smoothing of RING maps with several kernels: `profiles` holds (theta, values)
 /// per beam, `map` k maps of 12·nside² pixels one after the other and `out` the n_beams·k
 /// results, beam-major. On the GPU the maps go up and through the forward FFTs once for all
@@ -366,10 +378,7 @@ pub fn ring_smooth_beams(
             profiles.len()
         )));
     }
-    let plans = profiles
-        .iter()
-        .map(|(t, v)| RingPlan::new(nside, Table::new(t, v, 0)?))
-        .collect::<Result<Vec<_>>>()?;
+    let plans = plans_of(nside, profiles)?;
     let maps: Vec<&[f64]> = map.chunks(npix).collect();
     let mut outs: Vec<&mut [f64]> = out.chunks_mut(npix).collect();
     match device {

@@ -160,8 +160,19 @@ const STORE_MAGIC: &[u8; 8] = b"SKYRWT01";
 /// little-endian f64; one that does not check out is ignored and rewritten. Written to a
 /// temporary name and renamed, so concurrent processes never read half a file.
 fn stored_or_computed(nside: usize) -> Vec<f64> {
+    let t0 = std::time::Instant::now();
+    let (w, how) = stored_or_computed_untimed(nside);
+    crate::backend::trace::record(
+        "ring weights",
+        &format!("nside {nside} ({how})"),
+        t0.elapsed().as_secs_f64(),
+    );
+    w
+}
+
+fn stored_or_computed_untimed(nside: usize) -> (Vec<f64>, &'static str) {
     if nside < STORED_FROM {
-        return compute(nside);
+        return (compute(nside), "solved");
     }
     let path = crate::backend::cuda::cache::base_dir().map(|d| {
         d.join("ring_weights").join(format!(
@@ -170,13 +181,13 @@ fn stored_or_computed(nside: usize) -> Vec<f64> {
         ))
     });
     if let Some(w) = path.as_ref().and_then(|p| load_weights(p, nside)) {
-        return w;
+        return (w, "read from the cache");
     }
     let w = compute(nside);
     if let Some(p) = &path {
         let _ = store_weights(p, nside, &w); // a read-only cache only costs the solve again
     }
-    w
+    (w, "solved and stored")
 }
 
 fn weights_header(nside: usize, w: &[f64], body: &[u8]) -> Vec<u8> {

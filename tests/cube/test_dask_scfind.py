@@ -15,7 +15,16 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import skyconv  # noqa: E402
-from skyconv import ArgumentError, ShapeError  # noqa: E402
+from skyconv import ArgumentError, ArgumentTypeError, ShapeError  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def staged(monkeypatch):
+    """These tests check the staged graph (blocks, chunk edges): no one-task shortcut for
+    small cubes unless a test restores it."""
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "SINGLE_TASK_BYTES", 0)
 
 
 def make_cube(rng, shape=(18, 30, 28), dtype=np.float32):
@@ -115,6 +124,8 @@ def test_bad_inputs(rng):
         skyconv.smooth_and_clip(x, statistic="median")
     with pytest.raises(ShapeError):
         skyconv.smooth_and_clip(x[0, 0])
+    with pytest.raises(ArgumentTypeError, match="scratch must be a directory path"):
+        skyconv.smooth_and_clip(x, scratch=3)
 
 
 def _pids(client):
@@ -187,6 +198,115 @@ def test_out_of_core_zarr(tmp_path, rng):
     np.testing.assert_array_equal(zarr.open_array(out, mode="r")[...], want)
 
 
+def _start_rss_sampler(dask_worker):
+    """Sample this worker's RSS every 10 ms in a thread (ru_maxrss cannot be used: Linux
+    carries the parent's peak into a spawned child)."""
+    import threading
+    import time
+
+    import psutil
+
+    proc = psutil.Process()
+    dask_worker.skyconv_peak_rss = proc.memory_info().rss
+
+    def loop():
+        while True:
+            rss = proc.memory_info().rss
+            dask_worker.skyconv_peak_rss = max(dask_worker.skyconv_peak_rss, rss)
+            time.sleep(0.01)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def _peak_rss(dask_worker):
+    return dask_worker.skyconv_peak_rss
+
+
+def test_out_of_core_spatial_and_spectral_kernels(tmp_path, rng):
+    """Kernels with spatial and spectral parts on a zarr cube bigger than the two workers'
+    memory limits together (2 × 170 MB with spilling and pausing off, cube 352 MB in z-slab
+    chunks): the planes ↔ columns exchange goes through the scratch store, no worker is
+    restarted, each worker's peak RSS stays under its limit, the mask is the single call's and
+    the noise bit-identical; the scratch directory is gone once the mask is dropped. (The
+    in-memory rechunk holds the whole smoothed cube in flight: its workers die here.)"""
+    import gc
+
+    import dask
+
+    zarr = pytest.importorskip("zarr")
+    shape = (84, 1024, 1024)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    x[30:36, 100:130, 300:330] += 1.5
+    x[50, 500:900, 1000:1010] = np.nan
+    src = str(tmp_path / "cube.zarr")
+    z = zarr.open_array(src, mode="w", shape=shape, chunks=(2, 512, 1024), dtype=np.float32)
+    z[...] = x
+    kw = {"kernels_xy": (0, 3), "kernels_z": (3,), "threshold": 4.0}
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    del x, z
+    limit = 170e6
+    assert np.prod(shape) * 4 > 2 * limit
+    scratch = tmp_path / "scratch"
+    off = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
+    with (
+        dask.config.set(off),
+        distributed.LocalCluster(
+            processes=True,
+            n_workers=2,
+            threads_per_worker=1,
+            memory_limit=int(limit),
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        before = _pids(client)
+        client.run(_start_rss_sampler)
+        out = str(tmp_path / "mask.zarr")
+        lazy, ng = skyconv.smooth_and_clip(
+            da.from_zarr(src), return_noise=True, scratch=str(scratch), **kw
+        )
+        assert len(os.listdir(scratch)) == 1  # the store, while the mask is alive
+        lazy.to_zarr(out)
+        assert _pids(client) == before  # no worker killed or restarted
+        peaks = client.run(_peak_rss)
+        assert max(peaks.values()) < limit, peaks
+        del lazy
+        gc.collect()
+        assert os.listdir(scratch) == []
+    got = zarr.open_array(out, mode="r")[...]
+    np.testing.assert_array_equal(got, want)
+    assert want.sum() > 100
+    assert ng.rms0 == nw.rms0 and ng.rms == nw.rms
+
+
+@pytest.mark.parametrize("chunks", [(6, 12, 10), (18, 30, 28)])
+def test_small_cube_runs_as_one_task(dask_client, rng, monkeypatch, chunks):
+    """A cube under SINGLE_TASK_BYTES (or in one chunk) is the single call in one task: the
+    staged path is never entered, the mask, noise and progress are the single call's, and the
+    mask keeps the input's chunks."""
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "SINGLE_TASK_BYTES", 0 if chunks == (18, 30, 28) else 1 << 24)
+
+    def no_stages(*a, **k):
+        raise AssertionError("the staged path ran")
+
+    monkeypatch.setattr(cube, "_noise", no_stages)
+    x = make_cube(rng)
+    m0 = np.zeros(x.shape, dtype=bool)
+    m0[0:3, 0:6, 0:6] = True
+    kw = {"threshold": 4.0, "kernels_xy": (0, 3), "kernels_z": (0, 3), "mask": m0}
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    seen = []
+    lazy, ng = skyconv.smooth_and_clip(
+        da.from_array(x, chunks=chunks), return_noise=True,
+        progress=lambda d, t, r: seen.append((d, t, r)), **kw,
+    )  # fmt: skip
+    assert lazy.chunks == da.from_array(x, chunks=chunks).chunks
+    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
+    assert seen == [(i + 1, 4, r) for i, r in enumerate(nw.rms)]
+
+
 def test_compat_sofia_refuses_dask_with_a_pointer(rng):
     from skyconv.compat import sofia
     from skyconv.exceptions import ArgumentTypeError
@@ -202,6 +322,22 @@ def test_dask_stages_equal_the_gpu_single_call(rng):
     mask and noise (the engines are bit-identical for precision="sofia2")."""
     x = make_cube(rng)
     want, nw = skyconv.smooth_and_clip(x, device="cuda", return_noise=True, threshold=4.0)
+    got, ng = skyconv.smooth_and_clip(
+        da.from_array(x, chunks=(6, 12, 10)), device="cuda", return_noise=True, threshold=4.0
+    )
+    check(got.compute(), ng, want, nw, 0)
+
+
+@pytest.mark.gpu
+def test_one_task_path_on_the_gpu(rng, monkeypatch):
+    """The one-task path runs the single call with the device the worker resolves: on a GPU
+    machine the GPU engine, with the CPU single call's mask and noise (bit-identical for
+    precision="sofia2")."""
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "SINGLE_TASK_BYTES", 1 << 24)
+    x = make_cube(rng)
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, threshold=4.0)
     got, ng = skyconv.smooth_and_clip(
         da.from_array(x, chunks=(6, 12, 10)), device="cuda", return_noise=True, threshold=4.0
     )

@@ -1,7 +1,9 @@
 """One SHT split over several GPUs (``devices=[...]`` of alm2map / map2alm): equal to the
-single-GPU transform to 1e-12 relative with devices=[0], [0, 0] (two blocks on one GPU: the
-split and the all-to-all without a second card) and [0, 1] (skipped unless two GPUs); spin 0,
-pol, iter 0 and 3, lmax != 2 nside, mmax < lmax; the reported transport; argument checks."""
+single-GPU transform to 1e-12 relative with devices=[0] (the device-resident pipeline on one
+GPU), [0, 0] (the host-staged split driver: two blocks on one GPU) and [0, 1] (the pipeline with
+GPU-to-GPU copies; skipped unless two GPUs); spin 0, pol, iter 0 and 3, lmax != 2 nside,
+mmax < lmax, many pipeline rounds, empty m blocks; the reported transport; the memory refusal;
+argument checks."""
 
 import healpy as hp
 import numpy as np
@@ -33,6 +35,18 @@ DEVICES = [
 ]
 
 
+def _transport(devices):
+    if len(set(devices)) < len(devices):
+        return "host-staged"
+    return "local" if len(devices) == 1 else ("peer", "driver-staged")
+
+
+def _check_transport(devices):
+    want = _transport(devices)
+    got = _sht_multi.last_stats()["transport"]
+    assert got == want if isinstance(want, str) else got in want
+
+
 def _alm(rng, ncomp, lmax, mmax):
     n = hp.Alm.getsize(lmax, mmax)
     a = rng.normal(size=(ncomp, n)) + 1j * rng.normal(size=(ncomp, n))
@@ -54,10 +68,14 @@ def test_alm2map_equals_one_gpu(devices, ncomp, pol, nside, lmax, mmax, rng):
     assert got.shape == want.shape
     assert _rel(got, want) <= REL
     st = _sht_multi.last_stats()
-    assert st["transport"] == "host-staged" and st["devices"] == devices
+    _check_transport(devices)
+    assert st["devices"] == devices
     assert st["m_blocks"][0][0] == 0 and st["m_blocks"][-1][1] == mmax + 1
     assert st["ring_blocks"][-1][1] == 4 * nside - 1
     assert all(b > 0 for b in st["peak_bytes"])
+    if devices != [0, 0]:
+        assert st["pair_blocks"][0][0] == 0 and st["pair_blocks"][-1][1] == 2 * nside
+        assert st["rounds"] >= 1 and len(st["planned_bytes"]) == len(devices)
 
 
 @pytest.mark.parametrize("devices", DEVICES)
@@ -91,6 +109,61 @@ def test_more_devices_than_m(rng):
     want = skyconv.alm2map(alm[0], nside, lmax, mmax, device="cuda")
     got = skyconv.alm2map(alm[0], nside, lmax, mmax, devices=[0, 0, 0])
     assert _rel(got, want) <= REL
+
+
+PEER = [
+    pytest.param([0], marks=pytest.mark.gpu, id="0"),
+    pytest.param(
+        [0, 1],
+        marks=[pytest.mark.gpu, pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs")],
+        id="0,1",
+    ),
+]
+
+
+@pytest.mark.parametrize("devices", PEER)
+@pytest.mark.parametrize("pairs", [1, 3])
+def test_pipeline_many_rounds(devices, pairs, rng, monkeypatch):
+    """Chunks of 1 or 3 ring pairs: many rounds through both send/receive slots (pol, iter 2,
+    lmax != 2 nside, mmax < lmax)."""
+    nside, lmax, mmax = 16, 45, 30
+    alm = _alm(rng, 3, lmax, mmax)
+    want = skyconv.alm2map(alm, nside, lmax, mmax, pol=True, device="cuda")
+    wa = skyconv.map2alm(want, lmax, mmax, iter=2, pol=True, device="cuda")
+    monkeypatch.setenv("SKYCONV_SHT_CHUNK_PAIRS", str(pairs))
+    got = skyconv.alm2map(alm, nside, lmax, mmax, pol=True, devices=devices)
+    st = _sht_multi.last_stats()
+    assert st["rounds"] >= (2 * nside) // (len(devices) * pairs)
+    assert _rel(got, want) <= REL
+    ga = skyconv.map2alm(want, lmax, mmax, iter=2, pol=True, devices=devices)
+    assert _rel(ga, wa) <= REL
+    _check_transport(devices)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("mmax", [0, 1])
+def test_pipeline_empty_m_block(mmax, rng):
+    """mmax = 0: the second GPU holds no m (it still owns rings); mmax = 1: one m each."""
+    nside, lmax = 8, 12
+    alm = _alm(rng, 1, lmax, mmax)[0]
+    want = skyconv.alm2map(alm, nside, lmax, mmax, device="cuda")
+    got = skyconv.alm2map(alm, nside, lmax, mmax, devices=[0, 1])
+    assert _rel(got, want) <= REL
+    wa = skyconv.map2alm(want, lmax, mmax, iter=1, device="cuda")
+    ga = skyconv.map2alm(want, lmax, mmax, iter=1, devices=[0, 1])
+    assert _rel(ga, wa) <= REL
+
+
+@pytest.mark.gpu
+def test_pipeline_refuses_what_cannot_fit(rng, monkeypatch):
+    """A budget below one GPU's alm block plus one ring pair: GpuMemoryError naming bytes."""
+    from skyconv.exceptions import GpuMemoryError
+
+    alm = _alm(rng, 1, 40, 40)[0]
+    monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "1000")
+    with pytest.raises(GpuMemoryError, match=r"needs at least .*bytes"):
+        skyconv.alm2map(alm, 16, 40, 40, devices=[0])
 
 
 def test_devices_argument_errors():

@@ -22,11 +22,18 @@ When the cube takes less than 30 % of the cluster's memory, each kernel's smooth
 persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
 the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
 kept. Kernels without spatial (or spectral)
-smoothing skip that stage and its chunking. The stages run on the CPU engine (per worker's
+smoothing skip that stage and its chunking.
+
+Two other paths: a cube in one chunk, or of at most :data:`SINGLE_TASK_BYTES`, runs the
+single call in one task (:func:`_one_task`); a cube that takes 30 % of the cluster's memory
+or more runs out of core (:mod:`skyconv._dask.cube_ooc`: the plane/column exchange through a
+temporary zarr store instead of in-memory rechunks). The stages run on the CPU engine (per worker's
 thread pool); ``device`` is checked but the GPU engine has no stage functions yet.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -114,6 +121,49 @@ def _noise(w, run, shape, single, client_compute):
     return float(_core._scfind_noise(samples, ext, run.noise, run.sampling, list(shape), single))
 
 
+#: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
+_BLOCKS = {
+    "spatial": _spatial_block,
+    "spectral": _spectral_block,
+    "clip": _clip_block,
+    "prepare_mask": _prepare_mask,
+}
+
+#: Cubes up to this many bytes run as one task (the single call on one worker): below it the
+#: staged graph's per-kernel reductions and rechunks cost more than the whole call
+#: (bench/dask_scfind.py --small; bench/NOTES.md).
+SINGLE_TASK_BYTES = 16 * 2**20
+
+
+def _single_call(x, m, run, device):
+    """The single-machine call on one block: (mask bit 0 as uint8, rms0, [rms])."""
+    from .._utils.device import resolve
+
+    m3 = np.array(m != 0, dtype=np.uint8)
+    rms0, rms = _core._scfind(
+        _c(x), m3, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
+        run.noise, run.sampling, device=resolve(device).core, exact=run.exact,
+    )  # fmt: skip
+    return np.bitwise_and(m3, 1, out=m3), float(rms0), [float(r) for r in rms]
+
+
+def _one_task(x, m, run, device, progress):
+    """Smooth + Clip of a small cube as one task; the mask stays on the cluster (persisted)."""
+    import dask
+
+    da = dask_array()
+    xs, ms = x.rechunk(-1), m.rechunk(-1)
+    res = dask.delayed(_single_call, nout=3)(xs.to_delayed().item(), ms.to_delayed().item(),
+                                             run, device)  # fmt: skip
+    out = da.from_delayed(res[0], x.shape, dtype=np.uint8)
+    out, r0, r = dask.persist(out, res[1], res[2])  # one run of the call
+    rms0, rms = dask.compute(r0, r)
+    for i, r in enumerate(rms):
+        if progress is not None:
+            progress(i + 1, len(rms), r)
+    return out, float(rms0), list(rms)
+
+
 def _compute(parts):
     import dask
 
@@ -163,8 +213,9 @@ def _columns(x, limit):
 
 
 def smooth_and_clip(
-    cube, run, mask=None, device=None, *, progress=None, chunk_bytes=None, keep_smoothed=None
-):
+    cube, run, mask=None, device=None, *, progress=None, chunk_bytes=None, keep_smoothed=None,
+    out_of_core=None, scratch=None, single_task_bytes=None,
+):  # fmt: skip
     """``skyconv.smooth_and_clip`` for a dask cube (or mask), with the settings ``run`` that
     ``skyconv.cube._setup`` checked (the public function calls this in one line).
 
@@ -188,6 +239,17 @@ def smooth_and_clip(
         clip (one smoothing per kernel instead of two). Default: when the cube takes less than
         30 % of the cluster's memory (the workers' memory limits; the machine's available
         memory without a Distributed client).
+    out_of_core : bool, optional
+        Exchange the kernels' smoothed cubes through a temporary zarr store
+        (:mod:`skyconv._dask.cube_ooc`) instead of in-memory rechunks, so that no worker
+        holds more than its blocks. Default: when the cube takes 30 % of the cluster's memory
+        or more (as ``keep_smoothed``).
+    scratch : str, optional
+        Directory for that store (on storage every worker reaches; default: Dask's
+        ``temporary-directory``, else the system's temporary directory).
+    single_task_bytes : int, optional
+        A cube of at most this many bytes (default :data:`SINGLE_TASK_BYTES`), or one that is a
+        single chunk, runs as one task: the single-machine call on one worker.
 
     Returns
     -------
@@ -207,6 +269,8 @@ def smooth_and_clip(
         The mask's shape differs from the cube's.
     skyconv.ArgumentError
         Unknown chunk sizes.
+    skyconv.ArgumentTypeError
+        ``scratch`` is not a path.
     """
     from .._utils.device import resolve
 
@@ -216,6 +280,11 @@ def smooth_and_clip(
     check_float(x, "cube")
     if device is not None:
         resolve(device)  # a bad name fails here
+    if scratch is not None and not isinstance(scratch, (str, os.PathLike)):
+        raise ArgumentTypeError(
+            f"scratch must be a directory path (str or os.PathLike) or None, got "
+            f"{type(scratch).__name__} {scratch!r}"
+        )
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
     in_chunks, ndim = x.chunks, x.ndim
@@ -234,6 +303,19 @@ def smooth_and_clip(
     shape = tuple(int(n) for n in x.shape)
     single = x.dtype == np.float32
     limit = chunk_bytes or int(np.prod([max(c) for c in x.chunks])) * x.dtype.itemsize
+    small = SINGLE_TASK_BYTES if single_task_bytes is None else int(single_task_bytes)
+    if x.npartitions == 1 or x.nbytes <= small:
+        out, rms0, rms_list = _one_task(x, m, run, device, progress)
+        return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
+    ooc = not _fits_in_memory(x.nbytes) if out_of_core is None else bool(out_of_core)
+    if ooc:
+        from .cube_ooc import smooth_and_clip_ooc
+
+        out, rms0, rms_list = smooth_and_clip_ooc(
+            x, m, run, lambda w: _noise(w, run, shape, single, _compute), _BLOCKS,
+            limit=limit, scratch=scratch, progress=progress, device=device,
+        )  # fmt: skip
+        return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
     m = da.map_blocks(_prepare_mask, x, m, dtype=np.uint8).persist()
     rms0 = _noise(x, run, shape, single, _compute)
     rep = tuple(run.replace)

@@ -37,6 +37,7 @@ from .. import _core
 from .._utils.device import resolve
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
+from ..sht import UNSEEN
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
 
 log = logging.getLogger("skyconv.dask")
@@ -44,8 +45,6 @@ log = logging.getLogger("skyconv.dask")
 #: The last choice of a Dask SHT call: {"mode": "split" | "stack", "m_blocks", "ring_blocks",
 #: "workers", "transforms"} (read it after building the graph).
 last_choice: dict = {}
-
-UNSEEN = -1.6375e30
 
 
 def _cluster() -> tuple[int, int]:

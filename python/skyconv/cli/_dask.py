@@ -1,4 +1,4 @@
-"""Dask for the CLI verbs (``scfind``; ready for ``atrous`` and ``grid``): ``--chunks``,
+"""Dask for the CLI verbs (``scfind``, ``atrous``, ``grid``): ``--chunks``,
 ``--workers N`` (a local process cluster), ``--scheduler ADDRESS`` (an existing cluster), lazy
 inputs (zarr, HDF5 ``file.h5:dataset``, FITS and ``.npy`` read block by block through a memory
 map in each task) and the output (``.zarr`` written block by block; ``.fits``/``.npy``
@@ -113,6 +113,71 @@ def cluster(args: argparse.Namespace):
         distributed.Client(lc) as client,
     ):
         yield client
+
+
+@contextlib.contextmanager
+def session(args: argparse.Namespace, where: str):
+    """The one way a verb runs on Dask: the options checked (:func:`check_args`), then the
+    client of :func:`cluster` (None: Dask's local threads) and where the work runs, for the
+    verb's messages.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``chunks``, ``workers`` and ``scheduler``.
+    where : str
+        The device the work runs on without a cluster (from ``resolve_device``).
+
+    Yields
+    ------
+    client : distributed.Client or None
+    where : str
+        ``"Dask cluster ADDRESS"`` or ``"Dask threads on WHERE"``.
+
+    Raises
+    ------
+    UsageError
+        Dask missing, bad ``--workers``, or a scheduler that cannot be reached.
+    """
+    check_args(args)
+    with cluster(args) as client:
+        if client is not None:
+            yield client, f"Dask cluster {client.scheduler.address}"
+        else:
+            yield None, f"Dask threads on {where}"
+
+
+def open_cube(args: argparse.Namespace, path: str, outputs):
+    """Check a cube verb's input and outputs (before any work), then open the cube lazily.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        With ``hdu``, ``chunks`` and ``overwrite``.
+    path : str
+        The input: zarr, ``FILE.h5[:DATASET]``, FITS or .npy.
+    outputs : list of (str or None, str)
+        (path, option name) of every output the verb writes.
+
+    Returns
+    -------
+    cube : dask.array.Array
+    header : astropy.io.fits.Header or None
+
+    Raises
+    ------
+    OutputExistsError, UsageError, InputFileError
+        As :func:`skyconv.cli._io.check_output`, ``check_input`` and :func:`read_lazy`.
+    """
+    from . import _io
+
+    check_args(args)
+    for out, option in outputs:
+        _io.check_output(out, args.overwrite, option)
+    h5 = hdf5_parts(path)
+    _io.check_input(h5[0] if h5 else path, "input")
+    _io.check_distinct([o for o, _ in outputs], [h5[0] if h5 else path])
+    return read_lazy(path, args.hdu, args.chunks)
 
 
 def _block_chunks(shape, chunks, native):
@@ -324,7 +389,9 @@ __all__ = [
     "check_args",
     "chunks_type",
     "cluster",
+    "open_cube",
     "read_lazy",
+    "session",
     "wants_dask",
     "write_lazy",
 ]

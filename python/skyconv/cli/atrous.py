@@ -4,8 +4,14 @@
     skyconv atrous cube.fits --out recon.fits [--dim 3 --snr 4 --scale-min 1 --scale-max 0
                    --filter b3spline --convergence 0.005 --no-robust --variant duchamp
                    --device {auto,cpu,cuda} --threads N --hdu N --residual resid.fits
-                   --overwrite -q]
+                   --overwrite -q] [--chunks Z,Y,X|auto --workers N | --scheduler ADDRESS]
     skyconv atrous --par duchamp.par [the options above, which override the file]
+
+``--chunks``, ``--workers N`` (a local cluster of N processes) or ``--scheduler ADDRESS`` (an
+existing cluster) run the reconstruction through Dask (``skyconv._dask.atrous``: the single
+call's iterations and noise): the input (zarr, HDF5 ``FILE.h5:DATASET``, FITS or .npy) read
+block by block, ``.zarr`` outputs written block by block (FITS/.npy outputs gathered), with
+Dask's progress on stderr.
 
 ``--par`` reads a DUCHAMP parameter file (``skyconv._utils.duchamp_par``): imageFile is the
 input, reconDim, scaleMin, scaleMax, snrRecon, reconConvergence, filterCode and flagRobustStats
@@ -33,6 +39,7 @@ import numpy as np
 
 from . import _io
 from ._common import Progress, add_common, add_output, apply_threads, resolve_device
+from ._dask import add_dask_options, wants_dask
 from ._errors import UsageError
 
 
@@ -73,6 +80,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--residual", help="also write input − reconstruction to this file")
     add_options(p)
+    add_dask_options(p)
     add_common(p)
     p.set_defaults(func=run, command="atrous")
     return p
@@ -228,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
 
     say = Progress("atrous", args.quiet)
     kwargs = params(args, say.say)
+    if wants_dask(args):
+        return run_dask(args, kwargs, say)
     _io.check_output(args.out, args.overwrite)
     _io.check_output(args.residual, args.overwrite, "--residual")
     _io.check_input(args.input)
@@ -257,14 +267,7 @@ def run(args: argparse.Namespace) -> int:
         f"device {where}"
     )
 
-    def progress(iteration, active, units, noise, change):
-        change_txt = "" if not np.isfinite(change) else f", change {100 * change:.3g}%"
-        units_txt = "" if units == 1 else f", {active} of {units} units still iterating"
-        say.say(
-            f"  iteration {iteration}: residual noise {noise:.6g}{change_txt}{units_txt} "
-            f"({say.elapsed():.2f} s)"
-        )
-
+    progress = _progress(say)
     res = skyconv.atrous_denoise(
         squeezed,
         device=device,
@@ -273,6 +276,101 @@ def run(args: argparse.Namespace) -> int:
         blank_value=blank_value,
         **kwargs,
     )
+    history = _history(res, kwargs, args, say)
+    _io.write_image(
+        args.out, res.data.reshape(shape), header, overwrite=args.overwrite, history=history
+    )
+    say.say(f"wrote {args.out}")
+    if args.residual:
+        resid = (squeezed - res.data).astype(res.data.dtype).reshape(shape)
+        _io.write_image(args.residual, resid, header, overwrite=args.overwrite, history=history)
+        say.say(f"wrote {args.residual}")
+    return 0
+
+
+def run_dask(args: argparse.Namespace, kwargs: dict, say) -> int:
+    """``skyconv atrous INPUT --out OUT`` with ``--chunks``/``--workers``/``--scheduler``: the
+    input read block by block (zarr, HDF5 ``FILE.h5:DATASET``, FITS or .npy), the
+    reconstruction on Dask (the single call's iterations and noise), written block by block to
+    ``.zarr`` (or gathered for FITS/.npy); ``--residual`` likewise.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by the parser :func:`add_parser` made.
+    kwargs : dict
+        ``atrous_denoise``'s keywords (:func:`params`).
+    say : skyconv.cli._common.Progress
+        The verb's messages.
+
+    Returns
+    -------
+    int
+        0 (errors are raised, as in :func:`run`).
+
+    Raises
+    ------
+    UsageError
+        Dask missing, bad Dask options, an output that exists without ``--overwrite``, or a
+        scheduler that cannot be reached (exit status 2).
+    InputFileError
+        The input cannot be read block by block (exit status 1).
+    """
+    import skyconv
+
+    from .._utils.duchamp_par import header_blank_value
+    from . import _dask
+
+    outputs = [(args.out, "--out"), (args.residual, "--residual")]
+    data, header = _dask.open_cube(args, args.input, [o for o in outputs if o[0]])
+    device, where = resolve_device(args)
+    apply_threads(args)
+    if args.par and min(kwargs["dim"], data.ndim) != kwargs["dim"]:
+        say.say(f"skyconv atrous: reconDim {kwargs['dim']} lowered to {data.ndim}, as DUCHAMP does")
+        kwargs["dim"] = data.ndim
+    blank_value = header_blank_value(header if header is not None else {})
+    with _dask.session(args, where) as (client, where):
+        say.say(
+            f"skyconv atrous: {args.input} {data.shape} {data.dtype} blocks {data.chunksize}, "
+            f"dim={kwargs['dim']}, snr={kwargs['snr_recon']}, filter={kwargs['filter']}, "
+            f"variant={args.variant}, on {where}"
+        )
+        one_unit = kwargs["dim"] >= data.ndim  # per-unit Dask runs report no iterations
+        res = skyconv.atrous_denoise(
+            data,
+            device=args.device,
+            progress=_progress(say) if one_unit else None,
+            variant=args.variant,
+            blank_value=blank_value,
+            **kwargs,
+        )
+        history = _history(res, kwargs, args, say) + ["skyconv atrous: through Dask"]
+        _dask.write_lazy(args.out, res.data, header, client, args.quiet, history=history)
+        say.say(f"wrote {args.out}")
+        if args.residual:
+            resid = (data - res.data).astype(res.data.dtype)
+            _dask.write_lazy(args.residual, resid, header, client, args.quiet, history=history)
+            say.say(f"wrote {args.residual}")
+    return 0
+
+
+def _progress(say):
+    """The per-iteration progress callback: one line on stderr per iteration."""
+
+    def progress(iteration, active, units, noise, change):
+        change_txt = "" if not np.isfinite(change) else f", change {100 * change:.3g}%"
+        units_txt = "" if units == 1 else f", {active} of {units} units still iterating"
+        say.say(
+            f"  iteration {iteration}: residual noise {noise:.6g}{change_txt}{units_txt} "
+            f"({say.elapsed():.2f} s)"
+        )
+
+    return progress
+
+
+def _history(res, kwargs, args, say) -> list:
+    """Report the result and return the HISTORY cards for the output headers."""
+    dim = kwargs["dim"]
     iters = np.asarray(res.iterations)
     noise = np.asarray(res.noise, dtype=np.float64)
     say.say(
@@ -288,12 +386,4 @@ def run(args: argparse.Namespace) -> int:
         f"skyconv atrous_denoise: {res.scales} scales, "
         f"{int(iters.max(initial=0))} iterations, device {res.device}",
     ]
-    _io.write_image(
-        args.out, res.data.reshape(shape), header, overwrite=args.overwrite, history=history
-    )
-    say.say(f"wrote {args.out}")
-    if args.residual:
-        resid = (squeezed - res.data).astype(res.data.dtype).reshape(shape)
-        _io.write_image(args.residual, resid, header, overwrite=args.overwrite, history=history)
-        say.say(f"wrote {args.residual}")
-    return 0
+    return history

@@ -286,7 +286,7 @@ def _grid_dask(lons, lats, data, weights, target, kw, args):
     db = da.from_array(lats, chunks=n)
     dd = da.from_array(data, chunks=dchunks)
     dw = None if weights is None else da.from_array(weights, chunks=n)
-    with _dask.cluster(args) as client:
+    with _dask.session(args, "") as (client, _):
         res = skyconv.grid(dl, db, dd, target, weights=dw, **kw)
         both = da.stack([res.cube, res.weights, res.unweighted])
         (arr,) = _dask._compute(both, client, args.quiet, gather=True)

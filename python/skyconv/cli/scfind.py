@@ -31,6 +31,7 @@ feeds the same dictionary.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -281,15 +282,10 @@ def run_dask(args: argparse.Namespace) -> int:
 
     from . import _dask
 
-    _dask.check_args(args)
-    _io.check_output(args.out, args.overwrite)
-    h5 = _dask.hdf5_parts(args.cube)
-    _io.check_input(h5[0] if h5 else args.cube, "cube")
-    _io.check_distinct([args.out], [h5[0] if h5 else args.cube])
+    cube, header = _dask.open_cube(args, args.cube, [(args.out, "--out")])
     device, where = resolve_device(args)
     apply_threads(args)
     say = Progress("scfind", args.quiet)
-    cube, header = _dask.read_lazy(args.cube, args.hdu, args.chunks)
 
     def bar(done, total, rms):
         say.bar(done, total, "kernels", f" noise {rms:.3e}")
@@ -298,12 +294,12 @@ def run_dask(args: argparse.Namespace) -> int:
         header = header.copy()
         header.remove("BUNIT", ignore_missing=True, remove_all=True)
         header["BUNIT"] = ("", "1 = source voxel")
-    with _dask.cluster(args) as client:
-        if client is not None:
-            where = f"Dask cluster {client.scheduler.address}"
+    scratch = os.path.dirname(os.path.abspath(args.out))  # out of core: next to the output
+    with _dask.session(args, where) as (client, where):
         mask, noise = skyconv.smooth_and_clip(
-            cube, device=args.device, return_noise=True, progress=bar, **params(args)
-        )
+            cube, device=args.device, return_noise=True, progress=bar, scratch=scratch,
+            **params(args),
+        )  # fmt: skip
         out = _dask.write_lazy(
             args.out,
             mask,

@@ -2,7 +2,9 @@
 "split")`` does not fit them again (the fit is ~50 small SVDs and a Legendre table: 0.5-1 s,
 most of that call's first-call cost; see issue 18). ``method="auto"``'s measured errors
 against the exact smoothing (:func:`skyconv.smooth.auto.grid_errors`, 0.1-0.5 s, narrow
-beams only) are kept beside them as small JSON files.
+beams only) and the ring method's predicted error (``auto._ring_error``, ~1 s at nside 2048:
+a Legendre transform of the profile and the pixel-grid matrix) are kept beside them as small
+JSON files.
 
 One ``.npz`` file per split in ``<cache folder>/smooth_splits/`` (the cache folder of
 :func:`skyconv.smooth.cost.cache_path`), named by a SHA-256 of everything the fit depends on:
@@ -143,6 +145,23 @@ def grid_key(window, nside: int, lmax: int, tol: float, iter: int, fwhm) -> str:
     h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
     h.update(np.ascontiguousarray(window, dtype=np.float64)[: lmax + 1].tobytes())
     return "grid-" + h.hexdigest()
+
+
+def ring_key(window, nside: int, lmax: int, tol: float, fwhm) -> str:
+    """The file name's hash for the ring method's predicted error on this problem
+    (``auto._ring_error``: a function of the beam, nside and tol alone; skyconv's version is in
+    the key, as the profile and the error model are skyconv's)."""
+    from .. import _core
+
+    parts = {
+        "schema": SCHEMA,
+        "ring": [int(nside), int(lmax), float(tol).hex()],
+        "fwhm": None if fwhm is None else float(fwhm).hex(),
+        "version": _core.__version__,
+    }
+    h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
+    h.update(np.ascontiguousarray(window, dtype=np.float64)[: lmax + 1].tobytes())
+    return "ring-" + h.hexdigest()
 
 
 def load_json(name: str) -> dict | None:

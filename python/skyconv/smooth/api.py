@@ -15,7 +15,7 @@ from ..exceptions import ArgumentError, ShapeError, SkyconvWarning
 from . import batch as _batch
 from . import masked as _masked
 from . import methods
-from .auto import choose
+from .auto import choose_fitting
 from .beam import Beam
 from .split import apply_split, cached_split
 
@@ -111,11 +111,17 @@ def smooth_map(
     -----
     Memory (bytes per pixel, float64; k = 2 with a mask, else 1): the ring method on the CPU
     needs the input and output maps (8 k each per beam); on the GPU 8 + 32 k on the device
-    plus the FFT work (45.5 bytes per pixel in all at nside 16384, k = 1); the harmonic method
-    the maps plus their a_lm (12 bytes per pixel per alm set at lmax = 3 nside - 1). nside
-    16384 (25.8 GB per map) runs on the CPU given the host memory (52 GB for the ring method);
-    its ring method needs 147 GB on one GPU (refused with a DeviceError where less is free).
-    See :func:`skyconv.smooth.memory.smooth_memory`.
+    plus the FFT work (45.5 bytes per pixel in all at nside 16384 without a mask, 85.5 with
+    one); the harmonic method the maps plus their a_lm (12 bytes per pixel per alm set at
+    lmax = 3 nside - 1; on the GPU ~22 bytes per pixel per component). At nside 16384 (25.8
+    GB per map) the ring method needs 147 GB on one GPU (refused with a DeviceError where less
+    is free) and the harmonic method 50 GB; ``method="auto"`` on a GPU only takes a method
+    that fits its free memory (the harmonic one there) and, where none fits, runs on the CPU
+    with a SkyconvWarning. See :func:`skyconv.smooth.memory.smooth_memory`.
+
+    Masked ring smoothing is one core call per map: the weights, m·w, both convolutions and
+    the division run in the engine (on the GPU the map and the mask go up once and only the
+    normalised maps come down), not as NumPy passes over the map.
 
     Raises
     ------
@@ -194,12 +200,25 @@ def smooth_map(
     dev = resolve(device)
     run = _batch_runner(method, beams, nside, iter, dev) if many else None
     if run is None:
-        runner = _runner(method, beams[0], nside, iter, dev)
+        runner = _runner(method, beams[0], nside, iter, dev, mask=mask is not None)
+        dev = getattr(runner, "device", dev)
 
         def run(stack):
             return runner(stack if stack.shape[0] > 1 else stack[0]).reshape(1, *stack.shape)
 
-    outs = []  # per map: (n_beams, npix)
+        run.ring_profiles = getattr(runner, "ring_profiles", None)
+
+    profiles = getattr(run, "ring_profiles", None)
+    if mask is not None and profiles is not None:
+        # the ring method: prep, both convolutions and the division in one core call
+        thr = [min_weight * b0 for b0 in b0s]
+        outs = [
+            _masked.ring(mk, mask, nside, profiles, thr, dev, ring_of if nest else None)
+            for mk in maps
+        ]
+        maps = maps[:0]
+    else:
+        outs = []  # per map: (n_beams, npix)
     for mk in maps:
         if mask is None:
             miss = _core._smooth_missing(mk)
@@ -226,7 +245,10 @@ def smooth_map(
         if mask is None and miss is not None:
             s[:, miss] = mk[miss]
         outs.append(s)
-    out = np.stack(outs, axis=1)  # (n_beams, nmaps, npix)
+    # (n_beams, nmaps, npix); one map: a view of the engine's output, not a copy (a batch's
+    # output is large; on the GPU it is a page-locked block, and a copy costs a pass over fresh
+    # pages in the first call, issue 18)
+    out = outs[0][:, None] if len(outs) == 1 else np.stack(outs, axis=1)
     if arr.ndim == 1:
         out = out[:, 0]
     return out if many else out[0]
@@ -243,21 +265,57 @@ def _batch_runner(method, beams, nside, iter, device):
         windows = [b.window for b in beams]
         lmax = beams[0].lmax
         return lambda st: methods.harmonic_batch(st, windows, lmax, iter, device)
-    if all(mb == "ring" for mb in each) and all(
-        b.fwhm_pixels(nside) >= RING_MIN_PIXELS for b in beams
-    ):
-        profiles = [b.profile for b in beams]
-        return lambda st: methods.ring_beams(st, nside, profiles, device)
-    runners = [_runner(mb, b, nside, iter, device) for mb, b in zip(each, beams)]
-    return lambda st: np.stack(
-        [r(st if st.shape[0] > 1 else st[0]).reshape(st.shape) for r in runners]
-    )
+    return _mixed_runner(each, beams, nside, iter, device)
 
 
-def _runner(method, beam: Beam, nside, iter, device):
-    """A function RING-filled map -> smoothed map for the chosen method."""
+def _mixed_runner(each, beams, nside, iter, device):
+    """A batch runner for per-beam methods ``each``: the ring beams (at least RING_MIN_PIXELS
+    wide) as one ring batch, the harmonic ones as one harmonic batch, the rest one by one; the
+    results in the beams' order. Carries ``ring_profiles`` when every beam is a ring beam."""
+    ring = [
+        i
+        for i, (mb, b) in enumerate(zip(each, beams))
+        if mb == "ring" and b.fwhm_pixels(nside) >= RING_MIN_PIXELS
+    ]
+    harm = [i for i, mb in enumerate(each) if mb == "harmonic" and i not in ring]
+    rest = [i for i in range(len(beams)) if i not in ring and i not in harm]
+    profiles = [beams[i].profile for i in ring]
+    windows = [beams[i].window for i in harm]
+    runners = {i: _runner(each[i], beams[i], nside, iter, device) for i in rest}
+
+    def run(st):
+        if len(ring) == len(beams):  # no copy of the batch's (n, k, npix) result
+            return methods.ring_beams(st, nside, profiles, device)
+        out = np.empty((len(beams), *st.shape))
+        if ring:
+            out[ring] = methods.ring_beams(st, nside, profiles, device)
+        if harm:
+            out[harm] = methods.harmonic_batch(st, windows, beams[0].lmax, iter, device)
+        for i, r in runners.items():
+            out[i] = r(st if st.shape[0] > 1 else st[0]).reshape(st.shape)
+        return out
+
+    if len(ring) == len(beams):
+        run.ring_profiles = profiles
+    return run
+
+
+def _runner(method, beam: Beam, nside, iter, device, mask=False):
+    """A function RING-filled map -> smoothed map for the chosen method (``auto``: one that
+    fits the GPU's free memory, else on the CPU; the function's ``device`` says where)."""
     if method == "auto":
-        method, _ = choose(beam, nside, iter, device)
+        method, dev, _ = choose_fitting(beam, nside, iter, device, mask=mask)
+        if dev != device:
+            warnings.warn(
+                f"smooth_map: no smoothing method fits the GPU's free memory at nside {nside}"
+                f"{' with a mask' if mask else ''} (see skyconv.smooth.memory.smooth_memory); "
+                "running on the CPU",
+                SkyconvWarning,
+                stacklevel=3,
+            )
+        run = _runner(method, beam, nside, iter, dev)
+        run.device = dev
+        return run
     if method == "ring" and beam.fwhm_pixels(nside) < RING_MIN_PIXELS:
         warnings.warn(
             f"smooth_map: the ring method needs a beam of at least {RING_MIN_PIXELS:g} pixel(s) "
@@ -272,7 +330,12 @@ def _runner(method, beam: Beam, nside, iter, device):
         return lambda f: methods.harmonic(f, beam.window, beam.lmax, iter, device)
     if method == "ring":
         theta, values = beam.profile
-        return lambda f: methods.ring(f, nside, theta, values, device)
+
+        def ring_run(f):
+            return methods.ring(f, nside, theta, values, device)
+
+        ring_run.ring_profiles = [(theta, values)]
+        return ring_run
     ks = cached_split(beam.window, nside, beam.lmax, beam.tol, iter, device)
     return lambda f: apply_split(ks, f, iter)
 

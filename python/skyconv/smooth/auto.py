@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import sht
 from .._utils.device import CPU, resolve
+from .._utils.trace import stage
 from . import _split_store, methods
 from . import cost as _cost
 from ._disc import disc_matrix
@@ -63,8 +64,50 @@ def choose(beam: Beam, nside: int, iter: int, device):
     if key not in _CHOICES:
         if len(_CHOICES) > 32:
             _CHOICES.clear()
-        _CHOICES[key] = _choose(beam, nside, iter, dev)
+        with stage("smooth choice", f"nside {nside} (the whole choice, stages above included)"):
+            _CHOICES[key] = _choose(beam, nside, iter, dev)
     return _CHOICES[key]
+
+
+def choose_fitting(beam: Beam, nside: int, iter: int, device, nmaps=1, n_beams=1, mask=False):
+    """:func:`choose`, kept to the methods that fit the GPU's free memory: ``(method, device,
+    info)``.
+
+    On the CPU, or where the chosen method fits (:func:`skyconv.smooth.memory.fits_gpu`
+    against ``_core._gpu_budget``: 80% of the free memory), the choice as it is. Else the
+    fastest other candidate that meets ``tol`` (the ring method by the same rules as in
+    :func:`choose`) and fits; where none fits (nside 16384 with a mask on an H100: every
+    method needs more than 80 GB) the CPU's own choice, on the CPU. ``nmaps``, ``n_beams``
+    and ``mask`` size the call (:func:`~skyconv.smooth.memory.smooth_memory`).
+    """
+    from .. import _core
+    from .memory import fits_gpu
+
+    dev = resolve(device)
+    method, info = choose(beam, nside, iter, dev)
+    if not dev.is_cuda:
+        return method, dev, info
+    budget = _core._gpu_budget(dev.core)
+
+    def fits(m):
+        return fits_gpu(m, nside, budget, beam.lmax, nmaps, n_beams, mask)
+
+    if fits(method):
+        return method, dev, info
+    times, errors, vs = info["times"], info["errors"], info["vs_exact"]
+    ok = [m for m in times if errors[m] <= beam.tol]
+    if (
+        "ring" in times
+        and vs is not None
+        and vs["ring"] <= GRID_SLACK * vs["harmonic"]
+        and beam.fwhm_pixels(nside) >= GRID_MIN_PIXELS
+    ):
+        ok.append("ring")
+    fitting = [m for m in ok if fits(m)]
+    if fitting:
+        return min(fitting, key=lambda m: times[m]), dev, info
+    method, info = choose(beam, nside, iter, CPU)
+    return method, CPU, info
 
 
 _CHOICES: dict = {}
@@ -160,10 +203,12 @@ def _stored_grid_errors(nside, lmax, window, tol, iter, fwhm):
     """:func:`grid_errors`, kept on disk per problem (``_split_store``): a fresh process's
     first auto choice for a narrow beam then skips the measurement."""
     name = _split_store.grid_key(window, nside, lmax, tol, iter, fwhm)
-    found = _split_store.load_json(name) if _split_store.enabled() else None
+    with stage("smooth grid errors", f"nside {nside} (read from the cache)"):
+        found = _split_store.load_json(name) if _split_store.enabled() else None
     if found is not None and {"ring", "harmonic", "nside"} <= found.keys():
         return found
-    out = grid_errors(nside, lmax, window, tol, iter, fwhm=fwhm)
+    with stage("smooth grid errors", f"nside {nside} (measured)"):
+        out = grid_errors(nside, lmax, window, tol, iter, fwhm=fwhm)
     if _split_store.enabled():
         _split_store.store_json(name, out)
     return out
@@ -172,14 +217,40 @@ def _stored_grid_errors(nside, lmax, window, tol, iter, fwhm):
 def _ring_candidate(beam: Beam, nside, cost, beat):
     """(time, predicted error) of the ring method with the beam's truncated kernel; None where
     it cannot run or cannot beat ``beat`` seconds (then its error is not worth measuring)."""
-    k = beam.window
     try:
-        theta, values = beam.profile
+        theta, _ = beam.profile
     except ValueError:
         return None
     t = cost.ring_time(nside, float(theta[-1]))[0]
     if not t < beat:
         return None
+    err = _stored_ring_error(beam, nside)
+    return None if err is None else (t, err)
+
+
+def _stored_ring_error(beam: Beam, nside: int):
+    """:func:`_ring_error`, kept on disk per problem (``_split_store``): its Legendre
+    transform of the profile and pixel-grid matrix cost ~1 s at nside 2048, most of a fresh
+    process's first auto choice there (issue 18)."""
+    on = _split_store.enabled()
+    name = _split_store.ring_key(beam.window, nside, beam.lmax, beam.tol, beam.fwhm)
+    with stage("smooth ring error", f"nside {nside} (read from the cache)"):
+        found = _split_store.load_json(name) if on else None
+    if found is not None and "error" in found:
+        return found["error"]
+    with stage("smooth ring error", f"nside {nside} (computed)"):
+        err = _ring_error(beam, nside)
+    if on:
+        _split_store.store_json(name, {"error": err})
+    return err
+
+
+def _ring_error(beam: Beam, nside: int):
+    """Predicted fractional RMS error of the ring method with the beam's truncated kernel
+    against the harmonic result (window error plus pixel-grid error); None where the window
+    carries no signal."""
+    k = beam.window
+    theta, values = beam.profile
     prof = TabulatedProfile(theta, values)
     weights = (2 * np.arange(k.size) + 1) / (4 * np.pi)
     signal = float(np.sum(weights * k**2))
@@ -187,8 +258,7 @@ def _ring_candidate(beam: Beam, nside, cost, beat):
         return None
     resid = methods.profile_window(theta, values, k.size - 1) - k
     disc = float(disc_matrix(nside, prof, weights)[0, 0])
-    err = math.sqrt((float(np.sum(weights * resid**2)) + DISC_SAFETY**2 * disc) / signal)
-    return t, err
+    return math.sqrt((float(np.sum(weights * resid**2)) + DISC_SAFETY**2 * disc) / signal)
 
 
-__all__ = ["choose", "choose_method", "grid_errors"]
+__all__ = ["choose", "choose_fitting", "choose_method", "grid_errors"]

@@ -6,7 +6,8 @@ product a_lm·b_l (``methods.harmonic_batch``); the ring method makes one engine
 beams (``methods.ring_beams``): on the GPU the map goes up and through the forward ring FFTs
 once, then each beam's kernel tables, products and inverse FFTs run on the device (each beam
 has its own kernel and support); on the CPU each beam is one pass, the FFT plans cached. When
-``auto`` leaves a batch to the beams' own choices and they differ, each beam runs alone. The
+``auto`` leaves a batch to the beams' own choices and they differ, the ring beams still run as
+one ring batch and the harmonic beams as one harmonic batch (split beams alone). The
 cost model prices the harmonic batch as one full smoothing plus one alm2map per further beam
 (half a smoothing each), so ``auto`` takes the shared harmonic transform unless the beams'
 own choices, summed, are faster.
@@ -55,29 +56,68 @@ def batch_harmonic_time(cost, nside: int, lmax: int, iter: int, n_beams: int) ->
 
 def choose_batch(bs: list[Beam], nside: int, iter: int, device):
     """("harmonic", None) when the shared harmonic batch is predicted fastest, else
-    ("each", [method per beam]) from each beam's own :func:`~skyconv.smooth.auto.choose`.
+    ("each", [method per beam]).
 
     The beams' own choices are only worked out when their ring methods alone could beat the
-    batch (each choice fits a split, ~seconds: not done for a batch the harmonic path wins).
+    batch (each choice fits a split and may measure the pixel grid's error, ~seconds). They are
+    made for the narrowest and the widest beam (by the ring kernel's reach) first: where both
+    take the ring method, or both the harmonic method, every beam between takes it too (the ring
+    method's error falls and its time grows with the width, the harmonic time is the same for
+    all); where the narrowest takes the harmonic method and the widest the ring method, the
+    width at which the choice changes is bisected (~log2 n choices, not n). Other combinations
+    (a split at either end) choose every beam on its own.
     """
     dev = resolve(device)
     cost = _cost.model(dev)
     lmax = bs[0].lmax
     t_batch = batch_harmonic_time(cost, nside, lmax, iter, len(bs))
-    t_ring = 0.0
+    t_ring, reach = 0.0, []
     for b in bs:
         try:
             theta, _ = b.profile
         except ValueError:
             return "harmonic", None
-        t_ring += cost.ring_time(nside, float(theta[-1]))[0]
+        reach.append(float(theta[-1]))
+        t_ring += cost.ring_time(nside, reach[-1])[0]
         if t_ring >= t_batch:
             return "harmonic", None
-    chosen = [choose(b, nside, iter, dev) for b in bs]
-    t_each = sum(info["times"][m] for m, info in chosen)
+    each = _each_choice(bs, reach, nside, iter, dev)
+    ring = [r for r, m in zip(reach, each) if m == "ring"]
+    n_harm = sum(m == "harmonic" for m in each)
+    t_each = sum(cost.ring_time(nside, r)[0] for r in ring)
+    if n_harm:
+        t_each += batch_harmonic_time(cost, nside, lmax, iter, n_harm)
+    for b, m in zip(bs, each):
+        if m not in ("ring", "harmonic"):
+            t_each += choose(b, nside, iter, dev)[1]["times"][m]
     if t_batch <= t_each:
         return "harmonic", None
-    return "each", [m for m, _ in chosen]
+    return "each", each
+
+
+def _each_choice(bs: list[Beam], reach: list[float], nside: int, iter: int, dev) -> list[str]:
+    """Each beam's method (see :func:`choose_batch`): the ends first, bisected between."""
+    order = sorted(range(len(bs)), key=lambda i: reach[i])
+
+    def pick(k: int) -> str:
+        return choose(bs[order[k]], nside, iter, dev)[0]
+
+    lo, hi = pick(0), pick(len(bs) - 1)
+    if lo == hi and lo in ("ring", "harmonic"):
+        return [lo] * len(bs)
+    if (lo, hi) != ("harmonic", "ring"):
+        return [choose(b, nside, iter, dev)[0] for b in bs]
+    a, z = 0, len(bs) - 1  # pick(a) is harmonic, pick(z) ring
+    while z - a > 1:
+        mid = (a + z) // 2
+        if pick(mid) == "ring":
+            z = mid
+        else:
+            a = mid
+    out = [""] * len(bs)
+    for k, i in enumerate(order):
+        out[i] = "ring" if k >= z else "harmonic"
+    return out
 
 
 __all__ = ["batch_harmonic_time", "beams", "choose_batch", "is_batch"]

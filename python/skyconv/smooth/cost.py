@@ -41,6 +41,7 @@ import numpy as np
 from .. import _core, healpix, sht
 from .._utils.args import env_dir, env_flag
 from .._utils.device import CPU, Device, resolve
+from .._utils.trace import stage
 from ..backend import get_num_threads
 from ..exceptions import DeviceError
 from . import methods
@@ -262,13 +263,15 @@ def _device_cost(device: Device) -> DeviceCost:
     if key in _MODELS:
         return _MODELS[key]
     fresh = env_flag("SKYCONV_RECALIBRATE")
-    entry = None if fresh else _load().get(key)
+    with stage("smooth cost model", f"{device} (read from the cache)"):
+        entry = None if fresh else _load().get(key)
     if entry is None:
-        entry = {
-            "harmonic": _measure_harmonic(device),
-            "ring": _measure_ring(device),
-            "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
+        with stage("smooth cost model", f"{device} (measured)"):
+            entry = {
+                "harmonic": _measure_harmonic(device),
+                "ring": _measure_ring(device),
+                "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
         if not fresh:
             _store(key, entry)
     cost = DeviceCost(str(device), entry["harmonic"], entry["ring"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from .._utils.arrays import int_arg
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from ..sht import UNSEEN
@@ -124,6 +125,32 @@ def normalise(smoothed: np.ndarray, b0: float, min_weight: float) -> np.ndarray:
     out = np.full(num.shape, UNSEEN)
     np.divide(num, den, out=out, where=ok)
     return out
+
+
+def ring(mk, mask, nside, profiles, thr, device, ring_of=None) -> np.ndarray:
+    """Masked ring smoothing of one map row ``mk`` with every beam of ``profiles`` in one core
+    call (``_core._smooth_ring_masked``): the weights, m·w, both convolutions and
+    :func:`normalise` (threshold ``thr[b]`` = min_weight·b_0 of beam b) without NumPy passes
+    over the map; on the GPU only the normalised maps come down. The same bits as
+    ``normalise(ring_beams(stack(...)))``. ``mask``: a checked float64 (npix,) array or True;
+    ``ring_of``: RING index of each NEST pixel when the map is NEST (the result is too).
+    Returns (n_beams, npix) float64."""
+    w = None if mask is True else mask
+    if ring_of is not None:
+        mk = _to_ring(mk, ring_of)
+        w = None if w is None else _to_ring(w, ring_of)
+    ts = [np.ascontiguousarray(t, dtype=np.float64) for t, _ in profiles]
+    vs = [np.ascontiguousarray(v, dtype=np.float64) for _, v in profiles]
+    out = _core._smooth_ring_masked(
+        np.ascontiguousarray(mk), int(nside), ts, vs, [float(t) for t in thr], w, device.core
+    )
+    return out if ring_of is None else out[:, ring_of]
+
+
+def _to_ring(a, ring_of):
+    r = np.empty(a.shape, dtype=a.dtype)
+    r[ring_of] = a
+    return r
 
 
 def check_b0(window) -> float:

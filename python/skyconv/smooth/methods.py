@@ -308,6 +308,13 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
     # component is synthesised on its own, so the grouping does not change the result).
     per_beam = 16 * alm.size
     group = max(1, min(n, BATCH_ALM_BYTES // max(per_beam, 1)))
+    if n * k == 1:  # one product, one output: no staging copies (issue 18: the first call
+        # pays a pass over fresh pages for each; on the GPU the output is a page-locked block)
+        # map2alm's fresh output, used once: multiplied in place (the same arithmetic)
+        inplace = alm.dtype == np.complex128 and alm.flags.writeable
+        prod = almxfl(alm[0], np.asarray(windows[0], dtype=np.float64), inplace=inplace)
+        maps = _alm2map(prod, nside, lmax=lmax, mmax=lmax, pol=False, device=dev)
+        return np.asarray(maps).reshape(1, 1, npix)
     out = np.empty((n, k, npix))
     for b0 in range(0, n, group):
         ws = windows[b0 : b0 + group]

@@ -51,6 +51,7 @@ import numpy as np
 from .. import _core
 from .._utils.arrays import int_arg
 from .._utils.device import resolve
+from .._utils.trace import stage
 from ..exceptions import ArgumentError, ShapeError
 from . import _split_store, methods
 from . import cost as _cost
@@ -518,9 +519,11 @@ def cached_split(window, nside, lmax, tol, iter, device) -> KernelSplit:
 def _stored_split(w, nside, lmax, tol, iter, device) -> KernelSplit:
     """The split from the disk store, else fitted now and stored."""
     name = _split_store.key(w, nside, lmax, tol, iter, device) if _split_store.enabled() else None
-    ks = _split_store.load(name, KernelSplit) if name else None
+    with stage("smooth split", f"nside {nside} (read from the cache)"):
+        ks = _split_store.load(name, KernelSplit) if name else None
     if ks is None:
-        ks = _split(w, nside, lmax, tol, np.ones(lmax + 1), iter, device, None, None)
+        with stage("smooth split", f"nside {nside} (fitted)"):
+            ks = _split(w, nside, lmax, tol, np.ones(lmax + 1), iter, device, None, None)
         if name:
             _split_store.store(name, ks)
     return ks

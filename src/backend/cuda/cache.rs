@@ -41,7 +41,7 @@ pub fn base_dir() -> Option<PathBuf> {
         .or_else(|| nonempty("HOME").map(|d| d.join(".cache").join("skyconv")))
 }
 
-fn fnv128(parts: &[&[u8]]) -> u128 {
+pub(crate) fn fnv128(parts: &[&[u8]]) -> u128 {
     const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
     const PRIME: u128 = 0x0000000001000000000000000000013B;
     let mut h = OFFSET;

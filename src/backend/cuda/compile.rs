@@ -1,11 +1,13 @@
 //! Compiling `kernels/` with the process's NVRTC (`toolkit`), through the on-disk cache.
 
 use super::{cache, nvrtc, toolkit};
+use crate::backend::trace;
 use crate::error::Result;
 
-/// NVRTC's (major, minor) version.
+/// NVRTC's (major, minor) version (without opening NVRTC when the loader's choice was
+/// remembered).
 pub fn version() -> Result<(i32, i32)> {
-    Ok(toolkit::nvrtc()?.version)
+    toolkit::nvrtc_version()
 }
 
 /// Compile one translation unit to a CUBIN for `sm_{major}{minor}` (no cache).
@@ -14,14 +16,24 @@ pub fn compile_cubin(name: &str, source: &str, arch: (i32, i32)) -> Result<Vec<u
 }
 
 /// `compile_cubin` through the on-disk cache: (cubin, whether it came from the cache).
+/// NVRTC is opened only on a miss.
 pub fn compile_cached(name: &str, source: &str, arch: (i32, i32)) -> Result<(Vec<u8>, bool)> {
-    let api = toolkit::nvrtc()?;
     let opts = nvrtc::options(arch);
-    let key = cache::key(source, &opts, arch, api.version);
-    if let Some(bin) = cache::load(&key) {
+    let key = cache::key(source, &opts, arch, version()?);
+    let found = trace::timed(
+        "module cache read",
+        || name.to_string(),
+        || cache::load(&key),
+    );
+    if let Some(bin) = found {
         return Ok((bin, true));
     }
-    let bin = api.compile(name, source, &opts)?;
+    let api = toolkit::nvrtc()?;
+    let bin = trace::timed(
+        "nvrtc compile",
+        || name.to_string(),
+        || api.compile(name, source, &opts),
+    )?;
     // A cache that cannot be written only costs the next process a compile.
     let _ = cache::store(&key, &bin);
     Ok((bin, false))

@@ -91,6 +91,7 @@ impl Gpu {
         if let Some(p) = map.get(&(self.ordinal, key)) {
             return Ok(p.clone());
         }
+        let t0 = std::time::Instant::now();
         let api = toolkit::cufft()?;
         self.ctx.bind_to_thread()?;
         let n = [to_i32(key.n, "length")?];
@@ -129,6 +130,11 @@ impl Gpu {
             (api.set_stream)(handle, self.stream.cu_stream() as *mut _)
         })?;
         map.insert((self.ordinal, key), p.clone());
+        crate::backend::trace::record(
+            "cufft plan",
+            &format!("{:?} n={} batch={}", key.kind, key.n, key.batch),
+            t0.elapsed().as_secs_f64(),
+        );
         Ok(p)
     }
 

@@ -111,6 +111,14 @@ extern "C" {
 /// A page-locked block of `bytes` (a multiple of 2 MiB), or None. The GPU context must be
 /// current.
 fn lock_new(bytes: usize) -> Option<usize> {
+    crate::backend::trace::timed(
+        "pinned block",
+        || format!("{} MiB (fault in + cuMemHostRegister)", bytes >> 20),
+        || lock_new_untimed(bytes),
+    )
+}
+
+fn lock_new_untimed(bytes: usize) -> Option<usize> {
     // SAFETY: a fresh private anonymous mapping, owned by the pool until `unlock`.
     let p = unsafe {
         mmap(

@@ -10,6 +10,7 @@ pub mod fft;
 pub mod fft_api;
 pub mod host_pool;
 mod kernels;
+pub mod lib_record;
 pub mod libs;
 pub mod nvrtc;
 pub mod pace;
@@ -31,6 +32,7 @@ pub use cudarc::driver::{
 };
 pub use kernels::MODULES;
 
+use crate::backend::trace;
 use crate::error::{Error, Result};
 
 /// Threads per block of skyconv's element-wise (grid-stride) kernels.
@@ -94,7 +96,8 @@ fn probe() -> Result<()> {
             "no NVIDIA driver was found (libcuda.so.1 cannot be loaded)",
         ));
     }
-    guarded("cuInit", || {
+    let t0 = std::time::Instant::now();
+    let init = guarded("cuInit", || {
         let v = driver_version()?;
         if v < MIN_DRIVER {
             return Err(Error::device(format!(
@@ -110,8 +113,14 @@ fn probe() -> Result<()> {
             return Err(Error::device("the NVIDIA driver reports no CUDA device"));
         }
         Ok(())
-    })?;
-    toolkit::nvrtc()?;
+    });
+    trace::record(
+        "driver init",
+        "dlopen libcuda + cuInit + device count",
+        t0.elapsed().as_secs_f64(),
+    );
+    init?;
+    toolkit::usable()?;
     Ok(())
 }
 
@@ -218,7 +227,11 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
         return Ok(g.clone());
     }
     let gpu = guarded("creating the CUDA context", || {
-        let ctx = CudaContext::new(ordinal as usize)?;
+        let ctx = trace::timed(
+            "context",
+            || format!("cuda:{ordinal} (primary context)"),
+            || CudaContext::new(ordinal as usize),
+        )?;
         // cudarc's cross-stream event tracking is not used: kernels run on `stream`, and
         // copies on `copy` are ordered by explicit events (see `Gpu::copy`).
         // SAFETY: every use of a buffer on `copy` is fenced by such events.
@@ -251,7 +264,15 @@ impl Gpu {
 
     /// A kernel from `kernels/<module>.cu`, compiling the module on first use.
     pub fn function(&self, module: &'static str, name: &str) -> Result<CudaFunction> {
-        let m = {
+        let m = self.module(module)?;
+        m.load_function(name)
+            .map_err(|e| Error::Internal(format!("kernel {module}::{name} not found: {e}")))
+    }
+
+    /// Kernel module `module`, loaded into this context on first use (from the CUBIN cache, or
+    /// compiled by NVRTC on a miss).
+    pub fn module(&self, module: &'static str) -> Result<Arc<CudaModule>> {
+        Ok({
             let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
             match mods.get(module) {
                 Some(m) => m.clone(),
@@ -259,7 +280,12 @@ impl Gpu {
                     let src = kernels::translation_unit(module)
                         .ok_or_else(|| Error::Internal(format!("no kernel module {module}")))?;
                     let (cubin, cached) = compile::compile_cached(module, &src, self.arch)?;
-                    let loaded = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
+                    let kib = cubin.len() >> 10;
+                    let loaded = trace::timed(
+                        "module load",
+                        || format!("{module} ({kib} KiB CUBIN)"),
+                        || self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)),
+                    );
                     let m = match loaded {
                         Ok(m) => m,
                         // A cached CUBIN the driver refuses: compile afresh (and re-cache).
@@ -277,9 +303,7 @@ impl Gpu {
                     m
                 }
             }
-        };
-        m.load_function(name)
-            .map_err(|e| Error::Internal(format!("kernel {module}::{name} not found: {e}")))
+        })
     }
 
     /// Allocate `len` elements on the device, uninitialised.
@@ -450,6 +474,39 @@ pub fn info() -> Info {
     }
     info.context_created = !created.is_empty();
     info
+}
+
+/// Do a GPU call's one-time set-up now (`skyconv.warmup`): create GPU `ordinal`'s context, load
+/// `modules` (every kernel module when None) from the CUBIN cache or NVRTC, and open cuFFT
+/// when `fft`. Returns the names of the modules loaded.
+pub fn warmup(ordinal: u32, modules: Option<Vec<String>>, fft: bool) -> Result<Vec<String>> {
+    let gpu = gpu_on(ordinal)?;
+    let names: Vec<&'static str> = match modules {
+        None => MODULES.iter().map(|(n, _)| *n).collect(),
+        Some(list) => list
+            .iter()
+            .map(|want| {
+                MODULES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .find(|n| n == want)
+                    .ok_or_else(|| {
+                        Error::value(format!(
+                            "modules: no kernel module {want:?}; the modules are {:?}",
+                            MODULES.iter().map(|(n, _)| *n).collect::<Vec<_>>()
+                        ))
+                    })
+            })
+            .collect::<Result<_>>()?,
+    };
+    for n in &names {
+        crate::backend::cancel::check()?;
+        gpu.module(n)?;
+    }
+    if fft {
+        toolkit::cufft()?;
+    }
+    Ok(names.iter().map(|n| n.to_string()).collect())
 }
 
 /// Compile kernel module `name` for `arch` through the on-disk cache (for the tests and the

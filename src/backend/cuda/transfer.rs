@@ -95,8 +95,13 @@ impl Staging {
             Ok(Pinned { ptr })
         };
         let flags = Some(dsys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        let bufs = crate::backend::trace::timed(
+            "staging alloc",
+            || format!("2 x {} MiB page-locked", STAGE_BYTES >> 20),
+            || -> Result<[Pinned; 2]> { Ok([alloc()?, alloc()?]) },
+        )?;
         Ok(Staging {
-            bufs: [alloc()?, alloc()?],
+            bufs,
             done: [gpu.ctx.new_event(flags)?, gpu.ctx.new_event(flags)?],
         })
     }

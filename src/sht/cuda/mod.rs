@@ -26,6 +26,7 @@ pub mod halves;
 mod io;
 mod launch;
 pub mod multi;
+pub mod peer;
 mod setup;
 mod stages;
 
@@ -64,6 +65,18 @@ fn check_sizes(plan: &Plan) -> Result<()> {
     // Pixel and alm offsets are 64-bit everywhere; the limit is the ring FFTs: Bluestein's
     // chirp index t² (t < 4·nphi) in kernels/ringfft.cu must stay below 2^63, and ring lengths
     // are 32-bit there.
+    if plan.nside > MAX_NSIDE {
+        return Err(Error::value(format!(
+            "the CUDA SHT supports nside <= 2**27 = {MAX_NSIDE}, got {}",
+            plan.nside
+        )));
+    }
+    Ok(())
+}
+
+/// The limits of the multi-GPU SHT (`peer`): those of `check_sizes` but the m count, which is
+/// checked per GPU there.
+fn check_sizes_multi(plan: &Plan) -> Result<()> {
     if plan.nside > MAX_NSIDE {
         return Err(Error::value(format!(
             "the CUDA SHT supports nside <= 2**27 = {MAX_NSIDE}, got {}",

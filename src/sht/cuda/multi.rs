@@ -1,15 +1,16 @@
-//! One SHT split over several GPUs of one host (no Dask): the driver `crate::sht::split` with
-//! one GPU per worker (`cuda::on`, one host thread each) running the GPU halves
-//! (`cuda::halves`). The all-to-all of Δ is staged through host memory in this version
-//! (`TRANSPORT`); peer copies between the GPUs are not used, and NVLink multicast is never
-//! enabled. A device listed twice (`[0, 0]`) runs its blocks one after the other on that GPU.
+//! One SHT split over several GPUs of one host (no Dask). Distinct GPUs run the device-resident
+//! pipeline of `cuda::peer` (Δ moves GPU→GPU: peer copies, or copies the driver stages
+//! through host memory where peer access is unavailable). A list with a GPU twice (`[0, 0]`)
+//! runs the driver `crate::sht::split` with the GPU halves (`cuda::halves`, one host thread per
+//! worker) and the all-to-all staged through host memory (`TRANSPORT`): its blocks run one
+//! after the other on that GPU. NVLink multicast is never enabled.
 
 use std::sync::atomic::Ordering;
 
 use realfft::num_complex::Complex64 as C64;
 
-use super::halves;
 use super::setup::PEAK;
+use super::{halves, peer};
 use crate::backend::cuda;
 use crate::error::{Error, Result};
 use crate::sht::split::{self, Halves};
@@ -17,8 +18,15 @@ use crate::sht::Plan;
 
 pub use crate::sht::split::Stats;
 
-/// How the all-to-all moves Δ between the GPUs (the only transport of this version).
+/// How the all-to-all of the split driver moves Δ (a GPU listed twice).
 pub const TRANSPORT: &str = "host-staged";
+
+/// Whether `devices` lists a GPU twice (then the split driver runs, not `cuda::peer`).
+fn repeated(devices: &[u32]) -> bool {
+    let mut d = devices.to_vec();
+    d.sort_unstable();
+    d.windows(2).any(|w| w[0] == w[1])
+}
 
 /// The GPU halves, worker i on GPU devices[i].
 struct Gpus<'a>(&'a [u32]);
@@ -98,7 +106,13 @@ pub fn alm2map(
     st: &mut Stats,
 ) -> Result<()> {
     check_devices(devices)?;
-    split::alm2map(&Gpus(devices), plan, pol, alms, maps, st)
+    if repeated(devices) {
+        st.transport = TRANSPORT;
+        return split::alm2map(&Gpus(devices), plan, pol, alms, maps, st);
+    }
+    let (gpus, transport) = peer::open(devices)?;
+    st.transport = transport;
+    peer::alm2map(plan, pol, &gpus, alms, maps, st)
 }
 
 /// Analysis with `iter` Jacobi iterations split over `devices` (maps: float64, UNSEEN zeroed).
@@ -112,7 +126,21 @@ pub fn map2alm(
     st: &mut Stats,
 ) -> Result<()> {
     check_devices(devices)?;
-    split::map2alm(&Gpus(devices), plan, pol, maps, iter, alms, st)
+    if repeated(devices) {
+        st.transport = TRANSPORT;
+        return split::map2alm(&Gpus(devices), plan, pol, maps, iter, alms, st);
+    }
+    let (gpus, transport) = peer::open(devices)?;
+    st.transport = transport;
+    split::jacobi(
+        plan,
+        maps,
+        iter,
+        alms,
+        st,
+        &|a, m, st| peer::alm2map(plan, pol, &gpus, a, m, st),
+        &|m, a, st| peer::analysis(plan, pol, &gpus, m, a, st),
+    )
 }
 
 /// Run a multi-GPU transform and fill the stats it reports (transport, blocks, peaks).
@@ -127,7 +155,6 @@ pub fn with_stats(
         }
     }
     let mut st = Stats {
-        transport: TRANSPORT,
         devices: devices.to_vec(),
         m_blocks: split::m_blocks(plan.lay.lmax, plan.lay.mmax, devices.len()),
         ring_blocks: split::ring_blocks(plan, devices.len()),

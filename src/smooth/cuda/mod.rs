@@ -15,6 +15,7 @@
 //! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
 //!   emulator test through `_core._ring_cuda_tables`).
 
+pub mod masked;
 pub mod tables;
 
 use crate::backend::cuda::fft::{FftKey, FftKind};
@@ -208,6 +209,7 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
     let per_map = 32 * plan0.npix;
     let spare = (budget - fixed1) * 3 / 4;
     let group = (1 + spare / per_map.max(1)).min(maps.len());
+    let tables = tables_of(plans)?;
     let mut done = 0;
     while done < maps.len() {
         let end = (done + group).min(maps.len());
@@ -220,7 +222,7 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
             first: done,
             nmaps: maps.len(),
         };
-        run_group(&gpu, plans, &g, outs)?;
+        run_group(&gpu, plans, &tables, &g, outs)?;
         done = end;
     }
     Ok(())
@@ -238,7 +240,13 @@ struct Group<'a> {
 
 /// One group of maps: up and forward FFTs once; per plan its tables, the chunks (samples once,
 /// products per map), the inverse FFTs and the downloads.
-fn run_group(gpu: &Gpu, plans: &[&RingPlan], g: &Group, outs: &mut [&mut [f64]]) -> Result<()> {
+fn run_group(
+    gpu: &Gpu,
+    plans: &[&RingPlan],
+    tables: &[Tables],
+    g: &Group,
+    outs: &mut [&mut [f64]],
+) -> Result<()> {
     let plan0 = plans[0];
     let mut tl = Timeline::start(gpu)?;
     let mut d_map = gpu.upload(g.maps[0])?;
@@ -256,10 +264,9 @@ fn run_group(gpu: &Gpu, plans: &[&RingPlan], g: &Group, outs: &mut [&mut [f64]])
         spec_in.push(unsafe { gpu.alloc::<f64>(2 * plan0.npix) }?);
         spec_out.push(unsafe { gpu.alloc::<f64>(2 * plan0.npix) }?);
     }
-    for (b, plan) in plans.iter().enumerate() {
-        let tabs = Tables::new(plan)?;
+    for (b, (plan, tabs)) in plans.iter().zip(tables).enumerate() {
         let chunks = tabs.chunks(CHUNK_TAPS.min(g.room), g.room)?;
-        let dev = upload(gpu, &tabs)?;
+        let dev = upload(gpu, tabs)?;
         let max_taps = chunks
             .iter()
             .map(|c| c.taps.1 - c.taps.0)
@@ -308,6 +315,18 @@ fn run_group(gpu: &Gpu, plans: &[&RingPlan], g: &Group, outs: &mut [&mut [f64]])
     }
     tl.finish()?;
     gpu.sync()
+}
+
+/// The tables of every plan, built on the host's cores at once (a batch of beams: the GPU
+/// then runs the beams back to back instead of waiting for each beam's tables).
+fn tables_of(plans: &[&RingPlan]) -> Result<Vec<Tables>> {
+    use rayon::prelude::*;
+    crate::backend::threads::install(|| {
+        plans
+            .par_iter()
+            .map(|p| Tables::new(p))
+            .collect::<Result<Vec<_>>>()
+    })?
 }
 
 fn phase(gpu: &Gpu, d: &Dev, tiles: usize, spec: &mut CudaSlice<f64>) -> Result<()> {

@@ -1,0 +1,1101 @@
+//! One SHT split over several distinct GPUs of one host with Δ kept on the devices (S2HAT's
+//! scheme): GPU i holds the alm of its m block (`split::m_blocks`), GPU j owns a block of ring
+//! pairs (`pair_blocks`, balanced by pixels: a northern ring stays with its southern mirror).
+//! The pairs of every block are cut into the same number of chunks ("rounds"). Per round k:
+//!
+//! - alm2map: every GPU computes Δ of its m on the k-th chunk of every pair block (`leg_synth`
+//!   with its m list), the all-to-all moves each piece GPU→GPU (`cuMemcpyPeerAsync`), every GPU
+//!   assembles the full m range of its own chunk, runs fold, ring FFTs and scatter and brings
+//!   the chunk's pixels down (through pinned staging buffers) into the host map;
+//! - map2alm (one pass): every GPU uploads the pixels of its k-th chunk, runs gather, the ring
+//!   FFTs and unfold, splits the weighted Δ by m block and the all-to-all moves each piece to the
+//!   GPU of those m, which adds it into its alm (`leg_anal`).
+//!
+//! The rounds are pipelined: GPU i computes round k + 1 while the Δ of round k crosses to the
+//! other GPUs (two send and two receive slots per peer) and the pixels of round k − 1 move to or
+//! from the host. One host thread per GPU queues its work; a barrier per round orders the
+//! events the threads share; cancel is checked between rounds. Peer access (and access to the
+//! peers' stream-ordered memory pools) is enabled where the driver allows it
+//! (`TRANSPORT_PEER`); otherwise the same copies are staged through host memory by the driver
+//! (`TRANSPORT_STAGED`). NVLink multicast is never used.
+//!
+//! Memory per GPU i (bytes), nc components (3 for pol), N GPUs, P pairs per chunk, w = mmax + 1,
+//! nm_i the m of GPU i: nc·16·Σ_{m of i}(lmax + 1 − m) (its alm) + nc·P·(64·(N·nm_i + w) +
+//! 32·w + 32·(2·nside + 1) + 320·nside) (send/receive slots, the assembled Δ, spectra, ring rows,
+//! two pixel slots, cuFFT work). P is the largest chunk that fits `Gpu::budget` (at most
+//! `WORK_BYTES` of chunk buffers, at least `MIN_ROUNDS` rounds); a GPU that cannot hold its
+//! alm plus one pair is refused with `Error::GpuMemory` naming the bytes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+use cudarc::driver::sys as dsys;
+use realfft::num_complex::Complex64 as C64;
+
+use super::io::pixel_ranges;
+use super::launch::{self, LegTabs, RingTabs};
+use super::setup::{geo, note_used, Group, Work};
+use super::stages::{comps_mut, ring_ffts};
+use crate::backend::cancel::Token;
+use crate::backend::cuda::{self, CudaEvent, CudaSlice, CudaStream, Gpu};
+use crate::error::{human, Error, Result};
+use crate::sht::split::{self, Stats};
+use crate::sht::Plan;
+
+/// The all-to-all ran as direct peer copies (peer access enabled between every pair of GPUs).
+pub const TRANSPORT_PEER: &str = "peer";
+/// The driver staged the GPU→GPU copies through host memory (no peer access between some pair).
+pub const TRANSPORT_STAGED: &str = "driver-staged";
+/// One GPU: the pieces are copied inside its memory.
+pub const TRANSPORT_LOCAL: &str = "local";
+/// Most bytes of chunk buffers per GPU.
+const WORK_BYTES: usize = 16 << 30;
+/// At least this many rounds (when the blocks have that many pairs), for the pipeline.
+const MIN_ROUNDS: usize = 8;
+
+/// Contiguous blocks [p0, p1) of the ring pairs, one per worker, with about equal pixel counts
+/// (a pair holds its northern ring and its southern mirror; the equator pair one ring): the
+/// rule of `split::cut`.
+pub fn pair_blocks(plan: &Plan, n: usize) -> Vec<(usize, usize)> {
+    let last = plan.rings.len() - 1;
+    let cost: Vec<f64> = (0..plan.pairs.len())
+        .map(|p| (plan.rings[p].nphi * if last - p == p { 1 } else { 2 }) as f64)
+        .collect();
+    split::cut(&cost, n)
+}
+
+/// Chunk k of `rounds` of the pair block (p0, p1): (first pair, pairs), possibly empty.
+fn chunk(b: (usize, usize), k: usize, rounds: usize) -> (usize, usize) {
+    let len = b.1 - b.0;
+    let (a, z) = (len * k / rounds, len * (k + 1) / rounds);
+    (b.0 + a, z - a)
+}
+
+/// Bytes per GPU: (its alm block, per pair of a chunk), as in the module docs.
+fn bytes_per_gpu(plan: &Plan, nc: usize, n: usize, m: (usize, usize)) -> (usize, usize) {
+    let (lmax, w, ns) = (plan.lay.lmax, plan.lay.mmax + 1, plan.nside);
+    let nm = m.1 - m.0;
+    let alm: usize = (m.0..m.1).map(|m| lmax + 1 - m).sum::<usize>() * 16 * nc;
+    let per_pair = nc * (64 * (n * nm + w) + 32 * w + 32 * (2 * ns + 1) + 320 * ns);
+    (alm, per_pair)
+}
+
+/// Whether every GPU of `devices` can reach every other one directly; enables that access
+/// (contexts and their stream-ordered memory pools) where possible.
+fn enable_peers(gpus: &[Arc<Gpu>]) -> Result<bool> {
+    let mut all = true;
+    for a in gpus {
+        for b in gpus {
+            if a.ordinal == b.ordinal {
+                continue;
+            }
+            let mut can = 0i32;
+            // SAFETY: plain queries and settings of the driver on live contexts.
+            unsafe {
+                dsys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device())
+                    .result()?;
+                if can == 0 {
+                    all = false;
+                    continue;
+                }
+                a.ctx.bind_to_thread()?;
+                let r = dsys::cuCtxEnablePeerAccess(b.ctx.cu_ctx(), 0);
+                if r != dsys::cudaError_enum::CUDA_SUCCESS
+                    && r != dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+                {
+                    all = false;
+                    continue;
+                }
+                // b's pool memory readable and writable from a (copies run on either side)
+                let mut pool: dsys::CUmemoryPool = std::ptr::null_mut();
+                dsys::cuDeviceGetMemPool(&mut pool, b.ctx.cu_device()).result()?;
+                let desc = dsys::CUmemAccessDesc {
+                    location: dsys::CUmemLocation {
+                        type_: dsys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                        id: a.ctx.cu_device(),
+                    },
+                    flags: dsys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                };
+                if dsys::cuMemPoolSetAccess(pool, &desc, 1) != dsys::cudaError_enum::CUDA_SUCCESS {
+                    all = false;
+                }
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// Which way a pass runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Dir {
+    Synth,
+    Anal,
+}
+
+/// The host arrays of a pass, written by several threads at disjoint ranges.
+struct Host {
+    ptr: Vec<*mut f64>,
+    len: Vec<usize>,
+}
+// SAFETY: each thread touches only its own disjoint ranges (pixels of its pairs, or the alm of
+// its m), and the arrays outlive the scoped threads.
+unsafe impl Sync for Host {}
+unsafe impl Send for Host {}
+
+impl Host {
+    /// # Safety
+    /// No other live reference overlaps [a, b) of component c.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, c: usize, a: usize, b: usize) -> &mut [f64] {
+        assert!(a <= b && b <= self.len[c], "host range out of bounds");
+        // SAFETY: in bounds; disjointness by the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr[c].add(a), b - a) }
+    }
+}
+
+/// Events and buffer addresses one GPU shares with the others (index [slot]).
+struct Shared {
+    /// Its send slots are filled (compute stream).
+    prod: [CudaEvent; 2],
+    /// All copies into its receive slots of the round are done (its exchange stream).
+    copied: [CudaEvent; 2],
+    /// Device address of its send slot [slot][peer].
+    send: Mutex<[Vec<u64>; 2]>,
+}
+
+/// Everything a pass's threads read.
+struct Pass<'a> {
+    dir: Dir,
+    plan: &'a Plan,
+    grp: &'a Group,
+    gpus: &'a [Arc<Gpu>],
+    mb: Vec<(usize, usize)>,
+    pb: Vec<(usize, usize)>,
+    rounds: usize,
+    np_max: usize,
+    shared: Vec<Shared>,
+    barrier: Barrier,
+    failed: AtomicBool,
+    error: Mutex<Option<Error>>,
+    stop: Token,
+    /// alm2map: input alm (complex as f64 pairs), map2alm: output alm.
+    alm: Host,
+    /// alm2map: output maps, map2alm: input maps.
+    map: Host,
+    /// (legendre, exchange, ring) seconds per GPU, device time.
+    times: Mutex<Vec<[f64; 3]>>,
+}
+
+impl Pass<'_> {
+    fn nc(&self) -> usize {
+        self.grp.comps.len()
+    }
+    /// f64 values of the piece from GPU `src` to GPU `dst` in round k.
+    fn piece(&self, src: usize, dst: usize, k: usize) -> usize {
+        let (owner, mowner) = match self.dir {
+            Dir::Synth => (dst, src),
+            Dir::Anal => (src, dst),
+        };
+        let np = chunk(self.pb[owner], k, self.rounds).1;
+        self.nc() * 2 * np * (self.mb[mowner].1 - self.mb[mowner].0) * 2
+    }
+    fn piece_max(&self, src: usize, dst: usize) -> usize {
+        (0..self.rounds)
+            .map(|k| self.piece(src, dst, k))
+            .max()
+            .unwrap_or(0)
+    }
+    fn fail(&self, e: Error) {
+        self.failed.store(true, Ordering::SeqCst);
+        let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() || matches!(slot.as_ref(), Some(Error::Cancelled)) {
+            *slot = Some(e);
+        }
+    }
+    fn ok(&self) -> bool {
+        !self.failed.load(Ordering::SeqCst)
+    }
+}
+
+fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
+    Ok(gpu
+        .ctx
+        .new_event(Some(dsys::CUevent_flags::CU_EVENT_DEFAULT))?)
+}
+
+/// Tables on one GPU (read by its launches).
+struct Tabs {
+    g: super::setup::Geo,
+    mlist: CudaSlice<i64>,
+    moff: CudaSlice<i64>,
+    first: CudaSlice<i64>,
+}
+
+/// Buffers on one GPU (written by its launches and copies).
+struct Bufs {
+    /// [slot][peer]: Δ pieces for / from each GPU.
+    send: [Vec<CudaSlice<f64>>; 2],
+    recv: [Vec<CudaSlice<f64>>; 2],
+    /// [slot][component]: the pixels of a chunk (northern rings, then southern).
+    pix: [Vec<CudaSlice<f64>>; 2],
+    /// Its alm block, per component of the group.
+    alm: Vec<CudaSlice<f64>>,
+    work: Work,
+}
+
+/// One GPU of a pass: its streams, events, tables and buffers.
+struct Local {
+    gpu: Arc<Gpu>,
+    /// The all-to-all copies into this GPU.
+    xchg: Arc<CudaStream>,
+    /// Host transfers of pixels.
+    io: Arc<CudaStream>,
+    /// Receive slot free again; pixel slot filled (alm2map) or read (map2alm); pixels uploaded.
+    freed: [CudaEvent; 2],
+    pix_ev: [CudaEvent; 2],
+    up_ev: CudaEvent,
+    t: Tabs,
+    b: Bufs,
+    /// (stage: 0 Legendre, 1 all-to-all, 2 rings; start, end).
+    spans: Vec<(usize, CudaEvent, CudaEvent)>,
+}
+
+fn timed(l: &mut Local, what: usize, stream: &CudaStream, start: CudaEvent) -> Result<()> {
+    let e = timing_event(&l.gpu)?;
+    e.record(stream)?;
+    l.spans.push((what, start, e));
+    Ok(())
+}
+
+fn mark(gpu: &Gpu, stream: &CudaStream) -> Result<CudaEvent> {
+    let e = timing_event(gpu)?;
+    e.record(stream)?;
+    Ok(e)
+}
+
+/// Per-ring offset of each ring inside its chunk's pixel slot (northern rings of the chunk,
+/// then its southern rings) for the chunks of block `b`.
+fn local_first(plan: &Plan, b: (usize, usize), rounds: usize) -> Vec<i64> {
+    let mut first = vec![0i64; plan.rings.len()];
+    let last = plan.rings.len() - 1;
+    for k in 0..rounds {
+        let (p0, np) = chunk(b, k, rounds);
+        if np == 0 {
+            continue;
+        }
+        let [(a, z), (c, _)] = pixel_ranges(plan, p0, np);
+        for q in p0..p0 + np {
+            first[q] = (plan.rings[q].first as usize - a) as i64;
+            let s = last - q;
+            if s != q {
+                first[s] = ((z - a) + plan.rings[s].first as usize - c) as i64;
+            }
+        }
+    }
+    first
+}
+
+fn setup(p: &Pass, j: usize) -> Result<Local> {
+    let gpu = p.gpus[j].clone();
+    let (plan, nc, n) = (p.plan, p.nc(), p.gpus.len());
+    let (m0, m1) = p.mb[j];
+    let w = plan.lay.mmax + 1;
+    let ns = plan.nside;
+    let a0 = plan.lay.mstart(m0);
+    let nalm = if m1 > m0 {
+        plan.lay.mstart(m1 - 1) + plan.lay.lmax + 2 - m1 - a0
+    } else {
+        0
+    };
+    let alm: Vec<CudaSlice<f64>> = match p.dir {
+        Dir::Synth => p
+            .grp
+            .comps
+            .iter()
+            .map(|&c| {
+                if nalm == 0 {
+                    return gpu.alloc_zeros::<f64>(1);
+                }
+                // SAFETY: the input alm are only read, by every thread.
+                gpu.upload(unsafe { p.alm.range(c, 2 * a0, 2 * (a0 + nalm)) })
+            })
+            .collect::<Result<_>>()?,
+        Dir::Anal => (0..nc)
+            .map(|_| gpu.alloc_zeros::<f64>(2 * nalm))
+            .collect::<Result<_>>()?,
+    };
+    let ms: Vec<usize> = (m0..m1).collect();
+    let ms = if ms.is_empty() { vec![0] } else { ms };
+    let mlist: Vec<i64> = ms.iter().map(|&m| m as i64).collect();
+    let moff: Vec<i64> = ms
+        .iter()
+        .map(|&m| plan.lay.mstart(m) as i64 - a0 as i64)
+        .collect();
+    let slot_bufs = |out: bool| -> Result<Vec<CudaSlice<f64>>> {
+        (0..n)
+            .map(|q| {
+                let len = if out {
+                    p.piece_max(j, q)
+                } else {
+                    p.piece_max(q, j)
+                };
+                // SAFETY: every piece is written (kernel or copy) before it is read.
+                unsafe { gpu.alloc::<f64>(len) }
+            })
+            .collect()
+    };
+    let np = p.np_max;
+    let px_max = (0..p.rounds)
+        .map(|k| {
+            let (p0, cnt) = chunk(p.pb[j], k, p.rounds);
+            if cnt == 0 {
+                return 0;
+            }
+            pixel_ranges(plan, p0, cnt)
+                .iter()
+                .map(|r| r.1 - r.0)
+                .sum::<usize>()
+        })
+        .max()
+        .unwrap_or(0);
+    let pix_bufs = || -> Result<Vec<CudaSlice<f64>>> {
+        (0..nc)
+            // SAFETY: scatter writes (or the upload fills) every pixel of a chunk before use.
+            .map(|_| unsafe { gpu.alloc::<f64>(px_max) })
+            .collect()
+    };
+    let b = Bufs {
+        send: [slot_bufs(true)?, slot_bufs(true)?],
+        recv: [slot_bufs(false)?, slot_bufs(false)?],
+        pix: [pix_bufs()?, pix_bufs()?],
+        alm,
+        work: Work {
+            np_max: np,
+            phase: gpu.alloc_zeros::<f64>(nc * 2 * np * w * 2)?,
+            spec: gpu.alloc_zeros::<f64>(nc * 2 * np * (2 * ns + 1) * 2)?,
+            rows: gpu.alloc_zeros::<f64>(nc * 2 * np * 4 * ns)?,
+            dummy1: gpu.alloc_zeros::<f64>(1)?,
+            dummy2: gpu.alloc_zeros::<f64>(1)?,
+            polar: HashMap::new(),
+        },
+    };
+    let t = Tabs {
+        g: geo(&gpu, plan)?,
+        mlist: gpu.upload_small(&mlist)?,
+        moff: gpu.upload_small(&moff)?,
+        first: gpu.upload_small(&local_first(plan, p.pb[j], p.rounds))?,
+    };
+    let local = Local {
+        xchg: gpu.ctx.new_stream()?,
+        io: gpu.ctx.new_stream()?,
+        freed: [gpu.event()?, gpu.event()?],
+        pix_ev: [gpu.event()?, gpu.event()?],
+        up_ev: gpu.event()?,
+        t,
+        b,
+        spans: Vec::new(),
+        gpu,
+    };
+    // the other streams start after the allocations and uploads queued on the compute stream
+    local.gpu.sync()?;
+    note_used(&local.gpu);
+    let ptrs = [0, 1].map(|s| local.b.send[s].iter().map(|b| local.gpu.dptr(b)).collect());
+    *p.shared[j].send.lock().unwrap_or_else(|e| e.into_inner()) = ptrs;
+    Ok(local)
+}
+
+fn leg_tabs<'a>(p: &Pass, t: &'a Tabs, j: usize) -> LegTabs<'a> {
+    LegTabs {
+        lmax: p.plan.lay.lmax,
+        norms: &t.g.norms,
+        lnfact: &t.g.lnfact,
+        mlist: &t.mlist,
+        moff: &t.moff,
+        ncol: p.mb[j].1 - p.mb[j].0,
+        pair_x: &t.g.pair_x,
+        pair_s: &t.g.pair_s,
+    }
+}
+
+fn ring_tabs<'a>(p: &Pass, t: &'a Tabs) -> RingTabs<'a> {
+    RingTabs {
+        nside: p.plan.nside,
+        nphi: &t.g.nphi,
+        shift: &t.g.shift,
+        first: &t.first,
+        w: &t.g.w,
+        direct: false,
+    }
+}
+
+/// Copy `height` rows of `width` bytes between two pitched arrays of one GPU, on its compute
+/// stream.
+#[allow(clippy::too_many_arguments)]
+fn copy_2d(
+    gpu: &Gpu,
+    (src, src_x, src_pitch): (u64, usize, usize),
+    (dst, dst_x, dst_pitch): (u64, usize, usize),
+    width: usize,
+    height: usize,
+) -> Result<()> {
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    let copy = dsys::CUDA_MEMCPY2D {
+        srcXInBytes: src_x,
+        srcY: 0,
+        srcMemoryType: dsys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: dst_x,
+        dstY: 0,
+        dstMemoryType: dsys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: width,
+        Height: height,
+    };
+    gpu.ctx.bind_to_thread()?;
+    // SAFETY: both arrays hold `height` rows of their pitch (the callers size them so).
+    unsafe { dsys::cuMemcpy2DAsync_v2(&copy, gpu.stream.cu_stream()) }.result()?;
+    Ok(())
+}
+
+/// Round k's first step on GPU j, into its send slots: the Legendre sums of its m on the
+/// k-th chunk of every pair block (alm2map), or its own chunk's pixels -> weighted Δ split by
+/// m block (map2alm).
+fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
+    let s = k % 2;
+    let gpu = l.gpu.clone();
+    for sh in &p.shared {
+        gpu.stream.wait(&sh.copied[s])?; // round k − 2 has left this send slot
+    }
+    let (plan, grp, n, nc) = (p.plan, p.grp, p.gpus.len(), p.nc());
+    let w = plan.lay.mmax + 1;
+    match p.dir {
+        Dir::Synth => {
+            let t0 = mark(&gpu, &gpu.stream)?;
+            let lt = leg_tabs(p, &l.t, j);
+            let alm = &l.b.alm;
+            let a = |i: usize| &alm[i.min(nc - 1)];
+            for q in 0..n {
+                let (p0, np) = chunk(p.pb[q], k, p.rounds);
+                if np == 0 || lt.ncol == 0 {
+                    continue;
+                }
+                let out = &mut l.b.send[s][q];
+                launch::leg_synth(&gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, out)?;
+            }
+            timed(l, 0, &gpu.stream, t0)?;
+        }
+        Dir::Anal => {
+            let (p0, np) = chunk(p.pb[j], k, p.rounds);
+            if np > 0 {
+                let [(a, z), (c, d)] = pixel_ranges(plan, p0, np);
+                l.io.wait(&l.pix_ev[s])?; // round k − 2's gather has read this slot
+                for (ci, &comp) in grp.comps.iter().enumerate() {
+                    // SAFETY: the input maps are only read, by every thread.
+                    let north = unsafe { p.map.range(comp, a, z) };
+                    gpu.upload_at_on(&l.io, north, &mut l.b.pix[s][ci], 0)?;
+                    if c < d {
+                        // SAFETY: as above.
+                        let south = unsafe { p.map.range(comp, c, d) };
+                        gpu.upload_at_on(&l.io, south, &mut l.b.pix[s][ci], z - a)?;
+                    }
+                }
+                l.up_ev.record(&l.io)?;
+                gpu.stream.wait(&l.up_ev)?;
+                let t0 = mark(&gpu, &gpu.stream)?;
+                let rt = ring_tabs(p, &l.t);
+                let wk = &mut l.b.work;
+                let ins = comps_mut(&mut l.b.pix[s], &(0..nc).collect::<Vec<_>>());
+                launch::gather(
+                    &gpu,
+                    ins,
+                    (&mut wk.dummy1, &mut wk.dummy2),
+                    &mut wk.rows,
+                    &rt,
+                    p0,
+                    np,
+                )?;
+                l.pix_ev[s].record(&gpu.stream)?;
+                ring_ffts(&gpu, plan, wk, p0, np, nc, true)?;
+                launch::unfold(
+                    &gpu,
+                    &wk.spec,
+                    &mut wk.phase,
+                    plan.lay.mmax,
+                    &rt,
+                    p0,
+                    np,
+                    nc,
+                )?;
+                let src = gpu.dptr(&wk.phase);
+                for q in 0..n {
+                    let (m0, m1) = p.mb[q];
+                    let dst = gpu.dptr(&l.b.send[s][q]);
+                    let wid = (m1 - m0) * 16;
+                    copy_2d(
+                        &gpu,
+                        (src, m0 * 16, w * 16),
+                        (dst, 0, wid),
+                        wid,
+                        nc * 2 * np,
+                    )?;
+                }
+                timed(l, 2, &gpu.stream, t0)?;
+            }
+        }
+    }
+    p.shared[j].prod[s].record(&gpu.stream)?;
+    Ok(())
+}
+
+/// Round k's all-to-all into GPU d: the piece of every GPU for d, peer copies on d's stream.
+fn exchange(p: &Pass, l: &mut Local, d: usize, k: usize) -> Result<()> {
+    let s = k % 2;
+    let gpu = l.gpu.clone();
+    l.xchg.wait(&l.freed[s])?; // round k − 2 has left this receive slot
+    for (i, sh) in p.shared.iter().enumerate() {
+        if p.piece(i, d, k) > 0 {
+            l.xchg.wait(&sh.prod[s])?;
+        }
+    }
+    let t0 = mark(&gpu, &l.xchg)?; // the copies alone, not the wait for the pieces
+    for (i, src_gpu) in p.gpus.iter().enumerate() {
+        let len = p.piece(i, d, k);
+        if len == 0 {
+            continue;
+        }
+        let src = p.shared[i].send.lock().unwrap_or_else(|e| e.into_inner())[s][d];
+        let dst = gpu.dptr(&l.b.recv[s][i]);
+        gpu.ctx.bind_to_thread()?;
+        // SAFETY: both pieces hold `len` f64 and stay allocated until every stream is
+        // synchronised at the end of the pass.
+        unsafe {
+            cudarc::driver::result::memcpy_peer_async(
+                gpu.ctx.cu_ctx(),
+                dst,
+                src_gpu.ctx.cu_ctx(),
+                src,
+                len * 8,
+                l.xchg.cu_stream(),
+            )
+        }?;
+    }
+    let xchg = l.xchg.clone();
+    timed(l, 1, &xchg, t0)?;
+    p.shared[d].copied[s].record(&l.xchg)?;
+    Ok(())
+}
+
+/// Round k's last step on GPU j: its chunk's full Δ -> pixels (alm2map), or the pieces of its
+/// m from every chunk -> added into its alm (map2alm).
+fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
+    let s = k % 2;
+    let gpu = l.gpu.clone();
+    gpu.stream.wait(&p.shared[j].copied[s])?;
+    let (plan, grp, n, nc) = (p.plan, p.grp, p.gpus.len(), p.nc());
+    let w = plan.lay.mmax + 1;
+    match p.dir {
+        Dir::Synth => {
+            let (p0, np) = chunk(p.pb[j], k, p.rounds);
+            if np == 0 {
+                l.freed[s].record(&gpu.stream)?;
+                return Ok(());
+            }
+            let t0 = mark(&gpu, &gpu.stream)?;
+            let wk = &mut l.b.work;
+            let dst = gpu.dptr(&wk.phase);
+            for i in 0..n {
+                let (m0, m1) = p.mb[i];
+                let src = gpu.dptr(&l.b.recv[s][i]);
+                let wid = (m1 - m0) * 16;
+                copy_2d(
+                    &gpu,
+                    (src, 0, wid),
+                    (dst, m0 * 16, w * 16),
+                    wid,
+                    nc * 2 * np,
+                )?;
+            }
+            l.freed[s].record(&gpu.stream)?;
+            let rt = ring_tabs(p, &l.t);
+            launch::fold(
+                &gpu,
+                &wk.phase,
+                &mut wk.spec,
+                plan.lay.mmax,
+                &rt,
+                p0,
+                np,
+                nc,
+            )?;
+            ring_ffts(&gpu, plan, wk, p0, np, nc, false)?;
+            let outs = comps_mut(&mut l.b.pix[s], &(0..nc).collect::<Vec<_>>());
+            launch::scatter(
+                &gpu,
+                &mut wk.rows,
+                outs,
+                (&mut wk.dummy1, &mut wk.dummy2),
+                &rt,
+                p0,
+                np,
+            )?;
+            l.pix_ev[s].record(&gpu.stream)?;
+            timed(l, 2, &gpu.stream, t0)?;
+        }
+        Dir::Anal => {
+            let t0 = mark(&gpu, &gpu.stream)?;
+            let lt = leg_tabs(p, &l.t, j);
+            for q in 0..n {
+                let (p0, np) = chunk(p.pb[q], k, p.rounds);
+                if np == 0 || lt.ncol == 0 {
+                    continue;
+                }
+                let wk = &mut l.b.work;
+                let outs = comps_mut(&mut l.b.alm, &(0..nc).collect::<Vec<_>>());
+                launch::leg_anal(
+                    &gpu,
+                    grp,
+                    &l.b.recv[s][q],
+                    outs,
+                    (&mut wk.dummy1, &mut wk.dummy2),
+                    &lt,
+                    p0,
+                    np,
+                )?;
+            }
+            l.freed[s].record(&gpu.stream)?;
+            timed(l, 0, &gpu.stream, t0)?;
+        }
+    }
+    Ok(())
+}
+
+/// alm2map: bring round k's pixels of GPU j down into the host maps (returns when there).
+fn drain(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
+    let s = k % 2;
+    let (p0, np) = chunk(p.pb[j], k, p.rounds);
+    if np == 0 {
+        return Ok(());
+    }
+    let gpu = l.gpu.clone();
+    l.io.wait(&l.pix_ev[s])?;
+    let [(a, z), (c, d)] = pixel_ranges(p.plan, p0, np);
+    for (ci, &comp) in p.grp.comps.iter().enumerate() {
+        // SAFETY: the pixels of GPU j's pairs are written by this thread only.
+        let north = unsafe { p.map.range(comp, a, z) };
+        gpu.download_at_on(&l.io, &l.b.pix[s][ci], 0, north)?;
+        if c < d {
+            // SAFETY: as above.
+            let south = unsafe { p.map.range(comp, c, d) };
+            gpu.download_at_on(&l.io, &l.b.pix[s][ci], z - a, south)?;
+        }
+    }
+    Ok(())
+}
+
+/// The rounds of GPU j after its setup (every thread runs every barrier, failed or not).
+fn rounds(p: &Pass, l: &mut Option<Local>, j: usize) {
+    let run = |f: &mut dyn FnMut(&mut Local) -> Result<()>, l: &mut Option<Local>| {
+        if !p.ok() {
+            return;
+        }
+        if let Some(l) = l.as_mut() {
+            if let Err(e) = f(l) {
+                p.fail(e);
+            }
+        }
+    };
+    for k in 0..=p.rounds {
+        if p.stop.is_set() {
+            p.fail(Error::Cancelled);
+        }
+        if k < p.rounds {
+            run(&mut |l| produce(p, l, j, k), l);
+        }
+        p.barrier.wait();
+        if k < p.rounds {
+            run(&mut |l| exchange(p, l, j, k), l);
+        }
+        if k >= 1 {
+            run(&mut |l| consume(p, l, j, k - 1), l);
+        }
+        if p.dir == Dir::Synth && k >= 2 {
+            run(&mut |l| drain(p, l, j, k - 2), l);
+        }
+    }
+    if p.dir == Dir::Synth && p.rounds >= 1 {
+        run(&mut |l| drain(p, l, j, p.rounds - 1), l);
+    }
+    if p.dir == Dir::Anal {
+        run(
+            &mut |l| {
+                let a0 = p.plan.lay.mstart(p.mb[j].0);
+                for (ci, &comp) in p.grp.comps.iter().enumerate() {
+                    let len = l.b.alm[ci].len().min(2 * p.alm_len(j));
+                    if len == 0 {
+                        continue;
+                    }
+                    // SAFETY: the alm of GPU j's m are written by this thread only.
+                    let h = unsafe { p.alm.range(comp, 2 * a0, 2 * a0 + len) };
+                    l.gpu.download(&l.b.alm[ci], h)?;
+                }
+                Ok(())
+            },
+            l,
+        );
+    }
+}
+
+/// One GPU's thread: setup, rounds, then every stream drained (also after a failure) and its
+/// stage times.
+fn device_thread(p: &Pass, j: usize) {
+    let gpu = p.gpus[j].clone();
+    let _only = gpu.exclusive();
+    let mut local = match setup(p, j) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            p.fail(e);
+            None
+        }
+    };
+    p.barrier.wait(); // every send address is published
+    rounds(p, &mut local, j);
+    if let Some(l) = local {
+        for s in [&l.gpu.stream, &l.xchg, &l.io] {
+            if let Err(e) = s.synchronize() {
+                p.fail(e.into());
+            }
+        }
+        note_used(&l.gpu);
+        let mut t = [0.0f64; 3];
+        for (what, a, b) in &l.spans {
+            match a.elapsed_ms(b) {
+                Ok(ms) => t[*what] += ms as f64 / 1e3,
+                Err(e) => p.fail(e.into()),
+            }
+        }
+        p.times.lock().unwrap_or_else(|e| e.into_inner())[j] = t;
+    }
+}
+
+impl Pass<'_> {
+    /// Packed alm of GPU j's m (per component).
+    fn alm_len(&self, j: usize) -> usize {
+        let (m0, m1) = self.mb[j];
+        (m0..m1).map(|m| self.plan.lay.lmax + 1 - m).sum()
+    }
+}
+
+/// Component groups of one launch: T + (E, B) with pol, else up to three spin-0 components.
+fn groups(pol: bool, nc: usize) -> Vec<Group> {
+    if pol && nc == 3 {
+        return vec![Group {
+            comps: vec![0, 1, 2],
+            pol: true,
+        }];
+    }
+    (0..nc)
+        .collect::<Vec<_>>()
+        .chunks(3)
+        .map(|c| Group {
+            comps: c.to_vec(),
+            pol: false,
+        })
+        .collect()
+}
+
+/// The GPUs of `devices` (distinct ordinals) and whether peer copies are direct.
+pub fn open(devices: &[u32]) -> Result<(Vec<Arc<Gpu>>, &'static str)> {
+    let gpus: Vec<Arc<Gpu>> = devices
+        .iter()
+        .map(|&d| cuda::gpu_on(d))
+        .collect::<Result<_>>()?;
+    let transport = if gpus.len() == 1 {
+        TRANSPORT_LOCAL
+    } else if enable_peers(&gpus)? {
+        TRANSPORT_PEER
+    } else {
+        TRANSPORT_STAGED
+    };
+    Ok((gpus, transport))
+}
+
+/// Chunk size and rounds for the pass, or the memory error.
+fn plan_rounds(
+    plan: &Plan,
+    nc: usize,
+    gpus: &[Arc<Gpu>],
+    mb: &[(usize, usize)],
+    pb: &[(usize, usize)],
+    st: &mut Stats,
+) -> Result<(usize, usize)> {
+    let n = gpus.len();
+    let mut np_fit = usize::MAX;
+    let mut need = Vec::with_capacity(n);
+    for (i, g) in gpus.iter().enumerate() {
+        let (alm, per_pair) = bytes_per_gpu(plan, nc, n, mb[i]);
+        let budget = g.budget()?;
+        let avail = budget.saturating_sub(alm).min(WORK_BYTES);
+        if avail < per_pair {
+            return Err(Error::GpuMemory(format!(
+                "the SHT split over {n} GPUs needs at least {} on cuda:{} (its alm block {} + \
+                 the buffers of one ring pair {}) but {} is available there",
+                human((alm + per_pair) as u128),
+                g.ordinal,
+                human(alm as u128),
+                human(per_pair as u128),
+                human(budget as u128)
+            )));
+        }
+        np_fit = np_fit.min(avail / per_pair);
+        need.push((alm, per_pair));
+    }
+    let longest = pb.iter().map(|b| b.1 - b.0).max().unwrap_or(1).max(1);
+    let np = match crate::sht::forced_chunk_pairs() {
+        Some(f) => f.min(np_fit),
+        None => np_fit.min(longest.div_ceil(MIN_ROUNDS)),
+    }
+    .clamp(1, 16384);
+    let rounds = longest.div_ceil(np);
+    let np = (0..n)
+        .flat_map(|q| (0..rounds).map(move |k| (q, k)))
+        .map(|(q, k)| chunk(pb[q], k, rounds).1)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    st.planned_bytes = need.iter().map(|&(a, pp)| a + pp * np).collect();
+    Ok((np, rounds))
+}
+
+/// One pass (synthesis, or one analysis without iterations) of group `grp`.
+#[allow(clippy::too_many_arguments)]
+fn pass(
+    dir: Dir,
+    plan: &Plan,
+    grp: &Group,
+    gpus: &[Arc<Gpu>],
+    alm: Host,
+    map: Host,
+    st: &mut Stats,
+) -> Result<()> {
+    let n = gpus.len();
+    let inactive = match dir {
+        Dir::Synth => split::INACTIVE_SYNTH,
+        Dir::Anal => split::INACTIVE_ANAL,
+    };
+    let mb = split::m_blocks_for(plan, n, inactive);
+    if let Some(&(m0, m1)) = mb.iter().find(|b| b.1 - b.0 > 65535) {
+        return Err(Error::value(format!(
+            "the multi-GPU SHT handles at most 65535 m per GPU; m {m0}..{m1} of mmax={} fall on \
+             one GPU: list more devices",
+            plan.lay.mmax
+        )));
+    }
+    let pb = pair_blocks(plan, n);
+    let (np_max, rounds) = plan_rounds(plan, grp.comps.len(), gpus, &mb, &pb, st)?;
+    let shared = gpus
+        .iter()
+        .map(|g| {
+            Ok(Shared {
+                prod: [g.event()?, g.event()?],
+                copied: [g.event()?, g.event()?],
+                send: Mutex::new([Vec::new(), Vec::new()]),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let p = Pass {
+        dir,
+        plan,
+        grp,
+        gpus,
+        mb,
+        pb,
+        rounds,
+        np_max,
+        shared,
+        barrier: Barrier::new(n),
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+        stop: crate::backend::cancel::current(),
+        alm,
+        map,
+        times: Mutex::new(vec![[0.0; 3]; n]),
+    };
+    std::thread::scope(|s| {
+        for j in 0..n {
+            let p = &p;
+            s.spawn(move || device_thread(p, j));
+        }
+    });
+    if let Some(e) = p.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    let times = p.times.into_inner().unwrap_or_else(|e| e.into_inner());
+    let most = |i: usize| times.iter().map(|t| t[i]).fold(0.0, f64::max);
+    st.legendre_s += most(0);
+    st.exchange_s += most(1);
+    st.ring_s += most(2);
+    st.rounds = rounds;
+    st.pair_blocks = p.pb.clone();
+    st.m_blocks = p.mb.clone();
+    if st.stage_s_per_gpu.len() != n {
+        st.stage_s_per_gpu = vec![[0.0; 3]; n];
+    }
+    for (a, t) in st.stage_s_per_gpu.iter_mut().zip(&times) {
+        for i in 0..3 {
+            a[i] += t[i];
+        }
+    }
+    Ok(())
+}
+
+/// Read-only host arrays (the pass only reads them).
+fn host_in<T>(a: &[&[T]], per: usize) -> Host {
+    Host {
+        ptr: a.iter().map(|x| x.as_ptr() as *mut f64).collect(),
+        len: a.iter().map(|x| per * x.len()).collect(),
+    }
+}
+
+/// Host arrays the pass writes (disjoint ranges per thread).
+fn host_out<T>(a: &mut [&mut [T]], per: usize) -> Host {
+    Host {
+        ptr: a.iter_mut().map(|x| x.as_mut_ptr() as *mut f64).collect(),
+        len: a.iter().map(|x| per * x.len()).collect(),
+    }
+}
+
+/// Synthesis split over the distinct GPUs `gpus`: `alms` (healpy layout of plan.lay) -> RING
+/// maps.
+pub fn alm2map(
+    plan: &Plan,
+    pol: bool,
+    gpus: &[Arc<Gpu>],
+    alms: &[&[C64]],
+    maps: &mut [&mut [f64]],
+    st: &mut Stats,
+) -> Result<()> {
+    super::check_sizes_multi(plan)?;
+    for grp in groups(pol, alms.len()) {
+        let (a, m) = (host_in(alms, 2), host_out(maps, 1));
+        pass(Dir::Synth, plan, &grp, gpus, a, m, st)?;
+    }
+    Ok(())
+}
+
+/// One analysis pass (no iterations) split over `gpus` of float64 maps with UNSEEN zeroed.
+pub fn analysis(
+    plan: &Plan,
+    pol: bool,
+    gpus: &[Arc<Gpu>],
+    maps: &[&[f64]],
+    alms: &mut [&mut [C64]],
+    st: &mut Stats,
+) -> Result<()> {
+    super::check_sizes_multi(plan)?;
+    for grp in groups(pol, maps.len()) {
+        let (a, m) = (host_out(alms, 2), host_in(maps, 1));
+        pass(Dir::Anal, plan, &grp, gpus, a, m, st)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sht::AlmLayout;
+
+    #[test]
+    fn pair_blocks_cover_and_balance() {
+        let plan = Plan::new(64, AlmLayout::new(10, 10).unwrap(), None).unwrap();
+        let npairs = plan.pairs.len();
+        for n in 1..5 {
+            let b = pair_blocks(&plan, n);
+            assert_eq!((b[0].0, b[n - 1].1), (0, npairs));
+            assert!(b.windows(2).all(|w| w[0].1 == w[1].0));
+            for &(p0, p1) in &b {
+                let px: usize = [(p0, p1 - p0)]
+                    .iter()
+                    .flat_map(|&(a, k)| pixel_ranges(&plan, a, k))
+                    .map(|r| r.1 - r.0)
+                    .sum();
+                let share = px as f64 / plan.npix as f64;
+                assert!((share - 1.0 / n as f64).abs() < 0.01, "{b:?}");
+            }
+        }
+        // more workers than pairs: the last ones are empty, none before
+        let tiny = Plan::new(1, AlmLayout::new(2, 2).unwrap(), None).unwrap();
+        assert_eq!(pair_blocks(&tiny, 3), vec![(0, 1), (1, 2), (2, 2)]);
+    }
+
+    /// Every chunk's slot holds each of its pixels exactly once, northern rings first, and the
+    /// chunks of all blocks cover the map once.
+    #[test]
+    fn chunks_and_slot_offsets_cover_the_map_once() {
+        for (nside, n, rounds) in [(8usize, 2usize, 3usize), (16, 3, 7), (4, 1, 1), (8, 2, 40)] {
+            let plan = Plan::new(nside, AlmLayout::new(4, 4).unwrap(), None).unwrap();
+            let last = plan.rings.len() - 1;
+            let mut seen = vec![0u8; plan.npix];
+            for b in pair_blocks(&plan, n) {
+                let first = local_first(&plan, b, rounds);
+                let mut at = b.0;
+                for k in 0..rounds {
+                    let (p0, np) = chunk(b, k, rounds);
+                    assert_eq!(p0, at);
+                    at += np;
+                    if np == 0 {
+                        continue;
+                    }
+                    let [(a, z), (c, d)] = pixel_ranges(&plan, p0, np);
+                    let mut slot = vec![0u8; (z - a) + (d - c)];
+                    for q in p0..p0 + np {
+                        let rings = if last - q == q {
+                            vec![q]
+                        } else {
+                            vec![q, last - q]
+                        };
+                        for r in rings {
+                            let ring = &plan.rings[r];
+                            for j in 0..ring.nphi {
+                                let g = ring.first as usize + j;
+                                let l = first[r] as usize + j;
+                                let want = if r != q { (z - a) + g - c } else { g - a };
+                                assert_eq!(l, want);
+                                slot[l] += 1;
+                            }
+                        }
+                    }
+                    assert!(
+                        slot.iter().all(|&v| v == 1),
+                        "nside {nside} chunk {p0}+{np}"
+                    );
+                    for g in (a..z).chain(c..d) {
+                        seen[g] += 1;
+                    }
+                }
+                assert_eq!(at, b.1);
+            }
+            assert!(
+                seen.iter().all(|&v| v == 1),
+                "nside {nside}: map not covered once"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_formula_grows_with_the_chunk() {
+        let plan = Plan::new(16, AlmLayout::new(32, 32).unwrap(), None).unwrap();
+        let (alm, pp) = bytes_per_gpu(&plan, 3, 2, (0, 12));
+        let want_alm: usize = (0..12).map(|m| 33 - m).sum::<usize>() * 16 * 3;
+        assert_eq!(alm, want_alm);
+        assert_eq!(pp, 3 * (64 * (2 * 12 + 33) + 32 * 33 + 32 * 33 + 320 * 16));
+    }
+}

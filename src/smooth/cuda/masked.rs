@@ -1,0 +1,171 @@
+//! Masked (normalised) smoothing on the GPU (`crate::smooth::masked`): the map and the mask go
+//! up once, `smooth_mask_prep` forms m·w and w in place, both go through the forward ring FFTs
+//! once for every beam; per beam the kernel samples are evaluated once per chunk and the
+//! products run for both spectra, the inverse FFTs write smooth(m·w) and smooth(w) into the two
+//! map buffers and `smooth_mask_divide` leaves the normalised map in the first, which is the
+//! only thing that comes down (8 bytes per pixel per beam; 16 go up with a mask, 8 without).
+//! Device memory: [`device_bytes`] (two map buffers, two spectra per map, the FFT work) plus
+//! the kernel samples, chunked into what is left.
+
+use super::{
+    cfg, eval, fixed_bytes, phase, polar_jobs, products, ring_ffts, tables_of, upload, CHUNK_TAPS,
+    MODULE,
+};
+use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::ring_fft::RingFft;
+use crate::backend::cuda::transfer::prefault;
+use crate::backend::cuda::{self, CudaSlice, Gpu, PushKernelArg};
+use crate::error::{Error, Result};
+use crate::smooth::RingPlan;
+
+/// Threads per block and most blocks of the per-pixel kernels (grid-stride loops).
+const THREADS: usize = 256;
+const MAX_BLOCKS: usize = 4096;
+
+/// Device bytes of masked smoothing at `nside` besides the kernel samples: the unmasked
+/// engine's for two maps plus a second map buffer (8 bytes per pixel).
+pub fn device_bytes(nside: usize) -> usize {
+    super::device_bytes(nside, 2) + 8 * 12 * nside * nside
+}
+
+fn per_pixel(n: usize) -> crate::backend::cuda::LaunchConfig {
+    cfg(n.div_ceil(THREADS).min(MAX_BLOCKS), THREADS)
+}
+
+fn prep(
+    gpu: &Gpu,
+    m: &mut CudaSlice<f64>,
+    w: &mut CudaSlice<f64>,
+    has_mask: bool,
+    n: usize,
+) -> Result<()> {
+    let f = gpu.function(MODULE, "smooth_mask_prep")?;
+    let (hm, n64) = (has_mask as i32, n as i64);
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(m).arg(w).arg(&hm).arg(&n64);
+    // SAFETY: matches smooth_mask_prep; both buffers hold n doubles.
+    unsafe { l.launch(per_pixel(n)) }?;
+    Ok(())
+}
+
+fn divide(
+    gpu: &Gpu,
+    num: &mut CudaSlice<f64>,
+    den: &CudaSlice<f64>,
+    thr: f64,
+    n: usize,
+) -> Result<()> {
+    let f = gpu.function(MODULE, "smooth_mask_divide")?;
+    let n64 = n as i64;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(num).arg(den).arg(&thr).arg(&n64);
+    // SAFETY: matches smooth_mask_divide; both buffers hold n doubles.
+    unsafe { l.launch(per_pixel(n)) }?;
+    Ok(())
+}
+
+/// Masked ring smoothing of one float64 RING map with `mask` (None: 1) and one plan per beam
+/// (one nside); `outs[b]` gets beam b's normalised map (UNSEEN where smooth(w) < thr[b]).
+/// Equal, bit for bit, to the CPU engine's prep, convolution and division.
+pub fn convolve_masked(
+    plans: &[&RingPlan],
+    map: &[f64],
+    mask: Option<&[f64]>,
+    thr: &[f64],
+    outs: &mut [&mut [f64]],
+) -> Result<()> {
+    assert_eq!(outs.len(), plans.len(), "one output per plan");
+    assert_eq!(thr.len(), plans.len(), "one threshold per plan");
+    if plans.is_empty() {
+        return Ok(());
+    }
+    let plan0 = plans[0];
+    assert!(
+        plans.iter().all(|p| p.nside == plan0.nside),
+        "plans of one nside"
+    );
+    let npix = plan0.npix;
+    let jobs = polar_jobs(plan0);
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let budget = gpu.budget()?;
+    let fixed = fixed_bytes(plan0, &jobs, 2) + 8 * npix;
+    if budget <= fixed {
+        return Err(Error::device(format!(
+            "masked ring smoothing at nside {} needs {:.1} GB of GPU memory, {:.1} GB are \
+             available; use device='cpu' or the harmonic method",
+            plan0.nside,
+            fixed as f64 / 1e9,
+            budget as f64 / 1e9
+        )));
+    }
+    let room = ((budget - fixed) / 8).max(1);
+    let tables = tables_of(plans)?;
+    let mut tl = Timeline::start(&gpu)?;
+    let mut d_map = gpu.upload(map)?;
+    let mut d_w = match mask {
+        Some(mk) => gpu.upload(mk)?,
+        // SAFETY: smooth_mask_prep writes every pixel of w without reading it (has_mask = 0).
+        None => unsafe { gpu.alloc::<f64>(npix) }?,
+    };
+    tl.mark(&gpu, "h2d")?;
+    prep(&gpu, &mut d_map, &mut d_w, mask.is_some(), npix)?;
+    let mut polar = if jobs.is_empty() {
+        None
+    } else {
+        Some(RingFft::new(&gpu, &jobs)?)
+    };
+    // SAFETY: the forward FFTs write every ring's bins; the products every output bin;
+    // nothing else of the spectra is read.
+    let mut spec_in = [unsafe { gpu.alloc::<f64>(2 * npix) }?, unsafe {
+        gpu.alloc::<f64>(2 * npix)
+    }?];
+    let mut spec_out = [unsafe { gpu.alloc::<f64>(2 * npix) }?, unsafe {
+        gpu.alloc::<f64>(2 * npix)
+    }?];
+    tl.mark(&gpu, "setup")?;
+    for (b, (plan, tabs)) in plans.iter().zip(&tables).enumerate() {
+        let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
+        let dev = upload(&gpu, tabs)?;
+        let max_taps = chunks
+            .iter()
+            .map(|c| c.taps.1 - c.taps.0)
+            .max()
+            .unwrap_or(0);
+        // SAFETY: each chunk's samples are written by smooth_kernel_eval before the products.
+        let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
+        tl.mark(&gpu, "setup")?;
+        if b == 0 {
+            // the phased input spectra do not depend on the kernel: once for every plan
+            let [s0, s1] = &mut spec_in;
+            for (src, spec) in [(&mut d_map, s0), (&mut d_w, s1)] {
+                ring_ffts(&gpu, plan, &mut polar, src, spec, true)?;
+                phase(&gpu, &dev, tabs.tile_pair.len(), spec)?;
+            }
+            tl.mark(&gpu, "fft")?;
+        }
+        for c in &chunks {
+            crate::backend::cancel::check()?;
+            eval(&gpu, &dev, c, &plan.table, &mut taps)?;
+            tl.mark(&gpu, "kernel")?;
+            for (si, so) in spec_in.iter().zip(spec_out.iter_mut()) {
+                products(&gpu, &dev, c, plan.rings.len(), &taps, si, so)?;
+            }
+            tl.mark(&gpu, "products")?;
+        }
+        drop(taps);
+        let [o0, o1] = &mut spec_out;
+        ring_ffts(&gpu, plan, &mut polar, &mut d_map, o0, false)?;
+        ring_ffts(&gpu, plan, &mut polar, &mut d_w, o1, false)?;
+        tl.mark(&gpu, "fft")?;
+        divide(&gpu, &mut d_map, &d_w, thr[b], npix)?;
+        tl.mark(&gpu, "normalise")?;
+        let out = &mut *outs[b];
+        // the kernels are queued: map the output pages meanwhile
+        crate::backend::threads::install(|| prefault(out))?;
+        gpu.download(&d_map, out)?;
+        tl.mark(&gpu, "d2h")?;
+    }
+    tl.finish()?;
+    gpu.sync()
+}

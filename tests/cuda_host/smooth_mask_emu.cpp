@@ -1,0 +1,64 @@
+// Host run of kernels/smooth.cu's masked-smoothing kernels (smooth_mask_prep, then
+// smooth_mask_divide) in the SIMT emulator. Usage: smooth_mask_emu DIR HAS_MASK THR; reads
+// DIR/map.bin, DIR/mask.bin (when HAS_MASK), DIR/num.bin, DIR/den.bin (float64); writes
+// DIR/mw.bin and DIR/w.bin (the prep of map and mask) and DIR/out.bin (num / den, UNSEEN
+// below THR).
+#include "simt.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+using std::isfinite;
+using std::min;
+
+inline double cospi(double x) { return std::cos(M_PI * x); }
+inline void sincospi(double x, double* s, double* c) {
+    *s = std::sin(M_PI * x);
+    *c = std::cos(M_PI * x);
+}
+
+#include "common.cuh"
+#include "smooth.cu"
+
+static std::vector<double> load(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+        std::fprintf(stderr, "cannot open %s\n", path.c_str());
+        std::exit(2);
+    }
+    std::fseek(f, 0, SEEK_END);
+    long bytes = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    std::vector<double> v(bytes / sizeof(double));
+    size_t got = std::fread(v.data(), sizeof(double), v.size(), f);
+    std::fclose(f);
+    v.resize(got);
+    return v;
+}
+
+static void save(const std::string& path, const std::vector<double>& v) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(v.data(), sizeof(double), v.size(), f);
+    std::fclose(f);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 4) return 2;
+    const std::string dir = argv[1];
+    const int has_mask = std::atoi(argv[2]);
+    const double thr = std::atof(argv[3]);
+    auto m = load(dir + "/map.bin");
+    const i64 n = (i64)m.size();
+    std::vector<double> w = has_mask ? load(dir + "/mask.bin") : std::vector<double>(n, NAN);
+    // a small grid: the grid-stride loops must cover n with fewer threads than pixels
+    simt::launch(3u, 64u, [&] { smooth_mask_prep(m.data(), w.data(), has_mask, n); });
+    save(dir + "/mw.bin", m);
+    save(dir + "/w.bin", w);
+    auto num = load(dir + "/num.bin");
+    auto den = load(dir + "/den.bin");
+    simt::launch(2u, 32u, [&] { smooth_mask_divide(num.data(), den.data(), thr, (i64)num.size()); });
+    save(dir + "/out.bin", num);
+    std::printf("ok %lld pixels\n", (long long)n);
+    return 0;
+}
