@@ -6,18 +6,20 @@
 // Chunking along the filtered axis: the output holds global rows out_row0 .. out_row0+n_out,
 // the input holds global rows in_row0 .. in_row0+n_in (enough halo for every tap), and the
 // boundary extension is taken over the whole axis of length n_global.
+//
+// One launch covers lines s0 .. s1 of the slow dimension and f0 .. f1 of the fast one (the
+// host cuts long work into launches of bounded time, so that Ctrl-C can stop it: issue 17).
 
 template <typename T>
 __device__ void correlate_axis(const T* __restrict__ in, T* __restrict__ out, i64 outer,
                                i64 n_out, i64 inner, i64 n_in, i64 out_row0, i64 in_row0,
                                i64 n_global, const double* __restrict__ w, int taps, i64 offset,
-                               i64 step, double scale, int mode, double cval) {
+                               i64 step, double scale, int mode, double cval, i64 s0, i64 s1,
+                               i64 f0, i64 f1) {
     const bool last = (inner == 1);
-    const i64 fdim = last ? n_out : inner;
-    const i64 sdim = last ? outer : outer * n_out;
-    const i64 f = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (f >= fdim) return;
-    for (i64 s = blockIdx.y; s < sdim; s += gridDim.y) {
+    const i64 f = f0 + blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (f >= f1) return;
+    for (i64 s = s0 + blockIdx.y; s < s1; s += gridDim.y) {
         i64 o, i, k;
         if (last) {
             o = s;
@@ -51,9 +53,9 @@ __device__ void correlate_axis(const T* __restrict__ in, T* __restrict__ out, i6
     extern "C" __global__ void correlate_##S(                                                  \
         const T* in, T* out, i64 outer, i64 n_out, i64 inner, i64 n_in, i64 out_row0,          \
         i64 in_row0, i64 n_global, const double* w, int taps, i64 offset, i64 step,            \
-        double scale, int mode, double cval) {                                                 \
+        double scale, int mode, double cval, i64 s0, i64 s1, i64 f0, i64 f1) {                 \
         correlate_axis<T>(in, out, outer, n_out, inner, n_in, out_row0, in_row0, n_global, w,  \
-                          taps, offset, step, scale, mode, cval);                              \
+                          taps, offset, step, scale, mode, cval, s0, s1, f0, f1);              \
     }
 
 FILTERS_INSTANTIATE(float, f32)

@@ -275,14 +275,19 @@ def test_split_kernel_refuses_huge_nside_at_once():
 
 #: Environment variables the Rust core reads (once, in a fresh process), with bad values, and
 #: the devices where they matter. The call must raise an ArgumentError naming the variable.
+#: The GPU engine's variables are checked when a GPU device is resolved, before any device is
+#: touched (`backend::env::check_gpu_vars`): their cases ask for device="cuda" on every
+#: machine, and must get the ArgumentError also where no GPU exists (not a DeviceError).
 RUST_ENV = [
     ("SKYCONV_NUM_THREADS", "0", "any"),
     ("SKYCONV_NUM_THREADS", "abc", "any"),
     ("SKYCONV_NUM_THREADS", "-3", "any"),
     ("SKYCONV_CUDA_VERSION", "11", "cuda"),
+    ("SKYCONV_CUDA_VERSION", "twelve", "cuda"),
     ("SKYCONV_KERNEL_CACHE", "maybe", "cuda"),
     ("SKYCONV_PINNED_MAX_MB", "lots", "cuda"),
     ("SKYCONV_GPU_MEMORY_LIMIT", "-5", "cuda"),
+    ("SKYCONV_PIN_HOST", "sometimes", "cuda"),
 ]
 
 _ENV_CHILD = """
@@ -298,11 +303,10 @@ else:
 
 @pytest.mark.parametrize("var, value, where", RUST_ENV, ids=[f"{v}={x}" for v, x, _ in RUST_ENV])
 def test_bad_env_var_read_by_the_core_is_named(var, value, where, device):
-    if where == "cuda" and device != "cuda":
-        pytest.skip(f"{var} is read on the GPU path only")
+    dev = "cuda" if where == "cuda" else device
     env = {**os.environ, var: value}
     out = subprocess.run(
-        [sys.executable, "-c", _ENV_CHILD.format(dev=device)],
+        [sys.executable, "-c", _ENV_CHILD.format(dev=dev)],
         capture_output=True,
         text=True,
         env=env,
@@ -311,6 +315,43 @@ def test_bad_env_var_read_by_the_core_is_named(var, value, where, device):
     line = out.stdout.strip()
     assert line.startswith("ArgumentError"), (line, out.stderr[-400:])
     assert "SkyconvError" in line and "ValueError" in line and var in line, line
+
+
+@pytest.mark.parametrize(
+    "var, value, accepted",
+    [
+        ("SKYCONV_CUDA_VERSION", "11", "12 or 13"),
+        ("SKYCONV_KERNEL_CACHE", "maybe", "1 (on) or 0 (off)"),
+        ("SKYCONV_PINNED_MAX_MB", "lots", "a whole number of MiB"),
+    ],
+)
+def test_bad_gpu_env_var_names_the_accepted_values_before_any_device(var, value, accepted):
+    """device='cuda' and 'auto' check the GPU variables first: the message names the variable,
+    the value and what is accepted, on a machine with or without a GPU; the CPU ignores them."""
+    child = (
+        "import numpy as np, skyconv\n"
+        "for dev in ('cuda', 'auto'):\n"
+        "    try:\n"
+        "        skyconv.filters.uniform_filter1d(np.ones(8), 3, device=dev)\n"
+        "    except skyconv.ArgumentError as e:\n"
+        "        print(dev, 'ArgumentError', e)\n"
+        "    else:\n"
+        "        print(dev, 'no error')\n"
+        "print('cpu', skyconv.filters.uniform_filter1d(np.ones(8), 3, device='cpu').sum())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        env={**os.environ, var: value},
+        timeout=60,
+    )
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 3, (out.stdout, out.stderr[-400:])
+    for line in lines[:2]:
+        assert "ArgumentError" in line and var in line and value in line, line
+        assert accepted in line, line
+    assert lines[2] == "cpu 8.0", lines[2]
 
 
 # ---------------------------------------------------------------------------------- the tree

@@ -416,3 +416,20 @@ def _ring_device(device: str | None = None) -> str: ...  # "cpu" or "cuda", or D
 def _smooth_missing(
     m: FloatArray,
 ) -> npt.NDArray[np.bool_] | None: ...  # UNSEEN (healpy's test) or non-finite; None if none
+
+class CancelScope:
+    """A cancel flag shared by the core calls made inside ``with scope:`` on any thread.
+
+    Only the main thread sees Ctrl-C; work spread over threads cancels its scope when the main
+    thread gets ``KeyboardInterrupt`` (or one part fails), and every core call inside the
+    scope then raises ``KeyboardInterrupt`` at its next poll (every 20 ms).
+    """
+
+    def __init__(self) -> None: ...
+    def cancel(self) -> None:
+        """Stop every core call running or started inside this scope."""
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+    def __enter__(self) -> CancelScope: ...
+    def __exit__(self, *args: object) -> bool: ...

@@ -34,6 +34,11 @@ impl Token {
         self.0.load(Ordering::Relaxed)
     }
 
+    /// Whether `other` shares this token's flag.
+    pub fn same(&self, other: &Token) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// `Err(Error::Cancelled)` once the call is cancelled.
     #[inline]
     pub fn check(&self) -> Result<()> {

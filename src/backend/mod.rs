@@ -61,6 +61,10 @@ pub fn resolve(requested: Option<&str>) -> Result<Device> {
         }
     };
     let lower = name.trim().to_ascii_lowercase();
+    if lower != "cpu" {
+        // The GPU engine's variables, before any device is touched.
+        env::check_gpu_vars()?;
+    }
     let cuda = |ordinal: u32| match cuda::status() {
         Ok(()) => {
             let count = cuda::device_count();

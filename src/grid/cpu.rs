@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use super::kernels::{asin_series, asin_small, exp_neg, Kernel, Kind};
 use super::plan::{unit, Plan};
 use super::{Samples, Setup, Weights};
+use crate::backend::cancel::Token;
 use crate::backend::threads::Disjoint;
 use crate::error::Result;
 use crate::real::Real;
@@ -32,12 +33,15 @@ enum Values<T> {
     Full { data: Vec<T>, w: Vec<T> },
 }
 
-fn gather_rows<T: Real>(src: &[T], nchan: usize, order: &[u32]) -> Vec<T> {
+fn gather_rows<T: Real>(src: &[T], nchan: usize, order: &[u32], stop: &Token) -> Vec<T> {
     let mut out = vec![T::default(); order.len() * nchan];
     out.par_chunks_mut(nchan)
         .zip(order.par_iter())
         .with_min_len(256)
         .for_each(|(row, &i)| {
+            if stop.is_set() {
+                return;
+            }
             let i = i as usize;
             row.copy_from_slice(&src[i * nchan..(i + 1) * nchan]);
         });
@@ -52,7 +56,8 @@ fn shared_weight<T: Real>(w: &Weights<'_, T>, i: usize) -> f64 {
     }
 }
 
-fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>) -> Values<T> {
+/// The samples' values in sorted order (partial when `stop` is set: the caller checks it).
+fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>, stop: &Token) -> Values<T> {
     let nchan = s.nchan;
     if nchan == 1 {
         let v = plan
@@ -67,10 +72,10 @@ fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>) -> Values<T> {
             .collect();
         return Values::Scalar(v);
     }
-    let data = gather_rows(s.data, nchan, &plan.order);
+    let data = gather_rows(s.data, nchan, &plan.order, stop);
     match s.weights {
         Weights::Full(w) => {
-            let mut w = gather_rows(w, nchan, &plan.order);
+            let mut w = gather_rows(w, nchan, &plan.order, stop);
             let mut data = data;
             data.par_iter_mut()
                 .zip(w.par_iter_mut())
@@ -284,7 +289,9 @@ pub fn accumulate<T: Real, O: Real>(
     }
     let nchan = samples.nchan;
     let nt = target_lon.len();
-    let vals = values(plan, samples);
+    let stop = crate::backend::cancel::current();
+    let vals = values(plan, samples, &stop);
+    stop.check()?;
     // Weight sums per channel unless every channel shares them.
     let per_chan = matches!(vals, Values::Full { .. } | Values::Shared { nan: true, .. });
     let (pu, pw) = (
@@ -292,7 +299,6 @@ pub fn accumulate<T: Real, O: Real>(
         Disjoint(weights.as_mut_ptr()),
     );
     let (kernel, radius) = (&setup.kernel, setup.radius);
-    let stop = crate::backend::cancel::current();
     let stop = &stop;
     (0..nt.div_ceil(BLOCK)).into_par_iter().for_each_init(
         || Scratch {

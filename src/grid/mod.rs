@@ -263,14 +263,18 @@ pub fn finish<O: Real>(unweighted: &[O], weights: &[O], cube: &mut [O]) -> Resul
     if unweighted.len() != weights.len() || cube.len() != weights.len() {
         return Err(Error::shape("unweighted, weights and cube sizes differ"));
     }
+    let stop = crate::backend::cancel::current();
     cube.par_iter_mut()
         .zip(unweighted.par_iter().zip(weights.par_iter()))
         .with_min_len(1 << 14)
         .for_each(|(c, (&u, &w))| {
+            if stop.is_set() {
+                return;
+            }
             let w = w.to_f64();
             *c = O::from_f64(if w == 0.0 { f64::NAN } else { u.to_f64() / w });
         });
-    Ok(())
+    stop.check()
 }
 
 /// Centres (lon, lat in degrees) of HEALPix pixels: all of them in RING or NEST order, or the
@@ -295,7 +299,11 @@ pub fn healpix_centres(
         count,
         16,
     )?;
+    let stop = crate::backend::cancel::current();
     let centre = |k: usize| {
+        if stop.is_set() {
+            return (f64::NAN, f64::NAN);
+        }
         let pix = pixels.map_or(k as u64, |p| p[k] as u64);
         let ring = if nest {
             hpx::nest2ring(nside, pix)
@@ -305,9 +313,11 @@ pub fn healpix_centres(
         let (theta, phi) = hpx::pix2ang_ring(nside, ring);
         (phi.to_degrees(), 90.0 - theta.to_degrees())
     };
-    Ok((0..count)
+    let out = (0..count)
         .into_par_iter()
         .with_min_len(4096)
         .map(centre)
-        .unzip())
+        .unzip();
+    stop.check()?;
+    Ok(out)
 }

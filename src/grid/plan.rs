@@ -91,6 +91,9 @@ impl Plan {
                 "more than 2^32 - 1 samples in one call: grid them in chunks (Gridder)",
             ));
         }
+        // Polled per sample (a relaxed load) so that Ctrl-C stops the preparation of millions
+        // of samples within milliseconds (issue 17); each stage ends with a check.
+        let stop = crate::backend::cancel::current();
         let nside = nside_for(radius);
         let nrings = 4 * nside as usize;
         // Pass 1, in input order: ring (nrings for dropped samples), key and unit vector.
@@ -103,6 +106,9 @@ impl Plan {
             .enumerate()
             .with_min_len(4096)
             .for_each(|(i, ((r, k), v))| {
+                if stop.is_set() {
+                    return;
+                }
                 if !keep[i] {
                     *r = nrings as u32;
                     return;
@@ -114,6 +120,7 @@ impl Plan {
                 *r = ri as u32;
                 *k = (ri << PHI_BITS) | phi_key(phi);
             });
+        stop.check()?;
         // Counting sort by ring over fixed chunks (stable, so independent of the thread
         // count), then each ring's run sorted by (key, index), which are unique.
         let chunk = lon.len().div_ceil(64).max(1 << 15);
@@ -146,6 +153,9 @@ impl Plan {
                 .zip(offsets.par_iter_mut())
                 .enumerate()
                 .for_each(|(c, (rs, off))| {
+                    if stop.is_set() {
+                        return;
+                    }
                     for (j, &r) in rs.iter().enumerate() {
                         let r = r as usize;
                         if r < nrings {
@@ -159,6 +169,7 @@ impl Plan {
                 });
         }
         drop((ring, offsets, key));
+        stop.check()?;
         let mut runs: Vec<&mut [(u64, u32)]> = Vec::new();
         let mut rest = pairs.as_mut_slice();
         for r in 0..nrings {
@@ -169,12 +180,16 @@ impl Plan {
             rest = tail;
         }
         runs.into_par_iter().for_each(|run| {
+            if stop.is_set() {
+                return;
+            }
             if run.len() > 1 << 20 {
                 run.par_sort_unstable();
             } else {
                 run.sort_unstable();
             }
         });
+        stop.check()?;
         let mut keys = vec![0u64; n];
         let mut order = vec![0u32; n];
         let mut x = vec![0.0; n];
@@ -186,11 +201,15 @@ impl Plan {
             .zip(pairs.par_iter())
             .with_min_len(4096)
             .for_each(|(((k, o), (x, (y, z))), &(key, i))| {
+                if stop.is_set() {
+                    return;
+                }
                 *k = key;
                 *o = i;
                 [*x, *y, *z] = xyz[i as usize];
             });
         drop((pairs, xyz));
+        stop.check()?;
         let (zmin, zmax): (Vec<f64>, Vec<f64>) = (0..nrings)
             .into_par_iter()
             .map(|r| {

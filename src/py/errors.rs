@@ -79,6 +79,10 @@ pub fn type_err(msg: impl Into<String>) -> PyErr {
     to_pyerr(Error::type_(msg))
 }
 
+/// The KeyboardInterrupt of a call stopped through its `CancelScope` (a worker thread's part
+/// of work whose main thread got Ctrl-C, or whose other part failed).
+const SCOPE_CANCELLED: &str = "cancelled: the work this call belongs to was interrupted";
+
 /// How often the calling thread looks for Ctrl-C while a call runs.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -163,6 +167,12 @@ pub fn compute_in<T: Send>(
     f: impl FnOnce() -> crate::Result<T> + Send,
 ) -> PyResult<T> {
     let token = call.token.clone();
+    // Scopes entered on this thread (`_core.CancelScope`): cancelling one stops this call.
+    let scopes = super::scope::entered();
+    let scope_cancelled = || scopes.iter().any(|t| t.is_set());
+    if scope_cancelled() {
+        return Err(PyKeyboardInterrupt::new_err(SCOPE_CANCELLED));
+    }
     let out = py.detach(|| {
         if crate::backend::threads::in_pool() {
             // Called back into from a worker (a callback that calls skyconv): run in place.
@@ -182,7 +192,9 @@ pub fn compute_in<T: Send>(
                     Ok(r) => return r,
                     Err(RecvTimeoutError::Timeout) => {
                         if !token.is_set() {
-                            if let Err(e) = Python::attach(|py| py.check_signals()) {
+                            if scope_cancelled() {
+                                call.fail(PyKeyboardInterrupt::new_err(SCOPE_CANCELLED));
+                            } else if let Err(e) = Python::attach(|py| py.check_signals()) {
                                 call.fail(e);
                             }
                         }

@@ -8,6 +8,7 @@ mod errors;
 mod filters;
 mod grid;
 mod healpix;
+mod scope;
 mod sht;
 mod sht_halves;
 mod smooth;
@@ -29,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sht::register(m)?;
     sht_halves::register(m)?;
     smooth::register(m)?;
+    scope::register(m)?;
     trace::register(m)?;
     Ok(())
 }

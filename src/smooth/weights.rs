@@ -69,14 +69,22 @@ fn synth(y: &[f64], z: &[f64]) -> Vec<f64> {
     f
 }
 
-/// g_ℓ = Σ_j h_j P_ℓ(z_j) for even ℓ ≤ lmax (g[k] for ℓ = 2k).
+/// Blocks of B rings per parallel task in `analyse`: fixed, so that the partial sums and their
+/// order do not depend on the thread count or on work stealing.
+const BLOCKS_PER_TASK: usize = 8;
+
+/// g_ℓ = Σ_j h_j P_ℓ(z_j) for even ℓ ≤ lmax (g[k] for ℓ = 2k). Deterministic: fixed tasks
+/// whose partial sums are added in task order (a rayon fold/reduce groups by work stealing,
+/// so its last bits changed from run to run, and with them the stored ring weights; issue 17).
 fn analyse(h: &[f64], z: &[f64], lmax: usize) -> Vec<f64> {
     let nl = lmax / 2 + 1;
-    z.par_chunks(B)
-        .zip(h.par_chunks(B))
-        .fold(
-            || vec![0.0; nl],
-            |mut g, (z, h)| {
+    let task = B * BLOCKS_PER_TASK;
+    let partial: Vec<Vec<f64>> = z
+        .par_chunks(task)
+        .zip(h.par_chunks(task))
+        .map(|(z, h)| {
+            let mut g = vec![0.0; nl];
+            for (z, h) in z.chunks(B).zip(h.chunks(B)) {
                 let n = z.len();
                 let (mut zb, mut hb) = ([0.0; B], [0.0; B]);
                 zb[..n].copy_from_slice(z);
@@ -85,16 +93,15 @@ fn analyse(h: &[f64], z: &[f64], lmax: usize) -> Vec<f64> {
                 even_legendre(&zb, lmax, |l, p| {
                     g[l / 2] += (0..B).map(|k| hb[k] * p[k]).sum::<f64>();
                 });
-                g
-            },
-        )
-        .reduce(
-            || vec![0.0; nl],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
-            },
-        )
+            }
+            g
+        })
+        .collect();
+    let mut g = vec![0.0; nl];
+    for p in &partial {
+        g.iter_mut().zip(p).for_each(|(x, y)| *x += y);
+    }
+    g
 }
 
 fn compute(nside: usize) -> Vec<f64> {
@@ -145,7 +152,7 @@ fn compute(nside: usize) -> Vec<f64> {
 /// ~0.3-0.9 s at 2048, paid at the first ring smoothing of every process otherwise (issue 18).
 const STORED_FROM: usize = 512;
 /// Change when `compute` changes: files of another version are not read.
-const STORE_VERSION: u32 = 1;
+const STORE_VERSION: u32 = 2;
 const STORE_MAGIC: &[u8; 8] = b"SKYRWT01";
 
 /// `compute(nside)` through `<cache folder>/ring_weights/` (see `backend::cuda::cache`): a file

@@ -3,9 +3,12 @@ more on 2 CPU cores, so that a SIGINT sent after ~1 s lands in the middle of the
 
 Run as a script: ``python _long_calls.py NAME DEVICE [REPEAT]`` builds the inputs, then REPEAT
 times (default 1): prints ``ready``, runs the call and prints ``interrupted`` (KeyboardInterrupt),
-``raised <type>: <message>`` or ``done``, followed on the cuda device by `` gpu_mib=<MiB>``: the
-GPU memory this process holds (nvidia-smi), so the parent can check that an interrupted call
-leaves no allocation behind.
+``raised <type>: <message>`` or ``done`` at once, followed on the cuda device by a line
+``gpu_mib=<MiB>``: the GPU memory this process holds (nvidia-smi, which takes a second or two:
+after the answer, so that it does not count in the latency), so the parent can check that an
+interrupted call leaves no allocation behind. Last, ``check <max error> <scale>``: the same
+call on small inputs, on DEVICE and on the CPU, so the parent can check that the device still
+computes right after the interrupted calls.
 """
 
 import sys
@@ -13,59 +16,90 @@ import sys
 import numpy as np
 
 
-def _setup(name: str, device: str):
+def _setup(name: str, device: str, small: bool = False):
+    """The call `name` on `device`: the long one, or with `small` the same function on inputs
+    that take milliseconds (to check a device after interrupted calls)."""
     import skyconv
 
     rng = np.random.default_rng(0)
+    side, sigma, width = (64, 3.0, 9) if small else (3000, 400.0, 3201)
     if name == "gaussian_filter1d":
-        x = rng.standard_normal((3000, 3000)).astype(np.float32)
-        return lambda: skyconv.filters.gaussian_filter1d(x, 400.0, axis=0, device=device)
+        x = rng.standard_normal((side, side)).astype(np.float32)
+        return lambda: skyconv.filters.gaussian_filter1d(x, sigma, axis=0, device=device)
     if name == "uniform_filter1d":
-        x = rng.standard_normal((3000, 3000)).astype(np.float32)
-        w = np.ones(3201)
+        x = rng.standard_normal((side, side)).astype(np.float32)
+        w = np.ones(width)
         return lambda: skyconv.filters.correlate1d(x, w, axis=0, device=device)
     if name == "chain":
-        x = rng.standard_normal((3000, 3000)).astype(np.float32)
-        passes = [skyconv.filters.Gaussian(400.0, axis=0), skyconv.filters.Gaussian(400.0, axis=1)]
+        x = rng.standard_normal((side, side)).astype(np.float32)
+        passes = [skyconv.filters.Gaussian(sigma, axis=0), skyconv.filters.Gaussian(sigma, axis=1)]
         return lambda: skyconv.filters.chain(x, passes, device=device)
     if name == "smooth_and_clip":
-        c = rng.standard_normal((128, 256, 256)).astype(np.float32)
+        c = rng.standard_normal((16, 32, 32) if small else (128, 256, 256)).astype(np.float32)
         return lambda: skyconv.smooth_and_clip(
             c, kernels_xy=(0, 3, 6, 9, 12, 15), kernels_z=(0, 3, 7, 15, 31), device=device
         )
     if name == "atrous_denoise":
-        c = rng.standard_normal((96, 256, 256)).astype(np.float32)
+        c = rng.standard_normal((16, 32, 32) if small else (96, 256, 256)).astype(np.float32)
         return lambda: skyconv.atrous_denoise(c, dim=3, convergence=1e-9, device=device)
     if name == "grid":
-        n = 4_000_000
+        n = 20_000 if small else 4_000_000
         lon = rng.uniform(0, 40, n)
         lat = rng.uniform(-20, 20, n)
         d = rng.standard_normal((n, 16)).astype(np.float32)
-        tgt = skyconv.HealpixTarget(1024)
+        tgt = skyconv.HealpixTarget(64 if small else 1024)
         return lambda: skyconv.grid(lon, lat, d, tgt, kernel_params=1.0, device=device)
     if name in ("alm2map", "map2alm", "smooth_ring", "smooth_harmonic", "smooth_split"):
-        nside, lmax = 1024, 3071
+        nside, lmax = (32, 95) if small else (1024, 3071)
         alm = np.zeros(skyconv.sht.Alm.getsize(lmax), complex)
         alm[:] = rng.standard_normal(alm.size)
         if name == "alm2map":
             return lambda: [
                 skyconv.sht.alm2map(alm, nside, lmax=lmax, device=device) for _ in range(1)
             ]
-        m = skyconv.sht.alm2map(alm[: skyconv.sht.Alm.getsize(200)], 256, lmax=200)
-        m = np.tile(m, (16, 1))
-        big = np.repeat(m[0], 16)  # an nside 1024 map
+        if small:
+            big = skyconv.sht.alm2map(alm, nside, lmax=lmax, device="cpu")
+        else:
+            m = skyconv.sht.alm2map(alm[: skyconv.sht.Alm.getsize(200)], 256, lmax=200)
+            big = np.repeat(m, 16)  # an nside 1024 map
         if name == "map2alm":
             return lambda: skyconv.sht.map2alm(big, lmax=lmax, iter=3, device=device)
         method = name.split("_")[1]
-        fwhm = np.radians(60 / 60) if method != "ring" else np.radians(30 / 60)
-        return lambda: skyconv.smooth_map(
-            big if method != "ring" else big, fwhm=fwhm, method=method, device=device
-        )
+        if small:
+            fwhm = np.radians(6.0)
+        else:
+            fwhm = np.radians(60 / 60) if method != "ring" else np.radians(30 / 60)
+        return lambda: skyconv.smooth_map(big, fwhm=fwhm, method=method, device=device)
     raise SystemExit(f"unknown call {name}")
 
 
+def _arrays(result) -> list:
+    """The arrays of a result (an array, a list or tuple of them, or a result object)."""
+    if isinstance(result, np.ndarray):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        return [a for r in result for a in _arrays(r)]
+    for attr in ("cube", "data"):
+        if isinstance(getattr(result, attr, None), np.ndarray):
+            return [getattr(result, attr)]
+    return [np.asarray(result)]
+
+
+def _check(name: str, device: str) -> str:
+    """``check <max abs difference> <max abs value>`` of the small call on `device` vs the CPU
+    (for masks, ``check <fraction of elements that differ> 1``)."""
+    got = _arrays(_setup(name, device, small=True)())
+    ref = _arrays(_setup(name, "cpu", small=True)())
+    if any(r.dtype.kind in "biu" for r in ref):  # masks: the fraction of elements that differ
+        err = max(float(np.mean(g != r)) for g, r in zip(got, ref))
+        return f"check {err:.6g} 1"
+    err = max(float(np.nanmax(np.abs(g - r.astype(float)))) for g, r in zip(got, ref))
+    scale = max(float(np.nanmax(np.abs(r.astype(float)))) for r in ref)
+    return f"check {err:.6g} {scale:.6g}"
+
+
 def _gpu_mib() -> str:
-    """`` gpu_mib=N``: the GPU memory (MiB) held by this process, per nvidia-smi."""
+    """``gpu_mib=N``: the GPU memory (MiB) held by this process, per nvidia-smi."""
     import os
     import subprocess
 
@@ -80,7 +114,7 @@ def _gpu_mib() -> str:
         for line in out.splitlines()
         if line.split(",")[0].strip() == str(os.getpid())
     ]
-    return f" gpu_mib={mine[0] if mine else 0}"
+    return f"gpu_mib={mine[0] if mine else 0}"
 
 
 def _run_once(call, device: str) -> None:
@@ -99,7 +133,9 @@ def _run_once(call, device: str) -> None:
         what = "interrupted"
     except BaseException as e:  # noqa: BLE001 (reported to the parent test)
         what = f"raised {type(e).__name__}: {e}"
-    print(what + (_gpu_mib() if device == "cuda" else ""), flush=True)
+    print(what, flush=True)
+    if device == "cuda":
+        print(_gpu_mib(), flush=True)
 
 
 def main() -> None:
@@ -108,6 +144,7 @@ def main() -> None:
     call = _setup(name, device)
     for _ in range(repeat):
         _run_once(call, device)
+    print(_check(name, device), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Ctrl-C during a long call (issue 17): each long entry point, started in a subprocess and sent
-SIGINT about 1 s into its work, raises KeyboardInterrupt within 0.5 s of the signal (the call
-stops at the engine's next cancel poll; the threads join before the exception is raised). A
-call that has not answered 30 s after the signal is killed: a failure. On the cuda device the
-call is interrupted twice, and the GPU memory the process holds must not grow from the first
-interrupted call to the second (no allocation left behind).
+SIGINT about 1 s into its work, raises KeyboardInterrupt within 0.5 s of the signal on the CPU
+(the call stops at the engine's next cancel poll; the threads join before the exception is
+raised) and within 2 s on the GPU (long work is cut into launches of bounded time, at most two
+queued: `backend::cuda::pace`). A call that has not answered 30 s after the signal is killed: a
+failure. On the cuda device the call is interrupted twice, and the GPU memory the process holds
+must not grow from the first interrupted call to the second (no allocation left behind). After
+the interrupted calls the same function runs on small inputs and must agree with the CPU: the
+device is still usable.
 
 A progress callback that raises ends the call with that same exception, for every function
 that takes one.
@@ -32,12 +35,12 @@ LONG_CALLS = [
     "chain",
     "smooth_and_clip",
     "atrous_denoise",
-    # grid's sample preparation (gather, sort) has no cancel check yet: a SIGINT landing there
-    # waits for it (0.6 s on 2 cores, 3.7 s under load). Issue 17 stays open on it.
+    # grid: cancel polls now in the plan, the value gather, the cube division and the pixel
+    # centres (1.78 s -> 1.0 s on 2 loaded cores), but some step still runs unpolled; issue 17.
     pytest.param(
         "grid",
         marks=pytest.mark.xfail(
-            reason="no cancel check in grid's sample preparation", strict=False
+            reason="one grid step still runs without a cancel poll", strict=False
         ),
     ),
     "alm2map",
@@ -46,8 +49,13 @@ LONG_CALLS = [
     "smooth_harmonic",
     "smooth_split",
 ]
-#: Seconds from SIGINT to KeyboardInterrupt (the issue's bound).
-LATENCY = 0.5
+#: Seconds from SIGINT to KeyboardInterrupt per device (the issue's 0.5 s on the CPU; on the
+#: GPU a launch already queued cannot be stopped, so up to two pieces of ~60 ms and the
+#: device's synchronisation come on top).
+LATENCY = {"cpu": 0.5, "cuda": 2.0}
+#: The small call after the interrupted ones agrees with the CPU to this fraction of its
+#: largest value (float32 engines, iterative ones included); masks: of their elements.
+CHECK_RTOL = 1e-2
 #: Seconds into the call when SIGINT is sent.
 DELAY = 1.0
 #: Seconds a call may take to answer the signal before the test kills it.
@@ -60,6 +68,7 @@ class _Child:
     """A `_long_calls.py` subprocess whose stdout lines arrive on a queue with timestamps."""
 
     def __init__(self, name: str, device: str, repeat: int):
+        self.device = device
         env = dict(os.environ, SKYCONV_NUM_THREADS=os.environ.get("SKYCONV_NUM_THREADS", "2"))
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "_long_calls.py"), name, device, str(repeat)],
@@ -89,8 +98,9 @@ class _Child:
         return self.proc.stderr.read()
 
 
-def _interrupt(child: _Child, name: str) -> tuple[float, str]:
-    """Wait for `ready`, send SIGINT after DELAY, return (latency, the child's answer)."""
+def _interrupt(child: _Child, name: str) -> tuple[float, int | None]:
+    """Wait for `ready`, send SIGINT after DELAY, return (latency, the child's GPU MiB after
+    the interrupted call, on cuda)."""
     _, line = child.next(timeout=300)
     assert line == "ready", f"{name}: the child did not start ({line!r}): {child.close()}"
     time.sleep(DELAY)
@@ -101,8 +111,13 @@ def _interrupt(child: _Child, name: str) -> tuple[float, str]:
     assert not answer.startswith("done"), (
         f"{name}: the call ended before the signal arrived; make the test call longer"
     )
-    assert answer.split(" gpu_mib=")[0] == "interrupted", f"{name}: {answer}"
-    return got - sent, answer
+    assert answer == "interrupted", f"{name}: {answer}"
+    mib = None
+    if child.device == "cuda":
+        _, line = child.next(timeout=KILL_AFTER)
+        assert line and line.startswith("gpu_mib="), f"{name}: {line!r}: {child.close()}"
+        mib = int(line.split("=")[1])
+    return got - sent, mib
 
 
 @pytest.mark.parametrize("name", LONG_CALLS)
@@ -111,17 +126,25 @@ def test_ctrl_c_interrupts_a_long_call(name, device):
     child = _Child(name, device, repeat)
     try:
         answers = [_interrupt(child, name) for _ in range(repeat)]
+        _, check = child.next(timeout=300)
     finally:
-        child.close()
+        stderr = child.close()
     for latency, _ in answers:
-        assert latency < LATENCY, (
+        print(f"{name} on {device}: KeyboardInterrupt {latency:.3f} s after SIGINT")
+        assert latency < LATENCY[device], (
             f"{name} on {device}: KeyboardInterrupt {latency:.3f} s after SIGINT"
         )
     if device == "cuda":
-        mib = [int(a.split(" gpu_mib=")[1]) for _, a in answers]
+        mib = [m for _, m in answers]
         assert mib[1] <= mib[0] + GPU_SLACK_MIB, (
             f"{name}: GPU memory grew from {mib[0]} to {mib[1]} MiB between two interrupted calls"
         )
+    assert check and check.startswith("check "), f"{name}: no check after the calls: {stderr}"
+    err, scale = (float(v) for v in check.split()[1:])
+    assert err <= CHECK_RTOL * scale, (
+        f"{name} on {device} after interrupted calls: max difference {err} from the CPU "
+        f"(largest value {scale})"
+    )
 
 
 class _Stop(Exception):

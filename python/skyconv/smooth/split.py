@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _core
 from .._utils.arrays import int_arg
 from .._utils.device import resolve
 from .._utils.trace import stage
@@ -464,14 +465,21 @@ def _split(window, nside, lmax, tol, spectrum, iter, device, theta_cut, cost) ->
 def apply_split(ks: KernelSplit, m_filled: np.ndarray, iter: int = 0) -> np.ndarray:
     """Smooth a RING float64 map (no UNSEEN pixels) with a :class:`KernelSplit`: the harmonic
     and the ring part run concurrently (two threads; every binding releases the GIL) on
-    ``ks.devices`` and are added."""
+    ``ks.devices`` and are added.
+
+    Ctrl-C (seen by the main thread only) or an error in one part cancels both parts through
+    one ``_core.CancelScope``: the worker threads' core calls stop at their next poll, so the
+    call ends within the engines' cancel latency instead of after both parts finish."""
     dev_h, dev_r = resolve(ks.devices[0]), resolve(ks.devices[1])
+    scope = _core.CancelScope()
 
     def harmonic():
-        return methods.harmonic(m_filled, ks.harmonic_window, ks.lcut, iter, dev_h)
+        with scope:
+            return methods.harmonic(m_filled, ks.harmonic_window, ks.lcut, iter, dev_h)
 
     def ring():
-        return methods.ring(m_filled, ks.nside, ks.theta, ks.profile, dev_r)
+        with scope:
+            return methods.ring(m_filled, ks.nside, ks.theta, ks.profile, dev_r)
 
     if not ks.has_ring:
         return harmonic()
@@ -479,8 +487,12 @@ def apply_split(ks: KernelSplit, m_filled: np.ndarray, iter: int = 0) -> np.ndar
         return ring()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         h, r = pool.submit(harmonic), pool.submit(ring)
-        out = r.result()
-        out += h.result()
+        try:
+            out = r.result()
+            out += h.result()
+        except BaseException:
+            scope.cancel()
+            raise
     return out
 
 

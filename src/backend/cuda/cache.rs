@@ -1,7 +1,7 @@
 //! The on-disk cache of compiled kernel modules (CUBIN), so that a fresh process skips NVRTC.
 //!
 //! Folder: `SKYCONV_CACHE_DIR`, else `$XDG_CACHE_HOME/skyconv`, else `~/.cache/skyconv`; the
-//! modules live in its `kernels/` subfolder. `SKYCONV_KERNEL_CACHE=0` turns the cache off.
+//! modules live in its `kernels/` subfolder. `SKYCONV_KERNEL_CACHE=0` (or off/false/no) turns the cache off.
 //! An entry is named by a 128-bit FNV-1a hash of the kernel source, the compile options, the
 //! architecture and NVRTC's version, and holds a header (magic, the key, the length and a
 //! 64-bit hash of the CUBIN) before the CUBIN: an entry that does not check out is ignored and
@@ -17,7 +17,11 @@ const HEADER: usize = 8 + 32 + 8 + 8;
 
 /// The cache folder, or None when the cache is off or no folder can be named.
 pub fn dir() -> Option<PathBuf> {
-    if std::env::var("SKYCONV_KERNEL_CACHE").is_ok_and(|v| v.trim() == "0") {
+    // A bad value was refused when the device was resolved (`env::check_gpu_vars`).
+    if matches!(
+        crate::backend::env::switch_var("SKYCONV_KERNEL_CACHE"),
+        Ok(Some(false))
+    ) {
         return None;
     }
     Some(base_dir()?.join("kernels"))

@@ -173,21 +173,10 @@ pub fn scan(dirs: &[(PathBuf, String)]) -> Vec<Candidate> {
     out
 }
 
-/// `SKYCONV_CUDA_VERSION` (12 or 13), if set; an error for any other value.
+/// `SKYCONV_CUDA_VERSION` (12 or 13), if set; an error for any other value (the checked read
+/// is `backend::env::cuda_version`, which device resolution runs before touching a GPU).
 pub fn version_override() -> std::result::Result<Option<u32>, String> {
-    match std::env::var("SKYCONV_CUDA_VERSION") {
-        Err(_) => Ok(None),
-        Ok(s) if s.trim().is_empty() => Ok(None),
-        Ok(s) => match s
-            .trim()
-            .split('.')
-            .next()
-            .and_then(|m| m.parse::<u32>().ok())
-        {
-            Some(v) if TOOLKITS.contains(&v) => Ok(Some(v)),
-            _ => Err(format!("SKYCONV_CUDA_VERSION must be 12 or 13, got {s:?}")),
-        },
-    }
+    crate::backend::env::cuda_version().map_err(|e| e.to_string())
 }
 
 /// "12.4" for the driver version 12040.

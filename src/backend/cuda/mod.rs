@@ -13,6 +13,7 @@ mod kernels;
 pub mod lib_record;
 pub mod libs;
 pub mod nvrtc;
+pub mod pace;
 pub mod profile;
 pub mod ring_fft;
 pub mod toolkit;
@@ -310,12 +311,40 @@ impl Gpu {
     /// # Safety
     /// The caller writes every element before reading it.
     pub unsafe fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<CudaSlice<T>> {
-        Ok(self.stream.alloc::<T>(len.max(1))?)
+        self.stream
+            .alloc::<T>(len.max(1))
+            .map_err(|e| self.out_of_memory::<T>(e.into(), len))
     }
 
     /// Allocate `len` zeroed elements on the device.
     pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
-        Ok(self.stream.alloc_zeros::<T>(len.max(1))?)
+        self.stream
+            .alloc_zeros::<T>(len.max(1))
+            .map_err(|e| self.out_of_memory::<T>(e.into(), len))
+    }
+
+    /// A GpuMemory error from an allocation of `len` elements, with the bytes asked for and
+    /// the device's free and total memory (issue 17: every GPU out-of-memory says how much).
+    fn out_of_memory<T>(&self, e: Error, len: usize) -> Error {
+        match e {
+            Error::GpuMemory(_) => {
+                let bytes = len as u128 * std::mem::size_of::<T>() as u128;
+                let have = match self.mem_info() {
+                    Ok((free, total)) => format!(
+                        "{} free of {} on this GPU",
+                        crate::error::human(free as u128),
+                        crate::error::human(total as u128)
+                    ),
+                    Err(_) => "the GPU's free memory is unknown".into(),
+                };
+                Error::GpuMemory(format!(
+                    "GPU out of memory: an allocation of {} failed, {have}; \
+                     use smaller inputs, fewer maps per call, or the CPU (device='cpu')",
+                    crate::error::human(bytes)
+                ))
+            }
+            other => other,
+        }
     }
 
     /// Copy a small host slice (parameters, tables) to the device.

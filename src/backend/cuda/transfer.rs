@@ -30,7 +30,11 @@ const REGISTER_MIN: usize = 64 << 20;
 /// saving the host copy through the staging buffers at the price of registering the pages;
 /// which is faster is measured on the GPU machine).
 fn register_wanted(len: usize) -> bool {
-    len >= REGISTER_MIN && std::env::var("SKYCONV_PIN_HOST").is_ok_and(|v| v.trim() == "1")
+    len >= REGISTER_MIN
+        && matches!(
+            crate::backend::env::switch_var("SKYCONV_PIN_HOST"),
+            Ok(Some(true))
+        )
 }
 
 /// A host range page-locked by `register` until dropped.

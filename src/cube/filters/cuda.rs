@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use super::{extend_index, AxisView, Mode, Pass};
+use crate::backend::cuda::pace;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
@@ -76,6 +77,13 @@ pub fn apply_device<T: Real>(
     launch(gpu, input, view, &whole, pass, out)
 }
 
+/// Tap-reads (elements × taps) in the first piece of a paced launch: ~40 ms at the slowest
+/// rate seen on an H200 (wide reflected filters, ~1.6e9/s); later pieces adapt to
+/// `pace::TARGET_MS`.
+const FIRST_PIECE_TAPS: usize = 1 << 26;
+
+/// Queue the chunk's filtering, cut into launches of bounded time (`pace::run`) along the
+/// slow dimension (lines), or along the fast one when there is a single line.
 fn launch<T: Real>(
     gpu: &Gpu,
     input: &CudaSlice<T>,
@@ -90,25 +98,56 @@ fn launch<T: Real>(
     if outer == 0 || n_out == 0 || width == 0 {
         return Ok(());
     }
-    let func = gpu.function("filters", &format!("correlate_{}", T::CUDA))?;
     let (fdim, sdim) = if width == 1 {
         (n_out, outer)
     } else {
         (width, outer * n_out)
     };
+    let taps = pass.taps.max(1) as usize;
+    if sdim > 1 {
+        let first = (FIRST_PIECE_TAPS / (fdim * taps).max(1)).max(1);
+        pace::run(gpu, sdim, first, |s| {
+            launch_piece(gpu, input, view, chunk, pass, out, s, 0..fdim)
+        })
+    } else {
+        let first = (FIRST_PIECE_TAPS / taps).max(THREADS as usize);
+        pace::run(gpu, fdim, first, |f| {
+            launch_piece(gpu, input, view, chunk, pass, out, 0..1, f)
+        })
+    }
+}
+
+/// One launch: lines `s` of the slow dimension, elements `f` of the fast one.
+#[allow(clippy::too_many_arguments)]
+fn launch_piece<T: Real>(
+    gpu: &Gpu,
+    input: &CudaSlice<T>,
+    view: AxisView,
+    chunk: &Chunk,
+    pass: &DevicePass,
+    out: &mut CudaSlice<T>,
+    s: Range<usize>,
+    f: Range<usize>,
+) -> Result<()> {
+    let func = gpu.function("filters", &format!("correlate_{}", T::CUDA))?;
     let cfg = LaunchConfig {
         grid_dim: (
-            fdim.div_ceil(THREADS as usize) as u32,
-            sdim.min(MAX_GRID_Y) as u32,
+            f.len().div_ceil(THREADS as usize) as u32,
+            s.len().min(MAX_GRID_Y) as u32,
             1,
         ),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (outer, n_out, inner) = (outer as i64, n_out as i64, width as i64);
+    let (outer, n_out, inner) = (
+        chunk.outer.len() as i64,
+        chunk.rows.len() as i64,
+        chunk.cols.len() as i64,
+    );
     let n_in = chunk.rows_in.len() as i64;
     let (out_row0, in_row0) = (chunk.rows.start as i64, chunk.rows_in.start as i64);
     let n_global = view.n as i64;
+    let (s0, s1, f0, f1) = (s.start as i64, s.end as i64, f.start as i64, f.end as i64);
     let mut l = gpu.stream.launch_builder(&func);
     l.arg(input)
         .arg(out)
@@ -125,9 +164,14 @@ fn launch<T: Real>(
         .arg(&pass.step)
         .arg(&pass.scale)
         .arg(&pass.mode)
-        .arg(&pass.cval);
+        .arg(&pass.cval)
+        .arg(&s0)
+        .arg(&s1)
+        .arg(&f0)
+        .arg(&f1);
     // SAFETY: argument types and order match `correlate_*` in kernels/filters.cu; the buffers
-    // hold the chunk's input rows (with halo) and output rows.
+    // hold the chunk's input rows (with halo) and output rows; `s` and `f` lie inside the
+    // chunk's lines and fast dimension.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

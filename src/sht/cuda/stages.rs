@@ -9,6 +9,7 @@ use super::io::ChunkIo;
 use super::launch::{self, LegTabs, RingTabs};
 use super::setup::{chunk_list, Ctx, Group, Work};
 use crate::backend::cuda::fft::{FftKey, FftKind};
+use crate::backend::cuda::pace::Pacer;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::{CudaSlice, Gpu};
@@ -134,11 +135,13 @@ pub(super) fn synth(
 ) -> Result<()> {
     let (gpu, plan) = (cx.gpu, cx.plan);
     let (lt, rt) = tabs(cx);
+    // Ctrl-C: a poll before each chunk and at most pace::DEPTH chunks queued (issue 17).
+    let mut pace = Pacer::new(gpu);
     for grp in groups {
         let nc = grp.comps.len();
         let a = |i: usize| &alms[grp.comps[i.min(nc - 1)]];
         for (p0, np) in chunk_list(plan, w.np_max) {
-            crate::backend::cancel::check()?;
+            pace.before()?;
             launch::leg_synth(gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, &mut w.phase)?;
             tl.mark(gpu, "legendre")?;
             launch::fold(gpu, &w.phase, &mut w.spec, plan.lay.mmax, &rt, p0, np, nc)?;
@@ -157,6 +160,7 @@ pub(super) fn synth(
             )?;
             tl.mark(gpu, "scatter")?;
             io.after(gpu, plan, p0, np, maps)?;
+            pace.after()?;
         }
     }
     io.finish(gpu, plan, maps)
@@ -177,10 +181,11 @@ pub(super) fn anal(
     for a in alms.iter_mut() {
         gpu.stream.memset_zeros(a)?;
     }
+    let mut pace = Pacer::new(gpu);
     for grp in groups {
         let nc = grp.comps.len();
         for (p0, np) in chunk_list(plan, w.np_max) {
-            crate::backend::cancel::check()?;
+            pace.before()?;
             io.before(gpu, plan, p0, np, maps)?;
             tl.mark(gpu, "h2d")?;
             let ins = comps_mut(maps, &grp.comps);
@@ -210,6 +215,7 @@ pub(super) fn anal(
                 np,
             )?;
             tl.mark(gpu, "legendre")?;
+            pace.after()?;
         }
     }
     Ok(())

@@ -19,6 +19,7 @@ pub mod masked;
 pub mod tables;
 
 use crate::backend::cuda::fft::{FftKey, FftKind};
+use crate::backend::cuda::pace::Pacer;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::transfer::prefault;
@@ -288,15 +289,19 @@ fn run_group(
             }
         }
         let tab = &plan.table;
+        // Ctrl-C: a poll before each chunk, at most pace::DEPTH chunks queued (issue 17).
+        let mut pace = Pacer::new(gpu);
         for c in &chunks {
-            crate::backend::cancel::check()?;
+            pace.before()?;
             eval(gpu, &dev, c, tab, &mut taps)?;
             tl.mark(gpu, "kernel")?;
             for (si, so) in spec_in.iter().zip(spec_out.iter_mut()) {
                 products(gpu, &dev, c, plan.rings.len(), &taps, si, so)?;
             }
             tl.mark(gpu, "products")?;
+            pace.after()?;
         }
+        drop(pace);
         drop(taps);
         for (k, so) in spec_out.iter_mut().enumerate() {
             ring_ffts(gpu, plan, &mut polar, &mut d_map, so, false)?;
