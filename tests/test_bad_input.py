@@ -80,6 +80,8 @@ def test_matrix_covers_every_public_function():
 #: The child's address-space limit on the CPU (a case that grows past it fails there, quickly,
 #: instead of swapping the machine); off for the GPU (the CUDA driver maps large ranges).
 CHILD_AS_LIMIT = 6 << 30
+#: skyconv's own host-memory cap in the child (SKYCONV_HOST_MEMORY_LIMIT), on CPU and GPU.
+HOST_CAP = 6 << 30
 #: Seconds the whole child run may take (each case must refuse before doing the work).
 CHILD_TIMEOUT = 60.0
 
@@ -98,7 +100,9 @@ def _run_children(device: str) -> dict:
     deadline = time.monotonic() + CHILD_TIMEOUT
     while todo:
         cmd = [sys.executable, str(HERE / "_bad_input_cases.py"), device, *todo]
-        env = {**os.environ, "PYTHONFAULTHANDLER": "0"}
+        # The same bound on every host: what a 24 GB machine refuses, a 256 GB GPU host would
+        # otherwise start (the GPU child gets no address-space limit: CUDA maps large ranges).
+        env = {**os.environ, "PYTHONFAULTHANDLER": "0", "SKYCONV_HOST_MEMORY_LIMIT": str(HOST_CAP)}
         try:
             proc = subprocess.run(
                 cmd,

@@ -27,7 +27,7 @@ Cases (nside 2048, quick: 64; beams scale with the pixel in quick runs):
   nside 16384 (a white-noise map), FWHM 1′, on one GPU; the params record the estimated bytes
   (``skyconv.smooth.memory``). The ring method needs 147 GB on the device
   (``_core._ring_gpu_bytes``), more than an H200 has: it is expected to be refused with the
-  DeviceError naming both figures (recorded as the case's error); the harmonic method needs
+  GpuMemoryError naming both figures (recorded as the case's error); the harmonic method needs
   ~50 GB; ``auto`` takes a method that fits the free memory (the harmonic one on an H100 or
   H200), never the refused one. About 5 minutes in all (the map alone is 25.8 GB).
 """

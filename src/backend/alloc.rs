@@ -30,6 +30,17 @@ pub fn limit() -> Option<u64> {
     Some(avail.saturating_add(field("SwapFree:").unwrap_or(0)))
 }
 
+/// [`limit`], capped by `SKYCONV_HOST_MEMORY_LIMIT` (bytes) where that is set: a share of a
+/// node for one process, and the way the tests make a large host refuse what a small one would.
+pub fn capped_limit() -> Result<Option<u64>> {
+    let cap =
+        crate::backend::env::usize_var("SKYCONV_HOST_MEMORY_LIMIT", 0, "a whole number of bytes")?;
+    Ok(match (limit(), cap) {
+        (Some(l), Some(c)) => Some(l.min(c as u64)),
+        (l, c) => l.or(c.map(|c| c as u64)),
+    })
+}
+
 pub use crate::error::human;
 
 /// Refuse `count` elements of `elem_bytes` each for `what` when they cannot fit: more than the
@@ -45,7 +56,7 @@ pub fn check(what: &str, count: usize, elem_bytes: usize) -> Result<usize> {
         return Err(too_big(limit()));
     }
     if bytes >= QUIET_BYTES {
-        if let Some(l) = limit() {
+        if let Some(l) = capped_limit()? {
             if bytes > l as u128 {
                 return Err(too_big(Some(l)));
             }

@@ -122,7 +122,10 @@ def _interrupt(child: _Child, name: str) -> tuple[float, int | None]:
 
 @pytest.mark.parametrize("name", LONG_CALLS)
 def test_ctrl_c_interrupts_a_long_call(name, device):
-    repeat = 2 if device == "cuda" else 1
+    # On the GPU, three interrupted calls: the first two may fill caches that stay (cuFFT plans,
+    # modules, pooled blocks of the sizes the interrupted stage had reached); a leak grows again
+    # on the third.
+    repeat = 3 if device == "cuda" else 1
     child = _Child(name, device, repeat)
     try:
         answers = [_interrupt(child, name) for _ in range(repeat)]
@@ -136,8 +139,10 @@ def test_ctrl_c_interrupts_a_long_call(name, device):
         )
     if device == "cuda":
         mib = [m for _, m in answers]
-        assert mib[1] <= mib[0] + GPU_SLACK_MIB, (
-            f"{name}: GPU memory grew from {mib[0]} to {mib[1]} MiB between two interrupted calls"
+        print(f"{name}: GPU memory after each interrupted call {mib} MiB")
+        assert mib[2] <= mib[1] + GPU_SLACK_MIB, (
+            f"{name}: GPU memory grew from {mib[1]} to {mib[2]} MiB between the second and "
+            "third interrupted calls"
         )
     assert check and check.startswith("check "), f"{name}: no check after the calls: {stderr}"
     err, scale = (float(v) for v in check.split()[1:])

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import skyconv
-from skyconv import DeviceError, ShapeError, healpix, smooth_map
+from skyconv import DeviceError, GpuMemoryError, ShapeError, healpix, smooth_map
 from skyconv import smooth as sm
 from skyconv.compat import healpy as chp
 
@@ -492,5 +492,5 @@ def test_gpu_ring_large_and_profiled(rng):
 def test_gpu_ring_refuses_what_does_not_fit(rng, monkeypatch):
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "1000000")
     m = rng.standard_normal(12 * 256**2)
-    with pytest.raises(DeviceError, match="GPU memory"):
+    with pytest.raises(GpuMemoryError, match="bytes"):
         smooth_map(m, fwhm=0.01, method="ring", device="cuda")

@@ -333,12 +333,12 @@ def smooth_and_clip(
             xs = _rechunk(x, _planes(x, limit)) if has_xy else x
             s = da.map_blocks(
                 _spatial_block, xs, _rechunk(m, xs.chunks), spec, run.edge_mode, rep, rms0,
-                run.exact, dev, dtype=x.dtype,
+                run.exact, dev, dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype),
             )  # fmt: skip
             sc = _rechunk(s, _columns(x, limit)) if has_z else s
             w = da.map_blocks(
                 _spectral_block, sc, _rechunk(m, sc.chunks), spec, run.edge_mode, run.exact,
-                dev, dtype=x.dtype,
+                dev, dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype),
             )  # fmt: skip
             return w
 

@@ -114,7 +114,7 @@ def smooth_map(
     plus the FFT work (45.5 bytes per pixel in all at nside 16384 without a mask, 85.5 with
     one); the harmonic method the maps plus their a_lm (12 bytes per pixel per alm set at
     lmax = 3 nside - 1; on the GPU ~22 bytes per pixel per component). At nside 16384 (25.8
-    GB per map) the ring method needs 147 GB on one GPU (refused with a DeviceError where less
+    GB per map) the ring method needs 147 GB on one GPU (refused with a GpuMemoryError where less
     is free) and the harmonic method 50 GB; ``method="auto"`` on a GPU only takes a method
     that fits its free memory (the harmonic one there) and, where none fits, runs on the CPU
     with a SkyconvWarning. See :func:`skyconv.smooth.memory.smooth_memory`.
@@ -135,6 +135,9 @@ def smooth_map(
         power of 2.
     skyconv.DeviceError
         ``device="cuda"`` and no GPU works.
+    skyconv.GpuMemoryError
+        ``method="ring"`` on a GPU whose free memory cannot hold the method's fixed buffers
+        (the message names the bytes needed and free).
     skyconv.ArgumentError
         A mask outside [0, 1], ``min_weight`` outside [0, 1], partial-sky input without
         ``nside`` or with indices out of range, a masked beam with b_0 <= 0.

@@ -43,7 +43,7 @@ from .._utils.args import env_dir, env_flag
 from .._utils.device import CPU, Device, resolve
 from .._utils.trace import stage
 from ..backend import get_num_threads
-from ..exceptions import DeviceError
+from ..exceptions import DeviceError, GpuMemoryError
 from . import methods
 
 FILE_NAME = "smooth_cost.json"
@@ -229,7 +229,7 @@ def _measure_ring(device: Device) -> list[float] | None:
         m = rng.standard_normal(12 * nside * nside)
         try:
             t = _best_of(lambda m=m, n=nside, th=theta, v=values: methods.ring(m, n, th, v, device))
-        except DeviceError:  # no ring engine on this device
+        except (DeviceError, GpuMemoryError):  # no ring engine on this device, or it does not fit
             return None
         times.append(t)
         rows.append(ring_features(nside, theta_cut))

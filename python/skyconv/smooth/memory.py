@@ -27,7 +27,7 @@ harmonic, GPU             device: a map and its a_lm per component of one transf
 
 At nside 16384 (3.2e9 pixels) one float64 map is 25.8 GB: the ring method on one GPU needs
 147 GB for one unmasked map (more than an H200's 141 GB; the engine refuses with a
-DeviceError naming both figures), 275 GB with a mask; the harmonic method 50 GB per
+GpuMemoryError naming both figures), 275 GB with a mask; the harmonic method 50 GB per
 component (an H100 holds one map; a masked map's two components, 100 GB, need an H200 or the
 CPU). ``method="auto"`` on a GPU takes only methods that fit its free memory
 (:func:`fits_gpu`; else the fastest of the others that meets ``tol`` and fits, else it runs

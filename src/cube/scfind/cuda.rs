@@ -140,8 +140,10 @@ pub fn run<T: Real>(
         if step == 0 {
             return Err(Error::GpuMemory(format!(
                 "GPU memory holds {fit} planes of {ny}x{nx} voxels, too few for a slab with a \
-                 halo of {} planes",
-                hlo + hhi
+                 halo of {} planes: a slab needs {} bytes, {} bytes are free",
+                hlo + hhi,
+                fixed + (hlo + hhi + 1) * per_plane,
+                free
             )));
         }
         (0..nz)

@@ -91,12 +91,13 @@ pub fn convolve_masked(
     let budget = gpu.budget()?;
     let fixed = fixed_bytes(plan0, &jobs, 2) + 8 * npix;
     if budget <= fixed {
-        return Err(Error::device(format!(
-            "masked ring smoothing at nside {} needs {:.1} GB of GPU memory, {:.1} GB are \
-             available; use device='cpu' or the harmonic method",
+        return Err(Error::GpuMemory(format!(
+            "masked ring smoothing at nside {} needs {} bytes ({:.1} GB) of GPU memory, {} bytes \
+             are available; use device='cpu' or the harmonic method",
             plan0.nside,
+            fixed,
             fixed as f64 / 1e9,
-            budget as f64 / 1e9
+            budget
         )));
     }
     let room = ((budget - fixed) / 8).max(1);

@@ -197,12 +197,13 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
     let budget = gpu.budget()?;
     let fixed1 = fixed_bytes(plan0, &jobs, 1);
     if budget <= fixed1 {
-        return Err(Error::device(format!(
-            "the ring method at nside {} needs {:.1} GB of GPU memory, {:.1} GB are available; \
-             use device='cpu'",
+        return Err(Error::GpuMemory(format!(
+            "the ring method at nside {} needs {} bytes ({:.1} GB) of GPU memory, {} bytes are \
+             available; use device='cpu'",
             plan0.nside,
+            fixed1,
             fixed1 as f64 / 1e9,
-            budget as f64 / 1e9
+            budget
         )));
     }
     // Maps per group: as many as fit with at least a quarter of the rest left for samples.
