@@ -10,7 +10,7 @@
 //! every writer writes the same bytes.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"SKYCUBN1";
 const HEADER: usize = 8 + 32 + 8 + 8;
@@ -107,32 +107,42 @@ pub fn store(key: &str, cubin: &[u8]) -> std::io::Result<()> {
     let Some(path) = path_of(key) else {
         return Ok(());
     };
+    let mut bytes = Vec::with_capacity(MAGIC.len() + key.len() + 16 + cubin.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&fnv64(cubin).to_le_bytes());
+    bytes.extend_from_slice(cubin);
+    write_atomic(&path, &bytes)
+}
+
+/// Write `bytes` to `path` through a temporary file in the same folder and a rename, so that
+/// concurrent readers see the old file or the whole new one (the cache's and the library
+/// records' one way to write).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let folder = path.parent().expect("entries live in a folder");
     std::fs::create_dir_all(folder)?;
-    // unique per process and call: several threads (GPUs) may store the same key at once
+    // unique per process and call: several threads (GPUs) may store the same file at once
     static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = folder.join(format!(".{key}.{}.{seq}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
+    let name = path.file_name().expect("a file").to_string_lossy();
+    let tmp = folder.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    let r = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(MAGIC)?;
-        f.write_all(key.as_bytes())?;
-        f.write_all(&(cubin.len() as u64).to_le_bytes())?;
-        f.write_all(&fnv64(cubin).to_le_bytes())?;
-        f.write_all(cubin)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    };
-    let r = write();
+        std::fs::rename(&tmp, path)
+    })();
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     r
 }
 
-/// Remove every entry (and stray temporary files); returns how many files were removed.
-pub fn clear() -> std::io::Result<usize> {
-    let Some(d) = dir() else {
+/// Remove the files of `folder` whose names end with `suffix`, and stray temporary files;
+/// how many were removed (0 where the folder does not exist).
+pub fn clear_folder(folder: Option<PathBuf>, suffix: &str) -> std::io::Result<usize> {
+    let Some(d) = folder else {
         return Ok(0);
     };
     let entries = match std::fs::read_dir(&d) {
@@ -143,10 +153,15 @@ pub fn clear() -> std::io::Result<usize> {
     let mut n = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.ends_with(".cubin") || name.ends_with(".tmp") {
+        if name.ends_with(suffix) || name.ends_with(".tmp") {
             std::fs::remove_file(e.path())?;
             n += 1;
         }
     }
     Ok(n)
+}
+
+/// Remove every entry (and stray temporary files); returns how many files were removed.
+pub fn clear() -> std::io::Result<usize> {
+    clear_folder(dir(), ".cubin")
 }

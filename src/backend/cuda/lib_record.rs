@@ -13,9 +13,8 @@
 //! parse, or whose key line differs, is ignored. Off with the kernel cache
 //! (`SKYCONV_KERNEL_CACHE=0`); removed by `cache::clear`.
 
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::cache;
 use super::libs::{Candidate, Lib, Rejected};
@@ -151,7 +150,7 @@ pub fn store(key: &str, r: &Record) {
     let Some(path) = path_of(key) else {
         return;
     };
-    let _ = write_atomic(&path, encode(key, r).as_bytes());
+    let _ = cache::write_atomic(&path, encode(key, r).as_bytes());
 }
 
 /// Forget the record under `key` (a remembered library that no longer opens).
@@ -161,44 +160,9 @@ pub fn forget(key: &str) {
     }
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let folder = path.parent().expect("records live in a folder");
-    std::fs::create_dir_all(folder)?;
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = path.file_name().expect("a file").to_string_lossy();
-    let tmp = folder.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
-    let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
-}
-
 /// Remove every record; the number of files removed.
 pub fn clear() -> std::io::Result<usize> {
-    let Some(d) = dir() else {
-        return Ok(0);
-    };
-    let entries = match std::fs::read_dir(&d) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
-    };
-    let mut n = 0;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.ends_with(".txt") || name.ends_with(".tmp") {
-            std::fs::remove_file(e.path())?;
-            n += 1;
-        }
-    }
-    Ok(n)
+    cache::clear_folder(dir(), ".txt")
 }
 
 #[cfg(test)]
