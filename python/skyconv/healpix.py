@@ -40,6 +40,8 @@ from . import _core
 from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
 
 MAX_NSIDE = 1 << 29
+#: healpy's marker of missing pixels (also ``skyconv.sht.UNSEEN``).
+UNSEEN = -1.6375e30
 """Largest nside HEALPix supports (2^29)."""
 
 _I64_MAX = np.iinfo(np.int64).max

@@ -21,10 +21,7 @@ from ._utils.arrays import float_array, int_arg
 from ._utils.device import resolve
 from ._utils.lazy import is_dask_array
 from .exceptions import ArgumentError, ArgumentTypeError, ShapeError
-from .healpix import npix2nside
-
-#: healpy's marker of missing pixels.
-UNSEEN = -1.6375e30
+from .healpix import UNSEEN, npix2nside
 
 
 class Alm:

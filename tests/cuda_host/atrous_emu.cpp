@@ -120,8 +120,10 @@ int main(int argc, char** argv) {
         const bool last = inner == 1;
         const i64 fdim = last ? len : inner;
         simt::launch(blocks(fdim), TPB, [&] {
+            // the whole pass as one piece: every line s, every position f along it
             correlate_axis<double>(src.data(), dst.data(), outer, len, inner, len, 0, 0, len, w1,
-                                   (int)taps, -hw * step, step, 1.0, SC_MODE_MIRROR, 0.0);
+                                   (int)taps, -hw * step, step, 1.0, SC_MODE_MIRROR, 0.0, 0,
+                                   last ? outer : outer * len, 0, fdim);
         });
     };
 

@@ -36,7 +36,7 @@ import numpy as np
 from .. import _core
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
-from ..sht import UNSEEN
+from ..healpix import UNSEEN
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
 from .device import check as check_device
 from .device import on_worker

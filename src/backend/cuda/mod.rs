@@ -14,6 +14,7 @@ pub mod lib_record;
 pub mod libs;
 pub mod nvrtc;
 pub mod pace;
+pub mod peer;
 pub mod profile;
 pub mod ring_fft;
 pub mod toolkit;

@@ -30,7 +30,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use cudarc::driver::sys as dsys;
 use realfft::num_complex::Complex64 as C64;
 
 use super::io::pixel_ranges;
@@ -38,6 +37,7 @@ use super::launch::{self, LegTabs, RingTabs};
 use super::setup::{geo, note_used, Group, Work};
 use super::stages::{comps_mut, ring_ffts};
 use crate::backend::cancel::Token;
+use crate::backend::cuda::peer::{self, copy_2d, enable_peers, timing_event};
 use crate::backend::cuda::{self, CudaEvent, CudaSlice, CudaStream, Gpu};
 use crate::error::{human, Error, Result};
 use crate::sht::split::{self, Stats};
@@ -79,51 +79,6 @@ fn bytes_per_gpu(plan: &Plan, nc: usize, n: usize, m: (usize, usize)) -> (usize,
     let alm: usize = (m.0..m.1).map(|m| lmax + 1 - m).sum::<usize>() * 16 * nc;
     let per_pair = nc * (64 * (n * nm + w) + 32 * w + 32 * (2 * ns + 1) + 320 * ns);
     (alm, per_pair)
-}
-
-/// Whether every GPU of `devices` can reach every other one directly; enables that access
-/// (contexts and their stream-ordered memory pools) where possible.
-fn enable_peers(gpus: &[Arc<Gpu>]) -> Result<bool> {
-    let mut all = true;
-    for a in gpus {
-        for b in gpus {
-            if a.ordinal == b.ordinal {
-                continue;
-            }
-            let mut can = 0i32;
-            // SAFETY: plain queries and settings of the driver on live contexts.
-            unsafe {
-                dsys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device())
-                    .result()?;
-                if can == 0 {
-                    all = false;
-                    continue;
-                }
-                a.ctx.bind_to_thread()?;
-                let r = dsys::cuCtxEnablePeerAccess(b.ctx.cu_ctx(), 0);
-                if r != dsys::cudaError_enum::CUDA_SUCCESS
-                    && r != dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-                {
-                    all = false;
-                    continue;
-                }
-                // b's pool memory readable and writable from a (copies run on either side)
-                let mut pool: dsys::CUmemoryPool = std::ptr::null_mut();
-                dsys::cuDeviceGetMemPool(&mut pool, b.ctx.cu_device()).result()?;
-                let desc = dsys::CUmemAccessDesc {
-                    location: dsys::CUmemLocation {
-                        type_: dsys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                        id: a.ctx.cu_device(),
-                    },
-                    flags: dsys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-                };
-                if dsys::cuMemPoolSetAccess(pool, &desc, 1) != dsys::cudaError_enum::CUDA_SUCCESS {
-                    all = false;
-                }
-            }
-        }
-    }
-    Ok(all)
 }
 
 /// Which way a pass runs.
@@ -216,12 +171,6 @@ impl Pass<'_> {
     fn ok(&self) -> bool {
         !self.failed.load(Ordering::SeqCst)
     }
-}
-
-fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
-    Ok(gpu
-        .ctx
-        .new_event(Some(dsys::CUevent_flags::CU_EVENT_DEFAULT))?)
 }
 
 /// Tables on one GPU (read by its launches).
@@ -429,43 +378,6 @@ fn ring_tabs<'a>(p: &Pass, t: &'a Tabs) -> RingTabs<'a> {
     }
 }
 
-/// Copy `height` rows of `width` bytes between two pitched arrays of one GPU, on its compute
-/// stream.
-#[allow(clippy::too_many_arguments)]
-fn copy_2d(
-    gpu: &Gpu,
-    (src, src_x, src_pitch): (u64, usize, usize),
-    (dst, dst_x, dst_pitch): (u64, usize, usize),
-    width: usize,
-    height: usize,
-) -> Result<()> {
-    if width == 0 || height == 0 {
-        return Ok(());
-    }
-    let copy = dsys::CUDA_MEMCPY2D {
-        srcXInBytes: src_x,
-        srcY: 0,
-        srcMemoryType: dsys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: dst_x,
-        dstY: 0,
-        dstMemoryType: dsys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: width,
-        Height: height,
-    };
-    gpu.ctx.bind_to_thread()?;
-    // SAFETY: both arrays hold `height` rows of their pitch (the callers size them so).
-    unsafe { dsys::cuMemcpy2DAsync_v2(&copy, gpu.stream.cu_stream()) }.result()?;
-    Ok(())
-}
-
 /// Round k's first step on GPU j, into its send slots: the Legendre sums of its m on the
 /// k-th chunk of every pair block (alm2map), or its own chunk's pixels -> weighted Δ split by
 /// m block (map2alm).
@@ -577,16 +489,7 @@ fn exchange(p: &Pass, l: &mut Local, d: usize, k: usize) -> Result<()> {
         gpu.ctx.bind_to_thread()?;
         // SAFETY: both pieces hold `len` f64 and stay allocated until every stream is
         // synchronised at the end of the pass.
-        unsafe {
-            cudarc::driver::result::memcpy_peer_async(
-                gpu.ctx.cu_ctx(),
-                dst,
-                src_gpu.ctx.cu_ctx(),
-                src,
-                len * 8,
-                l.xchg.cu_stream(),
-            )
-        }?;
+        unsafe { peer::copy_async(&gpu, dst, src_gpu, src, len * 8, &l.xchg) }?;
     }
     let xchg = l.xchg.clone();
     timed(l, 1, &xchg, t0)?;
