@@ -19,6 +19,19 @@ fn slice1<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64
         .map_err(|_| crate::py::errors::value_err(format!("{name} must be C-contiguous")))
 }
 
+/// The map as float64: borrowed when it already is, converted (in parallel) when float32.
+fn as_f64<T: Real>(m: &[T]) -> std::borrow::Cow<'_, [f64]> {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
+        // SAFETY: T is f64.
+        std::borrow::Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
+        })
+    } else {
+        use rayon::prelude::*;
+        std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
+    }
+}
+
 fn ring_run<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     map: &numpy::PyReadonlyArrayDyn<'py, T>,
@@ -30,16 +43,7 @@ fn ring_run<'py, T: Real + numpy::Element>(
     let out = empty_for::<f64>(py, &shape, dev)?;
     let dst = data_mut(&out);
     compute(py, || {
-        let m64: std::borrow::Cow<[f64]> =
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
-                // SAFETY: T is f64.
-                std::borrow::Cow::Borrowed(unsafe {
-                    std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
-                })
-            } else {
-                use rayon::prelude::*;
-                std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
-            };
+        let m64 = as_f64(m);
         smooth::ring_smooth(dev, nside, theta, values, &m64, dst)
     })?;
     Ok(out)
@@ -76,16 +80,7 @@ fn beams_run<'py, T: Real + numpy::Element>(
     let out = empty_for::<f64>(py, &oshape, dev)?;
     let dst = data_mut(&out);
     compute(py, || {
-        let m64: std::borrow::Cow<[f64]> =
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
-                // SAFETY: T is f64.
-                std::borrow::Cow::Borrowed(unsafe {
-                    std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
-                })
-            } else {
-                use rayon::prelude::*;
-                std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
-            };
+        let m64 = as_f64(m);
         smooth::ring_smooth_beams(dev, nside, profiles, &m64, dst)
     })?;
     Ok(out)
@@ -141,16 +136,7 @@ fn masked_run<'py, T: Real + numpy::Element>(
     let out = empty_for::<f64>(py, &[profiles.len(), m.len()], dev)?;
     let dst = data_mut(&out);
     compute(py, || {
-        let m64: std::borrow::Cow<[f64]> =
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
-                // SAFETY: T is f64.
-                std::borrow::Cow::Borrowed(unsafe {
-                    std::slice::from_raw_parts(m.as_ptr() as *const f64, m.len())
-                })
-            } else {
-                use rayon::prelude::*;
-                std::borrow::Cow::Owned(m.par_iter().map(|v| v.to_f64()).collect())
-            };
+        let m64 = as_f64(m);
         smooth::masked::ring_smooth_masked(dev, nside, profiles, &m64, mask, thr, dst)
     })?;
     Ok(out)
