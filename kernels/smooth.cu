@@ -238,26 +238,34 @@ extern "C" __global__ void smooth_phase(const int* tile_pair, const int* tile_k0
 // Masked (normalised) smoothing, before and after the convolution of the two maps (m w, w)
 // (src/smooth/masked.rs has the host version; both must give the same bits):
 //   smooth_mask_prep    w = mask (1 when has_mask == 0), 0 where m is missing (healpy's UNSEEN
-//                       test or not finite); m -> m w in place (0 w where w is not > 0)
-//   smooth_mask_divide  num / den where den > 0 and den >= thr, else UNSEEN, into num
+//                       test or not finite); m -> m w in place (0 w where w is not > 0); sets
+//                       *bad = 1 when a mask value is not in [0, 1] (NaN included): the
+//                       argument check, so that the host never scans the mask
+//   smooth_mask_divide  num / den where den > 0 and den >= thr, else UNSEEN, into out (which
+//                       may be num itself)
 // grid-stride loops over n pixels.
 __device__ __forceinline__ bool sm_missing(double x) {
     return !isfinite(x) || fabs(x - (-1.6375e30)) <= 1e-8 + 1e-5 * 1.6375e30;
 }
 
-extern "C" __global__ void smooth_mask_prep(double* m, double* w, int has_mask, i64 n) {
+extern "C" __global__ void smooth_mask_prep(double* m, double* w, int has_mask, i64 n, int* bad) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const double x = m[i];
-        double wi = has_mask ? w[i] : 1.0;
+        double wi = 1.0;
+        if (has_mask) {
+            wi = w[i];
+            if (!(wi >= 0.0 && wi <= 1.0)) *bad = 1;
+        }
         if (sm_missing(x)) wi = 0.0;
         w[i] = wi;
         m[i] = wi > 0.0 ? x * wi : 0.0 * wi;
     }
 }
 
-extern "C" __global__ void smooth_mask_divide(double* num, const double* den, double thr, i64 n) {
+extern "C" __global__ void smooth_mask_divide(const double* num, const double* den, double thr, i64 n,
+                                              double* out) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const double d = den[i];
-        num[i] = (d > 0.0 && d >= thr) ? num[i] / d : -1.6375e30;
+        out[i] = (d > 0.0 && d >= thr) ? num[i] / d : -1.6375e30;
     }
 }

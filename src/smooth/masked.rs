@@ -20,8 +20,10 @@ const UNSEEN: f64 = crate::sht::UNSEEN;
 /// Pixels per rayon task of the per-pixel passes.
 const MIN_LEN: usize = 1 << 14;
 
-/// w (mask or 1, 0 at missing pixels of `map`) into `w`, m·w into `mw`.
-pub fn prep(map: &[f64], mask: Option<&[f64]>, mw: &mut [f64], w: &mut [f64]) {
+/// w (mask or 1, 0 at missing pixels of `map`) into `w`, m·w into `mw`; false when a mask value
+/// is not in [0, 1] (NaN included): the argument check rides on this pass (every output is
+/// written all the same).
+pub fn prep(map: &[f64], mask: Option<&[f64]>, mw: &mut [f64], w: &mut [f64]) -> bool {
     let one = |(x, (o, wo)): (&f64, (&mut f64, &mut f64)), mk: f64| {
         let wi = if !x.is_finite() || crate::sht::is_unseen(*x) {
             0.0
@@ -30,14 +32,23 @@ pub fn prep(map: &[f64], mask: Option<&[f64]>, mw: &mut [f64], w: &mut [f64]) {
         };
         *wo = wi;
         *o = if wi > 0.0 { x * wi } else { 0.0 * wi };
+        (0.0..=1.0).contains(&mk)
     };
     let it = map
         .par_iter()
         .zip(mw.par_iter_mut().zip(w.par_iter_mut()))
         .with_min_len(MIN_LEN);
     match mask {
-        Some(mk) => it.zip(mk.par_iter()).for_each(|(a, mk)| one(a, *mk)),
-        None => it.for_each(|a| one(a, 1.0)),
+        Some(mk) => it
+            .zip(mk.par_iter())
+            .map(|(a, mk)| one(a, *mk))
+            .reduce(|| true, |a, b| a && b),
+        None => {
+            it.for_each(|a| {
+                one(a, 1.0);
+            });
+            true
+        }
     }
 }
 
@@ -89,7 +100,9 @@ pub fn ring_smooth_masked(
             let mut smooth = alloc::try_vec(2 * npix, 0.0, "their smoothed maps")?;
             {
                 let (mw, w) = stack.split_at_mut(npix);
-                prep(map, mask, mw, w);
+                if !prep(map, mask, mw, w) {
+                    return Err(cuda::masked::bad_mask());
+                }
             }
             let (mw, w) = stack.split_at(npix);
             for ((plan, o), t) in plans.iter().zip(outs.iter_mut()).zip(thr) {
@@ -119,10 +132,15 @@ mod tests {
         let map = [1.0, f64::NAN, UNSEEN, 2.0, f64::INFINITY, -3.0];
         let mask = [0.5, 1.0, 1.0, 0.0, 1.0, 1.0];
         let (mut mw, mut w) = ([9.0; 6], [9.0; 6]);
-        prep(&map, Some(&mask), &mut mw, &mut w);
+        assert!(prep(&map, Some(&mask), &mut mw, &mut w));
         assert_eq!(w, [0.5, 0.0, 0.0, 0.0, 0.0, 1.0]);
         assert_eq!(mw, [0.5, 0.0, 0.0, 0.0, 0.0, -3.0]);
-        prep(&map, None, &mut mw, &mut w);
+        for bad in [-0.5, 1.5, f64::NAN] {
+            let mut m2 = mask;
+            m2[2] = bad; // also where the map is missing
+            assert!(!prep(&map, Some(&m2), &mut mw, &mut w));
+        }
+        assert!(prep(&map, None, &mut mw, &mut w));
         assert_eq!(w, [1.0, 0.0, 0.0, 1.0, 0.0, 1.0]);
         let mut out = [0.0; 3];
         divide(&[1.0, 2.0, 3.0], &[0.5, 0.2, 0.0], 0.25, &mut out);

@@ -1,8 +1,9 @@
 // Host run of kernels/smooth.cu's masked-smoothing kernels (smooth_mask_prep, then
 // smooth_mask_divide) in the SIMT emulator. Usage: smooth_mask_emu DIR HAS_MASK THR; reads
 // DIR/map.bin, DIR/mask.bin (when HAS_MASK), DIR/num.bin, DIR/den.bin (float64); writes
-// DIR/mw.bin and DIR/w.bin (the prep of map and mask) and DIR/out.bin (num / den, UNSEEN
-// below THR).
+// DIR/mw.bin and DIR/w.bin (the prep of map and mask), DIR/out.bin (num / den, UNSEEN
+// below THR) and DIR/out_inplace.bin (the same written over num); prints the prep's bad flag
+// (a mask value outside [0, 1]).
 #include "simt.hpp"
 
 #include <algorithm>
@@ -52,13 +53,22 @@ int main(int argc, char** argv) {
     const i64 n = (i64)m.size();
     std::vector<double> w = has_mask ? load(dir + "/mask.bin") : std::vector<double>(n, NAN);
     // a small grid: the grid-stride loops must cover n with fewer threads than pixels
-    simt::launch(3u, 64u, [&] { smooth_mask_prep(m.data(), w.data(), has_mask, n); });
+    int bad = 0;
+    simt::launch(3u, 64u, [&] { smooth_mask_prep(m.data(), w.data(), has_mask, n, &bad); });
     save(dir + "/mw.bin", m);
     save(dir + "/w.bin", w);
     auto num = load(dir + "/num.bin");
     auto den = load(dir + "/den.bin");
-    simt::launch(2u, 32u, [&] { smooth_mask_divide(num.data(), den.data(), thr, (i64)num.size()); });
-    save(dir + "/out.bin", num);
-    std::printf("ok %lld pixels\n", (long long)n);
+    std::vector<double> out(num.size(), 0.0);
+    simt::launch(2u, 32u, [&] {
+        smooth_mask_divide(num.data(), den.data(), thr, (i64)num.size(), out.data());
+    });
+    save(dir + "/out.bin", out);
+    // in place (out = num), as a single beam runs it
+    simt::launch(2u, 32u, [&] {
+        smooth_mask_divide(num.data(), den.data(), thr, (i64)num.size(), num.data());
+    });
+    save(dir + "/out_inplace.bin", num);
+    std::printf("ok %lld pixels bad %d\n", (long long)n, bad);
     return 0;
 }

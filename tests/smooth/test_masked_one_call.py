@@ -121,6 +121,76 @@ def test_one_call_rejects_bad_shapes(rng):
         _core._smooth_ring_masked(m[None], nside, [t], [v], [0.5], None, "cpu")
 
 
+def _owner(a):
+    """The object at the bottom of ``a``'s base chain (a pooled page-locked output: the
+    core's PinnedOwner)."""
+    while isinstance(getattr(a, "base", None), np.ndarray):
+        a = a.base
+    return a.base
+
+
+@pytest.mark.parametrize("bad", [-0.25, 1.5, np.nan, np.inf])
+def test_one_call_checks_the_mask_values(rng, bad, device):
+    """The ring route leaves the weights' check to the core call (no NumPy passes over the
+    mask): a value outside [0, 1] anywhere, also under a missing map pixel, is an ArgumentError
+    naming the mask, on either engine; the harmonic route checks in Python, the same way."""
+    from skyconv import ArgumentError
+
+    nside = 16
+    m, w = inputs(nside, rng)
+    miss = int(np.flatnonzero(m == UNSEEN)[0])
+    ((t, v),) = profiles_of(nside, [3.0])
+    for at in (5, miss):
+        wb = w.copy()
+        wb[at] = bad
+        with pytest.raises(ArgumentError, match=r"mask must hold weights in \[0, 1\]"):
+            _core._smooth_ring_masked(m, nside, [t], [v], [0.5], wb, device)
+        for method in ("ring", "harmonic"):
+            with pytest.raises(ArgumentError, match=r"mask must hold weights in \[0, 1\]"):
+                smooth_map(m, fwhm=3 * resol(nside), method=method, mask=wb, device=device)
+    # the edges are weights: 0 and 1 exactly pass
+    wb = w.copy()
+    wb[:2] = [0.0, 1.0]
+    assert _core._smooth_ring_masked(m, nside, [t], [v], [0.5], wb, device).shape == (1, m.size)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pool", ["on", "off"])
+def test_gpu_overlapped_batches_equal_the_cpu_and_the_loop(rng, monkeypatch, pool):
+    """Batches of beams whose outputs come down while the next beam computes: into pooled
+    page-locked outputs (direct DMAs on the copy stream; nside 256 x 3 beams = 19 MB, over the
+    pool's 16 MB floor) and, with the pool off, through the staging buffers after the next
+    beam's products. Masked (two output buffers taking turns) and unmasked (the map buffer and
+    one more): equal to the single-beam calls (the same launches) and to the CPU to 1e-12."""
+    if pool == "off":
+        monkeypatch.setenv("SKYCONV_PINNED_MAX_MB", "0")
+    nside = 256
+    m, w = inputs(nside, rng)
+    profiles = profiles_of(nside, [3.0, 6.0, 4.5])
+    thr = [0.5, 0.5, 0.2]
+    ts = [t for t, _ in profiles]
+    vs = [v for _, v in profiles]
+    gpu = _core._smooth_ring_masked(m, nside, ts, vs, thr, w, "cuda")
+    assert (type(_owner(gpu)).__name__ == "PinnedOwner") == (pool == "on")
+    cpu = _core._smooth_ring_masked(m, nside, ts, vs, thr, w, "cpu")
+    np.testing.assert_array_equal(cpu == UNSEEN, gpu == UNSEEN)
+    ok = cpu != UNSEEN
+    assert np.abs(gpu[ok] - cpu[ok]).max() <= 1e-12 * np.abs(cpu[ok]).max()
+    for b in range(3):
+        one = _core._smooth_ring_masked(m, nside, [ts[b]], [vs[b]], [thr[b]], w, "cuda")
+        np.testing.assert_array_equal(one[0], gpu[b])
+    filled = np.where(np.isfinite(m) & (m != UNSEEN), m, 0.0)
+    two = np.stack([filled, filled[::-1].copy()])  # two maps: outputs beam-major
+    plain = _core._smooth_ring_beams(two, nside, ts, vs, "cuda")
+    assert plain.shape == (3, 2, m.size)
+    ref = _core._smooth_ring_beams(two, nside, ts, vs, "cpu")
+    assert np.abs(plain - ref).max() <= 1e-12 * np.abs(ref).max()
+    for b in range(3):
+        for k in range(2):
+            one = _core._smooth_ring(two[k], nside, ts[b], vs[b], "cuda")
+            np.testing.assert_array_equal(one, plain[b, k])
+
+
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
     return build(tmp_path_factory.mktemp("smooth_mask_emu"), "smooth_mask_emu")
@@ -147,6 +217,7 @@ def test_emulated_mask_kernels_follow_the_rules(emu, tmp_path, rng, with_mask):
         timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip().endswith("bad 0")
     ww = sm_masked.weights(m, w if with_mask else True)
     want = sm_masked.stack(np.where(ww > 0, m, 0.0), ww)
     np.testing.assert_array_equal(np.fromfile(tmp_path / "w.bin"), want[1])
@@ -154,6 +225,14 @@ def test_emulated_mask_kernels_follow_the_rules(emu, tmp_path, rng, with_mask):
     out = np.fromfile(tmp_path / "out.bin")
     np.testing.assert_array_equal(out, sm_masked.normalise(np.stack([num, den]), 1.0, thr))
     assert out[0] == UNSEEN and out[3] == UNSEEN and out[2] == num[2] / 0.3
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "out_inplace.bin"), out)
+    if with_mask:  # a weight outside [0, 1] sets the prep's flag (the outputs as before)
+        w[7] = 1.25
+        w.tofile(tmp_path / "mask.bin")
+        run = subprocess.run(
+            [str(emu), str(tmp_path), "1", repr(thr)], capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0 and run.stdout.strip().endswith("bad 1"), run.stdout
 
 
 @pytest.mark.gpu

@@ -191,7 +191,8 @@ def smooth_map(
         if many
         else [Beam.from_args(fwhm, beam_window, lmax, tol)]
     )
-    mask = _masked.check_mask(mask, maps.shape[1])
+    # the weights' values: checked by the core call of the ring route, here on the others
+    mask = _masked.check_mask(mask, maps.shape[1], values=False)
     if mask is not None:
         min_weight = _masked.check_min_weight(min_weight)
         b0s = [_masked.check_b0(b.window) for b in beams]
@@ -222,6 +223,7 @@ def smooth_map(
         maps = maps[:0]
     else:
         outs = []  # per map: (n_beams, npix)
+        mask = _masked.check_values(mask)
     for mk in maps:
         if mask is None:
             miss = _core._smooth_missing(mk)

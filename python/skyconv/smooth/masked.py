@@ -95,8 +95,11 @@ def weights(mk: np.ndarray, mask) -> np.ndarray:
     return w
 
 
-def check_mask(mask, npix: int):
-    """``mask`` as None, True or a float64 (npix,) array in [0, 1] (errors name it)."""
+def check_mask(mask, npix: int, values: bool = True):
+    """``mask`` as None, True or a float64 (npix,) array (errors name it); with ``values`` its
+    weights are checked to lie in [0, 1] here (three passes over the mask); without, the caller
+    leaves that to the core call it passes the mask to (``_core._smooth_ring_masked`` checks
+    them in its own first pass, on the device on the GPU) or calls :func:`check_values`."""
     if mask is None or mask is True:
         return mask
     if mask is False:
@@ -107,6 +110,13 @@ def check_mask(mask, npix: int):
     w = np.ascontiguousarray(w, dtype=np.float64)
     if w.shape != (npix,):
         raise ShapeError(f"mask must have shape ({npix},) like the map, got {w.shape}")
+    return check_values(w) if values else w
+
+
+def check_values(w):
+    """``w`` (None, True or a float64 array) after checking its weights lie in [0, 1]."""
+    if w is None or w is True:
+        return w
     if not (np.all(np.isfinite(w)) and w.min() >= 0.0 and w.max() <= 1.0):
         raise ArgumentError("mask must hold weights in [0, 1] (1 observed, 0 masked)")
     return w

@@ -13,7 +13,13 @@
 //! Limits: blocks of at least `MIN_BYTES`; at most `SKYCONV_PINNED_MAX_MB` page-locked at once,
 //! in use or idle (default: a quarter of the machine's memory, at most 8 GiB);
 //! `SKYCONV_PINNED_MAX_MB=0` turns the pool off. Past the limit outputs are ordinary NumPy
-//! arrays, which only costs speed.
+//! arrays, which only costs speed. One output larger than the default limit (a batch of beams:
+//! 100 maps of nside 2048 are 40 GB) gets a block of its own where `SKYCONV_PINNED_MAX_MB` is
+//! not set, the block is at most half the machine's memory and the host has it free
+//! (MemAvailable, with as much again to spare); such a block is not counted against the limit
+//! and stays in the pool when its array is freed (the next batch of that size reuses it: the
+//! page-locking costs about as much as the batch's DMAs) until an output of another size over
+//! the limit needs one.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -169,17 +175,59 @@ fn unlock(addr: usize, bytes: usize) {
     }
 }
 
-/// Free idle blocks until `need` more bytes fit under the limit; false if they cannot.
+/// Free idle blocks until `need` more bytes fit under the limit; false if they cannot. Blocks
+/// over the limit (see [`take_large`]) are neither counted nor freed here.
 fn make_room(pool: &mut Pool, need: usize, limit: usize) -> bool {
-    let held = |p: &Pool| p.idle.values().chain(p.live.values()).sum::<usize>();
+    let held = |p: &Pool| {
+        p.idle
+            .values()
+            .chain(p.live.values())
+            .filter(|&&b| b <= limit)
+            .sum::<usize>()
+    };
     while held(pool) + need > limit {
-        let Some((&addr, &bytes)) = pool.idle.iter().next() else {
+        let Some((&addr, &bytes)) = pool.idle.iter().find(|&(_, &b)| b <= limit) else {
             return false;
         };
         pool.idle.remove(&addr);
         unlock(addr, bytes);
     }
     true
+}
+
+/// Whether an output of `want` bytes (over the limit) may have a block of its own: the limit is
+/// the default one, the block is at most half the machine's memory and the host can give twice
+/// it now.
+fn large_allowed(want: usize) -> bool {
+    if !matches!(env_max_mb(), Ok(None)) {
+        return false; // SKYCONV_PINNED_MAX_MB set (or invalid): it caps every block
+    }
+    let half = mem_total_mb().map_or(0, |m| (m << 20) / 2);
+    let free = crate::backend::alloc::limit().map_or(0, |l| l as usize);
+    want <= half && want.saturating_mul(2) <= free
+}
+
+/// The address of a block of `want` bytes over `limit`: an idle one of that size, else a new
+/// one after the idle blocks over the limit are freed (one such block is kept at a time).
+fn take_large(pool: &mut Pool, want: usize, limit: usize) -> Option<usize> {
+    if let Some(a) = pool.idle.iter().find(|&(_, &b)| b == want).map(|(&a, _)| a) {
+        pool.idle.remove(&a);
+        return Some(a);
+    }
+    let big: Vec<(usize, usize)> = pool
+        .idle
+        .iter()
+        .filter(|&(_, &b)| b > limit)
+        .map(|(&a, &b)| (a, b))
+        .collect();
+    for (a, b) in big {
+        pool.idle.remove(&a);
+        unlock(a, b);
+    }
+    if !large_allowed(want) {
+        return None;
+    }
+    lock_new(want)
 }
 
 /// A page-locked block for `bytes` for an output of GPU `ordinal`, or None (pool off, over its
@@ -192,6 +240,14 @@ pub fn take(bytes: usize, ordinal: u32) -> Option<Block> {
     let want = bytes.div_ceil(ROUND) * ROUND;
     let limit = max_bytes();
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if want > limit {
+        let addr = take_large(&mut pool, want, limit)?;
+        pool.live.insert(addr, want);
+        return Some(Block {
+            ptr: addr as *mut u8,
+            bytes: want,
+        });
+    }
     let reuse = pool.idle.iter().find(|&(_, &b)| b == want).map(|(&a, _)| a);
     let addr = match reuse {
         Some(a) => {

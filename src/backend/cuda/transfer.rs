@@ -380,6 +380,27 @@ impl Gpu {
         Ok(dst)
     }
 
+    /// Queue on `stream` the DMA of the first `host.len()` elements of `src` into the
+    /// page-locked `host` (`dma_direct`); returns at once (record an event on `stream`, or
+    /// synchronise it, to know the data is there).
+    ///
+    /// # Safety
+    /// `host` must be page-locked and stay alive and untouched, and `src` allocated, until
+    /// `stream` has been synchronised.
+    pub unsafe fn download_async_on<T: DeviceRepr>(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<T>,
+        host: &mut [T],
+    ) -> Result<()> {
+        assert!(src.len() >= host.len(), "download: source too short");
+        let (base, _rec) = src.device_ptr(stream);
+        let bytes = bytes_of_mut(host);
+        // SAFETY: src holds bytes.len() bytes; the rest is the caller's promise.
+        unsafe { dr::memcpy_dtoh_async(bytes, base, stream.cu_stream())? };
+        Ok(())
+    }
+
     /// Copy the first `host.len()` elements of `src` into `host`; returns when they are there.
     pub fn download<T: DeviceRepr + Send>(&self, src: &CudaSlice<T>, host: &mut [T]) -> Result<()> {
         self.download_on(&self.stream, src, host)

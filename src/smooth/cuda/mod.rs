@@ -16,13 +16,13 @@
 //!   emulator test through `_core._ring_cuda_tables`).
 
 pub mod masked;
+mod outputs;
 pub mod tables;
 
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::pace::Pacer;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
-use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::smooth::RingPlan;
@@ -240,7 +240,9 @@ struct Group<'a> {
 }
 
 /// One group of maps: up and forward FFTs once; per plan its tables, the chunks (samples once,
-/// products per map), the inverse FFTs and the downloads.
+/// products per map), the inverse FFTs and the downloads. With a second map buffer (budget
+/// permitting, more than one output) each output's download overlaps the next one's work
+/// ([`outputs::Downloads`]).
 fn run_group(
     gpu: &Gpu,
     plans: &[&RingPlan],
@@ -249,9 +251,17 @@ fn run_group(
     outs: &mut [&mut [f64]],
 ) -> Result<()> {
     let plan0 = plans[0];
+    let npix = plan0.npix;
     let mut tl = Timeline::start(gpu)?;
-    let mut d_map = gpu.upload(g.maps[0])?;
+    let mut bufs = vec![gpu.upload(g.maps[0])?];
     tl.mark(gpu, "h2d")?;
+    let n_out = plans.len() * g.maps.len();
+    let mut room = g.room;
+    if n_out > 1 && room >= 2 * npix {
+        // SAFETY: every output's inverse FFTs write all of the buffer before it is read.
+        bufs.push(unsafe { gpu.alloc::<f64>(npix) }?);
+        room -= npix;
+    }
     let mut polar = if g.jobs.is_empty() {
         None
     } else {
@@ -262,11 +272,24 @@ fn run_group(
     for _ in g.maps {
         // SAFETY: the forward FFTs write every ring's bins; the products every output bin;
         // nothing else of the spectra is read.
-        spec_in.push(unsafe { gpu.alloc::<f64>(2 * plan0.npix) }?);
-        spec_out.push(unsafe { gpu.alloc::<f64>(2 * plan0.npix) }?);
+        spec_in.push(unsafe { gpu.alloc::<f64>(2 * npix) }?);
+        spec_out.push(unsafe { gpu.alloc::<f64>(2 * npix) }?);
     }
+    let mine: Vec<usize> = (0..plans.len())
+        .flat_map(|b| (0..g.maps.len()).map(move |k| b * g.nmaps + g.first + k))
+        .collect();
+    let direct = {
+        let mut all = true;
+        for &i in &mine {
+            all &= outputs::Downloads::page_locked(gpu, std::slice::from_ref(&outs[i]))?;
+        }
+        all
+    };
+    // declared after the buffers: dropped (the copy stream synchronised) before them
+    let mut down = outputs::Downloads::new(gpu, bufs.len(), direct);
+    let mut j = 0;
     for (b, (plan, tabs)) in plans.iter().zip(tables).enumerate() {
-        let chunks = tabs.chunks(CHUNK_TAPS.min(g.room), g.room)?;
+        let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
         let dev = upload(gpu, tabs)?;
         let max_taps = chunks
             .iter()
@@ -280,10 +303,10 @@ fn run_group(
             // the phased input spectra do not depend on the kernel: once for every plan
             for (k, spec) in spec_in.iter_mut().enumerate() {
                 if k > 0 {
-                    gpu.upload_into(g.maps[k], &mut d_map)?;
+                    gpu.upload_into(g.maps[k], &mut bufs[0])?;
                     tl.mark(gpu, "h2d")?;
                 }
-                ring_ffts(gpu, plan, &mut polar, &mut d_map, spec, true)?;
+                ring_ffts(gpu, plan, &mut polar, &mut bufs[0], spec, true)?;
                 tl.mark(gpu, "fft")?;
                 phase(gpu, &dev, tabs.tile_pair.len(), spec)?;
                 tl.mark(gpu, "fft")?;
@@ -304,16 +327,19 @@ fn run_group(
         }
         drop(pace);
         drop(taps);
-        for (k, so) in spec_out.iter_mut().enumerate() {
-            ring_ffts(gpu, plan, &mut polar, &mut d_map, so, false)?;
+        // the previous beam's outputs come down while this beam's products run (staged mode)
+        down.flush(gpu, &bufs.iter().collect::<Vec<_>>(), outs)?;
+        for so in spec_out.iter_mut() {
+            let bi = down.buffer(gpu, j, &bufs.iter().collect::<Vec<_>>(), outs)?;
+            ring_ffts(gpu, plan, &mut polar, &mut bufs[bi], so, false)?;
             tl.mark(gpu, "fft")?;
-            let out = &mut *outs[b * g.nmaps + g.first + k];
-            // the kernels are queued: map the output pages meanwhile
-            crate::backend::threads::install(|| prefault(out))?;
-            gpu.download(&d_map, out)?;
+            down.queued(gpu, bi, mine[j], &bufs.iter().collect::<Vec<_>>(), outs)?;
             tl.mark(gpu, "d2h")?;
+            j += 1;
         }
     }
+    down.finish(gpu, &bufs.iter().collect::<Vec<_>>(), outs)?;
+    tl.mark(gpu, "d2h")?;
     tl.finish()?;
     gpu.sync()
 }
