@@ -121,7 +121,13 @@ def smooth_map(
 
     Masked ring smoothing is one core call per map: the weights, m·w, both convolutions and
     the division run in the engine (on the GPU the map and the mask go up once and only the
-    normalised maps come down), not as NumPy passes over the map.
+    normalised maps come down; the mask's values are checked there too, on the device), not
+    as NumPy passes over the map.
+
+    A batch of beams on the GPU returns its (n_beams, ..., npix) result in page-locked host
+    memory where the host can hold it (at most half its memory, with as much again free; the
+    block is kept for the next batch of that size unless ``SKYCONV_PINNED_MAX_MB`` caps the
+    pool), and each beam's result comes down while the next beam computes.
 
     Raises
     ------
