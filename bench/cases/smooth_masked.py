@@ -21,6 +21,8 @@ Cases (nside 2048, quick: 64; beams scale with the pixel in quick runs):
   call. Both rows return those 10 maps (the batch's are picked from its (100, npix) output, 40
   GB at nside 2048), so ``rel_err`` compares them. Each row is timed once after its warm-up
   (ROW_REPEATS). Quick runs use 8 beams.
+  ``smooth.beams100_ring``: the same with ``method="ring"`` on both sides (the ring batch's
+  pipeline against ring calls, whatever auto would choose).
   ``smooth.beams8``: the same with 8 beams, CPU rows only (the GPU is covered by beams100).
 - ``smooth16k.fwhm1_ring``, ``smooth16k.fwhm1_harmonic`` and ``smooth16k.fwhm1_auto`` (only
   when ``SKYCONV_BENCH_16K=1``, GPU engine only, no anchor, each timed once after its warm-up):
@@ -260,6 +262,36 @@ register(
             "n_beams": N_BEAMS,
             "quick_beams": QUICK_BEAMS,
             "anchor_calls": ANCHOR_CALLS,
+            "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
+        },
+    )
+)
+
+# The same with the ring method on both sides: the ring batch's own pipeline (one upload and
+# forward FFT, each beam's result coming down while the next computes, a page-locked output)
+# against 100 ring calls, whatever auto would choose for these beams (session 9: the auto loop
+# took 229 ms a call on an H200, against 45 ms for one ring call).
+register(
+    Case(
+        name=f"smooth.beams{N_BEAMS}_ring",
+        description=f"{N_BEAMS} beams (4′-6′) on one map in one call vs {N_BEAMS} calls (ring; "
+        f"the calls scaled from {ANCHOR_CALLS})",
+        inputs=beams_inputs(N_BEAMS),
+        work=beams_work,
+        comparisons=[
+            Comparison(
+                "gpu",
+                FewGpuWall([sc_batch("cuda", pick=True, method="ring")]),
+                ScaledLoop([sc_loop("cuda", pick=True, method="ring")], N_BEAMS, ANCHOR_CALLS),
+            )
+        ],
+        params={
+            "nside": 2048,
+            "quick_nside": 64,
+            "n_beams": N_BEAMS,
+            "quick_beams": QUICK_BEAMS,
+            "anchor_calls": ANCHOR_CALLS,
+            "method": "ring",
             "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
         },
     )

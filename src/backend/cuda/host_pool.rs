@@ -195,21 +195,21 @@ fn make_room(pool: &mut Pool, need: usize, limit: usize) -> bool {
     true
 }
 
-/// Whether an output of `want` bytes (over the limit) may have a block of its own: the limit is
-/// the default one, the block is at most half the machine's memory and the host can give twice
-/// it now.
+/// Whether a new block of `want` bytes (over the default limit) may be made: at most half the
+/// machine's memory, and the host can give twice it now.
 fn large_allowed(want: usize) -> bool {
-    if !matches!(env_max_mb(), Ok(None)) {
-        return false; // SKYCONV_PINNED_MAX_MB set (or invalid): it caps every block
-    }
     let half = mem_total_mb().map_or(0, |m| (m << 20) / 2);
     let free = crate::backend::alloc::limit().map_or(0, |l| l as usize);
     want <= half && want.saturating_mul(2) <= free
 }
 
 /// The address of a block of `want` bytes over `limit`: an idle one of that size, else a new
-/// one after the idle blocks over the limit are freed (one such block is kept at a time).
+/// one after the idle blocks over the limit are freed (one such block is kept at a time). None
+/// when `SKYCONV_PINNED_MAX_MB` is set: it caps every block (0: the pool is off).
 fn take_large(pool: &mut Pool, want: usize, limit: usize) -> Option<usize> {
+    if !matches!(env_max_mb(), Ok(None)) {
+        return None;
+    }
     if let Some(a) = pool.idle.iter().find(|&(_, &b)| b == want).map(|(&a, _)| a) {
         pool.idle.remove(&a);
         return Some(a);
