@@ -92,3 +92,26 @@ def test_engine_beams_equal_each_beam(device, rng):
         np.testing.assert_array_equal(got[b], _core._smooth_ring(m, nside, t, v, device))
     one = _core._smooth_ring_beams(m[1], nside, ts, vs, device)
     np.testing.assert_array_equal(one, got[:, 1])
+
+
+def test_copy_into_in_pieces_on_threads(rng, monkeypatch):
+    """The harmonic batch's copies into its output: in pieces on skyconv's threads, every
+    element once (a piece size that leaves a ragged last piece; a strided target falls back
+    to NumPy's own copy)."""
+    import skyconv
+    from skyconv.smooth import methods
+
+    monkeypatch.setattr(methods, "COPY_PIECE", 1000)
+    before = skyconv.get_num_threads()
+    skyconv.set_num_threads(3)
+    try:
+        src = rng.standard_normal((2, 3, 4321))
+        out = np.zeros((4, 3, 4321))
+        methods.copy_into(out[1:3], src)
+        np.testing.assert_array_equal(out[1:3], src)
+        assert not out[0].any() and not out[3].any()
+        strided = np.zeros((3, 8642))[:, ::2]
+        methods.copy_into(strided, src[0])
+        np.testing.assert_array_equal(strided, src[0])
+    finally:
+        skyconv.set_num_threads(before)
