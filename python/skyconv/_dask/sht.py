@@ -128,83 +128,205 @@ def _clean(block):
 
 
 # ----------------------------------------------------------------------------------------
-# Distributed halves on dask arrays
+# Distributed halves on dask arrays: one task per block, Δ moved as one contiguous piece per
+# (m block, ring block) pair (the all-to-all), no rechunk
+
+
+def _bounds(blocks) -> np.ndarray:
+    """[lo, hi) of each block's rows in the blocks' concatenation, an (n, 2) int64 array (not a
+    tuple, which a task spec could read as a key)."""
+    ends = np.cumsum([len(b) for b in blocks])
+    return np.stack([ends - [len(b) for b in blocks], ends], axis=1).astype(np.int64)
+
+
+def _cut(a, axis, bounds):
+    """One C-contiguous piece of ``a`` per [lo, hi) along ``axis`` (1: rings, 2: m). A piece that
+    already is contiguous is a view (one component cut by rings), else a copy; either pickles
+    without a further copy (pickle protocol 5 buffers)."""
+    sl = (slice(None),) * axis
+    return tuple(np.ascontiguousarray(a[sl + (slice(lo, hi),)]) for lo, hi in bounds)
+
+
+def _join(pieces, axis):
+    """The pieces of Δ joined along ``axis`` (one piece: itself, aligned)."""
+    if len(pieces) == 1:
+        return _aligned(pieces[0])
+    return np.concatenate(pieces, axis=axis)
+
+
+def _leg_pieces(blk, nside, lmax, ms, pol, device, rbounds):
+    """m task of the synthesis: Δ of the block's m on all rings, cut by ring blocks."""
+    _threads_of_worker()
+    return _cut(_leg_task(_aligned(blk), nside, lmax, ms, pol, device), 1, rbounds)
+
+
+def _map_of_pieces(pieces, nside, rings, device):
+    """Ring task of the synthesis: the m blocks' pieces of Δ on these rings -> their pixels."""
+    _threads_of_worker()
+    return leg2map(_join(pieces, 2), nside, rings, device=on_worker("sht.leg2map", device))
+
+
+def _pieces_of_map(mp, nside, mmax, rings, mbounds, device):
+    """Ring task of the analysis: the rings' pixels -> their Fourier coefficients, cut by m
+    blocks."""
+    _threads_of_worker()
+    leg = map2leg(mp, nside, mmax, rings, device=on_worker("sht.map2leg", device))
+    return _cut(leg, 2, mbounds)
+
+
+def _resid_pieces(pieces, clean, nside, mmax, rings, mbounds, device):
+    """Ring task of a Jacobi iteration: the residual clean − synthesis on these rings, then its
+    analysis pieces (the residual never leaves the task)."""
+    resid = clean - _map_of_pieces(pieces, nside, rings, device)
+    return _pieces_of_map(resid, nside, mmax, rings, mbounds, device)
+
+
+def _alm_step(prev, pieces, nside, lmax, ms, pol, w, device, rbounds):
+    """m task of the analysis: the ring blocks' pieces (all rings, this block's m) -> alm block,
+    added to ``prev`` (the last iterate, or None). With ``rbounds`` (another iteration follows)
+    it returns (alm block, Δ pieces of the new alm block cut by ring blocks)."""
+    _threads_of_worker()
+    alm = _alm_task(_join(pieces, 1), nside, lmax, ms, pol, w, device)
+    if prev is not None:
+        alm = prev + alm
+    if rbounds is None:
+        return alm
+    return (alm,) + _cut(_leg_task(alm, nside, lmax, ms, pol, device), 1, rbounds)
+
+
+_POOL_SET = False
+
+
+def _threads_of_worker():
+    """Once per worker process: skyconv's pool takes the worker's thread count (unless
+    SKYCONV_NUM_THREADS sets it), so that W workers x T threads run W·T engine threads, not
+    W x all cores."""
+    global _POOL_SET
+    if _POOL_SET:
+        return
+    _POOL_SET = True
+    if os.environ.get("SKYCONV_NUM_THREADS"):
+        return
+    try:
+        from distributed import get_worker
+
+        n = get_worker().state.nthreads
+    except (ImportError, ValueError, AttributeError):
+        return
+    from .._backend import get_num_threads, set_num_threads
+
+    if n >= 1 and get_num_threads() != n:
+        set_num_threads(n)
+
+
+def _spec(prefix, tok):
+    return f"skyconv-{prefix}-{tok}"
+
+
+def _pieces(dsk, tasks, n, first=0, what="piece"):
+    """Keys of items ``first..first+n-1`` of the tuples returned by ``tasks`` (keys (name, k)):
+    ``out[k][j]`` = item first + j of task k (a getitem task each, run where the tuple is)."""
+    import operator
+
+    out = []
+    for task in tasks:
+        row = []
+        for j in range(n):
+            key = (f"{task[0]}-{what}", task[1], j)
+            dsk[key] = (operator.getitem, task, first + j)
+            row.append(key)
+        out.append(row)
+    return out
 
 
 def synthesis(alm, nside, lmax, mmax, pol, device, mb, rb):
-    """Split synthesis: dask alm (ncomp, nalm) -> dask maps (ncomp, npix) chunked by `rb`."""
+    """Split synthesis: dask alm (ncomp, nalm) -> dask maps (ncomp, npix) chunked by ``rb``: one
+    Legendre task per m block, one piece of Δ per (m block, ring block), one ring task per ring
+    block taking its pieces."""
     da = dask_array()
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
     ncomp = alm.shape[0]
     sizes = tuple(int(np.sum(lmax + 1 - ms)) for ms in mb)
-    alm = alm.rechunk(((ncomp,), sizes))
-    nr = 4 * nside - 1
-
-    def leg_of(blk, block_id=None):
-        return _leg_task(blk, nside, lmax, mb[block_id[2]], pol, device)
-
-    leg = da.map_blocks(
-        leg_of,
-        alm,
-        chunks=((ncomp,), (nr,), tuple(len(ms) for ms in mb)),
-        new_axis=1,
-        dtype=np.complex128,
-        meta=np.empty((0, 0), np.complex128),
-        token="skyconv-alm2leg",
-    )
-    # the all-to-all: (all rings, m block) -> (ring block, all m)
-    leg = leg.rechunk(((ncomp,), tuple(len(r) for r in rb), (mmax + 1,)))
+    alm = alm.rechunk(((ncomp,), sizes))  # no-op when the chunks are the m blocks
+    tok = tokenize(alm, nside, lmax, mmax, pol, device, [len(b) for b in mb], _bounds(rb))
+    rbounds = _bounds(rb)
+    dsk = {}
+    leg = [(_spec("alm2leg", tok), k) for k in range(len(mb))]
+    for k, ms in enumerate(mb):
+        dsk[leg[k]] = (_leg_pieces, (alm.name, 0, k), nside, lmax, ms, pol, device, rbounds)
+    pc = _pieces(dsk, leg, len(rb))
+    out = _spec("leg2map", tok)
+    for j, r in enumerate(rb):
+        dsk[(out, 0, j)] = (_map_of_pieces, [pc[k][j] for k in range(len(mb))], nside, r, device)
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
-
-    def map_of(lg, block_id=None):
-        return leg2map(lg, nside, rb[block_id[1]], device=on_worker("sht.leg2map", device))
-
-    return da.map_blocks(
-        map_of,
-        leg,
-        chunks=((ncomp,), pix),
-        drop_axis=2,
-        dtype=np.float64,
-        meta=np.empty((0, 0), np.float64),
-        token="skyconv-leg2map",
-    )
+    graph = HighLevelGraph.from_collections(out, dsk, dependencies=[alm])
+    return da.Array(graph, out, chunks=((ncomp,), pix), meta=np.empty((0, 0), np.float64))
 
 
-def analysis(maps, nside, lmax, mmax, pol, w, device, mb, rb):
-    """Split analysis (iter 0): dask maps (ncomp, npix), UNSEEN already zeroed, float64 ->
-    dask alm (ncomp, nalm) chunked by `mb`."""
+def analysis(clean, nside, lmax, mmax, pol, w, device, mb, rb, iters=0):
+    """Split analysis with ``iters`` Jacobi iterations: dask maps (ncomp, npix), float64, UNSEEN
+    zeroed, chunked by ``rb`` -> dask alm (ncomp, nalm) chunked by ``mb``. Layers alternate
+    ring tasks (ring FFTs; after the first, the residual of the last iterate on their rings)
+    and m tasks (Legendre sums added to the last iterate; but for the last layer, also the
+    synthesis Legendre stage of the new iterate), so an iteration is two layers and one
+    exchange each way, with no graph round trip through the client."""
     da = dask_array()
-    ncomp = maps.shape[0]
-    pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
-    maps = maps.rechunk(((ncomp,), pix))
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
 
-    def leg_of(mp, block_id=None):
-        return map2leg(mp, nside, mmax, rb[block_id[1]], device=on_worker("sht.map2leg", device))
-
-    leg = da.map_blocks(
-        leg_of,
-        maps,
-        chunks=((ncomp,), tuple(len(r) for r in rb), (mmax + 1,)),
-        new_axis=2,
-        dtype=np.complex128,
-        meta=np.empty((0, 0), np.complex128),
-        token="skyconv-map2leg",
-    )
-    # the all-to-all: (ring block, all m) -> (all rings, m block)
-    leg = leg.rechunk(((ncomp,), (4 * nside - 1,), tuple(len(ms) for ms in mb)))
+    ncomp = clean.shape[0]
+    tok = tokenize(clean, nside, lmax, mmax, pol, w, device, _bounds(mb), _bounds(rb), iters)
+    mbounds, rbounds = _bounds(mb), _bounds(rb)
+    nm, nr = len(mb), len(rb)
+    out = _spec("map2alm", tok)
+    dsk = {}
+    rtask = [(_spec("map2leg", tok), j) for j in range(nr)]
+    for j, r in enumerate(rb):
+        dsk[rtask[j]] = (_pieces_of_map, (clean.name, 0, j), nside, mmax, r, mbounds, device)
+    rpc = _pieces(dsk, rtask, nm)
+    prev = [None] * nm
+    for step in range(iters + 1):
+        last = step == iters
+        mtask = (
+            [(out, 0, k) for k in range(nm)]
+            if last
+            else [(_spec(f"leg2alm{step}", tok), k) for k in range(nm)]
+        )
+        for k, ms in enumerate(mb):
+            dsk[mtask[k]] = (
+                _alm_step,
+                prev[k],
+                [rpc[j][k] for j in range(nr)],
+                nside,
+                lmax,
+                ms,
+                pol,
+                w,
+                device,
+                None if last else rbounds,
+            )
+        if last:
+            break
+        prev = [k[0] for k in _pieces(dsk, mtask, 1, what="alm")]
+        mpc = _pieces(dsk, mtask, nr, first=1)
+        rtask = [(_spec(f"resid{step}", tok), j) for j in range(nr)]
+        for j, r in enumerate(rb):
+            dsk[rtask[j]] = (
+                _resid_pieces,
+                [mpc[k][j] for k in range(nm)],
+                (clean.name, 0, j),
+                nside,
+                mmax,
+                r,
+                mbounds,
+                device,
+            )
+        rpc = _pieces(dsk, rtask, nm)
     sizes = tuple(int(np.sum(lmax + 1 - ms)) for ms in mb)
-
-    def alm_of(lg, block_id=None):
-        return _alm_task(lg, nside, lmax, mb[block_id[1]], pol, w, device)
-
-    return da.map_blocks(
-        alm_of,
-        leg,
-        chunks=((ncomp,), sizes),
-        drop_axis=1,
-        dtype=np.complex128,
-        meta=np.empty((0, 0), np.complex128),
-        token="skyconv-leg2alm",
-    )
+    graph = HighLevelGraph.from_collections(out, dsk, dependencies=[clean])
+    return da.Array(graph, out, chunks=((ncomp,), sizes), meta=np.empty((0, 0), np.complex128))
 
 
 # ----------------------------------------------------------------------------------------
@@ -353,8 +475,5 @@ def map2alm(
     clean = m.rechunk(((m.shape[0],), pix)).map_blocks(
         _clean, dtype=np.float64, meta=np.empty((0, 0), np.float64)
     )
-    alm = analysis(clean, nside, lmax, mmax, p, w, device, mb, rb)
-    for _ in range(iter):
-        resid = clean - synthesis(alm, nside, lmax, mmax, p, device, mb, rb)
-        alm = alm + analysis(resid, nside, lmax, mmax, p, w, device, mb, rb)
+    alm = analysis(clean, nside, lmax, mmax, p, w, device, mb, rb, iters=iter)
     return alm[0] if lonely else alm
