@@ -51,15 +51,29 @@ last_choice: dict = {}
 def _cluster() -> tuple[int, int]:
     """(worker threads, smallest worker memory limit in bytes or 0 when unknown) of the current
     Dask client; without one, the CPU count and 0 (the local schedulers share this memory)."""
+    return _cluster_info()[:2]
+
+
+def _cluster_info() -> tuple[int, int, int]:
+    """(worker threads, smallest memory limit or 0, worker processes) of the current client;
+    without one, (CPU count, 0, 1)."""
     try:
         from distributed import get_client
 
         info = get_client().scheduler_info().get("workers", {}).values()
         n = sum(w.get("nthreads", 1) for w in info)
         mem = min((w.get("memory_limit") or 0 for w in info), default=0)
-        return max(1, n), int(mem)
+        return max(1, n), int(mem), max(1, len(info))
     except (ImportError, ValueError):
-        return os.cpu_count() or 1, 0
+        return os.cpu_count() or 1, 0, 1
+
+
+def split_blocks() -> int:
+    """Default number of m blocks and of ring blocks of a split transform: one per worker
+    process. Each block's task runs on all the worker's threads (skyconv's pool takes the
+    worker's thread count), so a worker of T threads needs one block, not T: fewer pieces of Δ
+    (blocks² of them) and no exchange at all inside one process."""
+    return _cluster_info()[2]
 
 
 def workers() -> int:
@@ -362,10 +376,6 @@ def _lmax_of(nalm: int, lmax, mmax):
     return lmax, mmax
 
 
-def _blocks(n, nw, default_factor=1):
-    return max(1, nw * default_factor) if n is None else int(n)
-
-
 def _pol_of(ncomp, pol):
     if pol and ncomp not in (1, 3):
         raise ArgumentError(
@@ -397,6 +407,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
         dev = check_device(device)
 
         def single(b):
+            _threads_of_worker()
             core = on_worker("sht.alm2map", dev)
             return _core._alm2map([_aligned(b[0])], nside, lmax, mmax, False, core)
 
@@ -409,7 +420,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
             token="skyconv-alm2map",
         )
     else:
-        nm, nr = nblocks if nblocks is not None else (nw, nw)
+        nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
         mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
         _record(mode, nw, 1 if p else a.shape[0], len(mb), len(rb))
         out = synthesis(a, nside, lmax, mmax, p, device, mb, rb)
@@ -456,6 +467,7 @@ def map2alm(
         dev = check_device(device)
 
         def single(b):  # the engine zeroes UNSEEN pixels
+            _threads_of_worker()
             core = on_worker("sht.map2alm", dev)
             return _core._map2alm([_aligned(b[0])], nside, lmax, mmax, iter, False, w, core)
 
@@ -468,7 +480,7 @@ def map2alm(
             token="skyconv-map2alm",
         )
         return out[0] if lonely else out
-    nm, nr = nblocks if nblocks is not None else (nw, nw)
+    nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
     mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
     _record(mode, nw, 1 if p else m.shape[0], len(mb), len(rb))
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
