@@ -11,8 +11,10 @@ each), ``cluster`` (the transform's tasks and its all-to-all, output persisted o
 and ``out`` (the output's blocks gathered straight from the workers into one array); ``e2e``
 is their sum. The single-process rows use ``skyconv.set_num_threads(W*T)`` for each total core
 count of the configurations, and each Dask row gives its ratio to the single process at the
-same total (``ratio_e2e``, ``ratio_cluster``), the peak RSS of each worker process and the
-largest relative difference to the single process. Prints one JSON line per row and, with
+same total (``ratio_e2e``, ``ratio_cluster``), the CPU seconds of client, scheduler and
+workers over the single process's (``cpu_ratio``: the overhead in work, which a machine shared
+with other jobs does not distort as it does wall times), the peak RSS of each worker process
+and the largest relative difference to the single process. Prints one JSON line per row and, with
 --out, writes ``dask_sht.json``. Needs dask and distributed (``pip install 'skyconv[dask]'``;
 on the GPU machine ``bash bench/gpu/prepare.sh --dask``). CPU only (device="cpu").
 """
@@ -34,6 +36,19 @@ def _peak_rss_mib():
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def _cpu_s():
+    """CPU seconds (user + system) of this process so far, all its threads."""
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def cluster_cpu_s(client):
+    """CPU seconds so far of the client, the scheduler and every worker process."""
+    return _cpu_s() + client.run_on_scheduler(_cpu_s) + sum(client.run(_cpu_s).values())
 
 
 def scatter(client, arr, sizes):
@@ -72,11 +87,13 @@ def gather(client, d):
 
 
 def run_split(client, fn, src, sizes, repeats):
-    """Best of ``repeats`` (in, cluster, out) seconds and the result of fn(dask input)."""
+    """Best of ``repeats`` (in, cluster, out) seconds, the CPU seconds of that run (client,
+    scheduler and workers) and the result of fn(dask input)."""
     from distributed import wait
 
-    best, res = None, None
+    best, res, cpu = None, None, None
     for _ in range(repeats):
+        c0 = cluster_cpu_s(client)
         t0 = time.perf_counter()
         x = scatter(client, src, sizes)
         t1 = time.perf_counter()
@@ -85,11 +102,12 @@ def run_split(client, fn, src, sizes, repeats):
         t2 = time.perf_counter()
         res = gather(client, y)
         t3 = time.perf_counter()
+        c1 = cluster_cpu_s(client)
         del x, y
         t = (t1 - t0, t2 - t1, t3 - t2)
         if best is None or sum(t) < sum(best):
-            best = t
-    return best, res
+            best, cpu = t, c1 - c0
+    return best, cpu, res
 
 
 def main():
@@ -127,13 +145,14 @@ def main():
         skyconv.set_num_threads(cores)
         ts, ab = [], []
         for _ in range(a.repeats):
-            t0 = time.perf_counter()
+            c0, t0 = _cpu_s(), time.perf_counter()
             ref_map = skyconv.alm2map(alm, nside, **kw)
-            t1 = time.perf_counter()
+            c1, t1 = _cpu_s(), time.perf_counter()
             ref_alm = skyconv.map2alm(ref_map, iter=a.iter, **kw)
-            ts.append(t1 - t0)
-            ab.append(time.perf_counter() - t1)
-        single[cores] = (min(ts), min(ab))
+            ts.append((t1 - t0, c1 - c0))
+            ab.append((time.perf_counter() - t1, _cpu_s() - c1))
+        (ws, cs), (wa, ca) = min(ts), min(ab)
+        single[cores] = (ws, wa, cs, ca)
         row(
             mode="single",
             cores=cores,
@@ -143,6 +162,8 @@ def main():
             iter=a.iter,
             alm2map_s=round(single[cores][0], 3),
             map2alm_s=round(single[cores][1], 3),
+            alm2map_cpu_s=round(single[cores][2], 3),
+            map2alm_cpu_s=round(single[cores][3], 3),
             peak_rss_mib=round(_peak_rss_mib()),
         )
     maps2 = ref_map if ref_map.ndim == 2 else ref_map[None]
@@ -170,10 +191,10 @@ def main():
             def anal(x):
                 return dsht.map2alm(x, lmax=lmax, iter=a.iter, pol=a.pol, device="cpu")
 
-            ts, m = run_split(client, synth, alm, asz, a.repeats)
-            ta, b = run_split(client, anal, maps2, psz, a.repeats)
+            ts, cs, m = run_split(client, synth, alm, asz, a.repeats)
+            ta, ca, b = run_split(client, anal, maps2, psz, a.repeats)
             rss = sorted(client.run(_peak_rss_mib).values())
-            s_single, a_single = single[w * t]
+            s_single, a_single, cs_single, ca_single = single[w * t]
             row(
                 mode="dask-split",
                 workers=w,
@@ -189,6 +210,10 @@ def main():
                 alm2map_ratio_cluster=round(ts[1] / s_single, 3),
                 map2alm_ratio_e2e=round(sum(ta) / a_single, 3),
                 map2alm_ratio_cluster=round(ta[1] / a_single, 3),
+                # CPU seconds of client + scheduler + workers over the single process's: the
+                # overhead in work, which a loaded machine does not distort as it does wall times
+                alm2map_cpu_ratio=round(cs / cs_single, 3),
+                map2alm_cpu_ratio=round(ca / ca_single, 3),
                 worker_peak_rss_mib=[round(r) for r in rss],
                 delta_gb=round(delta_bytes / 1e9, 3),
                 rel_err_map=float(np.abs(m - maps2).max() / np.abs(maps2).max()),

@@ -3,12 +3,20 @@ split over workers with the SHT halves (S2HAT's scheme), or a stack of transform
 independent tasks.
 
 Split ("split" mode), synthesis: the alm are cut into blocks of m; one task per m block runs the
-Legendre stage (:func:`skyconv.alm2leg`) on all rings, giving Δ chunked (all rings, m block);
-rechunking Δ to (ring block, all m) is the all-to-all (Dask moves each m block's share of each
-ring block to the task that needs it); one task per ring block then runs the ring FFTs
-(:func:`skyconv.leg2map`). The analysis runs backwards (``map2leg`` per ring block, the same
-rechunk the other way, ``leg2alm`` per m block over all rings); each Jacobi iteration is a
-distributed synthesis and analysis of the residual.
+Legendre stage (:func:`skyconv.alm2leg`) on all rings and cuts Δ into one C-contiguous piece
+per ring block; one task per ring block takes its pieces (one from each m block: the
+all-to-all, no rechunk) and runs the ring FFTs (:func:`skyconv.leg2map`). The analysis runs
+backwards (``map2leg`` per ring block cut into m-block pieces, ``leg2alm`` per m block over all
+rings). A Jacobi iteration is two task layers: ring tasks compute the residual of the last
+iterate on their rings and its ``map2leg`` pieces, m tasks add their ``leg2alm`` to the iterate
+and (but for the last) run the next synthesis Legendre stage, so the graph has 2·(iter + 1)
+layers, blocks² pieces per exchange and no round trip through the client. Pieces between two
+tasks of one worker stay in its memory; between processes each pickles without a copy.
+
+By default there is one m block and one ring block per worker process (:func:`split_blocks`):
+a block's task runs on all the worker's threads (each worker's skyconv pool takes its thread
+count on the first task, unless ``SKYCONV_NUM_THREADS`` is set), so a single worker with many
+threads does not exchange anything.
 
 Blocks: m blocks are contiguous ranges of m, balanced by work, with the cost of m taken as
 lmax − m + 1 (the length of its Legendre sum): a block of large m holds more m than one of
