@@ -169,8 +169,15 @@ def _cut(a, axis, bounds):
     return tuple(np.ascontiguousarray(a[sl + (slice(lo, hi),)]) for lo, hi in bounds)
 
 
-def _join(pieces, axis):
-    """The pieces of Δ joined along ``axis`` (one piece: itself, aligned)."""
+def _join(pieces, axis, own=None):
+    """The pieces of Δ joined along ``axis`` (one piece: itself, aligned). ``own`` = [pos, i]:
+    ``pieces[pos]`` is the whole tuple of the paired task (same block index), take its item i.
+    Depending on that whole tuple makes the task's largest input sit on the paired task's
+    worker, so Dask runs ring block j where m block j ran (and back): one block per worker,
+    not several on the worker holding the largest piece."""
+    if own is not None:
+        pieces = list(pieces)
+        pieces[own[0]] = pieces[own[0]][own[1]]
     if len(pieces) == 1:
         return _aligned(pieces[0])
     return np.concatenate(pieces, axis=axis)
@@ -182,10 +189,10 @@ def _leg_pieces(blk, nside, lmax, ms, pol, device, rbounds):
     return _cut(_leg_task(_aligned(blk), nside, lmax, ms, pol, device), 1, rbounds)
 
 
-def _map_of_pieces(pieces, nside, rings, device):
+def _map_of_pieces(pieces, nside, rings, device, own=None):
     """Ring task of the synthesis: the m blocks' pieces of Δ on these rings -> their pixels."""
     _threads_of_worker()
-    return leg2map(_join(pieces, 2), nside, rings, device=on_worker("sht.leg2map", device))
+    return leg2map(_join(pieces, 2, own), nside, rings, device=on_worker("sht.leg2map", device))
 
 
 def _pieces_of_map(mp, nside, mmax, rings, mbounds, device):
@@ -196,19 +203,19 @@ def _pieces_of_map(mp, nside, mmax, rings, mbounds, device):
     return _cut(leg, 2, mbounds)
 
 
-def _resid_pieces(pieces, clean, nside, mmax, rings, mbounds, device):
+def _resid_pieces(pieces, clean, nside, mmax, rings, mbounds, device, own=None):
     """Ring task of a Jacobi iteration: the residual clean − synthesis on these rings, then its
     analysis pieces (the residual never leaves the task)."""
-    resid = clean - _map_of_pieces(pieces, nside, rings, device)
+    resid = clean - _map_of_pieces(pieces, nside, rings, device, own)
     return _pieces_of_map(resid, nside, mmax, rings, mbounds, device)
 
 
-def _alm_step(prev, pieces, nside, lmax, ms, pol, w, device, rbounds):
+def _alm_step(prev, pieces, nside, lmax, ms, pol, w, device, rbounds, own=None):
     """m task of the analysis: the ring blocks' pieces (all rings, this block's m) -> alm block,
     added to ``prev`` (the last iterate, or None). With ``rbounds`` (another iteration follows)
     it returns (alm block, Δ pieces of the new alm block cut by ring blocks)."""
     _threads_of_worker()
-    alm = _alm_task(_join(pieces, 1), nside, lmax, ms, pol, w, device)
+    alm = _alm_task(_join(pieces, 1, own), nside, lmax, ms, pol, w, device)
     if prev is not None:
         alm = prev + alm
     if rbounds is None:
@@ -261,6 +268,18 @@ def _pieces(dsk, tasks, n, first=0, what="piece"):
     return out
 
 
+def _paired(dsk, pc, tasks, i, col, item=None):
+    """The inputs of the consumer of block ``i``: ``pc[k][col]`` for every producer k, but for
+    k = i (when producer i exists) the whole tuple ``tasks[i]`` instead of its piece (whose
+    getitem task is dropped) and ``own`` = [i, item] telling the task which item to take."""
+    got = [row[col] for row in pc]
+    if i >= len(tasks):
+        return got, None
+    dsk.pop(got[i], None)
+    got[i] = tasks[i]
+    return got, np.array([i, i if item is None else item], dtype=np.int64)
+
+
 def synthesis(alm, nside, lmax, mmax, pol, device, mb, rb):
     """Split synthesis: dask alm (ncomp, nalm) -> dask maps (ncomp, npix) chunked by ``rb``: one
     Legendre task per m block, one piece of Δ per (m block, ring block), one ring task per ring
@@ -281,7 +300,8 @@ def synthesis(alm, nside, lmax, mmax, pol, device, mb, rb):
     pc = _pieces(dsk, leg, len(rb))
     out = _spec("leg2map", tok)
     for j, r in enumerate(rb):
-        dsk[(out, 0, j)] = (_map_of_pieces, [pc[k][j] for k in range(len(mb))], nside, r, device)
+        got, own = _paired(dsk, pc, leg, j, j)
+        dsk[(out, 0, j)] = (_map_of_pieces, got, nside, r, device, own)
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
     graph = HighLevelGraph.from_collections(out, dsk, dependencies=[alm])
     return da.Array(graph, out, chunks=((ncomp,), pix), meta=np.empty((0, 0), np.float64))
@@ -317,10 +337,11 @@ def analysis(clean, nside, lmax, mmax, pol, w, device, mb, rb, iters=0):
             else [(_spec(f"leg2alm{step}", tok), k) for k in range(nm)]
         )
         for k, ms in enumerate(mb):
+            got, own = _paired(dsk, [[rpc[j][k]] for j in range(nr)], rtask, k, 0, item=k)
             dsk[mtask[k]] = (
                 _alm_step,
                 prev[k],
-                [rpc[j][k] for j in range(nr)],
+                got,
                 nside,
                 lmax,
                 ms,
@@ -328,6 +349,7 @@ def analysis(clean, nside, lmax, mmax, pol, w, device, mb, rb, iters=0):
                 w,
                 device,
                 None if last else rbounds,
+                own,
             )
         if last:
             break
@@ -335,15 +357,17 @@ def analysis(clean, nside, lmax, mmax, pol, w, device, mb, rb, iters=0):
         mpc = _pieces(dsk, mtask, nr, first=1)
         rtask = [(_spec(f"resid{step}", tok), j) for j in range(nr)]
         for j, r in enumerate(rb):
+            got, own = _paired(dsk, mpc, mtask, j, j, item=1 + j)
             dsk[rtask[j]] = (
                 _resid_pieces,
-                [mpc[k][j] for k in range(nm)],
+                got,
                 (clean.name, 0, j),
                 nside,
                 mmax,
                 r,
                 mbounds,
                 device,
+                own,
             )
         rpc = _pieces(dsk, rtask, nm)
     sizes = tuple(int(np.sum(lmax + 1 - ms)) for ms in mb)
