@@ -1,17 +1,19 @@
 //! The gathers of one call, a block of channels at a time (`Blocks::gather_all`), and the
 //! downloads of each block into the sink while the next one computes (`Blocks::fetch`).
 
+use std::ops::Range;
 use std::sync::{mpsc, Arc};
 
 use rayon::prelude::*;
 
 use super::args::{
     gather_config, launch, spectral_config, FinishArgs, KernelArgs, ScalarArgs, SpectralArgs,
-    MAX_BLOCKS,
+    MAX_BLOCKS, SPEC_RUN,
 };
 use super::buffers::{Fenced, Slot};
 use super::plan::DevicePlan;
 use super::Sink;
+use crate::backend::cuda::pace::{self, Pacer};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{grid_stride, CudaEvent, CudaSlice, CudaStream, Gpu};
@@ -25,6 +27,66 @@ fn add_into<O: Real>(acc: &mut [O], add: &[f64]) {
         .zip(add.par_iter())
         .with_min_len(1 << 14)
         .for_each(|(a, &v)| *a = O::from_f64(a.to_f64() + v));
+}
+
+/// The size of the gathers' paced pieces (`paced`), carried from one block of channels to the
+/// next: targets of the scalar gather, runs of `SPEC_RUN` targets of the spectral one, and how
+/// many pieces each has queued (to time the first few and then one in `pace::TIME_EVERY`).
+struct Piece {
+    scalar: (usize, usize),
+    spectral: (usize, usize),
+}
+
+/// First pieces: a few waves of thread blocks on a large GPU (the scalar gather has a warp per
+/// target, the spectral a block per run), far below `pace::TARGET_MS` unless each target has
+/// hundreds of thousands of candidates; later pieces are scaled from measured times.
+const FIRST_TARGETS: usize = 1 << 14;
+const FIRST_RUNS: usize = 1 << 10;
+
+impl Default for Piece {
+    fn default() -> Self {
+        Piece {
+            scalar: (FIRST_TARGETS, 0),
+            spectral: (FIRST_RUNS, 0),
+        }
+    }
+}
+
+/// Queue `launch(range)` over units `0..total` as launches of bounded GPU time
+/// (`backend::cuda::pace`: a cancel poll before each, at most `pace::DEPTH` queued, so Ctrl-C
+/// stops a gather of any size within a few pieces), calling `meanwhile` once, right after the
+/// first piece is queued, so that the host's work for the previous block overlaps this one.
+/// `piece` is (units per piece, pieces queued so far).
+fn paced(
+    gpu: &Gpu,
+    total: usize,
+    piece: &mut (usize, usize),
+    mut launch: impl FnMut(Range<usize>) -> Result<()>,
+    meanwhile: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let mut pacer = Pacer::new(gpu);
+    let mut first = true;
+    let mut a = 0;
+    while a < total {
+        pacer.before()?;
+        let b = (a + piece.0).min(total);
+        launch(a..b)?;
+        pacer.after()?;
+        if first {
+            meanwhile()?;
+            first = false;
+        }
+        let k = piece.1;
+        piece.1 += 1;
+        if b < total && (k < pace::SETTLE || k.is_multiple_of(pace::TIME_EVERY)) {
+            piece.0 = pace::next_piece(b - a, pacer.last_ms()?);
+        }
+        a = b;
+    }
+    if first {
+        meanwhile()?;
+    }
+    Ok(())
 }
 
 /// The gathers' ends of the packed uploads' channels: (device rows, uploaded) per block in,
@@ -79,9 +141,24 @@ impl<O: Real> Blocks<'_, '_, O> {
             map: Vec::new(),
             per_channel: self.full && nchan > 1,
         };
+        let mut piece = Piece::default();
         for (k, c0) in (0..nchan).step_by(cb).enumerate() {
             let cw = cb.min(nchan - c0);
             let slot = &self.slots[k % 2];
+            // While the first piece of this block's gather runs: block 0 maps the cube's pages
+            // (a fresh NumPy array would fault them in during the downloads, at half the copy
+            // rate), later blocks bring the previous block down.
+            let prev = pending.take();
+            let mut meanwhile = || -> Result<()> {
+                match (&prev, &mut *sink) {
+                    (Some(b), sink) => self.fetch(sink, b, &mut fetched),
+                    (None, Sink::Finish { cube, .. }) if k == 0 => {
+                        prefault(cube);
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                }
+            };
             if nchan == 1 {
                 let sa = ScalarArgs {
                     p: pa,
@@ -94,7 +171,20 @@ impl<O: Real> Blocks<'_, '_, O> {
                     out_u: slot.su.ptr(),
                     out_w: slot.sw.ptr(),
                 };
-                launch(gpu, "grid_scalar", gather_config(nt), &sa)?;
+                // Pieces of targets: every pointer moves to the piece's first target.
+                let launch_piece = |r: Range<usize>| {
+                    let off = (8 * r.start) as u64;
+                    let piece = ScalarArgs {
+                        tlon: sa.tlon + off,
+                        tlat: sa.tlat + off,
+                        nt: r.len() as i64,
+                        out_u: sa.out_u + off,
+                        out_w: sa.out_w + off,
+                        ..sa
+                    };
+                    launch(gpu, "grid_scalar", gather_config(r.len()), &piece)
+                };
+                paced(gpu, nt, &mut piece.scalar, launch_piece, &mut meanwhile)?;
             } else {
                 let (data, wfull, stride, coff) = match (&packed, self.resident) {
                     (_, Some((d, w))) => {
@@ -135,8 +225,27 @@ impl<O: Real> Blocks<'_, '_, O> {
                         0
                     },
                     nan_flag: gpu.dptr(self.flags) + (4 * k) as u64,
+                    ostride: nt as i64,
                 };
-                launch(gpu, &spectral_name, spectral_config(nt), &sa)?;
+                // Pieces of runs of SPEC_RUN targets (the runs a single launch would make):
+                // the target pointers move to the piece's first target, the outputs stay rows
+                // of `ostride`.
+                let launch_piece = |r: Range<usize>| {
+                    let (t0, t1) = (r.start * SPEC_RUN, (r.end * SPEC_RUN).min(nt));
+                    let off = (8 * t0) as u64;
+                    let piece = SpectralArgs {
+                        tlon: sa.tlon + off,
+                        tlat: sa.tlat + off,
+                        nt: (t1 - t0) as i64,
+                        out_u: sa.out_u + off,
+                        out_w: sa.out_w + off,
+                        wmap: if sa.wmap == 0 { 0 } else { sa.wmap + off },
+                        ..sa
+                    };
+                    launch(gpu, &spectral_name, spectral_config(t1 - t0), &piece)
+                };
+                let runs = nt.div_ceil(SPEC_RUN);
+                paced(gpu, runs, &mut piece.spectral, launch_piece, &mut meanwhile)?;
                 if let Some((_, freed)) = &packed {
                     let ev = gpu.event()?;
                     ev.record(&gpu.stream)?;
@@ -157,17 +266,6 @@ impl<O: Real> Blocks<'_, '_, O> {
                 tl.mark(gpu, "finish")?;
             }
             slot.ready.record(&gpu.stream)?;
-            if k == 0 {
-                if let Sink::Finish { cube, .. } = sink {
-                    // The first gather is queued: map the cube's pages meanwhile (a fresh NumPy
-                    // array would fault them in during the downloads, at half the copy rate).
-                    prefault(cube);
-                }
-            }
-            // Bring the previous block down while this one computes.
-            if let Some(b) = pending.take() {
-                self.fetch(sink, &b, &mut fetched)?;
-            }
             pending = Some(Block {
                 k,
                 c0,
