@@ -190,3 +190,21 @@ def test_polling_leaves_short_calls_alone(device):
     out = skyconv.filters.uniform_filter1d(x, 5, device=device)
     ref = np.convolve(np.pad(x, 2, mode="symmetric"), np.ones(5) / 5, mode="valid")
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+
+
+def test_the_first_call_runs_no_python_code_of_numpy():
+    """NumPy's C API is loaded when skyconv is imported (src/py/numpy_api.rs): the first call
+    that returns an array runs no Python code of NumPy, so a Ctrl-C cannot land in it (it made
+    rust-numpy panic: `PanicException`, not `KeyboardInterrupt`)."""
+    code = (
+        "import sys\n"
+        "import skyconv\n"
+        "seen = []\n"
+        "sys.setprofile(lambda f, ev, a: ev == 'call' and seen.append(f.f_code.co_filename))\n"
+        "lon, lat = skyconv._core._healpix_centres(1, False, None)\n"
+        "sys.setprofile(None)\n"
+        "assert lon.size == 12, lon\n"
+        "print(sorted({f for f in seen if 'numpy' in f}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
