@@ -93,8 +93,8 @@ impl<'g> Pacer<'g> {
 
 /// Pieces timed (a wait each) at the start, while the piece size settles; after them one in
 /// `TIME_EVERY` is timed and the others only queue an event.
-pub const SETTLE: usize = 4;
-pub const TIME_EVERY: usize = 4;
+const SETTLE: usize = 4;
+const TIME_EVERY: usize = 4;
 
 /// Run `total` units of work as launches of whole units, `launch(range)` queuing one piece on
 /// `gpu.stream`. The first piece has `first` units (a guess that should take well under

@@ -29,61 +29,65 @@ fn add_into<O: Real>(acc: &mut [O], add: &[f64]) {
         .for_each(|(a, &v)| *a = O::from_f64(a.to_f64() + v));
 }
 
-/// The size of the gathers' paced pieces (`paced`), carried from one block of channels to the
-/// next: targets of the scalar gather, runs of `SPEC_RUN` targets of the spectral one, and how
-/// many pieces each has queued (to time the first few and then one in `pace::TIME_EVERY`).
+/// Units per piece of the gathers' paced launches (`paced`), carried from one block of
+/// channels to the next: targets of the scalar gather, runs of `SPEC_RUN` targets of the
+/// spectral one.
 struct Piece {
-    scalar: (usize, usize),
-    spectral: (usize, usize),
+    scalar: usize,
+    spectral: usize,
 }
 
 /// First pieces: a few waves of thread blocks on a large GPU (the scalar gather has a warp per
-/// target, the spectral a block per run), far below `pace::TARGET_MS` unless each target has
-/// hundreds of thousands of candidates; later pieces are scaled from measured times.
+/// target, the spectral a block per run), well below `pace::TARGET_MS` unless each target has
+/// 10^5 candidates or more; later pieces are scaled from the measured time of the one before.
 const FIRST_TARGETS: usize = 1 << 14;
 const FIRST_RUNS: usize = 1 << 10;
+/// Pieces never grow past 4x the first: the cost of a target is its number of candidates,
+/// which can jump from none (a target far from every sample) to 10^5 from one piece to the
+/// next, so a piece sized on empty targets must stay short on dense ones.
+const MAX_GROWTH: usize = 4;
 
 impl Default for Piece {
     fn default() -> Self {
         Piece {
-            scalar: (FIRST_TARGETS, 0),
-            spectral: (FIRST_RUNS, 0),
+            scalar: FIRST_TARGETS,
+            spectral: FIRST_RUNS,
         }
     }
 }
 
 /// Queue `launch(range)` over units `0..total` as launches of bounded GPU time
-/// (`backend::cuda::pace`: a cancel poll before each, at most `pace::DEPTH` queued, so Ctrl-C
-/// stops a gather of any size within a few pieces), calling `meanwhile` once, right after the
-/// first piece is queued, so that the host's work for the previous block overlaps this one.
-/// `piece` is (units per piece, pieces queued so far).
+/// (`backend::cuda::pace`: a cancel poll before each), calling `meanwhile` once, right after
+/// the first piece is queued, so that the host's work for the previous block overlaps this
+/// one. Every piece but the last is waited for and timed, and the next one scaled towards
+/// `pace::TARGET_MS` (at most `MAX_GROWTH` x `first` units): one piece at a time is in flight,
+/// so Ctrl-C waits for one piece at most, and a piece sized on cheap targets stops growing at
+/// that bound (a host round trip per piece, ~20 us, against pieces of milliseconds).
 fn paced(
     gpu: &Gpu,
     total: usize,
-    piece: &mut (usize, usize),
+    (units, first): (&mut usize, usize),
     mut launch: impl FnMut(Range<usize>) -> Result<()>,
     meanwhile: &mut impl FnMut() -> Result<()>,
 ) -> Result<()> {
     let mut pacer = Pacer::new(gpu);
-    let mut first = true;
+    let mut called = false;
     let mut a = 0;
     while a < total {
         pacer.before()?;
-        let b = (a + piece.0).min(total);
+        let b = (a + *units).min(total);
         launch(a..b)?;
         pacer.after()?;
-        if first {
+        if !called {
             meanwhile()?;
-            first = false;
+            called = true;
         }
-        let k = piece.1;
-        piece.1 += 1;
-        if b < total && (k < pace::SETTLE || k.is_multiple_of(pace::TIME_EVERY)) {
-            piece.0 = pace::next_piece(b - a, pacer.last_ms()?);
+        if b < total {
+            *units = pace::next_piece(b - a, pacer.last_ms()?).min(MAX_GROWTH * first);
         }
         a = b;
     }
-    if first {
+    if !called {
         meanwhile()?;
     }
     Ok(())
@@ -184,7 +188,8 @@ impl<O: Real> Blocks<'_, '_, O> {
                     };
                     launch(gpu, "grid_scalar", gather_config(r.len()), &piece)
                 };
-                paced(gpu, nt, &mut piece.scalar, launch_piece, &mut meanwhile)?;
+                let units = (&mut piece.scalar, FIRST_TARGETS);
+                paced(gpu, nt, units, launch_piece, &mut meanwhile)?;
             } else {
                 let (data, wfull, stride, coff) = match (&packed, self.resident) {
                     (_, Some((d, w))) => {
@@ -245,7 +250,8 @@ impl<O: Real> Blocks<'_, '_, O> {
                     launch(gpu, &spectral_name, spectral_config(t1 - t0), &piece)
                 };
                 let runs = nt.div_ceil(SPEC_RUN);
-                paced(gpu, runs, &mut piece.spectral, launch_piece, &mut meanwhile)?;
+                let units = (&mut piece.spectral, FIRST_RUNS);
+                paced(gpu, runs, units, launch_piece, &mut meanwhile)?;
                 if let Some((_, freed)) = &packed {
                     let ev = gpu.event()?;
                     ev.record(&gpu.stream)?;
