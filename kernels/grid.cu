@@ -641,11 +641,14 @@ struct GridSpectralArgs {
     i64 stride;             // elements between rows
     i64 c0;                 // first channel of this launch within a row
     i64 cw;                 // channels of this launch, 1..SC_SPEC_THREADS
-    double* out_u;          // out, cw x nt: channel c of target t at [c * nt + t]
+    double* out_u;          // out, cw x nt: channel c of target t at [c * ostride + t]
     double* out_w;
     double* wmap;           // out, nt: sum of k * wsh over every accepted sample, or null
     unsigned* nan_flag;     // in/out: incremented when a value or weight that reaches a target
                             // is NaN (then out_w differs between channels)
+    i64 ostride;            // elements between channels of out_u / out_w (>= nt): a launch may
+                            // cover a piece of the call's targets (tlon, tlat, out_u, out_w and
+                            // wmap offset to its first one), its outputs rows of the full arrays
 };
 
 // Targets per block (a run of consecutive targets: neighbours along a map row) and threads per
@@ -821,8 +824,8 @@ __device__ void grid_spectral(const GridSpectralArgs& a) {
 #pragma unroll
             for (int p = 0; p < SC_RUN; ++p) {
                 if (p < np) {
-                    a.out_u[tid * a.nt + t0 + p] = au[p];
-                    a.out_w[tid * a.nt + t0 + p] = aw[p];
+                    a.out_u[tid * a.ostride + t0 + p] = au[p];
+                    a.out_w[tid * a.ostride + t0 + p] = aw[p];
                 }
             }
         }

@@ -9,6 +9,12 @@ Inputs are float32 or float64 arrays of any number of dimensions (big-endian
 and non-contiguous inputs are accepted); the output has the input's dtype and shape. Sums are
 accumulated in float64 and rounded once, as scipy does.
 
+Kernels longer than the axis are applied as scipy applies them (the boundary extension repeats
+as far as the kernel reaches: ``tests/cube/test_filters.py::test_kernel_longer_than_line``);
+kernels are bounded, whatever the axis: a Gaussian radius of at most 2**23 - 1 samples, a
+uniform filter of at most 2**24 (``sigma=1e9`` or ``size=10**12`` is an ``ArgumentError`` that
+says so, before any work).
+
 Difference from scipy: scipy's ``uniform_filter1d`` keeps a running sum, so one NaN or inf
 poisons the rest of its line; skyconv keeps non-finite values local to the windows that hold
 them (finite inputs give the same result).

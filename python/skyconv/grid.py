@@ -638,6 +638,9 @@ class Gridder:
         ------
         skyconv.ShapeError
             Inconsistent shapes, or a channel shape unlike earlier batches'.
+        KeyboardInterrupt
+            Ctrl-C during the batch: part of it may have been added (the accumulators are
+            summed in place); :meth:`clear` and grid the batches again.
         """
         lazy = any(is_dask_array(x) for x in (lons, lats, data, weights))
         if lazy:  # summed on the Dask cluster, added here (skyconv._dask.grid.accumulate)

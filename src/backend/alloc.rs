@@ -90,6 +90,30 @@ pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// `vec![0.0; len]` of f32 or f64, fallibly (as [`try_vec`]), from zeroed memory: for large
+/// sizes the allocator hands over fresh zero pages, so nothing is written up front (a memset of
+/// gigabytes would be a long stretch without a cancel poll before the work starts).
+pub fn try_zeros<T: crate::real::Real>(len: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = check(what, len, std::mem::size_of::<T>())?;
+    if bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let refused = || Error::HostMemory {
+        what: what.to_string(),
+        bytes: bytes as u128,
+        limit: limit(),
+    };
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| refused())?;
+    // SAFETY: the layout has a non-zero size (checked above).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if ptr.is_null() {
+        return Err(refused());
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `len` T's (what
+    // `Vec` frees it with), and all-zero bits are 0.0 for f32 and f64, the only `Real` types.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// `v.reserve_exact(additional)`, fallibly (see [`try_vec`]).
 pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<()> {
     let total = v.len().saturating_add(additional);
@@ -105,6 +129,18 @@ pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zeros_are_zero_and_huge_zeros_are_errors() {
+        let v: Vec<f64> = try_zeros(1000, "test zeros").unwrap();
+        assert_eq!(v.len(), 1000);
+        assert!(v.iter().all(|&x| x == 0.0));
+        assert!(try_zeros::<f32>(0, "none").unwrap().is_empty());
+        assert!(matches!(
+            try_zeros::<f64>(usize::MAX / 4, "too many"),
+            Err(Error::HostMemory { .. })
+        ));
+    }
 
     #[test]
     fn huge_requests_are_errors_not_aborts() {

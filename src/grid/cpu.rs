@@ -65,6 +65,9 @@ fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>, stop: &Token) -> Values<T> {
             .par_iter()
             .with_min_len(4096)
             .map(|&i| {
+                if stop.is_set() {
+                    return [0.0; 2];
+                }
                 let i = i as usize;
                 let w = shared_weight(&s.weights, i);
                 [w * s.data[i].to_f64(), w]
@@ -81,6 +84,9 @@ fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>, stop: &Token) -> Values<T> {
                 .zip(w.par_iter_mut())
                 .with_min_len(4096)
                 .for_each(|(v, w)| {
+                    if stop.is_set() {
+                        return;
+                    }
                     if v.to_f64().is_nan() || w.to_f64().is_nan() {
                         *v = T::default();
                         *w = T::default();
@@ -92,9 +98,19 @@ fn values<T: Real>(plan: &Plan, s: &Samples<'_, T>, stop: &Token) -> Values<T> {
             let w = plan
                 .order
                 .par_iter()
-                .map(|&i| shared_weight(&s.weights, i as usize))
+                .with_min_len(4096)
+                .map(|&i| {
+                    if stop.is_set() {
+                        return 0.0;
+                    }
+                    shared_weight(&s.weights, i as usize)
+                })
                 .collect();
-            let nan = data.par_iter().any(|v| v.to_f64().is_nan());
+            // A cancel ends the search too (its answer is not used then).
+            let nan = data
+                .par_iter()
+                .with_min_len(4096)
+                .any(|v| stop.is_set() || v.to_f64().is_nan());
             Values::Shared { data, w, nan }
         }
     }
@@ -319,6 +335,10 @@ pub fn accumulate<T: Real, O: Real>(
             sc.offs.clear();
             sc.pairs.clear();
             for ti in t0..t1 {
+                // Polled per target too: a block's 16 targets may each have 10^5 candidates.
+                if stop.is_set() {
+                    return;
+                }
                 let j = ti - t0;
                 let t = Target::new(target_lon[ti], target_lat[ti]);
                 plan.candidates(t.lon, t.lat, radius, &mut sc.runs);
@@ -343,6 +363,9 @@ pub fn accumulate<T: Real, O: Real>(
                 for c0 in (0..nchan).step_by(CHAN_CHUNK) {
                     let c1 = (c0 + CHAN_CHUNK).min(nchan);
                     for j in 0..t1 - t0 {
+                        if stop.is_set() {
+                            return;
+                        }
                         let pairs = &sc.pairs[sc.offs[j]..sc.offs[j + 1]];
                         let su = &mut sc.su[j * nchan + c0..j * nchan + c1];
                         let sw = if per_chan {
@@ -375,7 +398,7 @@ pub fn accumulate<T: Real, O: Real>(
             }
         },
     );
-    Ok(())
+    stop.check()
 }
 
 /// One channel: (Σ k·w·v, Σ k·w) for one target pixel.

@@ -196,10 +196,10 @@ pub fn grid_once<T: Real, O: Real>(
             Ok(None)
         }
         _ => {
-            let zero = O::from_f64(0.0);
-            let mut unweighted = vec![zero; cube.len()];
-            weights.clear();
-            weights.resize(cube.len(), zero);
+            // Zeroed pages (no fill before the work: Ctrl-C, issue 17), refused if too large.
+            let what = "the weight sums of skyconv.grid (nchan x targets)";
+            let mut unweighted = crate::backend::alloc::try_zeros::<O>(cube.len(), what)?;
+            *weights = crate::backend::alloc::try_zeros::<O>(cube.len(), what)?;
             if !samples.is_empty() && !target_lon.is_empty() {
                 cpu_accumulate(
                     samples,
@@ -294,30 +294,33 @@ pub fn healpix_centres(
         }
     }
     let count = pixels.map_or(npix as usize, |p| p.len());
-    crate::backend::alloc::check(
-        &format!("the pixel centres of a HEALPix target (nside={nside}, {count} pixels)"),
-        count,
-        16,
-    )?;
+    let what = format!("the pixel centres of a HEALPix target (nside={nside}, {count} pixels)");
+    crate::backend::alloc::check(&what, count, 16)?;
+    // Zeroed pages filled a chunk at a time, each chunk after a cancel poll: a cancelled call
+    // stops at once, without writing (and faulting in) the rest of the output (issue 17).
+    let mut lon = crate::backend::alloc::try_zeros::<f64>(count, &what)?;
+    let mut lat = crate::backend::alloc::try_zeros::<f64>(count, &what)?;
+    const CHUNK: usize = 4096;
     let stop = crate::backend::cancel::current();
-    let centre = |k: usize| {
-        if stop.is_set() {
-            return (f64::NAN, f64::NAN);
-        }
-        let pix = pixels.map_or(k as u64, |p| p[k] as u64);
-        let ring = if nest {
-            hpx::nest2ring(nside, pix)
-        } else {
-            pix
-        };
-        let (theta, phi) = hpx::pix2ang_ring(nside, ring);
-        (phi.to_degrees(), 90.0 - theta.to_degrees())
-    };
-    let out = (0..count)
-        .into_par_iter()
-        .with_min_len(4096)
-        .map(centre)
-        .unzip();
+    lon.par_chunks_mut(CHUNK)
+        .zip(lat.par_chunks_mut(CHUNK))
+        .enumerate()
+        .for_each(|(c, (lo, la))| {
+            if stop.is_set() {
+                return;
+            }
+            for (j, (lo, la)) in lo.iter_mut().zip(la.iter_mut()).enumerate() {
+                let k = c * CHUNK + j;
+                let pix = pixels.map_or(k as u64, |p| p[k] as u64);
+                let ring = if nest {
+                    hpx::nest2ring(nside, pix)
+                } else {
+                    pix
+                };
+                let (theta, phi) = hpx::pix2ang_ring(nside, ring);
+                (*lo, *la) = (phi.to_degrees(), 90.0 - theta.to_degrees());
+            }
+        });
     stop.check()?;
-    Ok(out)
+    Ok((lon, lat))
 }

@@ -8,6 +8,7 @@ mod errors;
 mod filters;
 mod grid;
 mod healpix;
+mod numpy_api;
 mod scope;
 mod sht;
 mod sht_halves;
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    numpy_api::load(m.py())?;
     backend::register(m)?;
     atrous::register(m)?;
     filters::register(m)?;

@@ -3,10 +3,12 @@ more on 2 CPU cores, so that a SIGINT sent after ~1 s lands in the middle of the
 
 Run as a script: ``python _long_calls.py NAME DEVICE [REPEAT]`` builds the inputs, then REPEAT
 times (default 1): prints ``ready``, runs the call and prints ``interrupted`` (KeyboardInterrupt),
-``raised <type>: <message>`` or ``done`` at once, followed on the cuda device by a line
-``gpu_mib=<MiB>``: the GPU memory this process holds (nvidia-smi, which takes a second or two:
-after the answer, so that it does not count in the latency), so the parent can check that an
-interrupted call leaves no allocation behind. Last, ``check <max error> <scale>``: the same
+``raised <type>: <message>`` or ``done`` at once, then ``busy=<s>``: the CPU seconds this
+process used in the IDLE_S seconds after the answer (threads still working after the call
+ended would show there), then on the cuda device a line ``gpu_mib=<MiB>``: the GPU memory
+this process holds (nvidia-smi, which takes a second or two: after the answer, so that it
+does not count in the latency), so the parent can check that an interrupted call leaves no
+allocation behind. Last, ``check <max error> <scale>``: the same
 call on small inputs, on DEVICE and on the CPU, so the parent can check that the device still
 computes right after the interrupted calls.
 """
@@ -117,6 +119,10 @@ def _gpu_mib() -> str:
     return f"gpu_mib={mine[0] if mine else 0}"
 
 
+#: Seconds after a call's answer over which its CPU use is measured (``busy=``).
+IDLE_S = 0.5
+
+
 def _run_once(call, device: str) -> None:
     import time
 
@@ -134,6 +140,9 @@ def _run_once(call, device: str) -> None:
     except BaseException as e:  # noqa: BLE001 (reported to the parent test)
         what = f"raised {type(e).__name__}: {e}"
     print(what, flush=True)
+    cpu = time.process_time()
+    time.sleep(IDLE_S)
+    print(f"busy={time.process_time() - cpu:.4f}", flush=True)
     if device == "cuda":
         print(_gpu_mib(), flush=True)
 

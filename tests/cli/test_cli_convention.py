@@ -257,23 +257,33 @@ def test_the_input_is_never_the_output(verb, inputs, monkeypatch, capsys):
     assert open(argv[1], "rb").read() == before
 
 
-def test_a_long_stage_says_it_is_still_running(inputs, tmp_path, monkeypatch, capsys):
+#: The verbs whose work is one skyconv call without progress of its own (scfind and atrous
+#: report their stages through their progress callbacks).
+STAGE_VERBS = ("smooth", "alm2map", "map2alm", "grid")
+
+
+@pytest.mark.parametrize("verb", STAGE_VERBS)
+def test_a_long_stage_says_it_is_still_running(verb, inputs, tmp_path, monkeypatch, capsys):
     import time
 
     from skyconv.cli import _common
 
-    real = skyconv.map2alm
+    argv, fn = inputs[verb]
+    real = getattr(skyconv, fn)
 
     def slow(*a, **k):
         time.sleep(0.35)  # the GIL is free, as in the compiled core
         return real(*a, **k)
 
-    monkeypatch.setattr(skyconv, "map2alm", slow)
+    monkeypatch.setattr(skyconv, fn, slow)
     monkeypatch.setattr(_common, "TICK", 0.1)
-    argv, _ = inputs["map2alm"]
     assert cli.main([*argv, "--out", str(tmp_path / "a.fits"), "--device", "cpu"]) == 0
-    err = capsys.readouterr().err
-    assert err.count("still running") >= 2
-    assert err.splitlines()[-2].startswith("map2alm: map2alm nside 8 -> lmax 8")  # then done
+    lines = capsys.readouterr().err.splitlines()
+    running = [i for i, line in enumerate(lines) if "still running" in line]
+    assert len(running) >= 2, lines
+    assert all(lines[i].startswith(f"{verb}: ") for i in running), lines
+    # The stage's last line says it is done: "<verb>: <what>: N.NN s".
+    after = [line for line in lines[running[-1] + 1 :] if line.startswith(f"{verb}: ")]
+    assert after and after[0].endswith(" s") and "still running" not in after[0], lines
     assert cli.main([*argv, "--out", str(tmp_path / "b.fits"), "--device", "cpu", "-q"]) == 0
     assert capsys.readouterr().err == ""

@@ -25,22 +25,9 @@ def test_fits_table_to_fits_cube(tmp_path, rng):
     Table({"RA": lon, "DEC": lat, "SPECTRUM": spec}).write(tmp_path / "s.fits")
     hdr = fits.Header(header())
     hdr.totextfile(tmp_path / "t.hdr")
-    assert (
-        grid_cli(
-            [
-                str(tmp_path / "s.fits"),
-                "--header",
-                str(tmp_path / "t.hdr"),
-                "--sigma",
-                "0.2",
-                "--out",
-                str(tmp_path / "c.fits"),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 0
-    )
+    argv = [str(tmp_path / "s.fits"), "--header", str(tmp_path / "t.hdr"), "--sigma", "0.2"]
+    argv += ["--out", str(tmp_path / "c.fits")]
+    assert grid_cli([*argv, "--device", "cpu"]) == 0
     with fits.open(tmp_path / "c.fits") as hdul:
         cube, weights = hdul[0].data, hdul["WEIGHTS"].data
         assert hdul[0].header["CTYPE1"].startswith("RA---")
@@ -48,17 +35,7 @@ def test_fits_table_to_fits_cube(tmp_path, rng):
     assert np.array_equal(cube, ref.cube, equal_nan=True)
     assert np.array_equal(weights, ref.weights)
     with pytest.raises(ValueError, match="exists"):
-        grid_cli(
-            [
-                str(tmp_path / "s.fits"),
-                "--header",
-                str(tmp_path / "t.hdr"),
-                "--sigma",
-                "0.2",
-                "--out",
-                str(tmp_path / "c.fits"),
-            ]
-        )
+        grid_cli(argv)
 
 
 def test_npz_healpix_and_columns(tmp_path, rng):

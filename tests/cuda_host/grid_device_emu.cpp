@@ -257,6 +257,10 @@ struct Sums {
 
 enum Layout { RESIDENT, PACKED };
 
+// Targets per gather launch: the Rust side cuts long gathers into pieces (whole runs of SC_RUN
+// targets for the spectral gather); two runs here, so that most scenarios take several pieces.
+static const long long PIECE = 2 * SC_RUN;
+
 template <typename T, typename O>
 static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout layout, int block_cw,
                            uint64_t seed) {
@@ -292,8 +296,14 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
         simt::launch(gs(P.n_kept), THREADS, [&] {
             if (sizeof(T) == 4) grid_gather_f32(a); else grid_gather_f64(a);
         });
-        GridScalarArgs sa{gp, gk, s.tl.data(), s.tb.data(), nt, wv.data(), w.data(), out.u.data(), out.w.data()};
-        simt::launch(gblocks, THREADS, [&] { grid_scalar(sa); });
+        // In pieces of PIECE targets, as the paced launches (src/grid/cuda/gather.rs `paced`):
+        // every pointer offset to the piece's first target.
+        for (long long t0 = 0; t0 < nt; t0 += PIECE) {
+            const long long len = std::min(PIECE, nt - t0);
+            GridScalarArgs sa{gp, gk, s.tl.data() + t0, s.tb.data() + t0, len, wv.data(), w.data(),
+                              out.u.data() + t0, out.w.data() + t0};
+            simt::launch(gblocks, THREADS, [&] { grid_scalar(sa); });
+        }
         finish(0, nt);
         return out;
     }
@@ -327,12 +337,20 @@ static Sums<O> device_grid(const Scenario<T>& s, const DevPlanHost& P, Layout la
             coff = 0;
         }
         out.flags.push_back(0u);
-        GridSpectralArgs sp{gp, gk, s.tl.data(), s.tb.data(), nt, P.order.data(), dptr, wptr,
-                            wsh.data(), stride, coff, cw, out.u.data() + c0 * nt, out.w.data() + c0 * nt,
-                            c0 == 0 && !full ? out.wmap.data() : nullptr, &out.flags.back()};
-        simt::launch(sblocks, SC_SPEC_THREADS, [&] {
-            if (sizeof(T) == 4) grid_spectral_f32(sp); else grid_spectral_f64(sp);
-        });
+        // In pieces of PIECE targets (whole runs of SC_RUN), as the paced launches: the target
+        // pointers (and the map) offset to the piece's first target, the outputs rows of
+        // ostride = nt.
+        double* wmap = c0 == 0 && !full ? out.wmap.data() : nullptr;
+        for (long long t0 = 0; t0 < nt; t0 += PIECE) {
+            const long long len = std::min(PIECE, nt - t0);
+            GridSpectralArgs sp{gp, gk, s.tl.data() + t0, s.tb.data() + t0, len, P.order.data(),
+                                dptr, wptr, wsh.data(), stride, coff, cw,
+                                out.u.data() + c0 * nt + t0, out.w.data() + c0 * nt + t0,
+                                wmap ? wmap + t0 : nullptr, &out.flags.back(), nt};
+            simt::launch(sblocks, SC_SPEC_THREADS, [&] {
+                if (sizeof(T) == 4) grid_spectral_f32(sp); else grid_spectral_f64(sp);
+            });
+        }
         finish(c0 * nt, cw * nt);
     }
     return out;
@@ -509,7 +527,7 @@ static void print_layout() {
     F(GridSpectralArgs, data); F(GridSpectralArgs, wfull); F(GridSpectralArgs, wsh);
     F(GridSpectralArgs, stride); F(GridSpectralArgs, c0); F(GridSpectralArgs, cw);
     F(GridSpectralArgs, out_u); F(GridSpectralArgs, out_w); F(GridSpectralArgs, wmap);
-    F(GridSpectralArgs, nan_flag);
+    F(GridSpectralArgs, nan_flag); F(GridSpectralArgs, ostride);
     Z(GridFinishArgs); F(GridFinishArgs, su); F(GridFinishArgs, sw); F(GridFinishArgs, cube);
     F(GridFinishArgs, weights); F(GridFinishArgs, len);
 #undef F

@@ -14,6 +14,14 @@ from skyconv import Gridder, HealpixTarget, ShapeError, Sightlines
 from _refs import rel_err
 
 
+def grid64(lon, lat, data, target, kernel, **kw):
+    """skyconv.grid in float64 on the CPU with ``kernel`` at its KERNELS parameters."""
+    return skyconv.grid(
+        lon, lat, data, target, kernel=kernel, kernel_params=KERNELS[kernel],
+        dtype=np.float64, device="cpu", **kw,
+    )  # fmt: skip
+
+
 def check(res, ref, tol, shape):
     cube, wsum, usum = ref
     assert res.cube.shape == shape
@@ -30,16 +38,7 @@ def test_wcs_target_float64(rng, kernel):
     lon, lat = field(rng, 3000)
     data = rng.normal(size=3000) + 3
     hdr = header()
-    res = skyconv.grid(
-        lon,
-        lat,
-        data,
-        hdr,
-        kernel=kernel,
-        kernel_params=KERNELS[kernel],
-        dtype=np.float64,
-        device="cpu",
-    )
+    res = grid64(lon, lat, data, hdr, kernel)
     tl, tb = wcs_centres(hdr)
     ref = brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel])
     check(res, ref, 1e-12, (24, 30))
@@ -52,17 +51,7 @@ def test_sightlines_spectral_float64(rng, kernel):
     data = rng.normal(size=(1500, 3))
     weights = rng.uniform(0.5, 2, 1500)
     tl, tb = field(rng, 300, size=3.5)
-    res = skyconv.grid(
-        lon,
-        lat,
-        data,
-        (tl, tb),
-        kernel=kernel,
-        kernel_params=KERNELS[kernel],
-        weights=weights,
-        dtype=np.float64,
-        device="cpu",
-    )
+    res = grid64(lon, lat, data, (tl, tb), kernel, weights=weights)
     ref = brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel], weights=weights)
     check(res, ref, 1e-12, (3, 300))
 
@@ -76,16 +65,7 @@ def test_healpix_target_float64(rng, kernel, nest):
     data = rng.normal(size=2000)
     vec = hp.ang2vec(40, 30, lonlat=True)
     pix = hp.query_disc(nside, vec, np.radians(2.5), nest=nest)
-    res = skyconv.grid(
-        lon,
-        lat,
-        data,
-        HealpixTarget(nside, nest=nest, pixels=pix),
-        kernel=kernel,
-        kernel_params=KERNELS[kernel],
-        dtype=np.float64,
-        device="cpu",
-    )
+    res = grid64(lon, lat, data, HealpixTarget(nside, nest=nest, pixels=pix), kernel)
     tl, tb = hp.pix2ang(nside, pix, nest=nest, lonlat=True)
     ref = brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel])
     check(res, ref, 1e-12, (pix.size,))
@@ -134,16 +114,7 @@ def test_poles(rng, pole):
     tl = np.concatenate([[0.0, 123.0], rng.uniform(0, 360, 200)])
     tb = np.concatenate([[pole, pole], np.sign(pole) * (90 - rng.uniform(0, 2.5, 200))])
     for kernel in ("gauss1d", "gauss2d"):
-        res = skyconv.grid(
-            lon,
-            lat,
-            data,
-            (tl, tb),
-            kernel=kernel,
-            kernel_params=KERNELS[kernel],
-            dtype=np.float64,
-            device="cpu",
-        )
+        res = grid64(lon, lat, data, (tl, tb), kernel)
         check(res, brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel]), 1e-12, (202,))
     hdr = header(lon0=30, lat0=pole, proj="TAN", nx=40, ny=40)
     res = skyconv.grid(lon, lat, data, hdr, kernel_params=0.2, dtype=np.float64, device="cpu")
@@ -180,16 +151,7 @@ def test_small_cos_dec(rng):
     tl, tb = wcs_centres(hdr)
     check(res, brute(lon, lat, data, tl, tb, params=(0.1,)), 1e-12, (30, 30))
     for kernel in ("gauss2d", "tapered_sinc"):
-        res = skyconv.grid(
-            lon,
-            lat,
-            data,
-            (tl, tb),
-            kernel=kernel,
-            kernel_params=KERNELS[kernel],
-            dtype=np.float64,
-            device="cpu",
-        )
+        res = grid64(lon, lat, data, (tl, tb), kernel)
         check(res, brute(lon, lat, data, tl, tb, kernel, KERNELS[kernel]), 1e-12, (900,))
 
 

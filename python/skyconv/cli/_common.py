@@ -82,6 +82,73 @@ def add_common(
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
 
 
+def verb_parser(subparsers, name: str, help: str, doc: str | None) -> argparse.ArgumentParser:
+    """Add verb ``name`` to ``subparsers``: ``help`` is its line in ``skyconv --help``, ``doc``
+    (the verb module's docstring) its description, printed as written.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+    name, help : str
+        The verb and its one-line help.
+    doc : str or None
+        The verb's description (its module's ``__doc__``).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The verb's parser, for its own arguments.
+    """
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def before_work(args: argparse.Namespace, outputs, inputs):
+    """The checks every verb makes before any work, in this order: each output absent unless
+    ``--overwrite``; each input present; no output one of the inputs; then the device resolved
+    (:func:`resolve_device`) and ``--threads`` applied (:func:`apply_threads`).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``overwrite``, ``device`` and ``threads``.
+    outputs, inputs : sequence of (path or None, option)
+        The files to write and to read, each with the option that names it in messages
+        (``"--out"``, ``"input"``, ...); a None path is not checked.
+
+    Returns
+    -------
+    device : skyconv._utils.device.Device
+        The ``device`` argument for the skyconv functions.
+    where : str
+        Where the work will run, for messages.
+
+    Raises
+    ------
+    OutputExistsError, UsageError
+        An output exists without ``--overwrite``, an input is missing or is an output (exit
+        status 2).
+    skyconv.DeviceError
+        A GPU was asked for and none works (exit status 1).
+    """
+    from . import _io
+
+    for path, option in outputs:
+        _io.check_output(path, args.overwrite, option)
+    for path, option in inputs:
+        if path is not None:
+            _io.check_input(path, option)
+    _io.check_distinct([p for p, _ in outputs], [p for p, _ in inputs])
+    device, where = resolve_device(args)
+    apply_threads(args)
+    return device, where
+
+
 def resolve_device(args: argparse.Namespace):
     """Resolve the device once, before any work, with skyconv's one device rule.
 

@@ -20,31 +20,17 @@ from ._common import (
     Progress,
     add_common,
     add_output,
-    apply_threads,
+    before_work,
     output_path,
     positive_int,
-    resolve_device,
+    verb_parser,
 )
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``alm2map`` verb to an argparse subparsers object.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
-    """
-    p = subparsers.add_parser(
-        "alm2map",
-        help="synthesise a HEALPix map from alm (FITS in, FITS out)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    """The ``alm2map`` verb's parser in ``subparsers`` (see :mod:`skyconv.cli.main`)."""
+    p = verb_parser(
+        subparsers, "alm2map", "synthesise a HEALPix map from alm (FITS in, FITS out)", __doc__
     )
     p.add_argument("input", help="alm FITS file (healpy.write_alm layout)")
     add_output(p, "map FITS file to write", positional=True)
@@ -60,34 +46,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Synthesise the map of the alm in ``args.input`` and write it to ``--out``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed by the parser :func:`add_parser` made.
-
-    Returns
-    -------
-    int
-        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
-
-    Raises
-    ------
-    OutputExistsError, UsageError
-        An output exists without ``--overwrite``, an input is missing, or the command line
-        asks for something impossible: raised before any work (exit status 2).
-    InputFileError
-        An input file cannot be read as alm (exit status 1).
-    skyconv.DeviceError
-        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    The verb contract of :mod:`skyconv.cli.main` (0 returned; errors raised, the command line's
+    and the outputs' before any work); an input that cannot be read as alm is an
+    ``InputFileError`` (exit status 1).
     """
     import skyconv
 
     out = output_path(args, "alm2map")
-    _io.check_output(out, args.overwrite)
-    _io.check_input(args.input)
-    _io.check_distinct([out], [args.input])
-    device, where = resolve_device(args)
-    apply_threads(args)
+    device, where = before_work(args, [(out, "--out")], [(args.input, "input")])
     say = Progress("alm2map", args.quiet)
     alm, lmax, mmax = _io.read_alm(args.input)
     if args.lmax is not None or args.mmax is not None:

@@ -38,29 +38,26 @@ import argparse
 import numpy as np
 
 from . import _io
-from ._common import Progress, add_common, add_output, apply_threads, resolve_device
+from ._common import (
+    Progress,
+    add_common,
+    add_output,
+    apply_threads,
+    before_work,
+    resolve_device,
+    verb_parser,
+)
 from ._dask import add_dask_options, wants_dask
 from ._errors import UsageError
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``atrous`` verb to an argparse subparsers object.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
-    """
-    p = subparsers.add_parser(
+    """The ``atrous`` verb's parser in ``subparsers`` (see :mod:`skyconv.cli.main`)."""
+    p = verb_parser(
+        subparsers,
         "atrous",
-        help="à trous wavelet reconstruction (DUCHAMP) of a FITS spectrum, image or cube",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "à trous wavelet reconstruction (DUCHAMP) of a FITS spectrum, image or cube",
+        __doc__,
     )
     p.add_argument(
         "input", nargs="?", help="input FITS file (or .npy, .zarr); default: imageFile of --par"
@@ -210,25 +207,9 @@ def params(args: argparse.Namespace, say=None) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Reconstruct ``args.input`` and write it (and ``--residual``) to ``--out``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed by the parser :func:`add_parser` made.
-
-    Returns
-    -------
-    int
-        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
-
-    Raises
-    ------
-    OutputExistsError, UsageError
-        An output exists without ``--overwrite``, an input is missing, or the command line
-        asks for something impossible: raised before any work (exit status 2).
-    InputFileError
-        An input file cannot be read as an image (exit status 1).
-    skyconv.DeviceError
-        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    The verb contract of :mod:`skyconv.cli.main` (0 returned; errors raised, the command line's
+    and the outputs' before any work); an input that cannot be read as an image is an
+    ``InputFileError`` (exit status 1).
     """
     import skyconv
 
@@ -238,12 +219,8 @@ def run(args: argparse.Namespace) -> int:
     kwargs = params(args, say.say)
     if wants_dask(args):
         return run_dask(args, kwargs, say)
-    _io.check_output(args.out, args.overwrite)
-    _io.check_output(args.residual, args.overwrite, "--residual")
-    _io.check_input(args.input)
-    _io.check_distinct([args.out, args.residual], [args.input])
-    device, where = resolve_device(args)
-    apply_threads(args)
+    outputs = [(args.out, "--out"), (args.residual, "--residual")]
+    device, where = before_work(args, outputs, [(args.input, "input")])
     data, header = _io.read_image(args.input, args.hdu)
     dim = kwargs["dim"]
     shape = data.shape

@@ -42,9 +42,9 @@ from ._common import (
     add_common,
     add_output,
     angle_type,
-    apply_threads,
+    before_work,
     positive_int,
-    resolve_device,
+    verb_parser,
 )
 from ._dask import add_dask_options, wants_dask
 from ._errors import UsageError
@@ -56,23 +56,12 @@ FWHM_PER_SIGMA = float(np.sqrt(8 * np.log(2)))
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``grid`` verb to an argparse subparsers object.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
-    """
-    p = subparsers.add_parser(
+    """The ``grid`` verb's parser in ``subparsers`` (see :mod:`skyconv.cli.main`)."""
+    p = verb_parser(
+        subparsers,
         "grid",
-        help="grid a table of samples onto a FITS header's map or a HEALPix map",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "grid a table of samples onto a FITS header's map or a HEALPix map",
+        __doc__,
     )
     p.add_argument("samples", help="table of samples (FITS table, ECSV, CSV, ..., .npz, .zarr)")
     tgt = p.add_mutually_exclusive_group(required=True)
@@ -175,25 +164,9 @@ def kernel_params(args: argparse.Namespace) -> tuple:
 def run(args: argparse.Namespace) -> int:
     """Grid the samples of ``args.samples`` and write the cube and weights to ``--out``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed by the parser :func:`add_parser` made.
-
-    Returns
-    -------
-    int
-        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
-
-    Raises
-    ------
-    OutputExistsError, UsageError
-        An output exists without ``--overwrite``, an input is missing, or the command line
-        asks for something impossible: raised before any work (exit status 2).
-    InputFileError
-        An input file cannot be read as a table (exit status 1).
-    skyconv.DeviceError
-        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    The verb contract of :mod:`skyconv.cli.main` (0 returned; errors raised, the command line's
+    and the outputs' before any work); an input that cannot be read as a table is an
+    ``InputFileError`` (exit status 1).
     """
     import skyconv
 
@@ -201,13 +174,8 @@ def run(args: argparse.Namespace) -> int:
     fmt = _io.file_format(out)
     if fmt not in ("fits", "npz", "zarr"):
         raise UsageError(f"--out {out}: grid writes .fits, .npz or .zarr")
-    _io.check_output(out, args.overwrite)
-    _io.check_input(args.samples, "samples")
-    if args.header:
-        _io.check_input(args.header, "--header")
-    _io.check_distinct([out], [args.samples, args.header])
-    device, where = resolve_device(args)
-    apply_threads(args)
+    inputs = [(args.samples, "samples"), (args.header or None, "--header")]
+    device, where = before_work(args, [(out, "--out")], inputs)
     params = kernel_params(args)
     radius = None if args.sphere_radius is None else args.sphere_radius.to("deg")
     say = Progress("grid", args.quiet)

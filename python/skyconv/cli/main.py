@@ -1,9 +1,17 @@
 """The ``skyconv`` console script: the top-level parser, the verbs and the one error handler.
 
 Every verb is a module of this package with ``add_parser(subparsers)`` (which sets
-``func=run`` on its parser) and ``run(args) -> int``. ``main`` parses, runs the verb and turns
-any exception into one message on stderr and an exit status (see ``_errors``: 2 for a wrong
-command line, 1 for a failure while running).
+``command`` and ``func=run`` on its parser; ``_common.verb_parser`` makes it) and
+``run(args) -> int``. ``main`` parses, runs the verb and turns any exception into one message
+on stderr and an exit status (see ``_errors``: 2 for a wrong command line, 1 for a failure
+while running).
+
+The verb contract: ``run`` returns 0 and raises every error. Before any work
+(``_common.before_work``): ``OutputExistsError`` or ``UsageError`` (exit status 2) for an
+output that exists without ``--overwrite``, a missing input, an input given as an output or a
+command line that asks for something impossible, and ``skyconv.DeviceError`` (1) for
+``--device cuda`` without a working GPU. While running: ``InputFileError`` (1) for an input
+that cannot be read as the verb needs.
 """
 
 from __future__ import annotations

@@ -16,28 +16,19 @@ import numpy as np
 
 from ..healpix import npix2nside
 from . import _io
-from ._common import Progress, add_common, add_output, apply_threads, output_path, resolve_device
+from ._common import (
+    Progress,
+    add_common,
+    add_output,
+    before_work,
+    output_path,
+    verb_parser,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``map2alm`` verb to an argparse subparsers object.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
-    """
-    p = subparsers.add_parser(
-        "map2alm",
-        help="alm of a HEALPix map (FITS in, FITS out)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """The ``map2alm`` verb's parser in ``subparsers`` (see :mod:`skyconv.cli.main`)."""
+    p = verb_parser(subparsers, "map2alm", "alm of a HEALPix map (FITS in, FITS out)", __doc__)
     p.add_argument("input", help="map FITS file (1 or 3 columns)")
     add_output(p, "alm FITS file to write", positional=True)
     p.add_argument("--lmax", type=int, default=None, help="default 3*nside-1")
@@ -52,34 +43,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Analyse the map in ``args.input`` and write its alm to ``--out``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed by the parser :func:`add_parser` made.
-
-    Returns
-    -------
-    int
-        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
-
-    Raises
-    ------
-    OutputExistsError, UsageError
-        An output exists without ``--overwrite``, an input is missing, or the command line
-        asks for something impossible: raised before any work (exit status 2).
-    InputFileError
-        An input file cannot be read as a HEALPix map (exit status 1).
-    skyconv.DeviceError
-        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    The verb contract of :mod:`skyconv.cli.main` (0 returned; errors raised, the command line's
+    and the outputs' before any work); an input that cannot be read as a HEALPix map is an
+    ``InputFileError`` (exit status 1).
     """
     import skyconv
 
     out = output_path(args, "map2alm")
-    _io.check_output(out, args.overwrite)
-    _io.check_input(args.input)
-    _io.check_distinct([out], [args.input])
-    device, where = resolve_device(args)
-    apply_threads(args)
+    device, where = before_work(args, [(out, "--out")], [(args.input, "input")])
     say = Progress("map2alm", args.quiet)
     maps, _, nested = _io.read_healpix(args.input)
     if nested:

@@ -37,7 +37,15 @@ import sys
 import numpy as np
 
 from . import _io
-from ._common import Progress, add_common, add_output, apply_threads, resolve_device
+from ._common import (
+    Progress,
+    add_common,
+    add_output,
+    apply_threads,
+    before_work,
+    resolve_device,
+    verb_parser,
+)
 from ._dask import add_dask_options, wants_dask
 from ._errors import InputFileError, UsageError
 
@@ -53,23 +61,12 @@ def numbers(text: str, cast=float) -> list:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``scfind`` verb to an argparse subparsers object.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
-    """
-    p = subparsers.add_parser(
+    """The ``scfind`` verb's parser in ``subparsers`` (see :mod:`skyconv.cli.main`)."""
+    p = verb_parser(
+        subparsers,
         "scfind",
-        help="Smooth-and-Clip source finding (SoFiA 2 rules) on a spectral-line cube",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "Smooth-and-Clip source finding (SoFiA 2 rules) on a spectral-line cube",
+        __doc__,
     )
     p.add_argument(
         "cube",
@@ -191,25 +188,9 @@ def read_cube(path: str, hdu=None):
 def run(args: argparse.Namespace) -> int:
     """Find sources in ``args.cube`` and write the mask to ``--out``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed by the parser :func:`add_parser` made.
-
-    Returns
-    -------
-    int
-        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
-
-    Raises
-    ------
-    OutputExistsError, UsageError
-        An output exists without ``--overwrite``, an input is missing, or the command line
-        asks for something impossible: raised before any work (exit status 2).
-    InputFileError
-        An input file cannot be read as a 2-D or 3-D cube (exit status 1).
-    skyconv.DeviceError
-        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    The verb contract of :mod:`skyconv.cli.main` (0 returned; errors raised, the command line's
+    and the outputs' before any work); an input that cannot be read as a 2-D or 3-D cube is an
+    ``InputFileError`` (exit status 1).
     """
     import skyconv
 
@@ -219,11 +200,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("scfind needs a cube and --out PATH (or --par FILE)")
     if wants_dask(args):
         return run_dask(args)
-    _io.check_output(args.out, args.overwrite)
-    _io.check_input(args.cube, "cube")
-    _io.check_distinct([args.out], [args.cube])
-    device, where = resolve_device(args)
-    apply_threads(args)
+    device, where = before_work(args, [(args.out, "--out")], [(args.cube, "cube")])
     kwargs = params(args)
     say = Progress("scfind", args.quiet)
     cube, header = read_cube(args.cube, args.hdu)

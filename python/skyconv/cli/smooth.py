@@ -24,9 +24,9 @@ from ._common import (
     add_common,
     add_output,
     angle_type,
-    apply_threads,
+    before_work,
     output_path,
-    resolve_device,
+    verb_parser,
 )
 from ._common import parse_angle as _parse_angle
 
@@ -43,23 +43,9 @@ def parse_angle(text: str) -> float:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``smooth`` verb to an argparse subparsers object.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The verb's parser; parsing sets ``command`` and ``func`` (:func:`run`).
-    """
-    p = subparsers.add_parser(
-        "smooth",
-        help="smooth a HEALPix map with a beam (FITS in, FITS out)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    """The ``smooth`` verb's parser in ``subparsers`` (see :mod:`skyconv.cli.main`)."""
+    p = verb_parser(
+        subparsers, "smooth", "smooth a HEALPix map with a beam (FITS in, FITS out)", __doc__
     )
     p.add_argument("input", help="map FITS file (healpy.write_map layout)")
     add_output(p, "map FITS file to write", positional=True)
@@ -90,36 +76,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Smooth the maps of ``args.input`` and write them to ``--out``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed by the parser :func:`add_parser` made.
-
-    Returns
-    -------
-    int
-        0 (errors are raised; :func:`skyconv.cli.run_verb` turns them into an exit status).
-
-    Raises
-    ------
-    OutputExistsError, UsageError
-        An output exists without ``--overwrite``, an input is missing, or the command line
-        asks for something impossible: raised before any work (exit status 2).
-    InputFileError
-        An input file cannot be read as a HEALPix map (exit status 1).
-    skyconv.DeviceError
-        ``cuda`` asked for and no GPU works (exit status 1), before any work.
+    The verb contract of :mod:`skyconv.cli.main` (0 returned; errors raised, the command line's
+    and the outputs' before any work); an input that cannot be read as a HEALPix map is an
+    ``InputFileError`` (exit status 1).
     """
     import skyconv
 
     out = output_path(args, "smooth")
-    _io.check_output(out, args.overwrite)
-    _io.check_input(args.input)
-    if args.beam_window is not None:
-        _io.check_input(args.beam_window, "--beam-window")
-    _io.check_distinct([out], [args.input, args.beam_window])
-    device, where = resolve_device(args)
-    apply_threads(args)
+    inputs = [(args.input, "input"), (args.beam_window, "--beam-window")]
+    device, where = before_work(args, [(out, "--out")], inputs)
     say = Progress("smooth", args.quiet)
     say.note_bare("--fwhm", args.fwhm, "arcmin")
     maps, names, nested = _io.read_healpix(args.input)

@@ -63,6 +63,13 @@ impl<'g> Pacer<'g> {
     /// end of the piece before; an idle gap in between counts too, which only errs short).
     pub fn after_timed(&mut self) -> Result<f64> {
         self.after()?;
+        self.last_ms()
+    }
+
+    /// Wait for the piece queued last (after [`after`](Self::after)) and return its GPU time
+    /// in ms, as [`after_timed`](Self::after_timed) does: for a caller that does host work
+    /// between queuing a piece and timing it.
+    pub fn last_ms(&mut self) -> Result<f64> {
         let n = self.events.len();
         let ms = if n >= 2 {
             self.events[n - 2].elapsed_ms(&self.events[n - 1])? as f64

@@ -16,7 +16,7 @@ pub(super) const ONE_BLOCK_THREADS: u32 = 1024;
 /// Threads per block of the scalar gather (one warp per target).
 pub(super) const GATHER_THREADS: u32 = 256;
 /// Targets per block of the spectral gather (SC_RUN) and its threads (SC_SPEC_THREADS).
-const SPEC_RUN: usize = 16;
+pub(super) const SPEC_RUN: usize = 16;
 const SPEC_THREADS: u32 = 256;
 pub(super) const MAX_BLOCKS: usize = 1 << 16;
 /// Channels per spectral launch (one per thread of a block).
@@ -164,6 +164,7 @@ pub(super) struct SpectralArgs {
     pub(super) out_w: u64,
     pub(super) wmap: u64,
     pub(super) nan_flag: u64,
+    pub(super) ostride: i64,
 }
 
 /// `GridFinishArgs`.
@@ -253,7 +254,7 @@ pub fn arg_layout() -> Vec<String> {
         SpectralArgs,
         [
             p, k, tlon, tlat, nt, order, data, wfull, wsh, stride, c0, cw, out_u, out_w, wmap,
-            nan_flag
+            nan_flag, ostride
         ]
     );
     layout!("GridFinishArgs", FinishArgs, [su, sw, cube, weights, len]);

@@ -1,17 +1,19 @@
 //! The gathers of one call, a block of channels at a time (`Blocks::gather_all`), and the
 //! downloads of each block into the sink while the next one computes (`Blocks::fetch`).
 
+use std::ops::Range;
 use std::sync::{mpsc, Arc};
 
 use rayon::prelude::*;
 
 use super::args::{
     gather_config, launch, spectral_config, FinishArgs, KernelArgs, ScalarArgs, SpectralArgs,
-    MAX_BLOCKS,
+    MAX_BLOCKS, SPEC_RUN,
 };
 use super::buffers::{Fenced, Slot};
 use super::plan::DevicePlan;
 use super::Sink;
+use crate::backend::cuda::pace::{self, Pacer};
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::transfer::prefault;
 use crate::backend::cuda::{grid_stride, CudaEvent, CudaSlice, CudaStream, Gpu};
@@ -25,6 +27,70 @@ fn add_into<O: Real>(acc: &mut [O], add: &[f64]) {
         .zip(add.par_iter())
         .with_min_len(1 << 14)
         .for_each(|(a, &v)| *a = O::from_f64(a.to_f64() + v));
+}
+
+/// Units per piece of the gathers' paced launches (`paced`), carried from one block of
+/// channels to the next: targets of the scalar gather, runs of `SPEC_RUN` targets of the
+/// spectral one.
+struct Piece {
+    scalar: usize,
+    spectral: usize,
+}
+
+/// First pieces: a few waves of thread blocks on a large GPU (the scalar gather has a warp per
+/// target, the spectral a block per run), well below `pace::TARGET_MS` unless each target has
+/// 10^5 candidates or more; later pieces are scaled from the measured time of the one before.
+const FIRST_TARGETS: usize = 1 << 14;
+const FIRST_RUNS: usize = 1 << 10;
+/// Pieces never grow past 4x the first: the cost of a target is its number of candidates,
+/// which can jump from none (a target far from every sample) to 10^5 from one piece to the
+/// next, so a piece sized on empty targets must stay short on dense ones.
+const MAX_GROWTH: usize = 4;
+
+impl Default for Piece {
+    fn default() -> Self {
+        Piece {
+            scalar: FIRST_TARGETS,
+            spectral: FIRST_RUNS,
+        }
+    }
+}
+
+/// Queue `launch(range)` over units `0..total` as launches of bounded GPU time
+/// (`backend::cuda::pace`: a cancel poll before each), calling `meanwhile` once, right after
+/// the first piece is queued, so that the host's work for the previous block overlaps this
+/// one. Every piece but the last is waited for and timed, and the next one scaled towards
+/// `pace::TARGET_MS` (at most `MAX_GROWTH` x `first` units): one piece at a time is in flight,
+/// so Ctrl-C waits for one piece at most, and a piece sized on cheap targets stops growing at
+/// that bound (a host round trip per piece, ~20 us, against pieces of milliseconds).
+fn paced(
+    gpu: &Gpu,
+    total: usize,
+    (units, first): (&mut usize, usize),
+    mut launch: impl FnMut(Range<usize>) -> Result<()>,
+    meanwhile: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let mut pacer = Pacer::new(gpu);
+    let mut called = false;
+    let mut a = 0;
+    while a < total {
+        pacer.before()?;
+        let b = (a + *units).min(total);
+        launch(a..b)?;
+        pacer.after()?;
+        if !called {
+            meanwhile()?;
+            called = true;
+        }
+        if b < total {
+            *units = pace::next_piece(b - a, pacer.last_ms()?).min(MAX_GROWTH * first);
+        }
+        a = b;
+    }
+    if !called {
+        meanwhile()?;
+    }
+    Ok(())
 }
 
 /// The gathers' ends of the packed uploads' channels: (device rows, uploaded) per block in,
@@ -79,9 +145,24 @@ impl<O: Real> Blocks<'_, '_, O> {
             map: Vec::new(),
             per_channel: self.full && nchan > 1,
         };
+        let mut piece = Piece::default();
         for (k, c0) in (0..nchan).step_by(cb).enumerate() {
             let cw = cb.min(nchan - c0);
             let slot = &self.slots[k % 2];
+            // While the first piece of this block's gather runs: block 0 maps the cube's pages
+            // (a fresh NumPy array would fault them in during the downloads, at half the copy
+            // rate), later blocks bring the previous block down.
+            let prev = pending.take();
+            let mut meanwhile = || -> Result<()> {
+                match (&prev, &mut *sink) {
+                    (Some(b), sink) => self.fetch(sink, b, &mut fetched),
+                    (None, Sink::Finish { cube, .. }) if k == 0 => {
+                        prefault(cube);
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                }
+            };
             if nchan == 1 {
                 let sa = ScalarArgs {
                     p: pa,
@@ -94,7 +175,21 @@ impl<O: Real> Blocks<'_, '_, O> {
                     out_u: slot.su.ptr(),
                     out_w: slot.sw.ptr(),
                 };
-                launch(gpu, "grid_scalar", gather_config(nt), &sa)?;
+                // Pieces of targets: every pointer moves to the piece's first target.
+                let launch_piece = |r: Range<usize>| {
+                    let off = (8 * r.start) as u64;
+                    let piece = ScalarArgs {
+                        tlon: sa.tlon + off,
+                        tlat: sa.tlat + off,
+                        nt: r.len() as i64,
+                        out_u: sa.out_u + off,
+                        out_w: sa.out_w + off,
+                        ..sa
+                    };
+                    launch(gpu, "grid_scalar", gather_config(r.len()), &piece)
+                };
+                let units = (&mut piece.scalar, FIRST_TARGETS);
+                paced(gpu, nt, units, launch_piece, &mut meanwhile)?;
             } else {
                 let (data, wfull, stride, coff) = match (&packed, self.resident) {
                     (_, Some((d, w))) => {
@@ -135,8 +230,28 @@ impl<O: Real> Blocks<'_, '_, O> {
                         0
                     },
                     nan_flag: gpu.dptr(self.flags) + (4 * k) as u64,
+                    ostride: nt as i64,
                 };
-                launch(gpu, &spectral_name, spectral_config(nt), &sa)?;
+                // Pieces of runs of SPEC_RUN targets (the runs a single launch would make):
+                // the target pointers move to the piece's first target, the outputs stay rows
+                // of `ostride`.
+                let launch_piece = |r: Range<usize>| {
+                    let (t0, t1) = (r.start * SPEC_RUN, (r.end * SPEC_RUN).min(nt));
+                    let off = (8 * t0) as u64;
+                    let piece = SpectralArgs {
+                        tlon: sa.tlon + off,
+                        tlat: sa.tlat + off,
+                        nt: (t1 - t0) as i64,
+                        out_u: sa.out_u + off,
+                        out_w: sa.out_w + off,
+                        wmap: if sa.wmap == 0 { 0 } else { sa.wmap + off },
+                        ..sa
+                    };
+                    launch(gpu, &spectral_name, spectral_config(t1 - t0), &piece)
+                };
+                let runs = nt.div_ceil(SPEC_RUN);
+                let units = (&mut piece.spectral, FIRST_RUNS);
+                paced(gpu, runs, units, launch_piece, &mut meanwhile)?;
                 if let Some((_, freed)) = &packed {
                     let ev = gpu.event()?;
                     ev.record(&gpu.stream)?;
@@ -157,17 +272,6 @@ impl<O: Real> Blocks<'_, '_, O> {
                 tl.mark(gpu, "finish")?;
             }
             slot.ready.record(&gpu.stream)?;
-            if k == 0 {
-                if let Sink::Finish { cube, .. } = sink {
-                    // The first gather is queued: map the cube's pages meanwhile (a fresh NumPy
-                    // array would fault them in during the downloads, at half the copy rate).
-                    prefault(cube);
-                }
-            }
-            // Bring the previous block down while this one computes.
-            if let Some(b) = pending.take() {
-                self.fetch(sink, &b, &mut fetched)?;
-            }
             pending = Some(Block {
                 k,
                 c0,

@@ -136,8 +136,7 @@ pub fn grid<T: Real, O: Real>(
             let mut aw = vec![0.0f64; nchan * nt];
             add_chunks(&gpu, n, m, &chunk, targets, setup, layout, &mut au, &mut aw)?;
             weights.resize(nchan * nt, O::from_f64(0.0));
-            host_finish(&au, &aw, cube, weights);
-            Ok(())
+            host_finish(&au, &aw, cube, weights)
         }
     }
 }
@@ -176,16 +175,22 @@ pub(super) fn shared_weights<'a, T>(s: &Samples<'a, T>) -> Option<&'a [T]> {
     }
 }
 
-/// The Finish outputs (cube, weights) from f64 sums, as grid_finish computes them.
-fn host_finish<O: Real>(su: &[f64], sw: &[f64], cube: &mut [O], weights: &mut [O]) {
+/// The Finish outputs (cube, weights) from f64 sums, as grid_finish computes them (stops at
+/// a cancel, polled per element).
+fn host_finish<O: Real>(su: &[f64], sw: &[f64], cube: &mut [O], weights: &mut [O]) -> Result<()> {
+    let stop = crate::backend::cancel::current();
     cube.par_iter_mut()
         .zip(weights.par_iter_mut())
         .zip(su.par_iter().zip(sw.par_iter()))
         .with_min_len(1 << 14)
         .for_each(|((c, w), (&a, &b))| {
+            if stop.is_set() {
+                return;
+            }
             let u = O::from_f64(a);
             *w = O::from_f64(b);
             let wd = w.to_f64();
             *c = O::from_f64(if wd == 0.0 { f64::NAN } else { u.to_f64() / wd });
         });
+    stop.check()
 }

@@ -273,7 +273,10 @@ pub(super) fn run<T: Real, O: Real>(
             let (up_tx, up_rx) = mpsc::channel();
             let (free_tx, free_rx) = mpsc::channel();
             let (blocks, sink, tl) = (&blocks, &mut sink, &mut tl);
+            // The call's cancel token is thread-local: the gathers poll it from this thread.
+            let token = crate::backend::cancel::current();
             let consumer = sc.spawn(move || {
+                let _entered = crate::backend::cancel::enter(token);
                 gpu.ctx.bind_to_thread()?;
                 blocks.gather_all::<T>(sink, tl, Some((&up_rx, free_tx)))
             });
@@ -314,6 +317,7 @@ fn upload_blocks<T: Real>(
     let n = data.len() / nchan;
     let sz_t = size_of::<T>();
     for (k, c0) in (0..nchan).step_by(cb).enumerate() {
+        crate::backend::cancel::check()?;
         let cw = cb.min(nchan - c0);
         if k >= 2 {
             let Ok(ev) = freed.recv() else {
