@@ -17,7 +17,8 @@ use realfft::num_complex::Complex64 as C64;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use super::legendre::{
-    self as leg, log2_growth_bound, start_value, MTables, Visit, MAX_LANES, SQ1, SQ2, SU1, SU2,
+    self as leg, log2_growth_bound, start_value, MTables, Visit, Visit1, MAX_LANES, SQ1, SQ2, SU1,
+    SU2,
 };
 use super::simd::{Simd, S1};
 #[cfg(target_arch = "x86_64")]
@@ -295,26 +296,33 @@ struct S2<'a, V: Simd, const N: usize> {
     e: &'a [C64],
     b: &'a [C64],
     pol: &'a [[f64; 5]],
-    x: [V; N],
-    is2: [V; N],
-    xis2: [V; N],
-    /// [parity][W re, W im, X re, X im, Y re, Y im, Z re, Z im]
+    /// sin²θ per lane.
+    s2: [V; N],
+    /// [parity][W re, W im, X re, X im, Y re, Y im, Z re, Z im], still to be multiplied by
+    /// 1/sin²θ (see `g12`).
     acc: [[[V; N]; 8]; 2],
 }
 
-/// F1' and F2' (spin-2 functions over g_l) from μ_{l−1}, μ_l.
+/// G1 = F1' sin²θ and G2 = F2' sin²θ (the spin-2 functions over g_l, times sin²θ: the lane's
+/// 1/sin²θ is applied once per m, not per degree) from μ_{l−1}, μ_l and x μ_{l−1}, x μ_l:
+/// G1 = p3 x μ_{l−1} − (p1 + p2 sin²θ) μ_l, G2 = p5 μ_{l−1} − p4 x μ_l.
 #[inline(always)]
-fn f12<V: Simd>(c: &[f64; 5], x: V, is2: V, xis2: V, prev: V, cur: V) -> (V, V) {
-    let f1 = V::splat(c[2])
-        .mul(xis2)
-        .mul_sub(prev, V::splat(c[0]).mul_add(is2, V::splat(c[1])).mul(cur));
-    let f2 = is2.mul(V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(x).mul(cur)));
-    (f1, f2)
+fn g12<V: Simd>(c: &[f64; 5], s2: V, prev: V, cur: V, xprev: V, xcur: V) -> (V, V) {
+    let g1 = V::splat(c[2]).mul_sub(xprev, V::splat(c[1]).mul_add(s2, V::splat(c[0])).mul(cur));
+    let g2 = V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(xcur));
+    (g1, g2)
 }
 
-impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
+impl<V: Simd, const N: usize> Visit1<V, N> for S2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+    fn visit<const ODD: bool>(
+        &mut self,
+        j: usize,
+        prev: &[V; N],
+        cur: &[V; N],
+        xprev: &[V; N],
+        xcur: &[V; N],
+    ) {
         let c = &self.pol[j];
         let (e, b) = (self.e[j], self.b[j]);
         let (er, ei, br, bi) = (
@@ -325,7 +333,7 @@ impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
         );
         let acc = &mut self.acc[ODD as usize];
         for i in 0..N {
-            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+            let (f1, f2) = g12(c, self.s2[i], prev[i], cur[i], xprev[i], xcur[i]);
             acc[0][i] = er.mul_add(f1, acc[0][i]);
             acc[1][i] = ei.mul_add(f1, acc[1][i]);
             acc[2][i] = br.mul_add(f2, acc[2][i]);
@@ -353,16 +361,16 @@ fn scaled_column(src: &[C64], g: &[f64], n: usize, out: &mut Vec<C64>) {
     out.resize(n + 2, C64::new(0.0, 0.0));
 }
 
-/// 1/sin²θ and cosθ/sin²θ per lane.
+/// 1/sin²θ and sin²θ per lane.
 #[inline(always)]
-fn inv_s2(x: &[f64; MAX_LANES], s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
+fn inv_s2(s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
     let mut is2 = [0.0; MAX_LANES];
-    let mut xis2 = [0.0; MAX_LANES];
+    let mut s2 = [0.0; MAX_LANES];
     for r in 0..MAX_LANES {
-        is2[r] = 1.0 / (s[r] * s[r]);
-        xis2[r] = x[r] * is2[r];
+        s2[r] = s[r] * s[r];
+        is2[r] = 1.0 / s2[r];
     }
-    (is2, xis2)
+    (is2, s2)
 }
 
 /// Synthesis Legendre stage for one m over the pairs of a chunk; `cols[i]`: column m of alm
@@ -422,21 +430,19 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
-                        let (is2, xis2) = inv_s2(&x, &s);
+                        let (is2, s2) = inv_s2(&s);
                         let mut vis = S2::<V, N2> {
                             e: &sc.a[ei],
                             b: &sc.a[bi],
                             pol: &sc.t.pol,
-                            x: vecs(&x),
-                            is2: vecs(&is2),
-                            xis2: vecs(&xis2),
+                            s2: vecs(&s2),
                             acc: [[[V::splat(0.0); N2]; 8]; 2],
                         };
                         leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
                         let ev = vis.acc[0].map(|a| unvec(&a));
                         let od = vis.acc[1].map(|a| unvec(&a));
                         let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
-                            C64::new(a[i][r], a[i + 1][r])
+                            C64::new(a[i][r], a[i + 1][r]) * is2[r]
                         };
                         let iu = C64::new(0.0, 1.0);
                         for r in 0..blk.len() {
@@ -804,17 +810,24 @@ struct A2<'a, V: Simd, const N: usize> {
     /// Partial sums per l, one vector per part: [j][E re, E im, B re, B im].
     tmp: &'a mut [f64],
     pol: &'a [[f64; 5]],
-    x: [V; N],
-    is2: [V; N],
-    xis2: [V; N],
-    /// [parity][8]: E_re += F1·in0 + F2·in1, E_im += F1·in2 + F2·in3, B_re += F1·in4 + F2·in5,
-    /// B_im += F1·in6 + F2·in7.
+    /// sin²θ per lane.
+    s2: [V; N],
+    /// [parity][8] (the ring sums already divided by sin²θ, see `g12`):
+    /// E_re += G1·in0 + G2·in1, E_im += G1·in2 + G2·in3, B_re += G1·in4 + G2·in5,
+    /// B_im += G1·in6 + G2·in7.
     inp: [[[V; N]; 8]; 2],
 }
 
-impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
+impl<V: Simd, const N: usize> Visit1<V, N> for A2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+    fn visit<const ODD: bool>(
+        &mut self,
+        j: usize,
+        prev: &[V; N],
+        cur: &[V; N],
+        xprev: &[V; N],
+        xcur: &[V; N],
+    ) {
         let w = V::W;
         let c = &self.pol[j];
         let s = &self.inp[ODD as usize];
@@ -826,7 +839,7 @@ impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
             V::load(&t[3 * w..]),
         ];
         for i in 0..N {
-            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+            let (f1, f2) = g12(c, self.s2[i], prev[i], cur[i], xprev[i], xcur[i]);
             for q in 0..4 {
                 acc[q] = f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc[q]));
             }
@@ -917,11 +930,13 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
                         any = true;
-                        let (is2, xis2) = inv_s2(&x, &s);
+                        let (is2, s2) = inv_s2(&s);
                         let mut inp = [[[0.0; MAX_LANES]; 8]; 2];
                         for r in 0..blk.len() {
                             let (qn, qs) = (at(qi, p + r, false), at(qi, p + r, true));
                             let (un, us) = (at(ui, p + r, false), at(ui, p + r, true));
+                            let (qn, qs, un, us) =
+                                (qn * is2[r], qs * is2[r], un * is2[r], us * is2[r]);
                             let (qp, qm, up, um) = (qn + qs, qn - qs, un + us, un - us);
                             // even l−m: F1 pairs with (q+, u+), F2 with (q−, u−); odd: swapped.
                             for (par, (q1, u1, q2, u2)) in
@@ -945,9 +960,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                         let mut vis = A2::<V, N2> {
                             tmp: &mut sc.tmp,
                             pol: &sc.t.pol,
-                            x: vecs(&x),
-                            is2: vecs(&is2),
-                            xis2: vecs(&xis2),
+                            s2: vecs(&s2),
                             inp: inp.map(|a| a.map(|b| vecs(&b))),
                         };
                         leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);

@@ -293,11 +293,39 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
 /// Most lanes a block may have.
 pub const MAX_LANES: usize = 32;
 
-/// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l,
-/// N vectors of V::W lanes; lanes whose values are still below the significant range hold
-/// zeros.
+/// What to do with the values of the two-degree (x²) recurrence: `cur` = ν_{2i} (`prev` the
+/// value before it), N vectors of V::W lanes; lanes whose values are still below the
+/// significant range hold zeros.
 pub trait Visit<V: Simd, const N: usize> {
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]);
+    fn visit<const ODD: bool>(&mut self, i: usize, prev: &[V; N], cur: &[V; N]);
+}
+
+/// What to do with the values of the one-degree recurrence (spin 2) at each l (j = l − m):
+/// `prev` = μ_{l−1}, `cur` = μ_l and their products with x = cos θ (`xprev`, `xcur`: the
+/// recurrence needs x μ_l anyway, so the visitor gets it for free); lanes still below the
+/// significant range hold zeros.
+pub trait Visit1<V: Simd, const N: usize> {
+    fn visit<const ODD: bool>(
+        &mut self,
+        j: usize,
+        prev: &[V; N],
+        cur: &[V; N],
+        xprev: &[V; N],
+        xcur: &[V; N],
+    );
+}
+
+/// One three-term recurrence with its visitor, as driven by `drive`: values at indices
+/// 0..len, each from the two before it.
+trait Rec<V: Simd, const N: usize> {
+    fn len(&self) -> usize;
+    /// `prev` ← the value at i + 1 from `cur` (at i) and `prev` (at i − 1). `TIGHT`: the last
+    /// call was `visit::<_, true>(i, _, cur)` with this `cur`.
+    fn step<const TIGHT: bool>(&mut self, i: usize, cur: &[V; N], prev: &mut [V; N]);
+    /// Visit index i. `TIGHT`: unmasked values in the tight loop, after `resync` or a tight step.
+    fn visit<const ODD: bool, const TIGHT: bool>(&mut self, i: usize, prev: &[V; N], cur: &[V; N]);
+    /// Entering the tight loop with `prev` the value before the next visit's.
+    fn resync(&mut self, prev: &[V; N]);
 }
 
 /// Rescale the lanes whose scaled value `cur` has grown past BIG (and `prev` with it); updates
@@ -352,42 +380,34 @@ fn masked<V: Simd, const N: usize>(v: &[V; N], f: &[V; N]) -> [V; N] {
 }
 
 #[inline(always)]
-fn step<V: Simd, const N: usize>(b: f64, x: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
-    let b = V::splat(b);
+fn times<V: Simd, const N: usize>(x: &[V; N], v: &[V; N]) -> [V; N] {
+    let mut o = *v;
     for i in 0..N {
-        prev[i] = b.mul(x[i]).mul_sub(cur[i], prev[i]);
+        o[i] = x[i].mul(v[i]);
     }
+    o
 }
 
-/// Run the recurrence for N·W lanes (ring pairs at x = cos θ) from the start values (v, k)
-/// (N·W entries each), calling `vis` for every l from m to lmax.
-///
-/// Three phases: while every lane is scaled, only the recurrence runs (nothing to visit);
-/// while some are, lanes are visited with the scaled ones masked to zero and a cheap
+/// Run a recurrence for N·W lanes from the start values (v, k) (N·W entries each), visiting
+/// every index. Three phases: while every lane is scaled, only the recurrence runs (nothing to
+/// visit); while some are, lanes are visited with the scaled ones masked to zero and a cheap
 /// vectorised overflow test triggers rescaling; then a tight loop without tests.
 #[inline(always)]
-pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
-    t: &MTables,
-    x: &[V; N],
-    v: &[f64],
-    k: &[i32],
-    vis: &mut A,
-) {
+fn drive<V: Simd, const N: usize, R: Rec<V, N>>(r: &mut R, v: &[f64], k: &[i32]) {
     let w = V::W;
     let lanes = N * w;
     assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
-    let n = t.n();
-    let b = &t.b[..n + 2];
+    let n = r.len();
     let zero = V::splat(0.0);
     let mut p0 = [zero; N];
     let mut p1 = [zero; N];
     let mut kk = [0i32; MAX_LANES];
     let mut ff = [0.0f64; MAX_LANES];
     let mut scaled = false;
-    for r in 0..lanes {
-        kk[r] = k[r];
-        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
-        scaled |= k[r] > 0;
+    for q in 0..lanes {
+        kk[q] = k[q];
+        ff[q] = if k[q] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[q] > 0;
     }
     let mut f = [zero; N];
     for i in 0..N {
@@ -402,11 +422,11 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
             // Fewer than two steps left: these lanes never become significant.
             return;
         }
-        step(b[j + 1], x, &p1, &mut p0);
+        r.step::<false>(j, &p1, &mut p0);
         if overflow(&p0) {
             scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
         }
-        step(b[j + 2], x, &p0, &mut p1);
+        r.step::<false>(j + 1, &p0, &mut p1);
         if overflow(&p1) {
             scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
         }
@@ -415,13 +435,13 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     }
     // Phase A: some lanes scaled; visit with those masked.
     while scaled && j + 1 < n {
-        vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
-        step(b[j + 1], x, &p1, &mut p0);
+        r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
+        r.step::<false>(j, &p1, &mut p0);
         if overflow(&p0) {
             scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
         }
-        vis.visit::<true>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
-        step(b[j + 2], x, &p0, &mut p1);
+        r.visit::<true, false>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
+        r.step::<false>(j + 1, &p0, &mut p1);
         if overflow(&p1) {
             scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
         }
@@ -429,34 +449,122 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     }
     if scaled {
         if j < n {
-            vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
+            r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
         }
         return;
     }
-    // Phase B: every lane in normal range; two steps per iteration (even, odd l − m).
+    // Phase B: every lane in normal range; two steps per iteration (even, odd index).
+    r.resync(&p0);
     while j + 1 < n {
-        vis.visit::<false>(j, &p0, &p1);
-        step(b[j + 1], x, &p1, &mut p0);
-        vis.visit::<true>(j + 1, &p1, &p0);
-        step(b[j + 2], x, &p0, &mut p1);
+        r.visit::<false, true>(j, &p0, &p1);
+        r.step::<true>(j, &p1, &mut p0);
+        r.visit::<true, true>(j + 1, &p1, &p0);
+        r.step::<true>(j + 1, &p0, &mut p1);
         j += 2;
     }
     if j < n {
-        vis.visit::<false>(j, &p0, &p1);
+        r.visit::<false, true>(j, &p0, &p1);
     }
 }
 
-#[inline(always)]
-fn step2<V: Simd, const N: usize>(ab: [f64; 2], x2: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
-    let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
-    for i in 0..N {
-        prev[i] = a.mul_add(x2[i], b).mul_sub(cur[i], prev[i]);
+/// The one-degree recurrence μ_{l+1} = B_{l+1} (x μ_l) − μ_{l−1} with its visitor; x μ_l is
+/// computed once per degree and shared by the step and the visitor.
+struct One<'a, V: Simd, const N: usize, A> {
+    b: &'a [f64],
+    n: usize,
+    x: [V; N],
+    /// x μ at the last visit's `prev` and `cur`.
+    xp: [V; N],
+    xc: [V; N],
+    vis: &'a mut A,
+}
+
+impl<V: Simd, const N: usize, A: Visit1<V, N>> Rec<V, N> for One<'_, V, N, A> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.n
     }
+    #[inline(always)]
+    fn step<const TIGHT: bool>(&mut self, j: usize, cur: &[V; N], prev: &mut [V; N]) {
+        if !TIGHT {
+            self.xc = times(&self.x, cur);
+        }
+        let b = V::splat(self.b[j + 1]);
+        for i in 0..N {
+            prev[i] = b.mul_sub(self.xc[i], prev[i]);
+        }
+        // x μ at the next visit's prev (a rescale in the loose phases makes it stale; those
+        // recompute it, and `resync` sets it on entering the tight loop).
+        self.xp = self.xc;
+    }
+    #[inline(always)]
+    fn visit<const ODD: bool, const TIGHT: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        if !TIGHT {
+            self.xp = times(&self.x, prev);
+        }
+        self.xc = times(&self.x, cur);
+        self.vis.visit::<ODD>(j, prev, cur, &self.xp, &self.xc);
+    }
+    #[inline(always)]
+    fn resync(&mut self, prev: &[V; N]) {
+        self.xp = times(&self.x, prev);
+    }
+}
+
+/// The two-degree recurrence ν_{i+1} = (a_i x² + b_i) ν_i − ν_{i−1} with its visitor.
+struct Two<'a, V: Simd, const N: usize, A> {
+    ab: &'a [[f64; 2]],
+    n: usize,
+    x2: &'a [V; N],
+    vis: &'a mut A,
+}
+
+impl<V: Simd, const N: usize, A: Visit<V, N>> Rec<V, N> for Two<'_, V, N, A> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.n
+    }
+    #[inline(always)]
+    fn step<const TIGHT: bool>(&mut self, i: usize, cur: &[V; N], prev: &mut [V; N]) {
+        let (a, b) = (V::splat(self.ab[i][0]), V::splat(self.ab[i][1]));
+        for q in 0..N {
+            prev[q] = a.mul_add(self.x2[q], b).mul_sub(cur[q], prev[q]);
+        }
+    }
+    #[inline(always)]
+    fn visit<const ODD: bool, const TIGHT: bool>(&mut self, i: usize, prev: &[V; N], cur: &[V; N]) {
+        self.vis.visit::<ODD>(i, prev, cur);
+    }
+    #[inline(always)]
+    fn resync(&mut self, _prev: &[V; N]) {}
+}
+
+/// The one-degree recurrence for N·W lanes (ring pairs at x = cos θ) from the start values
+/// (v, k) (N·W entries each), calling `vis` for every l from m to lmax (spin 2).
+#[inline(always)]
+pub fn run<V: Simd, const N: usize, A: Visit1<V, N>>(
+    t: &MTables,
+    x: &[V; N],
+    v: &[f64],
+    k: &[i32],
+    vis: &mut A,
+) {
+    let n = t.n();
+    let zero = [V::splat(0.0); N];
+    let mut r = One {
+        b: &t.b[..n + 2],
+        n,
+        x: *x,
+        xp: zero,
+        xc: zero,
+        vis,
+    };
+    drive(&mut r, v, k);
 }
 
 /// The spin-0 recurrence two degrees at a time (see the module notes): from the start values
-/// (v, k) at x² = `x2` per lane, calls `vis.visit::<false>(i, _, ν_{2i})` for every even
-/// j = 2i ≤ lmax − m, with the same three phases (and the same rescaling) as `run`.
+/// (v, k) at x² = `x2` per lane, calls `vis.visit(i, _, ν_{2i})` for every even
+/// j = 2i ≤ lmax − m (ODD = parity of i), with the same phases and rescaling as `run`.
 #[inline(always)]
 pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
     t: &MTables,
@@ -465,77 +573,14 @@ pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
     k: &[i32],
     vis: &mut A,
 ) {
-    let w = V::W;
-    let lanes = N * w;
-    assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
     let ne = t.ne();
-    let ab = &t.ab[..ne + 2];
-    let zero = V::splat(0.0);
-    let mut p0 = [zero; N];
-    let mut p1 = [zero; N];
-    let mut kk = [0i32; MAX_LANES];
-    let mut ff = [0.0f64; MAX_LANES];
-    let mut scaled = false;
-    for r in 0..lanes {
-        kk[r] = k[r];
-        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
-        scaled |= k[r] > 0;
-    }
-    let mut f = [zero; N];
-    for i in 0..N {
-        p1[i] = V::load(&v[i * w..]);
-        f[i] = V::load(&ff[i * w..]);
-    }
-    let mut i = 0usize;
-    // Phase 0: every lane scaled, no visits.
-    let mut none = ff[..lanes].iter().all(|&v| v == 0.0);
-    while scaled && none {
-        if i + 2 >= ne {
-            // Fewer than two steps left: these lanes never become significant.
-            return;
-        }
-        step2(ab[i], x2, &p1, &mut p0);
-        if overflow(&p0) {
-            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
-        }
-        step2(ab[i + 1], x2, &p0, &mut p1);
-        if overflow(&p1) {
-            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
-        }
-        none = kk[..lanes].iter().all(|&k| k > 0);
-        i += 2;
-    }
-    // Phase A: some lanes scaled; visit with those masked.
-    while scaled && i + 1 < ne {
-        vis.visit::<false>(i, &p0, &masked(&p1, &f));
-        step2(ab[i], x2, &p1, &mut p0);
-        if overflow(&p0) {
-            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
-        }
-        vis.visit::<false>(i + 1, &p1, &masked(&p0, &f));
-        step2(ab[i + 1], x2, &p0, &mut p1);
-        if overflow(&p1) {
-            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
-        }
-        i += 2;
-    }
-    if scaled {
-        if i < ne {
-            vis.visit::<false>(i, &p0, &masked(&p1, &f));
-        }
-        return;
-    }
-    // Phase B: every lane in normal range.
-    while i + 1 < ne {
-        vis.visit::<false>(i, &p0, &p1);
-        step2(ab[i], x2, &p1, &mut p0);
-        vis.visit::<false>(i + 1, &p1, &p0);
-        step2(ab[i + 1], x2, &p0, &mut p1);
-        i += 2;
-    }
-    if i < ne {
-        vis.visit::<false>(i, &p0, &p1);
-    }
+    let mut r = Two {
+        ab: &t.ab[..ne + 2],
+        n: ne,
+        x2,
+        vis,
+    };
+    drive(&mut r, v, k);
 }
 
 #[cfg(test)]
@@ -579,8 +624,15 @@ mod tests {
     }
 
     struct Collect(Vec<f64>);
-    impl Visit<S1, 1> for Collect {
-        fn visit<const ODD: bool>(&mut self, j: usize, _p: &[S1; 1], c: &[S1; 1]) {
+    impl Visit1<S1, 1> for Collect {
+        fn visit<const ODD: bool>(
+            &mut self,
+            j: usize,
+            _p: &[S1; 1],
+            c: &[S1; 1],
+            _xp: &[S1; 1],
+            _xc: &[S1; 1],
+        ) {
             self.0[j] = c[0].0;
         }
     }
@@ -659,8 +711,15 @@ mod lane_tests {
     use crate::sht::simd::S1;
 
     struct Sum<const L: usize>([f64; L]);
-    impl<const L: usize> Visit<S1, L> for Sum<L> {
-        fn visit<const ODD: bool>(&mut self, _j: usize, _p: &[S1; L], c: &[S1; L]) {
+    impl<const L: usize> Visit1<S1, L> for Sum<L> {
+        fn visit<const ODD: bool>(
+            &mut self,
+            _j: usize,
+            _p: &[S1; L],
+            c: &[S1; L],
+            _xp: &[S1; L],
+            _xc: &[S1; L],
+        ) {
             for r in 0..L {
                 self.0[r] += c[r].0 * c[r].0;
             }
