@@ -17,7 +17,7 @@ use realfft::num_complex::Complex64 as C64;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use super::legendre::{
-    self as leg, log2_growth_bound, start_value, MTables, Visit, Visit1, MAX_LANES, SQ1, SQ2, SU1,
+    self as leg, log2_growth_bound, start_value, MTables, Visit, VisitZ, MAX_LANES, SQ1, SQ2, SU1,
     SU2,
 };
 use super::simd::{Simd, S1};
@@ -293,37 +293,16 @@ fn even_odd(c: &[C64], t: &MTables, out: &mut Vec<[C64; 2]>) {
 }
 
 struct S2<'a, V: Simd, const N: usize> {
+    /// The E and B columns times g_l H_l / 2 (so that Σ_l a_l F_l = Σ_l e_l (Z+ ± Z−) / sin²θ).
     e: &'a [C64],
     b: &'a [C64],
-    pol: &'a [[f64; 5]],
-    /// sin²θ per lane.
-    s2: [V; N],
-    /// [parity][W re, W im, X re, X im, Y re, Y im, Z re, Z im], still to be multiplied by
-    /// 1/sin²θ (see `g12`).
+    /// [parity][SE+ re, SE+ im, SE− re, SE− im, SB+ re, SB+ im, SB− re, SB− im]: Σ e Z±, Σ b Z±.
     acc: [[[V; N]; 8]; 2],
 }
 
-/// G1 = F1' sin²θ and G2 = F2' sin²θ (the spin-2 functions over g_l, times sin²θ: the lane's
-/// 1/sin²θ is applied once per m, not per degree) from μ_{l−1}, μ_l and x μ_{l−1}, x μ_l:
-/// G1 = p3 x μ_{l−1} − (p1 + p2 sin²θ) μ_l, G2 = p5 μ_{l−1} − p4 x μ_l.
-#[inline(always)]
-fn g12<V: Simd>(c: &[f64; 5], s2: V, prev: V, cur: V, xprev: V, xcur: V) -> (V, V) {
-    let g1 = V::splat(c[2]).mul_sub(xprev, V::splat(c[1]).mul_add(s2, V::splat(c[0])).mul(cur));
-    let g2 = V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(xcur));
-    (g1, g2)
-}
-
-impl<V: Simd, const N: usize> Visit1<V, N> for S2<'_, V, N> {
+impl<V: Simd, const N: usize> VisitZ<V, N> for S2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(
-        &mut self,
-        j: usize,
-        prev: &[V; N],
-        cur: &[V; N],
-        xprev: &[V; N],
-        xcur: &[V; N],
-    ) {
-        let c = &self.pol[j];
+    fn visit<const ODD: bool>(&mut self, j: usize, z: &[V; N]) {
         let (e, b) = (self.e[j], self.b[j]);
         let (er, ei, br, bi) = (
             V::splat(e.re),
@@ -332,16 +311,17 @@ impl<V: Simd, const N: usize> Visit1<V, N> for S2<'_, V, N> {
             V::splat(b.im),
         );
         let acc = &mut self.acc[ODD as usize];
-        for i in 0..N {
-            let (f1, f2) = g12(c, self.s2[i], prev[i], cur[i], xprev[i], xcur[i]);
-            acc[0][i] = er.mul_add(f1, acc[0][i]);
-            acc[1][i] = ei.mul_add(f1, acc[1][i]);
-            acc[2][i] = br.mul_add(f2, acc[2][i]);
-            acc[3][i] = bi.mul_add(f2, acc[3][i]);
-            acc[4][i] = br.mul_add(f1, acc[4][i]);
-            acc[5][i] = bi.mul_add(f1, acc[5][i]);
-            acc[6][i] = er.mul_add(f2, acc[6][i]);
-            acc[7][i] = ei.mul_add(f2, acc[7][i]);
+        let h = N / 2;
+        for i in 0..h {
+            let (zp, zm) = (z[i], z[i + h]);
+            acc[0][i] = er.mul_add(zp, acc[0][i]);
+            acc[1][i] = ei.mul_add(zp, acc[1][i]);
+            acc[2][i] = er.mul_add(zm, acc[2][i]);
+            acc[3][i] = ei.mul_add(zm, acc[3][i]);
+            acc[4][i] = br.mul_add(zp, acc[4][i]);
+            acc[5][i] = bi.mul_add(zp, acc[5][i]);
+            acc[6][i] = br.mul_add(zm, acc[6][i]);
+            acc[7][i] = bi.mul_add(zm, acc[7][i]);
         }
     }
 }
@@ -351,6 +331,8 @@ impl<V: Simd, const N: usize> Visit1<V, N> for S2<'_, V, N> {
 pub(super) struct LegScratch {
     t: MTables,
     a: Vec<Vec<C64>>,
+    /// Spin 2: the E and B columns times H/2 (see `S2`).
+    z: [Vec<C64>; 2],
     eo: Vec<[C64; 2]>,
     tmp: Vec<f64>,
 }
@@ -375,7 +357,8 @@ fn inv_s2(s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
 
 /// Synthesis Legendre stage for one m over the pairs of a chunk; `cols[i]`: column m of alm
 /// component i (l = m..=lmax); writes `ph` laid out as [comp][ring-in-chunk], ring 2q = north,
-/// 2q+1 = south of the chunk's pair q. N0 (N2) vectors of V per block of spin-0 (spin-2) lanes.
+/// 2q+1 = south of the chunk's pair q. N0 vectors of V per block of spin-0 lanes; N2 vectors
+/// in the spin-2 recurrence (Z+ and Z−, N2/2 vectors of lanes each).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn synth_m<V: Simd, const N0: usize, const N2: usize>(
@@ -387,7 +370,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    let (l0, l2) = (N0 * V::W, N2 * V::W);
+    let (l0, l2) = (N0 * V::W, N2 / 2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
     sc.t.fill(m, lay.lmax, pol);
@@ -426,21 +409,39 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
+                for (z, ci) in sc.z.iter_mut().zip([ei, bi]) {
+                    z.clear();
+                    z.extend(sc.a[ci].iter().zip(&sc.t.hh).map(|(a, &h)| a * h));
+                }
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
                         let (is2, s2) = inv_s2(&s);
                         let mut vis = S2::<V, N2> {
-                            e: &sc.a[ei],
-                            b: &sc.a[bi],
-                            pol: &sc.t.pol,
-                            s2: vecs(&s2),
+                            e: &sc.z[0],
+                            b: &sc.z[1],
                             acc: [[[V::splat(0.0); N2]; 8]; 2],
                         };
-                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
-                        let ev = vis.acc[0].map(|a| unvec(&a));
-                        let od = vis.acc[1].map(|a| unvec(&a));
+                        leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
+                        // W = Σ E F1, X = Σ B F2, Y = Σ B F1, Z = Σ E F2 from the sums over Z±.
+                        let pm = |a: [[V; N2]; 8]| {
+                            let u = a.map(|v| unvec(&v));
+                            let mut o = [[0.0; MAX_LANES]; 8];
+                            for r in 0..MAX_LANES {
+                                for h in 0..2 {
+                                    let (sep, sem, sbp, sbm) =
+                                        (u[h][r], u[2 + h][r], u[4 + h][r], u[6 + h][r]);
+                                    o[h][r] = sep + sem;
+                                    o[2 + h][r] = sbp - sbm;
+                                    o[4 + h][r] = sbp + sbm;
+                                    o[6 + h][r] = sep - sem;
+                                }
+                            }
+                            o
+                        };
+                        let ev = pm(vis.acc[0]);
+                        let od = pm(vis.acc[1]);
                         let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
                             C64::new(a[i][r], a[i + 1][r]) * is2[r]
                         };
@@ -476,7 +477,7 @@ unsafe fn synth_m_avx2(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, cols, m, sc, ph)
+    synth_m::<F4, { L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -492,7 +493,7 @@ unsafe fn synth_m_avx512(
     ph: &mut [C64],
 ) {
     // 8-wide vectors, twice the lanes per block (more independent recurrences in flight).
-    synth_m::<F8, { 4 * L0 / 8 }, { 2 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
+    synth_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -507,7 +508,7 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
+    anal_m::<F8, { 4 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// SIMD level: 0 none, 1 AVX2+FMA (4 lanes), 2 AVX-512F (8 lanes): the best the CPU has,
@@ -560,7 +561,7 @@ pub(super) fn synth_one(
         _ => {}
     }
     let _ = level;
-    synth_m::<S1, L0, L2>(plan, ch, jobs, cols, m, sc, ph);
+    synth_m::<S1, L0, { 2 * L2 }>(plan, ch, jobs, cols, m, sc, ph);
 }
 
 /// The analysis Legendre stage for one m at the best SIMD `level` (see `anal_m`).
@@ -583,7 +584,7 @@ pub(super) fn anal_one(
         _ => {}
     }
     let _ = level;
-    anal_m::<S1, L0, L2>(plan, ch, jobs, ph, m, sc, cols);
+    anal_m::<S1, L0, { 2 * L2 }>(plan, ch, jobs, ph, m, sc, cols);
 }
 
 /// One ring of a synthesis: folds the ring's coefficients Δ_m (`coef(m)`, m = 0..=mmax, times
@@ -807,29 +808,19 @@ impl<V: Simd, const N: usize> Visit<V, N> for A0<'_, V, N> {
 }
 
 struct A2<'a, V: Simd, const N: usize> {
-    /// Partial sums per l, one vector per part: [j][E re, E im, B re, B im].
+    /// Partial sums per l, one vector per part: [j][E re, E im, B re, B im] (still to be
+    /// multiplied by g_l H_l / 2).
     tmp: &'a mut [f64],
-    pol: &'a [[f64; 5]],
-    /// sin²θ per lane.
-    s2: [V; N],
-    /// [parity][8] (the ring sums already divided by sin²θ, see `g12`):
-    /// E_re += G1·in0 + G2·in1, E_im += G1·in2 + G2·in3, B_re += G1·in4 + G2·in5,
-    /// B_im += G1·in6 + G2·in7.
+    /// [parity][8] (the ring sums already divided by sin²θ): with the F1 weights s1_q and the
+    /// F2 weights s2_q of part q (E re = Σ F1 s1_0 + F2 s2_0, ...), in[2q] = s1_q + s2_q
+    /// (the weight of Z+) and in[2q+1] = s1_q − s2_q (of Z−).
     inp: [[[V; N]; 8]; 2],
 }
 
-impl<V: Simd, const N: usize> Visit1<V, N> for A2<'_, V, N> {
+impl<V: Simd, const N: usize> VisitZ<V, N> for A2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(
-        &mut self,
-        j: usize,
-        prev: &[V; N],
-        cur: &[V; N],
-        xprev: &[V; N],
-        xcur: &[V; N],
-    ) {
+    fn visit<const ODD: bool>(&mut self, j: usize, z: &[V; N]) {
         let w = V::W;
-        let c = &self.pol[j];
         let s = &self.inp[ODD as usize];
         let t = &mut self.tmp[4 * w * j..4 * w * (j + 1)];
         let mut acc = [
@@ -838,10 +829,10 @@ impl<V: Simd, const N: usize> Visit1<V, N> for A2<'_, V, N> {
             V::load(&t[2 * w..]),
             V::load(&t[3 * w..]),
         ];
-        for i in 0..N {
-            let (f1, f2) = g12(c, self.s2[i], prev[i], cur[i], xprev[i], xcur[i]);
+        let h = N / 2;
+        for i in 0..h {
             for q in 0..4 {
-                acc[q] = f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc[q]));
+                acc[q] = z[i].mul_add(s[2 * q][i], z[i + h].mul_add(s[2 * q + 1][i], acc[q]));
             }
         }
         for q in 0..4 {
@@ -864,7 +855,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    let (l0, l2) = (N0 * V::W, N2 * V::W);
+    let (l0, l2) = (N0 * V::W, N2 / 2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
     sc.t.fill(m, lay.lmax, pol);
@@ -946,24 +937,21 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                                 let bv = u2 * SU2;
                                 let cc = u1 * SU1;
                                 let d = q2 * SQ2;
+                                // (F1 weight, F2 weight) per part, then (Z+, Z−) weights.
+                                let wts =
+                                    [(a.re, bv.im), (a.im, -bv.re), (cc.re, d.im), (cc.im, -d.re)];
                                 let row = &mut inp[par];
-                                row[0][r] = a.re;
-                                row[1][r] = bv.im;
-                                row[2][r] = a.im;
-                                row[3][r] = -bv.re;
-                                row[4][r] = cc.re;
-                                row[5][r] = d.im;
-                                row[6][r] = cc.im;
-                                row[7][r] = -d.re;
+                                for (q, (w1, w2)) in wts.into_iter().enumerate() {
+                                    row[2 * q][r] = w1 + w2;
+                                    row[2 * q + 1][r] = w1 - w2;
+                                }
                             }
                         }
                         let mut vis = A2::<V, N2> {
                             tmp: &mut sc.tmp,
-                            pol: &sc.t.pol,
-                            s2: vecs(&s2),
                             inp: inp.map(|a| a.map(|b| vecs(&b))),
                         };
-                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
                     }
                     p += l2;
                 }
@@ -972,7 +960,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                     for (j, t) in sc.tmp.chunks_exact(4 * w).enumerate() {
                         let (a, b) = V::hsum2(V::load(t), V::load(&t[w..]));
                         let (c, d) = V::hsum2(V::load(&t[2 * w..]), V::load(&t[3 * w..]));
-                        let g = sc.t.g[j];
+                        let g = sc.t.g[j] * sc.t.hh[j];
                         cols[ei][j] += C64::new(a, b) * g;
                         cols[bi][j] += C64::new(c, d) * g;
                     }
@@ -994,7 +982,7 @@ unsafe fn anal_m_avx2(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
+    anal_m::<F4, { L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// Split each alm array into its m columns: result[m][component].
