@@ -194,17 +194,25 @@ impl MTables {
                 / (l * d);
             (a, c)
         };
+        // (A_l, C_l) once per l, kept in zab until the K_l are known.
+        for j in j0..n {
+            let (a, c) = coef((m + j) as f64);
+            self.zab[j] = [a, c];
+        }
         for j in j0..n {
             self.hh[j] = if j <= j0 + 1 {
                 1.0
             } else {
-                coef((m + j - 1) as f64).1 * self.hh[j - 2]
+                self.zab[j - 1][1] * self.hh[j - 2]
             };
         }
         for j in j0..n.saturating_sub(1) {
             let l = (m + j) as f64;
-            let a = coef(l).0 * self.hh[j] / self.hh[j + 1];
+            let a = self.zab[j][0] * self.hh[j] / self.hh[j + 1];
             self.zab[j] = [a, a * 2.0 * mf / (l * (l + 1.0))];
+        }
+        if n > j0 {
+            self.zab[n - 1] = [0.0; 2]; // no step from lmax
         }
         for j in j0..n {
             let (k, g) = (self.hh[j], self.g[j]);
