@@ -40,10 +40,20 @@ def run(nside: int, threads: int, repeats: int) -> dict:
     maps = skyconv.alm2map(alm, nside, pol=True, device="cpu")
     res = {"nside": nside, "lmax": lmax, "threads": threads, "ducc0": ducc0.__version__}
     for name, sc, du, arg, extra in (
-        ("alm2map_pol", lambda a: skyconv.alm2map(a, nside, pol=True, device="cpu"), ducc_synth,
-         alm, nside),
-        ("map2alm_pol", lambda m: skyconv.map2alm(m, lmax=lmax, iter=0, pol=True, device="cpu"),
-         ducc_anal, maps, lmax),
+        (
+            "alm2map_pol",
+            lambda a: skyconv.alm2map(a, nside, pol=True, device="cpu"),
+            ducc_synth,
+            alm,
+            nside,
+        ),
+        (
+            "map2alm_pol",
+            lambda m: skyconv.map2alm(m, lmax=lmax, iter=0, pol=True, device="cpu"),
+            ducc_anal,
+            maps,
+            lmax,
+        ),
     ):
         ts, td = [], []
         for _ in range(repeats):
@@ -52,8 +62,12 @@ def run(nside: int, threads: int, repeats: int) -> dict:
             t, b = _cpu(du, arg, extra)
             td.append(t)
         err = float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
-        res[name] = {"skyconv_cpu_s": ts, "ducc0_cpu_s": td,
-                     "ducc0_over_skyconv": min(td) / min(ts), "rel_err_vs_ducc0": err}
+        res[name] = {
+            "skyconv_cpu_s": ts,
+            "ducc0_cpu_s": td,
+            "ducc0_over_skyconv": min(td) / min(ts),
+            "rel_err_vs_ducc0": err,
+        }
     return res
 
 
@@ -72,10 +86,13 @@ def main() -> None:
             rows.append(r)
             for k in ("alm2map_pol", "map2alm_pol"):
                 v = r[k]
-                print(f"nside {ns} threads {th} {k}: skyconv {min(v['skyconv_cpu_s'])*1e3:.1f} ms"
-                      f" ducc0 {min(v['ducc0_cpu_s'])*1e3:.1f} ms ratio ducc0/skyconv"
-                      f" {v['ducc0_over_skyconv']:.2f} err {v['rel_err_vs_ducc0']:.1e}"
-                      f" (load {r['loadavg']:.1f})", flush=True)
+                print(
+                    f"nside {ns} threads {th} {k}: skyconv {min(v['skyconv_cpu_s']) * 1e3:.1f} ms"
+                    f" ducc0 {min(v['ducc0_cpu_s']) * 1e3:.1f} ms ratio ducc0/skyconv"
+                    f" {v['ducc0_over_skyconv']:.2f} err {v['rel_err_vs_ducc0']:.1e}"
+                    f" (load {r['loadavg']:.1f})",
+                    flush=True,
+                )
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -246,6 +246,39 @@ fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
     o
 }
 
+/// `vecs` of eight lane arrays (a plain function, not a closure: closures do not inherit the
+/// caller's target features, so their SIMD loads were calls).
+#[inline(always)]
+fn vecs8<V: Simd, const N: usize>(a: &[[f64; MAX_LANES]; 8]) -> [[V; N]; 8] {
+    let mut o = [[V::splat(0.0); N]; 8];
+    for i in 0..8 {
+        o[i] = vecs(&a[i]);
+    }
+    o
+}
+
+/// Spin-2 synthesis sums per lane: from [SE+, SE−, SB+, SB−] (re, im each; the sums of the
+/// E and B columns against Z±, see `S2`) to [W, X, Y, Z] = [Σ E F1, Σ B F2, Σ B F1, Σ E F2]
+/// (times sin²θ).
+#[inline(always)]
+fn wxyz<V: Simd, const N: usize>(a: &[[V; N]; 8]) -> [[f64; MAX_LANES]; 8] {
+    let mut u = [[0.0; MAX_LANES]; 8];
+    for i in 0..8 {
+        u[i] = unvec(&a[i]);
+    }
+    let mut o = [[0.0; MAX_LANES]; 8];
+    for r in 0..MAX_LANES {
+        for h in 0..2 {
+            let (sep, sem, sbp, sbm) = (u[h][r], u[2 + h][r], u[4 + h][r], u[6 + h][r]);
+            o[h][r] = sep + sem;
+            o[2 + h][r] = sbp - sbm;
+            o[4 + h][r] = sbp + sbm;
+            o[6 + h][r] = sep - sem;
+        }
+    }
+    o
+}
+
 // ------------------------------------------------------------------------------------------
 // Synthesis visitors
 
@@ -425,23 +458,8 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                         };
                         leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
                         // W = Σ E F1, X = Σ B F2, Y = Σ B F1, Z = Σ E F2 from the sums over Z±.
-                        let pm = |a: [[V; N2]; 8]| {
-                            let u = a.map(|v| unvec(&v));
-                            let mut o = [[0.0; MAX_LANES]; 8];
-                            for r in 0..MAX_LANES {
-                                for h in 0..2 {
-                                    let (sep, sem, sbp, sbm) =
-                                        (u[h][r], u[2 + h][r], u[4 + h][r], u[6 + h][r]);
-                                    o[h][r] = sep + sem;
-                                    o[2 + h][r] = sbp - sbm;
-                                    o[4 + h][r] = sbp + sbm;
-                                    o[6 + h][r] = sep - sem;
-                                }
-                            }
-                            o
-                        };
-                        let ev = pm(vis.acc[0]);
-                        let od = pm(vis.acc[1]);
+                        let ev = wxyz(&vis.acc[0]);
+                        let od = wxyz(&vis.acc[1]);
                         let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
                             C64::new(a[i][r], a[i + 1][r]) * is2[r]
                         };
@@ -887,7 +905,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                         }
                         let mut vis = A0::<V, N0> {
                             tmp: &mut sc.tmp,
-                            inp: inp.map(|a| vecs(&a)),
+                            inp: [vecs(&inp[0]), vecs(&inp[1]), vecs(&inp[2]), vecs(&inp[3])],
                         };
                         leg::run_x2::<V, N0, _>(&sc.t, &vecs(&x.map(|x| x * x)), &v, &k, &mut vis);
                     }
@@ -949,7 +967,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                         }
                         let mut vis = A2::<V, N2> {
                             tmp: &mut sc.tmp,
-                            inp: inp.map(|a| a.map(|b| vecs(&b))),
+                            inp: [vecs8(&inp[0]), vecs8(&inp[1])],
                         };
                         leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
                     }
