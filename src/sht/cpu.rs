@@ -17,7 +17,8 @@ use realfft::num_complex::Complex64 as C64;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use super::legendre::{
-    self as leg, log2_growth_bound, start_value, MTables, Visit, MAX_LANES, SQ1, SQ2, SU1, SU2,
+    self as leg, log2_growth_bound, start_value, MTables, Visit, VisitZ, MAX_LANES, SQ1, SQ2, SU1,
+    SU2,
 };
 use super::simd::{Simd, S1};
 #[cfg(target_arch = "x86_64")]
@@ -245,6 +246,39 @@ fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
     o
 }
 
+/// `vecs` of eight lane arrays (a plain function, not a closure: closures do not inherit the
+/// caller's target features, so their SIMD loads were calls).
+#[inline(always)]
+fn vecs8<V: Simd, const N: usize>(a: &[[f64; MAX_LANES]; 8]) -> [[V; N]; 8] {
+    let mut o = [[V::splat(0.0); N]; 8];
+    for i in 0..8 {
+        o[i] = vecs(&a[i]);
+    }
+    o
+}
+
+/// Spin-2 synthesis sums per lane: from [SE+, SE−, SB+, SB−] (re, im each; the sums of the
+/// E and B columns against Z±, see `S2`) to [W, X, Y, Z] = [Σ E F1, Σ B F2, Σ B F1, Σ E F2]
+/// (times sin²θ).
+#[inline(always)]
+fn wxyz<V: Simd, const N: usize>(a: &[[V; N]; 8]) -> [[f64; MAX_LANES]; 8] {
+    let mut u = [[0.0; MAX_LANES]; 8];
+    for i in 0..8 {
+        u[i] = unvec(&a[i]);
+    }
+    let mut o = [[0.0; MAX_LANES]; 8];
+    for r in 0..MAX_LANES {
+        for h in 0..2 {
+            let (sep, sem, sbp, sbm) = (u[h][r], u[2 + h][r], u[4 + h][r], u[6 + h][r]);
+            o[h][r] = sep + sem;
+            o[2 + h][r] = sbp - sbm;
+            o[4 + h][r] = sbp + sbm;
+            o[6 + h][r] = sep - sem;
+        }
+    }
+    o
+}
+
 // ------------------------------------------------------------------------------------------
 // Synthesis visitors
 
@@ -292,30 +326,16 @@ fn even_odd(c: &[C64], t: &MTables, out: &mut Vec<[C64; 2]>) {
 }
 
 struct S2<'a, V: Simd, const N: usize> {
+    /// The E and B columns times g_l H_l / 2 (so that Σ_l a_l F_l = Σ_l e_l (Z+ ± Z−) / sin²θ).
     e: &'a [C64],
     b: &'a [C64],
-    pol: &'a [[f64; 5]],
-    x: [V; N],
-    is2: [V; N],
-    xis2: [V; N],
-    /// [parity][W re, W im, X re, X im, Y re, Y im, Z re, Z im]
+    /// [parity][SE+ re, SE+ im, SE− re, SE− im, SB+ re, SB+ im, SB− re, SB− im]: Σ e Z±, Σ b Z±.
     acc: [[[V; N]; 8]; 2],
 }
 
-/// F1' and F2' (spin-2 functions over g_l) from μ_{l−1}, μ_l.
-#[inline(always)]
-fn f12<V: Simd>(c: &[f64; 5], x: V, is2: V, xis2: V, prev: V, cur: V) -> (V, V) {
-    let f1 = V::splat(c[2])
-        .mul(xis2)
-        .mul_sub(prev, V::splat(c[0]).mul_add(is2, V::splat(c[1])).mul(cur));
-    let f2 = is2.mul(V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(x).mul(cur)));
-    (f1, f2)
-}
-
-impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
+impl<V: Simd, const N: usize> VisitZ<V, N> for S2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
-        let c = &self.pol[j];
+    fn visit<const ODD: bool>(&mut self, j: usize, z: &[V; N]) {
         let (e, b) = (self.e[j], self.b[j]);
         let (er, ei, br, bi) = (
             V::splat(e.re),
@@ -324,16 +344,17 @@ impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
             V::splat(b.im),
         );
         let acc = &mut self.acc[ODD as usize];
-        for i in 0..N {
-            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
-            acc[0][i] = er.mul_add(f1, acc[0][i]);
-            acc[1][i] = ei.mul_add(f1, acc[1][i]);
-            acc[2][i] = br.mul_add(f2, acc[2][i]);
-            acc[3][i] = bi.mul_add(f2, acc[3][i]);
-            acc[4][i] = br.mul_add(f1, acc[4][i]);
-            acc[5][i] = bi.mul_add(f1, acc[5][i]);
-            acc[6][i] = er.mul_add(f2, acc[6][i]);
-            acc[7][i] = ei.mul_add(f2, acc[7][i]);
+        let h = N / 2;
+        for i in 0..h {
+            let (zp, zm) = (z[i], z[i + h]);
+            acc[0][i] = er.mul_add(zp, acc[0][i]);
+            acc[1][i] = ei.mul_add(zp, acc[1][i]);
+            acc[2][i] = er.mul_add(zm, acc[2][i]);
+            acc[3][i] = ei.mul_add(zm, acc[3][i]);
+            acc[4][i] = br.mul_add(zp, acc[4][i]);
+            acc[5][i] = bi.mul_add(zp, acc[5][i]);
+            acc[6][i] = br.mul_add(zm, acc[6][i]);
+            acc[7][i] = bi.mul_add(zm, acc[7][i]);
         }
     }
 }
@@ -343,6 +364,8 @@ impl<V: Simd, const N: usize> Visit<V, N> for S2<'_, V, N> {
 pub(super) struct LegScratch {
     t: MTables,
     a: Vec<Vec<C64>>,
+    /// Spin 2: the E and B columns times H/2 (see `S2`).
+    z: [Vec<C64>; 2],
     eo: Vec<[C64; 2]>,
     tmp: Vec<f64>,
 }
@@ -353,21 +376,22 @@ fn scaled_column(src: &[C64], g: &[f64], n: usize, out: &mut Vec<C64>) {
     out.resize(n + 2, C64::new(0.0, 0.0));
 }
 
-/// 1/sin²θ and cosθ/sin²θ per lane.
+/// 1/sin²θ and sin²θ per lane.
 #[inline(always)]
-fn inv_s2(x: &[f64; MAX_LANES], s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
+fn inv_s2(s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
     let mut is2 = [0.0; MAX_LANES];
-    let mut xis2 = [0.0; MAX_LANES];
+    let mut s2 = [0.0; MAX_LANES];
     for r in 0..MAX_LANES {
-        is2[r] = 1.0 / (s[r] * s[r]);
-        xis2[r] = x[r] * is2[r];
+        s2[r] = s[r] * s[r];
+        is2[r] = 1.0 / s2[r];
     }
-    (is2, xis2)
+    (is2, s2)
 }
 
 /// Synthesis Legendre stage for one m over the pairs of a chunk; `cols[i]`: column m of alm
 /// component i (l = m..=lmax); writes `ph` laid out as [comp][ring-in-chunk], ring 2q = north,
-/// 2q+1 = south of the chunk's pair q. N0 (N2) vectors of V per block of spin-0 (spin-2) lanes.
+/// 2q+1 = south of the chunk's pair q. N0 vectors of V per block of spin-0 lanes; N2 vectors
+/// in the spin-2 recurrence (Z+ and Z−, N2/2 vectors of lanes each).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn synth_m<V: Simd, const N0: usize, const N2: usize>(
@@ -379,7 +403,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    let (l0, l2) = (N0 * V::W, N2 * V::W);
+    let (l0, l2) = (N0 * V::W, N2 / 2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
     sc.t.fill(m, lay.lmax, pol);
@@ -418,25 +442,26 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
+                for (z, ci) in sc.z.iter_mut().zip([ei, bi]) {
+                    z.clear();
+                    z.extend(sc.a[ci].iter().zip(&sc.t.hh).map(|(a, &h)| a * h));
+                }
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
-                        let (is2, xis2) = inv_s2(&x, &s);
+                        let (is2, s2) = inv_s2(&s);
                         let mut vis = S2::<V, N2> {
-                            e: &sc.a[ei],
-                            b: &sc.a[bi],
-                            pol: &sc.t.pol,
-                            x: vecs(&x),
-                            is2: vecs(&is2),
-                            xis2: vecs(&xis2),
+                            e: &sc.z[0],
+                            b: &sc.z[1],
                             acc: [[[V::splat(0.0); N2]; 8]; 2],
                         };
-                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
-                        let ev = vis.acc[0].map(|a| unvec(&a));
-                        let od = vis.acc[1].map(|a| unvec(&a));
+                        leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
+                        // W = Σ E F1, X = Σ B F2, Y = Σ B F1, Z = Σ E F2 from the sums over Z±.
+                        let ev = wxyz(&vis.acc[0]);
+                        let od = wxyz(&vis.acc[1]);
                         let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
-                            C64::new(a[i][r], a[i + 1][r])
+                            C64::new(a[i][r], a[i + 1][r]) * is2[r]
                         };
                         let iu = C64::new(0.0, 1.0);
                         for r in 0..blk.len() {
@@ -470,7 +495,7 @@ unsafe fn synth_m_avx2(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    synth_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, cols, m, sc, ph)
+    synth_m::<F4, { L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -486,7 +511,7 @@ unsafe fn synth_m_avx512(
     ph: &mut [C64],
 ) {
     // 8-wide vectors, twice the lanes per block (more independent recurrences in flight).
-    synth_m::<F8, { 4 * L0 / 8 }, { 2 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
+    synth_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -501,7 +526,7 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
+    anal_m::<F8, { 4 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// SIMD level: 0 none, 1 AVX2+FMA (4 lanes), 2 AVX-512F (8 lanes): the best the CPU has,
@@ -554,7 +579,7 @@ pub(super) fn synth_one(
         _ => {}
     }
     let _ = level;
-    synth_m::<S1, L0, L2>(plan, ch, jobs, cols, m, sc, ph);
+    synth_m::<S1, L0, { 2 * L2 }>(plan, ch, jobs, cols, m, sc, ph);
 }
 
 /// The analysis Legendre stage for one m at the best SIMD `level` (see `anal_m`).
@@ -577,7 +602,7 @@ pub(super) fn anal_one(
         _ => {}
     }
     let _ = level;
-    anal_m::<S1, L0, L2>(plan, ch, jobs, ph, m, sc, cols);
+    anal_m::<S1, L0, { 2 * L2 }>(plan, ch, jobs, ph, m, sc, cols);
 }
 
 /// One ring of a synthesis: folds the ring's coefficients Δ_m (`coef(m)`, m = 0..=mmax, times
@@ -801,22 +826,19 @@ impl<V: Simd, const N: usize> Visit<V, N> for A0<'_, V, N> {
 }
 
 struct A2<'a, V: Simd, const N: usize> {
-    /// Partial sums per l, one vector per part: [j][E re, E im, B re, B im].
+    /// Partial sums per l, one vector per part: [j][E re, E im, B re, B im] (still to be
+    /// multiplied by g_l H_l / 2).
     tmp: &'a mut [f64],
-    pol: &'a [[f64; 5]],
-    x: [V; N],
-    is2: [V; N],
-    xis2: [V; N],
-    /// [parity][8]: E_re += F1·in0 + F2·in1, E_im += F1·in2 + F2·in3, B_re += F1·in4 + F2·in5,
-    /// B_im += F1·in6 + F2·in7.
+    /// [parity][8] (the ring sums already divided by sin²θ): with the F1 weights s1_q and the
+    /// F2 weights s2_q of part q (E re = Σ F1 s1_0 + F2 s2_0, ...), in[2q] = s1_q + s2_q
+    /// (the weight of Z+) and in[2q+1] = s1_q − s2_q (of Z−).
     inp: [[[V; N]; 8]; 2],
 }
 
-impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
+impl<V: Simd, const N: usize> VisitZ<V, N> for A2<'_, V, N> {
     #[inline(always)]
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+    fn visit<const ODD: bool>(&mut self, j: usize, z: &[V; N]) {
         let w = V::W;
-        let c = &self.pol[j];
         let s = &self.inp[ODD as usize];
         let t = &mut self.tmp[4 * w * j..4 * w * (j + 1)];
         let mut acc = [
@@ -825,10 +847,10 @@ impl<V: Simd, const N: usize> Visit<V, N> for A2<'_, V, N> {
             V::load(&t[2 * w..]),
             V::load(&t[3 * w..]),
         ];
-        for i in 0..N {
-            let (f1, f2) = f12(c, self.x[i], self.is2[i], self.xis2[i], prev[i], cur[i]);
+        let h = N / 2;
+        for i in 0..h {
             for q in 0..4 {
-                acc[q] = f1.mul_add(s[2 * q][i], f2.mul_add(s[2 * q + 1][i], acc[q]));
+                acc[q] = z[i].mul_add(s[2 * q][i], z[i + h].mul_add(s[2 * q + 1][i], acc[q]));
             }
         }
         for q in 0..4 {
@@ -851,7 +873,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    let (l0, l2) = (N0 * V::W, N2 * V::W);
+    let (l0, l2) = (N0 * V::W, N2 / 2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
     sc.t.fill(m, lay.lmax, pol);
@@ -883,7 +905,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                         }
                         let mut vis = A0::<V, N0> {
                             tmp: &mut sc.tmp,
-                            inp: inp.map(|a| vecs(&a)),
+                            inp: [vecs(&inp[0]), vecs(&inp[1]), vecs(&inp[2]), vecs(&inp[3])],
                         };
                         leg::run_x2::<V, N0, _>(&sc.t, &vecs(&x.map(|x| x * x)), &v, &k, &mut vis);
                     }
@@ -917,11 +939,13 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
                         any = true;
-                        let (is2, xis2) = inv_s2(&x, &s);
+                        let (is2, s2) = inv_s2(&s);
                         let mut inp = [[[0.0; MAX_LANES]; 8]; 2];
                         for r in 0..blk.len() {
                             let (qn, qs) = (at(qi, p + r, false), at(qi, p + r, true));
                             let (un, us) = (at(ui, p + r, false), at(ui, p + r, true));
+                            let (qn, qs, un, us) =
+                                (qn * is2[r], qs * is2[r], un * is2[r], us * is2[r]);
                             let (qp, qm, up, um) = (qn + qs, qn - qs, un + us, un - us);
                             // even l−m: F1 pairs with (q+, u+), F2 with (q−, u−); odd: swapped.
                             for (par, (q1, u1, q2, u2)) in
@@ -931,26 +955,21 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                                 let bv = u2 * SU2;
                                 let cc = u1 * SU1;
                                 let d = q2 * SQ2;
+                                // (F1 weight, F2 weight) per part, then (Z+, Z−) weights.
+                                let wts =
+                                    [(a.re, bv.im), (a.im, -bv.re), (cc.re, d.im), (cc.im, -d.re)];
                                 let row = &mut inp[par];
-                                row[0][r] = a.re;
-                                row[1][r] = bv.im;
-                                row[2][r] = a.im;
-                                row[3][r] = -bv.re;
-                                row[4][r] = cc.re;
-                                row[5][r] = d.im;
-                                row[6][r] = cc.im;
-                                row[7][r] = -d.re;
+                                for (q, (w1, w2)) in wts.into_iter().enumerate() {
+                                    row[2 * q][r] = w1 + w2;
+                                    row[2 * q + 1][r] = w1 - w2;
+                                }
                             }
                         }
                         let mut vis = A2::<V, N2> {
                             tmp: &mut sc.tmp,
-                            pol: &sc.t.pol,
-                            x: vecs(&x),
-                            is2: vecs(&is2),
-                            xis2: vecs(&xis2),
-                            inp: inp.map(|a| a.map(|b| vecs(&b))),
+                            inp: [vecs8(&inp[0]), vecs8(&inp[1])],
                         };
-                        leg::run::<V, N2, _>(&sc.t, &vecs(&x), &v, &k, &mut vis);
+                        leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
                     }
                     p += l2;
                 }
@@ -959,7 +978,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                     for (j, t) in sc.tmp.chunks_exact(4 * w).enumerate() {
                         let (a, b) = V::hsum2(V::load(t), V::load(&t[w..]));
                         let (c, d) = V::hsum2(V::load(&t[2 * w..]), V::load(&t[3 * w..]));
-                        let g = sc.t.g[j];
+                        let g = sc.t.g[j] * sc.t.hh[j];
                         cols[ei][j] += C64::new(a, b) * g;
                         cols[bi][j] += C64::new(c, d) * g;
                     }
@@ -981,7 +1000,7 @@ unsafe fn anal_m_avx2(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F4, { L0 / 4 }, { L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
+    anal_m::<F4, { L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// Split each alm array into its m columns: result[m][component].

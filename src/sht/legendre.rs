@@ -29,6 +29,22 @@
 //! F1_lm = n_l [ −((l−m²)/sin²θ + l(l−1)/2) λ_l + f_l cosθ/sin²θ λ_{l−1} ],
 //! F2_lm = n_l m/sin²θ [ −(l−1) cosθ λ_l + f_l λ_{l−1} ].
 //! Parity: λ_lm(−x) = (−1)^{l+m} λ_lm(x), F1 likewise, F2 with the opposite sign.
+//!
+//! Spin 2 runs on F1 ± F2 (the spin ∓2 functions, sqrt((2l+1)/4π) d^l_{m,∓2}; a fact of the
+//! Wigner-d recurrence, as ducc0 uses it, checked against the formulas above in the tests):
+//! for l ≥ l0 = max(m, 2), P = F1 + F2 and M = F1 − F2 obey
+//! P_{l+1} = A_l (x + c_l) P_l − C_l P_{l−1} and M_{l+1} = A_l (x − c_l) M_l − C_l M_{l−1},
+//! c_l = 2m / (l(l+1)), A_l = sqrt((2l+3)(2l+1)) (l+1) / D_l,
+//! C_l = sqrt((2l+3)/(2l−1)) (l+1) sqrt((l²−m²)(l²−4)) / (l D_l),
+//! D_l = sqrt(((l+1)²−m²)((l+1)²−4)). On Z± = (G1 ± G2) / H_l, with G = F sin²θ / g_l (what
+//! the μ form gives) and H_l = K_l / g_l, K_{l0} = K_{l0+1} = 1, K_{l+1} = C_l K_{l−1}, it reads
+//! Z_{l+1} = a_l (x ± c_l) Z_l − Z_{l−1}, a_l = A_l K_l / K_{l+1}: two FMAs per function and
+//! degree, and the sums over l run on Z± directly: F1, F2 = (Z+ ± Z−) (H/2) g / sin²θ, the
+//! factor (H/2) g folded into the alm columns, 1/sin²θ into the ring sums. For m ≥ 2 the
+//! recurrence starts at l = m from Z+ = c (1 − x)², Z− = c (1 + x)² (c = λ_mm n_m m(m−1)/2,
+//! the formulas above at l = m), carrying λ_mm's extended exponent; started from F1 ± F2 the
+//! tiny one of the two near a pole would carry a cancellation error that grows along l.
+//! For m < 2 (start at l = 2 > m) Z± come from μ at every degree.
 
 #![allow(clippy::needless_range_loop)] // lane loops index several arrays in step
 
@@ -67,6 +83,14 @@ pub struct MTables {
     pub ab: Vec<[f64; 2]>,
     /// h_{2i} (ν = μ / h on the even degrees).
     pub h: Vec<f64>,
+    /// Spin 2: the first j with l = m + j ≥ 2 (F1, F2 vanish below it).
+    pub j0: usize,
+    /// Spin 2, the Wigner-d recurrence on Z± (module notes), per j from j0:
+    /// [a_l, a_l c_l] of the step from l = m + j to l + 1.
+    pub zab: Vec<[f64; 2]>,
+    /// Spin 2: H_l / 2 and 1 / H_l (G1 ± G2 = H Z±; zero below j0).
+    pub hh: Vec<f64>,
+    pub invh: Vec<f64>,
 }
 
 impl MTables {
@@ -140,6 +164,60 @@ impl MTables {
                     nl * mf * fl * ratio,
                 ];
             }
+            self.fill_spin2(n);
+        }
+    }
+
+    /// The Wigner-d recurrence of the spin-2 functions (`zab`, `hh`, `invh`; module notes).
+    fn fill_spin2(&mut self, n: usize) {
+        let m = self.m;
+        let mf = m as f64;
+        let l0 = m.max(2);
+        self.zab.clear();
+        self.zab.resize(n + 2, [0.0; 2]);
+        self.hh.clear();
+        self.hh.resize(n + 2, 0.0);
+        self.invh.clear();
+        self.invh.resize(n + 2, 0.0);
+        self.j0 = l0 - m;
+        if l0 > self.lmax {
+            return;
+        }
+        let j0 = self.j0;
+        // K_l (kept in hh first): K_{l0} = K_{l0+1} = 1, K_{l+1} = C_l K_{l−1}.
+        let coef = |l: f64| {
+            let d = (((l + 1.0) * (l + 1.0) - mf * mf) * ((l + 1.0) * (l + 1.0) - 4.0)).sqrt();
+            let a = ((2.0 * l + 3.0) * (2.0 * l + 1.0)).sqrt() * (l + 1.0) / d;
+            let c = ((2.0 * l + 3.0) / (2.0 * l - 1.0)).sqrt()
+                * (l + 1.0)
+                * ((l * l - mf * mf) * (l * l - 4.0)).sqrt()
+                / (l * d);
+            (a, c)
+        };
+        // (A_l, C_l) once per l, kept in zab until the K_l are known.
+        for j in j0..n {
+            let (a, c) = coef((m + j) as f64);
+            self.zab[j] = [a, c];
+        }
+        for j in j0..n {
+            self.hh[j] = if j <= j0 + 1 {
+                1.0
+            } else {
+                self.zab[j - 1][1] * self.hh[j - 2]
+            };
+        }
+        for j in j0..n.saturating_sub(1) {
+            let l = (m + j) as f64;
+            let a = self.zab[j][0] * self.hh[j] / self.hh[j + 1];
+            self.zab[j] = [a, a * 2.0 * mf / (l * (l + 1.0))];
+        }
+        if n > j0 {
+            self.zab[n - 1] = [0.0; 2]; // no step from lmax
+        }
+        for j in j0..n {
+            let (k, g) = (self.hh[j], self.g[j]);
+            self.hh[j] = k / (2.0 * g);
+            self.invh[j] = g / k;
         }
     }
 }
@@ -293,11 +371,39 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
 /// Most lanes a block may have.
 pub const MAX_LANES: usize = 32;
 
-/// What to do with the recurrence values at each l (j = l − m). `prev` = μ_{l−1}, `cur` = μ_l,
-/// N vectors of V::W lanes; lanes whose values are still below the significant range hold
-/// zeros.
+/// What to do with the values of the two-degree (x²) recurrence: `cur` = ν_{2i} (`prev` the
+/// value before it), N vectors of V::W lanes; lanes whose values are still below the
+/// significant range hold zeros.
 pub trait Visit<V: Simd, const N: usize> {
-    fn visit<const ODD: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]);
+    fn visit<const ODD: bool>(&mut self, i: usize, prev: &[V; N], cur: &[V; N]);
+}
+
+/// What to do with the values of the one-degree recurrence (spin 2) at each l (j = l − m):
+/// `prev` = μ_{l−1}, `cur` = μ_l and their products with x = cos θ (`xprev`, `xcur`: the
+/// recurrence needs x μ_l anyway, so the visitor gets it for free); lanes still below the
+/// significant range hold zeros.
+pub trait Visit1<V: Simd, const N: usize> {
+    fn visit<const ODD: bool>(
+        &mut self,
+        j: usize,
+        prev: &[V; N],
+        cur: &[V; N],
+        xprev: &[V; N],
+        xcur: &[V; N],
+    );
+}
+
+/// One three-term recurrence with its visitor, as driven by `drive`: values at indices
+/// 0..len, each from the two before it.
+trait Rec<V: Simd, const N: usize> {
+    fn len(&self) -> usize;
+    /// `prev` ← the value at i + 1 from `cur` (at i) and `prev` (at i − 1). `TIGHT`: the last
+    /// call was `visit::<_, true>(i, _, cur)` with this `cur`.
+    fn step<const TIGHT: bool>(&mut self, i: usize, cur: &[V; N], prev: &mut [V; N]);
+    /// Visit index i. `TIGHT`: unmasked values in the tight loop, after `resync` or a tight step.
+    fn visit<const ODD: bool, const TIGHT: bool>(&mut self, i: usize, prev: &[V; N], cur: &[V; N]);
+    /// Entering the tight loop with `prev` the value before the next visit's.
+    fn resync(&mut self, prev: &[V; N]);
 }
 
 /// Rescale the lanes whose scaled value `cur` has grown past BIG (and `prev` with it); updates
@@ -352,42 +458,47 @@ fn masked<V: Simd, const N: usize>(v: &[V; N], f: &[V; N]) -> [V; N] {
 }
 
 #[inline(always)]
-fn step<V: Simd, const N: usize>(b: f64, x: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
-    let b = V::splat(b);
+fn times<V: Simd, const N: usize>(x: &[V; N], v: &[V; N]) -> [V; N] {
+    let mut o = *v;
     for i in 0..N {
-        prev[i] = b.mul(x[i]).mul_sub(cur[i], prev[i]);
+        o[i] = x[i].mul(v[i]);
+    }
+    o
+}
+
+/// Run a recurrence for N·W lanes from the start values (v, k) (N·W entries each), visiting
+/// every index. Three phases: while every lane is scaled, only the recurrence runs (nothing to
+/// visit); while some are, lanes are visited with the scaled ones masked to zero and a cheap
+/// vectorised overflow test triggers rescaling (`loose`); then a tight loop without tests.
+#[inline(always)]
+fn drive<V: Simd, const N: usize, R: Rec<V, N>>(r: &mut R, v: &[f64], k: &[i32]) {
+    if let Some((j, p0, p1)) = loose(r, v, k) {
+        tight(r, j, p0, p1);
     }
 }
 
-/// Run the recurrence for N·W lanes (ring pairs at x = cos θ) from the start values (v, k)
-/// (N·W entries each), calling `vis` for every l from m to lmax.
-///
-/// Three phases: while every lane is scaled, only the recurrence runs (nothing to visit);
-/// while some are, lanes are visited with the scaled ones masked to zero and a cheap
-/// vectorised overflow test triggers rescaling; then a tight loop without tests.
+/// The first two phases of `drive`: returns where the tight loop starts (j, value at j − 1,
+/// value at j; every lane in normal range, j not yet visited), or None when done.
 #[inline(always)]
-pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
-    t: &MTables,
-    x: &[V; N],
+fn loose<V: Simd, const N: usize, R: Rec<V, N>>(
+    r: &mut R,
     v: &[f64],
     k: &[i32],
-    vis: &mut A,
-) {
+) -> Option<(usize, [V; N], [V; N])> {
     let w = V::W;
     let lanes = N * w;
     assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
-    let n = t.n();
-    let b = &t.b[..n + 2];
+    let n = r.len();
     let zero = V::splat(0.0);
     let mut p0 = [zero; N];
     let mut p1 = [zero; N];
     let mut kk = [0i32; MAX_LANES];
     let mut ff = [0.0f64; MAX_LANES];
     let mut scaled = false;
-    for r in 0..lanes {
-        kk[r] = k[r];
-        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
-        scaled |= k[r] > 0;
+    for q in 0..lanes {
+        kk[q] = k[q];
+        ff[q] = if k[q] == 0 { 1.0 } else { 0.0 };
+        scaled |= k[q] > 0;
     }
     let mut f = [zero; N];
     for i in 0..N {
@@ -400,13 +511,13 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     while scaled && none {
         if j + 2 >= n {
             // Fewer than two steps left: these lanes never become significant.
-            return;
+            return None;
         }
-        step(b[j + 1], x, &p1, &mut p0);
+        r.step::<false>(j, &p1, &mut p0);
         if overflow(&p0) {
             scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
         }
-        step(b[j + 2], x, &p0, &mut p1);
+        r.step::<false>(j + 1, &p0, &mut p1);
         if overflow(&p1) {
             scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
         }
@@ -415,13 +526,13 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     }
     // Phase A: some lanes scaled; visit with those masked.
     while scaled && j + 1 < n {
-        vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
-        step(b[j + 1], x, &p1, &mut p0);
+        r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
+        r.step::<false>(j, &p1, &mut p0);
         if overflow(&p0) {
             scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
         }
-        vis.visit::<true>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
-        step(b[j + 2], x, &p0, &mut p1);
+        r.visit::<true, false>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
+        r.step::<false>(j + 1, &p0, &mut p1);
         if overflow(&p1) {
             scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
         }
@@ -429,34 +540,135 @@ pub fn run<V: Simd, const N: usize, A: Visit<V, N>>(
     }
     if scaled {
         if j < n {
-            vis.visit::<false>(j, &masked(&p0, &f), &masked(&p1, &f));
+            r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
         }
-        return;
+        return None;
     }
-    // Phase B: every lane in normal range; two steps per iteration (even, odd l − m).
+    Some((j, p0, p1))
+}
+
+/// Phase B of `drive`: every lane in normal range; two steps per iteration (even, odd index).
+#[inline(always)]
+fn tight<V: Simd, const N: usize, R: Rec<V, N>>(
+    r: &mut R,
+    mut j: usize,
+    mut p0: [V; N],
+    mut p1: [V; N],
+) {
+    let n = r.len();
+    r.resync(&p0);
     while j + 1 < n {
-        vis.visit::<false>(j, &p0, &p1);
-        step(b[j + 1], x, &p1, &mut p0);
-        vis.visit::<true>(j + 1, &p1, &p0);
-        step(b[j + 2], x, &p0, &mut p1);
+        r.visit::<false, true>(j, &p0, &p1);
+        r.step::<true>(j, &p1, &mut p0);
+        r.visit::<true, true>(j + 1, &p1, &p0);
+        r.step::<true>(j + 1, &p0, &mut p1);
         j += 2;
     }
     if j < n {
-        vis.visit::<false>(j, &p0, &p1);
+        r.visit::<false, true>(j, &p0, &p1);
     }
 }
 
-#[inline(always)]
-fn step2<V: Simd, const N: usize>(ab: [f64; 2], x2: &[V; N], cur: &[V; N], prev: &mut [V; N]) {
-    let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
-    for i in 0..N {
-        prev[i] = a.mul_add(x2[i], b).mul_sub(cur[i], prev[i]);
+/// The one-degree recurrence μ_{l+1} = B_{l+1} (x μ_l) − μ_{l−1} with its visitor; x μ_l is
+/// computed once per degree and shared by the step and the visitor.
+struct One<'a, V: Simd, const N: usize, A> {
+    b: &'a [f64],
+    n: usize,
+    x: [V; N],
+    /// x μ at the last visit's `prev` and `cur`.
+    xp: [V; N],
+    xc: [V; N],
+    vis: &'a mut A,
+}
+
+impl<V: Simd, const N: usize, A: Visit1<V, N>> Rec<V, N> for One<'_, V, N, A> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.n
     }
+    #[inline(always)]
+    fn step<const TIGHT: bool>(&mut self, j: usize, cur: &[V; N], prev: &mut [V; N]) {
+        if !TIGHT {
+            self.xc = times(&self.x, cur);
+        }
+        let b = V::splat(self.b[j + 1]);
+        for i in 0..N {
+            prev[i] = b.mul_sub(self.xc[i], prev[i]);
+        }
+        // x μ at the next visit's prev (a rescale in the loose phases makes it stale; those
+        // recompute it, and `resync` sets it on entering the tight loop).
+        self.xp = self.xc;
+    }
+    #[inline(always)]
+    fn visit<const ODD: bool, const TIGHT: bool>(&mut self, j: usize, prev: &[V; N], cur: &[V; N]) {
+        if !TIGHT {
+            self.xp = times(&self.x, prev);
+        }
+        self.xc = times(&self.x, cur);
+        self.vis.visit::<ODD>(j, prev, cur, &self.xp, &self.xc);
+    }
+    #[inline(always)]
+    fn resync(&mut self, prev: &[V; N]) {
+        self.xp = times(&self.x, prev);
+    }
+}
+
+/// The two-degree recurrence ν_{i+1} = (a_i x² + b_i) ν_i − ν_{i−1} with its visitor.
+struct Two<'a, V: Simd, const N: usize, A> {
+    ab: &'a [[f64; 2]],
+    n: usize,
+    x2: &'a [V; N],
+    vis: &'a mut A,
+}
+
+impl<V: Simd, const N: usize, A: Visit<V, N>> Rec<V, N> for Two<'_, V, N, A> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.n
+    }
+    #[inline(always)]
+    fn step<const TIGHT: bool>(&mut self, i: usize, cur: &[V; N], prev: &mut [V; N]) {
+        let (a, b) = (V::splat(self.ab[i][0]), V::splat(self.ab[i][1]));
+        for q in 0..N {
+            prev[q] = a.mul_add(self.x2[q], b).mul_sub(cur[q], prev[q]);
+        }
+    }
+    #[inline(always)]
+    fn visit<const ODD: bool, const TIGHT: bool>(&mut self, i: usize, prev: &[V; N], cur: &[V; N]) {
+        self.vis.visit::<ODD>(i, prev, cur);
+    }
+    #[inline(always)]
+    fn resync(&mut self, _prev: &[V; N]) {}
+}
+
+/// The one-degree recurrence for N·W lanes (ring pairs at x = cos θ) from the start values
+/// (v, k) (N·W entries each), calling `vis` with μ for every l from m to lmax (the engine's
+/// spin 2 runs `run_spin2`; this one checks the recurrence in the tests).
+#[cfg(test)]
+#[inline(always)]
+pub fn run<V: Simd, const N: usize, A: Visit1<V, N>>(
+    t: &MTables,
+    x: &[V; N],
+    v: &[f64],
+    k: &[i32],
+    vis: &mut A,
+) {
+    let n = t.n();
+    let zero = [V::splat(0.0); N];
+    let mut r = One {
+        b: &t.b[..n + 2],
+        n,
+        x: *x,
+        xp: zero,
+        xc: zero,
+        vis,
+    };
+    drive(&mut r, v, k);
 }
 
 /// The spin-0 recurrence two degrees at a time (see the module notes): from the start values
-/// (v, k) at x² = `x2` per lane, calls `vis.visit::<false>(i, _, ν_{2i})` for every even
-/// j = 2i ≤ lmax − m, with the same three phases (and the same rescaling) as `run`.
+/// (v, k) at x² = `x2` per lane, calls `vis.visit(i, _, ν_{2i})` for every even
+/// j = 2i ≤ lmax − m (ODD = parity of i), with the same phases and rescaling as `run`.
 #[inline(always)]
 pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
     t: &MTables,
@@ -465,76 +677,182 @@ pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
     k: &[i32],
     vis: &mut A,
 ) {
-    let w = V::W;
-    let lanes = N * w;
-    assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
     let ne = t.ne();
-    let ab = &t.ab[..ne + 2];
-    let zero = V::splat(0.0);
-    let mut p0 = [zero; N];
-    let mut p1 = [zero; N];
-    let mut kk = [0i32; MAX_LANES];
-    let mut ff = [0.0f64; MAX_LANES];
-    let mut scaled = false;
+    let mut r = Two {
+        ab: &t.ab[..ne + 2],
+        n: ne,
+        x2,
+        vis,
+    };
+    drive(&mut r, v, k);
+}
+
+/// G1 = F1' sin²θ and G2 = F2' sin²θ (the spin-2 functions over g_l, times sin²θ: the lane's
+/// 1/sin²θ is applied once per m by the callers) from μ_{l−1}, μ_l, x μ_{l−1}, x μ_l and the
+/// degree's `MTables::pol` entry: G1 = p3 x μ_{l−1} − (p1 + p2 sin²θ) μ_l,
+/// G2 = p5 μ_{l−1} − p4 x μ_l.
+#[inline(always)]
+pub fn g12<V: Simd>(c: &[f64; 5], s2: V, prev: V, cur: V, xprev: V, xcur: V) -> (V, V) {
+    let g1 = V::splat(c[2]).mul_sub(xprev, V::splat(c[1]).mul_add(s2, V::splat(c[0])).mul(cur));
+    let g2 = V::splat(c[4]).mul_sub(prev, V::splat(c[3]).mul(xcur));
+    (g1, g2)
+}
+
+/// What to do with the spin-2 functions at each l (j = l − m): `z` holds Z+ in its first N/2
+/// vectors and Z− in the rest (G1 ± G2 = H_l Z±; `MTables::hh` holds H/2), lanes still below
+/// the significant range hold zeros.
+pub trait VisitZ<V: Simd, const N: usize> {
+    fn visit<const ODD: bool>(&mut self, j: usize, z: &[V; N]);
+}
+
+/// Z± from μ (m < 2, where the Wigner-d start is at l = 2 > m): the μ recurrence runs on the
+/// first N/2 vectors (the rest duplicate them).
+struct ToZ<'a, V: Simd, const N: usize, A> {
+    t: &'a MTables,
+    s2: [V; N],
+    vis: &'a mut A,
+}
+
+impl<V: Simd, const N: usize, A: VisitZ<V, N>> Visit1<V, N> for ToZ<'_, V, N, A> {
+    #[inline(always)]
+    fn visit<const ODD: bool>(
+        &mut self,
+        j: usize,
+        prev: &[V; N],
+        cur: &[V; N],
+        xprev: &[V; N],
+        xcur: &[V; N],
+    ) {
+        let c = &self.t.pol[j];
+        let ih = V::splat(self.t.invh[j]);
+        let h = N / 2;
+        let mut z = *cur;
+        for i in 0..h {
+            let (g1, g2) = g12(c, self.s2[i], prev[i], cur[i], xprev[i], xcur[i]);
+            z[i] = g1.add(g2).mul(ih);
+            z[i + h] = g1.sub(g2).mul(ih);
+        }
+        self.vis.visit::<ODD>(j, &z);
+    }
+}
+
+/// The Wigner-d recurrence on Z± (first and second half of the vectors) with its visitor.
+struct ZRec<'a, V: Simd, const N: usize, A> {
+    zab: &'a [[f64; 2]],
+    n: usize,
+    x: [V; N],
+    vis: &'a mut A,
+}
+
+impl<V: Simd, const N: usize, A: VisitZ<V, N>> Rec<V, N> for ZRec<'_, V, N, A> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.n
+    }
+    #[inline(always)]
+    fn step<const TIGHT: bool>(&mut self, j: usize, cur: &[V; N], prev: &mut [V; N]) {
+        let [a, ac] = self.zab[j];
+        let (a, ac) = (V::splat(a), V::splat(ac));
+        let h = N / 2;
+        for i in 0..h {
+            prev[i] = a.mul_add(self.x[i], ac).mul_sub(cur[i], prev[i]);
+            prev[i + h] = a.mul_sub(self.x[i], ac).mul_sub(cur[i + h], prev[i + h]);
+        }
+    }
+    #[inline(always)]
+    fn visit<const ODD: bool, const TIGHT: bool>(
+        &mut self,
+        j: usize,
+        _prev: &[V; N],
+        cur: &[V; N],
+    ) {
+        self.vis.visit::<ODD>(j, cur);
+    }
+    #[inline(always)]
+    fn resync(&mut self, _prev: &[V; N]) {}
+}
+
+/// The spin-2 functions for N/2·W lanes (ring pairs at x = cos θ, sin²θ = `s2`, per lane) from
+/// the start values (v, k) of λ_mm: calls `vis` with Z± (Z+ in the first N/2 vectors) for every
+/// l from m to lmax (module notes). For m ≥ 2 the Wigner-d recurrence runs from l = m with its
+/// exact start Z+ = c (1 − x)², Z− = c (1 + x)², c = λ_mm n_m m(m−1)/2 (no cancellation near
+/// the poles, where one of them is tiny: started from F1 ± F2 the error of the tiny one grows
+/// along l), with the same extended-range phases as μ; for m < 2 through μ.
+#[inline(always)]
+pub fn run_spin2<V: Simd, const N: usize, A: VisitZ<V, N>>(
+    t: &MTables,
+    x: &[f64; MAX_LANES],
+    s2: &[f64; MAX_LANES],
+    v: &[f64],
+    k: &[i32],
+    vis: &mut A,
+) {
+    let w = V::W;
+    let h = N / 2;
+    let lanes = h * w;
+    assert!(N.is_multiple_of(2) && 2 * lanes <= MAX_LANES);
+    let n = t.n();
+    let (mut x2, mut s22) = ([0.0; MAX_LANES], [0.0; MAX_LANES]);
+    let (mut v2, mut k2) = ([0.0; MAX_LANES], [0i32; MAX_LANES]);
+    let m = t.m;
+    let mf = m as f64;
+    let c = if m >= 2 {
+        mf * (mf - 1.0) / ((mf - 1.0) * mf * (mf + 1.0) * (mf + 2.0)).sqrt()
+    } else {
+        0.0
+    };
     for r in 0..lanes {
-        kk[r] = k[r];
-        ff[r] = if k[r] == 0 { 1.0 } else { 0.0 };
-        scaled |= k[r] > 0;
-    }
-    let mut f = [zero; N];
-    for i in 0..N {
-        p1[i] = V::load(&v[i * w..]);
-        f[i] = V::load(&ff[i * w..]);
-    }
-    let mut i = 0usize;
-    // Phase 0: every lane scaled, no visits.
-    let mut none = ff[..lanes].iter().all(|&v| v == 0.0);
-    while scaled && none {
-        if i + 2 >= ne {
-            // Fewer than two steps left: these lanes never become significant.
-            return;
+        x2[r] = x[r];
+        x2[r + lanes] = x[r];
+        s22[r] = s2[r];
+        s22[r + lanes] = s2[r];
+        k2[r] = k[r];
+        k2[r + lanes] = k[r];
+        if m >= 2 {
+            // 1 ∓ x without cancellation: (1 − x)(1 + x) = sin²θ.
+            let (omx, opx) = if x[r] >= 0.0 {
+                (s2[r] / (1.0 + x[r]), 1.0 + x[r])
+            } else {
+                (1.0 - x[r], s2[r] / (1.0 - x[r]))
+            };
+            v2[r] = v[r] * c * omx * omx;
+            v2[r + lanes] = v[r] * c * opx * opx;
+        } else {
+            v2[r] = v[r];
+            v2[r + lanes] = v[r];
         }
-        step2(ab[i], x2, &p1, &mut p0);
-        if overflow(&p0) {
-            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
-        }
-        step2(ab[i + 1], x2, &p0, &mut p1);
-        if overflow(&p1) {
-            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
-        }
-        none = kk[..lanes].iter().all(|&k| k > 0);
-        i += 2;
     }
-    // Phase A: some lanes scaled; visit with those masked.
-    while scaled && i + 1 < ne {
-        vis.visit::<false>(i, &p0, &masked(&p1, &f));
-        step2(ab[i], x2, &p1, &mut p0);
-        if overflow(&p0) {
-            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+    let xv = {
+        let mut o = [V::splat(0.0); N];
+        for i in 0..N {
+            o[i] = V::load(&x2[i * w..]);
         }
-        vis.visit::<false>(i + 1, &p1, &masked(&p0, &f));
-        step2(ab[i + 1], x2, &p0, &mut p1);
-        if overflow(&p1) {
-            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+        o
+    };
+    if m >= 2 {
+        let mut r = ZRec {
+            zab: &t.zab[..n + 2],
+            n,
+            x: xv,
+            vis,
+        };
+        drive(&mut r, &v2, &k2);
+    } else {
+        let mut s2v = [V::splat(0.0); N];
+        for i in 0..N {
+            s2v[i] = V::load(&s22[i * w..]);
         }
-        i += 2;
-    }
-    if scaled {
-        if i < ne {
-            vis.visit::<false>(i, &p0, &masked(&p1, &f));
-        }
-        return;
-    }
-    // Phase B: every lane in normal range.
-    while i + 1 < ne {
-        vis.visit::<false>(i, &p0, &p1);
-        step2(ab[i], x2, &p1, &mut p0);
-        vis.visit::<false>(i + 1, &p1, &p0);
-        step2(ab[i + 1], x2, &p0, &mut p1);
-        i += 2;
-    }
-    if i < ne {
-        vis.visit::<false>(i, &p0, &p1);
+        let mut conv = ToZ { t, s2: s2v, vis };
+        let zero = [V::splat(0.0); N];
+        let mut r = One {
+            b: &t.b[..n + 2],
+            n,
+            x: xv,
+            xp: zero,
+            xc: zero,
+            vis: &mut conv,
+        };
+        drive(&mut r, &v2, &k2);
     }
 }
 
@@ -579,8 +897,15 @@ mod tests {
     }
 
     struct Collect(Vec<f64>);
-    impl Visit<S1, 1> for Collect {
-        fn visit<const ODD: bool>(&mut self, j: usize, _p: &[S1; 1], c: &[S1; 1]) {
+    impl Visit1<S1, 1> for Collect {
+        fn visit<const ODD: bool>(
+            &mut self,
+            j: usize,
+            _p: &[S1; 1],
+            c: &[S1; 1],
+            _xp: &[S1; 1],
+            _xc: &[S1; 1],
+        ) {
             self.0[j] = c[0].0;
         }
     }
@@ -654,13 +979,168 @@ mod tests {
 }
 
 #[cfg(test)]
+mod spin2_tests {
+    use super::*;
+    use crate::sht::simd::S1;
+
+    /// G1, G2 per j straight from μ (the definition).
+    struct FromMu<'a> {
+        t: &'a MTables,
+        s2: f64,
+        g: Vec<[f64; 2]>,
+    }
+    impl Visit1<S1, 1> for FromMu<'_> {
+        fn visit<const ODD: bool>(
+            &mut self,
+            j: usize,
+            p: &[S1; 1],
+            c: &[S1; 1],
+            xp: &[S1; 1],
+            xc: &[S1; 1],
+        ) {
+            let (g1, g2) = g12(&self.t.pol[j], S1(self.s2), p[0], c[0], xp[0], xc[0]);
+            self.g[j] = [g1.0, g2.0];
+        }
+    }
+
+    struct Z(Vec<[f64; 2]>);
+    impl VisitZ<S1, 2> for Z {
+        fn visit<const ODD: bool>(&mut self, j: usize, z: &[S1; 2]) {
+            assert_eq!(ODD, j % 2 == 1, "parity flag at j={j}");
+            self.0[j] = [z[0].0, z[1].0];
+        }
+    }
+
+    /// F1, F2 of healpy's convention by their formulas from an unscaled λ (small l only).
+    fn naive_f12(lmax: usize, m: usize, x: f64) -> Vec<[f64; 2]> {
+        let norms = mm_norms(m);
+        let s2 = 1.0 - x * x;
+        let mut lam = vec![0.0; lmax + 1];
+        lam[m] = norms[m] * s2.sqrt().powi(m as i32);
+        let mf = m as f64;
+        for l in m + 1..=lmax {
+            let lf = l as f64;
+            let a = ((4.0 * lf * lf - 1.0) / (lf * lf - mf * mf)).sqrt();
+            let c = ((4.0 * lf * lf - 1.0) * ((lf - 1.0).powi(2) - mf * mf)
+                / ((lf * lf - mf * mf) * (4.0 * (lf - 1.0).powi(2) - 1.0)))
+                .sqrt();
+            lam[l] = a * x * lam[l - 1] - if l >= m + 2 { c * lam[l - 2] } else { 0.0 };
+        }
+        let mut out = vec![[0.0; 2]; lmax + 1];
+        for l in m.max(2)..=lmax {
+            let lf = l as f64;
+            let nl = 2.0 / ((lf - 1.0) * lf * (lf + 1.0) * (lf + 2.0)).sqrt();
+            let fl = ((2.0 * lf + 1.0) / (2.0 * lf - 1.0) * (lf * lf - mf * mf)).sqrt();
+            let lm1 = if l > m { lam[l - 1] } else { 0.0 };
+            out[l] = [
+                nl * (-((lf - mf * mf) / s2 + lf * (lf - 1.0) / 2.0) * lam[l] + fl * x / s2 * lm1),
+                nl * mf / s2 * (-(lf - 1.0) * x * lam[l] + fl * lm1),
+            ];
+        }
+        out
+    }
+
+    fn via_z(t: &MTables, x: f64, v: f64, k: i32) -> Vec<[f64; 2]> {
+        let s2 = (1.0 - x) * (1.0 + x);
+        let mut z = Z(vec![[0.0; 2]; t.n()]);
+        let (mut xa, mut sa) = ([0.0; MAX_LANES], [1.0; MAX_LANES]);
+        xa[0] = x;
+        sa[0] = s2;
+        run_spin2::<S1, 2, _>(t, &xa, &sa, &[v], &[k], &mut z);
+        (0..t.n())
+            .map(|j| {
+                let [zp, zm] = z.0[j];
+                [(zp + zm) * t.hh[j], (zp - zm) * t.hh[j]]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn spin2_recurrence_matches_formulas() {
+        let lmax = 40;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        for &m in &[0usize, 1, 2, 3, 7, 39, 40] {
+            let mut t = MTables::default();
+            t.fill(m, lmax, true);
+            for &x in &[0.0, 0.3, -0.7, 0.999] {
+                let s = (1.0f64 - x * x).sqrt();
+                let (v, k) = start_value(s, m, norms[m], log2_growth_bound(m, lmax, &fact));
+                let got = via_z(&t, x, v, k);
+                let want = naive_f12(lmax, m, x);
+                let scale = want.iter().flatten().fold(1e-300f64, |a, b| a.max(b.abs()));
+                for j in 0..t.n() {
+                    for c in 0..2 {
+                        let g = got[j][c] * t.g[j] / (s * s);
+                        let w = want[m + j][c];
+                        assert!(
+                            (g - w).abs() <= 1e-12 * scale,
+                            "m={m} l={} x={x} F{}: {g} vs {w}",
+                            m + j,
+                            c + 1
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spin2_recurrence_matches_mu_path_at_high_l() {
+        // Scaled start values (x near 1, large m) and lmax where λ spans many decades.
+        let lmax = 2048;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        let mut t = MTables::default();
+        for m in (0..=lmax).step_by(97).chain([1, 2, 3, lmax - 1, lmax]) {
+            t.fill(m, lmax, true);
+            for &x in &[0.0, 0.31, -0.77, 0.999, 0.99999, -0.9999999] {
+                let s2 = (1.0f64 - x) * (1.0 + x);
+                let (v, k) = start_value(s2.sqrt(), m, norms[m], log2_growth_bound(m, lmax, &fact));
+                let got = via_z(&t, x, v, k);
+                let mut mu = FromMu {
+                    t: &t,
+                    s2,
+                    g: vec![[0.0; 2]; t.n()],
+                };
+                run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut mu);
+                let scale = mu.g.iter().flatten().fold(1e-300f64, |a, b| a.max(b.abs()));
+                // Both paths drop values below 2^−400 (Z± and μ differ by bounded factors, so
+                // they drop at slightly different l): an absolute floor far below anything
+                // a transform can see.
+                let floor = SMALL * 1e6;
+                for j in 0..t.n() {
+                    for c in 0..2 {
+                        let (g, w) = (got[j][c], mu.g[j][c]);
+                        assert!(g.is_finite(), "m={m} j={j} x={x}");
+                        assert!(
+                            (g - w).abs() <= 1e-10 * scale + floor,
+                            "m={m} l={} x={x} G{}: {g} vs {w} (max {scale})",
+                            m + j,
+                            c + 1
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 mod lane_tests {
     use super::*;
     use crate::sht::simd::S1;
 
     struct Sum<const L: usize>([f64; L]);
-    impl<const L: usize> Visit<S1, L> for Sum<L> {
-        fn visit<const ODD: bool>(&mut self, _j: usize, _p: &[S1; L], c: &[S1; L]) {
+    impl<const L: usize> Visit1<S1, L> for Sum<L> {
+        fn visit<const ODD: bool>(
+            &mut self,
+            _j: usize,
+            _p: &[S1; L],
+            c: &[S1; L],
+            _xp: &[S1; L],
+            _xc: &[S1; L],
+        ) {
             for r in 0..L {
                 self.0[r] += c[r].0 * c[r].0;
             }
