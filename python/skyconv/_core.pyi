@@ -81,6 +81,24 @@ def _select_kth(
     device: str | None = None,
 ) -> float | None: ...
 
+# Key passes of the distributed exact selection (skyconv._dask.select): the finite values of
+# data (or |data - center|, float64) whose order-preserving 64-bit key starts with prefix (its
+# top 64 - shift bits; all values when shift is 64). ValueError: shift > 64, bits outside
+# 1..=min(shift, 24).
+def _key_counts(
+    data: FloatArray,
+    prefix: int = 0,
+    shift: int = 64,
+    bits: int = 16,
+    center: float | None = None,
+) -> npt.NDArray[np.uint64]: ...  # counts by the next `bits` key bits, 2**bits of them
+def _key_values(
+    data: FloatArray,
+    prefix: int = 0,
+    shift: int = 64,
+    center: float | None = None,
+) -> npt.NDArray[np.float64]: ...  # the values themselves, in data order
+
 # --- healpix (src/py/healpix.rs) -------------------------------------------------------------
 # Inputs must be C-contiguous native-endian arrays (skyconv.healpix makes sure); outputs take
 # the input's shape. Angles in radians; pixel indices int64. Errors: ValueError (nside, range),
