@@ -42,7 +42,10 @@ from dask_cube import parse_size, read_rate, shape_for, write_cube  # noqa: E402
 
 #: Task names (dask.utils.key_split) of the NumPy steps around skyconv's core calls (on the CPU
 #: whatever the device); the core calls' own seconds come from skyconv._dask.device.
-NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count"}
+NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count",
+               "block_counts", "values", "block_sum"}  # fmt: skip
+#: Task-name prefixes of the à trous loop's element-wise block steps (skyconv._dask.atrous).
+NUMPY_PREFIXES = ("atrous-",)
 #: Task-name prefixes of zarr reads and writes.
 IO_TASKS = ("from-zarr", "original-array", "store-map", "to-zarr", "load-store")
 
@@ -112,7 +115,7 @@ def breakdown(stream, core_s: float) -> dict:
             action = ss.get("action")
             if action == "compute":
                 prefixes[name] += dt
-                if name in NUMPY_TASKS:
+                if name in NUMPY_TASKS or name.startswith(NUMPY_PREFIXES):
                     kinds["NumPy steps (clip, sample, medians)"] += dt
                 elif name.startswith(IO_TASKS):
                     kinds["zarr read/write"] += dt
