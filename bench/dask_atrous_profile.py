@@ -70,6 +70,7 @@ def main(argv=None) -> int:
 
     if not a.one_task:
         atrous.SINGLE_TASK_BYTES = 0
+        atrous.SINGLE_TASK_MEMORY_FRACTION = 0
     x = cube(shape)
     t = time.perf_counter()
     want = skyconv.atrous_denoise(x, dim=3, device=a.device)

@@ -21,6 +21,7 @@ def staged(monkeypatch):
     from skyconv._dask import atrous
 
     monkeypatch.setattr(atrous, "SINGLE_TASK_BYTES", 0)
+    monkeypatch.setattr(atrous, "SINGLE_TASK_MEMORY_FRACTION", 0)
 
 
 def _cube(rng, shape=(24, 36, 40), dtype=np.float64):
@@ -192,6 +193,24 @@ def test_small_cube_runs_as_one_task(dask_client, rng, monkeypatch):
         want.iterations, want.noise, want.input_noise)  # fmt: skip
     assert seen == want_seen and len(seen) == want.iterations
     assert ddev.devices_used(dask_client) == {"atrous.single": {"cpu": 1}}
+
+
+def test_cube_that_fits_a_worker_runs_as_one_task(dask_client, rng, monkeypatch):
+    """Above SINGLE_TASK_BYTES, a cube of at most SINGLE_TASK_MEMORY_FRACTION of the smallest
+    worker's memory limit runs as one task too; one above it takes the staged loop."""
+    from skyconv._dask import atrous
+    from skyconv._dask import device as ddev
+
+    x = _cube(rng, dtype=np.float32)
+    limit = min(w["memory_limit"] for w in dask_client.scheduler_info()["workers"].values())
+    want = skyconv.atrous_denoise(x, device="cpu")
+    for fraction, stage in ((x.nbytes / limit, "atrous.single"), (0.5 * x.nbytes / limit,
+                                                                   "atrous.smooth")):  # fmt: skip
+        monkeypatch.setattr(atrous, "SINGLE_TASK_MEMORY_FRACTION", fraction)
+        ddev.reset(dask_client)
+        got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")
+        _check(got, want)
+        assert set(ddev.devices_used(dask_client)) == {stage}
 
 
 def test_staged_progress_and_round_trips(dask_client, rng):

@@ -24,8 +24,9 @@ Two cases:
   additions are submitted without waiting; the element-wise steps are one NumPy task per block
   (under names of their own, see ``_blocks``). The input is read once (persisted) with its
   finite count and first pass.
-- One unit of at most :data:`SINGLE_TASK_BYTES` (or in one chunk): the single call in one task
-  on a worker (its progress reports replayed on the client).
+- One unit of at most :data:`SINGLE_TASK_BYTES`, in one chunk, or of at most
+  :data:`SINGLE_TASK_MEMORY_FRACTION` of the smallest worker's memory limit: the single call in
+  one task on a worker (its progress reports replayed on the client).
 
 The work is done when the call returns (the iteration count depends on the data): the
 reconstruction is a dask array held by the cluster (persisted), the scalars are plain Python
@@ -55,6 +56,11 @@ from .halo import check_known_chunks, overlap_map
 #: A one-unit array of at most this many bytes (or in one chunk) runs the single call in one
 #: task on a worker: below it the loop's round trips cost more than the work they spread.
 SINGLE_TASK_BYTES = 16 * 2**20
+#: So does one of at most this fraction of the smallest worker's ``memory_limit`` (the single
+#: call holds ~5 arrays of the input's size, the task its input and result): on one worker's
+#: threads (its GPU on a GPU worker) the single call is faster than the staged loop spread
+#: over a few workers (bench/NOTES.md, session 9). 0 turns this rule off.
+SINGLE_TASK_MEMORY_FRACTION = 1 / 8
 #: Cap on the convergence loop, as in the core.
 MAX_ITERATIONS = 100
 #: DUCHAMP's MADFM -> sigma conversion.
@@ -224,6 +230,21 @@ def _single_call(block, args, device):
     return (*r, reports)
 
 
+def _fits_one_worker(nbytes: int) -> bool:
+    """Whether ``nbytes`` is at most ``SINGLE_TASK_MEMORY_FRACTION`` of the smallest worker's
+    memory limit (False without a Distributed client or without limits)."""
+    if SINGLE_TASK_MEMORY_FRACTION <= 0:
+        return False
+    try:
+        from distributed import default_client
+
+        workers = default_client().scheduler_info().get("workers", {}).values()
+    except (ImportError, ValueError):
+        return False
+    limits = [w.get("memory_limit") or 0 for w in workers]
+    return bool(limits) and min(limits) > 0 and nbytes <= SINGLE_TASK_MEMORY_FRACTION * min(limits)
+
+
 def _one_task(x, args, device, progress):
     """One unit of a small array as one task on a worker: the single call (its result
     persisted on the cluster, the scalars gathered, the progress reports replayed here)."""
@@ -321,7 +342,7 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
     da = dask_array()
     check_known_chunks(x, "data")
     n, factors = _core._atrous_plan(list(x.shape), dim, filt, variant)
-    if x.npartitions == 1 or x.nbytes <= SINGLE_TASK_BYTES:
+    if x.npartitions == 1 or x.nbytes <= SINGLE_TASK_BYTES or _fits_one_worker(x.nbytes):
         args = (dim, snr, scale_min, scale_max, filt, conv, robust, variant, blank)
         with _step("one task"):
             return _one_task(x, args, device, progress)
