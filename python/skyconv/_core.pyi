@@ -236,6 +236,13 @@ def _atrous_denoise(
 def _atrous_plan(
     shape: list[int], dim: int, filter: str, variant: str = "duchamp"
 ) -> tuple[int, list[float]]: ...
+# Element-wise block steps of the distributed à trous loop (skyconv._dask.atrous), arrays of one
+# shape and dtype: (c - smooth, c - (c - smooth)) where x is finite, (NaN, c) at its blanks;
+# out + w where |w| > thr (in float64), else out. ValueError: shapes differ; TypeError: dtypes.
+def _atrous_split(
+    c: FloatArray, smooth: FloatArray, x: FloatArray
+) -> tuple[FloatArray, FloatArray]: ...
+def _atrous_add_above(out: FloatArray, w: FloatArray, thr: float) -> FloatArray: ...
 
 # --- grid (src/py/grid.rs) -------------------------------------------------------------------
 # Coordinates, kernel widths and sphere_radius in degrees (gauss2d PA in radians). data is

@@ -174,6 +174,32 @@ def test_key_counts_against_numpy(rng):
         _core._key_values(np.zeros(4), 0, 65)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_steps_against_numpy(rng, dtype):
+    """The core's element-wise block steps equal NumPy in the data type: w = c - smooth and
+    c - w where x is finite (NaN and c at blanks); out + w where |w| > thr in float64."""
+    from skyconv import _core
+
+    c, sm, out = (rng.normal(size=(6, 7, 9)).astype(dtype) for _ in range(3))
+    x = rng.normal(size=c.shape).astype(dtype)
+    x[1, 2:5] = np.nan
+    x[3, 0, 0] = np.inf
+    blank = ~np.isfinite(x)
+    w, nxt = _core._atrous_split(c, sm, x)
+    want_w = np.where(blank, np.nan, c - sm).astype(dtype)
+    np.testing.assert_array_equal(w, want_w)
+    np.testing.assert_array_equal(nxt, np.where(blank, c, c - want_w).astype(dtype))
+    thr = float(np.abs(want_w[~blank]).mean())
+    got = _core._atrous_add_above(out, w, thr)
+    big = np.abs(w.astype(np.float64)) > thr
+    np.testing.assert_array_equal(got, np.where(big, out + w, out).astype(dtype))
+    assert got.dtype == dtype and w.dtype == dtype
+    with pytest.raises(TypeError):
+        _core._atrous_split(c, sm.astype(np.float64 if dtype == np.float32 else np.float32), x)
+    with pytest.raises(ArgumentError, match="one shape"):
+        _core._atrous_add_above(out, w[:2], thr)
+
+
 def test_small_cube_runs_as_one_task(dask_client, rng, monkeypatch):
     """A cube of at most SINGLE_TASK_BYTES runs the single call in one task: the staged loop
     is not entered, the result and the progress reports are the single call's."""

@@ -274,11 +274,13 @@ def _start(x, out, b):
     return c
 
 
+def _c(a):
+    return np.require(a, requirements="CA")  # received blocks may be unaligned
+
+
 def _coefficients(c, sm, x):
-    """w = c − smooth; NaN at blanks."""
-    w = np.subtract(c, sm)
-    w[~np.isfinite(x)] = np.nan
-    return w
+    """w = c − smooth; NaN at blanks (one core pass, with the next c)."""
+    return _core._atrous_split(_c(c), _c(sm), _c(x))[0]
 
 
 def _smoother(c, w, x):
@@ -290,11 +292,8 @@ def _smoother(c, w, x):
 
 
 def _add(out, w, thr):
-    """output + w where |w| > thr (compared in float64, as the core does)."""
-    big = np.abs(w) > np.float64(thr)
-    o = np.array(out)
-    o[big] += w[big]
-    return o
+    """output + w where |w| > thr (compared in float64, as the core does; one core pass)."""
+    return _core._atrous_add_above(_c(out), _c(w), float(thr))
 
 
 def _finish(out, c, x):
