@@ -236,6 +236,7 @@ def _atrous_denoise(
 def _atrous_plan(
     shape: list[int], dim: int, filter: str, variant: str = "duchamp"
 ) -> tuple[int, list[float]]: ...
+
 # Element-wise block steps of the distributed à trous loop (skyconv._dask.atrous), arrays of one
 # shape and dtype: (c - smooth, c - (c - smooth)) where x is finite, (NaN, c) at its blanks;
 # out + w where |w| > thr (in float64), else out. ValueError: shapes differ; TypeError: dtypes.
