@@ -42,7 +42,10 @@ from dask_cube import parse_size, read_rate, shape_for, write_cube  # noqa: E402
 
 #: Task names (dask.utils.key_split) of the NumPy steps around skyconv's core calls (on the CPU
 #: whatever the device); the core calls' own seconds come from skyconv._dask.device.
-NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count"}
+NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count",
+               "block_counts", "values", "block_sum"}  # fmt: skip
+#: Task-name prefixes of the à trous loop's element-wise block steps (skyconv._dask.atrous).
+NUMPY_PREFIXES = ("atrous-",)
 #: Task-name prefixes of zarr reads and writes.
 IO_TASKS = ("from-zarr", "original-array", "store-map", "to-zarr", "load-store")
 
@@ -112,7 +115,7 @@ def breakdown(stream, core_s: float) -> dict:
             action = ss.get("action")
             if action == "compute":
                 prefixes[name] += dt
-                if name in NUMPY_TASKS:
+                if name in NUMPY_TASKS or name.startswith(NUMPY_PREFIXES):
                     kinds["NumPy steps (clip, sample, medians)"] += dt
                 elif name.startswith(IO_TASKS):
                     kinds["zarr read/write"] += dt
@@ -124,6 +127,10 @@ def breakdown(stream, core_s: float) -> dict:
                 kinds["spill to disk"] += dt
     kinds["skyconv core calls"] = core_s
     kinds["Dask copies, rechunks, reductions"] = max(rest - core_s, 0.0)
+    # À trous's smoothing is fused into its NumPy coefficient tasks: count it once, as core.
+    numpy_key = "NumPy steps (clip, sample, medians)"
+    if core_s > rest and numpy_key in kinds:
+        kinds[numpy_key] = max(kinds[numpy_key] - (core_s - rest), 0.0)
     top = dict(sorted(prefixes.items(), key=lambda kv: -kv[1])[:8])
     return {"kinds": dict(kinds), "top": top}
 
@@ -163,6 +170,11 @@ def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
             mask.to_zarr(a.path + f".mask{n}.zarr", overwrite=True)
             info = f"rms0 {noise.rms0:.4g}, {len(noise.rms)} kernels"
         else:
+            from skyconv._dask import atrous
+
+            if not a.atrous_one_task:  # the staged loop over the workers, whatever the size
+                atrous.SINGLE_TASK_BYTES = 0
+                atrous.SINGLE_TASK_MEMORY_FRACTION = 0
             r = skyconv.atrous_denoise(cube, dim=3, device=a.device)
             info = f"{r.iterations} iterations, noise {r.noise:.4g}"
             del r
@@ -201,11 +213,18 @@ def main(argv=None) -> int:
     p.add_argument("--read-gb", type=float, default=8.0, help="GB read for the disk rate")
     p.add_argument("--budget-s", type=float, default=560.0)
     p.add_argument("--no-dask-cuda", action="store_true")
+    p.add_argument("--atrous-one-task", action="store_true",
+                   help="let à trous run a cube that fits a worker as one task (the "
+                        "single call on one worker); default: the staged loop")  # fmt: skip
+    p.add_argument("--single", action="store_true",
+                   help="first time the single call on the whole cube in this process")  # fmt: skip
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     t_start = time.perf_counter()
 
+    import numpy as np
     import psutil
+    import zarr
 
     algos = [s for s in a.only.split(",") if s]
     counts = sorted({int(v) for v in a.workers.split(",") if v})
@@ -231,6 +250,20 @@ def main(argv=None) -> int:
     print(f"disk read: {disk['gb_s']:.2f} GB/s ({disk['bytes'] / 1e9:.2f} GB, "
           f"{'O_DIRECT' if disk['direct'] else 'page cache possible'})", flush=True)  # fmt: skip
     save()
+    if a.single:
+        import skyconv
+
+        for algo in algos:
+            cube = np.asarray(zarr.open_array(a.path, mode="r")[...])
+            t = time.perf_counter()
+            if algo == "sc":
+                skyconv.smooth_and_clip(cube, device=a.device)
+            else:
+                skyconv.atrous_denoise(cube, dim=3, device=a.device)
+            result[f"{algo}_single_s"] = dt = time.perf_counter() - t
+            print(f"{algo}: single call here {dt:.1f} s ({gb / dt:.3g} GB/s)", flush=True)
+            del cube
+        save()
     mem = int(0.8 * psutil.virtual_memory().total)
     last: dict = {}
     rates: dict = defaultdict(dict)

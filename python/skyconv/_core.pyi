@@ -81,6 +81,24 @@ def _select_kth(
     device: str | None = None,
 ) -> float | None: ...
 
+# Key passes of the distributed exact selection (skyconv._dask.select): the finite values of
+# data (or |data - center|, float64) whose order-preserving 64-bit key starts with prefix (its
+# top 64 - shift bits; all values when shift is 64). ValueError: shift > 64, bits outside
+# 1..=min(shift, 24).
+def _key_counts(
+    data: FloatArray,
+    prefix: int = 0,
+    shift: int = 64,
+    bits: int = 16,
+    center: float | None = None,
+) -> npt.NDArray[np.uint64]: ...  # counts by the next `bits` key bits, 2**bits of them
+def _key_values(
+    data: FloatArray,
+    prefix: int = 0,
+    shift: int = 64,
+    center: float | None = None,
+) -> npt.NDArray[np.float64]: ...  # the values themselves, in data order
+
 # --- healpix (src/py/healpix.rs) -------------------------------------------------------------
 # Inputs must be C-contiguous native-endian arrays (skyconv.healpix makes sure); outputs take
 # the input's shape. Angles in radians; pixel indices int64. Errors: ValueError (nside, range),
@@ -218,6 +236,14 @@ def _atrous_denoise(
 def _atrous_plan(
     shape: list[int], dim: int, filter: str, variant: str = "duchamp"
 ) -> tuple[int, list[float]]: ...
+
+# Element-wise block steps of the distributed à trous loop (skyconv._dask.atrous), arrays of one
+# shape and dtype: (c - smooth, c - (c - smooth)) where x is finite, (NaN, c) at its blanks;
+# out + w where |w| > thr (in float64), else out. ValueError: shapes differ; TypeError: dtypes.
+def _atrous_split(
+    c: FloatArray, smooth: FloatArray, x: FloatArray
+) -> tuple[FloatArray, FloatArray]: ...
+def _atrous_add_above(out: FloatArray, w: FloatArray, thr: float) -> FloatArray: ...
 
 # --- grid (src/py/grid.rs) -------------------------------------------------------------------
 # Coordinates, kernel widths and sphere_radius in degrees (gauss2d PA in radians). data is

@@ -3,9 +3,10 @@
 use pyo3::prelude::*;
 
 use crate::backend;
+use crate::cube::atrous::blocks;
 use crate::cube::atrous::{self, Params, Progress, Variant, WaveletFilter, DUCHAMP_BLANK};
-use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
-use crate::py::errors::{compute_in, to_pyerr, Call};
+use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray, FloatArrays};
+use crate::py::errors::{compute, compute_in, to_pyerr, value_err, Call};
 use crate::real::Real;
 
 /// (reconstruction, iterations, noise, input_noise, scales, device) per unit.
@@ -107,7 +108,81 @@ fn _atrous_plan(
     Ok((plan.scales, plan.factors))
 }
 
+/// The contiguous data of `arrays`, all of one size (else a ValueError naming `names`).
+fn same_size<'a, T: numpy::Element>(
+    arrays: &'a [numpy::PyReadonlyArrayDyn<'_, T>],
+    names: &str,
+) -> PyResult<(Vec<usize>, Vec<&'a [T]>)> {
+    let mut shape = None;
+    let mut data = Vec::with_capacity(arrays.len());
+    for a in arrays {
+        let (s, d) = parts(a, names)?;
+        if shape.as_ref().is_some_and(|t: &Vec<usize>| *t != s) {
+            return Err(value_err(format!("{names} must have one shape")));
+        }
+        shape = Some(s);
+        data.push(d);
+    }
+    Ok((shape.unwrap_or_default(), data))
+}
+
+fn split<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    arrays: &[numpy::PyReadonlyArrayDyn<'py, T>],
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (shape, d) = same_size(arrays, "c, smooth and x")?;
+    let (w, next) = (empty::<T>(py, &shape)?, empty::<T>(py, &shape)?);
+    let (wd, nd) = (data_mut(&w), data_mut(&next));
+    compute(py, || {
+        blocks::split(d[0], d[1], d[2], wd, nd);
+        Ok(())
+    })?;
+    Ok((w.into_any(), next.into_any()))
+}
+
+/// One à trous scale's coefficients and next smooth array of a block:
+/// (c − smooth, c − (c − smooth)) where `x` is finite, (NaN, c) at its blanks.
+#[pyfunction]
+fn _atrous_split<'py>(
+    py: Python<'py>,
+    c: FloatArray<'py>,
+    smooth: FloatArray<'py>,
+    x: FloatArray<'py>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let arrays = FloatArrays::same_dtype(vec![c, smooth, x], "c, smooth and x")?;
+    with_float!(FloatArrays: arrays, v => split(py, &v))
+}
+
+fn add_above<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    arrays: &[numpy::PyReadonlyArrayDyn<'py, T>],
+    thr: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (shape, d) = same_size(arrays, "out and w")?;
+    let dst = empty::<T>(py, &shape)?;
+    let dd = data_mut(&dst);
+    compute(py, || {
+        blocks::add_above(d[0], d[1], thr, dd);
+        Ok(())
+    })?;
+    Ok(dst.into_any())
+}
+
+/// `out + w` where |w| > thr (compared in float64), else `out`: a new array.
+#[pyfunction]
+fn _atrous_add_above<'py>(
+    py: Python<'py>,
+    out: FloatArray<'py>,
+    w: FloatArray<'py>,
+    thr: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let arrays = FloatArrays::same_dtype(vec![out, w], "out and w")?;
+    with_float!(FloatArrays: arrays, v => add_above(py, &v, thr))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_atrous_split, m)?)?;
+    m.add_function(wrap_pyfunction!(_atrous_add_above, m)?)?;
     m.add_function(wrap_pyfunction!(_atrous_denoise, m)?)?;
     m.add_function(wrap_pyfunction!(_atrous_plan, m)?)?;
     Ok(())

@@ -1,9 +1,11 @@
-//! Bindings for the exact selection primitive (used by tests and skyconv.stats).
+//! Bindings for the exact selection primitive (used by tests and skyconv.stats) and the key
+//! passes of the distributed selection (skyconv._dask.select).
 
+use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::backend::{self, cuda, Device};
-use crate::cube::stats::{self, Range, Values};
+use crate::cube::stats::{self, keys, Range, Values};
 use crate::py::arrays::{parts, with_float, FloatArray};
 use crate::py::errors::{compute, to_pyerr};
 use crate::real::Real;
@@ -50,7 +52,68 @@ fn _select_kth(
     })
 }
 
+/// `Values` for a key pass: the finite values, or |x − center| when `center` is given.
+fn key_vals(center: Option<f64>) -> Values {
+    center.map_or(Values::FINITE, Values::abs_about)
+}
+
+/// Checks `shift` and `bits` of a key pass.
+fn check_key_bits(shift: u32, bits: u32) -> PyResult<()> {
+    if shift > 64 || bits < 1 || bits > shift.min(keys::MAX_BITS) {
+        return Err(crate::py::errors::value_err(format!(
+            "shift must be in 1..=64 and bits in 1..=min(shift, {}), got shift {shift}, bits \
+             {bits}",
+            keys::MAX_BITS
+        )));
+    }
+    Ok(())
+}
+
+/// Counts (uint64, 2**bits) of the finite values of `data` (or of |data − center|) whose
+/// order-preserving key starts with `prefix` (its top 64 − shift bits), by the next `bits` key
+/// bits: one block pass of the distributed radix selection (skyconv._dask.select).
+#[pyfunction]
+#[pyo3(signature = (data, prefix=0, shift=64, bits=16, center=None))]
+fn _key_counts<'py>(
+    py: Python<'py>,
+    data: FloatArray<'py>,
+    prefix: u64,
+    shift: u32,
+    bits: u32,
+    center: Option<f64>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    check_key_bits(shift, bits)?;
+    let vals = key_vals(center);
+    let h = with_float!(data, a => {
+        let (_, d) = parts(&a, "data")?;
+        compute(py, || Ok(keys::key_counts(d, vals, prefix, shift, bits)))?
+    });
+    Ok(PyArray1::from_vec(py, h))
+}
+
+/// The finite values of `data` (or |data − center|) as float64 whose key starts with `prefix`
+/// (top 64 − shift bits; all when shift is 64), in data order.
+#[pyfunction]
+#[pyo3(signature = (data, prefix=0, shift=64, center=None))]
+fn _key_values<'py>(
+    py: Python<'py>,
+    data: FloatArray<'py>,
+    prefix: u64,
+    shift: u32,
+    center: Option<f64>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    check_key_bits(shift, 1)?;
+    let vals = key_vals(center);
+    let v = with_float!(data, a => {
+        let (_, d) = parts(&a, "data")?;
+        compute(py, || Ok(keys::key_values(d, vals, prefix, shift)))?
+    });
+    Ok(PyArray1::from_vec(py, v))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_select_kth, m)?)?;
+    m.add_function(wrap_pyfunction!(_key_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(_key_values, m)?)?;
     Ok(())
 }

@@ -14,6 +14,16 @@ from skyconv.exceptions import ArgumentError, ShapeError
 da = pytest.importorskip("dask.array")
 
 
+@pytest.fixture(autouse=True)
+def staged(monkeypatch):
+    """The tests' small cubes go through the staged loop (halos, distributed medians), not the
+    one-task path that small arrays take by default (tested on its own below)."""
+    from skyconv._dask import atrous
+
+    monkeypatch.setattr(atrous, "SINGLE_TASK_BYTES", 0)
+    monkeypatch.setattr(atrous, "SINGLE_TASK_MEMORY_FRACTION", 0)
+
+
 def _cube(rng, shape=(24, 36, 40), dtype=np.float64):
     """Noise, two sources (one across the chunk edges used below), a NaN block across chunk
     edges and an all-NaN plane."""
@@ -114,13 +124,144 @@ def test_exact_median(dask_client, rng, gather, monkeypatch):
     monkeypatch.setattr(select, "GATHER", gather)
     v = np.concatenate([rng.normal(size=501), np.zeros(40), -np.ones(7), [np.nan, np.inf]])
     rng.shuffle(v)
-    for arr in (v, v[:-3]):
+    for arr in (v, v[:-3], v.astype(np.float32)):
         x = da.from_array(arr, chunks=97)
-        fin = arr[np.isfinite(arr)]
+        fin = arr[np.isfinite(arr)].astype(np.float64)
         assert select.median(x) == np.median(fin)
         k = [0, fin.size // 3, fin.size - 1]
         assert select.ranks(x, k) == list(np.sort(fin)[k])
+        # the MADFM's distances |v - m| (float64), and the first pass given as computed
+        m = float(np.median(fin))
+        top = select.top_counts(x, center=m).compute()
+        assert int(top.sum()) == fin.size == select.finite_count(x)
+        assert select.median(x, center=m, top=top) == np.median(np.abs(fin - m))
+        assert select.median(x, center=m) == np.median(np.abs(fin - m))
     assert select.median(da.from_array(np.full(30, 2.5), chunks=7)) == 2.5
+    assert np.isnan(select.median(da.from_array(np.full(9, np.nan), chunks=4)))
+
+
+def test_key_counts_against_numpy(rng):
+    """The core's block pass of the selection: counts by 16 key bits under a prefix, and the
+    values under a prefix, equal a NumPy computation of the same keys."""
+    from skyconv import _core
+
+    def keys(v):
+        bits = v.view(np.uint64)
+        return np.where(bits >> np.uint64(63) == 1, ~bits, bits | np.uint64(1 << 63))
+
+    for dtype in (np.float32, np.float64):
+        a = (rng.standard_normal(50_000) * 3).astype(dtype)
+        a[::97] = np.nan
+        a[5] = np.inf
+        a[7:20] = -0.0
+        for center in (None, 0.25):
+            v = a.astype(np.float64)
+            v = v[np.isfinite(v)]
+            v = v if center is None else np.abs(v - center)
+            k = keys(v)
+            top = _core._key_counts(a, 0, 64, 16, center)
+            np.testing.assert_array_equal(top, np.bincount((k >> np.uint64(48)).astype(np.intp),
+                                                           minlength=1 << 16))  # fmt: skip
+            prefix = int(np.argmax(top))
+            sel = (k >> np.uint64(48)) == np.uint64(prefix)
+            low = ((k[sel] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.intp)
+            np.testing.assert_array_equal(_core._key_counts(a, prefix, 48, 16, center),
+                                          np.bincount(low, minlength=1 << 16))  # fmt: skip
+            np.testing.assert_array_equal(_core._key_values(a, prefix, 48, center), v[sel])
+    with pytest.raises(ArgumentError, match="bits"):
+        _core._key_counts(np.zeros(4), 0, 64, 25)
+    with pytest.raises(ArgumentError, match="shift"):
+        _core._key_values(np.zeros(4), 0, 65)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_steps_against_numpy(rng, dtype):
+    """The core's element-wise block steps equal NumPy in the data type: w = c - smooth and
+    c - w where x is finite (NaN and c at blanks); out + w where |w| > thr in float64."""
+    from skyconv import _core
+
+    c, sm, out = (rng.normal(size=(6, 7, 9)).astype(dtype) for _ in range(3))
+    x = rng.normal(size=c.shape).astype(dtype)
+    x[1, 2:5] = np.nan
+    x[3, 0, 0] = np.inf
+    blank = ~np.isfinite(x)
+    w, nxt = _core._atrous_split(c, sm, x)
+    want_w = np.where(blank, np.nan, c - sm).astype(dtype)
+    np.testing.assert_array_equal(w, want_w)
+    np.testing.assert_array_equal(nxt, np.where(blank, c, c - want_w).astype(dtype))
+    thr = float(np.abs(want_w[~blank]).mean())
+    got = _core._atrous_add_above(out, w, thr)
+    big = np.abs(w.astype(np.float64)) > thr
+    np.testing.assert_array_equal(got, np.where(big, out + w, out).astype(dtype))
+    assert got.dtype == dtype and w.dtype == dtype
+    with pytest.raises(TypeError):
+        _core._atrous_split(c, sm.astype(np.float64 if dtype == np.float32 else np.float32), x)
+    with pytest.raises(ArgumentError, match="one shape"):
+        _core._atrous_add_above(out, w[:2], thr)
+
+
+def test_small_cube_runs_as_one_task(dask_client, rng, monkeypatch):
+    """A cube of at most SINGLE_TASK_BYTES runs the single call in one task: the staged loop
+    is not entered, the result and the progress reports are the single call's."""
+    from skyconv._dask import atrous
+    from skyconv._dask import device as ddev
+
+    monkeypatch.setattr(atrous, "SINGLE_TASK_BYTES", 16 * 2**20)
+    x = _cube(rng)
+    seen, want_seen = [], []
+    want = skyconv.atrous_denoise(x, device="cpu", progress=lambda *a: want_seen.append(a))
+    ddev.reset(dask_client)
+    got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu",
+                                 progress=lambda *a: seen.append(a))  # fmt: skip
+    assert got.data.chunks == ((8, 8, 8), (18, 18), (20, 20))
+    np.testing.assert_array_equal(np.asarray(got.data), want.data)
+    assert (got.iterations, got.noise, got.input_noise) == (
+        want.iterations, want.noise, want.input_noise)  # fmt: skip
+    assert seen == want_seen and len(seen) == want.iterations
+    assert ddev.devices_used(dask_client) == {"atrous.single": {"cpu": 1}}
+
+
+def test_cube_that_fits_a_worker_runs_as_one_task(dask_client, rng, monkeypatch):
+    """Above SINGLE_TASK_BYTES, a cube of at most SINGLE_TASK_MEMORY_FRACTION of the smallest
+    worker's memory limit runs as one task too; one above it takes the staged loop."""
+    from skyconv._dask import atrous
+    from skyconv._dask import device as ddev
+
+    x = _cube(rng, dtype=np.float32)
+    limit = min(w["memory_limit"] for w in dask_client.scheduler_info()["workers"].values())
+    want = skyconv.atrous_denoise(x, device="cpu")
+    for fraction, stage in ((x.nbytes / limit, "atrous.single"), (0.5 * x.nbytes / limit,
+                                                                   "atrous.smooth")):  # fmt: skip
+        monkeypatch.setattr(atrous, "SINGLE_TASK_MEMORY_FRACTION", fraction)
+        ddev.reset(dask_client)
+        got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")
+        _check(got, want)
+        assert set(ddev.devices_used(dask_client)) == {stage}
+
+
+def test_staged_progress_and_round_trips(dask_client, rng):
+    """The staged loop reports each iteration as the single call does (noise to 1e-9), and
+    keeps its scheduler round trips per iteration bounded: per kept scale one fetch of the
+    first selection pass (made with the scale) and at most 3 selection passes; per iteration
+    the finish, its fetch and the residual's median and MADFM passes."""
+    from skyconv._dask import atrous
+
+    x = _cube(rng).astype(np.float32)
+    want_seen, seen = [], []
+    want = skyconv.atrous_denoise(x, device="cpu", progress=lambda *a: want_seen.append(a))
+    atrous.PROFILE.clear()
+    got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu",
+                                 progress=lambda *a: seen.append(a))  # fmt: skip
+    _check(got, want)
+    assert [s[:3] for s in seen] == [s[:3] for s in want_seen]
+    np.testing.assert_allclose([s[3] for s in seen], [s[3] for s in want_seen], rtol=1e-9)
+    prof = dict(atrous.PROFILE)
+    iters, scales = got.iterations, got.scales
+    assert prof["scale centre"]["calls"] == iters * scales
+    assert prof["scale centre"]["trips"] <= iters * scales * 4
+    assert prof["residual sigma"]["trips"] <= iters * 7
+    total = sum(v["trips"] for v in prof.values())
+    assert total <= 8 + iters * (scales * 4 + 9), prof
 
 
 def test_worker_lost_mid_run(dask_client, rng):
@@ -154,3 +295,37 @@ def test_unaligned_input_from_the_cluster(rng):
     want = skyconv.atrous_denoise(np.array(x), device="cpu")
     got = skyconv.atrous_denoise(x, device="cpu")
     np.testing.assert_array_equal(got.data, want.data)
+
+
+# ------------------------------------------------------------------ GPU (run on the H100s)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_staged_loop_on_gpu_workers(dask_client, rng, dtype):
+    """The staged loop with its smoothing on the workers' GPU equals the GPU and the CPU single
+    calls (<= 1e-6, same iterations); the smoothing ran on "cuda"."""
+    from skyconv._dask import device as ddev
+
+    x = _cube(rng, (40, 48, 52), dtype)
+    ddev.reset(dask_client)
+    got = skyconv.atrous_denoise(da.from_array(x, chunks=(10, 24, 52)), device="cuda")
+    assert ddev.devices_used(dask_client)["atrous.smooth"].keys() == {"cuda"}
+    for dev in ("cuda", "cpu"):
+        _check(got, skyconv.atrous_denoise(x, device=dev), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_one_task_on_a_gpu_worker(dask_client, rng, monkeypatch):
+    """A small cube's one task runs the GPU single call on the worker: the same result."""
+    from skyconv._dask import atrous
+    from skyconv._dask import device as ddev
+
+    monkeypatch.setattr(atrous, "SINGLE_TASK_BYTES", 16 * 2**20)
+    x = _cube(rng, dtype=np.float32)
+    ddev.reset(dask_client)
+    got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cuda")
+    assert ddev.devices_used(dask_client) == {"atrous.single": {"cuda": 1}}
+    want = skyconv.atrous_denoise(x, device="cuda")
+    np.testing.assert_array_equal(np.asarray(got.data), want.data)
+    assert got.iterations == want.iterations

@@ -50,6 +50,7 @@
 //! reconstruction, which moves the reflection edges and can lower N): skyconv reconstructs the
 //! array it is given.
 
+pub mod blocks;
 mod cpu;
 mod cuda;
 mod factors;

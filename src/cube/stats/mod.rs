@@ -6,6 +6,7 @@
 
 mod cpu;
 mod cuda;
+pub mod keys;
 
 pub use cpu::{count, select_kth};
 pub use cuda::{count_device, select_kth_device};
