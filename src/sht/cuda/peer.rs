@@ -29,12 +29,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
 
 use realfft::num_complex::Complex64 as C64;
 
 use super::io::pixel_ranges;
 use super::launch::{self, LegTabs, RingTabs};
-use super::setup::{geo, note_used, Group, Work};
+use super::setup::{geo, group_list, note_used, Group, Work};
 use super::stages::{comps_mut, ring_ffts};
 use crate::backend::cancel::Token;
 use crate::backend::cuda::peer::{self, copy_2d, enable_peers, timing_event};
@@ -140,6 +141,8 @@ struct Pass<'a> {
     map: Host,
     /// (legendre, exchange, ring) seconds per GPU, device time.
     times: Mutex<Vec<[f64; 3]>>,
+    /// (set-up, rounds, final synchronisation) host wall seconds per GPU thread.
+    walls: Mutex<Vec<[f64; 3]>>,
 }
 
 impl Pass<'_> {
@@ -196,6 +199,9 @@ struct Bufs {
 /// One GPU of a pass: its streams, events, tables and buffers.
 struct Local {
     gpu: Arc<Gpu>,
+    /// The Legendre sums (compute-bound); the ring stage (fold or gather, the ring FFTs, the
+    /// pitched copies: memory-bound) runs on the GPU's own stream beside them.
+    leg: Arc<CudaStream>,
     /// The all-to-all copies into this GPU.
     xchg: Arc<CudaStream>,
     /// Host transfers of pixels.
@@ -336,6 +342,7 @@ fn setup(p: &Pass, j: usize) -> Result<Local> {
         first: gpu.upload_small(&local_first(plan, p.pb[j], p.rounds))?,
     };
     let local = Local {
+        leg: gpu.ctx.new_stream()?,
         xchg: gpu.ctx.new_stream()?,
         io: gpu.ctx.new_stream()?,
         freed: [gpu.event()?, gpu.event()?],
@@ -384,14 +391,19 @@ fn ring_tabs<'a>(p: &Pass, t: &'a Tabs) -> RingTabs<'a> {
 fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
     let s = k % 2;
     let gpu = l.gpu.clone();
+    // alm2map: the Legendre stream, map2alm: the ring stage's (the GPU's own stream)
+    let st = match p.dir {
+        Dir::Synth => l.leg.clone(),
+        Dir::Anal => gpu.stream.clone(),
+    };
     for sh in &p.shared {
-        gpu.stream.wait(&sh.copied[s])?; // round k − 2 has left this send slot
+        st.wait(&sh.copied[s])?; // round k − 2 has left this send slot
     }
     let (plan, grp, n, nc) = (p.plan, p.grp, p.gpus.len(), p.nc());
     let w = plan.lay.mmax + 1;
     match p.dir {
         Dir::Synth => {
-            let t0 = mark(&gpu, &gpu.stream)?;
+            let t0 = mark(&gpu, &st)?;
             let lt = leg_tabs(p, &l.t, j);
             let alm = &l.b.alm;
             let a = |i: usize| &alm[i.min(nc - 1)];
@@ -401,9 +413,9 @@ fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
                     continue;
                 }
                 let out = &mut l.b.send[s][q];
-                launch::leg_synth(&gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, out)?;
+                launch::leg_synth(&gpu, &st, grp, [a(0), a(1), a(2)], &lt, p0, np, out)?;
             }
-            timed(l, 0, &gpu.stream, t0)?;
+            timed(l, 0, &st, t0)?;
         }
         Dir::Anal => {
             let (p0, np) = chunk(p.pb[j], k, p.rounds);
@@ -464,7 +476,7 @@ fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
             }
         }
     }
-    p.shared[j].prod[s].record(&gpu.stream)?;
+    p.shared[j].prod[s].record(&st)?;
     Ok(())
 }
 
@@ -502,11 +514,11 @@ fn exchange(p: &Pass, l: &mut Local, d: usize, k: usize) -> Result<()> {
 fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
     let s = k % 2;
     let gpu = l.gpu.clone();
-    gpu.stream.wait(&p.shared[j].copied[s])?;
     let (plan, grp, n, nc) = (p.plan, p.grp, p.gpus.len(), p.nc());
     let w = plan.lay.mmax + 1;
     match p.dir {
         Dir::Synth => {
+            gpu.stream.wait(&p.shared[j].copied[s])?;
             let (p0, np) = chunk(p.pb[j], k, p.rounds);
             if np == 0 {
                 l.freed[s].record(&gpu.stream)?;
@@ -554,7 +566,9 @@ fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
             timed(l, 2, &gpu.stream, t0)?;
         }
         Dir::Anal => {
-            let t0 = mark(&gpu, &gpu.stream)?;
+            let leg = l.leg.clone();
+            leg.wait(&p.shared[j].copied[s])?;
+            let t0 = mark(&gpu, &leg)?;
             let lt = leg_tabs(p, &l.t, j);
             for q in 0..n {
                 let (p0, np) = chunk(p.pb[q], k, p.rounds);
@@ -565,6 +579,7 @@ fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
                 let outs = comps_mut(&mut l.b.alm, &(0..nc).collect::<Vec<_>>());
                 launch::leg_anal(
                     &gpu,
+                    &leg,
                     grp,
                     &l.b.recv[s][q],
                     outs,
@@ -574,8 +589,8 @@ fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
                     np,
                 )?;
             }
-            l.freed[s].record(&gpu.stream)?;
-            timed(l, 0, &gpu.stream, t0)?;
+            l.freed[s].record(&leg)?;
+            timed(l, 0, &leg, t0)?;
         }
     }
     Ok(())
@@ -640,6 +655,7 @@ fn rounds(p: &Pass, l: &mut Option<Local>, j: usize) {
     if p.dir == Dir::Anal {
         run(
             &mut |l| {
+                l.leg.synchronize()?; // the last round's Legendre sums are in the alm
                 let a0 = p.plan.lay.mstart(p.mb[j].0);
                 for (ci, &comp) in p.grp.comps.iter().enumerate() {
                     let len = l.b.alm[ci].len().min(2 * p.alm_len(j));
@@ -662,6 +678,7 @@ fn rounds(p: &Pass, l: &mut Option<Local>, j: usize) {
 fn device_thread(p: &Pass, j: usize) {
     let gpu = p.gpus[j].clone();
     let _only = gpu.exclusive();
+    let t0 = Instant::now();
     let mut local = match setup(p, j) {
         Ok(l) => Some(l),
         Err(e) => {
@@ -669,14 +686,20 @@ fn device_thread(p: &Pass, j: usize) {
             None
         }
     };
+    let t_setup = t0.elapsed().as_secs_f64();
     p.barrier.wait(); // every send address is published
+    let t1 = Instant::now();
     rounds(p, &mut local, j);
+    let t_rounds = t1.elapsed().as_secs_f64();
     if let Some(l) = local {
-        for s in [&l.gpu.stream, &l.xchg, &l.io] {
+        let t2 = Instant::now();
+        for s in [&l.gpu.stream, &l.leg, &l.xchg, &l.io] {
             if let Err(e) = s.synchronize() {
                 p.fail(e.into());
             }
         }
+        let t_sync = t2.elapsed().as_secs_f64();
+        p.walls.lock().unwrap_or_else(|e| e.into_inner())[j] = [t_setup, t_rounds, t_sync];
         note_used(&l.gpu);
         let mut t = [0.0f64; 3];
         for (what, a, b) in &l.spans {
@@ -699,20 +722,7 @@ impl Pass<'_> {
 
 /// Component groups of one launch: T + (E, B) with pol, else up to three spin-0 components.
 fn groups(pol: bool, nc: usize) -> Vec<Group> {
-    if pol && nc == 3 {
-        return vec![Group {
-            comps: vec![0, 1, 2],
-            pol: true,
-        }];
-    }
-    (0..nc)
-        .collect::<Vec<_>>()
-        .chunks(3)
-        .map(|c| Group {
-            comps: c.to_vec(),
-            pol: false,
-        })
-        .collect()
+    group_list(pol && nc == 3, nc)
 }
 
 /// The GPUs of `devices` (distinct ordinals) and whether peer copies are direct.
@@ -831,6 +841,7 @@ fn pass(
         alm,
         map,
         times: Mutex::new(vec![[0.0; 3]; n]),
+        walls: Mutex::new(vec![[0.0; 3]; n]),
     };
     std::thread::scope(|s| {
         for j in 0..n {
@@ -842,6 +853,7 @@ fn pass(
         return Err(e);
     }
     let times = p.times.into_inner().unwrap_or_else(|e| e.into_inner());
+    let walls = p.walls.into_inner().unwrap_or_else(|e| e.into_inner());
     let most = |i: usize| times.iter().map(|t| t[i]).fold(0.0, f64::max);
     st.legendre_s += most(0);
     st.exchange_s += most(1);
@@ -849,12 +861,17 @@ fn pass(
     st.rounds = rounds;
     st.pair_blocks = p.pb.clone();
     st.m_blocks = p.mb.clone();
-    if st.stage_s_per_gpu.len() != n {
-        st.stage_s_per_gpu = vec![[0.0; 3]; n];
-    }
-    for (a, t) in st.stage_s_per_gpu.iter_mut().zip(&times) {
-        for i in 0..3 {
-            a[i] += t[i];
+    for (acc, per) in [
+        (&mut st.stage_s_per_gpu, &times),
+        (&mut st.wall_s_per_gpu, &walls),
+    ] {
+        if acc.len() != n {
+            *acc = vec![[0.0; 3]; n];
+        }
+        for (a, t) in acc.iter_mut().zip(per) {
+            for i in 0..3 {
+                a[i] += t[i];
+            }
         }
     }
     Ok(())

@@ -97,13 +97,21 @@ impl Group {
 }
 
 pub(super) fn groups(jobs: &[Job], ncomp: usize) -> Vec<Group> {
-    if jobs.iter().any(|j| matches!(j, Job::Spin2(..))) {
+    group_list(jobs.iter().any(|j| matches!(j, Job::Spin2(..))), ncomp)
+}
+
+/// The component groups of `nc` components, one launch each: with `pol` all of them in one
+/// spin-2 group (T, E, B: nc = 3, or E, B alone: nc = 2, the spin-2 halves), else the spin-0
+/// components three at a time. The one rule of the full transform, the halves and the
+/// multi-GPU pipeline.
+pub(super) fn group_list(pol: bool, nc: usize) -> Vec<Group> {
+    if pol {
         return vec![Group {
-            comps: vec![0, 1, 2],
+            comps: (0..nc).collect(),
             pol: true,
         }];
     }
-    (0..ncomp)
+    (0..nc)
         .collect::<Vec<_>>()
         .chunks(3)
         .map(|c| Group {
