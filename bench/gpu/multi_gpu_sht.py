@@ -63,8 +63,10 @@ def _split_record(base: dict, secs: float, first: float, trace: list) -> dict:
     rec["first_call_s"] = round(first, 4)
     stages: dict = {}
     for e in trace:
-        stages[e["stage"]] = round(stages.get(e["stage"], 0.0) + e["seconds"], 4)
-    rec["first_call_setup_trace_s"] = stages
+        n, t = stages.get(e["stage"], (0, 0.0))
+        stages[e["stage"]] = (n + 1, round(t + e["seconds"], 4))
+    # per set-up stage of the first call: [entries, seconds]
+    rec["first_call_setup_trace"] = stages
     rec["stages_s"] = {k: round(st[k], 4) for k in ("legendre_s", "exchange_s", "ring_s")}
     rec["alltoall_share"] = round(st["exchange_s"] / secs, 4) if secs > 0 else None
     rec["peak_gib_per_gpu"] = [round(b / 2**30, 2) for b in st["peak_bytes"]]
