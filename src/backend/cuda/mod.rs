@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cudarc::driver::{result as dr, sys as dsys, CudaContext, CudaModule};
 
 pub use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchArgs, LaunchConfig,
-    PushKernelArg, ValidAsZeroBits,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchArgs,
+    LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 pub use kernels::MODULES;
 

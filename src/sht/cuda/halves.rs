@@ -273,7 +273,7 @@ pub fn alm2leg(
                     &t,
                     k0,
                     np,
-                    &mut d_phase,
+                    &mut d_phase.slice_mut(..),
                 )?;
                 let plane = 2 * np * ncol;
                 let h = &mut host[..nc * plane];
@@ -363,7 +363,7 @@ pub fn leg2alm(
                     &gpu,
                     &gpu.stream,
                     &grp,
-                    &d_phase,
+                    &d_phase.slice(..),
                     outs,
                     (&mut spare.0, &mut spare.1),
                     &t,

@@ -4,7 +4,9 @@
 
 use super::setup::{blocks, cfg, Group};
 use super::{MODULE, TPB_ANA, TPB_MISC, TPB_SYN};
-use crate::backend::cuda::{CudaSlice, CudaStream, Gpu, LaunchArgs, PushKernelArg};
+use crate::backend::cuda::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, Gpu, LaunchArgs, PushKernelArg,
+};
 use crate::error::{Error, Result};
 
 /// What the Legendre kernels read besides the alm and the phase buffer.
@@ -96,7 +98,7 @@ pub(super) fn leg_synth(
     t: &LegTabs,
     p0: usize,
     np: usize,
-    phase: &mut CudaSlice<f64>,
+    phase: &mut CudaViewMut<f64>,
 ) -> Result<()> {
     let sc = LegScalars::new(t, p0, np);
     let f = gpu.function(MODULE, grp.synth_kernel())?;
@@ -124,7 +126,7 @@ pub(super) fn leg_anal(
     gpu: &Gpu,
     stream: &CudaStream,
     grp: &Group,
-    phase: &CudaSlice<f64>,
+    phase: &CudaView<f64>,
     outs: Vec<&mut CudaSlice<f64>>,
     spare: (&mut CudaSlice<f64>, &mut CudaSlice<f64>),
     t: &LegTabs,

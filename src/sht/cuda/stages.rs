@@ -150,7 +150,7 @@ pub(super) fn synth(
                 &lt,
                 p0,
                 np,
-                &mut w.phase,
+                &mut w.phase.slice_mut(..),
             )?;
             tl.mark(gpu, "legendre")?;
             launch::fold(gpu, &w.phase, &mut w.spec, plan.lay.mmax, &rt, p0, np, nc)?;
@@ -217,7 +217,7 @@ pub(super) fn anal(
                 gpu,
                 &gpu.stream,
                 grp,
-                &w.phase,
+                &w.phase.slice(..),
                 outs,
                 (&mut w.dummy1, &mut w.dummy2),
                 &lt,
