@@ -23,6 +23,7 @@ use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::{self, CudaSlice, Gpu};
 use crate::error::{Error, Result};
+use crate::sht::halves::{check_len, check_rings, m_offsets};
 use crate::sht::Plan;
 
 /// Most bytes of one block's phase (or ring) buffers: blocks come back to host buffers of the
@@ -56,45 +57,10 @@ fn check_ms(
             "spin 2 needs 2 components (E, B), got {nc}"
         )));
     }
-    if ms.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(Error::value("ms must be strictly increasing"));
-    }
-    if let Some(&m) = ms.last() {
-        if m > plan.lay.mmax {
-            return Err(Error::value(format!(
-                "ms must lie in 0..=mmax={}, got m={m}",
-                plan.lay.mmax
-            )));
-        }
-    }
+    let (mut off, total) = m_offsets(plan, ms)?;
     check_rings(plan, rings)?;
-    let mut off = Vec::with_capacity(ms.len() + 1);
-    let mut acc = 0usize;
-    off.push(0);
-    for &m in ms {
-        acc += plan.lay.lmax + 1 - m;
-        off.push(acc);
-    }
+    off.push(total);
     Ok(off)
-}
-
-fn check_rings(plan: &Plan, rings: &[usize]) -> Result<()> {
-    let nr = plan.rings.len();
-    if let Some(&r) = rings.iter().find(|&&r| r >= nr) {
-        return Err(Error::value(format!(
-            "rings must lie in 0..4*nside-1={nr}, got {r}"
-        )));
-    }
-    Ok(())
-}
-
-fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(Error::shape(format!(
-            "{what} has {got} elements, expected {want}"
-        )));
-    }
-    Ok(())
 }
 
 /// The ring pairs holding `rings` (sorted, unique) and, per ring, (its pair's position, south).

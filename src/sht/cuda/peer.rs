@@ -31,7 +31,6 @@
 //! `WORK_BYTES` of chunk buffers, at least `MIN_ROUNDS` rounds); a GPU that cannot hold its
 //! alm plus one pair is refused with `Error::GpuMemory` naming the bytes.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
@@ -40,7 +39,7 @@ use realfft::num_complex::Complex64 as C64;
 
 use super::io::pixel_ranges;
 use super::launch::{self, LegTabs, RingTabs};
-use super::setup::{geo, group_list, note_used, Group, Work};
+use super::setup::{geo, group_list, note_used, work_for, Group, Work};
 use super::stages::{comps_mut, ring_ffts};
 use crate::backend::cancel::Token;
 use crate::backend::cuda::peer::{self, copy_2d, enable_peers, timing_event};
@@ -300,8 +299,6 @@ fn setup(p: &Pass, j: usize) -> Result<Local> {
     let gpu = p.gpus[j].clone();
     let (plan, nc, n) = (p.plan, p.nc(), p.gpus.len());
     let (m0, m1) = p.mb[j];
-    let w = plan.lay.mmax + 1;
-    let ns = plan.nside;
     let a0 = plan.lay.mstart(m0);
     let nalm = if m1 > m0 {
         plan.lay.mstart(m1 - 1) + plan.lay.lmax + 2 - m1 - a0
@@ -361,15 +358,7 @@ fn setup(p: &Pass, j: usize) -> Result<Local> {
         recv: [slot_bufs(false)?, slot_bufs(false)?],
         pix: [pix_bufs()?, pix_bufs()?],
         alm,
-        work: Work {
-            np_max: np,
-            phase: gpu.alloc_zeros::<f64>(nc * 2 * np * w * 2)?,
-            spec: gpu.alloc_zeros::<f64>(nc * 2 * np * (2 * ns + 1) * 2)?,
-            rows: gpu.alloc_zeros::<f64>(nc * 2 * np * 4 * ns)?,
-            dummy1: gpu.alloc_zeros::<f64>(1)?,
-            dummy2: gpu.alloc_zeros::<f64>(1)?,
-            polar: HashMap::new(),
-        },
+        work: work_for(&gpu, plan, nc, np)?,
     };
     let t = Tabs {
         g: geo(&gpu, plan)?,
