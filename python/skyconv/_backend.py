@@ -163,8 +163,10 @@ def setup_trace(clear: bool = False) -> list[dict[str, Any]]:
     creating a GPU's primary context; ``"module cache read"``, ``"nvrtc compile"``,
     ``"module load"``: a kernel module from the CUBIN cache or NVRTC into the context;
     ``"cufft plan"``; ``"staging alloc"`` and ``"pinned block"``: page-locked host memory;
-    ``"ring weights"``) or of the Python layer (``"smooth cost model"``, ``"smooth split"``,
-    ``"smooth ring error"``, ``"smooth grid errors"``, ``"smooth choice"``). Set
+    ``"ring weights"``; ``"peer access"``: one GPU's access to another's memory, enabled once
+    per pair for the multi-GPU SHT) or of the Python layer (``"smooth cost model"``,
+    ``"smooth split"``, ``"smooth ring error"``, ``"smooth grid errors"``, ``"smooth choice"``).
+    Set
     ``SKYCONV_TRACE=1`` to have each printed to stderr as it happens.
 
     Parameters

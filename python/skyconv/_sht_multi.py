@@ -48,8 +48,10 @@ def last_stats() -> dict:
         wall time of each stage for "host-staged"; for the device pipeline the busiest GPU's
         device time per stage, which overlap one another), ``peak_bytes`` (most device memory
         in use seen on each device, whole device, bytes), ``stage_s_per_gpu`` (device pipeline:
-        [Legendre, all-to-all copies, rings] device seconds of each GPU). Empty before the first
-        call.
+        [Legendre, all-to-all copies, rings] device seconds of each GPU; the Legendre sums run
+        on their own stream beside the ring stage), ``wall_s_per_gpu`` (device pipeline:
+        [set-up, rounds, final synchronisation] host seconds of each GPU's thread; set-up holds
+        the upload of its alm block). Empty before the first call.
     """
     return dict(_last)
 

@@ -120,6 +120,7 @@ fn stats_dict<'py>(py: Python<'py>, st: &MultiStats) -> PyResult<Bound<'py, PyDi
     d.set_item("rounds", st.rounds)?;
     d.set_item("planned_bytes", st.planned_bytes.clone())?;
     d.set_item("stage_s_per_gpu", st.stage_s_per_gpu.clone())?;
+    d.set_item("wall_s_per_gpu", st.wall_s_per_gpu.clone())?;
     Ok(d)
 }
 

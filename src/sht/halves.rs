@@ -25,8 +25,8 @@ use crate::backend::threads::{install, Disjoint};
 use crate::error::{Error, Result};
 
 /// Checks `ms` (strictly increasing, ≤ the plan's mmax) and returns the offset of each m's
-/// column in a packed alm block, plus the block's length.
-fn m_offsets(plan: &Plan, ms: &[usize]) -> Result<(Vec<usize>, usize)> {
+/// column in a packed alm block, plus the block's length (the CPU and CUDA halves).
+pub(crate) fn m_offsets(plan: &Plan, ms: &[usize]) -> Result<(Vec<usize>, usize)> {
     if ms.windows(2).any(|w| w[0] >= w[1]) {
         return Err(Error::value("ms must be strictly increasing"));
     }
@@ -96,7 +96,8 @@ fn jobs_of(ncomp: usize, spin2: bool) -> Result<Vec<Job>> {
     Ok((0..ncomp).map(|i| Job::Spin0(i, i)).collect())
 }
 
-fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
+/// A ShapeError unless `got == want` (the CPU and CUDA halves).
+pub(crate) fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
     if got != want {
         return Err(Error::shape(format!(
             "{what} has {got} elements, expected {want}"
@@ -105,17 +106,23 @@ fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks that every ring of `rings` lies in 0..4·nside − 1 (the CPU and CUDA halves).
+pub(crate) fn check_rings(plan: &Plan, rings: &[usize]) -> Result<()> {
+    let nr = plan.rings.len();
+    if let Some(&r) = rings.iter().find(|&&r| r >= nr) {
+        return Err(Error::value(format!(
+            "rings must lie in 0..4*nside-1 = {nr}, got {r}"
+        )));
+    }
+    Ok(())
+}
+
 /// Pixels of each ring in `rings` and the offset of each in the concatenated block.
 fn ring_offsets(plan: &Plan, rings: &[usize]) -> Result<(Vec<usize>, usize)> {
-    let nr = plan.rings.len();
+    check_rings(plan, rings)?;
     let mut offs = Vec::with_capacity(rings.len());
     let mut n = 0usize;
     for &r in rings {
-        if r >= nr {
-            return Err(Error::value(format!(
-                "rings must lie in 0..4*nside-1 = {nr}, got {r}"
-            )));
-        }
         offs.push(n);
         n += plan.rings[r].nphi;
     }

@@ -88,6 +88,10 @@ pub struct Stats {
     pub planned_bytes: Vec<usize>,
     /// Device-resident path: (Legendre, all-to-all copies, rings) device seconds per GPU.
     pub stage_s_per_gpu: Vec<[f64; 3]>,
+    /// Device-resident path: (set-up, rounds, final synchronisation) host wall seconds of each
+    /// GPU's thread (set-up: buffers, tables and its alm block upload; rounds: queueing the
+    /// pipeline, which blocks on the pixel transfers, and map2alm's alm download).
+    pub wall_s_per_gpu: Vec<[f64; 3]>,
 }
 
 /// Contiguous blocks [m0, m1) of 0..=mmax, one per device, with about equal Σ (lmax + 1 − m):

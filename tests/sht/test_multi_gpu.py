@@ -155,6 +155,42 @@ def test_pipeline_empty_m_block(mmax, rng):
     assert _rel(ga, wa) <= REL
 
 
+@pytest.mark.parametrize("devices", PEER)
+def test_pipeline_reports_host_walls(devices, rng):
+    """wall_s_per_gpu: [set-up, rounds, final sync] host seconds per GPU, each >= 0 and
+    together within the call's wall time."""
+    import time
+
+    alm = _alm(rng, 1, 40, 40)[0]
+    skyconv.alm2map(alm, 16, 40, 40, devices=devices)
+    for f in (
+        lambda: skyconv.alm2map(alm, 16, 40, 40, devices=devices),
+        lambda: skyconv.map2alm(np.ones(hp.nside2npix(16)), 40, 40, iter=0, devices=devices),
+    ):
+        t = time.perf_counter()
+        f()
+        wall = time.perf_counter() - t
+        walls = _sht_multi.last_stats()["wall_s_per_gpu"]
+        assert len(walls) == len(devices)
+        for w in walls:
+            assert len(w) == 3 and min(w) >= 0.0
+            assert sum(w) <= wall
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs")
+def test_peer_access_enabled_once(rng):
+    """Peer access is set up the first time a pair of GPUs is used, not on every call: a later
+    split call records no "peer access" set-up stage."""
+    alm = _alm(rng, 1, 20, 20)[0]
+    skyconv.alm2map(alm, 8, 20, 20, devices=[0, 1])
+    skyconv.setup_trace(clear=True)
+    skyconv.alm2map(alm, 8, 20, 20, devices=[0, 1])
+    skyconv.map2alm(np.ones(hp.nside2npix(8)), 20, 20, devices=[1, 0])
+    stages = [e["stage"] for e in skyconv.setup_trace()]
+    assert "peer access" not in stages
+
+
 @pytest.mark.gpu
 def test_pipeline_refuses_what_cannot_fit(rng, monkeypatch):
     """A budget below one GPU's alm block plus one ring pair: GpuMemoryError naming bytes."""

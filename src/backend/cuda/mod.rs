@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cudarc::driver::{result as dr, sys as dsys, CudaContext, CudaModule};
 
 pub use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
-    ValidAsZeroBits,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchArgs,
+    LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 pub use kernels::MODULES;
 
@@ -158,7 +158,7 @@ pub fn status() -> std::result::Result<(), String> {
 /// A device, its context and stream, and the modules compiled for it.
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
-    /// The stream every kernel runs on.
+    /// The stream every kernel runs on (at the highest stream priority).
     pub stream: Arc<CudaStream>,
     /// A second stream for host<->device copies that overlap kernels on `stream`. Work on it is
     /// ordered against `stream` only by events the caller records and waits on; a caller that
@@ -237,7 +237,13 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
         // copies on `copy` are ordered by explicit events (see `Gpu::copy`).
         // SAFETY: every use of a buffer on `copy` is fenced by such events.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream()?;
+        // The kernel stream at the highest priority: where a family runs long kernels on a
+        // stream of its own beside it (the multi-GPU SHT's Legendre sums, default priority),
+        // the short kernels queued here get the SMs first as blocks retire instead of waiting
+        // behind a whole launch; alone on the GPU it changes nothing.
+        ctx.bind_to_thread()?;
+        let (_least, greatest) = dr::stream::get_priority_range()?;
+        let stream = ctx.new_stream_with_priority(greatest)?;
         let copy = ctx.new_stream()?;
         let arch = ctx.compute_capability()?;
         Ok(Gpu {

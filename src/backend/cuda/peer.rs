@@ -2,56 +2,78 @@
 //! their stream-ordered pools), peer copies, pitched device copies and timing events. Plain
 //! peer access only: NVLink multicast is never enabled.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys as dsys;
 
 use super::{CudaEvent, CudaStream, Gpu};
+use crate::backend::trace;
 use crate::error::Result;
 
+/// Whether GPU `a` reaches GPU `b` directly, per (a, b) ordinal pair: asked of the driver and
+/// enabled (context and stream-ordered pool access) once a process, the first time the pair is
+/// used; later calls read the answer here (issue 20: a first split call paid the set-up each
+/// call).
+static PEERS: Mutex<BTreeMap<(u32, u32), bool>> = Mutex::new(BTreeMap::new());
+
 /// Whether every GPU of `devices` can reach every other one directly; enables that access
-/// (contexts and their stream-ordered memory pools) where possible.
+/// (contexts and their stream-ordered memory pools) where possible, once per ordered pair.
 pub fn enable_peers(gpus: &[Arc<Gpu>]) -> Result<bool> {
+    let mut known = PEERS.lock().unwrap_or_else(|e| e.into_inner());
     let mut all = true;
     for a in gpus {
         for b in gpus {
             if a.ordinal == b.ordinal {
                 continue;
             }
-            let mut can = 0i32;
-            // SAFETY: plain queries and settings of the driver on live contexts.
-            unsafe {
-                dsys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device())
-                    .result()?;
-                if can == 0 {
-                    all = false;
-                    continue;
+            let ok = match known.get(&(a.ordinal, b.ordinal)) {
+                Some(&ok) => ok,
+                None => {
+                    let ok = trace::timed(
+                        "peer access",
+                        || format!("cuda:{} -> cuda:{}", a.ordinal, b.ordinal),
+                        || enable_pair(a, b),
+                    )?;
+                    known.insert((a.ordinal, b.ordinal), ok);
+                    ok
                 }
-                a.ctx.bind_to_thread()?;
-                let r = dsys::cuCtxEnablePeerAccess(b.ctx.cu_ctx(), 0);
-                if r != dsys::cudaError_enum::CUDA_SUCCESS
-                    && r != dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-                {
-                    all = false;
-                    continue;
-                }
-                // b's pool memory readable and writable from a (copies run on either side)
-                let mut pool: dsys::CUmemoryPool = std::ptr::null_mut();
-                dsys::cuDeviceGetMemPool(&mut pool, b.ctx.cu_device()).result()?;
-                let desc = dsys::CUmemAccessDesc {
-                    location: dsys::CUmemLocation {
-                        type_: dsys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                        id: a.ctx.cu_device(),
-                    },
-                    flags: dsys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-                };
-                if dsys::cuMemPoolSetAccess(pool, &desc, 1) != dsys::cudaError_enum::CUDA_SUCCESS {
-                    all = false;
-                }
-            }
+            };
+            all &= ok;
         }
     }
     Ok(all)
+}
+
+/// Enable access from `a` to `b`'s memory (context, then `b`'s default pool); false where the
+/// driver does not allow it.
+fn enable_pair(a: &Gpu, b: &Gpu) -> Result<bool> {
+    let mut can = 0i32;
+    // SAFETY: plain queries and settings of the driver on live contexts.
+    unsafe {
+        dsys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device()).result()?;
+        if can == 0 {
+            return Ok(false);
+        }
+        a.ctx.bind_to_thread()?;
+        let r = dsys::cuCtxEnablePeerAccess(b.ctx.cu_ctx(), 0);
+        if r != dsys::cudaError_enum::CUDA_SUCCESS
+            && r != dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+        {
+            return Ok(false);
+        }
+        // b's pool memory readable and writable from a (copies run on either side)
+        let mut pool: dsys::CUmemoryPool = std::ptr::null_mut();
+        dsys::cuDeviceGetMemPool(&mut pool, b.ctx.cu_device()).result()?;
+        let desc = dsys::CUmemAccessDesc {
+            location: dsys::CUmemLocation {
+                type_: dsys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: a.ctx.cu_device(),
+            },
+            flags: dsys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        Ok(dsys::cuMemPoolSetAccess(pool, &desc, 1) == dsys::cudaError_enum::CUDA_SUCCESS)
+    }
 }
 
 /// An event for timing a stage (CU_EVENT_DEFAULT: it records time).

@@ -16,13 +16,14 @@
 use realfft::num_complex::Complex64 as C64;
 
 use super::launch::{self, LegTabs, RingTabs};
-use super::setup::{note_used, Group};
+use super::setup::{group_list, note_used};
 use super::stages::comps_mut;
 use super::{as_f64, as_f64_mut, check_sizes};
 use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::{self, CudaSlice, Gpu};
 use crate::error::{Error, Result};
+use crate::sht::halves::{check_len, check_rings, m_offsets};
 use crate::sht::Plan;
 
 /// Most bytes of one block's phase (or ring) buffers: blocks come back to host buffers of the
@@ -56,63 +57,10 @@ fn check_ms(
             "spin 2 needs 2 components (E, B), got {nc}"
         )));
     }
-    if ms.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(Error::value("ms must be strictly increasing"));
-    }
-    if let Some(&m) = ms.last() {
-        if m > plan.lay.mmax {
-            return Err(Error::value(format!(
-                "ms must lie in 0..=mmax={}, got m={m}",
-                plan.lay.mmax
-            )));
-        }
-    }
+    let (mut off, total) = m_offsets(plan, ms)?;
     check_rings(plan, rings)?;
-    let mut off = Vec::with_capacity(ms.len() + 1);
-    let mut acc = 0usize;
-    off.push(0);
-    for &m in ms {
-        acc += plan.lay.lmax + 1 - m;
-        off.push(acc);
-    }
+    off.push(total);
     Ok(off)
-}
-
-fn check_rings(plan: &Plan, rings: &[usize]) -> Result<()> {
-    let nr = plan.rings.len();
-    if let Some(&r) = rings.iter().find(|&&r| r >= nr) {
-        return Err(Error::value(format!(
-            "rings must lie in 0..4*nside-1={nr}, got {r}"
-        )));
-    }
-    Ok(())
-}
-
-fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(Error::shape(format!(
-            "{what} has {got} elements, expected {want}"
-        )));
-    }
-    Ok(())
-}
-
-/// Component groups of one launch: (E, B) for spin 2, else up to three spin-0 components.
-fn groups(spin2: bool, nc: usize) -> Vec<Group> {
-    if spin2 {
-        return vec![Group {
-            comps: vec![0, 1],
-            pol: true,
-        }];
-    }
-    (0..nc)
-        .collect::<Vec<_>>()
-        .chunks(3)
-        .map(|c| Group {
-            comps: c.to_vec(),
-            pol: false,
-        })
-        .collect()
 }
 
 /// The ring pairs holding `rings` (sorted, unique) and, per ring, (its pair's position, south).
@@ -173,6 +121,63 @@ fn leg_dev(gpu: &Gpu, plan: &Plan, ps: &PairSet) -> Result<LegDev> {
     })
 }
 
+/// One m block ms[j0..j1] of a half on the device: its column tables and the pairs per launch
+/// (alm2leg and leg2alm).
+struct MBlock {
+    ml: CudaSlice<i64>,
+    mo: CudaSlice<i64>,
+    ncol: usize,
+    np_max: usize,
+}
+
+impl MBlock {
+    /// The block's tables, and a phase buffer for one launch of as many of `npairs` pairs as
+    /// fit `budget` beside the block's alm (`nc` components).
+    fn new(
+        gpu: &Gpu,
+        ms: &[usize],
+        off: &[usize],
+        (j0, j1): (usize, usize),
+        nc: usize,
+        budget: usize,
+        npairs: usize,
+    ) -> Result<(Self, CudaSlice<f64>)> {
+        let ncol = j1 - j0;
+        let a0 = off[j0];
+        let mlist: Vec<i64> = ms[j0..j1].iter().map(|&m| m as i64).collect();
+        let moff: Vec<i64> = off[j0..j1].iter().map(|&o| (o - a0) as i64).collect();
+        let per_pair = nc * 2 * ncol * 16;
+        let np_max = pairs_per_block(
+            budget.saturating_sub(nc * 16 * (off[j1] - a0)),
+            per_pair,
+            npairs,
+        );
+        // SAFETY: every launch's rows are written (leg_synth, or the upload before leg_anal)
+        // before they are read.
+        let phase = unsafe { gpu.alloc::<f64>(nc * 2 * np_max * ncol * 2) }?;
+        let mb = MBlock {
+            ml: gpu.upload_small(&mlist)?,
+            mo: gpu.upload_small(&moff)?,
+            ncol,
+            np_max,
+        };
+        Ok((mb, phase))
+    }
+
+    fn tabs<'a>(&'a self, plan: &Plan, dev: &'a LegDev) -> LegTabs<'a> {
+        LegTabs {
+            lmax: plan.lay.lmax,
+            norms: &dev.norms,
+            lnfact: &dev.lnfact,
+            mlist: &self.ml,
+            moff: &self.mo,
+            ncol: self.ncol,
+            pair_x: &dev.pair_x,
+            pair_s: &dev.pair_s,
+        }
+    }
+}
+
 /// Pairs per block: what fits `free` bytes at `per_pair` bytes each (SKYCONV_SHT_CHUNK_PAIRS
 /// overrides), at least 1, at most `n`.
 fn pairs_per_block(free: usize, per_pair: usize, n: usize) -> usize {
@@ -208,43 +213,34 @@ pub fn alm2leg(
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
     let budget = block_budget(gpu.as_ref())?;
-    for grp in groups(spin2, nc_all) {
+    for grp in group_list(spin2, nc_all) {
         let nc = grp.comps.len();
         for (j0, j1) in m_blocks(&off, nc, budget / 2) {
-            let ncol = j1 - j0;
             let (a0, a1) = (off[j0], off[j1]);
             let d_alm: Vec<CudaSlice<f64>> = grp
                 .comps
                 .iter()
                 .map(|&c| gpu.upload(as_f64(&alm[c][a0..a1])))
                 .collect::<Result<_>>()?;
-            let mlist: Vec<i64> = ms[j0..j1].iter().map(|&m| m as i64).collect();
-            let moff: Vec<i64> = off[j0..j1].iter().map(|&o| (o - a0) as i64).collect();
-            let (d_ml, d_mo) = (gpu.upload_small(&mlist)?, gpu.upload_small(&moff)?);
-            let per_pair = nc * 2 * ncol * 16;
-            let np_max = pairs_per_block(
-                budget.saturating_sub(nc * 16 * (a1 - a0)),
-                per_pair,
-                ps.pairs.len(),
-            );
-            // SAFETY: leg_synth writes every row and column of the block before it is read.
-            let mut d_phase = unsafe { gpu.alloc::<f64>(nc * 2 * np_max * ncol * 2) }?;
+            let (mb, mut d_phase) =
+                MBlock::new(&gpu, ms, &off, (j0, j1), nc, budget, ps.pairs.len())?;
             note_used(&gpu);
-            let t = LegTabs {
-                lmax: plan.lay.lmax,
-                norms: &dev.norms,
-                lnfact: &dev.lnfact,
-                mlist: &d_ml,
-                moff: &d_mo,
-                ncol,
-                pair_x: &dev.pair_x,
-                pair_s: &dev.pair_s,
-            };
+            let (ncol, np_max) = (mb.ncol, mb.np_max);
+            let t = mb.tabs(plan, &dev);
             let a = |i: usize| &d_alm[i.min(nc - 1)];
             let mut host = vec![C64::new(0.0, 0.0); nc * 2 * np_max * ncol];
             for k0 in (0..ps.pairs.len()).step_by(np_max) {
                 let np = np_max.min(ps.pairs.len() - k0);
-                launch::leg_synth(&gpu, &grp, [a(0), a(1), a(2)], &t, k0, np, &mut d_phase)?;
+                launch::leg_synth(
+                    &gpu,
+                    &gpu.stream,
+                    &grp,
+                    [a(0), a(1), a(2)],
+                    &t,
+                    k0,
+                    np,
+                    &mut d_phase.slice_mut(..),
+                )?;
                 let plane = 2 * np * ncol;
                 let h = &mut host[..nc * plane];
                 gpu.download(&d_phase, as_f64_mut(h))?;
@@ -295,38 +291,20 @@ pub fn leg2alm(
     let dev = leg_dev(&gpu, plan, &ps)?;
     let budget = block_budget(gpu.as_ref())?;
     let mut spare = (gpu.alloc_zeros::<f64>(1)?, gpu.alloc_zeros::<f64>(1)?);
-    for grp in groups(spin2, nc_all) {
+    for grp in group_list(spin2, nc_all) {
         let nc = grp.comps.len();
         for (j0, j1) in m_blocks(&off, nc, budget / 2) {
-            let ncol = j1 - j0;
             let (a0, a1) = (off[j0], off[j1]);
             let mut d_alm: Vec<CudaSlice<f64>> = grp
                 .comps
                 .iter()
                 .map(|_| gpu.alloc_zeros::<f64>(2 * (a1 - a0)))
                 .collect::<Result<_>>()?;
-            let mlist: Vec<i64> = ms[j0..j1].iter().map(|&m| m as i64).collect();
-            let moff: Vec<i64> = off[j0..j1].iter().map(|&o| (o - a0) as i64).collect();
-            let (d_ml, d_mo) = (gpu.upload_small(&mlist)?, gpu.upload_small(&moff)?);
-            let per_pair = nc * 2 * ncol * 16;
-            let np_max = pairs_per_block(
-                budget.saturating_sub(nc * 16 * (a1 - a0)),
-                per_pair,
-                ps.pairs.len(),
-            );
-            // SAFETY: each block's phase is uploaded in full before leg_anal reads it.
-            let mut d_phase = unsafe { gpu.alloc::<f64>(nc * 2 * np_max * ncol * 2) }?;
+            let (mb, mut d_phase) =
+                MBlock::new(&gpu, ms, &off, (j0, j1), nc, budget, ps.pairs.len())?;
             note_used(&gpu);
-            let t = LegTabs {
-                lmax: plan.lay.lmax,
-                norms: &dev.norms,
-                lnfact: &dev.lnfact,
-                mlist: &d_ml,
-                moff: &d_mo,
-                ncol,
-                pair_x: &dev.pair_x,
-                pair_s: &dev.pair_s,
-            };
+            let (ncol, np_max) = (mb.ncol, mb.np_max);
+            let t = mb.tabs(plan, &dev);
             for k0 in (0..ps.pairs.len()).step_by(np_max) {
                 let np = np_max.min(ps.pairs.len() - k0);
                 let plane = 2 * np * ncol;
@@ -349,8 +327,9 @@ pub fn leg2alm(
                 let outs = comps_mut(&mut d_alm, &(0..nc).collect::<Vec<_>>());
                 launch::leg_anal(
                     &gpu,
+                    &gpu.stream,
                     &grp,
-                    &d_phase,
+                    &d_phase.slice(..),
                     outs,
                     (&mut spare.0, &mut spare.1),
                     &t,
@@ -551,7 +530,7 @@ pub fn leg2map(
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let w = mmax + 1;
-    for grp in groups(false, nc_all) {
+    for grp in group_list(false, nc_all) {
         let nc = grp.comps.len();
         let rows = rows_of(&gpu, plan, rings, rows_per_block(&gpu, plan, nc, mmax)?)?;
         let mut b = ring_bufs(&gpu, plan, nc, mmax, &rows)?;
@@ -638,7 +617,7 @@ pub fn map2leg(
     let gpu = cuda::gpu()?;
     let _only = gpu.exclusive();
     let w = mmax + 1;
-    for grp in groups(false, nc_all) {
+    for grp in group_list(false, nc_all) {
         let nc = grp.comps.len();
         let rows = rows_of(&gpu, plan, rings, rows_per_block(&gpu, plan, nc, mmax)?)?;
         let mut b = ring_bufs(&gpu, plan, nc, mmax, &rows)?;

@@ -4,7 +4,9 @@
 
 use super::setup::{blocks, cfg, Group};
 use super::{MODULE, TPB_ANA, TPB_MISC, TPB_SYN};
-use crate::backend::cuda::{CudaSlice, Gpu, PushKernelArg};
+use crate::backend::cuda::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, Gpu, LaunchArgs, PushKernelArg,
+};
 use crate::error::{Error, Result};
 
 /// What the Legendre kernels read besides the alm and the phase buffer.
@@ -53,36 +55,57 @@ fn grid_y(n: usize, what: &str) -> Result<u32> {
     Ok(n as u32)
 }
 
-/// `leg_synth_*`: alm of the columns' m -> phase rows of pairs p0..p0+np
-/// (phase[c][2·np rows][ncol] complex).
+/// The arguments SYNTH_ENTRY and ANAL_ENTRY share after their arrays (kernels/sht.cu).
+struct LegScalars {
+    lmax: i64,
+    mmax_unused: i64,
+    p0: i64,
+    np: i64,
+}
+
+impl LegScalars {
+    fn new(t: &LegTabs, p0: usize, np: usize) -> Self {
+        LegScalars {
+            lmax: t.lmax as i64,
+            mmax_unused: 0,
+            p0: p0 as i64,
+            np: np as i64,
+        }
+    }
+    /// Push lmax, mmax, the tables and p0, np (in SYNTH_ENTRY / ANAL_ENTRY's order).
+    fn push<'a>(&'a self, b: &mut LaunchArgs<'a>, t: &'a LegTabs) {
+        b.arg(&self.lmax)
+            .arg(&self.mmax_unused)
+            .arg(t.norms)
+            .arg(t.lnfact)
+            .arg(t.mlist)
+            .arg(t.moff)
+            .arg(t.pair_x)
+            .arg(t.pair_s)
+            .arg(&self.p0)
+            .arg(&self.np);
+    }
+}
+
+/// `leg_synth_*` on `stream` (a stream of `gpu`): alm of the columns' m -> phase rows of pairs
+/// p0..p0+np (phase[c][2·np rows][ncol] complex).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn leg_synth(
     gpu: &Gpu,
+    stream: &CudaStream,
     grp: &Group,
     a: [&CudaSlice<f64>; 3],
     t: &LegTabs,
     p0: usize,
     np: usize,
-    phase: &mut CudaSlice<f64>,
+    phase: &mut CudaViewMut<f64>,
 ) -> Result<()> {
-    let (lmax, mmax_unused) = (t.lmax as i64, 0i64);
-    let (p0i, npi) = (p0 as i64, np as i64);
+    let sc = LegScalars::new(t, p0, np);
     let f = gpu.function(MODULE, grp.synth_kernel())?;
-    let mut b = gpu.stream.launch_builder(&f);
-    b.arg(a[0])
-        .arg(a[1])
-        .arg(a[2])
-        .arg(&lmax)
-        .arg(&mmax_unused)
-        .arg(t.norms)
-        .arg(t.lnfact)
-        .arg(t.mlist)
-        .arg(t.moff)
-        .arg(t.pair_x)
-        .arg(t.pair_s)
-        .arg(&p0i)
-        .arg(&npi)
-        .arg(phase);
+    let mut b = stream.launch_builder(&f);
+    b.arg(a[0]).arg(a[1]).arg(a[2]);
+    sc.push(&mut b, t);
+    b.arg(phase);
     let grid = (
         blocks(np, TPB_SYN * grp.synth_rings()),
         grid_y(t.ncol, "m columns")?,
@@ -95,21 +118,25 @@ pub(super) fn leg_synth(
     Ok(())
 }
 
-/// `leg_anal_*`: phase rows of pairs p0..p0+np -> added into the alm of the columns' m.
-/// `outs`: the group's alm arrays (1 to 3), `spare`: stand-ins for missing ones.
+/// `leg_anal_*` on `stream` (a stream of `gpu`): phase rows of pairs p0..p0+np -> added into
+/// the alm of the columns' m. `outs`: the group's alm arrays (1 to 3), `spare`: stand-ins for
+/// missing ones.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn leg_anal(
     gpu: &Gpu,
+    stream: &CudaStream,
     grp: &Group,
-    phase: &CudaSlice<f64>,
+    phase: &CudaView<f64>,
     outs: Vec<&mut CudaSlice<f64>>,
     spare: (&mut CudaSlice<f64>, &mut CudaSlice<f64>),
     t: &LegTabs,
     p0: usize,
     np: usize,
 ) -> Result<()> {
-    let (lmax, mmax_unused) = (t.lmax as i64, 0i64);
-    let (p0i, npi) = (p0 as i64, np as i64);
+    if t.ncol == 0 || t.ncol > i32::MAX as usize {
+        return Err(Error::Internal("leg_anal: bad column count".into()));
+    }
+    let sc = LegScalars::new(t, p0, np);
     let mut it = outs.into_iter();
     let a0 = it
         .next()
@@ -117,24 +144,9 @@ pub(super) fn leg_anal(
     let a1 = it.next().unwrap_or(spare.0);
     let a2 = it.next().unwrap_or(spare.1);
     let f = gpu.function(MODULE, grp.anal_kernel())?;
-    let mut b = gpu.stream.launch_builder(&f);
-    b.arg(phase)
-        .arg(a0)
-        .arg(a1)
-        .arg(a2)
-        .arg(&lmax)
-        .arg(&mmax_unused)
-        .arg(t.norms)
-        .arg(t.lnfact)
-        .arg(t.mlist)
-        .arg(t.moff)
-        .arg(t.pair_x)
-        .arg(t.pair_s)
-        .arg(&p0i)
-        .arg(&npi);
-    if t.ncol == 0 || t.ncol > i32::MAX as usize {
-        return Err(Error::Internal("leg_anal: bad column count".into()));
-    }
+    let mut b = stream.launch_builder(&f);
+    b.arg(phase).arg(a0).arg(a1).arg(a2);
+    sc.push(&mut b, t);
     // SAFETY: matches ANAL_ENTRY; one block per column adds into its own alm column.
     unsafe { b.launch(cfg((t.ncol as u32, 1, 1), TPB_ANA)) }?;
     Ok(())

@@ -13,8 +13,13 @@
 //!
 //! The rounds are pipelined: GPU i computes round k + 1 while the Δ of round k crosses to the
 //! other GPUs (two send and two receive slots per peer) and the pixels of round k − 1 move to or
-//! from the host. One host thread per GPU queues its work; a barrier per round orders the
-//! events the threads share; cancel is checked between rounds. Peer access (and access to the
+//! from the host. On each GPU the Legendre sums (compute-bound) have their own stream beside
+//! the ring stage (memory-bound: fold or gather, ring FFTs, the pitched copies). Each GPU's m
+//! block is cut into `SUB_BLOCKS` sub-blocks, one Legendre launch each (a Δ piece holds the
+//! sub-blocks one after the other): alm2map uploads its alm a sub-block at a time in round 0,
+//! each launch waiting only for its own, and map2alm downloads each sub-block's alm as soon as
+//! the last round's sums of those m are done. One host thread per GPU queues its work; a
+//! barrier per round orders the events the threads share; cancel is checked between rounds. Peer access (and access to the
 //! peers' stream-ordered memory pools) is enabled where the driver allows it
 //! (`TRANSPORT_PEER`); otherwise the same copies are staged through host memory by the driver
 //! (`TRANSPORT_STAGED`). NVLink multicast is never used.
@@ -26,15 +31,15 @@
 //! `WORK_BYTES` of chunk buffers, at least `MIN_ROUNDS` rounds); a GPU that cannot hold its
 //! alm plus one pair is refused with `Error::GpuMemory` naming the bytes.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
 
 use realfft::num_complex::Complex64 as C64;
 
 use super::io::pixel_ranges;
 use super::launch::{self, LegTabs, RingTabs};
-use super::setup::{geo, note_used, Group, Work};
+use super::setup::{geo, group_list, note_used, work_for, Group, Work};
 use super::stages::{comps_mut, ring_ffts};
 use crate::backend::cancel::Token;
 use crate::backend::cuda::peer::{self, copy_2d, enable_peers, timing_event};
@@ -53,6 +58,32 @@ pub const TRANSPORT_LOCAL: &str = "local";
 const WORK_BYTES: usize = 16 << 30;
 /// At least this many rounds (when the blocks have that many pairs), for the pipeline.
 const MIN_ROUNDS: usize = 8;
+/// m sub-blocks per GPU: its Legendre launches run one sub-block at a time, so that its alm
+/// block goes up (alm2map, in round 0) or down (map2alm, after the last round) a sub-block at
+/// a time beside the launches of the others.
+const SUB_BLOCKS: usize = 4;
+
+/// Up to `SUB_BLOCKS` non-empty contiguous sub-blocks of the m block (m0, m1), balanced by
+/// their alm (lmax + 1 − m each).
+fn sub_blocks(lmax: usize, (m0, m1): (usize, usize)) -> Vec<(usize, usize)> {
+    if m1 <= m0 {
+        return Vec::new();
+    }
+    let cost: Vec<f64> = (m0..m1).map(|m| (lmax + 1 - m) as f64).collect();
+    split::cut(&cost, SUB_BLOCKS)
+        .into_iter()
+        .filter(|b| b.1 > b.0)
+        .map(|(a, b)| (m0 + a, m0 + b))
+        .collect()
+}
+
+/// (offset, length) in f64 of sub-block `sub` of an m block starting at `m_first` inside a Δ
+/// piece of `np` pairs and `nc` components: the piece holds each sub-block's
+/// [nc][2·np rows][its m] complex values one after the other.
+fn sub_range(nc: usize, np: usize, m_first: usize, sub: (usize, usize)) -> (usize, usize) {
+    let per_m = nc * 2 * np * 2;
+    (per_m * (sub.0 - m_first), per_m * (sub.1 - sub.0))
+}
 
 /// Contiguous blocks [p0, p1) of the ring pairs, one per worker, with about equal pixel counts
 /// (a pair holds its northern ring and its southern mirror; the equator pair one ring): the
@@ -126,6 +157,8 @@ struct Pass<'a> {
     grp: &'a Group,
     gpus: &'a [Arc<Gpu>],
     mb: Vec<(usize, usize)>,
+    /// The m sub-blocks of each GPU's block (`sub_blocks`).
+    subs: Vec<Vec<(usize, usize)>>,
     pb: Vec<(usize, usize)>,
     rounds: usize,
     np_max: usize,
@@ -140,6 +173,8 @@ struct Pass<'a> {
     map: Host,
     /// (legendre, exchange, ring) seconds per GPU, device time.
     times: Mutex<Vec<[f64; 3]>>,
+    /// (set-up, rounds, final synchronisation) host wall seconds per GPU thread.
+    walls: Mutex<Vec<[f64; 3]>>,
 }
 
 impl Pass<'_> {
@@ -154,6 +189,16 @@ impl Pass<'_> {
         };
         let np = chunk(self.pb[owner], k, self.rounds).1;
         self.nc() * 2 * np * (self.mb[mowner].1 - self.mb[mowner].0) * 2
+    }
+    /// (offset, length) in f64 of GPU `owner`'s m sub-block `b` in a piece of `np` pairs.
+    fn sub_range(&self, owner: usize, b: usize, np: usize) -> (usize, usize) {
+        sub_range(self.nc(), np, self.mb[owner].0, self.subs[owner][b])
+    }
+    /// Range [x0, x1) of healpy's packed alm holding the m of GPU j's sub-block b.
+    fn sub_alm(&self, j: usize, b: usize) -> (usize, usize) {
+        let (m0, m1) = self.subs[j][b];
+        let lay = &self.plan.lay;
+        (lay.mstart(m0), lay.mstart(m1 - 1) + lay.lmax + 2 - m1)
     }
     fn piece_max(&self, src: usize, dst: usize) -> usize {
         (0..self.rounds)
@@ -176,8 +221,8 @@ impl Pass<'_> {
 /// Tables on one GPU (read by its launches).
 struct Tabs {
     g: super::setup::Geo,
-    mlist: CudaSlice<i64>,
-    moff: CudaSlice<i64>,
+    /// Per m sub-block: its m and the offset of each one's a_mm in the GPU's alm block.
+    cols: Vec<(CudaSlice<i64>, CudaSlice<i64>)>,
     first: CudaSlice<i64>,
 }
 
@@ -196,6 +241,9 @@ struct Bufs {
 /// One GPU of a pass: its streams, events, tables and buffers.
 struct Local {
     gpu: Arc<Gpu>,
+    /// The Legendre sums (compute-bound); the ring stage (fold or gather, the ring FFTs, the
+    /// pitched copies: memory-bound) runs on the GPU's own stream beside them.
+    leg: Arc<CudaStream>,
     /// The all-to-all copies into this GPU.
     xchg: Arc<CudaStream>,
     /// Host transfers of pixels.
@@ -204,6 +252,8 @@ struct Local {
     freed: [CudaEvent; 2],
     pix_ev: [CudaEvent; 2],
     up_ev: CudaEvent,
+    /// map2alm: the Legendre sums of m sub-block b are done (for the alm download).
+    sub_ev: Vec<CudaEvent>,
     t: Tabs,
     b: Bufs,
     /// (stage: 0 Legendre, 1 all-to-all, 2 rings; start, end).
@@ -249,38 +299,27 @@ fn setup(p: &Pass, j: usize) -> Result<Local> {
     let gpu = p.gpus[j].clone();
     let (plan, nc, n) = (p.plan, p.nc(), p.gpus.len());
     let (m0, m1) = p.mb[j];
-    let w = plan.lay.mmax + 1;
-    let ns = plan.nside;
     let a0 = plan.lay.mstart(m0);
     let nalm = if m1 > m0 {
         plan.lay.mstart(m1 - 1) + plan.lay.lmax + 2 - m1 - a0
     } else {
         0
     };
-    let alm: Vec<CudaSlice<f64>> = match p.dir {
-        Dir::Synth => p
-            .grp
-            .comps
-            .iter()
-            .map(|&c| {
-                if nalm == 0 {
-                    return gpu.alloc_zeros::<f64>(1);
-                }
-                // SAFETY: the input alm are only read, by every thread.
-                gpu.upload(unsafe { p.alm.range(c, 2 * a0, 2 * (a0 + nalm)) })
-            })
-            .collect::<Result<_>>()?,
-        Dir::Anal => (0..nc)
-            .map(|_| gpu.alloc_zeros::<f64>(2 * nalm))
-            .collect::<Result<_>>()?,
-    };
-    let ms: Vec<usize> = (m0..m1).collect();
-    let ms = if ms.is_empty() { vec![0] } else { ms };
-    let mlist: Vec<i64> = ms.iter().map(|&m| m as i64).collect();
-    let moff: Vec<i64> = ms
+    let alm: Vec<CudaSlice<f64>> = (0..nc)
+        .map(|_| match p.dir {
+            // SAFETY: round 0 uploads every sub-block's alm before its launches read them.
+            Dir::Synth => unsafe { gpu.alloc::<f64>((2 * nalm).max(1)) },
+            Dir::Anal => gpu.alloc_zeros::<f64>((2 * nalm).max(1)),
+        })
+        .collect::<Result<_>>()?;
+    let cols = p.subs[j]
         .iter()
-        .map(|&m| plan.lay.mstart(m) as i64 - a0 as i64)
-        .collect();
+        .map(|&(b0, b1)| {
+            let ml: Vec<i64> = (b0..b1).map(|m| m as i64).collect();
+            let mo: Vec<i64> = (b0..b1).map(|m| (plan.lay.mstart(m) - a0) as i64).collect();
+            Ok((gpu.upload_small(&ml)?, gpu.upload_small(&mo)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let slot_bufs = |out: bool| -> Result<Vec<CudaSlice<f64>>> {
         (0..n)
             .map(|q| {
@@ -319,28 +358,24 @@ fn setup(p: &Pass, j: usize) -> Result<Local> {
         recv: [slot_bufs(false)?, slot_bufs(false)?],
         pix: [pix_bufs()?, pix_bufs()?],
         alm,
-        work: Work {
-            np_max: np,
-            phase: gpu.alloc_zeros::<f64>(nc * 2 * np * w * 2)?,
-            spec: gpu.alloc_zeros::<f64>(nc * 2 * np * (2 * ns + 1) * 2)?,
-            rows: gpu.alloc_zeros::<f64>(nc * 2 * np * 4 * ns)?,
-            dummy1: gpu.alloc_zeros::<f64>(1)?,
-            dummy2: gpu.alloc_zeros::<f64>(1)?,
-            polar: HashMap::new(),
-        },
+        work: work_for(&gpu, plan, nc, np)?,
     };
     let t = Tabs {
         g: geo(&gpu, plan)?,
-        mlist: gpu.upload_small(&mlist)?,
-        moff: gpu.upload_small(&moff)?,
+        cols,
         first: gpu.upload_small(&local_first(plan, p.pb[j], p.rounds))?,
     };
     let local = Local {
+        leg: gpu.ctx.new_stream()?,
         xchg: gpu.ctx.new_stream()?,
         io: gpu.ctx.new_stream()?,
         freed: [gpu.event()?, gpu.event()?],
         pix_ev: [gpu.event()?, gpu.event()?],
         up_ev: gpu.event()?,
+        sub_ev: p.subs[j]
+            .iter()
+            .map(|_| gpu.event())
+            .collect::<Result<_>>()?,
         t,
         b,
         spans: Vec::new(),
@@ -354,14 +389,16 @@ fn setup(p: &Pass, j: usize) -> Result<Local> {
     Ok(local)
 }
 
-fn leg_tabs<'a>(p: &Pass, t: &'a Tabs, j: usize) -> LegTabs<'a> {
+/// The Legendre tables of GPU j's m sub-block b.
+fn leg_tabs<'a>(p: &Pass, t: &'a Tabs, j: usize, b: usize) -> LegTabs<'a> {
+    let (b0, b1) = p.subs[j][b];
     LegTabs {
         lmax: p.plan.lay.lmax,
         norms: &t.g.norms,
         lnfact: &t.g.lnfact,
-        mlist: &t.mlist,
-        moff: &t.moff,
-        ncol: p.mb[j].1 - p.mb[j].0,
+        mlist: &t.cols[b].0,
+        moff: &t.cols[b].1,
+        ncol: b1 - b0,
         pair_x: &t.g.pair_x,
         pair_s: &t.g.pair_s,
     }
@@ -378,32 +415,59 @@ fn ring_tabs<'a>(p: &Pass, t: &'a Tabs) -> RingTabs<'a> {
     }
 }
 
+/// alm2map, round 0: GPU j's alm of m sub-block b up (io stream; `up_ev` marks them there).
+fn upload_alm(p: &Pass, l: &mut Local, j: usize, b: usize) -> Result<()> {
+    let a0 = p.plan.lay.mstart(p.mb[j].0);
+    let (x0, x1) = p.sub_alm(j, b);
+    for (ci, &comp) in p.grp.comps.iter().enumerate() {
+        // SAFETY: the input alm are only read, by every thread.
+        let h = unsafe { p.alm.range(comp, 2 * x0, 2 * x1) };
+        l.gpu
+            .upload_at_on(&l.io, h, &mut l.b.alm[ci], 2 * (x0 - a0))?;
+    }
+    l.up_ev.record(&l.io)?;
+    Ok(())
+}
+
 /// Round k's first step on GPU j, into its send slots: the Legendre sums of its m on the
 /// k-th chunk of every pair block (alm2map), or its own chunk's pixels -> weighted Δ split by
 /// m block (map2alm).
 fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
     let s = k % 2;
     let gpu = l.gpu.clone();
+    // alm2map: the Legendre stream, map2alm: the ring stage's (the GPU's own stream)
+    let st = match p.dir {
+        Dir::Synth => l.leg.clone(),
+        Dir::Anal => gpu.stream.clone(),
+    };
     for sh in &p.shared {
-        gpu.stream.wait(&sh.copied[s])?; // round k − 2 has left this send slot
+        st.wait(&sh.copied[s])?; // round k − 2 has left this send slot
     }
     let (plan, grp, n, nc) = (p.plan, p.grp, p.gpus.len(), p.nc());
     let w = plan.lay.mmax + 1;
     match p.dir {
         Dir::Synth => {
-            let t0 = mark(&gpu, &gpu.stream)?;
-            let lt = leg_tabs(p, &l.t, j);
-            let alm = &l.b.alm;
-            let a = |i: usize| &alm[i.min(nc - 1)];
-            for q in 0..n {
-                let (p0, np) = chunk(p.pb[q], k, p.rounds);
-                if np == 0 || lt.ncol == 0 {
-                    continue;
+            for b in 0..p.subs[j].len() {
+                if k == 0 {
+                    upload_alm(p, l, j, b)?;
+                    st.wait(&l.up_ev)?;
                 }
-                let out = &mut l.b.send[s][q];
-                launch::leg_synth(&gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, out)?;
+                let t0 = mark(&gpu, &st)?;
+                let lt = leg_tabs(p, &l.t, j, b);
+                let alm = &l.b.alm;
+                let a = |i: usize| &alm[i.min(nc - 1)];
+                for q in 0..n {
+                    let (p0, np) = chunk(p.pb[q], k, p.rounds);
+                    if np == 0 {
+                        continue;
+                    }
+                    let (off, len) = p.sub_range(j, b, np);
+                    let mut out = l.b.send[s][q].slice_mut(off..off + len);
+                    let alms = [a(0), a(1), a(2)];
+                    launch::leg_synth(&gpu, &st, grp, alms, &lt, p0, np, &mut out)?;
+                }
+                timed(l, 0, &st, t0)?;
             }
-            timed(l, 0, &gpu.stream, t0)?;
         }
         Dir::Anal => {
             let (p0, np) = chunk(p.pb[j], k, p.rounds);
@@ -449,22 +513,24 @@ fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
                 )?;
                 let src = gpu.dptr(&wk.phase);
                 for q in 0..n {
-                    let (m0, m1) = p.mb[q];
-                    let dst = gpu.dptr(&l.b.send[s][q]);
-                    let wid = (m1 - m0) * 16;
-                    copy_2d(
-                        &gpu,
-                        (src, m0 * 16, w * 16),
-                        (dst, 0, wid),
-                        wid,
-                        nc * 2 * np,
-                    )?;
+                    for (b, &(b0, b1)) in p.subs[q].iter().enumerate() {
+                        let off = p.sub_range(q, b, np).0;
+                        let dst = gpu.dptr(&l.b.send[s][q]) + (off * 8) as u64;
+                        let wid = (b1 - b0) * 16;
+                        copy_2d(
+                            &gpu,
+                            (src, b0 * 16, w * 16),
+                            (dst, 0, wid),
+                            wid,
+                            nc * 2 * np,
+                        )?;
+                    }
                 }
                 timed(l, 2, &gpu.stream, t0)?;
             }
         }
     }
-    p.shared[j].prod[s].record(&gpu.stream)?;
+    p.shared[j].prod[s].record(&st)?;
     Ok(())
 }
 
@@ -502,11 +568,11 @@ fn exchange(p: &Pass, l: &mut Local, d: usize, k: usize) -> Result<()> {
 fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
     let s = k % 2;
     let gpu = l.gpu.clone();
-    gpu.stream.wait(&p.shared[j].copied[s])?;
     let (plan, grp, n, nc) = (p.plan, p.grp, p.gpus.len(), p.nc());
     let w = plan.lay.mmax + 1;
     match p.dir {
         Dir::Synth => {
+            gpu.stream.wait(&p.shared[j].copied[s])?;
             let (p0, np) = chunk(p.pb[j], k, p.rounds);
             if np == 0 {
                 l.freed[s].record(&gpu.stream)?;
@@ -516,16 +582,18 @@ fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
             let wk = &mut l.b.work;
             let dst = gpu.dptr(&wk.phase);
             for i in 0..n {
-                let (m0, m1) = p.mb[i];
-                let src = gpu.dptr(&l.b.recv[s][i]);
-                let wid = (m1 - m0) * 16;
-                copy_2d(
-                    &gpu,
-                    (src, 0, wid),
-                    (dst, m0 * 16, w * 16),
-                    wid,
-                    nc * 2 * np,
-                )?;
+                for (b, &(b0, b1)) in p.subs[i].iter().enumerate() {
+                    let off = p.sub_range(i, b, np).0;
+                    let src = gpu.dptr(&l.b.recv[s][i]) + (off * 8) as u64;
+                    let wid = (b1 - b0) * 16;
+                    copy_2d(
+                        &gpu,
+                        (src, 0, wid),
+                        (dst, b0 * 16, w * 16),
+                        wid,
+                        nc * 2 * np,
+                    )?;
+                }
             }
             l.freed[s].record(&gpu.stream)?;
             let rt = ring_tabs(p, &l.t);
@@ -554,28 +622,36 @@ fn consume(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
             timed(l, 2, &gpu.stream, t0)?;
         }
         Dir::Anal => {
-            let t0 = mark(&gpu, &gpu.stream)?;
-            let lt = leg_tabs(p, &l.t, j);
-            for q in 0..n {
-                let (p0, np) = chunk(p.pb[q], k, p.rounds);
-                if np == 0 || lt.ncol == 0 {
-                    continue;
+            let leg = l.leg.clone();
+            leg.wait(&p.shared[j].copied[s])?;
+            for b in 0..p.subs[j].len() {
+                let t0 = mark(&gpu, &leg)?;
+                let lt = leg_tabs(p, &l.t, j, b);
+                for q in 0..n {
+                    let (p0, np) = chunk(p.pb[q], k, p.rounds);
+                    if np == 0 {
+                        continue;
+                    }
+                    let (off, len) = p.sub_range(j, b, np);
+                    let phase = l.b.recv[s][q].slice(off..off + len);
+                    let wk = &mut l.b.work;
+                    let outs = comps_mut(&mut l.b.alm, &(0..nc).collect::<Vec<_>>());
+                    launch::leg_anal(
+                        &gpu,
+                        &leg,
+                        grp,
+                        &phase,
+                        outs,
+                        (&mut wk.dummy1, &mut wk.dummy2),
+                        &lt,
+                        p0,
+                        np,
+                    )?;
                 }
-                let wk = &mut l.b.work;
-                let outs = comps_mut(&mut l.b.alm, &(0..nc).collect::<Vec<_>>());
-                launch::leg_anal(
-                    &gpu,
-                    grp,
-                    &l.b.recv[s][q],
-                    outs,
-                    (&mut wk.dummy1, &mut wk.dummy2),
-                    &lt,
-                    p0,
-                    np,
-                )?;
+                l.sub_ev[b].record(&leg)?;
+                timed(l, 0, &leg, t0)?;
             }
-            l.freed[s].record(&gpu.stream)?;
-            timed(l, 0, &gpu.stream, t0)?;
+            l.freed[s].record(&leg)?;
         }
     }
     Ok(())
@@ -640,15 +716,17 @@ fn rounds(p: &Pass, l: &mut Option<Local>, j: usize) {
     if p.dir == Dir::Anal {
         run(
             &mut |l| {
+                // each sub-block as soon as the last round's sums of its m are in
                 let a0 = p.plan.lay.mstart(p.mb[j].0);
-                for (ci, &comp) in p.grp.comps.iter().enumerate() {
-                    let len = l.b.alm[ci].len().min(2 * p.alm_len(j));
-                    if len == 0 {
-                        continue;
+                for b in 0..p.subs[j].len() {
+                    l.io.wait(&l.sub_ev[b])?;
+                    let (x0, x1) = p.sub_alm(j, b);
+                    for (ci, &comp) in p.grp.comps.iter().enumerate() {
+                        // SAFETY: the alm of GPU j's m are written by this thread only.
+                        let h = unsafe { p.alm.range(comp, 2 * x0, 2 * x1) };
+                        l.gpu
+                            .download_at_on(&l.io, &l.b.alm[ci], 2 * (x0 - a0), h)?;
                     }
-                    // SAFETY: the alm of GPU j's m are written by this thread only.
-                    let h = unsafe { p.alm.range(comp, 2 * a0, 2 * a0 + len) };
-                    l.gpu.download(&l.b.alm[ci], h)?;
                 }
                 Ok(())
             },
@@ -662,6 +740,7 @@ fn rounds(p: &Pass, l: &mut Option<Local>, j: usize) {
 fn device_thread(p: &Pass, j: usize) {
     let gpu = p.gpus[j].clone();
     let _only = gpu.exclusive();
+    let t0 = Instant::now();
     let mut local = match setup(p, j) {
         Ok(l) => Some(l),
         Err(e) => {
@@ -669,14 +748,20 @@ fn device_thread(p: &Pass, j: usize) {
             None
         }
     };
+    let t_setup = t0.elapsed().as_secs_f64();
     p.barrier.wait(); // every send address is published
+    let t1 = Instant::now();
     rounds(p, &mut local, j);
+    let t_rounds = t1.elapsed().as_secs_f64();
     if let Some(l) = local {
-        for s in [&l.gpu.stream, &l.xchg, &l.io] {
+        let t2 = Instant::now();
+        for s in [&l.gpu.stream, &l.leg, &l.xchg, &l.io] {
             if let Err(e) = s.synchronize() {
                 p.fail(e.into());
             }
         }
+        let t_sync = t2.elapsed().as_secs_f64();
+        p.walls.lock().unwrap_or_else(|e| e.into_inner())[j] = [t_setup, t_rounds, t_sync];
         note_used(&l.gpu);
         let mut t = [0.0f64; 3];
         for (what, a, b) in &l.spans {
@@ -689,30 +774,9 @@ fn device_thread(p: &Pass, j: usize) {
     }
 }
 
-impl Pass<'_> {
-    /// Packed alm of GPU j's m (per component).
-    fn alm_len(&self, j: usize) -> usize {
-        let (m0, m1) = self.mb[j];
-        (m0..m1).map(|m| self.plan.lay.lmax + 1 - m).sum()
-    }
-}
-
 /// Component groups of one launch: T + (E, B) with pol, else up to three spin-0 components.
 fn groups(pol: bool, nc: usize) -> Vec<Group> {
-    if pol && nc == 3 {
-        return vec![Group {
-            comps: vec![0, 1, 2],
-            pol: true,
-        }];
-    }
-    (0..nc)
-        .collect::<Vec<_>>()
-        .chunks(3)
-        .map(|c| Group {
-            comps: c.to_vec(),
-            pol: false,
-        })
-        .collect()
+    group_list(pol && nc == 3, nc)
 }
 
 /// The GPUs of `devices` (distinct ordinals) and whether peer copies are direct.
@@ -803,6 +867,7 @@ fn pass(
         )));
     }
     let pb = pair_blocks(plan, n);
+    let subs = mb.iter().map(|&b| sub_blocks(plan.lay.lmax, b)).collect();
     let (np_max, rounds) = plan_rounds(plan, grp.comps.len(), gpus, &mb, &pb, st)?;
     let shared = gpus
         .iter()
@@ -820,6 +885,7 @@ fn pass(
         grp,
         gpus,
         mb,
+        subs,
         pb,
         rounds,
         np_max,
@@ -831,6 +897,7 @@ fn pass(
         alm,
         map,
         times: Mutex::new(vec![[0.0; 3]; n]),
+        walls: Mutex::new(vec![[0.0; 3]; n]),
     };
     std::thread::scope(|s| {
         for j in 0..n {
@@ -842,6 +909,7 @@ fn pass(
         return Err(e);
     }
     let times = p.times.into_inner().unwrap_or_else(|e| e.into_inner());
+    let walls = p.walls.into_inner().unwrap_or_else(|e| e.into_inner());
     let most = |i: usize| times.iter().map(|t| t[i]).fold(0.0, f64::max);
     st.legendre_s += most(0);
     st.exchange_s += most(1);
@@ -849,12 +917,17 @@ fn pass(
     st.rounds = rounds;
     st.pair_blocks = p.pb.clone();
     st.m_blocks = p.mb.clone();
-    if st.stage_s_per_gpu.len() != n {
-        st.stage_s_per_gpu = vec![[0.0; 3]; n];
-    }
-    for (a, t) in st.stage_s_per_gpu.iter_mut().zip(&times) {
-        for i in 0..3 {
-            a[i] += t[i];
+    for (acc, per) in [
+        (&mut st.stage_s_per_gpu, &times),
+        (&mut st.wall_s_per_gpu, &walls),
+    ] {
+        if acc.len() != n {
+            *acc = vec![[0.0; 3]; n];
+        }
+        for (a, t) in acc.iter_mut().zip(per) {
+            for i in 0..3 {
+                a[i] += t[i];
+            }
         }
     }
     Ok(())
@@ -990,6 +1063,43 @@ mod tests {
                 seen.iter().all(|&v| v == 1),
                 "nside {nside}: map not covered once"
             );
+        }
+    }
+
+    /// Sub-blocks tile the m block in order, none empty, at most SUB_BLOCKS, about equal alm;
+    /// their ranges tile a Δ piece exactly.
+    #[test]
+    fn sub_blocks_tile_the_block_and_the_piece() {
+        for (lmax, m0, m1) in [
+            (40usize, 0usize, 41usize),
+            (40, 10, 13),
+            (40, 7, 8),
+            (100, 0, 0),
+        ] {
+            let subs = sub_blocks(lmax, (m0, m1));
+            assert_eq!(subs.len(), SUB_BLOCKS.min(m1 - m0));
+            let mut at = m0;
+            for &(a, b) in &subs {
+                assert_eq!(a, at);
+                assert!(b > a);
+                at = b;
+            }
+            assert_eq!(at, m1);
+            for (nc, np) in [(1usize, 3usize), (3, 5)] {
+                let mut off = 0;
+                for &sb in &subs {
+                    let (o, len) = sub_range(nc, np, m0, sb);
+                    assert_eq!(o, off);
+                    off += len;
+                }
+                assert_eq!(off, nc * 2 * np * (m1 - m0) * 2);
+            }
+        }
+        let subs = sub_blocks(1000, (0, 1001));
+        let alm = |&(a, b): &(usize, usize)| (a..b).map(|m| 1001 - m).sum::<usize>() as f64;
+        let total: f64 = subs.iter().map(alm).sum();
+        for sb in &subs {
+            assert!((alm(sb) / total - 0.25).abs() < 0.01, "{subs:?}");
         }
     }
 

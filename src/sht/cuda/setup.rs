@@ -97,13 +97,21 @@ impl Group {
 }
 
 pub(super) fn groups(jobs: &[Job], ncomp: usize) -> Vec<Group> {
-    if jobs.iter().any(|j| matches!(j, Job::Spin2(..))) {
+    group_list(jobs.iter().any(|j| matches!(j, Job::Spin2(..))), ncomp)
+}
+
+/// The component groups of `nc` components, one launch each: with `pol` all of them in one
+/// spin-2 group (T, E, B: nc = 3, or E, B alone: nc = 2, the spin-2 halves), else the spin-0
+/// components three at a time. The one rule of the full transform, the halves and the
+/// multi-GPU pipeline.
+pub(super) fn group_list(pol: bool, nc: usize) -> Vec<Group> {
+    if pol {
         return vec![Group {
-            comps: vec![0, 1, 2],
+            comps: (0..nc).collect(),
             pol: true,
         }];
     }
-    (0..ncomp)
+    (0..nc)
         .collect::<Vec<_>>()
         .chunks(3)
         .map(|c| Group {
@@ -165,11 +173,17 @@ pub(super) fn work(gpu: &Gpu, plan: &Plan, planes: usize, overlap: bool) -> Resu
         .unwrap_or(np_max)
         .clamp(1, 16384)
         .min(plan.pairs.len());
-    let nrow = 2 * np_max;
+    work_for(gpu, plan, planes, np_max)
+}
+
+/// Work buffers for chunks of up to `np_max` ring pairs and `planes` components (the full
+/// transform, sized by `work`, and the multi-GPU pipeline, sized by its rounds).
+pub(super) fn work_for(gpu: &Gpu, plan: &Plan, planes: usize, np_max: usize) -> Result<Work> {
+    let (ns, nrow) = (plan.nside, 2 * np_max);
     Ok(Work {
         np_max,
         phase: gpu.alloc_zeros::<f64>(planes * nrow * (plan.lay.mmax + 1) * 2)?,
-        spec: gpu.alloc_zeros::<f64>(planes * nrow * h * 2)?,
+        spec: gpu.alloc_zeros::<f64>(planes * nrow * (2 * ns + 1) * 2)?,
         rows: gpu.alloc_zeros::<f64>(planes * nrow * 4 * ns)?,
         dummy1: gpu.alloc_zeros::<f64>(1)?,
         dummy2: gpu.alloc_zeros::<f64>(1)?,

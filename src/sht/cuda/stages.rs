@@ -142,7 +142,16 @@ pub(super) fn synth(
         let a = |i: usize| &alms[grp.comps[i.min(nc - 1)]];
         for (p0, np) in chunk_list(plan, w.np_max) {
             pace.before()?;
-            launch::leg_synth(gpu, grp, [a(0), a(1), a(2)], &lt, p0, np, &mut w.phase)?;
+            launch::leg_synth(
+                gpu,
+                &gpu.stream,
+                grp,
+                [a(0), a(1), a(2)],
+                &lt,
+                p0,
+                np,
+                &mut w.phase.slice_mut(..),
+            )?;
             tl.mark(gpu, "legendre")?;
             launch::fold(gpu, &w.phase, &mut w.spec, plan.lay.mmax, &rt, p0, np, nc)?;
             tl.mark(gpu, "fold")?;
@@ -206,8 +215,9 @@ pub(super) fn anal(
             let outs = comps_mut(alms, &grp.comps);
             launch::leg_anal(
                 gpu,
+                &gpu.stream,
                 grp,
-                &w.phase,
+                &w.phase.slice(..),
                 outs,
                 (&mut w.dummy1, &mut w.dummy2),
                 &lt,
