@@ -61,7 +61,7 @@ def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
         return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
 
 
-def _sample_block(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
+def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
                   device=None):  # fmt: skip
     """One core call: W of the block (``kind`` "raw", "cube" or "smoothed") at its positions
     of the whole cube's sample → (slots, values, (min, max) or None). No W array is made."""
@@ -72,8 +72,8 @@ def _sample_block(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sam
         )  # fmt: skip
 
 
-def _clip_block(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
-    """One core call: the block's W (as :func:`_sample_block`) and ``mask |= |W| > level``."""
+def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
+    """One core call: the block's W (as :func:`_sample_core`) and ``mask |= |W| > level``."""
     with stage("scfind.clip", device) as dev:
         return _core._scfind_block_clip(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
@@ -97,7 +97,7 @@ def _needs_extremes(noise) -> bool:
 
 class _Noise:
     """The core's noise rule over the whole cube from block tasks: each task (one core call,
-    :func:`_sample_block`) hands in its voxels of SoFiA-2's sample (≤ ~10⁶ values in all) and
+    :func:`_sample_core`) hands in its voxels of SoFiA-2's sample (≤ ~10⁶ values in all) and
     its (min, max); the client puts them in slot order and applies the rule (exact median,
     SoFiA-2's order of the MAD walk, the histogram fit) — one global reduction per kernel."""
 
@@ -116,7 +116,7 @@ class _Noise:
         run = self.run
         starts = [np.cumsum((0,) + ch[:-1]) for ch in src.chunks]
         xs, ms = src.to_delayed(), m.to_delayed()
-        task = dask.delayed(_sample_block)
+        task = dask.delayed(_sample_core)
         rep = tuple(run.replace)
         parts = []
         for idx in np.ndindex(xs.shape):
@@ -141,7 +141,7 @@ class _Noise:
 #: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
 _BLOCKS = {
     "spatial": _spatial_block,
-    "clip": _clip_block,
+    "clip": _clip_core,
     "prepare_mask": _prepare_mask,
 }
 
@@ -341,7 +341,7 @@ def smooth_and_clip(
 
 def _kernels(x, m, run, noise, limit, keep, dev, progress):
     """The kernels in memory: per kernel one core call per block for the noise sample and one
-    for the clip (:func:`_sample_block`, :func:`_clip_block`: smoothing, sample, extremes and
+    for the clip (:func:`_sample_core`, :func:`_clip_core`: smoothing, sample, extremes and
     clip in the core, on the worker's device), with the spatial stage on z-slabs first and one
     transposition to whole-z columns for kernels with both parts. The cube is read once
     (``keep``: persisted as z-slabs); the mask stays in the layout of the last clip and is
@@ -378,7 +378,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         mk = _rechunk(m, src.chunks)
         rms = rms0 if use_rms0 else noise(src, mk, spec, kind, rms0)
         level = run.threshold * rms
-        m = da.map_blocks(_clip_block, src, mk, spec, mode, rep, rms0, exact, kind, level, dev,
+        m = da.map_blocks(_clip_core, src, mk, spec, mode, rep, rms0, exact, kind, level, dev,
                           dtype=np.uint8, meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
         del src, mk
