@@ -179,6 +179,7 @@ def _scfind_noise(
     single: bool,
     fitter: object | None = None,
 ) -> float: ...
+
 # One task of a kernel for the Dask path, in one core call on `device` (no W array is made):
 # W of the block (`input` "raw": the cube itself; "cube": prepared and smoothed by both stages
 # of `kernel`, the block holding whole planes / whole z lines as the kernel needs; "smoothed":
