@@ -101,6 +101,33 @@ def test_block_calls_equal_the_whole_cube_stages(rng, dtype, sampling, name, kin
     assert hit.sum() > 0 and got.dtype == np.uint8 and got.shape == mb.shape
 
 
+@pytest.mark.parametrize("sampling", [("backward", 11), ("cadence", 4), ("stride", 3)])
+def test_block_samples_partition_the_whole_sample(rng, sampling):
+    """Blocks tiling the cube hand in every slot of the whole cube's sample exactly once, with
+    the single call's sampled values (the "raw" sample is the cube's own values)."""
+    x, m = cube_and_mask(rng, dtype=np.float64)
+    nz, ny, nx = x.shape
+    got = {}
+    for z0, z1 in ((0, 8), (8, 21)):
+        for y0, y1 in ((0, 10), (10, 17), (17, 26)):
+            for x0, x1 in ((0, 23),):
+                sl = (slice(z0, z1), slice(y0, y1), slice(x0, x1))
+                slots, vals, _ = _core._scfind_block_sample(
+                    np.ascontiguousarray(x[sl]), np.ascontiguousarray(m[sl]), SPECS["none"],
+                    MODE, REP, RMS0, "raw", [z0, y0, x0], list(x.shape), sampling, False,
+                )  # fmt: skip
+                for k, v in zip(slots.tolist(), vals.tolist()):
+                    assert k not in got
+                    got[k] = v
+    kind, c = sampling
+    if kind == "stride":
+        g = x[::c, ::c, ::c].ravel()
+    else:
+        g = x.ravel()[sample_index(x.shape, sampling)]
+    assert sorted(got) == list(range(g.size))
+    np.testing.assert_array_equal(np.array([got[k] for k in range(g.size)]), g)
+
+
 def test_block_calls_refuse_bad_arguments(rng):
     x, m = cube_and_mask(rng)
     args = (SPECS["both"], MODE, REP, RMS0)
