@@ -3,29 +3,33 @@
 The single call runs each kernel as: replace the voxels already in the mask, smooth spatially
 (whole (y, x) planes), smooth spectrally (whole z lines), measure the noise on SoFiA-2's
 sample of the whole smoothed cube, clip. Here each kernel is the same steps on blocks, through
-the CPU engine's own stage functions (``_core._scfind_spatial``, ``_scfind_spectral``,
-``_scfind_noise``), so every value is the one the single call computes:
+the engines' own code (``_core._scfind_spatial``, ``_scfind_block_sample``,
+``_scfind_block_clip``, ``_scfind_noise``), so every value is the one the single call computes,
+and every task that touches the cube is one core call (no NumPy pass over the cube):
 
-1. the spatial stage on z-slabs (chunks (zc, NY, NX)): a plane's smoothing needs only the plane;
-2. the spectral stage on columns (chunks (NZ, yc, xc), one rechunk — an all-to-all — per
-   kernel): a z line's running mean (SoFiA-2's rounding runs from the end of the line) needs the
-   whole line, so no halo can give its bits; columns do;
-3. the noise: each block hands in its voxels of the sample (flat indices size − c, size − 2c, …
-   or 0, c, 2c, …: ≤ ~10⁶ values in all) and its (min, max); the client puts the sample in walk
-   order and applies the core's noise rule (exact median, SoFiA-2's order of the MAD walk,
-   the gauss histogram fit) — one global reduction per kernel;
-4. the clip: ``mask |= |W| > threshold · noise`` block by block; the mask (one byte per voxel,
-   bit 7 = blank) is persisted between kernels (SoFiA-2's order dependency: kernel k smooths
-   the cube with the voxels found by kernels < k replaced).
+1. the spatial stage on z-slabs (chunks (zc, NY, NX)), kernels with both parts only: a plane's
+   smoothing needs only the plane; then one transposition (an all-to-all) to columns (chunks
+   (NZ, yc, xc)): a z line's running mean (SoFiA-2's rounding runs from the end of the line)
+   needs the whole line, so no halo can give its bits; columns do. A kernel with one part runs
+   both stages in its block tasks (slabs for a spatial kernel, columns for a spectral one);
+2. the noise: one core call per block smooths it (the spectral stage, or both) and hands in
+   its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
+   in all) and its (min, max) — no smoothed array is written; the client puts the sample in
+   walk order and applies the core's noise rule (exact median, SoFiA-2's order of the MAD
+   walk, the gauss histogram fit) — one global reduction per kernel;
+3. the clip: one core call per block smooths it again and returns ``mask |= |W| > threshold ·
+   noise``; the mask (one byte per voxel, bit 7 = blank) is persisted between kernels
+   (SoFiA-2's order dependency: kernel k smooths the cube with the voxels found by kernels < k
+   replaced) and stays in the layout of the last clip until a kernel needs another.
 
-When the cube takes less than 30 % of the cluster's memory, each kernel's smoothed cube is
-persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
-the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
-kept. Kernels without spatial (or spectral)
-smoothing skip that stage and its chunking. The spatial and spectral stages run on the device
-each worker resolves (:mod:`skyconv._dask.device`): a worker that sees a GPU runs them on the
-GPU engine (``device`` "auto"/None/"cuda"; the values of the single call on that engine), one
-without on the CPU engine (per worker's thread pool). The sample and the clip are NumPy.
+When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
+once) and each kernel's transposed smoothed cube is persisted between its noise and its clip;
+otherwise step 1 runs twice per kernel, so nothing of the size of the cube but the one-byte
+mask is kept. Every core call runs on the device each worker resolves
+(:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
+"auto"/None/"cuda": one upload of the block, every step on the device, the sample or the mask
+down; the values of the single call on that engine), one without on the CPU engine (per
+worker's thread pool).
 
 Two other paths: a cube in one chunk, or of at most :data:`SINGLE_TASK_BYTES`, runs the
 single call in one task (:func:`_one_task`); a cube that takes 30 % of the cluster's memory
