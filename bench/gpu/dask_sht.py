@@ -2,14 +2,21 @@
 16 cores through Dask workers within 1.2x of the single-process transform at nside 4096).
 
     python bench/gpu/dask_sht.py [--nside 4096] [--lmax 8192] [--configs 1x16,2x8,4x4,16x1]
-                                 [--iter 0] [--pol] [--out DIR]
+                                 [--iter 0] [--pol] [--repeats 2] [--out DIR]
 
-For each workers x threads configuration a LocalCluster (processes) is started, each worker's
-skyconv pool is set to its thread count, and alm2map and map2alm run end to end from NumPy in
-the client to NumPy in the client (scatter, tasks, the all-to-all rechunk of Δ, gather); the
-single-process rows use ``skyconv.set_num_threads(cores)``. Prints one line per row and, with
+For each workers x threads configuration a LocalCluster (processes) is started and alm2map and
+map2alm (split mode, one block per worker) run from NumPy in the client to NumPy in the client,
+timed in three parts: ``in`` (the input's blocks scattered straight to the workers, one block
+each), ``cluster`` (the transform's tasks and its all-to-all, output persisted on the workers)
+and ``out`` (the output's blocks gathered straight from the workers into one array); ``e2e``
+is their sum. The single-process rows use ``skyconv.set_num_threads(W*T)`` for each total core
+count of the configurations, and each Dask row gives its ratio to the single process at the
+same total (``ratio_e2e``, ``ratio_cluster``), the CPU seconds of client, scheduler and
+workers over the single process's (``cpu_ratio``: the overhead in work, which a machine shared
+with other jobs does not distort as it does wall times), the peak RSS of each worker process
+and the largest relative difference to the single process. Prints one JSON line per row and, with
 --out, writes ``dask_sht.json``. Needs dask and distributed (``pip install 'skyconv[dask]'``;
-on the GPU machine ``bash bench/gpu/prepare.sh --dask``). Runs on the CPU only (device="cpu").
+on the GPU machine ``bash bench/gpu/prepare.sh --dask``). CPU only (device="cpu").
 """
 
 from __future__ import annotations
@@ -25,13 +32,82 @@ import numpy as np
 import skyconv
 
 
-def best(fn, repeats):
-    out, res = [], None
+def _peak_rss_mib():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def _cpu_s():
+    """CPU seconds (user + system) of this process so far, all its threads."""
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def cluster_cpu_s(client):
+    """CPU seconds so far of the client, the scheduler and every worker process."""
+    return _cpu_s() + client.run_on_scheduler(_cpu_s) + sum(client.run(_cpu_s).values())
+
+
+def scatter(client, arr, sizes):
+    """A dask array of ``arr`` (ncomp, n) chunked by ``sizes`` along axis 1, each block sent
+    straight from this process to one worker (round robin), not through the scheduler."""
+    import dask.array as da
+    from distributed import wait
+
+    ends = np.cumsum(sizes)
+    parts = [np.ascontiguousarray(arr[:, e - s : e]) for s, e in zip(sizes, ends)]
+    futs = client.scatter(parts)
+    blocks = [
+        da.from_delayed(f, shape=p.shape, dtype=p.dtype, meta=np.empty((0, 0), p.dtype))
+        for f, p in zip(futs, parts)
+    ]
+    x = da.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
+    x = x.persist()  # holds the blocks (the futures of `futs` end with this function)
+    wait(x)
+    return x
+
+
+def gather(client, d):
+    """A persisted dask array (ncomp, n) chunked along axis 1 -> one NumPy array, the blocks
+    gathered straight from the workers."""
+    from distributed import futures_of
+
+    futs = {f.key: f for f in futures_of(d)}
+    keys = [k for row in d.__dask_keys__() for k in row]
+    parts = client.gather([futs[k] for k in keys])
+    out = np.empty(d.shape, d.dtype)
+    at = 0
+    for p in parts:
+        out[:, at : at + p.shape[1]] = p
+        at += p.shape[1]
+    return out
+
+
+def run_split(client, fn, src, sizes, repeats):
+    """Best of ``repeats`` (in, cluster, out) seconds, the CPU seconds of that run (client,
+    scheduler and workers) and the result of fn(dask input)."""
+    from distributed import wait
+
+    best, res, cpu = None, None, None
     for _ in range(repeats):
+        c0 = cluster_cpu_s(client)
         t0 = time.perf_counter()
-        res = fn()
-        out.append(time.perf_counter() - t0)
-    return min(out), res
+        x = scatter(client, src, sizes)
+        t1 = time.perf_counter()
+        y = fn(x).persist()
+        wait(y)
+        t2 = time.perf_counter()
+        res = gather(client, y)
+        t3 = time.perf_counter()
+        c1 = cluster_cpu_s(client)
+        del x, y
+        t = (t1 - t0, t2 - t1, t3 - t2)
+        if best is None or sum(t) < sum(best):
+            best, cpu = t, c1 - c0
+    return best, cpu, res
 
 
 def main():
@@ -44,9 +120,9 @@ def main():
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--out", default=os.environ.get("OUT"))
     a = p.parse_args()
-    import dask.array as da
     from distributed import Client, LocalCluster
 
+    from skyconv import sht_halves as H
     from skyconv._dask import sht as dsht
 
     nside = a.nside
@@ -56,71 +132,69 @@ def main():
     nalm = skyconv.Alm.getsize(lmax)
     alm = rng.standard_normal((nc, nalm)) + 1j * rng.standard_normal((nc, nalm))
     alm[:, : lmax + 1].imag = 0
-    cores = max(int(c.split("x")[0]) * int(c.split("x")[1]) for c in a.configs.split(","))
+    configs = [tuple(int(x) for x in c.split("x")) for c in a.configs.split(",")]
     rows = []
 
     def row(**kw):
         rows.append(kw)
         print(json.dumps(kw), flush=True)
 
-    skyconv.set_num_threads(cores)
     kw = dict(lmax=lmax, pol=a.pol, device="cpu")
-    t_s, ref_map = best(lambda: skyconv.alm2map(alm, nside, **kw), a.repeats)
-    t_a, ref_alm = best(lambda: skyconv.map2alm(ref_map, iter=a.iter, **kw), a.repeats)
-    row(
-        mode="single",
-        workers=1,
-        threads=cores,
-        nside=nside,
-        lmax=lmax,
-        ncomp=nc,
-        alm2map_s=round(t_s, 3),
-        map2alm_s=round(t_a, 3),
-        iter=a.iter,
-    )
+    single, ref_map, ref_alm = {}, None, None
+    for cores in sorted({w * t for w, t in configs}):
+        skyconv.set_num_threads(cores)
+        ts, ab = [], []
+        for _ in range(a.repeats):
+            c0, t0 = _cpu_s(), time.perf_counter()
+            ref_map = skyconv.alm2map(alm, nside, **kw)
+            c1, t1 = _cpu_s(), time.perf_counter()
+            ref_alm = skyconv.map2alm(ref_map, iter=a.iter, **kw)
+            ts.append((t1 - t0, c1 - c0))
+            ab.append((time.perf_counter() - t1, _cpu_s() - c1))
+        (ws, cs), (wa, ca) = min(ts), min(ab)
+        single[cores] = (ws, wa, cs, ca)
+        row(
+            mode="single",
+            cores=cores,
+            nside=nside,
+            lmax=lmax,
+            ncomp=nc,
+            iter=a.iter,
+            alm2map_s=round(single[cores][0], 3),
+            map2alm_s=round(single[cores][1], 3),
+            alm2map_cpu_s=round(single[cores][2], 3),
+            map2alm_cpu_s=round(single[cores][3], 3),
+            peak_rss_mib=round(_peak_rss_mib()),
+        )
+    maps2 = ref_map if ref_map.ndim == 2 else ref_map[None]
+    alms2 = ref_alm if ref_alm.ndim == 2 else ref_alm[None]
     delta_bytes = nc * (4 * nside - 1) * (lmax + 1) * 16
-    for cfg in a.configs.split(","):
-        w, t = (int(x) for x in cfg.split("x"))
+    for w, t in configs:
         with (
             LocalCluster(
                 n_workers=w,
                 threads_per_worker=t,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",
                 memory_limit=0,
             ) as cluster,
             Client(cluster) as client,
         ):
             client.run(skyconv.set_num_threads, t)
-            # one transform split over the workers: m blocks and ring blocks, one per thread
-            nb = (w * t, w * t)
+            mb, rb = H.m_blocks(lmax, lmax, w), H.ring_blocks(nside, w)
+            asz = [int(np.sum(lmax + 1 - ms)) for ms in mb]
+            psz = [int(H.ring_lengths(nside, r).sum()) for r in rb]
 
-            def synth(nb=nb):
-                d = dsht.alm2map(
-                    da.from_array(alm, chunks=(nc, -1)),
-                    nside,
-                    lmax=lmax,
-                    pol=a.pol,
-                    device="cpu",
-                    nblocks=nb,
-                )
-                return d.compute()
+            def synth(x):
+                return dsht.alm2map(x, nside, lmax=lmax, pol=a.pol, device="cpu")
 
-            def anal(nb=nb):
-                d = dsht.map2alm(
-                    da.from_array(ref_map, chunks=(nc, -1)),
-                    lmax=lmax,
-                    iter=a.iter,
-                    pol=a.pol,
-                    device="cpu",
-                    nblocks=nb,
-                )
-                return d.compute()
+            def anal(x):
+                return dsht.map2alm(x, lmax=lmax, iter=a.iter, pol=a.pol, device="cpu")
 
-            ts, m = best(synth, a.repeats)
-            ta, b = best(anal, a.repeats)
-            e1 = float(np.abs(m - ref_map).max() / np.abs(ref_map).max())
-            e2 = float(np.abs(b - ref_alm).max() / np.abs(ref_alm).max())
+            ts, cs, m = run_split(client, synth, alm, asz, a.repeats)
+            ta, ca, b = run_split(client, anal, maps2, psz, a.repeats)
+            rss = sorted(client.run(_peak_rss_mib).values())
+            s_single, a_single, cs_single, ca_single = single[w * t]
             row(
                 mode="dask-split",
                 workers=w,
@@ -128,14 +202,22 @@ def main():
                 nside=nside,
                 lmax=lmax,
                 ncomp=nc,
-                alm2map_s=round(ts, 3),
-                map2alm_s=round(ta, 3),
                 iter=a.iter,
-                vs_single_alm2map=round(ts / t_s, 3),
-                vs_single_map2alm=round(ta / t_a, 3),
+                blocks=dsht.last_choice.get("m_blocks"),
+                alm2map_s={k: round(v, 3) for k, v in zip(("in", "cluster", "out"), ts)},
+                map2alm_s={k: round(v, 3) for k, v in zip(("in", "cluster", "out"), ta)},
+                alm2map_ratio_e2e=round(sum(ts) / s_single, 3),
+                alm2map_ratio_cluster=round(ts[1] / s_single, 3),
+                map2alm_ratio_e2e=round(sum(ta) / a_single, 3),
+                map2alm_ratio_cluster=round(ta[1] / a_single, 3),
+                # CPU seconds of client + scheduler + workers over the single process's: the
+                # overhead in work, which a loaded machine does not distort as it does wall times
+                alm2map_cpu_ratio=round(cs / cs_single, 3),
+                map2alm_cpu_ratio=round(ca / ca_single, 3),
+                worker_peak_rss_mib=[round(r) for r in rss],
                 delta_gb=round(delta_bytes / 1e9, 3),
-                rel_err_map=e1,
-                rel_err_alm=e2,
+                rel_err_map=float(np.abs(m - maps2).max() / np.abs(maps2).max()),
+                rel_err_alm=float(np.abs(b - alms2).max() / np.abs(alms2).max()),
             )
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)

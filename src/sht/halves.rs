@@ -150,28 +150,44 @@ pub fn alm2leg(
     let nrc = ch.nrc();
     let ptrs: Vec<Disjoint<C64>> = leg.iter_mut().map(|l| Disjoint(l.as_mut_ptr())).collect();
     let (ptrs, slots, ch, jobs) = (&ptrs, &slots, &ch, &jobs);
+    let tile = m_tile(nrc * ncomp);
     install(|| {
-        (0..nm).into_par_iter().for_each_init(
+        (0..nm.div_ceil(tile)).into_par_iter().for_each_init(
             || (LegScratch::default(), Vec::new()),
-            |(sc, ph), j| {
-                let m = ms[j];
-                let cols: Vec<&[C64]> = alm
-                    .iter()
-                    .map(|a| &a[offs[j]..offs[j] + plan.lay.mlen(m)])
-                    .collect();
+            |(sc, ph), t| {
+                let (j0, j1) = (t * tile, ((t + 1) * tile).min(nm));
+                let per = ncomp * nrc;
                 ph.clear();
-                ph.resize(ncomp * nrc, C64::new(0.0, 0.0));
-                cpu::synth_one(level, plan, ch, jobs, &cols, m, sc, ph);
+                ph.resize((j1 - j0) * per, C64::new(0.0, 0.0));
+                for j in j0..j1 {
+                    let m = ms[j];
+                    let cols: Vec<&[C64]> = alm
+                        .iter()
+                        .map(|a| &a[offs[j]..offs[j] + plan.lay.mlen(m)])
+                        .collect();
+                    let out = &mut ph[(j - j0) * per..(j - j0 + 1) * per];
+                    cpu::synth_one(level, plan, ch, jobs, &cols, m, sc, out);
+                }
+                // row i of leg gets the tile's j1 - j0 adjacent elements in one go (one m at a
+                // time would touch one cache line per element, nm·16 B apart)
                 for (c, p) in ptrs.iter().enumerate() {
                     for (i, &s) in slots.iter().enumerate() {
-                        // SAFETY: element (i, j) of leg c is written by the task of m index j
-                        // only; i < nrg, j < nm.
-                        unsafe { *p.get().add(i * nm + j) = ph[c * nrc + s] };
+                        for j in j0..j1 {
+                            // SAFETY: elements (i, j0..j1) of leg c are written by the task of
+                            // tile t only; i < nrg, j < nm.
+                            unsafe { *p.get().add(i * nm + j) = ph[(j - j0) * per + c * nrc + s] };
+                        }
                     }
                 }
             },
         )
     })
+}
+
+/// m per task of the Legendre halves: adjacent m share each row of Δ's cache lines, so a task
+/// takes a tile of them; its phase buffers (`per` complex values per m) stay within ~2 MiB.
+fn m_tile(per: usize) -> usize {
+    (((2 << 20) / 16) / per.max(1)).clamp(1, 8)
 }
 
 /// Ring-FFT stage of the synthesis: `leg[c]` (rings.len() × (mmax + 1): Δ_m for m = 0..=mmax)
@@ -287,26 +303,36 @@ pub fn leg2alm(
     let w: Vec<f64> = rings.iter().map(|&r| plan.weights[r]).collect();
     let ptrs: Vec<Disjoint<C64>> = alm.iter_mut().map(|a| Disjoint(a.as_mut_ptr())).collect();
     let (ptrs, slots, ch, jobs, w) = (&ptrs, &slots, &ch, &jobs, &w);
+    let tile = m_tile(nrc * ncomp);
     install(|| {
-        (0..nm).into_par_iter().for_each_init(
+        (0..nm.div_ceil(tile)).into_par_iter().for_each_init(
             || (LegScratch::default(), Vec::new()),
-            |(sc, ph), j| {
-                let m = ms[j];
+            |(sc, ph), t| {
+                let (j0, j1) = (t * tile, ((t + 1) * tile).min(nm));
+                let per = ncomp * nrc;
                 ph.clear();
-                ph.resize(ncomp * nrc, C64::new(0.0, 0.0));
+                ph.resize((j1 - j0) * per, C64::new(0.0, 0.0));
+                // the tile's m read together from each row of leg (see alm2leg)
                 for c in 0..ncomp {
                     for (i, &s) in slots.iter().enumerate() {
-                        ph[c * nrc + s] = leg[c][i * nm + j] * w[i];
+                        let row = &leg[c][i * nm..(i + 1) * nm];
+                        for j in j0..j1 {
+                            ph[(j - j0) * per + c * nrc + s] = row[j] * w[i];
+                        }
                     }
                 }
-                // SAFETY: column j of each alm component is written by this task only.
-                let mut cols: Vec<&mut [C64]> = ptrs
-                    .iter()
-                    .map(|p| unsafe {
-                        std::slice::from_raw_parts_mut(p.get().add(offs[j]), plan.lay.mlen(m))
-                    })
-                    .collect();
-                cpu::anal_one(level, plan, ch, jobs, ph, m, sc, &mut cols);
+                for j in j0..j1 {
+                    let m = ms[j];
+                    // SAFETY: column j of each alm component is written by this task only.
+                    let mut cols: Vec<&mut [C64]> = ptrs
+                        .iter()
+                        .map(|p| unsafe {
+                            std::slice::from_raw_parts_mut(p.get().add(offs[j]), plan.lay.mlen(m))
+                        })
+                        .collect();
+                    let inp = &ph[(j - j0) * per..(j - j0 + 1) * per];
+                    cpu::anal_one(level, plan, ch, jobs, inp, m, sc, &mut cols);
+                }
             },
         )
     })

@@ -3,12 +3,20 @@ split over workers with the SHT halves (S2HAT's scheme), or a stack of transform
 independent tasks.
 
 Split ("split" mode), synthesis: the alm are cut into blocks of m; one task per m block runs the
-Legendre stage (:func:`skyconv.alm2leg`) on all rings, giving Δ chunked (all rings, m block);
-rechunking Δ to (ring block, all m) is the all-to-all (Dask moves each m block's share of each
-ring block to the task that needs it); one task per ring block then runs the ring FFTs
-(:func:`skyconv.leg2map`). The analysis runs backwards (``map2leg`` per ring block, the same
-rechunk the other way, ``leg2alm`` per m block over all rings); each Jacobi iteration is a
-distributed synthesis and analysis of the residual.
+Legendre stage (:func:`skyconv.alm2leg`) on all rings and cuts Δ into one C-contiguous piece
+per ring block; one task per ring block takes its pieces (one from each m block: the
+all-to-all, no rechunk) and runs the ring FFTs (:func:`skyconv.leg2map`). The analysis runs
+backwards (``map2leg`` per ring block cut into m-block pieces, ``leg2alm`` per m block over all
+rings). A Jacobi iteration is two task layers: ring tasks compute the residual of the last
+iterate on their rings and its ``map2leg`` pieces, m tasks add their ``leg2alm`` to the iterate
+and (but for the last) run the next synthesis Legendre stage, so the graph has 2·(iter + 1)
+layers, blocks² pieces per exchange and no round trip through the client. Pieces between two
+tasks of one worker stay in its memory; between processes each pickles without a copy.
+
+By default there is one m block and one ring block per worker process (:func:`split_blocks`):
+a block's task runs on all the worker's threads (each worker's skyconv pool takes its thread
+count on the first task, unless ``SKYCONV_NUM_THREADS`` is set), so a single worker with many
+threads does not exchange anything.
 
 Blocks: m blocks are contiguous ranges of m, balanced by work, with the cost of m taken as
 lmax − m + 1 (the length of its Legendre sum): a block of large m holds more m than one of
@@ -51,15 +59,29 @@ last_choice: dict = {}
 def _cluster() -> tuple[int, int]:
     """(worker threads, smallest worker memory limit in bytes or 0 when unknown) of the current
     Dask client; without one, the CPU count and 0 (the local schedulers share this memory)."""
+    return _cluster_info()[:2]
+
+
+def _cluster_info() -> tuple[int, int, int]:
+    """(worker threads, smallest memory limit or 0, worker processes) of the current client;
+    without one, (CPU count, 0, 1)."""
     try:
         from distributed import get_client
 
         info = get_client().scheduler_info().get("workers", {}).values()
         n = sum(w.get("nthreads", 1) for w in info)
         mem = min((w.get("memory_limit") or 0 for w in info), default=0)
-        return max(1, n), int(mem)
+        return max(1, n), int(mem), max(1, len(info))
     except (ImportError, ValueError):
-        return os.cpu_count() or 1, 0
+        return os.cpu_count() or 1, 0, 1
+
+
+def split_blocks() -> int:
+    """Default number of m blocks and of ring blocks of a split transform: one per worker
+    process. Each block's task runs on all the worker's threads (skyconv's pool takes the
+    worker's thread count), so a worker of T threads needs one block, not T: fewer pieces of Δ
+    (blocks² of them) and no exchange at all inside one process."""
+    return _cluster_info()[2]
 
 
 def workers() -> int:
@@ -128,83 +150,229 @@ def _clean(block):
 
 
 # ----------------------------------------------------------------------------------------
-# Distributed halves on dask arrays
+# Distributed halves on dask arrays: one task per block, Δ moved as one contiguous piece per
+# (m block, ring block) pair (the all-to-all), no rechunk
+
+
+def _bounds(blocks) -> np.ndarray:
+    """[lo, hi) of each block's rows in the blocks' concatenation, an (n, 2) int64 array (not a
+    tuple, which a task spec could read as a key)."""
+    ends = np.cumsum([len(b) for b in blocks])
+    return np.stack([ends - [len(b) for b in blocks], ends], axis=1).astype(np.int64)
+
+
+def _cut(a, axis, bounds):
+    """One C-contiguous piece of ``a`` per [lo, hi) along ``axis`` (1: rings, 2: m). A piece that
+    already is contiguous is a view (one component cut by rings), else a copy; either pickles
+    without a further copy (pickle protocol 5 buffers)."""
+    sl = (slice(None),) * axis
+    return tuple(np.ascontiguousarray(a[sl + (slice(lo, hi),)]) for lo, hi in bounds)
+
+
+def _join(pieces, axis, own=None):
+    """The pieces of Δ joined along ``axis`` (one piece: itself, aligned). ``own`` = [pos, i]:
+    ``pieces[pos]`` is the whole tuple of the paired task (same block index), take its item i.
+    Depending on that whole tuple makes the task's largest input sit on the paired task's
+    worker, so Dask runs ring block j where m block j ran (and back): one block per worker,
+    not several on the worker holding the largest piece."""
+    if own is not None:
+        pieces = list(pieces)
+        pieces[own[0]] = pieces[own[0]][own[1]]
+    if len(pieces) == 1:
+        return _aligned(pieces[0])
+    return np.concatenate(pieces, axis=axis)
+
+
+def _leg_pieces(blk, nside, lmax, ms, pol, device, rbounds):
+    """m task of the synthesis: Δ of the block's m on all rings, cut by ring blocks."""
+    _threads_of_worker()
+    return _cut(_leg_task(_aligned(blk), nside, lmax, ms, pol, device), 1, rbounds)
+
+
+def _map_of_pieces(pieces, nside, rings, device, own=None):
+    """Ring task of the synthesis: the m blocks' pieces of Δ on these rings -> their pixels."""
+    _threads_of_worker()
+    return leg2map(_join(pieces, 2, own), nside, rings, device=on_worker("sht.leg2map", device))
+
+
+def _pieces_of_map(mp, nside, mmax, rings, mbounds, device):
+    """Ring task of the analysis: the rings' pixels -> their Fourier coefficients, cut by m
+    blocks."""
+    _threads_of_worker()
+    leg = map2leg(mp, nside, mmax, rings, device=on_worker("sht.map2leg", device))
+    return _cut(leg, 2, mbounds)
+
+
+def _resid_pieces(pieces, clean, nside, mmax, rings, mbounds, device, own=None):
+    """Ring task of a Jacobi iteration: the residual clean − synthesis on these rings, then its
+    analysis pieces (the residual never leaves the task)."""
+    resid = clean - _map_of_pieces(pieces, nside, rings, device, own)
+    return _pieces_of_map(resid, nside, mmax, rings, mbounds, device)
+
+
+def _alm_step(prev, pieces, nside, lmax, ms, pol, w, device, rbounds, own=None):
+    """m task of the analysis: the ring blocks' pieces (all rings, this block's m) -> alm block,
+    added to ``prev`` (the last iterate, or None). With ``rbounds`` (another iteration follows)
+    it returns (alm block, Δ pieces of the new alm block cut by ring blocks)."""
+    _threads_of_worker()
+    alm = _alm_task(_join(pieces, 1, own), nside, lmax, ms, pol, w, device)
+    if prev is not None:
+        alm = prev + alm
+    if rbounds is None:
+        return alm
+    return (alm,) + _cut(_leg_task(alm, nside, lmax, ms, pol, device), 1, rbounds)
+
+
+_POOL_SET = False
+
+
+def _threads_of_worker():
+    """Once per worker process: skyconv's pool takes the worker's thread count (unless
+    SKYCONV_NUM_THREADS sets it), so that W workers x T threads run W·T engine threads, not
+    W x all cores."""
+    global _POOL_SET
+    if _POOL_SET:
+        return
+    _POOL_SET = True
+    if os.environ.get("SKYCONV_NUM_THREADS"):
+        return
+    try:
+        from distributed import get_worker
+
+        n = get_worker().state.nthreads
+    except (ImportError, ValueError, AttributeError):
+        return
+    from .._backend import get_num_threads, set_num_threads
+
+    if n >= 1 and get_num_threads() != n:
+        set_num_threads(n)
+
+
+def _spec(prefix, tok):
+    return f"skyconv-{prefix}-{tok}"
+
+
+def _pieces(dsk, tasks, n, first=0, what="piece"):
+    """Keys of items ``first..first+n-1`` of the tuples returned by ``tasks`` (keys (name, k)):
+    ``out[k][j]`` = item first + j of task k (a getitem task each, run where the tuple is)."""
+    import operator
+
+    out = []
+    for task in tasks:
+        row = []
+        for j in range(n):
+            key = (f"{task[0]}-{what}", task[1], j)
+            dsk[key] = (operator.getitem, task, first + j)
+            row.append(key)
+        out.append(row)
+    return out
+
+
+def _paired(dsk, pc, tasks, i, col, item=None):
+    """The inputs of the consumer of block ``i``: ``pc[k][col]`` for every producer k, but for
+    k = i (when producer i exists) the whole tuple ``tasks[i]`` instead of its piece (whose
+    getitem task is dropped) and ``own`` = [i, item] telling the task which item to take."""
+    got = [row[col] for row in pc]
+    if i >= len(tasks):
+        return got, None
+    dsk.pop(got[i], None)
+    got[i] = tasks[i]
+    return got, np.array([i, i if item is None else item], dtype=np.int64)
 
 
 def synthesis(alm, nside, lmax, mmax, pol, device, mb, rb):
-    """Split synthesis: dask alm (ncomp, nalm) -> dask maps (ncomp, npix) chunked by `rb`."""
+    """Split synthesis: dask alm (ncomp, nalm) -> dask maps (ncomp, npix) chunked by ``rb``: one
+    Legendre task per m block, one piece of Δ per (m block, ring block), one ring task per ring
+    block taking its pieces."""
     da = dask_array()
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
     ncomp = alm.shape[0]
     sizes = tuple(int(np.sum(lmax + 1 - ms)) for ms in mb)
-    alm = alm.rechunk(((ncomp,), sizes))
-    nr = 4 * nside - 1
-
-    def leg_of(blk, block_id=None):
-        return _leg_task(blk, nside, lmax, mb[block_id[2]], pol, device)
-
-    leg = da.map_blocks(
-        leg_of,
-        alm,
-        chunks=((ncomp,), (nr,), tuple(len(ms) for ms in mb)),
-        new_axis=1,
-        dtype=np.complex128,
-        meta=np.empty((0, 0), np.complex128),
-        token="skyconv-alm2leg",
-    )
-    # the all-to-all: (all rings, m block) -> (ring block, all m)
-    leg = leg.rechunk(((ncomp,), tuple(len(r) for r in rb), (mmax + 1,)))
+    alm = alm.rechunk(((ncomp,), sizes))  # no-op when the chunks are the m blocks
+    tok = tokenize(alm, nside, lmax, mmax, pol, device, [len(b) for b in mb], _bounds(rb))
+    rbounds = _bounds(rb)
+    dsk = {}
+    leg = [(_spec("alm2leg", tok), k) for k in range(len(mb))]
+    for k, ms in enumerate(mb):
+        dsk[leg[k]] = (_leg_pieces, (alm.name, 0, k), nside, lmax, ms, pol, device, rbounds)
+    pc = _pieces(dsk, leg, len(rb))
+    out = _spec("leg2map", tok)
+    for j, r in enumerate(rb):
+        got, own = _paired(dsk, pc, leg, j, j)
+        dsk[(out, 0, j)] = (_map_of_pieces, got, nside, r, device, own)
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
-
-    def map_of(lg, block_id=None):
-        return leg2map(lg, nside, rb[block_id[1]], device=on_worker("sht.leg2map", device))
-
-    return da.map_blocks(
-        map_of,
-        leg,
-        chunks=((ncomp,), pix),
-        drop_axis=2,
-        dtype=np.float64,
-        meta=np.empty((0, 0), np.float64),
-        token="skyconv-leg2map",
-    )
+    graph = HighLevelGraph.from_collections(out, dsk, dependencies=[alm])
+    return da.Array(graph, out, chunks=((ncomp,), pix), meta=np.empty((0, 0), np.float64))
 
 
-def analysis(maps, nside, lmax, mmax, pol, w, device, mb, rb):
-    """Split analysis (iter 0): dask maps (ncomp, npix), UNSEEN already zeroed, float64 ->
-    dask alm (ncomp, nalm) chunked by `mb`."""
+def analysis(clean, nside, lmax, mmax, pol, w, device, mb, rb, iters=0):
+    """Split analysis with ``iters`` Jacobi iterations: dask maps (ncomp, npix), float64, UNSEEN
+    zeroed, chunked by ``rb`` -> dask alm (ncomp, nalm) chunked by ``mb``. Layers alternate
+    ring tasks (ring FFTs; after the first, the residual of the last iterate on their rings)
+    and m tasks (Legendre sums added to the last iterate; but for the last layer, also the
+    synthesis Legendre stage of the new iterate), so an iteration is two layers and one
+    exchange each way, with no graph round trip through the client."""
     da = dask_array()
-    ncomp = maps.shape[0]
-    pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
-    maps = maps.rechunk(((ncomp,), pix))
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
 
-    def leg_of(mp, block_id=None):
-        return map2leg(mp, nside, mmax, rb[block_id[1]], device=on_worker("sht.map2leg", device))
-
-    leg = da.map_blocks(
-        leg_of,
-        maps,
-        chunks=((ncomp,), tuple(len(r) for r in rb), (mmax + 1,)),
-        new_axis=2,
-        dtype=np.complex128,
-        meta=np.empty((0, 0), np.complex128),
-        token="skyconv-map2leg",
-    )
-    # the all-to-all: (ring block, all m) -> (all rings, m block)
-    leg = leg.rechunk(((ncomp,), (4 * nside - 1,), tuple(len(ms) for ms in mb)))
+    ncomp = clean.shape[0]
+    tok = tokenize(clean, nside, lmax, mmax, pol, w, device, _bounds(mb), _bounds(rb), iters)
+    mbounds, rbounds = _bounds(mb), _bounds(rb)
+    nm, nr = len(mb), len(rb)
+    out = _spec("map2alm", tok)
+    dsk = {}
+    rtask = [(_spec("map2leg", tok), j) for j in range(nr)]
+    for j, r in enumerate(rb):
+        dsk[rtask[j]] = (_pieces_of_map, (clean.name, 0, j), nside, mmax, r, mbounds, device)
+    rpc = _pieces(dsk, rtask, nm)
+    prev = [None] * nm
+    for step in range(iters + 1):
+        last = step == iters
+        mtask = (
+            [(out, 0, k) for k in range(nm)]
+            if last
+            else [(_spec(f"leg2alm{step}", tok), k) for k in range(nm)]
+        )
+        for k, ms in enumerate(mb):
+            got, own = _paired(dsk, [[rpc[j][k]] for j in range(nr)], rtask, k, 0, item=k)
+            dsk[mtask[k]] = (
+                _alm_step,
+                prev[k],
+                got,
+                nside,
+                lmax,
+                ms,
+                pol,
+                w,
+                device,
+                None if last else rbounds,
+                own,
+            )
+        if last:
+            break
+        prev = [k[0] for k in _pieces(dsk, mtask, 1, what="alm")]
+        mpc = _pieces(dsk, mtask, nr, first=1)
+        rtask = [(_spec(f"resid{step}", tok), j) for j in range(nr)]
+        for j, r in enumerate(rb):
+            got, own = _paired(dsk, mpc, mtask, j, j, item=1 + j)
+            dsk[rtask[j]] = (
+                _resid_pieces,
+                got,
+                (clean.name, 0, j),
+                nside,
+                mmax,
+                r,
+                mbounds,
+                device,
+                own,
+            )
+        rpc = _pieces(dsk, rtask, nm)
     sizes = tuple(int(np.sum(lmax + 1 - ms)) for ms in mb)
-
-    def alm_of(lg, block_id=None):
-        return _alm_task(lg, nside, lmax, mb[block_id[1]], pol, w, device)
-
-    return da.map_blocks(
-        alm_of,
-        leg,
-        chunks=((ncomp,), sizes),
-        drop_axis=1,
-        dtype=np.complex128,
-        meta=np.empty((0, 0), np.complex128),
-        token="skyconv-leg2alm",
-    )
+    graph = HighLevelGraph.from_collections(out, dsk, dependencies=[clean])
+    return da.Array(graph, out, chunks=((ncomp,), sizes), meta=np.empty((0, 0), np.complex128))
 
 
 # ----------------------------------------------------------------------------------------
@@ -240,10 +408,6 @@ def _lmax_of(nalm: int, lmax, mmax):
     return lmax, mmax
 
 
-def _blocks(n, nw, default_factor=1):
-    return max(1, nw * default_factor) if n is None else int(n)
-
-
 def _pol_of(ncomp, pol):
     if pol and ncomp not in (1, 3):
         raise ArgumentError(
@@ -275,6 +439,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
         dev = check_device(device)
 
         def single(b):
+            _threads_of_worker()
             core = on_worker("sht.alm2map", dev)
             return _core._alm2map([_aligned(b[0])], nside, lmax, mmax, False, core)
 
@@ -287,7 +452,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
             token="skyconv-alm2map",
         )
     else:
-        nm, nr = nblocks if nblocks is not None else (nw, nw)
+        nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
         mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
         _record(mode, nw, 1 if p else a.shape[0], len(mb), len(rb))
         out = synthesis(a, nside, lmax, mmax, p, device, mb, rb)
@@ -334,6 +499,7 @@ def map2alm(
         dev = check_device(device)
 
         def single(b):  # the engine zeroes UNSEEN pixels
+            _threads_of_worker()
             core = on_worker("sht.map2alm", dev)
             return _core._map2alm([_aligned(b[0])], nside, lmax, mmax, iter, False, w, core)
 
@@ -346,15 +512,12 @@ def map2alm(
             token="skyconv-map2alm",
         )
         return out[0] if lonely else out
-    nm, nr = nblocks if nblocks is not None else (nw, nw)
+    nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
     mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
     _record(mode, nw, 1 if p else m.shape[0], len(mb), len(rb))
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
     clean = m.rechunk(((m.shape[0],), pix)).map_blocks(
         _clean, dtype=np.float64, meta=np.empty((0, 0), np.float64)
     )
-    alm = analysis(clean, nside, lmax, mmax, p, w, device, mb, rb)
-    for _ in range(iter):
-        resid = clean - synthesis(alm, nside, lmax, mmax, p, device, mb, rb)
-        alm = alm + analysis(resid, nside, lmax, mmax, p, w, device, mb, rb)
+    alm = analysis(clean, nside, lmax, mmax, p, w, device, mb, rb, iters=iter)
     return alm[0] if lonely else alm

@@ -1,0 +1,136 @@
+"""The Dask SHT's graph (skyconv._dask.sht, issue 20): one task per block and one piece of Δ per
+(m block, ring block) with no rechunk, Jacobi iterations fused into two task layers each,
+one block per worker process, results bit-identical to the single process, and the edge cases
+of the issue (more workers than m, one worker, UNSEEN given to the ring smoothing)."""
+
+import re
+
+import numpy as np
+import pytest
+
+import skyconv
+
+da = pytest.importorskip("dask.array")
+D = pytest.importorskip("skyconv._dask.sht")
+
+
+def _alm(rng, ncomp, lmax, mmax):
+    n = skyconv.Alm.getsize(lmax, mmax)
+    a = rng.normal(size=(ncomp, n)) + 1j * rng.normal(size=(ncomp, n))
+    a[:, : lmax + 1].imag = 0
+    return a
+
+
+def _prefixes(x):
+    """Task count per key prefix (the name without its token) of a dask array's graph."""
+    out = {}
+    for k in dict(x.__dask_graph__()):
+        name = k[0] if isinstance(k, tuple) else k
+        p = re.sub(r"-[0-9a-f]{32}", "", name)
+        out[p] = out.get(p, 0) + 1
+    return out
+
+
+def test_synthesis_graph_pieces_no_rechunk():
+    nside, lmax = 8, 16
+    alm = da.from_array(_alm(np.random.default_rng(0), 1, lmax, lmax), chunks=(1, 200))
+    d = D.alm2map(alm, nside, lmax=lmax, device="cpu", nblocks=(3, 4))
+    p = _prefixes(d)
+    assert p["skyconv-alm2leg"] == 3 and p["skyconv-leg2map"] == 4
+    # the all-to-all: one piece per block pair, but for the pairs (j, j), where the ring task
+    # takes the m task's whole output (so that Dask runs them on one worker)
+    assert p["skyconv-alm2leg-piece"] == 3 * 4 - 3
+    assert not any("rechunk" in k and "leg" in k for k in p)  # Δ is never rechunked
+
+
+@pytest.mark.parametrize("iters", [0, 3])
+def test_analysis_graph_two_layers_per_iteration(iters):
+    nside, lmax = 8, 16
+    m = da.from_array(np.zeros((1, 12 * nside**2)), chunks=(1, 300))
+    d = D.map2alm(m, lmax=lmax, iter=iters, device="cpu", nblocks=(3, 4))
+    p = _prefixes(d)
+    ring_tasks = p["skyconv-map2leg"] + sum(p.get(f"skyconv-resid{i}", 0) for i in range(iters))
+    m_tasks = p["skyconv-map2alm"] + sum(p.get(f"skyconv-leg2alm{i}", 0) for i in range(iters))
+    assert ring_tasks == 4 * (iters + 1)
+    assert m_tasks == 3 * (iters + 1)
+    # the residual lives inside the ring tasks: no separate subtraction or addition layers
+    assert not any(k.startswith(("sub", "add")) for k in p)
+
+
+@pytest.mark.parametrize("pol", [False, True])
+@pytest.mark.parametrize("iters", [0, 3])
+def test_bit_identical_to_single_process(dask_client, pol, iters):
+    nside, lmax, mmax = 16, 37, 20
+    rng = np.random.default_rng(10 * iters + pol)
+    maps = rng.normal(size=(3 if pol else 1, 12 * nside**2))
+    ref = skyconv.map2alm(maps, lmax=lmax, mmax=mmax, iter=iters, pol=pol, device="cpu")
+    for nb in [(2, 2), (3, 5)]:
+        got = D.map2alm(
+            da.from_array(maps, chunks=(1, 1000)),
+            lmax=lmax,
+            mmax=mmax,
+            iter=iters,
+            pol=pol,
+            device="cpu",
+            nblocks=nb,
+        ).compute()
+        assert np.array_equal(got, ref), (nb, np.abs(got - ref).max())
+    back = skyconv.alm2map(ref, nside, lmax=lmax, mmax=mmax, pol=pol, device="cpu")
+    got = D.alm2map(
+        da.from_array(ref, chunks=(1, 100)), nside, lmax=lmax, mmax=mmax, pol=pol, device="cpu"
+    ).compute()
+    assert np.array_equal(got, back)
+
+
+def test_one_block_per_worker_process(dask_client, monkeypatch):
+    nside, lmax = 8, 16
+    src = _alm(np.random.default_rng(1), 1, lmax, lmax)
+    alm = da.from_array(src)
+    D.alm2map(alm, nside, lmax=lmax, device="cpu")
+    assert D.last_choice["m_blocks"] == 2 and D.last_choice["ring_blocks"] == 2  # 2 workers
+    # one worker of 4 threads: one block, so Δ never leaves the process
+    monkeypatch.setattr(D, "_cluster_info", lambda: (4, 0, 1))
+    d = D.alm2map(alm, nside, lmax=lmax, device="cpu")
+    assert D.last_choice["m_blocks"] == 1 and D.last_choice["ring_blocks"] == 1
+    assert _prefixes(d).get("skyconv-alm2leg-piece", 0) == 0  # the ring task takes it whole
+    ref = skyconv.alm2map(src, nside, lmax=lmax, device="cpu")
+    assert np.array_equal(d.compute(), ref)
+
+
+def test_worker_pool_takes_the_worker_threads(dask_client):
+    """After a split transform each worker's skyconv pool has the worker's thread count (1),
+    not all cores, unless SKYCONV_NUM_THREADS is set there."""
+    alm = da.from_array(_alm(np.random.default_rng(2), 1, 8, 8))
+    D.alm2map(alm, 4, lmax=8, device="cpu").compute()
+    env = dask_client.run(lambda: __import__("os").environ.get("SKYCONV_NUM_THREADS"))
+    threads = dask_client.run(skyconv.get_num_threads)
+    for addr, n in threads.items():
+        if not env[addr]:
+            assert n == 1, threads
+
+
+def test_more_workers_than_m(dask_client):
+    """mmax = 0 on 2 workers: one m block (the other worker only runs ring tasks)."""
+    nside, lmax = 8, 12
+    alm = _alm(np.random.default_rng(3), 1, lmax, 0)
+    d = D.alm2map(da.from_array(alm), nside, lmax=lmax, mmax=0, device="cpu")
+    assert D.last_choice["m_blocks"] == 1 and D.last_choice["ring_blocks"] == 2
+    assert np.array_equal(d.compute(), skyconv.alm2map(alm, nside, lmax=lmax, mmax=0))
+    ref = skyconv.map2alm(d.compute(), lmax=lmax, mmax=0, iter=2, device="cpu")
+    got = D.map2alm(d, lmax=lmax, mmax=0, iter=2, device="cpu")
+    assert D.last_choice["m_blocks"] == 1
+    assert np.array_equal(got.compute(), ref)
+
+
+def test_ring_smoothing_with_unseen(dask_client):
+    """UNSEEN pixels given to the ring smoothing through Dask: the same outcome as the NumPy
+    call (they keep their value, the rest smoothed as the single call)."""
+    nside = 16
+    m = np.random.default_rng(4).normal(size=(2, 12 * nside**2))
+    m[0, [5, 600]] = skyconv.sht.UNSEEN
+    kw = dict(fwhm=np.radians(12), method="ring", device="cpu")
+    ref = skyconv.smooth_map(m, **kw)
+    got = skyconv.smooth_map(da.from_array(m, chunks=(1, 1000)), **kw).compute()
+    assert got[0, 5] == skyconv.sht.UNSEEN and got[0, 600] == skyconv.sht.UNSEEN
+    ok = ref != skyconv.sht.UNSEEN
+    assert np.abs(got[ok] - ref[ok]).max() <= 1e-12 * np.abs(ref[ok]).max()
