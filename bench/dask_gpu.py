@@ -42,8 +42,8 @@ from dask_cube import parse_size, read_rate, shape_for, write_cube  # noqa: E402
 
 #: Task names (dask.utils.key_split) of the NumPy steps around skyconv's core calls (on the CPU
 #: whatever the device); the core calls' own seconds come from skyconv._dask.device.
-NUMPY_TASKS = {"clip_block", "block_sample", "prepare_mask", "absdev", "pick", "count",
-               "block_counts", "values", "block_sum"}  # fmt: skip
+NUMPY_TASKS = {"prepare_mask", "mask_bit", "absdev", "pick", "count", "block_counts", "values",
+               "block_sum"}  # fmt: skip
 #: Task-name prefixes of the à trous loop's element-wise block steps (skyconv._dask.atrous).
 NUMPY_PREFIXES = ("atrous-",)
 #: Task-name prefixes of zarr reads and writes.

@@ -79,6 +79,17 @@ __device__ void gather(const T* __restrict__ w, const unsigned char* __restrict_
     }
 }
 
+// out[j] = w[idx[j]] (NaN for a blank voxel), j < n: a Dask block's sample positions, given as
+// flat indices into the block (src/cube/scfind/cuda.rs, block_sample).
+template <typename T>
+__device__ void gather_at(const T* __restrict__ w, const unsigned char* __restrict__ mask,
+                          const i64* __restrict__ idx, double* __restrict__ out, i64 n) {
+    SC_GRID_STRIDE(j, n) {
+        const i64 l = idx[j];
+        out[j] = (mask[l] & SC_BLANK) ? sc_nan() : (double)w[l];
+    }
+}
+
 // Per-block (min, max) of the non-blank finite values of w[0..n) into partial[2*block ..].
 template <typename T>
 __device__ void minmax(const T* __restrict__ w, const unsigned char* __restrict__ mask, i64 n,
@@ -234,6 +245,10 @@ __device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64
     extern "C" __global__ void sc_transpose_##S(const T* src, T* dst, i64 planes, i64 rows,      \
                                                 i64 cols) {                                     \
         sc_transpose<T>(src, dst, planes, rows, cols);                                          \
+    }                                                                                           \
+    extern "C" __global__ void gather_at_##S(const T* w, const unsigned char* mask,             \
+                                             const i64* idx, double* out, i64 n) {              \
+        gather_at<T>(w, mask, idx, out, n);                                                     \
     }                                                                                           \
     extern "C" __global__ void minmax_##S(const T* w, const unsigned char* mask, i64 n,          \
                                           double* partial) {                                    \

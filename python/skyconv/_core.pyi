@@ -197,6 +197,40 @@ def _scfind_noise(
     single: bool,
     fitter: object | None = None,
 ) -> float: ...
+
+# One task of a kernel for the Dask path, in one core call on `device` (no W array is made):
+# W of the block (`input` "raw": the cube itself; "cube": prepared and smoothed by both stages
+# of `kernel`, the block holding whole planes / whole z lines as the kernel needs; "smoothed":
+# _scfind_spatial's output, the spectral stage only). _scfind_block_sample: W at the positions
+# of `sampling` over the whole cube `shape` inside the block at `start` -> (slots, values,
+# (min, max) of W or None); _scfind_block_clip: `mask` with bit 0 added where |W| > level.
+def _scfind_block_sample(
+    x: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernel: tuple[str, float, float, str, float, bool],
+    mode: str,
+    replace: tuple[str, float],
+    rms0: float,
+    input: str,
+    start: list[int],
+    shape: list[int],
+    sampling: tuple[str, int],
+    extremes: bool,
+    exact: bool = False,
+    device: str | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], tuple[float, float] | None]: ...
+def _scfind_block_clip(
+    x: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernel: tuple[str, float, float, str, float, bool],
+    mode: str,
+    replace: tuple[str, float],
+    rms0: float,
+    input: str,
+    level: float,
+    exact: bool = False,
+    device: str | None = None,
+) -> npt.NDArray[np.uint8]: ...
 def _stat(
     data: FloatArray,
     what: str,

@@ -1,12 +1,15 @@
 //! Smooth-and-Clip and noise statistics bindings (skyconv.cube, skyconv.stats,
 //! skyconv.compat.sofia). Argument checking is done in Python; this only translates.
 
-use numpy::{PyArrayDyn, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn,
+    PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 
 use crate::backend;
 use crate::cube::filters::Mode;
-use crate::cube::scfind::{self, kernels, Kernel, NoiseRule, Plan, Replace, Statistic};
+use crate::cube::scfind::{self, kernels, BlockInput, Kernel, NoiseRule, Plan, Replace, Statistic};
 use crate::cube::stats::noise::{
     fit_gaussian, gauss_about_zero, histogram, mad_about, std_about, Fitter, MAD_TO_STD,
 };
@@ -485,6 +488,178 @@ fn _scfind_spectral<'py>(
     .into_any()))
 }
 
+fn block_input(s: &str) -> Result<BlockInput> {
+    Ok(match s {
+        "raw" => BlockInput::Raw,
+        "cube" => BlockInput::Cube,
+        "smoothed" => BlockInput::Smoothed,
+        _ => {
+            return Err(Error::value(format!(
+                "input must be 'raw', 'cube' or 'smoothed', got {s:?}"
+            )))
+        }
+    })
+}
+
+/// A block's sample part: (slots, values, extremes).
+type BlockSampleOut<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+    Option<(f64, f64)>,
+);
+
+/// Arguments shared by the block passes, after the arrays.
+struct BlockArgs<'a> {
+    spec: &'a KernelSpec,
+    mode: &'a str,
+    replace: (&'a str, f64),
+    rms0: f64,
+    input: &'a str,
+    exact: bool,
+    device: Option<&'a str>,
+}
+
+/// The block's plan, its data and mask slices, input kind and device.
+type BlockSetup<'a, T> = (Plan, &'a [T], &'a [u8], BlockInput, backend::Device);
+
+fn block_setup<'a, T: Real + numpy::Element>(
+    a: &'a PyReadonlyArrayDyn<'_, T>,
+    mask: &'a PyReadonlyArrayDyn<'_, u8>,
+    args: &BlockArgs<'_>,
+) -> PyResult<BlockSetup<'a, T>> {
+    let (shape, data) = parts(a, "block")?;
+    let (mshape, m) = parts(mask, "mask")?;
+    if mshape != shape {
+        return Err(to_pyerr(Error::shape("mask must have the block's shape")));
+    }
+    let plan =
+        stage_plan(&shape, args.spec, args.mode, args.replace, args.exact).map_err(to_pyerr)?;
+    let input = block_input(args.input).map_err(to_pyerr)?;
+    let dev = backend::resolve(args.device).map_err(to_pyerr)?;
+    Ok((plan, data, m, input, dev))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn block_sample_typed<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &PyReadonlyArrayDyn<'py, T>,
+    mask: &PyReadonlyArrayDyn<'py, u8>,
+    args: &BlockArgs<'_>,
+    start: &[usize],
+    shape: &[usize],
+    samp: (&str, usize),
+    extremes: bool,
+) -> PyResult<BlockSampleOut<'py>> {
+    let (mut plan, data, m, input, dev) = block_setup(a, mask, args)?;
+    plan.sampling = sampling(samp.0, samp.1).map_err(to_pyerr)?;
+    let global = shape3(shape).map_err(to_pyerr)?;
+    let start: [usize; 3] = match *start {
+        [z, y, x] => [z, y, x],
+        _ => {
+            return Err(to_pyerr(Error::shape(
+                "start must have 3 entries (z, y, x)",
+            )))
+        }
+    };
+    let out = compute(py, || {
+        scfind::block_sample(
+            dev, data, m, &plan, args.rms0, input, global, start, extremes,
+        )
+    })?;
+    let slots: Vec<i64> = out.slots.iter().map(|&k| k as i64).collect();
+    Ok((
+        slots.into_pyarray(py),
+        out.values.into_pyarray(py),
+        out.extremes,
+    ))
+}
+
+/// S+C for Dask, one task of a kernel's noise: W of the block (`input` "raw": the cube itself;
+/// "cube": prepared and smoothed by both stages of `kernel` — whole planes if it smooths
+/// spatially, whole z lines if spectrally; "smoothed": the spatial stage's output, the
+/// spectral stage only) at the positions of `sampling` over the whole cube `shape` that lie in
+/// the block at `start`: (slots, values, (min, max) of W or None). No W array is made.
+#[pyfunction]
+#[pyo3(signature = (x, mask, kernel, mode, replace, rms0, input, start, shape, sampling,
+                    extremes, exact=false, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind_block_sample<'py>(
+    py: Python<'py>,
+    x: FloatArray<'py>,
+    mask: PyReadonlyArrayDyn<'py, u8>,
+    kernel: KernelSpec,
+    mode: &str,
+    replace: (String, f64),
+    rms0: f64,
+    input: &str,
+    start: Vec<usize>,
+    shape: Vec<usize>,
+    sampling: (String, usize),
+    extremes: bool,
+    exact: bool,
+    device: Option<&str>,
+) -> PyResult<BlockSampleOut<'py>> {
+    let args = BlockArgs {
+        spec: &kernel,
+        mode,
+        replace: (replace.0.as_str(), replace.1),
+        rms0,
+        input,
+        exact,
+        device,
+    };
+    let samp = (sampling.0.as_str(), sampling.1);
+    with_float!(x, a => block_sample_typed(
+        py, &a, &mask, &args, &start, &shape, samp, extremes
+    ))
+}
+
+fn block_clip_typed<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &PyReadonlyArrayDyn<'py, T>,
+    mask: &PyReadonlyArrayDyn<'py, u8>,
+    args: &BlockArgs<'_>,
+    level: f64,
+) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
+    let (plan, data, m, input, dev) = block_setup(a, mask, args)?;
+    let v = compute(py, || {
+        scfind::block_clip(dev, data, m, &plan, args.rms0, input, level)
+    })?;
+    v.into_pyarray(py).reshape(mask.shape())
+}
+
+/// S+C for Dask, one task of a kernel's clip: `mask` (bit 0 = in the mask, bit 7 = blank)
+/// with bit 0 added where the block's W (as `_scfind_block_sample`, input "cube" or
+/// "smoothed") is above `level`.
+#[pyfunction]
+#[pyo3(signature = (x, mask, kernel, mode, replace, rms0, input, level, exact=false,
+                    device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind_block_clip<'py>(
+    py: Python<'py>,
+    x: FloatArray<'py>,
+    mask: PyReadonlyArrayDyn<'py, u8>,
+    kernel: KernelSpec,
+    mode: &str,
+    replace: (String, f64),
+    rms0: f64,
+    input: &str,
+    level: f64,
+    exact: bool,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let args = BlockArgs {
+        spec: &kernel,
+        mode,
+        replace: (replace.0.as_str(), replace.1),
+        rms0,
+        input,
+        exact,
+        device,
+    };
+    Ok(with_float!(x, a => block_clip_typed(py, &a, &mask, &args, level)?.into_any()))
+}
+
 /// The noise rule of `_scfind` applied to a gathered sample (slot order of `sampling` over
 /// `shape`) and the (nanmin, nanmax) of the whole (smoothed) cube.
 #[pyfunction]
@@ -536,6 +711,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_scfind_spatial, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind_spectral, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind_noise, m)?)?;
+    m.add_function(wrap_pyfunction!(_scfind_block_sample, m)?)?;
+    m.add_function(wrap_pyfunction!(_scfind_block_clip, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind, m)?)?;
     m.add_function(wrap_pyfunction!(_stat, m)?)?;
     m.add_function(wrap_pyfunction!(_histogram, m)?)?;

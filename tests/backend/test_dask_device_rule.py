@@ -123,12 +123,12 @@ def test_scfind_stages_on_the_workers_device(dask_client, rng, requested, staged
     assert [ng.rms0] + ng.rms == [nw.rms0] + nw.rms
     used = ddev.devices_used(dask_client)
     engine = "cuda" if (HAS_GPU and requested is None) else "cpu"
-    for stage in ("scfind.spatial", "scfind.spectral"):
+    for stage in ("scfind.spatial", "scfind.sample", "scfind.clip"):
         assert set(used[stage]) == {engine}, used
         # one task per block of each stage's chunking, per kernel that has that stage
         assert sum(used[stage].values()) >= 2, used
     secs = ddev.seconds_used(dask_client)
-    assert set(secs) == {"scfind.spatial", "scfind.spectral"}
+    assert set(secs) == {"scfind.spatial", "scfind.sample", "scfind.clip"}
     assert all(0 < v < 60 for v in secs.values()), secs
 
 
@@ -201,7 +201,8 @@ def test_gpu_core_stages_equal_the_gpu_single_call(rng, dtype, opts, staged):
     rtol = 1e-12 if opts.get("precision") == "float64" else 0
     np.testing.assert_allclose([ng.rms0] + ng.rms, [nw.rms0] + nw.rms, rtol=rtol, atol=0)
     used = ddev.devices_used()
-    assert set(used["scfind.spatial"]) | set(used["scfind.spectral"]) == {"cuda"}, used
+    names = set(used["scfind.spatial"]) | set(used["scfind.sample"]) | set(used["scfind.clip"])
+    assert names == {"cuda"}, used
 
 
 @pytest.mark.gpu
@@ -256,6 +257,7 @@ def test_scfind_on_one_worker_per_gpu(rng, staged):
             np.testing.assert_array_equal(got.compute(), want)
             assert [ng.rms0] + ng.rms == [nw.rms0] + nw.rms
             used = ddev.devices_used(client)
-            names = set(used["scfind.spatial"]) | set(used["scfind.spectral"])
+            names = set().union(*(used[k] for k in ("scfind.spatial", "scfind.sample",
+                                                     "scfind.clip")))  # fmt: skip
             assert names <= {f"cuda (CUDA_VISIBLE_DEVICES={g})" for g in gpus}, used
             assert all(name.startswith("cuda") for name in names)

@@ -291,7 +291,7 @@ def test_small_cube_runs_as_one_task(dask_client, rng, monkeypatch, chunks):
     def no_stages(*a, **k):
         raise AssertionError("the staged path ran")
 
-    monkeypatch.setattr(cube, "_noise", no_stages)
+    monkeypatch.setattr(cube, "_Noise", no_stages)
     x = make_cube(rng)
     m0 = np.zeros(x.shape, dtype=bool)
     m0[0:3, 0:6, 0:6] = True

@@ -3,29 +3,33 @@
 The single call runs each kernel as: replace the voxels already in the mask, smooth spatially
 (whole (y, x) planes), smooth spectrally (whole z lines), measure the noise on SoFiA-2's
 sample of the whole smoothed cube, clip. Here each kernel is the same steps on blocks, through
-the CPU engine's own stage functions (``_core._scfind_spatial``, ``_scfind_spectral``,
-``_scfind_noise``), so every value is the one the single call computes:
+the engines' own code (``_core._scfind_spatial``, ``_scfind_block_sample``,
+``_scfind_block_clip``, ``_scfind_noise``), so every value is the one the single call computes,
+and every task that touches the cube is one core call (no NumPy pass over the cube):
 
-1. the spatial stage on z-slabs (chunks (zc, NY, NX)): a plane's smoothing needs only the plane;
-2. the spectral stage on columns (chunks (NZ, yc, xc), one rechunk — an all-to-all — per
-   kernel): a z line's running mean (SoFiA-2's rounding runs from the end of the line) needs the
-   whole line, so no halo can give its bits; columns do;
-3. the noise: each block hands in its voxels of the sample (flat indices size − c, size − 2c, …
-   or 0, c, 2c, …: ≤ ~10⁶ values in all) and its (min, max); the client puts the sample in walk
-   order and applies the core's noise rule (exact median, SoFiA-2's order of the MAD walk,
-   the gauss histogram fit) — one global reduction per kernel;
-4. the clip: ``mask |= |W| > threshold · noise`` block by block; the mask (one byte per voxel,
-   bit 7 = blank) is persisted between kernels (SoFiA-2's order dependency: kernel k smooths
-   the cube with the voxels found by kernels < k replaced).
+1. the spatial stage on z-slabs (chunks (zc, NY, NX)), kernels with both parts only: a plane's
+   smoothing needs only the plane; then one transposition (an all-to-all) to columns (chunks
+   (NZ, yc, xc)): a z line's running mean (SoFiA-2's rounding runs from the end of the line)
+   needs the whole line, so no halo can give its bits; columns do. A kernel with one part runs
+   both stages in its block tasks (slabs for a spatial kernel, columns for a spectral one);
+2. the noise: one core call per block smooths it (the spectral stage, or both) and hands in
+   its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
+   in all) and its (min, max) — no smoothed array is written; the client puts the sample in
+   walk order and applies the core's noise rule (exact median, SoFiA-2's order of the MAD
+   walk, the gauss histogram fit) — one global reduction per kernel;
+3. the clip: one core call per block smooths it again and returns ``mask |= |W| > threshold ·
+   noise``; the mask (one byte per voxel, bit 7 = blank) is persisted between kernels
+   (SoFiA-2's order dependency: kernel k smooths the cube with the voxels found by kernels < k
+   replaced) and stays in the layout of the last clip until a kernel needs another.
 
-When the cube takes less than 30 % of the cluster's memory, each kernel's smoothed cube is
-persisted between its noise and its clip; otherwise steps 1–2 run twice per kernel (once for
-the noise, once for the clip), so nothing of the size of the cube but the one-byte mask is
-kept. Kernels without spatial (or spectral)
-smoothing skip that stage and its chunking. The spatial and spectral stages run on the device
-each worker resolves (:mod:`skyconv._dask.device`): a worker that sees a GPU runs them on the
-GPU engine (``device`` "auto"/None/"cuda"; the values of the single call on that engine), one
-without on the CPU engine (per worker's thread pool). The sample and the clip are NumPy.
+When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
+once) and each kernel's transposed smoothed cube is persisted between its noise and its clip;
+otherwise step 1 runs twice per kernel, so nothing of the size of the cube but the one-byte
+mask is kept. Every core call runs on the device each worker resolves
+(:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
+"auto"/None/"cuda": one upload of the block, every step on the device, the sample or the mask
+down; the values of the single call on that engine), one without on the CPU engine (per
+worker's thread pool).
 
 Two other paths: a cube in one chunk, or of at most :data:`SINGLE_TASK_BYTES`, runs the
 single call in one task (:func:`_one_task`); a cube that takes 30 % of the cluster's memory
@@ -61,14 +65,23 @@ def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
         return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
 
 
-def _spectral_block(s, mask, spec, mode, exact, device=None):
-    with stage("scfind.spectral", device) as dev:
-        return _core._scfind_spectral(_c(s), _c(mask), spec, mode, exact, dev)
+def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
+                  device=None):  # fmt: skip
+    """One core call: W of the block (``kind`` "raw", "cube" or "smoothed") at its positions
+    of the whole cube's sample → (slots, values, (min, max) or None). No W array is made."""
+    with stage("scfind.sample", device) as dev:
+        return _core._scfind_block_sample(
+            _c(x), _c(mask), spec, mode, rep, rms0, kind, list(start), list(shape), sampling,
+            ext, exact, dev,
+        )  # fmt: skip
 
 
-def _clip_block(w, mask, level):
-    hit = np.abs(w.astype(np.float64)) > level  # NaN (blank) never
-    return mask | hit.astype(np.uint8)
+def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
+    """One core call: the block's W (as :func:`_sample_core`) and ``mask |= |W| > level``."""
+    with stage("scfind.clip", device) as dev:
+        return _core._scfind_block_clip(
+            _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
+        )
 
 
 def _prepare_mask(cube, mask):
@@ -76,62 +89,63 @@ def _prepare_mask(cube, mask):
     return m | (np.isnan(cube).astype(np.uint8) << 7)
 
 
-def _block_sample(block, start, shape, kind, c):
-    """(slots, values, (min, max) or None) of the sample positions in one block."""
-    nz, ny, nx = shape
-    size = nz * ny * nx
-    bz, by, bx = block.shape
-    if block.size == 0:
-        return np.empty(0, np.int64), np.empty(0), None
-    z = np.arange(start[0], start[0] + bz, dtype=np.int64)
-    y = np.arange(start[1], start[1] + by, dtype=np.int64)
-    base = ((z[:, None] * ny + y[None, :]) * nx + start[2]).ravel()
-    first = (size - base) % c if kind == "backward" else (-base) % c
-    counts = np.maximum(0, -(-(bx - first) // c))
-    rows = np.repeat(np.arange(base.size), counts)
-    t = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    j = first[rows] + t * c
-    i = base[rows] + j
-    vals = block.reshape(-1, bx)[rows, j].astype(np.float64)
-    if kind == "backward":
-        keep = i <= size - c
-        slots, vals = (size - i[keep]) // c - 1, vals[keep]
-    else:
-        slots = i // c
-    fin = block[np.isfinite(block)]
-    ext = (float(fin.min()), float(fin.max())) if fin.size else None
-    return slots, vals, ext
+#: The spec handed to the "raw" sample (the cube's own values: no kernel runs).
+_RAW = ("gaussian", 0.0, 0.0, "none", 0.0, False)
 
 
-def _noise(w, run, shape, single, client_compute):
-    """The core's noise rule on the sample of dask cube ``w`` (whole-cube statistic)."""
-    import dask
+def _needs_extremes(noise) -> bool:
+    """Whether the core's noise rule ``noise`` uses the cube's (min, max) (SoFiA-2's Gaussian
+    fit; SoFiA 1's "negative" and "gauss")."""
+    return noise[0] in ("sofia2x:gauss", "sofia1:negative", "sofia1:gauss")
 
-    kind, c = run.sampling
-    c = max(int(c), 1)
-    starts = [np.cumsum((0,) + ch[:-1]) for ch in w.chunks]
-    parts = []
-    for idx, blk in np.ndenumerate(w.to_delayed()):
-        start = tuple(int(starts[a][i]) for a, i in enumerate(idx))
-        parts.append(dask.delayed(_block_sample)(blk, start, shape, kind, c))
-    results = client_compute(parts)
-    size = int(np.prod(shape))
-    n = size // c if kind == "backward" else -(-size // c)
-    samples = np.full(n, np.nan)
-    lo, hi = np.inf, -np.inf
-    for slots, vals, ext in results:
-        samples[slots] = vals
-        if ext is not None:
-            lo, hi = min(lo, ext[0]), max(hi, ext[1])
-    ext = (lo, hi) if lo <= hi else None
-    return float(_core._scfind_noise(samples, ext, run.noise, run.sampling, list(shape), single))
+
+class _Noise:
+    """The core's noise rule over the whole cube from block tasks: each task (one core call,
+    :func:`_sample_core`) hands in its voxels of SoFiA-2's sample (≤ ~10⁶ values in all) and
+    its (min, max); the client puts them in slot order and applies the rule (exact median,
+    SoFiA-2's order of the MAD walk, the histogram fit) — one global reduction per kernel."""
+
+    def __init__(self, run, shape, single, compute, device):
+        kind, c = run.sampling
+        self.run, self.shape, self.single = run, shape, single
+        self.sampling = (kind, max(int(c), 1))
+        self.compute, self.device = compute, device
+        self.ext = _needs_extremes(run.noise)
+
+    def __call__(self, src, m, spec, kind, rms0=0.0):
+        """The noise of W = ``kind`` ("raw", "cube", "smoothed") of dask cube ``src`` with
+        mask ``m`` (the same chunks) under kernel ``spec``."""
+        import dask
+
+        run = self.run
+        starts = [np.cumsum((0,) + ch[:-1]) for ch in src.chunks]
+        xs, ms = src.to_delayed(), m.to_delayed()
+        task = dask.delayed(_sample_core)
+        rep = tuple(run.replace)
+        parts = []
+        for idx in np.ndindex(xs.shape):
+            start = tuple(int(starts[a][i]) for a, i in enumerate(idx))
+            parts.append(task(xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind,
+                              start, self.shape, self.sampling, self.ext, self.device))  # fmt: skip
+        results = self.compute(parts)
+        kind_s, c = self.sampling
+        size = int(np.prod(self.shape))
+        n = size // c if kind_s == "backward" else -(-size // c)
+        samples = np.full(n, np.nan)
+        lo, hi = np.inf, -np.inf
+        for slots, vals, ext in results:
+            samples[slots] = vals
+            if ext is not None:
+                lo, hi = min(lo, ext[0]), max(hi, ext[1])
+        ext = (lo, hi) if lo <= hi else None
+        return float(_core._scfind_noise(samples, ext, run.noise, run.sampling,
+                                         list(self.shape), self.single))  # fmt: skip
 
 
 #: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
 _BLOCKS = {
     "spatial": _spatial_block,
-    "spectral": _spectral_block,
-    "clip": _clip_block,
+    "clip": _clip_core,
     "prepare_mask": _prepare_mask,
 }
 
@@ -242,10 +256,11 @@ def smooth_and_clip(
         Bytes per block of the working chunkings (default: the input's largest chunk); a
         block holds at least one whole plane (spatial stage) or one whole z line (spectral).
     keep_smoothed : bool, optional
-        Keep each kernel's smoothed cube in the cluster's memory between its noise and its
-        clip (one smoothing per kernel instead of two). Default: when the cube takes less than
-        30 % of the cluster's memory (the workers' memory limits; the machine's available
-        memory without a Distributed client).
+        Keep the cube (as z-slabs, read once) and each kernel's smoothed cube in the
+        cluster's memory between its noise and its clip (one smoothing and one transposition
+        per kernel instead of two). Default: when the cube takes less than 30 % of the
+        cluster's memory (the workers' memory limits; the machine's available memory without
+        a Distributed client).
     out_of_core : bool, optional
         Exchange the kernels' smoothed cubes through a temporary zarr store
         (:mod:`skyconv._dask.cube_ooc`) instead of in-memory rechunks, so that no worker
@@ -312,51 +327,72 @@ def smooth_and_clip(
         out, rms0, rms_list = _one_task(x, m, run, dev, progress)
         return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
     ooc = not _fits_in_memory(x.nbytes) if out_of_core is None else bool(out_of_core)
+    noise = _Noise(run, shape, single, _compute, dev)
     if ooc:
         from .cube_ooc import smooth_and_clip_ooc
 
         out, rms0, rms_list = smooth_and_clip_ooc(
-            x, m, run, lambda w: _noise(w, run, shape, single, _compute), _BLOCKS,
-            limit=limit, scratch=scratch, progress=progress, device=dev,
+            x, m, run, noise, _BLOCKS, limit=limit, scratch=scratch, progress=progress,
+            device=dev,
         )  # fmt: skip
         return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
-    m = da.map_blocks(_prepare_mask, x, m, dtype=np.uint8).persist()
-    rms0 = _noise(x, run, shape, single, _compute)
-    rep = tuple(run.replace)
     keep = _fits_in_memory(x.nbytes) if keep_smoothed is None else bool(keep_smoothed)
-    rms_list = []
-    for i, spec in enumerate(run.specs):
-        spatial_k, sigma, _, zk, _, use_rms0 = spec
-        has_xy, has_z = sigma > 0, zk != "none"
-
-        def smoothed(m, spec=spec, has_xy=has_xy, has_z=has_z):
-            xs = _rechunk(x, _planes(x, limit)) if has_xy else x
-            s = da.map_blocks(
-                _spatial_block, xs, _rechunk(m, xs.chunks), spec, run.edge_mode, rep, rms0,
-                run.exact, dev, dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype),
-            )  # fmt: skip
-            sc = _rechunk(s, _columns(x, limit)) if has_z else s
-            w = da.map_blocks(
-                _spectral_block, sc, _rechunk(m, sc.chunks), spec, run.edge_mode, run.exact,
-                dev, dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype),
-            )  # fmt: skip
-            return w
-
-        w = smoothed(m)
-        if keep and not use_rms0:
-            w = w.persist()  # smoothed once: sampled, then clipped
-        rms = rms0 if use_rms0 else _noise(w, run, shape, single, _compute)
-        level = run.threshold * rms
-        m = da.map_blocks(_clip_block, w, _rechunk(m, w.chunks), level, dtype=np.uint8)
-        m = m.persist()
-        del w
-        rms_list.append(float(rms))
-        if progress is not None:
-            progress(i + 1, len(run.specs), rms)
-    out = (m & np.uint8(1)).astype(np.uint8)
+    out, rms0, rms_list = _kernels(x, m, run, noise, limit, keep, dev, progress)
     if ndim == 2:
         out = out[0]
-    out = out.rechunk(in_chunks)
+    return out.rechunk(in_chunks), rms0, rms_list
+
+
+def _kernels(x, m, run, noise, limit, keep, dev, progress):
+    """The kernels in memory: per kernel one core call per block for the noise sample and one
+    for the clip (:func:`_sample_core`, :func:`_clip_core`: smoothing, sample, extremes and
+    clip in the core, on the worker's device), with the spatial stage on z-slabs first and one
+    transposition to whole-z columns for kernels with both parts. The cube is read once
+    (``keep``: persisted as z-slabs); the mask stays in the layout of the last clip and is
+    rechunked (1 byte a voxel) only when the next kernel's blocks differ."""
+    da = dask_array()
+    rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
+    planes, cols = _planes(x, limit), _columns(x, limit)
+    base = _rechunk(x, planes)  # whole planes: every kernel's spatial stage reads these
+    if keep:
+        base = base.persist()
+    m = da.map_blocks(_prepare_mask, base, _rechunk(m, base.chunks), dtype=np.uint8).persist()
+    rms0 = noise(base, m, _RAW, "raw")
+    specs = run.specs
+    xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
+    rms_list = []
+    for i, spec in enumerate(specs):
+        _, sigma, _, zk, _, use_rms0 = spec
+        has_xy, has_z = sigma > 0, zk != "none"
+        if has_xy and has_z:
+            ms = _rechunk(m, base.chunks)
+            s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
+                              dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
+            src, kind = _rechunk(s, cols), "smoothed"
+            if keep and not use_rms0:
+                src = src.persist()  # smoothed once: sampled, then clipped
+        elif has_z:
+            if xcols is None:
+                xcols = _rechunk(base, cols)
+                if keep:
+                    xcols = xcols.persist()
+            src, kind = xcols, "cube"
+        else:  # spatial only, or no smoothing: whole planes
+            src, kind = base, "cube"
+        mk = _rechunk(m, src.chunks)
+        rms = rms0 if use_rms0 else noise(src, mk, spec, kind, rms0)
+        level = run.threshold * rms
+        m = da.map_blocks(_clip_core, src, mk, spec, mode, rep, rms0, exact, kind, level, dev,
+                          dtype=np.uint8, meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
+        m = m.persist()
+        del src, mk
+        nxt = specs[i + 1] if i + 1 < len(specs) else None
+        if nxt is None or nxt[1] > 0 or nxt[3] == "none":
+            xcols = None
+        rms_list.append(float(rms))
+        if progress is not None:
+            progress(i + 1, len(specs), rms)
+    out = (m & np.uint8(1)).astype(np.uint8)
     return out, float(rms0), rms_list
 
 

@@ -12,11 +12,12 @@ temporary directory, chunked ``(zc, yc, xc)`` so that a z-slab ``(zc, NY, NX)`` 
    ``rms0`` from ``X``'s sample.
 1. per kernel: the spatial stage on slabs of ``X`` and ``M`` → ``S`` (only for kernels with
    both parts; a kernel with one part runs both stages in one task on slabs or columns);
-2. the noise: the spectral stage on columns of ``S`` and ``M``, each block's sample gathered
-   (one global reduction, as in :mod:`skyconv._dask.cube`);
-3. the clip: the spectral stage again on the same columns, ``M |= |W| > level`` written back
-   into ``M`` in place (the stages read only ``M``'s blank bit and the block's own columns, so a
-   retried task writes the same bytes).
+2. the noise: one core call per column block of ``S`` and ``M`` (the spectral stage, the
+   block's voxels of the sample and its (min, max) in the core: no W array), gathered (one
+   global reduction, as in :mod:`skyconv._dask.cube`);
+3. the clip: one core call per column block again (the spectral stage and
+   ``M |= |W| > level`` in the core), written back into ``M`` in place (the calls read only
+   ``M``'s blank bit and the block's own columns, so a retried task writes the same bytes).
 
 No task holds more than one slab or one column of the cube (``chunk_bytes``) with its mask
 and outputs; the store takes the cube, one smoothed cube and the mask on disk. The mask that
@@ -29,6 +30,9 @@ import numpy as np
 
 from .._utils.lazy import dask_array
 from .scratch import Scratch
+
+#: The spec of the "raw" sample (the cube's own values; as ``skyconv._dask.cube._RAW``).
+_RAW = ("gaussian", 0.0, 0.0, "none", 0.0, False)
 
 
 def _store_chunks(shape, itemsize, limit):
@@ -52,18 +56,13 @@ def _write_chunks(chunks, shape, store):
     return tuple(out)
 
 
-def _both_stages(x, m, spec, mode, rep, rms0, exact, spatial, spectral, device=None):
-    s = spatial(x, m, spec, mode, rep, rms0, exact, device)
-    return spectral(s, m, spec, mode, exact, device)
-
-
 def _mask_bit(m, scratch):
     del scratch  # an argument only to keep the store alive while a graph reads it
     return m & np.uint8(1)
 
 
 def smooth_and_clip_ooc(
-    x, m, run, rms0_fn, blocks, *, limit, scratch=None, progress=None, device=None
+    x, m, run, noise, blocks, *, limit, scratch=None, progress=None, device=None
 ):
     """The kernels of Smooth + Clip through a temporary zarr store (see the module docs).
 
@@ -75,11 +74,12 @@ def smooth_and_clip_ooc(
         uint8 of ``x``'s shape: nonzero = in the mask on entry.
     run : skyconv.cube._Run
         The checked settings.
-    rms0_fn : callable
-        ``rms0_fn(w) -> float``: the core's noise rule on dask cube ``w``.
+    noise : callable
+        ``noise(src, mask, spec, kind, rms0=0.0) -> float``: the core's noise rule over the
+        whole cube, from one core call per block of ``src`` (``skyconv._dask.cube._Noise``).
     blocks : dict
-        The block functions of :mod:`skyconv._dask.cube` (``spatial``, ``spectral``,
-        ``clip``, ``prepare_mask``), so both paths run the same stages.
+        The block functions of :mod:`skyconv._dask.cube` (``spatial``, ``clip``,
+        ``prepare_mask``), so both paths run the same core calls.
     limit : int
         Bytes of cube per task (one plane or one z line at least).
     scratch : str or None
@@ -107,14 +107,13 @@ def smooth_and_clip_ooc(
     zm = sc.array("mask", shape, store, np.uint8)
     wchunks = _write_chunks(x.chunks, shape, store)
     xr = x.rechunk(wchunks)
-    _spatial, _spectral = blocks["spatial"], blocks["spectral"]
     mr = da.map_blocks(blocks["prepare_mask"], xr, m.rechunk(wchunks), dtype=np.uint8)
     da.store([xr, mr], [zx, zm], lock=False)
 
     def read(z, chunks):
         return da.from_zarr(z, chunks=chunks)
 
-    rms0 = rms0_fn(read(zx, slabs))
+    rms0 = noise(read(zx, slabs), read(zm, slabs), _RAW, "raw")
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     zs = None
     rms_list = []
@@ -125,22 +124,19 @@ def smooth_and_clip_ooc(
             if zs is None:
                 zs = sc.array("smoothed", shape, store, x.dtype)
             s = da.map_blocks(
-                _spatial, read(zx, slabs), read(zm, slabs), spec, mode, rep, rms0, exact,
-                device, dtype=x.dtype,
+                blocks["spatial"], read(zx, slabs), read(zm, slabs), spec, mode, rep, rms0,
+                exact, device, dtype=x.dtype,
             )  # fmt: skip
             da.store(s, zs, lock=False)
-            src, chunks = zs, cols
-            stage = _spectral
-            args = (spec, mode, exact, device)
-        else:
-            src, chunks = zx, (slabs if has_xy else cols if has_z else store)
-            stage = _both_stages
-            args = (spec, mode, rep, rms0, exact, _spatial, _spectral, device)
-        mk = read(zm, chunks)
-        w = da.map_blocks(stage, read(src, chunks), mk, *args, dtype=x.dtype)
-        rms = rms0 if use_rms0 else rms0_fn(w)
+            src, chunks, kind = zs, cols, "smoothed"
+        else:  # one task per block runs both stages (whole planes or whole lines)
+            src, chunks, kind = zx, (slabs if has_xy else cols if has_z else store), "cube"
+        mk, w = read(zm, chunks), read(src, chunks)
+        rms = rms0 if use_rms0 else noise(w, mk, spec, kind, rms0)
         level = run.threshold * rms
-        da.store(da.map_blocks(blocks["clip"], w, mk, level, dtype=np.uint8), zm, lock=False)
+        clip = da.map_blocks(blocks["clip"], w, mk, spec, mode, rep, rms0, exact, kind, level,
+                             device, dtype=np.uint8)  # fmt: skip
+        da.store(clip, zm, lock=False)
         rms_list.append(float(rms))
         if progress is not None:
             progress(i + 1, len(run.specs), rms)

@@ -9,8 +9,8 @@ use rayon::prelude::*;
 
 use super::running::{self, boxcar_axis0, transpose};
 use super::{
-    exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, Kernel, Outcome,
-    Plan, Progress, BLANK, DETECTED, MASKED,
+    exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, BlockInput, Kernel,
+    Outcome, Plan, Progress, SampleParts, BLANK, DETECTED, MASKED,
 };
 use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
@@ -985,4 +985,137 @@ pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) 
         },
     );
     out
+}
+
+/// The values a block pass smooths from: the block itself (`Smoothed`) or its spatial stage
+/// (`Cube`: prepared and smoothed by `ker`'s spatial passes, if any).
+fn block_source<'a, T: Real>(
+    x: &'a [T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    owned: &'a mut Vec<T>,
+) -> &'a [T] {
+    if input == BlockInput::Cube {
+        *owned = spatial_stage(x, mask, plan, ker, rms0);
+        owned
+    } else {
+        x
+    }
+}
+
+/// A Dask task's part of the noise sample (see `super::block_sample`): W at the block's
+/// sample positions `pos` (sorted) and the block's (min, max) of W, from the spectral pass's
+/// sums as `measure_smoothed` takes them — no W array is written.
+#[allow(clippy::too_many_arguments)]
+pub fn block_sample<T: Real>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    pos: &[usize],
+    want_ext: bool,
+) -> Result<SampleParts> {
+    if input == BlockInput::Raw {
+        // the single call's first sample: the cube's own values (NaN stays NaN)
+        let values = pos.par_iter().map(|&i| x[i].to_f64()).collect();
+        return Ok((values, if want_ext { extremes(x) } else { None }));
+    }
+    let mut owned = Vec::new();
+    let s = block_source(x, mask, plan, ker, rms0, input, &mut owned);
+    crate::backend::cancel::check()?;
+    let zf = ker.z.clone().unwrap_or_else(identity);
+    let plane = plan.shape[1] * plan.shape[2];
+    let mut values = vec![f64::NAN; pos.len()];
+    let vp = Disjoint(values.as_mut_ptr());
+    let parts = spectral(
+        s,
+        plan,
+        &zf,
+        || None,
+        |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
+            let base = z * plane + k0;
+            let m = &mask[base..base + w.len()];
+            let a = pos.partition_point(|&p| p < base);
+            let b = pos.partition_point(|&p| p < base + w.len());
+            for (j, &p) in pos.iter().enumerate().take(b).skip(a) {
+                let off = p - base;
+                let v = if m[off] & BLANK != 0 {
+                    f64::NAN
+                } else {
+                    round::<T>(w[off] * scale)
+                };
+                // SAFETY: each position lies in exactly one (plane, column block) visit.
+                unsafe { *vp.at(j) = v };
+            }
+            if want_ext {
+                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                for (&v, &mb) in w.iter().zip(m) {
+                    if mb & BLANK == 0 && v.is_finite() {
+                        lo = lo.min(v);
+                        hi = hi.max(v);
+                    }
+                }
+                if lo <= hi {
+                    let (lo, hi) = (round::<T>(lo * scale), round::<T>(hi * scale));
+                    *st = merge_extremes(*st, Some((lo, hi)));
+                }
+            }
+        },
+    );
+    let ext = if want_ext {
+        parts.into_iter().fold(None, merge_extremes)
+    } else {
+        None
+    };
+    Ok((values, ext))
+}
+
+/// A Dask task's clip (see `super::block_clip`): a copy of `mask` with `MASKED` added where
+/// the block's W is above `level`, tested as `clip` tests it (no W array is written).
+pub fn block_clip<T: Real>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    level: f64,
+) -> Result<Vec<u8>> {
+    let mut owned = Vec::new();
+    let s = block_source(x, mask, plan, ker, rms0, input, &mut owned);
+    crate::backend::cancel::check()?;
+    let zf = ker.z.clone().unwrap_or_else(identity);
+    let plane = plan.shape[1] * plan.shape[2];
+    let mut out = mask.to_vec();
+    let mp = Disjoint(out.as_mut_ptr());
+    spectral(
+        s,
+        plan,
+        &zf,
+        || (),
+        |_: &mut (), z, k0, sums, scale| {
+            let base = z * plane + k0;
+            // as in `clip`: sums at or below q cannot clear the level once rounded
+            let q = if level > 0.0 {
+                level / scale * (1.0 - 1e-6)
+            } else {
+                -1.0
+            };
+            for (c, &a) in sums.iter().enumerate() {
+                if a.abs() > q {
+                    // SAFETY: each task owns columns k0..k0+len of every plane.
+                    let mb = unsafe { &mut *mp.at(base + c) };
+                    if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                        *mb |= MASKED;
+                    }
+                }
+            }
+        },
+    );
+    Ok(out)
 }

@@ -15,8 +15,8 @@ use std::ops::Range as Span;
 use rayon::prelude::*;
 
 use super::{
-    extremes_or_nan, merge_extremes, Kernel, NoiseRule, Outcome, Plan, Progress, Replace,
-    Statistic, DETECTED, MASKED,
+    extremes_or_nan, merge_extremes, BlockInput, Kernel, NoiseRule, Outcome, Plan, Progress,
+    Replace, SampleParts, Statistic, DETECTED, MASKED,
 };
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{
@@ -44,6 +44,7 @@ struct Fns {
     init_blank: CudaFunction,
     prepare: CudaFunction,
     gather: CudaFunction,
+    gather_at: CudaFunction,
     minmax: CudaFunction,
     clip: CudaFunction,
     boxcar: CudaFunction,
@@ -57,6 +58,7 @@ impl Fns {
             init_blank: f("init_blank")?,
             prepare: f("prepare")?,
             gather: f("gather")?,
+            gather_at: f("gather_at")?,
             minmax: f("minmax")?,
             clip: f("clip")?,
             boxcar: f("sofia2_boxcar")?,
@@ -779,6 +781,131 @@ pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) 
         if m & super::BLANK != 0 {
             *v = T::from_f64(f64::NAN);
         }
+    });
+    Ok(out)
+}
+
+/// A Dask block pass's W on the device: the block goes up once (with its mask) and every step
+/// of `run` for it runs there. `Raw`: W is the loaded cube (`eng.cube`); otherwise `eng.a`.
+#[allow(clippy::too_many_arguments)]
+fn block_w<T: Real>(
+    gpu: &Gpu,
+    eng: &mut Engine<'_, T>,
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+) -> Result<()> {
+    let s = whole(plan);
+    match input {
+        BlockInput::Raw => eng.load(x, mask, &s),
+        BlockInput::Cube => {
+            eng.load(x, mask, &s)?;
+            let passes = KernelPasses::new(gpu, ker, plan)?;
+            eng.smooth(&s, &passes, plan.replace, rms0)
+        }
+        BlockInput::Smoothed => {
+            gpu.upload_into(x, &mut eng.a)?;
+            gpu.upload_into(mask, &mut eng.mask)?;
+            match &ker.z {
+                Some(z) => {
+                    let spectral = Kernel {
+                        y: Vec::new(),
+                        x: Vec::new(),
+                        z: Some(z.clone()),
+                        use_rms0: ker.use_rms0,
+                    };
+                    let passes = KernelPasses::new(gpu, &spectral, plan)?;
+                    eng.smooth_prepared(&s, &passes)
+                }
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// Dask block pass on the GPU (`super::block_sample`): W on the device as `run` computes it,
+/// the block's sample positions `pos` gathered there and its (min, max) reduced there; only
+/// those come back.
+#[allow(clippy::too_many_arguments)]
+pub fn block_sample<T: Real>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    pos: &[usize],
+    want_ext: bool,
+) -> Result<SampleParts> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let mut eng = stage_engine::<T>(&gpu, plan)?;
+    block_w(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
+    let w = if input == BlockInput::Raw {
+        &eng.cube
+    } else {
+        &eng.a
+    };
+    let mut values = vec![0.0f64; pos.len()];
+    if !pos.is_empty() {
+        let idx: Vec<i64> = pos.iter().map(|&p| p as i64).collect();
+        let didx = gpu.upload(&idx)?;
+        // SAFETY: fully written by gather_at below.
+        let mut dout = unsafe { gpu.alloc::<f64>(pos.len())? };
+        let n = pos.len() as i64;
+        let mut b = gpu.stream.launch_builder(&eng.fns.gather_at);
+        b.arg(w).arg(&eng.mask).arg(&didx).arg(&mut dout).arg(&n);
+        // SAFETY: arguments match gather_at_* in kernels/scfind.cu; every index < the block.
+        unsafe { b.launch(cfg(pos.len())) }?;
+        gpu.download(&dout, &mut values)?;
+    }
+    let mut ext = None;
+    if want_ext {
+        let n = plan.len();
+        let c = cfg(n);
+        let blocks = c.grid_dim.0 as usize;
+        // SAFETY: every entry of the first 2·blocks is written by minmax.
+        let mut partial = unsafe { gpu.alloc::<f64>(2 * blocks)? };
+        let nn = n as i64;
+        let mut b = gpu.stream.launch_builder(&eng.fns.minmax);
+        b.arg(w).arg(&eng.mask).arg(&nn).arg(&mut partial);
+        // SAFETY: arguments match minmax_*; `partial` holds 2·blocks values and blockDim is
+        // THREADS = 256 (the kernel's shared arrays).
+        unsafe { b.launch(c) }?;
+        let mut host = vec![0.0f64; 2 * blocks];
+        gpu.download(&partial, &mut host)?;
+        for p in host.chunks(2) {
+            if p[0] <= p[1] {
+                ext = merge_extremes(ext, Some((p[0], p[1])));
+            }
+        }
+    }
+    Ok((values, ext))
+}
+
+/// Dask block pass on the GPU (`super::block_clip`): W and the clip on the device, the mask
+/// down once; `MASKED` added where the device marked the voxel `NEW`.
+pub fn block_clip<T: Real>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    level: f64,
+) -> Result<Vec<u8>> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive();
+    let mut eng = stage_engine::<T>(&gpu, plan)?;
+    block_w(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
+    eng.clip(&whole(plan), level)?;
+    let mut out = crate::backend::alloc::try_vec(mask.len(), 0u8, "the clipped mask")?;
+    gpu.download(&eng.mask, &mut out)?;
+    out.par_iter_mut().zip(mask.par_iter()).for_each(|(d, &m)| {
+        *d = m | if *d & NEW != 0 { MASKED } else { 0 };
     });
     Ok(out)
 }

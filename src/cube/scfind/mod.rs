@@ -363,3 +363,140 @@ pub fn spectral_stage<T: Real>(
         Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::spectral_stage(s, mask, plan, ker)),
     }
 }
+
+/// What a Dask block pass (`block_sample`, `block_clip`) reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockInput {
+    /// The original cube, sampled as it is (the noise of the original cube; no kernel).
+    Raw,
+    /// The original cube: prepared (NaN → 0, `MASKED` voxels replaced) and smoothed by both
+    /// stages of the kernel. The block holds whole (y, x) planes if the kernel smooths
+    /// spatially and whole z lines if it smooths spectrally.
+    Cube,
+    /// The spatially smoothed cube (`spatial_stage`'s values, whole z lines): the spectral
+    /// stage only.
+    Smoothed,
+}
+
+/// W at a block's sample positions and the block's (min, max) of W, if asked for.
+pub(crate) type SampleParts = (Vec<f64>, Option<(f64, f64)>);
+
+/// A block's part of the noise sample: the slots (ranks in the whole cube's sample) of the
+/// sampled positions inside the block, their values, and the block's (min, max) of W.
+#[derive(Debug, Clone, Default)]
+pub struct BlockSample {
+    pub slots: Vec<usize>,
+    pub values: Vec<f64>,
+    pub extremes: Option<(f64, f64)>,
+}
+
+/// The positions of `sampling` over the whole cube (`global`, (z, y, x)) that lie in the block
+/// of shape `block` starting at `start`: (flat indices in the block, slots), in increasing
+/// order of both.
+pub fn block_positions(
+    global: [usize; 3],
+    start: [usize; 3],
+    block: [usize; 3],
+    sampling: Sampling,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    if (0..3).any(|a| start[a] + block[a] > global[a]) {
+        return Err(Error::shape(format!(
+            "a block of shape {block:?} at {start:?} does not fit in the cube's shape {global:?}"
+        )));
+    }
+    let (mut pos, mut slots) = (Vec::new(), Vec::new());
+    let [bz, by, bx] = block;
+    if bx == 0 {
+        return Ok((pos, slots));
+    }
+    for z in 0..bz {
+        for y in 0..by {
+            let local = (z * by + y) * bx;
+            let k0 = (start[1] + y) * global[2] + start[2];
+            sampling.for_each_in_row(global, start[0] + z, k0, bx, |off, slot| {
+                pos.push(local + off);
+                slots.push(slot);
+            });
+        }
+    }
+    Ok((pos, slots))
+}
+
+fn block_checks(x_len: usize, mask_len: usize, plan: &Plan) -> Result<&Kernel> {
+    let ker = plan
+        .kernels
+        .first()
+        .ok_or_else(|| Error::value("a block pass needs one kernel"))?;
+    if x_len != plan.len() || mask_len != plan.len() {
+        return Err(Error::shape("block and mask sizes do not match the shape"));
+    }
+    Ok(ker)
+}
+
+/// One Dask task of a kernel's noise measurement on `device`: W of the block (`input` says
+/// which stages run; `plan.shape` is the block's, `plan.kernels[0]` the kernel) at the
+/// block's positions of `plan.sampling` over the whole cube `global` (block at `start`), NaN
+/// for blank voxels, and the block's (min, max) of W when `extremes` is set — the values the
+/// single call gathers there, through its own code on that engine. `mask` has `BLANK` for the
+/// block's NaN voxels and `MASKED` for voxels to replace.
+#[allow(clippy::too_many_arguments)]
+pub fn block_sample<T: Real>(
+    device: Device,
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    rms0: f64,
+    input: BlockInput,
+    global: [usize; 3],
+    start: [usize; 3],
+    extremes: bool,
+) -> Result<BlockSample> {
+    let ker = block_checks(x.len(), mask.len(), plan)?;
+    let (pos, slots) = block_positions(global, start, plan.shape, plan.sampling)?;
+    if plan.is_empty() {
+        return Ok(BlockSample::default());
+    }
+    let (values, extremes) = match device {
+        Device::Cpu => crate::backend::threads::install(|| {
+            cpu::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes)
+        })??,
+        Device::Cuda(o) => crate::backend::cuda::on(o, || {
+            cuda::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes)
+        })?,
+    };
+    Ok(BlockSample {
+        slots,
+        values,
+        extremes,
+    })
+}
+
+/// One Dask task of a kernel's clip on `device`: `mask` with `MASKED` added where the
+/// block's W (as for `block_sample`) is above `level` (`plan.above`); blank voxels never.
+pub fn block_clip<T: Real>(
+    device: Device,
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    rms0: f64,
+    input: BlockInput,
+    level: f64,
+) -> Result<Vec<u8>> {
+    let ker = block_checks(x.len(), mask.len(), plan)?;
+    if input == BlockInput::Raw {
+        return Err(Error::value(
+            "a clip needs a kernel: input 'cube' or 'smoothed', not 'raw'",
+        ));
+    }
+    if plan.is_empty() {
+        return Ok(Vec::new());
+    }
+    match device {
+        Device::Cpu => crate::backend::threads::install(|| {
+            cpu::block_clip(x, mask, plan, ker, rms0, input, level)
+        })?,
+        Device::Cuda(o) => crate::backend::cuda::on(o, || {
+            cuda::block_clip(x, mask, plan, ker, rms0, input, level)
+        }),
+    }
+}
