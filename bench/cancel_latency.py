@@ -78,6 +78,9 @@ def main(argv=None) -> None:
     ap.add_argument("--sigma", type=float, default=1.0)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    # Python's Ctrl-C handler even when started in the background by a shell without job
+    # control (SIGINT then arrives ignored, and the signals sent here would be lost).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     call = CALLS[a.call](a.device, a.n, a.nside, a.nchan, a.sigma)
     rows = []
     for delay in np.arange(0.0, a.until + 1e-9, a.step):

@@ -148,6 +148,13 @@ def _run_once(call, device: str) -> None:
 
 
 def main() -> None:
+    # Python's own Ctrl-C handler, as in a terminal or a Jupyter kernel: a process started in
+    # the background by a shell without job control (`cmd &` in a script, as CI runners may
+    # start the suite) inherits SIGINT ignored, and Python then installs no handler, so the
+    # signal would never reach the call (why the whole-suite runs of session 9 saw no answer).
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     name, device = sys.argv[1], sys.argv[2]
     repeat = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     call = _setup(name, device)

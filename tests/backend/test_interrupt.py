@@ -123,16 +123,7 @@ def _interrupt(child: _Child, name: str) -> tuple[float, int | None]:
 
 
 @pytest.mark.parametrize("name", LONG_CALLS)
-def test_ctrl_c_interrupts_a_long_call(name, device, request):
-    if device == "cpu":
-        # Found at the end of session 9: in a fresh clone's whole-suite run (`.ci/run`, twice)
-        # every CPU child gave no answer 30 s after SIGINT, while the same tests pass alone, after
-        # the whole tests/backend/ directory, and with the whole suite collected. Not diagnosed;
-        # issue 17 stays open until it is.
-        request.applymarker(pytest.mark.xfail(
-            reason="CPU child silent after SIGINT in the whole-suite run only (session 9)",
-            strict=False,
-        ))  # fmt: skip
+def test_ctrl_c_interrupts_a_long_call(name, device):
     # On the GPU, three interrupted calls: the first two may fill caches that stay (cuFFT plans,
     # modules, pooled blocks of the sizes the interrupted stage had reached); a leak grows again
     # on the third.
