@@ -411,3 +411,25 @@ def test_one_task_on_a_gpu_worker(dask_client, rng, monkeypatch):
     want = skyconv.atrous_denoise(x, device="cuda")
     np.testing.assert_array_equal(np.asarray(got.data), want.data)
     assert got.iterations == want.iterations
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_scale_on_the_gpu(rng, dtype):
+    """The block call with its smoothing on the GPU equals the CPU's (the filter sums' rounding
+    apart: w to 1e-6 / 1e-12 of the data's scale; the add and the blanks exactly), for a
+    block inside the array and one at its edge, at a scale whose halo spans two neighbours."""
+    weights = [0.0625, 0.25, 0.375, 0.25, 0.0625]
+    shape, chunks = (12, 10, 9), ((3, 3, 3, 3), (4, 6), (9,))
+    c, out, wp = (rng.normal(size=shape).astype(dtype) for _ in range(3))
+    x = rng.normal(size=shape).astype(dtype)
+    x[4, 2:5] = np.nan
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    for ix in [(1, 1, 0), (3, 0, 0)]:
+        g, _ = _block_scale(c, x, out, wp, 0.8, chunks, ix, 4, weights, "cuda")
+        want, _ = _block_scale(c, x, out, wp, 0.8, chunks, ix, 4, weights, "cpu")
+        for k in (0, 1):
+            np.testing.assert_allclose(g[k], want[k], rtol=0, atol=tol * 8, equal_nan=True)
+        np.testing.assert_array_equal(g[2], want[2])
+        assert abs(int(g[3].sum()) - int(want[3].sum())) == 0
+        np.testing.assert_allclose(g[4], want[4], rtol=0, atol=tol * 8 * c.size)
