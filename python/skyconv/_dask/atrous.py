@@ -39,6 +39,7 @@ values (NumPy arrays of them for per-unit results), as from the NumPy call.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import math
 import time
@@ -301,6 +302,14 @@ def _halo_plan(chunks, shape, depth):
     return plan
 
 
+def _cut(a, b, box, pair):
+    """A copy of ``a[box]`` (with ``b[box]`` as a pair when ``pair``: x and the output at an
+    iteration's start)."""
+    if pair:
+        return (np.array(a[box]), None if b is None else np.array(b[box]))
+    return np.array(a[box])
+
+
 def _scale_task(pieces, boxes, ext, lo, x, out, w_prev, thr, passes, device, keep_w, counts,
                 blank):  # fmt: skip
     """One scale of one block: its smooth array with the halo assembled from ``pieces`` (the
@@ -327,6 +336,34 @@ def _finish_task(c, x, out, w_prev, thr, counts):
         _c(c), _c(x), None if out is None else _c(out),
         None if w_prev is None else _c(w_prev), float(thr), counts,
     )  # fmt: skip
+
+
+def _owners(x):
+    """The worker holding each block of the persisted ``x`` (by block index; empty without a
+    Distributed client): the loop's tasks for block i are asked to run there, so every
+    array's block i lives beside x's and no worker keeps replicas of other workers' blocks
+    (Distributed keeps a replica as long as its key lives)."""
+    try:
+        from distributed import default_client, futures_of
+
+        who = default_client().who_has(futures_of(x))
+    except (ImportError, ValueError):
+        return {}
+    out = {}
+    for key, workers in who.items():
+        if workers and isinstance(key, tuple):
+            out[tuple(key[1:])] = workers[0]
+    return out
+
+
+def _on(owners, ix):
+    """``dask.annotate`` that asks for block ``ix``'s worker (a no-op without one)."""
+    import dask
+
+    w = owners.get(tuple(ix))
+    if w is None:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[w], allow_other_workers=True)
 
 
 def _grid(arr):
@@ -417,6 +454,7 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
     with _step("sigma0"):
         sigma0 = _sigma(x, robust, count, top if robust else _fetch(first))
     plans = {}  # halo plans by scale
+    owners = _owners(x)
     out = None  # zeros until the first thresholded add
     old = math.inf
     iteration = 0
@@ -433,7 +471,7 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
             with _step("scales"):
                 w, c, out, first = _scale(
                     x, c, out, pending, plans[s], step, weights, axes, device, kept(s), robust,
-                    b,
+                    b, owners,
                 )  # fmt: skip
             pending = None
             if kept(s):
@@ -441,8 +479,9 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
                     center = _center(w, robust, count, _fetch(first))
                 pending = (w, center + snr * sigma0 * float(factors[s]))
             del w, first
+            gc.collect()  # the old arrays' futures sit in reference cycles: release them now
         with _step("finish"):
-            out, first = _finish(x, c, out, pending, robust)
+            out, first = _finish(x, c, out, pending, robust, owners)
         del c, pending
         resid = _residual(x, out)  # from the persisted output
         with _step("residual sigma"):
@@ -461,7 +500,7 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
     return recon, iteration, sigma, sigma0, n
 
 
-def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, blank):
+def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, blank, owners):
     """One scale on every block, submitted (not waited for): (w or None, the next c, the
     output, w's first pass (lazy) or None). ``c`` None: the iteration's first scale (c from
     x and the output in the tasks)."""
@@ -473,16 +512,30 @@ def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, 
     thr = 0.0 if pending is None else pending[1]
     task = dask.delayed(_scale_task, pure=False, nout=5)
     parts = np.empty(xg.shape, dtype=object)
+    cut = dask.delayed(_cut, pure=False)
     for ix, (ext, lo, pieces) in plan.items():
-        if cg is None:
-            src = [(xg[p[0]], None if og is None else og[p[0]]) for p in pieces]
-        else:
-            src = [cg[p[0]] for p in pieces]
-        boxes = [(p[1], p[2]) for p in pieces]
-        parts[ix] = task(
-            src, boxes, ext, lo, xg[ix], None if og is None else og[ix],
-            None if wg is None else wg[ix], thr, passes, device, keep, robust, blank,
-        )  # fmt: skip
+        # A neighbour's part of the halo is cut where that block lives (a task of its own):
+        # only the halo crosses between workers, and no worker keeps a replica of a whole
+        # neighbour block (which Distributed would hold as long as the block lives).
+        src, boxes = [], []
+        for j, a, d in pieces:
+            if cg is None:
+                nb = (xg[j], None if og is None else og[j])
+                if j != ix:
+                    with _on(owners, j):
+                        nb = cut(*nb, a, True)
+            else:
+                nb = cg[j]
+                if j != ix:
+                    with _on(owners, j):
+                        nb = cut(nb, None, a, False)
+            src.append(nb)
+            boxes.append((a if j == ix else tuple(slice(None) for _ in a), d))
+        with _on(owners, ix):
+            parts[ix] = task(
+                src, boxes, ext, lo, xg[ix], None if og is None else og[ix],
+                None if wg is None else wg[ix], thr, passes, device, keep, robust, blank,
+            )  # fmt: skip
     w = _assemble(parts, x, 0) if keep else None
     c = _assemble(parts, x, 1)
     new_out = _assemble(parts, x, 2) if pending is not None else out
@@ -498,7 +551,7 @@ def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, 
     return w, c, new_out, (done.pop(0) if first is not None else None)
 
 
-def _finish(x, c, out, pending, robust):
+def _finish(x, c, out, pending, robust, owners):
     """The end of an iteration: (the output, persisted and waited for; the residual's first
     pass, computed with it)."""
     import dask
@@ -509,10 +562,11 @@ def _finish(x, c, out, pending, robust):
     thr = 0.0 if pending is None else pending[1]
     parts = np.empty(xg.shape, dtype=object)
     for ix in np.ndindex(*xg.shape):
-        parts[ix] = task(
-            cg[ix], xg[ix], None if og is None else og[ix], None if wg is None else wg[ix], thr,
-            robust,
-        )  # fmt: skip
+        with _on(owners, ix):
+            parts[ix] = task(
+                cg[ix], xg[ix], None if og is None else og[ix], None if wg is None else wg[ix],
+                thr, robust,
+            )  # fmt: skip
     out = _assemble(parts, x, 0)
     return _persist(out, _first_of(parts, robust))
 
