@@ -12,6 +12,8 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
+from _hang import within  # noqa: E402
+
 import skyconv  # noqa: E402
 from skyconv import ArgumentError, ArgumentTypeError, DeviceError  # noqa: E402
 from skyconv._dask import device as ddev  # noqa: E402
@@ -252,9 +254,16 @@ def test_scfind_on_one_worker_per_gpu(rng, staged):
     ):
         for device in (None, "cuda"):
             ddev.reset(client)
-            got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(6, 20, 18)),
-                                              device=device, **kw)  # fmt: skip
-            np.testing.assert_array_equal(got.compute(), want)
+
+            def run(device=device):
+                got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(6, 20, 18)),
+                                                  device=device, **kw)  # fmt: skip
+                return got.compute(), ng
+
+            # Two threads per worker call the GPU at once (session 9: no progress in 170 s,
+            # before the core admitted GPU calls in the calling thread): a hang fails here.
+            got, ng = within(180, run)
+            np.testing.assert_array_equal(got, want)
             assert [ng.rms0] + ng.rms == [nw.rms0] + nw.rms
             used = ddev.devices_used(client)
             names = set().union(*(used[k] for k in ("scfind.spatial", "scfind.sample",

@@ -17,7 +17,6 @@ print where each stage ran (:func:`seconds_used`: how long); :func:`reset` clear
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -27,8 +26,6 @@ from contextlib import contextmanager
 from .._utils.device import deferred, resolve
 
 _LOCK = threading.Lock()
-#: Held by a GPU stage for its core call (see :func:`stage`).
-_GPU_LOCK = threading.RLock()
 _LOG: Counter = Counter()
 _SECONDS: Counter = Counter()
 
@@ -100,17 +97,14 @@ def stage(name: str, device):
         The core's device string for this task.
     """
     core = resolve(device).core
-    # One GPU stage at a time per process: in session 9's GPU run, S+C on a worker with two
-    # threads and a GPU stopped making progress (tests/backend/test_dask_device_rule.py::
-    # test_scfind_on_one_worker_per_gpu) while one-thread workers passed; the GPU runs one
-    # stage's launches at a time anyway.
-    lock = _GPU_LOCK if core.startswith("cuda") else contextlib.nullcontext()
-    with lock:
-        t = time.perf_counter()
-        try:
-            yield core
-        finally:
-            _count(name, core, time.perf_counter() - t)
+    # Tasks of a worker with several threads may call the GPU at once: the core admits each
+    # call to its GPU in the calling thread before it enters skyconv's pool (issue 19), so
+    # nothing here serialises them.
+    t = time.perf_counter()
+    try:
+        yield core
+    finally:
+        _count(name, core, time.perf_counter() - t)
 
 
 def local_log() -> dict:
