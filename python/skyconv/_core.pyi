@@ -42,6 +42,9 @@ def _dma_direct(address: int, nbytes: int) -> bool: ...  # GPU copies skip stagi
 def _gpu_admission_probe(
     ordinal: int, parts: int, micros: int, mode: str = "admitted"
 ) -> tuple[int, int, int]: ...  # test hook of the GPU admission rule (no GPU touched)
+def _gpu_admission_stats(
+    reset: bool = False,
+) -> dict[int, tuple[int, float, float]]: ...  # {ordinal: (calls, waited s, admitted s)}
 
 # --- filters -------------------------------------------------------------------------------
 def _correlate1d(

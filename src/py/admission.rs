@@ -1,5 +1,6 @@
 //! A test hook for the GPU admission rule (`backend::cuda::admit`, issue 19) that needs no GPU.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -80,7 +81,19 @@ fn _gpu_admission_probe(
     }
 }
 
+/// This process's GPU admissions by ordinal since the last reset: {ordinal: (calls, seconds
+/// their threads waited for the GPU, seconds the GPU was admitted to a call)}.
+#[pyfunction]
+#[pyo3(signature = (reset=false))]
+fn _gpu_admission_stats(reset: bool) -> BTreeMap<u32, (u64, f64, f64)> {
+    admit::take_stats(reset)
+        .into_iter()
+        .map(|(o, s)| (o, (s.calls, s.waited_s, s.admitted_s)))
+        .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_gpu_admission_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(_gpu_admission_stats, m)?)?;
     Ok(())
 }

@@ -81,6 +81,25 @@ def test_on_worker_resolves_in_the_task_and_counts(monkeypatch):
 
 
 @pytest.mark.skipif(HAS_GPU, reason="needs a machine without a GPU")
+def test_gpu_time_counts_the_admissions_of_this_process(monkeypatch):
+    """gpu_time: calls, wait and admitted seconds per GPU (the core's admission counters,
+    read here without a GPU through the admission probe), cleared by reset."""
+    from skyconv import _core
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ddev.reset()
+    assert ddev.gpu_time() == {}
+    for _ in range(3):
+        _core._gpu_admission_probe(5, 8, 2000)
+    got = ddev.gpu_time()
+    assert list(got) == ["cuda:5"]
+    assert got["cuda:5"]["calls"] == 3
+    assert got["cuda:5"]["admitted_s"] >= 3 * 2000e-6  # at least one 2 ms piece per call
+    assert got["cuda:5"]["waited_s"] >= 0
+    ddev.reset()
+    assert ddev.gpu_time() == {}
+
+
 def test_on_worker_cuda_without_gpu_is_a_device_error():
     with pytest.raises(DeviceError):
         ddev.on_worker("s", "cuda")

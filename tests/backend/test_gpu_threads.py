@@ -68,13 +68,20 @@ def test_threads_on_one_gpu_are_admitted_one_at_a_time():
         THREADS
         + """
     outs = many([((0,), 10, 64, 300)] * 4)
-    print(json.dumps(outs))
+    print(json.dumps([outs, _core._gpu_admission_stats()]))
     """
     )
-    assert len(got) == 4 and all(len(o) == 10 for o in got)
-    for sum_, same, _ in (c for o in got for c in o):
+    outs, stats = got
+    assert len(outs) == 4 and all(len(o) == 10 for o in outs)
+    for sum_, same, _ in (c for o in outs for c in o):
         assert sum_ == 64 * 63 // 2
         assert same == 1, "two calls were inside cuda:0 at once"
+    # The admissions are counted: 40 calls, each held cuda:0 for its loop (16 rounds of
+    # 300 µs at least on 4 threads), and four threads queued for it.
+    calls, waited, admitted = stats["0"]
+    assert calls == 40
+    assert admitted >= 40 * 16 * 300e-6
+    assert waited > 0
 
 
 def test_threads_on_two_gpus_run_at_once():
@@ -181,20 +188,24 @@ def together(jobs):
     return outs
 
 
-def gpu_jobs(rng, device):
-    """Three GPU calls on ``device`` that each enter parallel sections on the pool: S+C on a
-    small cube, ring smoothing of a map, and alm2map; (name, job) pairs."""
+def gpu_inputs(rng):
+    """Inputs of three GPU calls that each enter parallel sections on the pool: a small cube
+    for S+C, a map for ring smoothing, alm for alm2map."""
     cube = rng.standard_normal((48, 64, 64)).astype(np.float32)
     cube[10:20, 20:30, 20:30] += 3.0
     nside = 128
     m = rng.standard_normal(12 * nside * nside)
     alm = skyconv.map2alm(m, lmax=2 * nside, device="cpu")
+    return cube, m, alm, nside
+
+
+def gpu_jobs(inputs, device):
+    """The three calls on ``device``, on ``inputs`` (:func:`gpu_inputs`): (name, job) pairs."""
+    cube, m, alm, nside = inputs
+    fwhm = np.radians(1.0)
     return [
         ("scfind", lambda: skyconv.smooth_and_clip(cube, threshold=4.0, device=device)),
-        (
-            "smooth",
-            lambda: skyconv.smooth_map(m, fwhm=np.radians(1.0), method="ring", device=device),
-        ),  # fmt: skip
+        ("smooth", lambda: skyconv.smooth_map(m, fwhm=fwhm, method="ring", device=device)),
         ("alm2map", lambda: skyconv.alm2map(alm, nside, device=device)),
     ]
 
@@ -205,9 +216,9 @@ def gpu_count() -> int:
 
 @pytest.mark.gpu
 def test_two_threads_on_one_gpu_equal_the_sequential_calls(rng):
-    """S+C, smoothing and SHT from two threads on cuda:0 at once (each pair repeated), equal to
+    """S+C, smoothing and SHT, each from two threads, six threads on cuda:0 at once: equal to
     the same calls one after the other; a hang fails after 120 s."""
-    jobs = gpu_jobs(rng, "cuda:0")
+    jobs = gpu_jobs(gpu_inputs(rng), "cuda:0")
     want = [job() for _, job in jobs]
     got = within(120, together, [job for _, job in jobs] * 2)
     for (name, _), w, g1, g2 in zip(jobs, want, got[:3], got[3:]):
@@ -217,10 +228,11 @@ def test_two_threads_on_one_gpu_equal_the_sequential_calls(rng):
 
 @pytest.mark.gpu
 def test_two_threads_on_two_gpus_equal_the_sequential_calls(rng):
-    """The same calls from two threads, one on cuda:0 and one on cuda:1, at once."""
+    """The same calls on cuda:0 and on cuda:1 (the same inputs), six threads at once."""
     if gpu_count() < 2:
         pytest.skip("needs two GPUs")
-    j0, j1 = gpu_jobs(rng, "cuda:0"), gpu_jobs(rng, "cuda:1")
+    inputs = gpu_inputs(rng)  # the same data on both GPUs
+    j0, j1 = gpu_jobs(inputs, "cuda:0"), gpu_jobs(inputs, "cuda:1")
     want = [job() for _, job in j0]
     got = within(120, together, [job for _, job in j0] + [job for _, job in j1])
     for (name, _), w, g0, g1 in zip(j0, want, got[:3], got[3:]):

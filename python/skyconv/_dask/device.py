@@ -135,6 +135,48 @@ def _clear() -> None:
     with _LOCK:
         _LOG.clear()
         _SECONDS.clear()
+    from .. import _core
+
+    _core._gpu_admission_stats(reset=True)
+
+
+def _pid_gpu_time() -> tuple:
+    from .. import _core
+
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"), _core._gpu_admission_stats()
+
+
+def gpu_time(client=None) -> dict:
+    """How the GPU calls of this process and of ``client``'s workers shared their GPUs since
+    the last :func:`reset` (the core admits one call at a time to a GPU, in the calling
+    thread: :func:`seconds_used` counts that wait as part of a stage's core call).
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        As for :func:`devices_used`.
+
+    Returns
+    -------
+    dict
+        {"cuda:<ordinal> (CUDA_VISIBLE_DEVICES=<v>)": {"calls": n, "waited_s": seconds the
+        calling threads waited for the GPU, summed, "admitted_s": seconds the GPU was held by
+        a call}}; empty when no GPU call ran.
+    """
+    logs = dict([(p, (v, s)) for p, v, s in [_pid_gpu_time()]])
+    client = client or _default_client()
+    if client is not None:
+        logs.update({p: (v, s) for p, v, s in client.run(_pid_gpu_time).values()})
+    out: dict = {}
+    for visible, stats in logs.values():
+        for ordinal, (calls, waited, admitted) in stats.items():
+            name = f"cuda:{ordinal}" + ("" if visible is None else
+                                        f" (CUDA_VISIBLE_DEVICES={visible})")  # fmt: skip
+            d = out.setdefault(name, {"calls": 0, "waited_s": 0.0, "admitted_s": 0.0})
+            d["calls"] += calls
+            d["waited_s"] += waited
+            d["admitted_s"] += admitted
+    return dict(sorted(out.items()))
 
 
 def _default_client():
@@ -214,5 +256,6 @@ def summary(client=None) -> str:
 
 
 __all__ = [
-    "check", "devices_used", "local_log", "on_worker", "reset", "seconds_used", "stage", "summary",
+    "check", "devices_used", "gpu_time", "local_log", "on_worker", "reset", "seconds_used", "stage",
+    "summary",
 ]  # fmt: skip

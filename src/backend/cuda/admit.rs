@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backend::{cancel, threads};
 use crate::error::{Error, Result};
@@ -53,6 +53,35 @@ impl Gate {
 }
 
 static GATES: Mutex<BTreeMap<u32, Arc<Gate>>> = Mutex::new(BTreeMap::new());
+
+/// Per GPU ordinal since the last [`take_stats`]: calls admitted, seconds their threads waited
+/// for the GPU, seconds the GPU was admitted to a call.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stats {
+    pub calls: u64,
+    pub waited_s: f64,
+    pub admitted_s: f64,
+}
+
+static STATS: Mutex<BTreeMap<u32, Stats>> = Mutex::new(BTreeMap::new());
+
+fn record(ordinal: u32, f: impl FnOnce(&mut Stats)) {
+    f(STATS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(ordinal)
+        .or_default());
+}
+
+/// The statistics by GPU ordinal, cleared when `reset`.
+pub fn take_stats(reset: bool) -> BTreeMap<u32, Stats> {
+    let mut st = STATS.lock().unwrap_or_else(|e| e.into_inner());
+    if reset {
+        std::mem::take(&mut *st)
+    } else {
+        st.clone()
+    }
+}
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn gate(ordinal: u32) -> Arc<Gate> {
@@ -88,6 +117,8 @@ impl Ticket {
 pub struct Admission {
     ticket: Ticket,
     gates: Vec<Arc<Gate>>,
+    /// When each gate was taken.
+    since: Vec<Instant>,
 }
 
 impl Admission {
@@ -98,7 +129,14 @@ impl Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        for g in &self.gates {
+        for ((g, t), &o) in self
+            .gates
+            .iter()
+            .zip(&self.since)
+            .zip(self.ticket.ordinals())
+        {
+            let held = t.elapsed().as_secs_f64();
+            record(o, |s| s.admitted_s += held);
             let mut st = g.lock();
             if st.call == Some(self.ticket.id()) {
                 st.call = None;
@@ -125,9 +163,11 @@ pub fn admit(ordinals: &[u32], mut poll: impl FnMut() -> Result<()>) -> Result<A
     let mut adm = Admission {
         ticket: Ticket(Arc::new((id, ordinals.clone()))),
         gates: Vec::with_capacity(ordinals.len()),
+        since: Vec::with_capacity(ordinals.len()),
     };
     for &o in &ordinals {
         let g = gate(o);
+        let t0 = Instant::now();
         {
             let mut st = g.lock();
             while st.call.is_some() {
@@ -144,7 +184,13 @@ pub fn admit(ordinals: &[u32], mut poll: impl FnMut() -> Result<()>) -> Result<A
             }
             st.call = Some(id);
         }
+        let waited = t0.elapsed().as_secs_f64();
+        record(o, |s| {
+            s.calls += 1;
+            s.waited_s += waited;
+        });
         adm.gates.push(g);
+        adm.since.push(Instant::now());
     }
     Ok(adm)
 }
