@@ -220,7 +220,8 @@ def devices_used(client=None) -> dict:
 
 def seconds_used(client=None) -> dict:
     """Seconds spent in the core calls of the stages that resolve through :func:`stage`, summed
-    over tasks and workers since the last :func:`reset`: {stage: seconds}.
+    over tasks and workers since the last :func:`reset`: {stage: seconds}. On a GPU worker with
+    several threads this includes each call's wait for its GPU (:func:`gpu_time`).
 
     Parameters
     ----------
