@@ -671,7 +671,8 @@ impl<'a, T: Real> Engine<'a, T> {
         let bits = bits as i32;
         // four voxels a step where the mask word and the W vector are aligned (the buffers
         // are; the slab interior starts `start` elements in)
-        let vec = (start % 4 == 0 && (start * std::mem::size_of::<T>()) % 16 == 0) as i32;
+        let vec = (start.is_multiple_of(4) && (start * std::mem::size_of::<T>()).is_multiple_of(16))
+            as i32;
         let wv = self.a.slice(start..start + n);
         let mut mv = self.mask.slice_mut(start..start + n);
         let nn = n as i64;
