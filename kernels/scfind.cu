@@ -123,23 +123,92 @@ __device__ void minmax(const T* __restrict__ w, const unsigned char* __restrict_
 // Mask bit during a run: found by the current kernel, made MASKED when the kernel is done.
 #define SC_NEW 4
 
-// Mark every non-blank voxel with |w| above level (>= when inclusive) NEW | DETECTED.
+__device__ __forceinline__ unsigned char sc_clip_one(double w, unsigned char m, double level,
+                                                     int inclusive, unsigned char bits) {
+    if (m & SC_BLANK) return m;
+    const double a = fabs(w);
+    return (inclusive ? (a >= level) : (a > level)) ? (unsigned char)(m | bits) : m;
+}
+
+// w[4q .. 4q+3] (w 16-byte aligned for T = float: one vector load under NVRTC).
+template <typename T>
+__device__ __forceinline__ void sc_load4(const T* __restrict__ w, i64 q, double* v) {
+    for (int k = 0; k < 4; ++k) v[k] = (double)w[4 * q + k];
+}
+#ifdef __CUDACC_RTC__
+template <>
+__device__ __forceinline__ void sc_load4<float>(const float* __restrict__ w, i64 q, double* v) {
+    const float4 f = reinterpret_cast<const float4*>(w)[q];
+    v[0] = f.x;
+    v[1] = f.y;
+    v[2] = f.z;
+    v[3] = f.w;
+}
+#endif
+
+// Mark every non-blank voxel with |w| above level (>= when inclusive) with `bits` (NEW |
+// DETECTED while other planes still read the mask as it was, else MASKED | DETECTED). `vec`:
+// w is 16-byte and mask 4-byte aligned, and four voxels go per step (one 4-byte mask word,
+// written only where it changes).
 template <typename T>
 __device__ void clip(const T* __restrict__ w, unsigned char* __restrict__ mask, i64 n,
-                     double level, int inclusive) {
-    SC_GRID_STRIDE(i, n) {
+                     double level, int inclusive, int bits, int vec) {
+    const unsigned char b = (unsigned char)bits;
+    i64 done = 0;
+    if (vec) {
+        const i64 n4 = n / 4;
+        unsigned int* m4 = reinterpret_cast<unsigned int*>(mask);
+        SC_GRID_STRIDE(q, n4) {
+            const unsigned int m = m4[q];
+            double v[4];
+            sc_load4<T>(w, q, v);
+            unsigned int r = 0;
+            for (int k = 0; k < 4; ++k) {
+                const unsigned char mk = (unsigned char)(m >> (8 * k));
+                r |= (unsigned int)sc_clip_one(v[k], mk, level, inclusive, b) << (8 * k);
+            }
+            if (r != m) m4[q] = r;
+        }
+        done = 4 * n4;
+    }
+    SC_GRID_STRIDE(j, n - done) {
+        const i64 i = done + j;
         const unsigned char m = mask[i];
-        if (m & SC_BLANK) continue;
-        const double a = fabs((double)w[i]);
-        if (inclusive ? (a >= level) : (a > level)) mask[i] = m | SC_NEW | SC_DETECTED;
+        const unsigned char r = sc_clip_one((double)w[i], m, level, inclusive, b);
+        if (r != m) mask[i] = r;
     }
 }
 
-extern "C" __global__ void promote_new(unsigned char* mask, i64 n) {
-    SC_GRID_STRIDE(i, n) {
-        const unsigned char m = mask[i];
-        if (m & SC_NEW) mask[i] = (unsigned char)((m | SC_MASKED) & ~SC_NEW);
+// SoFiA-2's one-sided MAD keeps the first in-range values of its walk (src/cube/stats/
+// sofia2.rs): counts[c] = in-range values among s[c*chunk .. min((c+1)*chunk, n)) (range 0:
+// not NaN, 1: x < 0, 2: x > 0, as the host rule), one block per chunk; nonfinite[0] += the
+// in-range infinities (the host then takes the sample itself: the device selection skips them).
+__device__ __forceinline__ bool sc_in_range(double x, int range) {
+    return range == 1 ? (x < 0.0) : range == 2 ? (x > 0.0) : !isnan(x);
+}
+
+extern "C" __global__ void sc_range_counts(const double* __restrict__ s, i64 n, i64 chunk,
+                                           int range, unsigned int* __restrict__ counts,
+                                           unsigned int* __restrict__ nonfinite) {
+    __shared__ unsigned int part[256];  // blockDim.x == 256
+    const i64 c0 = blockIdx.x * chunk;
+    const i64 c1 = c0 + chunk < n ? c0 + chunk : n;
+    unsigned int cnt = 0, inf = 0;
+    for (i64 i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+        const double x = s[i];
+        if (sc_in_range(x, range)) {
+            ++cnt;
+            if (!isfinite(x)) ++inf;
+        }
     }
+    if (inf) atomicAdd(nonfinite, inf);
+    part[threadIdx.x] = cnt;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) counts[blockIdx.x] = part[0];
 }
 
 extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
@@ -188,6 +257,9 @@ __device__ void sofia2_boxcar(const T* __restrict__ src, T* __restrict__ dst, i6
             m = sc_mul(acc, inv);
         }
         d[top * inner] = m;
+        // unrolled so that the loads of several steps are in flight together (they do not
+        // depend on m; the order of the roundings is unchanged)
+#pragma unroll 4
         for (i64 i = top - 1; i >= bottom; --i) {
             m = sc_add(m, sc_mul(sc_sub(sc_at(s, i - r, n, inner), sc_at(s, i + r + 1, n, inner)),
                                  inv));
@@ -255,8 +327,8 @@ __device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64
         minmax<T>(w, mask, n, partial);                                                         \
     }                                                                                           \
     extern "C" __global__ void clip_##S(const T* w, unsigned char* mask, i64 n, double level,    \
-                                        int inclusive) {                                        \
-        clip<T>(w, mask, n, level, inclusive);                                                  \
+                                        int inclusive, int bits, int vec) {                     \
+        clip<T>(w, mask, n, level, inclusive, bits, vec);                                       \
     }
 
 SC_INSTANTIATE(float, f32)

@@ -102,6 +102,8 @@ struct Engine<'a, T: Real> {
     carry_valid: bool,
     /// The slab now on the device (cube and mask), if any.
     loaded: Option<(usize, usize, usize, usize)>,
+    /// Stage marks of `run` (`last_profile()`); None for the Dask stages.
+    tl: Option<Timeline>,
 }
 
 pub fn run<T: Real>(
@@ -175,10 +177,11 @@ pub fn run<T: Real>(
         carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
         carry_valid: false,
         loaded: None,
+        tl: Some(Timeline::start(&gpu)?),
     };
-    let mut tl = Timeline::start(&gpu)?;
     mask.par_iter_mut().for_each(|m| *m &= MASKED | DETECTED);
-    let out = eng.run_all(cube, mask, &slabs, progress, &mut tl);
+    let out = eng.run_all(cube, mask, &slabs, progress);
+    let tl = eng.tl.take();
     mask.par_iter_mut().for_each(|m| {
         if *m & NEW != 0 {
             *m |= MASKED;
@@ -186,7 +189,9 @@ pub fn run<T: Real>(
         *m &= MASKED | DETECTED;
     });
     let out = out?;
-    tl.finish()?;
+    if let Some(tl) = tl {
+        tl.finish()?;
+    }
     Ok(out)
 }
 
@@ -197,7 +202,6 @@ impl<'a, T: Real> Engine<'a, T> {
         mask: &mut [u8],
         slabs: &[Slab],
         progress: Progress<'_>,
-        tl: &mut Timeline,
     ) -> Result<Outcome> {
         let resident = slabs.len() == 1;
         let plan = self.plan;
@@ -215,8 +219,9 @@ impl<'a, T: Real> Engine<'a, T> {
             self.load(cube, mask, &interior)?;
             self.sample_and_extremes(&interior, true, &mut ext)?;
         }
-        tl.mark(self.gpu, "h2d")?;
+        self.mark("h2d")?;
         let rms0 = self.measure(ext)?;
+        self.mark("noise")?;
         let mut outcome = Outcome {
             rms0,
             rms: Vec::with_capacity(plan.kernels.len()),
@@ -232,9 +237,11 @@ impl<'a, T: Real> Engine<'a, T> {
                     self.load(cube, mask, s)?;
                     self.smooth(s, &passes, plan.replace, rms0)?;
                     self.sample_and_extremes(s, false, &mut ext)?;
+                    self.mark("sample")?;
                 }
-                tl.mark(self.gpu, "smooth+noise")?;
-                self.measure(ext)?
+                let rms = self.measure(ext)?;
+                self.mark("noise")?;
+                rms
             };
             self.carry_valid = false;
             for s in slabs {
@@ -243,29 +250,38 @@ impl<'a, T: Real> Engine<'a, T> {
                     self.load(cube, mask, s)?;
                     self.smooth(s, &passes, plan.replace, rms0)?;
                 }
-                self.clip(s, plan.level(rms))?;
-                if !resident {
+                if resident {
+                    // nothing reads the mask between the clip and the next kernel
+                    self.clip_bits(s, plan.level(rms), MASKED | DETECTED)?;
+                } else {
+                    self.clip(s, plan.level(rms))?;
                     self.store_mask(mask, s)?;
                 }
             }
-            if resident {
-                self.promote_device()?;
-            } else {
+            if !resident {
                 mask.par_iter_mut().for_each(|m| {
                     if *m & NEW != 0 {
                         *m = (*m | MASKED) & !NEW;
                     }
                 });
             }
-            tl.mark(self.gpu, "clip")?;
+            self.mark("clip")?;
             outcome.rms.push(rms);
             progress(k, rms);
         }
         if resident {
             self.store_mask(mask, &slabs[0])?;
-            tl.mark(self.gpu, "d2h")?;
+            self.mark("d2h")?;
         }
         Ok(outcome)
+    }
+
+    /// End the stage `name` of `last_profile()` here (a no-op for the Dask stages).
+    fn mark(&mut self, name: &'static str) -> Result<()> {
+        match self.tl.as_mut() {
+            Some(tl) => tl.mark(self.gpu, name),
+            None => Ok(()),
+        }
     }
 
     /// Upload the cube and mask planes of `s` (halo planes through the boundary mode; zero
@@ -354,6 +370,7 @@ impl<'a, T: Real> Engine<'a, T> {
             .arg(&value);
         // SAFETY: arguments match prepare_* in kernels/scfind.cu.
         unsafe { b.launch(cfg(n)) }?;
+        self.mark("prepare")?;
         self.smooth_prepared(s, passes)
     }
 
@@ -364,42 +381,28 @@ impl<'a, T: Real> Engine<'a, T> {
         if passes.exact_xy.is_some() || passes.exact_z.is_some() {
             return self.smooth_exact(s, passes);
         }
-        for (p, view) in passes
-            .y
-            .iter()
-            .map(|p| {
-                (
-                    p,
-                    AxisView {
-                        outer: l,
-                        n: ny,
-                        inner: nx,
-                    },
-                )
-            })
-            .chain(passes.x.iter().map(|p| {
-                (
-                    p,
-                    AxisView {
-                        outer: l * ny,
-                        n: nx,
-                        inner: 1,
-                    },
-                )
-            }))
-            .chain(passes.z.iter().map(|p| {
-                (
-                    p,
-                    AxisView {
-                        outer: 1,
-                        n: l,
-                        inner: ny * nx,
-                    },
-                )
-            }))
+        let yv = AxisView {
+            outer: l,
+            n: ny,
+            inner: nx,
+        };
+        let xv = AxisView {
+            outer: l * ny,
+            n: nx,
+            inner: 1,
+        };
+        let zv = AxisView {
+            outer: 1,
+            n: l,
+            inner: ny * nx,
+        };
+        for (p, view, stage) in (passes.y.iter().map(|p| (p, yv, "spatial y")))
+            .chain(passes.x.iter().map(|p| (p, xv, "spatial x")))
+            .chain(passes.z.iter().map(|p| (p, zv, "spectral")))
         {
             apply_device(self.gpu, &self.a, view, p, &mut self.b)?;
             std::mem::swap(&mut self.a, &mut self.b);
+            self.mark(stage)?;
         }
         Ok(())
     }
@@ -476,6 +479,7 @@ impl<'a, T: Real> Engine<'a, T> {
                     self.boxcar_pass(v, r, nx - 1, 0, false, false)?;
                 }
                 self.transpose_planes(l, nx, ny)?;
+                self.mark("spatial x")?;
             }
             for &r in yr {
                 let v = AxisView {
@@ -485,6 +489,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 };
                 self.boxcar_pass(v, r, ny - 1, 0, false, false)?;
             }
+            self.mark("spatial y")?;
         } else {
             for (p, view) in passes
                 .y
@@ -513,6 +518,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 apply_device(self.gpu, &self.a, view, p, &mut self.b)?;
                 std::mem::swap(&mut self.a, &mut self.b);
             }
+            self.mark("spatial")?;
         }
         if let Some(r) = passes.exact_z {
             let v = AxisView {
@@ -535,6 +541,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 std::mem::swap(&mut self.a, &mut self.b);
             }
         }
+        self.mark("spectral")?;
         Ok(())
     }
 
@@ -631,6 +638,19 @@ impl<'a, T: Real> Engine<'a, T> {
             };
             return Ok(MAD_TO_STD * med);
         }
+        if let NoiseRule::Sofia2Exact {
+            stat: Statistic::Mad,
+            range,
+            walk,
+            single,
+        } = plan.noise
+        {
+            if let Some(rms) =
+                super::cuda_mad::sofia2_mad(self.gpu, &self.samples, ns, range, walk, single)?
+            {
+                return Ok(rms);
+            }
+        }
         let mut host = vec![0.0f64; ns];
         self.gpu.download(&self.samples, &mut host)?;
         plan.noise.measure(&host, ext, plan.fitter.as_ref())
@@ -638,27 +658,36 @@ impl<'a, T: Real> Engine<'a, T> {
 
     /// Mark the slab interior's voxels above `level` (W in `a`) as NEW | DETECTED.
     fn clip(&mut self, s: &Slab, level: f64) -> Result<()> {
+        self.clip_bits(s, level, NEW | DETECTED)
+    }
+
+    /// Add `bits` to the mask of the slab interior's voxels above `level` (W in `a`): NEW |
+    /// DETECTED while halo planes must still see the mask as it was before the kernel, MASKED
+    /// | DETECTED when the cube is resident in one piece (no promotion pass afterwards).
+    fn clip_bits(&mut self, s: &Slab, level: f64, bits: u8) -> Result<()> {
         let start = s.lo * self.plane;
         let n = (s.z1 - s.z0) * self.plane;
         let inclusive = self.plan.inclusive as i32;
+        let bits = bits as i32;
+        // four voxels a step where the mask word and the W vector are aligned (the buffers
+        // are; the slab interior starts `start` elements in)
+        let vec = (start.is_multiple_of(4) && (start * std::mem::size_of::<T>()).is_multiple_of(16))
+            as i32;
         let wv = self.a.slice(start..start + n);
         let mut mv = self.mask.slice_mut(start..start + n);
         let nn = n as i64;
         let mut b = self.gpu.stream.launch_builder(&self.fns.clip);
-        b.arg(&wv).arg(&mut mv).arg(&nn).arg(&level).arg(&inclusive);
-        // SAFETY: arguments match clip_* in kernels/scfind.cu.
-        unsafe { b.launch(cfg(n)) }?;
-        Ok(())
-    }
-
-    /// NEW → MASKED on the device (resident mode, after each kernel).
-    fn promote_device(&mut self) -> Result<()> {
-        let f = self.gpu.function("scfind", "promote_new")?;
-        let n = self.mask.len() as i64;
-        let mut b = self.gpu.stream.launch_builder(&f);
-        b.arg(&mut self.mask).arg(&n);
-        // SAFETY: arguments match promote_new in kernels/scfind.cu.
-        unsafe { b.launch(cfg(n as usize)) }?;
+        b.arg(&wv)
+            .arg(&mut mv)
+            .arg(&nn)
+            .arg(&level)
+            .arg(&inclusive)
+            .arg(&bits)
+            .arg(&vec);
+        // SAFETY: arguments match clip_* in kernels/scfind.cu; with `vec` the views start at
+        // 16-byte (W) and 4-byte (mask) aligned addresses (device allocations are 256-byte
+        // aligned).
+        unsafe { b.launch(cfg(n.div_ceil(4))) }?;
         Ok(())
     }
 
@@ -717,6 +746,7 @@ fn stage_engine<'a, T: Real>(gpu: &'a Gpu, plan: &'a Plan) -> Result<Engine<'a, 
         carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
         carry_valid: false,
         loaded: None,
+        tl: None,
     })
 }
 

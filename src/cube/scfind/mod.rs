@@ -10,6 +10,7 @@
 
 mod cpu;
 mod cuda;
+mod cuda_mad;
 pub mod kernels;
 pub mod running;
 
