@@ -71,6 +71,7 @@ pub fn check_gpu_vars() -> Result<()> {
     switch_var("SKYCONV_PIN_HOST")?;
     usize_var("SKYCONV_PINNED_MAX_MB", 0, "a whole number of MiB (0: off)")?;
     usize_var("SKYCONV_GPU_MEMORY_LIMIT", 0, "a whole number of bytes")?;
+    crate::smooth::cuda::block_pixels_var()?;
     Ok(())
 }
 

@@ -284,10 +284,31 @@ fn _smooth_missing<'py>(
 
 /// GPU bytes the ring method needs at `nside` for `nmaps` maps at once, besides the kernel
 /// samples (which are chunked into what is left).
+///
+/// `blocked=True`: the least the engine runs in where the whole map does not fit (ring blocks,
+/// `smooth::cuda::blocked::min_bytes`; the same for any nmaps: the maps go one at a time).
 #[pyfunction]
-#[pyo3(signature = (nside, nmaps=1))]
-fn _ring_gpu_bytes(nside: usize, nmaps: usize) -> usize {
-    smooth::cuda::device_bytes(nside, nmaps)
+#[pyo3(signature = (nside, nmaps=1, blocked=false))]
+fn _ring_gpu_bytes(nside: usize, nmaps: usize, blocked: bool) -> usize {
+    if blocked {
+        smooth::cuda::blocked::min_bytes(nside)
+    } else {
+        smooth::cuda::device_bytes(nside, nmaps)
+    }
+}
+
+/// A new uninitialised float64 array of `shape` for a call's output on `device`: on a GPU a
+/// large one is a pooled page-locked block (`backend::cuda::host_pool`), as the core calls'
+/// own outputs are; a HostMemoryError naming the bytes when it cannot be had.
+#[pyfunction]
+#[pyo3(signature = (shape, device=None))]
+fn _output_empty<'py>(
+    py: Python<'py>,
+    shape: Vec<usize>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
+    empty_for::<f64>(py, &shape, dev)
 }
 
 /// Bytes a GPU call may use on `device` now (`Gpu::budget`: 80% of the free memory, at most
@@ -381,6 +402,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_budget, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_gpu_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_output_empty, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring_beams, m)?)?;

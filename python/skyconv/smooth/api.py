@@ -297,7 +297,7 @@ def _mixed_runner(each, beams, nside, iter, device):
     def run(st):
         if len(ring) == len(beams):  # no copy of the batch's (n, k, npix) result
             return methods.ring_beams(st, nside, profiles, device)
-        out = np.empty((len(beams), *st.shape))
+        out = methods.output_empty((len(beams), *st.shape), device)
         if ring:
             out[ring] = methods.ring_beams(st, nside, profiles, device)
         if harm:

@@ -15,6 +15,8 @@
 //! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
 //!   emulator test through `_core._ring_cuda_tables`).
 
+pub mod blocked;
+pub mod blocks;
 pub mod masked;
 mod outputs;
 pub mod tables;
@@ -24,7 +26,7 @@ use crate::backend::cuda::pace::Pacer;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::smooth::RingPlan;
 use tables::{Chunk, Tables, TILE};
 
@@ -142,6 +144,16 @@ fn fixed_bytes(plan: &RingPlan, jobs: &[RingJob], nmaps: usize) -> usize {
     (8 + 32 * nmaps) * plan.npix + RingFft::bytes_for(jobs) + 16 * batch * (2 * plan.nside + 1)
 }
 
+/// `SKYCONV_RING_BLOCK_PIXELS`: run the ring method in blocks of at most this many pixels
+/// even where the whole map fits (tests of the blocked engine at small nside).
+pub fn block_pixels_var() -> Result<Option<usize>> {
+    crate::backend::env::usize_var(
+        "SKYCONV_RING_BLOCK_PIXELS",
+        1,
+        "a positive whole number of pixels (unset: blocks only where the map does not fit)",
+    )
+}
+
 /// Device bytes the ring method needs at `nside` for `nmaps` maps smoothed together with one
 /// kernel (one map buffer, two spectra per map, the FFT work: about (8 + 32·nmaps) bytes per
 /// pixel); the kernel samples come on top, chunked into what is left. Needs no plan (the polar
@@ -196,15 +208,12 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
     let _only = gpu.exclusive();
     let budget = gpu.budget()?;
     let fixed1 = fixed_bytes(plan0, &jobs, 1);
-    if budget <= fixed1 {
-        return Err(Error::GpuMemory(format!(
-            "the ring method at nside {} needs {} bytes ({:.1} GB) of GPU memory, {} bytes are \
-             available; use device='cpu'",
-            plan0.nside,
-            fixed1,
-            fixed1 as f64 / 1e9,
-            budget
-        )));
+    let forced = block_pixels_var()?;
+    if budget <= fixed1 || forced.is_some() {
+        // the whole map does not fit (nside 16384 on one GPU): ring blocks
+        let cap = blocked::block_cap(plan0, budget, forced)?;
+        let tables = tables_of(plans)?;
+        return blocked::convolve_blocked(&gpu, plans, &tables, maps, outs, cap, budget);
     }
     // Maps per group: as many as fit with at least a quarter of the rest left for samples.
     let per_map = 32 * plan0.npix;
@@ -414,6 +423,21 @@ fn products(
     spec_in: &CudaSlice<f64>,
     spec_out: &mut CudaSlice<f64>,
 ) -> Result<()> {
+    products_with(gpu, d, c, nrings, &d.first, taps, spec_in, spec_out)
+}
+
+/// `smooth_products` with the rings' spectra at `first` (the whole map's, or a block's).
+#[allow(clippy::too_many_arguments)]
+fn products_with(
+    gpu: &Gpu,
+    d: &Dev,
+    c: &Chunk,
+    nrings: usize,
+    first: &CudaSlice<i64>,
+    taps: &CudaSlice<f64>,
+    spec_in: &CudaSlice<f64>,
+    spec_out: &mut CudaSlice<f64>,
+) -> Result<()> {
     let nt = c.tiles.1 - c.tiles.0;
     if nt == 0 {
         return Ok(());
@@ -432,7 +456,7 @@ fn products(
         .arg(&d.tap_off)
         .arg(&tap0)
         .arg(taps)
-        .arg(&d.first)
+        .arg(first)
         .arg(&d.nphi)
         .arg(&d.shifted)
         .arg(&nr)
