@@ -475,6 +475,13 @@ def _ring_plan_info(
 def _ring_cuda_tables(
     nside: int, theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64], max_taps: int
 ) -> dict[str, Any]: ...  # the CUDA ring engine's tables and chunks (host emulation tests)
+def _ring_cuda_blocks(
+    nside: int,
+    theta: npt.NDArray[np.float64],
+    values: npt.NDArray[np.float64],
+    cap: int,
+    max_taps: int,
+) -> list[dict[str, Any]]: ...  # the blocked engine's ring blocks (host emulation tests)
 def _ring_device(device: str | None = None) -> str: ...  # "cpu" or "cuda", or DeviceError
 def _smooth_missing(
     m: FloatArray,

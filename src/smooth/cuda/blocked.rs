@@ -241,7 +241,7 @@ fn ffts(
 }
 
 /// `smooth_phase` over the rings of the block's inputs: the tiles of the pairs whose ring or
-/// mirror is an input ring (the inputs are mirror-symmetric: pairs lo ..= min(hi, equator)).
+/// mirror is an input ring (`blocks::phase_pairs`).
 fn phase(
     gpu: &Gpu,
     plan: &RingPlan,
@@ -251,15 +251,8 @@ fn phase(
     first: &CudaSlice<i64>,
     spec: &mut CudaSlice<f64>,
 ) -> Result<()> {
-    let eq = plan.outputs.len() - 1;
-    // two ranges: a northern one and its mirror; one: symmetric about the equator
-    let lo = block.ins[0].0;
-    let hi = if block.ins.len() == 1 {
-        eq
-    } else {
-        block.ins[0].1
-    };
-    let (t0, t1) = tabs.tiles_of(lo, hi + 1);
+    let (q0, q1) = blocks::phase_pairs(plan, block);
+    let (t0, t1) = tabs.tiles_of(q0, q1);
     if t1 == t0 {
         return Ok(());
     }

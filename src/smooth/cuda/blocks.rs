@@ -111,6 +111,20 @@ pub fn blocks(plan: &RingPlan, cap: usize) -> Vec<Block> {
     out
 }
 
+/// The pairs p0 .. p1 whose rings and mirrors are exactly the block's input rings (the phase
+/// launch's tiles): the inputs are mirror-symmetric, two ranges (a northern one and its
+/// mirror) or one about the equator.
+pub fn phase_pairs(plan: &RingPlan, block: &Block) -> (usize, usize) {
+    let eq = plan.outputs.len() - 1;
+    let lo = block.ins[0].0;
+    let hi = if block.ins.len() == 1 {
+        eq
+    } else {
+        block.ins[0].1
+    };
+    (lo, hi + 1)
+}
+
 /// Pixel range [start, end) of ring range [a, b] in the whole map.
 pub fn map_range(plan: &RingPlan, a: usize, b: usize) -> (usize, usize) {
     let s = plan.rings[a].first as usize;
@@ -181,6 +195,21 @@ mod tests {
                     assert_eq!(spans.last().unwrap().1 as usize, b.pixels);
                 }
                 assert!(seen.iter().all(|&s| s == 1), "each ring output once");
+                // the phase pairs' rings and mirrors are the inputs, each once
+                for b in &bl {
+                    let (q0, q1) = phase_pairs(&pl, b);
+                    let mut phased = vec![0; nr];
+                    for q in q0..q1 {
+                        let o = &pl.outputs[q];
+                        phased[o.ring] += 1;
+                        if o.mirror != o.ring {
+                            phased[o.mirror] += 1;
+                        }
+                    }
+                    for (r, &n) in phased.iter().enumerate() {
+                        assert_eq!(n, in_ranges(&b.ins, r) as i32, "ring {r}");
+                    }
+                }
                 if cap == usize::MAX {
                     assert_eq!(bl.len(), 1);
                     assert_eq!(bl[0].pixels, pl.npix);
