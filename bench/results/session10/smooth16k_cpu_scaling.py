@@ -1,6 +1,7 @@
 """CPU ring method at FWHM 4.69 px (1' at nside 16384) for nside 1024..4096 on this machine:
 time per pixel, to extrapolate nside 16384 (session 10, smooth16k). Run:
 .venv/bin/python bench/results/session10/smooth16k_cpu_scaling.py"""
+
 import json
 import sys
 import time
