@@ -144,16 +144,6 @@ fn fixed_bytes(plan: &RingPlan, jobs: &[RingJob], nmaps: usize) -> usize {
     (8 + 32 * nmaps) * plan.npix + RingFft::bytes_for(jobs) + 16 * batch * (2 * plan.nside + 1)
 }
 
-/// `SKYCONV_RING_BLOCK_PIXELS`: run the ring method in blocks of at most this many pixels
-/// even where the whole map fits (tests of the blocked engine at small nside).
-pub fn block_pixels_var() -> Result<Option<usize>> {
-    crate::backend::env::usize_var(
-        "SKYCONV_RING_BLOCK_PIXELS",
-        1,
-        "a positive whole number of pixels (unset: blocks only where the map does not fit)",
-    )
-}
-
 /// Device bytes the ring method needs at `nside` for `nmaps` maps smoothed together with one
 /// kernel (one map buffer, two spectra per map, the FFT work: about (8 + 32·nmaps) bytes per
 /// pixel); the kernel samples come on top, chunked into what is left. Needs no plan (the polar
@@ -208,7 +198,7 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
     let _only = gpu.exclusive();
     let budget = gpu.budget()?;
     let fixed1 = fixed_bytes(plan0, &jobs, 1);
-    let forced = block_pixels_var()?;
+    let forced = crate::backend::env::ring_block_pixels()?;
     if budget <= fixed1 || forced.is_some() {
         // the whole map does not fit (nside 16384 on one GPU): ring blocks
         let cap = blocked::block_cap(plan0, budget, forced)?;
