@@ -99,6 +99,21 @@ pub fn convolve_blocked(
                 budget
             )));
         }
+        // says so (SKYCONV_TRACE=1): the blocks and the memory they take
+        crate::backend::trace::record(
+            "smooth ring blocks",
+            &format!(
+                "nside {}: {} blocks of at most {} pixels, {} bytes of GPU memory ({} bytes \
+                 for the whole map, {} available)",
+                plan.nside,
+                bl.len(),
+                most,
+                need,
+                super::device_bytes(plan.nside, 1),
+                budget
+            ),
+            0.0,
+        );
         let dev = upload(gpu, tabs)?;
         // SAFETY: each block's uploads write every input ring's pixels and the forward FFTs
         // every input ring's bins; the products write every output bin before the inverse
