@@ -26,12 +26,15 @@ Cases (nside 2048, quick: 64; beams scale with the pixel in quick runs):
   ``smooth.beams8``: the same with 8 beams, CPU rows only (the GPU is covered by beams100).
 - ``smooth16k.fwhm1_ring``, ``smooth16k.fwhm1_harmonic`` and ``smooth16k.fwhm1_auto`` (only
   when ``SKYCONV_BENCH_16K=1``, GPU engine only, no anchor, each timed once after its warm-up):
-  nside 16384 (a white-noise map), FWHM 1′, on one GPU; the params record the estimated bytes
-  (``skyconv.smooth.memory``). The ring method needs 147 GB on the device
-  (``_core._ring_gpu_bytes``), more than an H200 has: it is expected to be refused with the
-  GpuMemoryError naming both figures (recorded as the case's error); the harmonic method needs
-  ~50 GB; ``auto`` takes a method that fits the free memory (the harmonic one on an H100 or
-  H200), never the refused one. About 5 minutes in all (the map alone is 25.8 GB).
+  nside 16384, FWHM 1′, on one GPU; the params record the estimated bytes
+  (``skyconv.smooth.memory``: ``device`` for the whole map, ``device_min`` the least). The
+  input is NOISE_PERIOD white-noise values repeated (:func:`tiled_noise`, filled on skyconv's
+  threads in seconds; drawing 3.2e9 deviates took tens of seconds), made once for the three
+  rows. The ring method needs 147 GB for the whole map on the device, more than an H200 has:
+  it runs in ring blocks sized to the free memory (``src/smooth/cuda/blocked.rs``; on an H100
+  ~3 blocks); the harmonic method needs ~50 GB; ``auto`` takes a method that fits the free
+  memory. Expected ~2-3 minutes in all on an H100 (each row: the warm-up and one timed call,
+  51.6 GB over PCIe per call).
 """
 
 from __future__ import annotations
@@ -320,9 +323,41 @@ register(
 )
 
 
+#: Period of the nside 16384 bench map (a prime number of pixels: no ring length divides it).
+NOISE_PERIOD = 16777259
+#: Pixels per piece of :func:`tiled_noise`'s parallel fill.
+NOISE_PIECE = 1 << 23
+
+
+def tiled_noise(npix: int, seed: int = 5) -> np.ndarray:
+    """A float64 map of ``npix`` pixels: NOISE_PERIOD white-noise values repeated, filled in
+    pieces on skyconv's threads (NumPy copies release the GIL). The content does not matter
+    for the time; drawing 3.2e9 normal deviates on one thread took tens of seconds (session 9),
+    this ~2-5 s (a pass over 25.8 GB of fresh pages)."""
+    import concurrent.futures
+
+    from skyconv.backend import get_num_threads
+
+    base = np.random.default_rng(seed).standard_normal(min(npix, NOISE_PERIOD))
+    period = base.size
+    out = np.empty(npix)
+
+    def piece(a: int) -> None:
+        end = min(a + NOISE_PIECE, npix)
+        while a < end:
+            o = a % period
+            n = min(end - a, period - o)
+            np.copyto(out[a : a + n], base[o : o + n])
+            a += n
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
+        list(pool.map(piece, range(0, npix, NOISE_PIECE)))
+    return out
+
+
 def big_inputs(ctx: Context):
     nside = 64 if ctx.quick else 16384
-    m = np.random.default_rng(5).standard_normal(12 * nside**2)
+    m = ctx.cache(("smooth16k.map", nside), lambda: tiled_noise(12 * nside**2))
     return m, math.radians(1.0 / 60) * (16384 / nside)
 
 
@@ -345,7 +380,7 @@ if os.environ.get("SKYCONV_BENCH_16K", "") not in ("", "0"):
     from skyconv.smooth.memory import smooth_memory
 
     for method in ("ring", "harmonic", "auto"):
-        mem = smooth_memory(16384, "harmonic" if method == "auto" else method, "cuda")
+        mem = smooth_memory(16384, "ring" if method == "auto" else method, "cuda")
         register(
             Case(
                 name=f"smooth16k.fwhm1_{method}",
@@ -357,6 +392,7 @@ if os.environ.get("SKYCONV_BENCH_16K", "") not in ("", "0"):
                     "nside": 16384,
                     "fwhm_arcmin": 1.0,
                     "estimated_device_bytes": mem["device"],
+                    "estimated_device_min_bytes": mem["device_min"],
                     "estimated_host_bytes": mem["host"],
                 },
             )

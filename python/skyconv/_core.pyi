@@ -2,7 +2,7 @@
 # the Python modules (skyconv.filters, skyconv.healpix, ...); these are its private entry points.
 # Each family appends its section below.
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -480,8 +480,11 @@ def _gpu_budget(
     device: str | None = None,
 ) -> int | None: ...  # bytes a GPU call may use now (80% of free); None on the CPU
 def _ring_gpu_bytes(
-    nside: int, nmaps: int = 1
-) -> int: ...  # GPU bytes of the ring method for nmaps maps at once (kernel samples apart)
+    nside: int, nmaps: int = 1, blocked: bool = False
+) -> int: ...  # GPU bytes of the ring method for nmaps maps at once; blocked: its least
+def _output_empty(
+    shape: Sequence[int], device: str | None = None
+) -> npt.NDArray[np.float64]: ...  # uninitialised; page-locked (pooled) on a GPU
 def _kernel_profile(
     fwhm: float | None = None,
     beam_window: npt.NDArray[np.float64] | None = None,
@@ -496,6 +499,13 @@ def _ring_plan_info(
 def _ring_cuda_tables(
     nside: int, theta: npt.NDArray[np.float64], values: npt.NDArray[np.float64], max_taps: int
 ) -> dict[str, Any]: ...  # the CUDA ring engine's tables and chunks (host emulation tests)
+def _ring_cuda_blocks(
+    nside: int,
+    theta: npt.NDArray[np.float64],
+    values: npt.NDArray[np.float64],
+    cap: int,
+    max_taps: int,
+) -> list[dict[str, Any]]: ...  # the blocked engine's ring blocks (host emulation tests)
 def _ring_device(device: str | None = None) -> str: ...  # "cpu" or "cuda", or DeviceError
 def _smooth_missing(
     m: FloatArray,

@@ -71,7 +71,18 @@ pub fn check_gpu_vars() -> Result<()> {
     switch_var("SKYCONV_PIN_HOST")?;
     usize_var("SKYCONV_PINNED_MAX_MB", 0, "a whole number of MiB (0: off)")?;
     usize_var("SKYCONV_GPU_MEMORY_LIMIT", 0, "a whole number of bytes")?;
+    ring_block_pixels()?;
     Ok(())
+}
+
+/// `SKYCONV_RING_BLOCK_PIXELS`: the GPU ring method (smoothing) runs in ring blocks of at most
+/// this many pixels even where the whole map fits (tests of the blocked engine at small nside).
+pub fn ring_block_pixels() -> Result<Option<usize>> {
+    usize_var(
+        "SKYCONV_RING_BLOCK_PIXELS",
+        1,
+        "a positive whole number of pixels (unset: blocks only where the map does not fit)",
+    )
 }
 
 #[cfg(test)]

@@ -284,10 +284,31 @@ fn _smooth_missing<'py>(
 
 /// GPU bytes the ring method needs at `nside` for `nmaps` maps at once, besides the kernel
 /// samples (which are chunked into what is left).
+///
+/// `blocked=True`: the least the engine runs in where the whole map does not fit (ring blocks,
+/// `smooth::cuda::blocked::min_bytes`; the same for any nmaps: the maps go one at a time).
 #[pyfunction]
-#[pyo3(signature = (nside, nmaps=1))]
-fn _ring_gpu_bytes(nside: usize, nmaps: usize) -> usize {
-    smooth::cuda::device_bytes(nside, nmaps)
+#[pyo3(signature = (nside, nmaps=1, blocked=false))]
+fn _ring_gpu_bytes(nside: usize, nmaps: usize, blocked: bool) -> usize {
+    if blocked {
+        smooth::cuda::blocked::min_bytes(nside)
+    } else {
+        smooth::cuda::device_bytes(nside, nmaps)
+    }
+}
+
+/// A new uninitialised float64 array of `shape` for a call's output on `device`: on a GPU a
+/// large one is a pooled page-locked block (`backend::cuda::host_pool`), as the core calls'
+/// own outputs are; a HostMemoryError naming the bytes when it cannot be had.
+#[pyfunction]
+#[pyo3(signature = (shape, device=None))]
+fn _output_empty<'py>(
+    py: Python<'py>,
+    shape: Vec<usize>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
+    empty_for::<f64>(py, &shape, dev)
 }
 
 /// Bytes a GPU call may use on `device` now (`Gpu::budget`: 80% of the free memory, at most
@@ -310,6 +331,59 @@ fn _gpu_budget(device: Option<&str>) -> PyResult<Option<usize>> {
 #[pyo3(signature = (device=None))]
 fn _ring_device(device: Option<&str>) -> PyResult<&'static str> {
     Ok(crate::backend::resolve(device).map_err(to_pyerr)?.name())
+}
+
+/// The CUDA ring engine's ring blocks of at most `cap` pixels for (nside, profile), as the
+/// blocked engine runs them (for the host emulation in the tests): per block a dict of its
+/// pairs (p0, p1), input and output ring ranges (inclusive), packed `first` table, pixels,
+/// phase tiles (t0, t1) and chunks (at `max_taps` samples, flattened as in
+/// `_ring_cuda_tables`).
+#[pyfunction]
+fn _ring_cuda_blocks<'py>(
+    py: Python<'py>,
+    nside: usize,
+    theta: PyReadonlyArray1<'py, f64>,
+    values: PyReadonlyArray1<'py, f64>,
+    cap: usize,
+    max_taps: usize,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    use smooth::cuda::blocks;
+    let plan = ring_plan(py, nside, &theta, &values)?;
+    let (tabs, bl) = compute(py, || {
+        let tabs = smooth::cuda::tables::Tables::new(&plan)?;
+        Ok((tabs, blocks::blocks(&plan, cap.max(1))))
+    })?;
+    let mut out = Vec::with_capacity(bl.len());
+    for b in bl {
+        let d = PyDict::new(py);
+        let (q0, q1) = blocks::phase_pairs(&plan, &b);
+        let chunks = tabs
+            .chunks_between(b.pairs.0, b.pairs.1, max_taps, usize::MAX)
+            .map_err(to_pyerr)?;
+        let ch: Vec<i64> = chunks
+            .iter()
+            .flat_map(|c| {
+                [
+                    c.entries.0,
+                    c.entries.1,
+                    c.tiles.0,
+                    c.tiles.1,
+                    c.taps.0,
+                    c.taps.1,
+                ]
+            })
+            .map(|v| v as i64)
+            .collect();
+        d.set_item("pairs", b.pairs)?;
+        d.set_item("ins", b.ins.clone())?;
+        d.set_item("outs", b.outs.clone())?;
+        d.set_item("pixels", b.pixels)?;
+        d.set_item("phase_tiles", tabs.tiles_of(q0, q1))?;
+        d.set_item("first", b.first.into_pyarray(py))?;
+        d.set_item("chunks", ch.into_pyarray(py))?;
+        out.push(d);
+    }
+    Ok(out)
 }
 
 /// The CUDA ring engine's tables for (nside, profile), chunked at `max_taps` kernel samples
@@ -381,6 +455,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_ring_device, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_budget, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_gpu_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_output_empty, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_missing, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring, m)?)?;
     m.add_function(wrap_pyfunction!(_smooth_ring_beams, m)?)?;
@@ -389,5 +464,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_profile_window, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_plan_info, m)?)?;
     m.add_function(wrap_pyfunction!(_ring_cuda_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(_ring_cuda_blocks, m)?)?;
     Ok(())
 }

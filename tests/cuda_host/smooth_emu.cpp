@@ -4,6 +4,9 @@
 // the GPU are plain DFTs here, with the same layouts (ring r's half spectrum at complex offset
 // first[r]) and conventions (unnormalised; forward e^{-i}, inverse e^{+i} ignoring the imaginary
 // parts of bins 0 and n/2). Usage: smooth_emu DIR; reads DIR/<name>.bin, writes DIR/out.bin.
+// Block mode (src/smooth/cuda/blocked.rs; optional files): ring_in.bin / ring_out.bin (int per
+// ring, 1 = forward / inverse transform it; default all) and phase.bin (i64 t0, t1: the phase
+// launch's tiles; default all); map.bin then holds the block's packed rings at `first`.
 #include "simt.hpp"
 
 #include <algorithm>
@@ -48,6 +51,16 @@ static void twiddle(i64 q, i64 n, double sign, double& c, double& s) {
     s = sign * std::sin(a);
 }
 
+// An optional file: empty when missing.
+template <typename T>
+std::vector<T> load_opt(const char* name) {
+    std::string path = g_dir + "/" + name + ".bin";
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return {};
+    std::fclose(f);
+    return load<T>(name);
+}
+
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
     g_dir = argv[1];
@@ -68,11 +81,17 @@ int main(int argc, char** argv) {
     auto chunks = load<i64>("chunks");
     auto par = load<double>("params");  // inv_h, u2_cut
     auto map = load<double>("map");
+    auto ring_in = load_opt<int>("ring_in");
+    auto ring_out = load_opt<int>("ring_out");
+    auto phase = load_opt<i64>("phase");
     const i64 nrings = (i64)first.size();
+    const i64 pt0 = phase.size() == 2 ? phase[0] : 0;
+    const i64 pt1 = phase.size() == 2 ? phase[1] : (i64)tile_pair.size();
     const i64 npix = (i64)map.size();
     std::vector<double> spec_in(2 * npix, NAN), spec_out(2 * npix, NAN), out(npix, NAN);
     // forward DFTs
     for (i64 r = 0; r < nrings; ++r) {
+        if (!ring_in.empty() && !ring_in[r]) continue;
         const i64 n = nphi[r];
         const double* x = map.data() + first[r];
         for (i64 k = 0; k <= n / 2; ++k) {
@@ -87,10 +106,11 @@ int main(int argc, char** argv) {
         }
     }
     const unsigned tpb = 128;
-    simt::launch((unsigned)tile_pair.size(), tpb, [&] {
-        smooth_phase(tile_pair.data(), tile_k0.data(), pairs.data(), first.data(), nphi.data(),
-                     shifted.data(), factor.data(), spec_in.data());
-    });
+    if (pt1 > pt0)
+        simt::launch((unsigned)(pt1 - pt0), tpb, [&] {
+            smooth_phase(tile_pair.data() + pt0, tile_k0.data() + pt0, pairs.data(), first.data(),
+                         nphi.data(), shifted.data(), factor.data(), spec_in.data());
+        });
     const i64 ncoef = (i64)coef.size() / 4;
     for (size_t c = 0; c + 6 <= chunks.size(); c += 6) {
         const i64 e0 = chunks[c], e1 = chunks[c + 1], t0 = chunks[c + 2], t1 = chunks[c + 3];
@@ -112,6 +132,7 @@ int main(int argc, char** argv) {
     }
     // inverse DFTs
     for (i64 r = 0; r < nrings; ++r) {
+        if (!ring_out.empty() && !ring_out[r]) continue;
         const i64 n = nphi[r];
         const double* X = spec_out.data() + 2 * first[r];
         for (i64 t = 0; t < n; ++t) {

@@ -21,9 +21,12 @@ def resol(nside):
 
 @pytest.fixture
 def fast_ring(monkeypatch):
-    """A cost model where the ring method is far cheaper than any harmonic batch."""
+    """A cost model where the ring method is far cheaper than any harmonic batch; the ring
+    method admissible only where the (patched) choose takes it (test_batch_auto.py covers the
+    batch taking admissible ring beams that single calls leave to the harmonic method)."""
     cost = CostModel([DeviceCost("cpu", [1.0, 1e-6, 1e-6, 1e-6], [1e-6, 1e-9, 1e-9, 1e-9])])
     monkeypatch.setattr(sm_cost, "model", lambda dev: cost)
+    monkeypatch.setattr(sb, "ring_admissible", lambda beam, nside, iter: False)
     return cost
 
 

@@ -62,9 +62,10 @@ def fake(monkeypatch, budget, calls):
     "budget, mask, want",
     [
         (200e9, False, ("ring", "cuda")),  # 147 GB fits
-        (146e9, False, ("harmonic", "cuda")),  # just short of the ring method; split: no
-        (64e9, False, ("harmonic", "cuda")),  # an H100: the harmonic method, 50 GB
-        (40e9, False, ("ring", "cpu")),  # nothing fits: the CPU's own choice
+        (146e9, False, ("ring", "cuda")),  # short of the whole map: ring blocks
+        (64e9, False, ("ring", "cuda")),  # an H100: ring blocks (at least 10.7 GB)
+        (11e9, False, ("ring", "cuda")),
+        (10e9, False, ("ring", "cpu")),  # below the blocks' least: nothing fits, the CPU
         (64e9, True, ("ring", "cpu")),  # masked: harmonic needs 100 GB
         (120e9, True, ("harmonic", "cuda")),
     ],

@@ -90,7 +90,8 @@ Many beams (``fwhm=[...]`` or a 2-D ``beam_window``): one call returns (n_beams,
 harmonic method sharing one map2alm and one alm2map (``skyconv.smooth.batch``).
 
 Memory: ``skyconv.smooth.memory.smooth_memory`` (bytes per method and device; nside 16384 is
-3.2e9 pixels, 25.8 GB per float64 map; the ring method on the GPU needs 40 bytes per pixel).
+3.2e9 pixels, 25.8 GB per float64 map; the ring method on the GPU needs 40 bytes per pixel
+held whole, else it runs in ring blocks of 40 bytes per block pixel, at least 10.7 GB there).
 
 Layout (each module imports only those above it in this list): ``methods`` (the leaf: windows,
 the ring kernel, the harmonic and ring engines), ``beam`` (the beam of one call, built once),

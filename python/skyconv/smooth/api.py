@@ -105,7 +105,8 @@ def smooth_map(
         Shaped like ``m`` (partial-sky input: (npix,)), in the input's ordering and unit;
         with a batch of n beams, (n, npix) for one map and (n, nmaps, npix) for several, equal
         to the calls with each beam (the harmonic method shares one map2alm and one alm2map
-        for all beams; ``auto`` prices the batch so, see :mod:`skyconv.smooth.batch`).
+        for all beams, the ring method one set-up and forward transform; ``auto`` prices the
+        batch so, see :mod:`skyconv.smooth.batch`).
 
     Notes
     -----
@@ -114,10 +115,14 @@ def smooth_map(
     plus the FFT work (45.5 bytes per pixel in all at nside 16384 without a mask, 85.5 with
     one); the harmonic method the maps plus their a_lm (12 bytes per pixel per alm set at
     lmax = 3 nside - 1; on the GPU ~22 bytes per pixel per component). At nside 16384 (25.8
-    GB per map) the ring method needs 147 GB on one GPU (refused with a GpuMemoryError where less
-    is free) and the harmonic method 50 GB; ``method="auto"`` on a GPU only takes a method
-    that fits its free memory (the harmonic one there) and, where none fits, runs on the CPU
-    with a SkyconvWarning. See :func:`skyconv.smooth.memory.smooth_memory`.
+    GB per map) the ring method needs 147 GB to hold the map whole on one GPU; where less is
+    free it runs in ring blocks sized to the free memory (40 bytes per block pixel plus ~2.7
+    GB; at least 10.7 GB; on an 80 GB H100 about three blocks), and raises a GpuMemoryError
+    naming the bytes below that; with a mask it is not blocked (275 GB). The harmonic method
+    needs 50 GB per component. ``method="auto"`` on a GPU only takes a method that fits its
+    free memory and, where none fits, runs on the CPU with a SkyconvWarning. On the CPU the
+    host holds the input and the output (51.5 GB for one map at nside 16384; the harmonic
+    method 90 GB). See :func:`skyconv.smooth.memory.smooth_memory`.
 
     Masked ring smoothing is one core call per map: the weights, m·w, both convolutions and
     the division run in the engine (on the GPU the map and the mask go up once and only the
@@ -297,7 +302,7 @@ def _mixed_runner(each, beams, nside, iter, device):
     def run(st):
         if len(ring) == len(beams):  # no copy of the batch's (n, k, npix) result
             return methods.ring_beams(st, nside, profiles, device)
-        out = np.empty((len(beams), *st.shape))
+        out = methods.output_empty((len(beams), *st.shape), device)
         if ring:
             out[ring] = methods.ring_beams(st, nside, profiles, device)
         if harm:

@@ -199,6 +199,29 @@ def grid_errors(nside, lmax, window, tol, iter, fwhm=None):
     return out
 
 
+def ring_admissible(beam: Beam, nside: int, iter: int) -> bool:
+    """Whether the ring method meets the beam's ``tol`` by :func:`choose`'s rules, whatever its
+    time: its predicted error against the harmonic result is at most ``tol``, or the beam is
+    at least GRID_MIN_PIXELS wide and its error against the exact smoothing is at most
+    GRID_SLACK times the harmonic method's (measured, :func:`grid_errors`). Both numbers come
+    from the stores :func:`choose` uses. A batch of beams (``batch.choose_batch``) takes the
+    ring method for a beam where it is admissible and the batch's price says so, also where a
+    single call would take the harmonic method for speed."""
+    try:
+        _ = beam.profile  # the ring kernel (ValueError where the window has none)
+    except ValueError:
+        return False
+    err = _stored_ring_error(beam, nside)
+    if err is None:
+        return False
+    if err <= beam.tol:
+        return True
+    if beam.fwhm_pixels(nside) < GRID_MIN_PIXELS:
+        return False
+    vs = _stored_grid_errors(nside, beam.lmax, beam.window, beam.tol, iter, beam.fwhm)
+    return vs["ring"] <= GRID_SLACK * vs["harmonic"]
+
+
 def _stored_grid_errors(nside, lmax, window, tol, iter, fwhm):
     """:func:`grid_errors`, kept on disk per problem (``_split_store``): a fresh process's
     first auto choice for a narrow beam then skips the measurement."""
@@ -261,4 +284,4 @@ def _ring_error(beam: Beam, nside: int):
     return math.sqrt((float(np.sum(weights * resid**2)) + DISC_SAFETY**2 * disc) / signal)
 
 
-__all__ = ["choose", "choose_fitting", "choose_method", "grid_errors"]
+__all__ = ["choose", "choose_fitting", "choose_method", "grid_errors", "ring_admissible"]

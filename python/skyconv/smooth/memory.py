@@ -7,13 +7,18 @@ mask (m·w and w); n = beams):
 ring, CPU                 host: 8 k (input) + 8 k (output) per beam, plus per-thread
                           ring buffers (~MB); with a mask, per map: the map and mask,
                           32 of scratch ((m·w, w) and their smoothed maps), 8 per beam
-ring, GPU                 device: 8 + 32 k (one map buffer, two spectra per map) plus the
-                          belt rings' batched FFT work, 16 (2 nside + 1)^2 bytes (~1.3 per
+ring, GPU                 device: 8 + 32 k (one map buffer, two spectra per map) plus
+                          the belt rings' batched FFT work, 16 (2 nside + 1)^2 bytes (~1.3 per
                           pixel), the polar rings' FFT work and the kernel samples
                           (chunked into what is left, <= 1 GB): 45.5 bytes per pixel at
-                          nside 16384 for k = 1; with a mask (one call per map: map and
-                          mask up, only the normalised maps down) that of k = 2 plus a
-                          second map buffer, 8: 85.5 bytes per pixel; host: as on the CPU
+                          nside 16384 for k = 1 (``device``). Where that does not fit, ring
+                          blocks (unmasked only): per block of rings 40 bytes per block
+                          pixel plus a fixed ~2.7 GB (the samples' 1 GiB buffer, the polar
+                          rings' transform work, the belt's cuFFT plans); blocks are sized to
+                          the free memory, at least npix / 16 pixels: ``device_min``. With a
+                          mask (one call per map: map and mask up, only the normalised maps
+                          down) that of k = 2 plus a second map buffer, 8: 85.5 bytes per
+                          pixel, not blocked; host: as on the CPU
 harmonic, CPU             host: 8 k + 8 n k (maps) + 16 k (lmax+1)(lmax+2)/2 / npix per
                           alm set (the k inputs' and the n k products' a_lm: 0.75 x 16 =
                           12 bytes per pixel per set at lmax = 3 nside - 1)
@@ -26,13 +31,17 @@ harmonic, GPU             device: a map and its a_lm per component of one transf
 ========================= ======================================================
 
 At nside 16384 (3.2e9 pixels) one float64 map is 25.8 GB: the ring method on one GPU needs
-147 GB for one unmasked map (more than an H200's 141 GB; the engine refuses with a
-GpuMemoryError naming both figures), 275 GB with a mask; the harmonic method 50 GB per
+147 GB for one unmasked map held whole (more than an H200's 141 GB), so it runs in ring blocks
+(``device_min``: 10.7 GB at least; on an 80 GB H100, budget ~63 GB, three blocks of ~1.5e9
+pixels, the halo rings of each block transformed twice); 275 GB with a mask (not blocked: the
+masked ring method does not run on one GPU at nside 16384); the harmonic method 50 GB per
 component (an H100 holds one map; a masked map's two components, 100 GB, need an H200 or the
-CPU). ``method="auto"`` on a GPU takes only methods that fit its free memory
-(:func:`fits_gpu`; else the fastest of the others that meets ``tol`` and fits, else it runs
-on the CPU, see :func:`skyconv.smooth.auto.choose_fitting`). At nside 8192: ring 37 GB (an
-H100 holds it), 69 GB with a mask.
+CPU). The host holds the input and the output (51.5 GB for one map, ring or harmonic; the
+harmonic method's a_lm 12 bytes per pixel more per set). ``method="auto"`` on a GPU takes only
+methods that fit its free memory (:func:`fits_gpu`, by ``device_min``; else the fastest of the
+others that meets ``tol`` and fits, else it runs on the CPU, see
+:func:`skyconv.smooth.auto.choose_fitting`). At nside 8192: ring 37 GB (an H100 holds it
+whole), 69 GB with a mask.
 """
 
 from __future__ import annotations
@@ -70,7 +79,9 @@ def smooth_memory(nside, method="ring", device="cpu", nmaps=1, n_beams=1, lmax=N
     Returns
     -------
     dict
-        ``host`` and ``device`` bytes (int; ``device`` 0 on the CPU).
+        ``host`` and ``device`` bytes (int; ``device`` 0 on the CPU) and ``device_min``: the
+        least device memory the call runs in (the unmasked ring method's ring blocks where
+        the whole map does not fit; else ``device``).
 
     Raises
     ------
@@ -88,6 +99,11 @@ def smooth_memory(nside, method="ring", device="cpu", nmaps=1, n_beams=1, lmax=N
     (45.5, 147)
     >>> round(smooth_memory(16384, "harmonic", "cuda")["device"] / 1e9)
     50
+
+    Where the whole map does not fit, the ring method runs in ring blocks:
+
+    >>> round(smooth_memory(16384, "ring", "cuda")["device_min"] / 1e9, 1)
+    10.7
     """
     nside = int_arg(nside, "nside")
     if nside < 1 or nside > 2**29:
@@ -103,7 +119,11 @@ def smooth_memory(nside, method="ring", device="cpu", nmaps=1, n_beams=1, lmax=N
     if method == "split":
         r = smooth_memory(nside, "ring", device, nmaps, n_beams, lmax, mask)
         h = smooth_memory(nside, "harmonic", device, nmaps, n_beams, lmax, mask)
-        return {"host": r["host"] + h["host"], "device": r["device"] + h["device"]}
+        return {
+            "host": r["host"] + h["host"],
+            "device": r["device"] + h["device"],
+            "device_min": r["device_min"] + h["device_min"],
+        }
     npix = 12 * nside * nside
     k = nmaps * (2 if mask else 1)
     host_maps = 8 * npix * k * (1 + n_beams)
@@ -111,13 +131,14 @@ def smooth_memory(nside, method="ring", device="cpu", nmaps=1, n_beams=1, lmax=N
         if mask:
             host = 8 * npix * nmaps * (2 + n_beams) + 32 * npix
             dev = ring_masked_gpu_bytes(nside) if device == "cuda" else 0
-            return {"host": host, "device": dev}
+            return {"host": host, "device": dev, "device_min": dev}
         dev = _core._ring_gpu_bytes(nside, nmaps) if device == "cuda" else 0
-        return {"host": host_maps, "device": dev}
+        low = min(dev, _core._ring_gpu_bytes(nside, blocked=True)) if device == "cuda" else 0
+        return {"host": host_maps, "device": dev, "device_min": low}
     nalm = (lmax + 1) * (lmax + 2) // 2
     host = host_maps + 16 * nalm * k * (1 + n_beams)
     dev = harmonic_gpu_bytes(nside, lmax, k, n_beams) if device == "cuda" else 0
-    return {"host": host, "device": dev}
+    return {"host": host, "device": dev, "device_min": dev}
 
 
 def ring_masked_gpu_bytes(nside: int) -> int:
@@ -143,9 +164,10 @@ def harmonic_gpu_bytes(nside: int, lmax: int, k: int, n_beams: int) -> int:
 
 
 def fits_gpu(method: str, nside: int, budget: int, lmax=None, nmaps=1, n_beams=1, mask=False):
-    """Whether ``method`` needs at most ``budget`` bytes of GPU memory (see
-    :func:`smooth_memory`)."""
-    return smooth_memory(nside, method, "cuda", nmaps, n_beams, lmax, mask)["device"] <= budget
+    """Whether ``method`` runs in at most ``budget`` bytes of GPU memory (its ``device_min``,
+    see :func:`smooth_memory`)."""
+    need = smooth_memory(nside, method, "cuda", nmaps, n_beams, lmax, mask)["device_min"]
+    return need <= budget
 
 
 __all__ = ["fits_gpu", "smooth_memory"]

@@ -294,7 +294,9 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
     Returns
     -------
     float64 array (n, k, npix)
-        Each entry equal to :func:`harmonic` of that map and window (the same arithmetic).
+        Each entry equal to :func:`harmonic` of that map and window (the same arithmetic). On
+        a GPU a page-locked block (:func:`output_empty`): the one of the last batch of that
+        size when it is free again, so a repeated batch writes into pages already mapped.
     """
     m = np.asarray(maps_ring_filled)
     k, npix = m.shape
@@ -315,7 +317,7 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
         prod = almxfl(alm[0], np.asarray(windows[0], dtype=np.float64), inplace=inplace)
         maps = _alm2map(prod, nside, lmax=lmax, mmax=lmax, pol=False, device=dev)
         return np.asarray(maps).reshape(1, 1, npix)
-    out = np.empty((n, k, npix))
+    out = output_empty((n, k, npix), dev)
     for b0 in range(0, n, group):
         ws = windows[b0 : b0 + group]
         prods = np.empty((len(ws) * k, alm.shape[1]), dtype=np.complex128)
@@ -333,6 +335,15 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
         )
         copy_into(out[b0 : b0 + len(ws)], np.asarray(maps).reshape(len(ws), k, npix))
     return out
+
+
+def output_empty(shape, device) -> np.ndarray:
+    """An uninitialised float64 array for a batch's output on ``device``: on a GPU a pooled
+    page-locked block where the pool allows (``backend.cuda.host_pool``; the core calls' own
+    outputs are such blocks), else ordinary memory; HostMemoryError naming the bytes where the
+    host cannot hold it."""
+    dev = resolve(device)
+    return _core._output_empty([int(x) for x in shape], dev.core)
 
 
 #: Elements per piece of :func:`copy_into` (64 MiB of float64).

@@ -15,6 +15,8 @@
 //! - `tables`: the host-built tables it uploads (a leaf: pure host code, also driven by the
 //!   emulator test through `_core._ring_cuda_tables`).
 
+pub mod blocked;
+pub mod blocks;
 pub mod masked;
 mod outputs;
 pub mod tables;
@@ -24,7 +26,7 @@ use crate::backend::cuda::pace::Pacer;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::smooth::RingPlan;
 use tables::{Chunk, Tables, TILE};
 
@@ -196,15 +198,12 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
     let _only = gpu.exclusive()?;
     let budget = gpu.budget()?;
     let fixed1 = fixed_bytes(plan0, &jobs, 1);
-    if budget <= fixed1 {
-        return Err(Error::GpuMemory(format!(
-            "the ring method at nside {} needs {} bytes ({:.1} GB) of GPU memory, {} bytes are \
-             available; use device='cpu'",
-            plan0.nside,
-            fixed1,
-            fixed1 as f64 / 1e9,
-            budget
-        )));
+    let forced = crate::backend::env::ring_block_pixels()?;
+    if budget <= fixed1 || forced.is_some() {
+        // the whole map does not fit (nside 16384 on one GPU): ring blocks
+        let cap = blocked::block_cap(plan0, budget, forced)?;
+        let tables = tables_of(plans)?;
+        return blocked::convolve_blocked(&gpu, plans, &tables, maps, outs, cap, budget);
     }
     // Maps per group: as many as fit with at least a quarter of the rest left for samples.
     let per_map = 32 * plan0.npix;
@@ -414,6 +413,21 @@ fn products(
     spec_in: &CudaSlice<f64>,
     spec_out: &mut CudaSlice<f64>,
 ) -> Result<()> {
+    products_with(gpu, d, c, nrings, &d.first, taps, spec_in, spec_out)
+}
+
+/// `smooth_products` with the rings' spectra at `first` (the whole map's, or a block's).
+#[allow(clippy::too_many_arguments)]
+fn products_with(
+    gpu: &Gpu,
+    d: &Dev,
+    c: &Chunk,
+    nrings: usize,
+    first: &CudaSlice<i64>,
+    taps: &CudaSlice<f64>,
+    spec_in: &CudaSlice<f64>,
+    spec_out: &mut CudaSlice<f64>,
+) -> Result<()> {
     let nt = c.tiles.1 - c.tiles.0;
     if nt == 0 {
         return Ok(());
@@ -432,7 +446,7 @@ fn products(
         .arg(&d.tap_off)
         .arg(&tap0)
         .arg(taps)
-        .arg(&d.first)
+        .arg(first)
         .arg(&d.nphi)
         .arg(&d.shifted)
         .arg(&nr)

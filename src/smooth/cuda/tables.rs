@@ -120,6 +120,22 @@ impl Tables {
     /// Consecutive pairs grouped so that each group's kernel samples number at most
     /// `max_taps` (a pair needing more gets a chunk of its own, refused if over `hard_taps`).
     pub fn chunks(&self, max_taps: usize, hard_taps: usize) -> Result<Vec<Chunk>> {
+        self.chunks_between(0, self.scale.len(), max_taps, hard_taps)
+    }
+
+    /// The tiles [t0, t1) of pairs p0 .. p1.
+    pub fn tiles_of(&self, p0: usize, p1: usize) -> (usize, usize) {
+        (self.pair_tiles[p0], self.pair_tiles[p1])
+    }
+
+    /// [`Tables::chunks`] of the pairs p0 .. p1 only (a ring block's).
+    pub fn chunks_between(
+        &self,
+        p0: usize,
+        p1: usize,
+        max_taps: usize,
+        hard_taps: usize,
+    ) -> Result<Vec<Chunk>> {
         let np = self.scale.len();
         let entry0 = |p: usize| {
             if p == np {
@@ -136,11 +152,11 @@ impl Tables {
             }
         };
         let mut out = Vec::new();
-        let mut p = 0;
-        while p < np {
+        let mut p = p0;
+        while p < p1 {
             let start = tap_at(entry0(p));
             let mut q = p + 1;
-            while q < np && tap_at(entry0(q + 1)) - start <= max_taps {
+            while q < p1 && tap_at(entry0(q + 1)) - start <= max_taps {
                 q += 1;
             }
             let taps = (start, tap_at(entry0(q)));
@@ -190,6 +206,16 @@ mod tests {
             }
         }
         assert_eq!(t.chunks(usize::MAX, usize::MAX).unwrap().len(), 1);
+        // a block's chunks: the same chunks' pairs, cut at the block's ends
+        let np = t.scale.len();
+        for (p0, p1) in [(0, 1), (1, np), (np / 3, 2 * np / 3 + 1)] {
+            let ch = t.chunks_between(p0, p1, 50, usize::MAX).unwrap();
+            assert_eq!(ch[0].tiles.0, t.tiles_of(p0, p1).0);
+            assert_eq!(ch.last().unwrap().tiles.1, t.tiles_of(p0, p1).1);
+            for w in ch.windows(2) {
+                assert_eq!(w[0].entries.1, w[1].entries.0);
+            }
+        }
         assert_eq!(t.chunks(1, usize::MAX).unwrap().len(), t.scale.len());
         assert!(t.chunks(1, 1).is_err());
     }
