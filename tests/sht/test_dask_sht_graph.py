@@ -134,3 +134,30 @@ def test_ring_smoothing_with_unseen(dask_client):
     assert got[0, 5] == skyconv.sht.UNSEEN and got[0, 600] == skyconv.sht.UNSEEN
     ok = ref != skyconv.sht.UNSEEN
     assert np.abs(got[ok] - ref[ok]).max() <= 1e-12 * np.abs(ref[ok]).max()
+
+
+def test_clean_zeroes_unseen_as_healpy_and_copies_only_when_needed():
+    """The map2alm input task: healpy's UNSEEN test |x − UNSEEN| ≤ 1e-8 + 1e-5·|UNSEEN| (float32
+    UNSEEN included), NaN and −inf kept; a clean float64 block passes through without a copy,
+    a block with UNSEEN is copied (the input is never modified)."""
+    from skyconv.healpix import UNSEEN
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 64))
+    assert D._clean(x) is x
+    y = x.copy()
+    y[0, [1, 5]] = UNSEEN
+    y[1, 2] = np.float32(UNSEEN)  # float32 UNSEEN read as float64: 1e23 away, still UNSEEN
+    y[1, 3] = UNSEEN * (1 + 2e-5)  # outside the tolerance
+    y[1, 4] = np.nan
+    y[1, 6] = -np.inf
+    keep = y.copy()
+    got = D._clean(y)
+    ref = y.copy()
+    ref[np.abs(ref - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN)] = 0.0
+    np.testing.assert_array_equal(got, ref)
+    assert got[0, 1] == 0 and got[1, 2] == 0 and got[1, 3] == y[1, 3]
+    np.testing.assert_array_equal(y, keep)
+    f = y.astype(np.float32)
+    np.testing.assert_array_equal(D._clean(f), D._clean(f.astype(np.float64)))
+    assert D._clean(f).dtype == np.float64

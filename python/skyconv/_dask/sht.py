@@ -143,9 +143,18 @@ def _aligned(block):
 
 
 def _clean(block):
-    """float64 copy with UNSEEN pixels zeroed (as the single-process map2alm)."""
-    b = np.array(block, dtype=np.float64)
-    b[np.abs(b - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN)] = 0.0
+    """The block as aligned C-contiguous float64 with UNSEEN pixels (|x − UNSEEN| ≤ 1e-8 +
+    1e-5·|UNSEEN|, healpy's test, as the single-process map2alm) zeroed: the block itself when
+    it already is one and holds no such pixel (one comparison pass, no copy), else a copy."""
+    b = np.require(block, dtype=np.float64, requirements=["C", "A"])
+    tol = 1e-8 + 1e-5 * abs(UNSEEN)
+    hit = b <= UNSEEN + tol
+    if not hit.any():
+        return b
+    hit &= b >= UNSEEN - tol
+    if b is block or np.shares_memory(b, block):
+        b = b.copy()
+    b[hit] = 0.0
     return b
 
 
