@@ -95,8 +95,11 @@ def gather(client, d):
 
 
 def _prefix(key) -> str:
+    """A task key's name without its token(s): skyconv-alm2leg, skyconv-alm2leg-piece, ..."""
+    import re
+
     k = key[0] if isinstance(key, tuple) else str(key)
-    return k.rsplit("-", 1)[0]
+    return re.sub(r"-[0-9a-f]{32}", "", k)
 
 
 def stream_summary(stream, addrs):
@@ -113,7 +116,7 @@ def stream_summary(stream, addrs):
         pre = _prefix(t["key"])
         for st in t["startstops"]:
             secs[pre][st["action"]] += st["stop"] - st["start"]
-        if pre.startswith("skyconv-") and "piece" not in pre and "alm-" not in pre:
+        if "skyconv-" in pre and not pre.endswith(("-piece", "-alm")):
             w = index.get(t.get("worker"))
             if w is not None:
                 where[pre][w] += 1
