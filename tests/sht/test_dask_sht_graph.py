@@ -161,3 +161,53 @@ def test_clean_zeroes_unseen_as_healpy_and_copies_only_when_needed():
     f = y.astype(np.float32)
     np.testing.assert_array_equal(D._clean(f), D._clean(f.astype(np.float64)))
     assert D._clean(f).dtype == np.float64
+
+
+def test_block_keys_and_only_them_are_placed():
+    """BlockPlacement touches the split layers' block tasks only: m and ring tasks (any
+    iteration, also under a fusion prefix), not the Δ pieces, the stack mode or other keys."""
+    tok = "0123456789abcdef" * 2
+    assert D.block_of((f"skyconv-alm2leg-{tok}", 3)) == 3
+    assert D.block_of((f"skyconv-leg2map-{tok}", 0, 2)) == 2
+    assert D.block_of((f"skyconv-map2alm-{tok}", 0, 1)) == 1
+    assert D.block_of((f"skyconv-resid2-{tok}", 4)) == 4
+    assert D.block_of((f"skyconv-leg2alm0-{tok}", np.int64(5))) == 5
+    assert D.block_of((f"_clean-skyconv-map2leg-{tok}", 1)) == 1
+    for key in (
+        (f"skyconv-alm2leg-{tok}-piece", 0, 1),
+        (f"skyconv-map2alm-{tok}-alm", 0, 0),
+        (f"skyconv-stack-map2alm-{tok}", 1, 0),
+        (f"skyconv-smooth-{tok}", 0, 0),
+        (f"skyconv-alm2leg-{tok}", "x"),
+        f"skyconv-alm2leg-{tok}",
+    ):
+        assert D.block_of(key) is None, key
+
+
+def test_blocks_run_one_per_worker(dask_client):
+    """On the 2-worker cluster every block layer of alm2map and of map2alm with iter = 2 runs
+    one task on each worker (block b on the b-th worker by address), results bit-identical."""
+    from distributed import get_task_stream
+
+    nside, lmax = 16, 32
+    src = _alm(np.random.default_rng(7), 1, lmax, lmax)
+    ref = skyconv.alm2map(src, nside, lmax=lmax, device="cpu")
+    back = skyconv.map2alm(ref, lmax=lmax, iter=2, device="cpu")
+    addrs = sorted(dask_client.scheduler_info()["workers"])
+    for _ in range(3):  # placement left to the scheduler varied from run to run
+        with get_task_stream(dask_client) as ts:
+            m = D.alm2map(da.from_array(src), nside, lmax=lmax, device="cpu").compute()
+            a = D.map2alm(da.from_array(ref, chunks=(1, 500)), lmax=lmax, iter=2, device="cpu")
+            a = a.compute()
+        assert D.last_choice["m_blocks"] == 2 and D.last_choice["ring_blocks"] == 2
+        assert np.array_equal(m, ref) and np.array_equal(a, back)
+        where: dict = {}
+        for t in ts.data:
+            k = t["key"]
+            b = D.block_of(k)
+            if b is not None:
+                name = re.sub(r"-[0-9a-f]{32}", "", k[0])
+                where.setdefault(name, {})[b] = t["worker"]
+        assert {"skyconv-alm2leg", "skyconv-leg2map", "skyconv-map2alm"} <= set(where)
+        for name, by_block in where.items():
+            assert by_block == {b: addrs[b] for b in by_block}, (name, by_block)

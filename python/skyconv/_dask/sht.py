@@ -16,7 +16,12 @@ tasks of one worker stay in its memory; between processes each pickles without a
 By default there is one m block and one ring block per worker process (:func:`split_blocks`):
 a block's task runs on all the worker's threads (each worker's skyconv pool takes its thread
 count on the first task, unless ``SKYCONV_NUM_THREADS`` is set), so a single worker with many
-threads does not exchange anything.
+threads does not exchange anything. With a Distributed client, block b of every layer (m task
+b, ring task b) runs on the b-th worker (sorted addresses, modulo their count): a scheduler
+plugin (:class:`BlockPlacement`, registered once per client) restricts those tasks when their
+graph arrives, loosely (another worker takes a block whose worker is gone). Task annotations
+cannot carry this: dask.array's low-level fusion drops them; left to data locality alone, the
+2-worker run at nside 4096 put both ring blocks on one worker.
 
 Blocks: m blocks are contiguous ranges of m, balanced by work, with the cost of m taken as
 lmax − m + 1 (the length of its Legendre sum): a block of large m holds more m than one of
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import numpy as np
 
@@ -48,6 +54,11 @@ from ..healpix import UNSEEN
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
 from .device import check as check_device
 from .device import on_worker
+
+try:  # optional: the placement plugin needs Distributed
+    from distributed.diagnostics.plugin import SchedulerPlugin as _SchedulerPlugin
+except ImportError:  # pragma: no cover - dask without distributed
+    _SchedulerPlugin = object
 
 log = logging.getLogger("skyconv.dask")
 
@@ -261,6 +272,70 @@ def _spec(prefix, tok):
     return f"skyconv-{prefix}-{tok}"
 
 
+# Names of the split transform's block layers (_spec): m tasks and ring tasks, keys (name, b)
+# or (name, 0, b) with b the block; fusion may prefix a name ("_clean-skyconv-map2leg-...").
+_BLOCK_NAME = re.compile(
+    r"(?:^|-)skyconv-(?:alm2leg|leg2map|map2leg|map2alm|leg2alm\d+|resid\d+)-[0-9a-f]{32}$"
+)
+
+
+def block_of(key):
+    """Block index of a split-transform block task's key, or None for any other key."""
+    if not isinstance(key, tuple) or len(key) < 2 or not isinstance(key[0], str):
+        return None
+    b = key[-1]
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+        return None
+    return int(b) if _BLOCK_NAME.search(key[0]) else None
+
+
+class BlockPlacement(_SchedulerPlugin):
+    """Scheduler plugin: block b of every layer of a split transform (m task b, ring task b)
+    runs on the b-th worker (sorted addresses, modulo the worker count), so each worker holds
+    one block of each layer and ring block b meets its own m block's piece of Δ. Restrictions
+    are loose: when that worker is gone, any worker takes the block (Dask's retries still
+    work). Only keys named by :func:`_spec` are touched."""
+
+    name = "skyconv-sht-placement"
+    idempotent = True
+
+    def update_graph(self, scheduler, *, tasks=(), **kwargs):
+        workers = sorted(scheduler.workers)
+        if not workers:
+            return
+        for key in tasks:
+            b = block_of(key)
+            ts = scheduler.tasks.get(key) if b is not None else None
+            if ts is None or ts.worker_restrictions or ts.state not in ("released", "waiting"):
+                continue
+            ts.worker_restrictions = {workers[b % len(workers)]}
+            ts.loose_restrictions = True
+
+
+_PLACED: set = set()
+
+
+def place_blocks() -> bool:
+    """Register :class:`BlockPlacement` with the current Distributed client's scheduler (once
+    per client); False without a client or when the scheduler cannot load it (the blocks then
+    go where the scheduler puts them)."""
+    try:
+        from distributed import get_client
+
+        client = get_client()
+    except (ImportError, ValueError):
+        return False
+    if client.id in _PLACED:
+        return True
+    try:
+        client.register_plugin(BlockPlacement())
+    except Exception as e:  # e.g. a remote scheduler without skyconv installed
+        log.warning("skyconv dask SHT: block placement plugin not registered (%s)", e)
+        return False
+    _PLACED.add(client.id)
+    return True
+
+
 def _pieces(dsk, tasks, n, first=0, what="piece"):
     """Keys of items ``first..first+n-1`` of the tuples returned by ``tasks`` (keys (name, k)):
     ``out[k][j]`` = item first + j of task k (a getitem task each, run where the tuple is)."""
@@ -458,12 +533,13 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
             chunks=(1, npix),
             dtype=np.float64,
             meta=np.empty((0, 0), np.float64),
-            token="skyconv-alm2map",
+            token="skyconv-stack-alm2map",  # not a split block name (BlockPlacement)
         )
     else:
         nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
         mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
         _record(mode, nw, 1 if p else a.shape[0], len(mb), len(rb))
+        place_blocks()
         out = synthesis(a, nside, lmax, mmax, p, device, mb, rb)
     return out[0] if lonely else out
 
@@ -518,12 +594,13 @@ def map2alm(
             chunks=(1, _size(lmax, mmax)),
             dtype=np.complex128,
             meta=np.empty((0, 0), np.complex128),
-            token="skyconv-map2alm",
+            token="skyconv-stack-map2alm",  # not a split block name (BlockPlacement)
         )
         return out[0] if lonely else out
     nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
     mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
     _record(mode, nw, 1 if p else m.shape[0], len(mb), len(rb))
+    place_blocks()
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
     clean = m.rechunk(((m.shape[0],), pix)).map_blocks(
         _clean, dtype=np.float64, meta=np.empty((0, 0), np.float64)
