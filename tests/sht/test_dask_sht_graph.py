@@ -211,3 +211,24 @@ def test_blocks_run_one_per_worker(dask_client):
         assert {"skyconv-alm2leg", "skyconv-leg2map", "skyconv-map2alm"} <= set(where)
         for name, by_block in where.items():
             assert by_block == {b: addrs[b] for b in by_block}, (name, by_block)
+
+
+def test_placement_plugin_refused_is_tried_once(dask_client, monkeypatch, caplog):
+    """A scheduler that cannot load the plugin: one warning, no retry per call, results still
+    equal the single process (the blocks go where the scheduler puts them)."""
+    calls = []
+
+    def refuse(plugin, *a, **k):
+        calls.append(plugin)
+        raise RuntimeError("no skyconv on the scheduler")
+
+    monkeypatch.setattr(D, "_PLACED", {})
+    monkeypatch.setattr(dask_client, "register_plugin", refuse)
+    src = _alm(np.random.default_rng(9), 1, 12, 12)
+    ref = skyconv.alm2map(src, 8, lmax=12, device="cpu")
+    with caplog.at_level("WARNING", logger="skyconv.dask"):
+        for _ in range(2):
+            got = D.alm2map(da.from_array(src), 8, lmax=12, device="cpu").compute()
+            assert np.array_equal(got, ref)
+    assert len(calls) == 1 and D.place_blocks() is False
+    assert sum("placement plugin not registered" in r.message for r in caplog.records) == 1

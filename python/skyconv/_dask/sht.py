@@ -312,13 +312,15 @@ class BlockPlacement(_SchedulerPlugin):
             ts.loose_restrictions = True
 
 
-_PLACED: set = set()
+#: Per client id: whether BlockPlacement is registered (tried once per client).
+_PLACED: dict = {}
 
 
 def place_blocks() -> bool:
-    """Register :class:`BlockPlacement` with the current Distributed client's scheduler (once
-    per client); False without a client or when the scheduler cannot load it (the blocks then
-    go where the scheduler puts them)."""
+    """Register :class:`BlockPlacement` with the current Distributed client's scheduler (tried
+    once per client, a warning on the ``skyconv.dask`` logger when it fails); False without a
+    client or when the scheduler could not load it (the blocks then go where the scheduler
+    puts them)."""
     try:
         from distributed import get_client
 
@@ -326,14 +328,14 @@ def place_blocks() -> bool:
     except (ImportError, ValueError):
         return False
     if client.id in _PLACED:
-        return True
+        return _PLACED[client.id]
     try:
         client.register_plugin(BlockPlacement())
+        _PLACED[client.id] = True
     except Exception as e:  # e.g. a remote scheduler without skyconv installed
         log.warning("skyconv dask SHT: block placement plugin not registered (%s)", e)
-        return False
-    _PLACED.add(client.id)
-    return True
+        _PLACED[client.id] = False
+    return _PLACED[client.id]
 
 
 def _pieces(dsk, tasks, n, first=0, what="piece"):

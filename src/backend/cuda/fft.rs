@@ -121,21 +121,31 @@ fn plan_bytes(key: &FftKey) -> usize {
 }
 
 /// Destroy the least recently used plans of GPU `ordinal` not in use until its estimated bytes
-/// are at most `limit`.
-fn evict(map: &mut HashMap<(u32, FftKey), Cached>, ordinal: u32, limit: usize) {
+/// are at most `limit`; `drain` runs once before the first one goes (plans queued on the
+/// stream may still be executing: a destroyed plan's work area must not be).
+fn evict(
+    map: &mut HashMap<(u32, FftKey), Cached>,
+    ordinal: u32,
+    limit: usize,
+    drain: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let mut total: usize = map
         .iter()
         .filter(|(k, _)| k.0 == ordinal)
         .map(|(_, c)| c.bytes)
         .sum();
     if total <= limit {
-        return;
+        return Ok(());
     }
     let mut idle: Vec<((u32, FftKey), u64, usize)> = map
         .iter()
         .filter(|(k, c)| k.0 == ordinal && Arc::strong_count(&c.plan) == 1)
         .map(|(k, c)| (*k, c.used, c.bytes))
         .collect();
+    if idle.is_empty() {
+        return Ok(());
+    }
+    drain()?;
     idle.sort_by_key(|e| e.1);
     for (k, _, b) in idle {
         if total <= limit {
@@ -144,6 +154,7 @@ fn evict(map: &mut HashMap<(u32, FftKey), Cached>, ordinal: u32, limit: usize) {
         map.remove(&k);
         total -= b;
     }
+    Ok(())
 }
 
 fn to_i32(v: usize, what: &str) -> Result<i32> {
@@ -173,13 +184,11 @@ impl Gpu {
         let t0 = std::time::Instant::now();
         let api = toolkit::cufft()?;
         self.ctx.bind_to_thread()?;
-        // Destroying a plan frees its work area (cudaFree waits for the device), so evicting
-        // plans of this GPU before making a new one is safe with launches in flight.
-        evict(
-            map,
-            self.ordinal,
-            CACHE_BYTES.saturating_sub(plan_bytes(&key)),
-        );
+        // Every plan of this GPU runs on its stream: drained before any plan is destroyed.
+        let limit = CACHE_BYTES.saturating_sub(plan_bytes(&key));
+        evict(map, self.ordinal, limit, || {
+            Ok(self.stream.synchronize()?)
+        })?;
         let n = [to_i32(key.n, "length")?];
         let half = key.n / 2 + 1;
         let (ty, ilen, olen) = match key.kind {
