@@ -208,7 +208,7 @@ pub fn alm2leg(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
     let budget = block_budget(gpu.as_ref())?;
@@ -285,7 +285,7 @@ pub fn leg2alm(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
     let budget = block_budget(gpu.as_ref())?;
@@ -513,7 +513,7 @@ pub fn leg2map(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let w = mmax + 1;
     for grp in group_list(false, nc_all) {
         let nc = grp.comps.len();
@@ -600,7 +600,7 @@ pub fn map2leg(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let w = mmax + 1;
     for grp in group_list(false, nc_all) {
         let nc = grp.comps.len();
