@@ -280,10 +280,28 @@ def _atrous_plan(
 # Element-wise block steps of the distributed à trous loop (skyconv._dask.atrous), arrays of one
 # shape and dtype: (c - smooth, c - (c - smooth)) where x is finite, (NaN, c) at its blanks;
 # out + w where |w| > thr (in float64), else out. ValueError: shapes differ; TypeError: dtypes.
-def _atrous_split(
-    c: FloatArray, smooth: FloatArray, x: FloatArray
-) -> tuple[FloatArray, FloatArray]: ...
-def _atrous_add_above(out: FloatArray, w: FloatArray, thr: float) -> FloatArray: ...
+def _atrous_block_scale(
+    c_ext: FloatArray,
+    lo: list[int],
+    x: FloatArray,
+    out: FloatArray | None,
+    w_prev: FloatArray | None,
+    thr: float,
+    passes: list[tuple[str, int, str, float, list[float]]],
+    device: str | None = None,
+    keep_w: bool = True,
+    counts: bool = True,
+) -> tuple[
+    FloatArray | None, FloatArray, FloatArray | None, npt.NDArray[np.uint64] | None, float
+]: ...
+def _atrous_block_finish(
+    c: FloatArray,
+    x: FloatArray,
+    out: FloatArray | None,
+    w_prev: FloatArray | None,
+    thr: float,
+    counts: bool = True,
+) -> tuple[FloatArray, npt.NDArray[np.uint64] | None, float]: ...
 
 # --- grid (src/py/grid.rs) -------------------------------------------------------------------
 # Coordinates, kernel widths and sphere_radius in degrees (gauss2d PA in radians). data is

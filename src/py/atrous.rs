@@ -1,12 +1,15 @@
 //! À trous wavelet reconstruction (skyconv.atrous_denoise).
 
+use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::backend;
 use crate::cube::atrous::blocks;
 use crate::cube::atrous::{self, Params, Progress, Variant, WaveletFilter, DUCHAMP_BLANK};
+use crate::cube::filters::Pass;
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray, FloatArrays};
 use crate::py::errors::{compute, compute_in, to_pyerr, value_err, Call};
+use crate::py::filters::{pass_of, PassSpec};
 use crate::real::Real;
 
 /// (reconstruction, iterations, noise, input_noise, scales, device) per unit.
@@ -126,63 +129,195 @@ fn same_size<'a, T: numpy::Element>(
     Ok((shape.unwrap_or_default(), data))
 }
 
-fn split<'py, T: Real + numpy::Element>(
-    py: Python<'py>,
-    arrays: &[numpy::PyReadonlyArrayDyn<'py, T>],
-) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let (shape, d) = same_size(arrays, "c, smooth and x")?;
-    let (w, next) = (empty::<T>(py, &shape)?, empty::<T>(py, &shape)?);
-    let (wd, nd) = (data_mut(&w), data_mut(&next));
-    compute(py, || {
-        blocks::split(d[0], d[1], d[2], wd, nd);
-        Ok(())
-    })?;
-    Ok((w.into_any(), next.into_any()))
+/// The arrays of one block call, in the order `[c_ext or c, x, out?, w?]`.
+struct BlockArrays<'a, T> {
+    first: &'a [T],
+    shape: Vec<usize>,
+    x: &'a [T],
+    out: Option<&'a [T]>,
+    w: Option<&'a [T]>,
 }
 
-/// One à trous scale's coefficients and next smooth array of a block:
-/// (c − smooth, c − (c − smooth)) where `x` is finite, (NaN, c) at its blanks.
+fn block_arrays<'a, T: numpy::Element>(
+    a: &'a [numpy::PyReadonlyArrayDyn<'_, T>],
+    has_out: bool,
+    has_w: bool,
+) -> PyResult<BlockArrays<'a, T>> {
+    let (shape, first) = parts(&a[0], "c")?;
+    let (_, rest) = same_size(&a[1..], "x, out and w")?;
+    let mut it = rest.into_iter();
+    let x = it.next().unwrap_or_default();
+    let out = if has_out { it.next() } else { None };
+    let w = if has_w { it.next() } else { None };
+    Ok(BlockArrays {
+        first,
+        shape,
+        x,
+        out,
+        w,
+    })
+}
+
+/// Group `c`, `x` and the optional `out` and `w` by dtype (a TypeError when they differ).
+fn block_dtype<'py>(
+    c: FloatArray<'py>,
+    x: FloatArray<'py>,
+    out: Option<FloatArray<'py>>,
+    w: Option<FloatArray<'py>>,
+) -> PyResult<(FloatArrays<'py>, bool, bool)> {
+    let (has_out, has_w) = (out.is_some(), w.is_some());
+    let mut v = vec![c, x];
+    v.extend(out);
+    v.extend(w);
+    Ok((
+        FloatArrays::same_dtype(v, "c, x, out and w")?,
+        has_out,
+        has_w,
+    ))
+}
+
+type Block<'py> = (
+    Option<Bound<'py, PyAny>>,
+    Bound<'py, PyAny>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyArray1<u64>>>,
+    f64,
+);
+
+#[allow(clippy::too_many_arguments)]
+fn block_scale<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &[numpy::PyReadonlyArrayDyn<'py, T>],
+    (has_out, has_w): (bool, bool),
+    lo: &[usize],
+    thr: f64,
+    passes: &[Pass],
+    device: Option<&str>,
+    keep_w: bool,
+    counts: bool,
+) -> PyResult<Block<'py>> {
+    let b = block_arrays(a, has_out, has_w)?;
+    let (shape, _) = parts(&a[1], "x")?;
+    let dev = backend::resolve(device).map_err(to_pyerr)?;
+    let w = if keep_w {
+        Some(empty::<T>(py, &shape)?)
+    } else {
+        None
+    };
+    let c = empty::<T>(py, &shape)?;
+    let out = if has_w {
+        Some(empty::<T>(py, &shape)?)
+    } else {
+        None
+    };
+    let (wd, cd) = (w.as_ref().map(|w| data_mut(w)), data_mut(&c));
+    let od: &mut [T] = match out.as_ref() {
+        Some(o) => data_mut(o),
+        None => &mut [],
+    };
+    let inp = blocks::ScaleIn {
+        c_ext: b.first,
+        ext: &b.shape,
+        lo,
+        shape: &shape,
+        x: b.x,
+        out: b.out,
+        add: b.w.map(|w| (w, thr)),
+        counts,
+    };
+    let first = compute(py, || {
+        blocks::scale(
+            dev,
+            passes,
+            &inp,
+            blocks::ScaleOut {
+                w: wd,
+                c: cd,
+                out: od,
+            },
+        )
+    })?;
+    Ok((
+        w.map(|w| w.into_any()),
+        c.into_any(),
+        out.map(|o| o.into_any()),
+        counts.then(|| PyArray1::from_vec(py, first.counts)),
+        first.sum,
+    ))
+}
+
+/// One à trous scale of one block (`blocks::scale`): (w or None, the next c, out + the
+/// previous scale's add or None, the key counts of w or None, Σw).
 #[pyfunction]
-fn _atrous_split<'py>(
+#[pyo3(signature = (c_ext, lo, x, out, w_prev, thr, passes, device=None, keep_w=true,
+                    counts=true))]
+#[allow(clippy::too_many_arguments)]
+fn _atrous_block_scale<'py>(
+    py: Python<'py>,
+    c_ext: FloatArray<'py>,
+    lo: Vec<usize>,
+    x: FloatArray<'py>,
+    out: Option<FloatArray<'py>>,
+    w_prev: Option<FloatArray<'py>>,
+    thr: f64,
+    passes: Vec<PassSpec>,
+    device: Option<&str>,
+    keep_w: bool,
+    counts: bool,
+) -> PyResult<Block<'py>> {
+    let passes = passes
+        .into_iter()
+        .map(pass_of)
+        .collect::<crate::Result<Vec<_>>>()
+        .map_err(to_pyerr)?;
+    let (arrays, has_out, has_w) = block_dtype(c_ext, x, out, w_prev)?;
+    with_float!(FloatArrays: arrays, v => block_scale(
+        py, &v, (has_out, has_w), &lo, thr, &passes, device, keep_w, counts
+    ))
+}
+
+type Finish<'py> = (Bound<'py, PyAny>, Option<Bound<'py, PyArray1<u64>>>, f64);
+
+fn block_finish<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &[numpy::PyReadonlyArrayDyn<'py, T>],
+    (has_out, has_w): (bool, bool),
+    thr: f64,
+    counts: bool,
+) -> PyResult<Finish<'py>> {
+    let b = block_arrays(a, has_out, has_w)?;
+    let dst = empty::<T>(py, &b.shape)?;
+    let dd = data_mut(&dst);
+    let first = compute(py, || {
+        blocks::finish(b.x, b.out, b.w.map(|w| (w, thr)), b.first, counts, dd)
+    })?;
+    Ok((
+        dst.into_any(),
+        counts.then(|| PyArray1::from_vec(py, first.counts)),
+        first.sum,
+    ))
+}
+
+/// The end of an iteration on one block (`blocks::finish`): (the output, the residual's key
+/// counts or None, Σ of the residual).
+#[pyfunction]
+#[pyo3(signature = (c, x, out, w_prev, thr, counts=true))]
+fn _atrous_block_finish<'py>(
     py: Python<'py>,
     c: FloatArray<'py>,
-    smooth: FloatArray<'py>,
     x: FloatArray<'py>,
-) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let arrays = FloatArrays::same_dtype(vec![c, smooth, x], "c, smooth and x")?;
-    with_float!(FloatArrays: arrays, v => split(py, &v))
-}
-
-fn add_above<'py, T: Real + numpy::Element>(
-    py: Python<'py>,
-    arrays: &[numpy::PyReadonlyArrayDyn<'py, T>],
+    out: Option<FloatArray<'py>>,
+    w_prev: Option<FloatArray<'py>>,
     thr: f64,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (shape, d) = same_size(arrays, "out and w")?;
-    let dst = empty::<T>(py, &shape)?;
-    let dd = data_mut(&dst);
-    compute(py, || {
-        blocks::add_above(d[0], d[1], thr, dd);
-        Ok(())
-    })?;
-    Ok(dst.into_any())
-}
-
-/// `out + w` where |w| > thr (compared in float64), else `out`: a new array.
-#[pyfunction]
-fn _atrous_add_above<'py>(
-    py: Python<'py>,
-    out: FloatArray<'py>,
-    w: FloatArray<'py>,
-    thr: f64,
-) -> PyResult<Bound<'py, PyAny>> {
-    let arrays = FloatArrays::same_dtype(vec![out, w], "out and w")?;
-    with_float!(FloatArrays: arrays, v => add_above(py, &v, thr))
+    counts: bool,
+) -> PyResult<Finish<'py>> {
+    let (arrays, has_out, has_w) = block_dtype(c, x, out, w_prev)?;
+    with_float!(FloatArrays: arrays, v => block_finish(py, &v, (has_out, has_w), thr, counts))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_atrous_split, m)?)?;
-    m.add_function(wrap_pyfunction!(_atrous_add_above, m)?)?;
+    m.add_function(wrap_pyfunction!(_atrous_block_scale, m)?)?;
+    m.add_function(wrap_pyfunction!(_atrous_block_finish, m)?)?;
     m.add_function(wrap_pyfunction!(_atrous_denoise, m)?)?;
     m.add_function(wrap_pyfunction!(_atrous_plan, m)?)?;
     Ok(())

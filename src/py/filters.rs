@@ -104,9 +104,9 @@ fn _uniform_filter1d<'py>(
 /// (params [sigma, truncate, radius or -1]), "uniform" ([size, origin]), "correlate"
 /// ([origin, weights...]) or "dilated" ([step, weights...]: the à trous filter, taps `step`
 /// apart, centred; the passes of one à trous scale, for the Dask path of atrous_denoise).
-type PassSpec = (String, usize, String, f64, Vec<f64>);
+pub(crate) type PassSpec = (String, usize, String, f64, Vec<f64>);
 
-fn pass_of(spec: PassSpec) -> crate::Result<Pass> {
+pub(crate) fn pass_of(spec: PassSpec) -> crate::Result<Pass> {
     let (kind, axis, mode, cval, p) = spec;
     let bad = || crate::Error::value(format!("malformed {kind:?} pass parameters {p:?}"));
     let filter = match (kind.as_str(), p.as_slice()) {

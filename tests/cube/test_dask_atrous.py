@@ -174,30 +174,112 @@ def test_key_counts_against_numpy(rng):
         _core._key_values(np.zeros(4), 0, 65)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_block_steps_against_numpy(rng, dtype):
-    """The core's element-wise block steps equal NumPy in the data type: w = c - smooth and
-    c - w where x is finite (NaN and c at blanks); out + w where |w| > thr in float64."""
-    from skyconv import _core
+def _dilated_smooth(c, step, weights):
+    """The à trous scale's smoothing of the whole array in float64 (scipy: the dilated filter
+    along every axis, mirror edges as DUCHAMP reflects: x < 0 -> -x)."""
+    from scipy.ndimage import correlate1d
 
-    c, sm, out = (rng.normal(size=(6, 7, 9)).astype(dtype) for _ in range(3))
-    x = rng.normal(size=c.shape).astype(dtype)
-    x[1, 2:5] = np.nan
-    x[3, 0, 0] = np.inf
-    blank = ~np.isfinite(x)
-    w, nxt = _core._atrous_split(c, sm, x)
-    want_w = np.where(blank, np.nan, c - sm).astype(dtype)
-    np.testing.assert_array_equal(w, want_w)
-    np.testing.assert_array_equal(nxt, np.where(blank, c, c - want_w).astype(dtype))
-    thr = float(np.abs(want_w[~blank]).mean())
-    got = _core._atrous_add_above(out, w, thr)
-    big = np.abs(w.astype(np.float64)) > thr
-    np.testing.assert_array_equal(got, np.where(big, out + w, out).astype(dtype))
-    assert got.dtype == dtype and w.dtype == dtype
+    reach = len(weights) // 2
+    k = np.zeros(2 * reach * step + 1)
+    k[::step] = weights
+    out = np.asarray(c, dtype=np.float64)
+    for ax in range(out.ndim)[::-1]:
+        out = correlate1d(out, k, axis=ax, mode="mirror")
+    return out
+
+
+def _block_scale(c, x, out, w_prev, thr, chunks, ix, step, weights, device, start=None):
+    """The staged loop's task for block ``ix`` of arrays cut into ``chunks`` (its halo cut from
+    the neighbours as the loop does)."""
+    from skyconv._dask import atrous
+
+    plan = atrous._halo_plan(chunks, x.shape, {a: (len(weights) // 2) * step for a in range(3)})
+    ext, lo, pieces = plan[ix]
+    starts = [np.concatenate([[0], np.cumsum(ch)]) for ch in chunks]
+
+    def blk(a, j):
+        if a is None:
+            return None
+        return a[tuple(slice(starts[k][j[k]], starts[k][j[k] + 1]) for k in range(3))]
+
+    if start is None:
+        src = [blk(c, p[0]) for p in pieces]
+    else:
+        src = [(blk(x, p[0]), blk(out, p[0])) for p in pieces]
+    passes = [("dilated", ax, "mirror", 0.0, [float(step)] + weights) for ax in (2, 1, 0)]
+    res = atrous._scale_task(src, [(p[1], p[2]) for p in pieces], ext, lo, blk(x, ix),
+                             blk(out, ix), blk(w_prev, ix), thr, passes, device, True, True,
+                             0.0 if start is None else start)  # fmt: skip
+    return res, (lambda a: blk(a, ix))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("step", [1, 4])
+def test_block_scale_against_numpy(rng, dtype, step):
+    """One block call (halo cut from the neighbours, here thinner than the halo at step 4)
+    equals the whole array's float64 smoothing restricted to the block: w = c - smooth and
+    c - w where x is finite (NaN and c at blanks), out + w_prev where |w_prev| > thr (float64
+    compare), the key counts and sum of w; an iteration's first scale builds c = x - out
+    (blank value at blanks) itself."""
+    from skyconv._dask import select
+
+    weights = [0.0625, 0.25, 0.375, 0.25, 0.0625]
+    shape, chunks = (12, 10, 9), ((3, 3, 3, 3), (4, 6), (9,))
+    c, out, wp = (rng.normal(size=shape).astype(dtype) for _ in range(3))
+    x = rng.normal(size=shape).astype(dtype)
+    x[4, 2:5] = np.nan
+    x[5, 0, 0] = np.inf
+    thr = 0.8
+    sm = _dilated_smooth(c, step, weights)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for ix in [(0, 0, 0), (1, 1, 0), (3, 0, 0)]:
+        (w, nc, no, counts, total), b = _block_scale(c, x, out, wp, thr, chunks, ix, step,
+                                                     weights, "cpu")  # fmt: skip
+        blank = ~np.isfinite(b(x))
+        want_w = b(c).astype(np.float64) - b(sm)
+        np.testing.assert_allclose(np.where(blank, 0, w), np.where(blank, 0, want_w), rtol=0,
+                                   atol=tol * 4)  # fmt: skip
+        assert np.isnan(w[blank]).all()
+        np.testing.assert_array_equal(nc, np.where(blank, b(c), b(c) - w).astype(dtype))
+        big = np.abs(b(wp).astype(np.float64)) > thr
+        np.testing.assert_array_equal(no, np.where(big, b(out) + b(wp), b(out)).astype(dtype))
+        np.testing.assert_array_equal(counts, select.block_counts(w))
+        np.testing.assert_allclose(total, np.nansum(w.astype(np.float64)), rtol=1e-12)
+        assert w.dtype == nc.dtype == no.dtype == dtype
+    # An iteration's first scale: c = x - out, the blank value where x is not finite.
+    blank_value = -8.0
+    (w, nc, _, _, _), b = _block_scale(None, x, out, wp, thr, chunks, (1, 0, 0), step, weights,
+                                       "cpu", start=blank_value)  # fmt: skip
+    c0 = np.where(np.isfinite(x), x - out, blank_value).astype(dtype)
+    sm0 = _dilated_smooth(c0, step, weights)
+    blank = ~np.isfinite(b(x))
+    want = np.where(blank, b(c0), b(sm0))
+    np.testing.assert_allclose(nc, want, rtol=0, atol=tol * 4)
+
+
+def test_block_finish_against_numpy(rng):
+    """The end of an iteration on a block: out + w where |w| > thr, + c where x is finite; the
+    residual's key counts (x - out at the finite voxels) and sum; None for out is zeros."""
+    from skyconv import _core
+    from skyconv._dask import select
+
+    x, out, w, c = (rng.normal(size=(5, 6, 7)).astype(np.float32) for _ in range(4))
+    x[2, 1:4] = np.nan
+    got, counts, total = _core._atrous_block_finish(c, x, out, w, 0.7)
+    fin = np.isfinite(x)
+    want = np.where(np.abs(w.astype(np.float64)) > 0.7, out + w, out)
+    want = np.where(fin, want + c, want).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    resid = np.where(fin, x - want, np.nan)
+    np.testing.assert_array_equal(counts, select.block_counts(resid))
+    np.testing.assert_allclose(total, np.nansum(resid.astype(np.float64)), rtol=1e-6)
+    got, counts, _ = _core._atrous_block_finish(c, x, None, None, 0.0, counts=False)
+    np.testing.assert_array_equal(got, np.where(fin, c, 0).astype(np.float32))
+    assert counts is None
     with pytest.raises(TypeError):
-        _core._atrous_split(c, sm.astype(np.float64 if dtype == np.float32 else np.float32), x)
-    with pytest.raises(ArgumentError, match="one shape"):
-        _core._atrous_add_above(out, w[:2], thr)
+        _core._atrous_block_finish(c, x.astype(np.float64), out, w, 0.7)
+    with pytest.raises(ShapeError):
+        _core._atrous_block_finish(c[:2], x, out, w, 0.7)
 
 
 def test_small_cube_runs_as_one_task(dask_client, rng, monkeypatch):
@@ -329,3 +411,25 @@ def test_one_task_on_a_gpu_worker(dask_client, rng, monkeypatch):
     want = skyconv.atrous_denoise(x, device="cuda")
     np.testing.assert_array_equal(np.asarray(got.data), want.data)
     assert got.iterations == want.iterations
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_scale_on_the_gpu(rng, dtype):
+    """The block call with its smoothing on the GPU equals the CPU's (the filter sums' rounding
+    apart: w to 1e-6 / 1e-12 of the data's scale; the add and the blanks exactly), for a
+    block inside the array and one at its edge, at a scale whose halo spans two neighbours."""
+    weights = [0.0625, 0.25, 0.375, 0.25, 0.0625]
+    shape, chunks = (12, 10, 9), ((3, 3, 3, 3), (4, 6), (9,))
+    c, out, wp = (rng.normal(size=shape).astype(dtype) for _ in range(3))
+    x = rng.normal(size=shape).astype(dtype)
+    x[4, 2:5] = np.nan
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    for ix in [(1, 1, 0), (3, 0, 0)]:
+        g, _ = _block_scale(c, x, out, wp, 0.8, chunks, ix, 4, weights, "cuda")
+        want, _ = _block_scale(c, x, out, wp, 0.8, chunks, ix, 4, weights, "cpu")
+        for k in (0, 1):
+            np.testing.assert_allclose(g[k], want[k], rtol=0, atol=tol * 8, equal_nan=True)
+        np.testing.assert_array_equal(g[2], want[2])
+        assert abs(int(g[3].sum()) - int(want[3].sum())) == 0
+        np.testing.assert_allclose(g[4], want[4], rtol=0, atol=tol * 8 * c.size)

@@ -15,15 +15,18 @@ Two cases:
   passes are the core's own (``_filter_chain`` with its "dilated" pass), so only the order of
   the global sums differs from the single call.
 
-  What a round trip costs is kept small (bench/NOTES.md, session 9): the smoothing chain of an
-  iteration does not depend on the thresholds, so scale s + 1 is submitted (persisted, not
-  waited for) before the client selects scale s's centre; each scale's first selection pass
-  (the top 16 key bits, ``select.top_counts``) runs in the graph that makes the coefficients,
-  and so does the residual's with the output; the selection's block passes are one core scan
-  each (``_core._key_counts`` / ``_key_values``) and carry a high Dask priority; the threshold
-  additions are submitted without waiting; the element-wise steps are one NumPy task per block
-  (under names of their own, see ``_blocks``). The input is read once (persisted) with its
-  finite count and first pass.
+  One core call per block and scale (``_core._atrous_block_scale``, session 10): the block's
+  smooth array with its halo (cut from however many neighbour blocks it reaches: thin chunks
+  are not merged) is smoothed on the task's engine (CPU, or the worker's GPU: one upload, the
+  passes, one download), and in the same call the coefficients w, the next smooth array, the
+  previous kept scale's thresholded add into the output and the first selection pass over w
+  (the top 16 key bits, its sum the finite count); one ``_atrous_block_finish`` per block ends
+  an iteration with the residual's first pass. The client then selects w's centre (1–2 more
+  passes, ``select``) and submits the next scale, which adds this one. No look-ahead: the
+  cluster holds the input, the output, the smooth array and the last kept scale's w (4 arrays
+  of the cube's size, each released block by block as the next scale's tasks finish), plus
+  the blocks in flight (bench/NOTES.md, session 10, dask-mem). The selection tasks carry a
+  high Dask priority. The input is read once (persisted) with its finite count and first pass.
 - One unit of at most :data:`SINGLE_TASK_BYTES`, in one chunk, or of at most
   :data:`SINGLE_TASK_MEMORY_FRACTION` of the smallest worker's memory limit: the single call in
   one task on a worker (its progress reports replayed on the client).
@@ -36,7 +39,8 @@ values (NumPy arrays of them for per-unit results), as from the NumPy call.
 from __future__ import annotations
 
 import contextlib
-import functools
+import gc
+import itertools
 import math
 import time
 import warnings
@@ -51,7 +55,7 @@ from ..exceptions import ArgumentError, ArgumentTypeError, DeviceError
 from . import select
 from .device import check as check_device
 from .device import stage
-from .halo import check_known_chunks, overlap_map
+from .halo import check_known_chunks
 
 #: A one-unit array of at most this many bytes (or in one chunk) runs the single call in one
 #: task on a worker: below it the loop's round trips cost more than the work they spread.
@@ -124,15 +128,6 @@ def _by_units(x, dim, args, device):
 
 
 # --- one unit: the loop on the cluster --------------------------------------------------------
-
-
-def _smooth(block, step, weights, axes, device):
-    """One à trous scale's smoothing of a block: the dilated filter along ``axes`` (last
-    first), mirror edges, the core's passes."""
-    passes = [("dilated", ax, "mirror", 0.0, [float(step)] + weights) for ax in axes]
-    block = np.require(block, requirements="CA")  # received blocks may be unaligned
-    with stage("atrous.smooth", device) as dev:
-        return _core._filter_chain(block, passes, dev)
 
 
 @contextlib.contextmanager
@@ -262,46 +257,139 @@ def _one_task(x, args, device, progress):
     return out.rechunk(x.chunks), int(iters[0]), float(noise[0]), float(noise0[0]), n
 
 
-# The loop's element-wise steps, one task per block each, in the data's dtype (a float32 sum
-# or difference rounds as the core's f64 operation rounded to float32 does); ``x`` is the
-# input, its non-finite voxels the blanks.
-
-
-def _start(x, out, b):
-    """c = x − output; the blank coefficient ``b`` at blanks."""
-    c = np.subtract(x, out)
-    c[~np.isfinite(x)] = b
-    return c
+# --- the staged loop's block calls ---------------------------------------------------------
+# One task per block and scale (``_scale_task``: the core's ``_atrous_block_scale``) and one per
+# block and iteration (``_finish_task``). A block's halo is cut from its neighbours' blocks of
+# the smooth array (any number of them along each axis: no merging of thin chunks).
 
 
 def _c(a):
     return np.require(a, requirements="CA")  # received blocks may be unaligned
 
 
-def _coefficients(c, sm, x):
-    """w = c − smooth; NaN at blanks (one core pass, with the next c)."""
-    return _core._atrous_split(_c(c), _c(sm), _c(x))[0]
+def _start(x, out, b):
+    """c = x − output (output None: zeros); the blank coefficient ``b`` at blanks."""
+    c = np.array(x, copy=True) if out is None else np.subtract(x, out)
+    c[~np.isfinite(x)] = b
+    return c
 
 
-def _smoother(c, w, x):
-    """The next c = c − w; unchanged at blanks."""
-    blank = ~np.isfinite(x)
-    nc = np.subtract(c, w)
-    nc[blank] = c[blank]
-    return nc
+def _halo_plan(chunks, shape, depth):
+    """For each block index: (the halo box's shape, the block's offset in it, the pieces
+    [(neighbour index, source slices, destination slices)])."""
+    starts = [np.concatenate([[0], np.cumsum(c)]).astype(int) for c in chunks]
+    plan = {}
+    for ix in np.ndindex(*[len(c) for c in chunks]):
+        ext, lo, per_axis = [], [], []
+        for a, k in enumerate(ix):
+            s0, s1 = starts[a][k], starts[a][k + 1]
+            h = depth.get(a, 0) if len(chunks[a]) > 1 else 0
+            e0, e1 = max(0, s0 - h), min(shape[a], s1 + h)
+            ext.append(e1 - e0)
+            lo.append(s0 - e0)
+            pieces = []
+            for j in range(len(chunks[a])):
+                t0, t1 = starts[a][j], starts[a][j + 1]
+                u0, u1 = max(e0, t0), min(e1, t1)
+                if u0 < u1:
+                    pieces.append((j, slice(u0 - t0, u1 - t0), slice(u0 - e0, u1 - e0)))
+            per_axis.append(pieces)
+        parts = [
+            (tuple(p[0] for p in combo), tuple(p[1] for p in combo), tuple(p[2] for p in combo))
+            for combo in itertools.product(*per_axis)
+        ]
+        plan[ix] = (tuple(ext), tuple(lo), parts)
+    return plan
 
 
-def _add(out, w, thr):
-    """output + w where |w| > thr (compared in float64, as the core does; one core pass)."""
-    return _core._atrous_add_above(_c(out), _c(w), float(thr))
+def _cut(a, b, box, pair):
+    """A copy of ``a[box]`` (with ``b[box]`` as a pair when ``pair``: x and the output at an
+    iteration's start)."""
+    if pair:
+        return (np.array(a[box]), None if b is None else np.array(b[box]))
+    return np.array(a[box])
 
 
-def _finish(out, c, x):
-    """output + c, except at blanks."""
-    fin = np.isfinite(x)
-    o = np.array(out)
-    o[fin] += c[fin]
-    return o
+def _scale_task(pieces, boxes, ext, lo, x, out, w_prev, thr, passes, device, keep_w, counts,
+                blank):  # fmt: skip
+    """One scale of one block: its smooth array with the halo assembled from ``pieces`` (the
+    neighbours' smooth arrays, or (x, output) pairs at an iteration's start, then c = x −
+    output with ``blank`` at blanks), then the core's block call."""
+    x = _c(x)
+    c_ext = np.empty(ext, dtype=x.dtype)
+    for piece, (src, dst) in zip(pieces, boxes):
+        if isinstance(piece, tuple):  # an iteration's first scale
+            xp, op = piece
+            c_ext[dst] = _start(xp[src], None if op is None else op[src], blank)
+        else:
+            c_ext[dst] = piece[src]
+    with stage("atrous.smooth", device) as dev:
+        return _core._atrous_block_scale(
+            c_ext, list(lo), x, None if out is None else _c(out),
+            None if w_prev is None else _c(w_prev), float(thr), passes, dev, keep_w, counts,
+        )  # fmt: skip
+
+
+def _finish_task(c, x, out, w_prev, thr, counts):
+    """The end of an iteration on one block: (output, residual key counts or None, Σ)."""
+    return _core._atrous_block_finish(
+        _c(c), _c(x), None if out is None else _c(out),
+        None if w_prev is None else _c(w_prev), float(thr), counts,
+    )  # fmt: skip
+
+
+def _owners(x):
+    """The worker holding each block of the persisted ``x`` (by block index; empty without a
+    Distributed client): the loop's tasks for block i are asked to run there, so every
+    array's block i lives beside x's and no worker keeps replicas of other workers' blocks
+    (Distributed keeps a replica as long as its key lives)."""
+    try:
+        from distributed import default_client, futures_of
+
+        who = default_client().who_has(futures_of(x))
+    except (ImportError, ValueError):
+        return {}
+    out = {}
+    for key, workers in who.items():
+        if workers and isinstance(key, tuple):
+            out[tuple(key[1:])] = workers[0]
+    return out
+
+
+def _on(owners, ix):
+    """``dask.annotate`` that asks for block ``ix``'s worker (a no-op without one)."""
+    import dask
+
+    w = owners.get(tuple(ix))
+    if w is None:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[w], allow_other_workers=True)
+
+
+def _grid(arr):
+    """The blocks of a dask array (None stays None) as an object array of Delayed."""
+    return None if arr is None else arr.to_delayed()
+
+
+def _assemble(parts, x, k):
+    """The dask array of item ``k`` of each block task's tuple (``parts``: object array of
+    Delayed tuples over ``x``'s block grid)."""
+    da = dask_array()
+    rec = np.empty(parts.shape, dtype=object)
+    for ix in np.ndindex(*parts.shape):
+        shape = tuple(x.chunks[a][ix[a]] for a in range(x.ndim))
+        rec[ix] = da.from_delayed(parts[ix][k], shape=shape, dtype=x.dtype)
+    return da.block(rec.tolist())
+
+
+def _first_of(parts, robust):
+    """The tree sum of the block tasks' first passes (counts, or Σ), lazy."""
+    import dask
+
+    k = -2 if robust else -1
+    with dask.annotate(priority=select.PRIORITY):
+        leaves = [parts[ix][k] for ix in np.ndindex(*parts.shape)]
+        return select._tree_sum(dask.delayed, leaves)
 
 
 def _residual_block(x, out):
@@ -338,7 +426,6 @@ def _residual(x, out):
 def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, progress, variant,
               blank):  # fmt: skip
     """The reconstruction of one unit spanning the whole array ``x`` (see the module docs)."""
-    da = dask_array()
     check_known_chunks(x, "data")
     n, factors = _core._atrous_plan(list(x.shape), dim, filt, variant)
     if x.npartitions == 1 or x.nbytes <= SINGLE_TASK_BYTES or _fits_one_worker(x.nbytes):
@@ -356,16 +443,6 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
     axes = list(range(x.ndim))[::-1]
     weights = _WEIGHTS[filt]
     reach = len(weights) // 2
-    dt = x.dtype
-
-    def scale(c, s):
-        """Scale s of smooth array c, lazy: (w, the next c, w's first statistic pass or None)."""
-        step = 1 << (s - 1)
-        fn = functools.partial(_smooth, step=step, weights=weights, axes=axes, device=device)
-        sm = overlap_map(c, fn, {ax: reach * step for ax in axes}, dtype=dt)
-        w = _blocks(_coefficients, c, sm, x)
-        c = _blocks(_smoother, c, w, x)
-        return w, c, (_first(w, robust) if kept(s) else None)
 
     # The input, read once (from zarr, say), with the first pass of its statistics.
     with _step("input"):
@@ -376,33 +453,36 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
         return x.copy(), 0, math.nan, math.nan, n
     with _step("sigma0"):
         sigma0 = _sigma(x, robust, count, top if robust else _fetch(first))
-    out = da.zeros_like(x)
+    plans = {}  # halo plans by scale
+    owners = _owners(x)
+    out = None  # zeros until the first thresholded add
     old = math.inf
     iteration = 0
     sigma = math.nan
     while True:
         iteration += 1
         b = blank if duchamp_2d and (iteration == 1 or not thresholds) else 0.0
-        c = _blocks(_start, x, out, b=b)
-        # The smoothing chain does not depend on the thresholds: scale s + 1 is made on the
-        # cluster while the client selects scale s's centre.
-        with _step("scales"):
-            nxt = _persist(*scale(c, 1), wait=False)
+        c = None  # the iteration's first scale makes c = x − output in its tasks
+        pending = None  # (w, threshold) of the last kept scale, added by the next call
         for s in range(1, loop_scales + 1):
-            w, c, first = nxt
-            if s < loop_scales:
-                with _step("scales"):
-                    nxt = _persist(*scale(c, s + 1), wait=False)
+            step = 1 << (s - 1)
+            if s not in plans:
+                plans[s] = _halo_plan(x.chunks, x.shape, {a: reach * step for a in axes})
+            with _step("scales"):
+                w, c, out, first = _scale(
+                    x, c, out, pending, plans[s], step, weights, axes, device, kept(s), robust,
+                    b, owners,
+                )  # fmt: skip
+            pending = None
             if kept(s):
                 with _step("scale centre"):
                     center = _center(w, robust, count, _fetch(first))
-                thr = center + snr * sigma0 * float(factors[s])
-                with _step("threshold add"):
-                    out = _persist(_blocks(_add, out, w, thr=thr), wait=False)
-            del w
-        out = _blocks(_finish, out, c, x)
+                pending = (w, center + snr * sigma0 * float(factors[s]))
+            del w, first
+            gc.collect()  # the old arrays' futures sit in reference cycles: release them now
         with _step("finish"):
-            out, first = _persist(out, _first(_residual(x, out), robust))
+            out, first = _finish(x, c, out, pending, robust, owners)
+        del c, pending
         resid = _residual(x, out)  # from the persisted output
         with _step("residual sigma"):
             sigma = _sigma(resid, robust, count, _fetch(first))
@@ -418,6 +498,77 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
     with _step("result"):
         recon = _persist(_blocks(_result, out, x))
     return recon, iteration, sigma, sigma0, n
+
+
+def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, blank, owners):
+    """One scale on every block, submitted (not waited for): (w or None, the next c, the
+    output, w's first pass (lazy) or None). ``c`` None: the iteration's first scale (c from
+    x and the output in the tasks)."""
+    import dask
+
+    passes = [("dilated", ax, "mirror", 0.0, [float(step)] + weights) for ax in axes]
+    xg, og, cg = _grid(x), _grid(out), _grid(c)
+    wg = None if pending is None else _grid(pending[0])
+    thr = 0.0 if pending is None else pending[1]
+    task = dask.delayed(_scale_task, pure=False, nout=5)
+    parts = np.empty(xg.shape, dtype=object)
+    cut = dask.delayed(_cut, pure=False)
+    for ix, (ext, lo, pieces) in plan.items():
+        # A neighbour's part of the halo is cut where that block lives (a task of its own):
+        # only the halo crosses between workers, and no worker keeps a replica of a whole
+        # neighbour block (which Distributed would hold as long as the block lives).
+        src, boxes = [], []
+        for j, a, d in pieces:
+            if cg is None:
+                nb = (xg[j], None if og is None else og[j])
+                if j != ix:
+                    with _on(owners, j):
+                        nb = cut(*nb, a, True)
+            else:
+                nb = cg[j]
+                if j != ix:
+                    with _on(owners, j):
+                        nb = cut(nb, None, a, False)
+            src.append(nb)
+            boxes.append((a if j == ix else tuple(slice(None) for _ in a), d))
+        with _on(owners, ix):
+            parts[ix] = task(
+                src, boxes, ext, lo, xg[ix], None if og is None else og[ix],
+                None if wg is None else wg[ix], thr, passes, device, keep, robust, blank,
+            )  # fmt: skip
+    w = _assemble(parts, x, 0) if keep else None
+    c = _assemble(parts, x, 1)
+    new_out = _assemble(parts, x, 2) if pending is not None else out
+    first = _first_of(parts, robust) if keep else None
+    todo = [a for a in (w, c) if a is not None] + ([new_out] if pending is not None else [])
+    if first is not None:
+        todo.append(first)
+    done = list(_persist(*todo, wait=False)) if len(todo) > 1 else [_persist(*todo, wait=False)]
+    w = done.pop(0) if keep else None
+    c = done.pop(0)
+    if pending is not None:
+        new_out = done.pop(0)
+    return w, c, new_out, (done.pop(0) if first is not None else None)
+
+
+def _finish(x, c, out, pending, robust, owners):
+    """The end of an iteration: (the output, persisted and waited for; the residual's first
+    pass, computed with it)."""
+    import dask
+
+    task = dask.delayed(_finish_task, pure=False, nout=3)
+    xg, og, cg = _grid(x), _grid(out), _grid(c)
+    wg = None if pending is None else _grid(pending[0])
+    thr = 0.0 if pending is None else pending[1]
+    parts = np.empty(xg.shape, dtype=object)
+    for ix in np.ndindex(*xg.shape):
+        with _on(owners, ix):
+            parts[ix] = task(
+                cg[ix], xg[ix], None if og is None else og[ix], None if wg is None else wg[ix],
+                thr, robust,
+            )  # fmt: skip
+    out = _assemble(parts, x, 0)
+    return _persist(out, _first_of(parts, robust))
 
 
 def atrous_denoise(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, progress,
