@@ -2,7 +2,7 @@
 16 cores through Dask workers within 1.2x of the single-process transform at nside 4096).
 
     python bench/gpu/dask_sht.py [--nside 4096] [--lmax 8192] [--configs 1x16,2x8,4x4,16x1]
-                                 [--iter 0] [--pol] [--repeats 2] [--out DIR]
+                                 [--iter 0] [--pol] [--repeats 2] [--profile] [--out DIR]
 
 For each workers x threads configuration a LocalCluster (processes) is started and alm2map and
 map2alm (split mode, one block per worker) run from NumPy in the client to NumPy in the client,
@@ -14,7 +14,11 @@ count of the configurations, and each Dask row gives its ratio to the single pro
 same total (``ratio_e2e``, ``ratio_cluster``), the CPU seconds of client, scheduler and
 workers over the single process's (``cpu_ratio``: the overhead in work, which a machine shared
 with other jobs does not distort as it does wall times), the peak RSS of each worker process
-and the largest relative difference to the single process. Prints one JSON line per row and, with
+and the largest relative difference to the single process. ``--profile`` adds, per transform
+and configuration, the seconds per task prefix and action from Distributed's task stream and
+the workers each layer's block tasks ran on (a layer with two blocks on one worker is listed
+under ``unbalanced``); on a small machine, e.g. ``--nside 512 --configs 2x1 --profile``, it is
+the overhead profile of the Dask path. Prints one JSON line per row and, with
 --out, writes ``dask_sht.json``. Needs dask and distributed (``pip install 'skyconv[dask]'``;
 on the GPU machine ``bash bench/gpu/prepare.sh --dask``). CPU only (device="cpu").
 """
@@ -52,14 +56,18 @@ def cluster_cpu_s(client):
 
 
 def scatter(client, arr, sizes):
-    """A dask array of ``arr`` (ncomp, n) chunked by ``sizes`` along axis 1, each block sent
-    straight from this process to one worker (round robin), not through the scheduler."""
+    """A dask array of ``arr`` (ncomp, n) chunked by ``sizes`` along axis 1, block i sent
+    straight from this process to worker i mod W (``direct=True``: not through the scheduler,
+    which is Distributed's default and moves every byte twice)."""
     import dask.array as da
     from distributed import wait
 
+    addrs = sorted(client.scheduler_info()["workers"])
     ends = np.cumsum(sizes)
     parts = [np.ascontiguousarray(arr[:, e - s : e]) for s, e in zip(sizes, ends)]
-    futs = client.scatter(parts)
+    futs = [
+        client.scatter(p, direct=True, workers=[addrs[i % len(addrs)]]) for i, p in enumerate(parts)
+    ]
     blocks = [
         da.from_delayed(f, shape=p.shape, dtype=p.dtype, meta=np.empty((0, 0), p.dtype))
         for f, p in zip(futs, parts)
@@ -72,12 +80,12 @@ def scatter(client, arr, sizes):
 
 def gather(client, d):
     """A persisted dask array (ncomp, n) chunked along axis 1 -> one NumPy array, the blocks
-    gathered straight from the workers."""
+    gathered straight from the workers (``direct=True``)."""
     from distributed import futures_of
 
     futs = {f.key: f for f in futures_of(d)}
     keys = [k for row in d.__dask_keys__() for k in row]
-    parts = client.gather([futs[k] for k in keys])
+    parts = client.gather([futs[k] for k in keys], direct=True)
     out = np.empty(d.shape, d.dtype)
     at = 0
     for p in parts:
@@ -86,19 +94,54 @@ def gather(client, d):
     return out
 
 
-def run_split(client, fn, src, sizes, repeats):
-    """Best of ``repeats`` (in, cluster, out) seconds, the CPU seconds of that run (client,
-    scheduler and workers) and the result of fn(dask input)."""
-    from distributed import wait
+def _prefix(key) -> str:
+    """A task key's name without its token(s): skyconv-alm2leg, skyconv-alm2leg-piece, ..."""
+    import re
 
-    best, res, cpu = None, None, None
+    k = key[0] if isinstance(key, tuple) else str(key)
+    return re.sub(r"-[0-9a-f]{32}", "", k)
+
+
+def stream_summary(stream, addrs):
+    """From a task stream (``get_task_stream``): seconds per task prefix and action (compute,
+    transfer, disk-read, ...) and the placement of each layer's block tasks: prefix -> tasks per
+    worker (index into the sorted worker addresses). A layer with more tasks on one worker than
+    blocks per worker (1 by default) ran unbalanced."""
+    from collections import defaultdict
+
+    secs = defaultdict(lambda: defaultdict(float))
+    where = defaultdict(lambda: [0] * len(addrs))
+    index = {a: i for i, a in enumerate(addrs)}
+    for t in stream:
+        pre = _prefix(t["key"])
+        for st in t["startstops"]:
+            secs[pre][st["action"]] += st["stop"] - st["start"]
+        if "skyconv-" in pre and not pre.endswith(("-piece", "-alm")):
+            w = index.get(t.get("worker"))
+            if w is not None:
+                where[pre][w] += 1
+    return (
+        {k: {a: round(v, 3) for a, v in d.items()} for k, d in secs.items()},
+        {k: v for k, v in where.items()},
+    )
+
+
+def run_split(client, fn, src, sizes, repeats, profile=False):
+    """Best of ``repeats`` (in, cluster, out) seconds, the CPU seconds of that run (client,
+    scheduler and workers), the result of fn(dask input) and, with ``profile``, the task stream
+    summary of the best run's cluster part (``stream_summary``)."""
+    from distributed import get_task_stream, wait
+
+    addrs = sorted(client.scheduler_info()["workers"])
+    best, res, cpu, prof = None, None, None, None
     for _ in range(repeats):
         c0 = cluster_cpu_s(client)
         t0 = time.perf_counter()
         x = scatter(client, src, sizes)
         t1 = time.perf_counter()
-        y = fn(x).persist()
-        wait(y)
+        with get_task_stream(client) as ts:
+            y = fn(x).persist()
+            wait(y)
         t2 = time.perf_counter()
         res = gather(client, y)
         t3 = time.perf_counter()
@@ -107,7 +150,8 @@ def run_split(client, fn, src, sizes, repeats):
         t = (t1 - t0, t2 - t1, t3 - t2)
         if best is None or sum(t) < sum(best):
             best, cpu = t, c1 - c0
-    return best, cpu, res
+            prof = stream_summary(ts.data, addrs) if profile else None
+    return best, cpu, res, prof
 
 
 def main():
@@ -118,6 +162,11 @@ def main():
     p.add_argument("--iter", type=int, default=0)
     p.add_argument("--pol", action="store_true")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="per task prefix seconds (compute, transfer) and the workers each layer ran on",
+    )
     p.add_argument("--out", default=os.environ.get("OUT"))
     a = p.parse_args()
     from distributed import Client, LocalCluster
@@ -191,8 +240,8 @@ def main():
             def anal(x):
                 return dsht.map2alm(x, lmax=lmax, iter=a.iter, pol=a.pol, device="cpu")
 
-            ts, cs, m = run_split(client, synth, alm, asz, a.repeats)
-            ta, ca, b = run_split(client, anal, maps2, psz, a.repeats)
+            ts, cs, m, ps = run_split(client, synth, alm, asz, a.repeats, a.profile)
+            ta, ca, b, pa = run_split(client, anal, maps2, psz, a.repeats, a.profile)
             rss = sorted(client.run(_peak_rss_mib).values())
             s_single, a_single, cs_single, ca_single = single[w * t]
             row(
@@ -219,6 +268,17 @@ def main():
                 rel_err_map=float(np.abs(m - maps2).max() / np.abs(maps2).max()),
                 rel_err_alm=float(np.abs(b - alms2).max() / np.abs(alms2).max()),
             )
+            if a.profile:
+                for name, (secs, where) in (("alm2map", ps), ("map2alm", pa)):
+                    row(
+                        mode="profile",
+                        transform=name,
+                        workers=w,
+                        threads=t,
+                        seconds_by_prefix=secs,
+                        tasks_per_worker=where,
+                        unbalanced=sorted(k for k, v in where.items() if max(v) > 1),
+                    )
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         (Path(a.out) / "dask_sht.json").write_text(json.dumps(rows, indent=1))

@@ -6,9 +6,9 @@
 For each nside:lmax of ``--sizes``: alm2map and map2alm (iter=0) end to end from host memory on
 one GPU (``device="cuda:0"``) and split over ``--devices`` (``devices=[0, 1]``), the ratio, and
 the split's stages (Legendre, the all-to-all, rings), its transport and its peak memory per GPU.
-The split runs twice per size: ``first_call_s`` (with the set-up trace of that call: the
-process's first split call creates the second GPU's context and enables peer access) and
-``seconds``, the warm call.
+Both run at least twice per size: ``first_call_s`` (with the set-up trace of that call: cuFFT
+plans of new lengths, and the process's first split call creates the second GPU's context and
+enables peer access) and ``seconds``, the best warm call.
 ``--big`` runs only the split (nside 16384, lmax 32768 does fit one H100, 50 GB; it is left out
 of the one-GPU timing here to keep the run short: one H100 took 10.3 s / 12.5 s). Prints one JSON
 line per measurement (and appends them to ``--json``). The default run (a small warm-up size,
@@ -57,16 +57,32 @@ def _emit(rec: dict, path: str | None) -> None:
             f.write(line + "\n")
 
 
-def _split_record(base: dict, secs: float, first: float, trace: list) -> dict:
-    st = _sht_multi.last_stats()
-    rec = dict(base, seconds=round(secs, 4), transport=st["transport"])
-    rec["first_call_s"] = round(first, 4)
+def _stages(trace: list) -> dict:
+    """Per set-up stage of a call's trace: [entries, seconds]."""
     stages: dict = {}
     for e in trace:
         n, t = stages.get(e["stage"], (0, 0.0))
         stages[e["stage"]] = (n + 1, round(t + e["seconds"], 4))
-    # per set-up stage of the first call: [entries, seconds]
-    rec["first_call_setup_trace"] = stages
+    return stages
+
+
+def _one_record(base: dict, secs: float, first: float, trace: list) -> dict:
+    """One-GPU row: the first call of the size (its set-up trace: cuFFT plans, pools) and the
+    best warm call."""
+    return dict(
+        base,
+        mode="one-gpu",
+        seconds=round(secs, 4),
+        first_call_s=round(first, 4),
+        first_call_setup_trace=_stages(trace),
+    )
+
+
+def _split_record(base: dict, secs: float, first: float, trace: list) -> dict:
+    st = _sht_multi.last_stats()
+    rec = dict(base, seconds=round(secs, 4), transport=st["transport"])
+    rec["first_call_s"] = round(first, 4)
+    rec["first_call_setup_trace"] = _stages(trace)
     rec["stages_s"] = {k: round(st[k], 4) for k in ("legendre_s", "exchange_s", "ring_s")}
     rec["alltoall_share"] = round(st["exchange_s"] / secs, 4) if secs > 0 else None
     rec["peak_gib_per_gpu"] = [round(b / 2**30, 2) for b in st["peak_bytes"]]
@@ -80,9 +96,9 @@ def _split_record(base: dict, secs: float, first: float, trace: list) -> dict:
 
 
 def _split(f):
-    """(first call's seconds, its set-up trace, best of the warm calls' seconds, the output):
-    the first split call of a size pays the pools' growth (and, the first of the process, the
-    second GPU's context and peer access); the warm ones run once more (``repeats``)."""
+    """(first call's seconds, its set-up trace): the first call of a size pays the pools'
+    growth and the cuFFT plans of lengths not seen before (and, the process's first split
+    call, the second GPU's context and peer access); the warm calls follow (``_time``)."""
     skyconv.setup_trace(clear=True)
     t = time.perf_counter()
     f()
@@ -99,10 +115,14 @@ def run_size(nside, lmax, devices, repeats, single, path, rng):
     base = {"nside": nside, "lmax": lmax, "devices": devices}
     m1 = a1 = None
     if single:
-        t1m, m1 = _time(lambda: skyconv.alm2map(alm, nside, lmax, device="cuda:0"), repeats)
-        _emit(dict(base, transform="alm2map", mode="one-gpu", seconds=round(t1m, 4)), path)
-        t1a, a1 = _time(lambda: skyconv.map2alm(m1, lmax, iter=0, device="cuda:0"), repeats)
-        _emit(dict(base, transform="map2alm", mode="one-gpu", seconds=round(t1a, 4)), path)
+        f1 = lambda: skyconv.alm2map(alm, nside, lmax, device="cuda:0")  # noqa: E731
+        first, trace = _split(f1)
+        t1m, m1 = _time(f1, repeats)
+        _emit(_one_record(dict(base, transform="alm2map"), t1m, first, trace), path)
+        f1 = lambda: skyconv.map2alm(m1, lmax, iter=0, device="cuda:0")  # noqa: E731
+        first, trace = _split(f1)
+        t1a, a1 = _time(f1, repeats)
+        _emit(_one_record(dict(base, transform="map2alm"), t1a, first, trace), path)
     f2 = lambda: skyconv.alm2map(alm, nside, lmax, devices=devices)  # noqa: E731
     first, trace = _split(f2)
     t2, m2 = _time(f2, repeats)

@@ -134,3 +134,101 @@ def test_ring_smoothing_with_unseen(dask_client):
     assert got[0, 5] == skyconv.sht.UNSEEN and got[0, 600] == skyconv.sht.UNSEEN
     ok = ref != skyconv.sht.UNSEEN
     assert np.abs(got[ok] - ref[ok]).max() <= 1e-12 * np.abs(ref[ok]).max()
+
+
+def test_clean_zeroes_unseen_as_healpy_and_copies_only_when_needed():
+    """The map2alm input task: healpy's UNSEEN test |x − UNSEEN| ≤ 1e-8 + 1e-5·|UNSEEN| (float32
+    UNSEEN included), NaN and −inf kept; a clean float64 block passes through without a copy,
+    a block with UNSEEN is copied (the input is never modified)."""
+    from skyconv.healpix import UNSEEN
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 64))
+    assert D._clean(x) is x
+    y = x.copy()
+    y[0, [1, 5]] = UNSEEN
+    y[1, 2] = np.float32(UNSEEN)  # float32 UNSEEN read as float64: 1e23 away, still UNSEEN
+    y[1, 3] = UNSEEN * (1 + 2e-5)  # outside the tolerance
+    y[1, 4] = np.nan
+    y[1, 6] = -np.inf
+    keep = y.copy()
+    got = D._clean(y)
+    ref = y.copy()
+    ref[np.abs(ref - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN)] = 0.0
+    np.testing.assert_array_equal(got, ref)
+    assert got[0, 1] == 0 and got[1, 2] == 0 and got[1, 3] == y[1, 3]
+    np.testing.assert_array_equal(y, keep)
+    f = y.astype(np.float32)
+    np.testing.assert_array_equal(D._clean(f), D._clean(f.astype(np.float64)))
+    assert D._clean(f).dtype == np.float64
+
+
+def test_block_keys_and_only_them_are_placed():
+    """BlockPlacement touches the split layers' block tasks only: m and ring tasks (any
+    iteration, also under a fusion prefix), not the Δ pieces, the stack mode or other keys."""
+    tok = "0123456789abcdef" * 2
+    assert D.block_of((f"skyconv-alm2leg-{tok}", 3)) == 3
+    assert D.block_of((f"skyconv-leg2map-{tok}", 0, 2)) == 2
+    assert D.block_of((f"skyconv-map2alm-{tok}", 0, 1)) == 1
+    assert D.block_of((f"skyconv-resid2-{tok}", 4)) == 4
+    assert D.block_of((f"skyconv-leg2alm0-{tok}", np.int64(5))) == 5
+    assert D.block_of((f"_clean-skyconv-map2leg-{tok}", 1)) == 1
+    for key in (
+        (f"skyconv-alm2leg-{tok}-piece", 0, 1),
+        (f"skyconv-map2alm-{tok}-alm", 0, 0),
+        (f"skyconv-stack-map2alm-{tok}", 1, 0),
+        (f"skyconv-smooth-{tok}", 0, 0),
+        (f"skyconv-alm2leg-{tok}", "x"),
+        f"skyconv-alm2leg-{tok}",
+    ):
+        assert D.block_of(key) is None, key
+
+
+def test_blocks_run_one_per_worker(dask_client):
+    """On the 2-worker cluster every block layer of alm2map and of map2alm with iter = 2 runs
+    one task on each worker (block b on the b-th worker by address), results bit-identical."""
+    from distributed import get_task_stream
+
+    nside, lmax = 16, 32
+    src = _alm(np.random.default_rng(7), 1, lmax, lmax)
+    ref = skyconv.alm2map(src, nside, lmax=lmax, device="cpu")
+    back = skyconv.map2alm(ref, lmax=lmax, iter=2, device="cpu")
+    addrs = sorted(dask_client.scheduler_info()["workers"])
+    for _ in range(3):  # placement left to the scheduler varied from run to run
+        with get_task_stream(dask_client) as ts:
+            m = D.alm2map(da.from_array(src), nside, lmax=lmax, device="cpu").compute()
+            a = D.map2alm(da.from_array(ref, chunks=(1, 500)), lmax=lmax, iter=2, device="cpu")
+            a = a.compute()
+        assert D.last_choice["m_blocks"] == 2 and D.last_choice["ring_blocks"] == 2
+        assert np.array_equal(m, ref) and np.array_equal(a, back)
+        where: dict = {}
+        for t in ts.data:
+            k = t["key"]
+            b = D.block_of(k)
+            if b is not None:
+                name = re.sub(r"-[0-9a-f]{32}", "", k[0])
+                where.setdefault(name, {})[b] = t["worker"]
+        assert {"skyconv-alm2leg", "skyconv-leg2map", "skyconv-map2alm"} <= set(where)
+        for name, by_block in where.items():
+            assert by_block == {b: addrs[b] for b in by_block}, (name, by_block)
+
+
+def test_placement_plugin_refused_is_tried_once(dask_client, monkeypatch, caplog):
+    """A scheduler that cannot load the plugin: one warning, no retry per call, results still
+    equal the single process (the blocks go where the scheduler puts them)."""
+    calls = []
+
+    def refuse(plugin, *a, **k):
+        calls.append(plugin)
+        raise RuntimeError("no skyconv on the scheduler")
+
+    monkeypatch.setattr(D, "_PLACED", {})
+    monkeypatch.setattr(dask_client, "register_plugin", refuse)
+    src = _alm(np.random.default_rng(9), 1, 12, 12)
+    ref = skyconv.alm2map(src, 8, lmax=12, device="cpu")
+    with caplog.at_level("WARNING", logger="skyconv.dask"):
+        for _ in range(2):
+            got = D.alm2map(da.from_array(src), 8, lmax=12, device="cpu").compute()
+            assert np.array_equal(got, ref)
+    assert len(calls) == 1 and D.place_blocks() is False
+    assert sum("placement plugin not registered" in r.message for r in caplog.records) == 1

@@ -16,7 +16,12 @@ tasks of one worker stay in its memory; between processes each pickles without a
 By default there is one m block and one ring block per worker process (:func:`split_blocks`):
 a block's task runs on all the worker's threads (each worker's skyconv pool takes its thread
 count on the first task, unless ``SKYCONV_NUM_THREADS`` is set), so a single worker with many
-threads does not exchange anything.
+threads does not exchange anything. With a Distributed client, block b of every layer (m task
+b, ring task b) runs on the b-th worker (sorted addresses, modulo their count): a scheduler
+plugin (:class:`BlockPlacement`, registered once per client) restricts those tasks when their
+graph arrives, loosely (another worker takes a block whose worker is gone). Task annotations
+cannot carry this: dask.array's low-level fusion drops them; left to data locality alone, the
+2-worker run at nside 4096 put both ring blocks on one worker.
 
 Blocks: m blocks are contiguous ranges of m, balanced by work, with the cost of m taken as
 lmax − m + 1 (the length of its Legendre sum): a block of large m holds more m than one of
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import numpy as np
 
@@ -48,6 +54,11 @@ from ..healpix import UNSEEN
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
 from .device import check as check_device
 from .device import on_worker
+
+try:  # optional: the placement plugin needs Distributed
+    from distributed.diagnostics.plugin import SchedulerPlugin as _SchedulerPlugin
+except ImportError:  # pragma: no cover - dask without distributed
+    _SchedulerPlugin = object
 
 log = logging.getLogger("skyconv.dask")
 
@@ -143,9 +154,18 @@ def _aligned(block):
 
 
 def _clean(block):
-    """float64 copy with UNSEEN pixels zeroed (as the single-process map2alm)."""
-    b = np.array(block, dtype=np.float64)
-    b[np.abs(b - UNSEEN) <= 1e-8 + 1e-5 * abs(UNSEEN)] = 0.0
+    """The block as aligned C-contiguous float64 with UNSEEN pixels (|x − UNSEEN| ≤ 1e-8 +
+    1e-5·|UNSEEN|, healpy's test, as the single-process map2alm) zeroed: the block itself when
+    it already is one and holds no such pixel (one comparison pass, no copy), else a copy."""
+    b = np.require(block, dtype=np.float64, requirements=["C", "A"])
+    tol = 1e-8 + 1e-5 * abs(UNSEEN)
+    hit = b <= UNSEEN + tol
+    if not hit.any():
+        return b
+    hit &= b >= UNSEEN - tol
+    if b is block or np.shares_memory(b, block):
+        b = b.copy()
+    b[hit] = 0.0
     return b
 
 
@@ -250,6 +270,72 @@ def _threads_of_worker():
 
 def _spec(prefix, tok):
     return f"skyconv-{prefix}-{tok}"
+
+
+# Names of the split transform's block layers (_spec): m tasks and ring tasks, keys (name, b)
+# or (name, 0, b) with b the block; fusion may prefix a name ("_clean-skyconv-map2leg-...").
+_BLOCK_NAME = re.compile(
+    r"(?:^|-)skyconv-(?:alm2leg|leg2map|map2leg|map2alm|leg2alm\d+|resid\d+)-[0-9a-f]{32}$"
+)
+
+
+def block_of(key):
+    """Block index of a split-transform block task's key, or None for any other key."""
+    if not isinstance(key, tuple) or len(key) < 2 or not isinstance(key[0], str):
+        return None
+    b = key[-1]
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+        return None
+    return int(b) if _BLOCK_NAME.search(key[0]) else None
+
+
+class BlockPlacement(_SchedulerPlugin):
+    """Scheduler plugin: block b of every layer of a split transform (m task b, ring task b)
+    runs on the b-th worker (sorted addresses, modulo the worker count), so each worker holds
+    one block of each layer and ring block b meets its own m block's piece of Δ. Restrictions
+    are loose: when that worker is gone, any worker takes the block (Dask's retries still
+    work). Only keys named by :func:`_spec` are touched."""
+
+    name = "skyconv-sht-placement"
+    idempotent = True
+
+    def update_graph(self, scheduler, *, tasks=(), **kwargs):
+        workers = sorted(scheduler.workers)
+        if not workers:
+            return
+        for key in tasks:
+            b = block_of(key)
+            ts = scheduler.tasks.get(key) if b is not None else None
+            if ts is None or ts.worker_restrictions or ts.state not in ("released", "waiting"):
+                continue
+            ts.worker_restrictions = {workers[b % len(workers)]}
+            ts.loose_restrictions = True
+
+
+#: Per client id: whether BlockPlacement is registered (tried once per client).
+_PLACED: dict = {}
+
+
+def place_blocks() -> bool:
+    """Register :class:`BlockPlacement` with the current Distributed client's scheduler (tried
+    once per client, a warning on the ``skyconv.dask`` logger when it fails); False without a
+    client or when the scheduler could not load it (the blocks then go where the scheduler
+    puts them)."""
+    try:
+        from distributed import get_client
+
+        client = get_client()
+    except (ImportError, ValueError):
+        return False
+    if client.id in _PLACED:
+        return _PLACED[client.id]
+    try:
+        client.register_plugin(BlockPlacement())
+        _PLACED[client.id] = True
+    except Exception as e:  # e.g. a remote scheduler without skyconv installed
+        log.warning("skyconv dask SHT: block placement plugin not registered (%s)", e)
+        _PLACED[client.id] = False
+    return _PLACED[client.id]
 
 
 def _pieces(dsk, tasks, n, first=0, what="piece"):
@@ -449,12 +535,13 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
             chunks=(1, npix),
             dtype=np.float64,
             meta=np.empty((0, 0), np.float64),
-            token="skyconv-alm2map",
+            token="skyconv-stack-alm2map",  # not a split block name (BlockPlacement)
         )
     else:
         nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
         mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
         _record(mode, nw, 1 if p else a.shape[0], len(mb), len(rb))
+        place_blocks()
         out = synthesis(a, nside, lmax, mmax, p, device, mb, rb)
     return out[0] if lonely else out
 
@@ -509,12 +596,13 @@ def map2alm(
             chunks=(1, _size(lmax, mmax)),
             dtype=np.complex128,
             meta=np.empty((0, 0), np.complex128),
-            token="skyconv-map2alm",
+            token="skyconv-stack-map2alm",  # not a split block name (BlockPlacement)
         )
         return out[0] if lonely else out
     nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
     mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
     _record(mode, nw, 1 if p else m.shape[0], len(mb), len(rb))
+    place_blocks()
     pix = tuple(int(ring_lengths(nside, r).sum()) for r in rb)
     clean = m.rechunk(((m.shape[0],), pix)).map_blocks(
         _clean, dtype=np.float64, meta=np.empty((0, 0), np.float64)

@@ -1,6 +1,14 @@
 //! cuFFT plans for batched 1-D double-precision transforms (real D2Z / Z2D and complex Z2Z),
 //! created once per process and shape and cached, plus execution on sub-ranges of device
 //! buffers. Families ask for a plan with an `FftKey` and never name cuFFT themselves.
+//!
+//! Row sets whose count changes from call to call (the chunks of a transform) go through
+//! `fft_*_rows`: their plans depend on the length only. Each length has a full batch
+//! (`full_batch`: about `ROWS_BYTES` of complex rows, a power of two) and rows run as full
+//! batches plus the binary digits of the remainder (e.g. 37 rows at a full batch of 16: 16,
+//! 16, 4, 1), so a length needs at most log2(full batch) + 1 plans, shared by every chunk,
+//! size and call, and no buffer is padded. The cache is bounded per GPU (`CACHE_BYTES` of
+//! estimated plan work areas; least recently used plans not in use are destroyed beyond it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,8 +59,23 @@ impl Drop for FftPlan {
     }
 }
 
-/// (pid, plans by GPU ordinal and shape) of this process.
-type PlanCache = (u32, HashMap<(u32, FftKey), Arc<FftPlan>>);
+/// Complex bytes one execution of a shared plan transforms at most (`full_batch`).
+const ROWS_BYTES: usize = 32 << 20;
+/// Largest full batch (a power of two).
+const MAX_BATCH: usize = 1024;
+/// Estimated work areas (16 B per complex point of a plan) of the cached plans of one GPU at
+/// most; beyond it the least recently used plans not in use are destroyed.
+const CACHE_BYTES: usize = 1 << 30;
+
+/// A cached plan with its last use (a process-wide counter) and estimated bytes.
+struct Cached {
+    plan: Arc<FftPlan>,
+    used: u64,
+    bytes: usize,
+}
+
+/// (pid, use counter, plans by GPU ordinal and shape) of this process.
+type PlanCache = (u32, u64, HashMap<(u32, FftKey), Cached>);
 
 static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
 
@@ -69,6 +92,71 @@ pub fn present() -> bool {
     toolkit::cufft().is_ok()
 }
 
+/// Rows of length `n` per execution of the shared plan (a power of two, 1..=MAX_BATCH).
+pub fn full_batch(n: usize) -> usize {
+    let b = (ROWS_BYTES / (16 * n.max(1))).clamp(1, MAX_BATCH);
+    1 << b.ilog2()
+}
+
+/// (first row, rows) of the executions covering `rows` rows of length `n`: full batches, then
+/// the remainder's binary digits, largest first. Every count is a power of two ≤ full_batch(n).
+pub fn row_batches(n: usize, rows: usize) -> Vec<(usize, usize)> {
+    let full = full_batch(n);
+    let mut out: Vec<(usize, usize)> = (0..rows / full).map(|k| (k * full, full)).collect();
+    let mut r0 = rows / full * full;
+    let rem = rows - r0;
+    for bit in (0..usize::BITS).rev() {
+        let b = 1usize << bit;
+        if rem & b != 0 {
+            out.push((r0, b));
+            r0 += b;
+        }
+    }
+    out
+}
+
+/// Estimated bytes of a plan's work area (16 B per complex point).
+fn plan_bytes(key: &FftKey) -> usize {
+    16 * key.n * key.batch
+}
+
+/// Destroy the least recently used plans of GPU `ordinal` not in use until its estimated bytes
+/// are at most `limit`; `drain` runs once before the first one goes (plans queued on the
+/// stream may still be executing: a destroyed plan's work area must not be).
+fn evict(
+    map: &mut HashMap<(u32, FftKey), Cached>,
+    ordinal: u32,
+    limit: usize,
+    drain: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let mut total: usize = map
+        .iter()
+        .filter(|(k, _)| k.0 == ordinal)
+        .map(|(_, c)| c.bytes)
+        .sum();
+    if total <= limit {
+        return Ok(());
+    }
+    let mut idle: Vec<((u32, FftKey), u64, usize)> = map
+        .iter()
+        .filter(|(k, c)| k.0 == ordinal && Arc::strong_count(&c.plan) == 1)
+        .map(|(k, c)| (*k, c.used, c.bytes))
+        .collect();
+    if idle.is_empty() {
+        return Ok(());
+    }
+    drain()?;
+    idle.sort_by_key(|e| e.1);
+    for (k, _, b) in idle {
+        if total <= limit {
+            break;
+        }
+        map.remove(&k);
+        total -= b;
+    }
+    Ok(())
+}
+
 fn to_i32(v: usize, what: &str) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::Internal(format!("cuFFT {what} {v} exceeds i32")))
 }
@@ -78,22 +166,29 @@ impl Gpu {
     pub fn fft_plan(&self, key: FftKey) -> Result<Arc<FftPlan>> {
         let pid = std::process::id();
         let mut guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.as_ref().is_none_or(|(p, _)| *p != pid) {
-            if let Some((p, old)) = guard.take() {
+        if guard.as_ref().is_none_or(|(p, _, _)| *p != pid) {
+            if let Some((p, _, old)) = guard.take() {
                 if p != pid {
                     // Plans of a parent process: never destroy them here.
                     std::mem::forget(old);
                 }
             }
-            *guard = Some((pid, HashMap::new()));
+            *guard = Some((pid, 0, HashMap::new()));
         }
-        let map = &mut guard.as_mut().expect("just set").1;
-        if let Some(p) = map.get(&(self.ordinal, key)) {
-            return Ok(p.clone());
+        let (_, clock, map) = guard.as_mut().expect("just set");
+        *clock += 1;
+        if let Some(c) = map.get_mut(&(self.ordinal, key)) {
+            c.used = *clock;
+            return Ok(c.plan.clone());
         }
         let t0 = std::time::Instant::now();
         let api = toolkit::cufft()?;
         self.ctx.bind_to_thread()?;
+        // Every plan of this GPU runs on its stream: drained before any plan is destroyed.
+        let limit = CACHE_BYTES.saturating_sub(plan_bytes(&key));
+        evict(map, self.ordinal, limit, || {
+            Ok(self.stream.synchronize()?)
+        })?;
         let n = [to_i32(key.n, "length")?];
         let half = key.n / 2 + 1;
         let (ty, ilen, olen) = match key.kind {
@@ -129,7 +224,16 @@ impl Gpu {
         check("cufftSetStream", unsafe {
             (api.set_stream)(handle, self.stream.cu_stream() as *mut _)
         })?;
-        map.insert((self.ordinal, key), p.clone());
+        let bytes = plan_bytes(&key);
+        let used = *clock;
+        map.insert(
+            (self.ordinal, key),
+            Cached {
+                plan: p.clone(),
+                used,
+                bytes,
+            },
+        );
         crate::backend::trace::record(
             "cufft plan",
             &format!("{:?} n={} batch={}", key.kind, key.n, key.batch),
@@ -213,5 +317,123 @@ impl Gpu {
         check("Z2Z", unsafe {
             (plan.api.exec_z2z)(plan.handle, p, p, dir)
         })
+    }
+
+    /// The shared plan of length `n` for one execution of `rows` rows (a `row_batches` count).
+    fn row_plan(
+        &self,
+        n: usize,
+        rows: usize,
+        idist: usize,
+        odist: usize,
+        kind: FftKind,
+    ) -> Result<Arc<FftPlan>> {
+        self.fft_plan(FftKey {
+            n,
+            batch: rows,
+            idist,
+            odist,
+            kind,
+        })
+    }
+
+    /// `rows` real rows of length `n` (row r at `in_off + r·idist` f64 of `input`) -> half
+    /// spectra (row r at complex `out_off + r·odist` of `output`), through the length's shared
+    /// plans (`row_batches`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fft_d2z_rows(
+        &self,
+        n: usize,
+        rows: usize,
+        input: &CudaSlice<f64>,
+        in_off: usize,
+        idist: usize,
+        output: &mut CudaSlice<f64>,
+        out_off: usize,
+        odist: usize,
+    ) -> Result<()> {
+        for (r0, b) in row_batches(n, rows) {
+            let pl = self.row_plan(n, b, idist, odist, FftKind::D2Z)?;
+            self.fft_d2z(
+                &pl,
+                input,
+                in_off + r0 * idist,
+                output,
+                out_off + r0 * odist,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `rows` half spectra (row r at complex `in_off + r·idist` of `input`) -> real rows of
+    /// length `n` (row r at `out_off + r·odist` f64 of `output`), through the length's shared
+    /// plans. cuFFT may overwrite the input rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fft_z2d_rows(
+        &self,
+        n: usize,
+        rows: usize,
+        input: &mut CudaSlice<f64>,
+        in_off: usize,
+        idist: usize,
+        output: &mut CudaSlice<f64>,
+        out_off: usize,
+        odist: usize,
+    ) -> Result<()> {
+        for (r0, b) in row_batches(n, rows) {
+            let pl = self.row_plan(n, b, idist, odist, FftKind::Z2D)?;
+            self.fft_z2d(
+                &pl,
+                input,
+                in_off + r0 * idist,
+                output,
+                out_off + r0 * odist,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// In-place complex transforms of `rows` contiguous rows of length `n` of `buf` from
+    /// complex element `off`, through the length's shared plans (as `fft_z2z`).
+    pub fn fft_z2z_rows(
+        &self,
+        n: usize,
+        rows: usize,
+        buf: &mut CudaSlice<f64>,
+        off: usize,
+        forward: bool,
+    ) -> Result<()> {
+        for (r0, b) in row_batches(n, rows) {
+            let pl = self.row_plan(n, b, n, n, FftKind::Z2Z)?;
+            self.fft_z2z(&pl, buf, off + r0 * n, forward)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{full_batch, row_batches, MAX_BATCH, ROWS_BYTES};
+
+    #[test]
+    fn row_batches_cover_the_rows_once_with_few_plans() {
+        for n in [4usize, 8, 96, 4096, 65536, 131072, 1 << 22] {
+            let full = full_batch(n);
+            assert!(full.is_power_of_two() && full <= MAX_BATCH);
+            assert!(full == 1 || 16 * n * full <= ROWS_BYTES, "n {n}");
+            let mut sizes = std::collections::HashSet::new();
+            for rows in 0..3 * full + 5 {
+                let mut next = 0;
+                for (r0, b) in row_batches(n, rows) {
+                    assert_eq!(r0, next, "n {n} rows {rows}");
+                    assert!(b.is_power_of_two() && b <= full);
+                    sizes.insert(b);
+                    next += b;
+                }
+                assert_eq!(next, rows, "n {n} rows {rows}");
+            }
+            // one plan per power of two up to the full batch, whatever the row counts
+            assert!(sizes.len() <= full.ilog2() as usize + 1, "n {n}");
+        }
     }
 }

@@ -1,14 +1,14 @@
 //! Real DFTs of rows of many different lengths (HEALPix's polar rings: 4, 8, 12, … points) in a
 //! few batched launches, by Bluestein's chirp z-transform (`kernels/ringfft.cu`). A length-n
 //! DFT becomes a circular convolution of length M ≥ 2n − 1; jobs with the same M share one
-//! batched cuFFT plan, so a transform of all polar rings costs a few dozen launches instead of
+//! batched launch and M's shared cuFFT plans (`Gpu::fft_z2z_rows`: the plans depend on M
+//! only, so every chunk and call reuses them), so a transform of all polar rings costs a few dozen launches instead of
 //! one cuFFT call per ring length. Two real rows of the same length ride as one complex
 //! sequence. Families describe their rows with `RingJob`s; rows of 4·nside points (the
 //! equatorial belt) are better served by a plain batched real FFT.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-use super::fft::{FftKey, FftKind};
 use super::Gpu;
 use crate::error::Result;
 
@@ -148,27 +148,13 @@ impl RingFft {
         l.arg(&b.cn).arg(&mut self.chirp).arg(&m).arg(&sign);
         // SAFETY: matches blue_chirp; chirp holds `chirps` rows of M complex.
         unsafe { l.launch(cfg((blocks(b.m), b.chirps as u32), TPB)) }?;
-        let plan = gpu.fft_plan(FftKey {
-            n: b.m,
-            batch: b.chirps,
-            idist: b.m,
-            odist: b.m,
-            kind: FftKind::Z2Z,
-        })?;
-        gpu.fft_z2z(&plan, &mut self.chirp, 0, true)
+        gpu.fft_z2z_rows(b.m, b.chirps, &mut self.chirp, 0, true)
     }
 
     /// Convolve the work rows of batch `bi` with its chirps: FFT, multiply, inverse FFT.
     fn convolve(&mut self, gpu: &Gpu, bi: usize) -> Result<()> {
         let b = &self.batches[bi];
-        let plan = gpu.fft_plan(FftKey {
-            n: b.m,
-            batch: b.jobs,
-            idist: b.m,
-            odist: b.m,
-            kind: FftKind::Z2Z,
-        })?;
-        gpu.fft_z2z(&plan, &mut self.work, 0, true)?;
+        gpu.fft_z2z_rows(b.m, b.jobs, &mut self.work, 0, true)?;
         let f = gpu.function(MODULE, "blue_mul")?;
         let (m, scale) = (b.m as i64, 1.0 / b.m as f64);
         let mut l = gpu.stream.launch_builder(&f);
@@ -179,7 +165,7 @@ impl RingFft {
             .arg(&scale);
         // SAFETY: matches blue_mul; work holds `jobs` rows and chirp `chirps` rows of M.
         unsafe { l.launch(cfg((blocks(b.m), b.jobs as u32), TPB)) }?;
-        gpu.fft_z2z(&plan, &mut self.work, 0, false)
+        gpu.fft_z2z_rows(b.m, b.jobs, &mut self.work, 0, false)
     }
 
     /// Half spectra (row r at complex offset r·h of `spec`) -> real rows (row r at r·w).

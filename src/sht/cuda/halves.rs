@@ -19,7 +19,6 @@ use super::launch::{self, LegTabs, RingTabs};
 use super::setup::{group_list, note_used};
 use super::stages::comps_mut;
 use super::{as_f64, as_f64_mut, check_sizes};
-use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
 use crate::backend::cuda::{self, CudaSlice, Gpu};
 use crate::error::{Error, Result};
@@ -446,23 +445,9 @@ fn block_ffts(
         let r = npolar * nc;
         let batch = neq * nc;
         if forward {
-            let pl = gpu.fft_plan(FftKey {
-                n: wlen,
-                batch,
-                idist: wlen,
-                odist: h,
-                kind: FftKind::D2Z,
-            })?;
-            gpu.fft_d2z(&pl, real, r * wlen, spec, r * h)?;
+            gpu.fft_d2z_rows(wlen, batch, real, r * wlen, wlen, spec, r * h, h)?;
         } else {
-            let pl = gpu.fft_plan(FftKey {
-                n: wlen,
-                batch,
-                idist: h,
-                odist: wlen,
-                kind: FftKind::Z2D,
-            })?;
-            gpu.fft_z2d(&pl, spec, r * h, real, r * wlen)?;
+            gpu.fft_z2d_rows(wlen, batch, spec, r * h, h, real, r * wlen, wlen)?;
         }
     }
     Ok(())

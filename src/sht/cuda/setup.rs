@@ -142,6 +142,32 @@ const OVERLAP_CHUNKS: usize = 4;
 /// 50 ms at the rate measured at nside 8192 on an H200 (2.2e12 in 1.2 s), so that with
 /// `pace::DEPTH` chunks queued Ctrl-C stops a transform within ~0.1-0.2 s (issue 17).
 const CHUNK_WORK: f64 = 1e11;
+/// Ring pairs of one Legendre thread block of the one-component kernels: TPB_SYN = TPB_ANA
+/// threads × 4 pairs each (`Group::synth_rings`; the other groups: 2 pairs, half a block).
+pub(super) const LEG_BLOCK_PAIRS: usize = super::TPB_SYN as usize * 4;
+
+/// The CHUNK_WORK bound `by_work` on pairs per chunk in whole Legendre blocks for groups of
+/// `planes` components (LEG_BLOCK_PAIRS for one, half of it for more): rounded down to a
+/// multiple of a block, or up to one block when below it. A chunk of fewer pairs leaves the rest
+/// of each block's lanes idle for its whole l loop: at nside 16384, lmax 32768 the bound is 186
+/// pairs for one component, 36 % of a 512-pair block (likely why one H100's alm2map took 23.5 s
+/// there in session 10, one H200's 10.9 s in session 8 before the bound existed). Rounding up
+/// makes a chunk's Legendre work up to 2.75× CHUNK_WORK there (4.1× for T, Q, U: ~0.15–0.2 s,
+/// so Ctrl-C within ~0.3–0.4 s with `pace::DEPTH` chunks queued) at the sizes where the bound
+/// is below one block (nside ≳ 9000 at lmax = 2 nside).
+pub(super) fn whole_leg_blocks(by_work: usize, planes: usize) -> usize {
+    let unit = if planes <= 1 {
+        LEG_BLOCK_PAIRS
+    } else {
+        LEG_BLOCK_PAIRS / 2
+    };
+    if by_work >= unit {
+        by_work / unit * unit
+    } else {
+        unit
+    }
+}
+
 /// Below this many pixels per map a call is not worth cutting for overlap.
 const OVERLAP_MIN_NPIX: usize = 1 << 22;
 
@@ -168,7 +194,8 @@ pub(super) fn work(gpu: &Gpu, plan: &Plan, planes: usize, overlap: bool) -> Resu
     }
     let per_pair_work =
         (plan.lay.lmax + 1) as f64 * (plan.lay.mmax + 1) as f64 / 2.0 * planes as f64;
-    np_max = np_max.min(((CHUNK_WORK / per_pair_work) as usize).max(1));
+    let by_work = whole_leg_blocks((CHUNK_WORK / per_pair_work) as usize, planes);
+    np_max = np_max.min(by_work).max(1);
     let np_max = crate::sht::forced_chunk_pairs()
         .unwrap_or(np_max)
         .clamp(1, 16384)
@@ -221,6 +248,32 @@ pub(super) fn note_used(gpu: &Gpu) {
     if let Ok((free, total)) = gpu.mem_info() {
         if let Some(p) = PEAK.get(gpu.ordinal as usize) {
             p.fetch_max(total.saturating_sub(free), Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{whole_leg_blocks, LEG_BLOCK_PAIRS};
+
+    #[test]
+    fn chunks_hold_whole_legendre_blocks() {
+        assert_eq!(LEG_BLOCK_PAIRS, 512);
+        // nside 16384, lmax 32768: 1e11 / (32769² / 2) = 186 pairs -> one whole block
+        assert_eq!(whole_leg_blocks(186, 1), 512);
+        assert_eq!(whole_leg_blocks(1, 1), 512);
+        // T, Q, U (62 pairs): half a block, the s3 / pol kernels' 2 pairs a thread
+        assert_eq!(whole_leg_blocks(62, 3), 256);
+        // nside 8192 (745 pairs) and 4096 (2979 pairs): rounded down, never above the bound
+        assert_eq!(whole_leg_blocks(745, 1), 512);
+        assert_eq!(whole_leg_blocks(2979, 1), 2560);
+        assert_eq!(whole_leg_blocks(2979, 2), 2816);
+        for planes in 1..4 {
+            let unit = if planes == 1 { 512 } else { 256 };
+            for w in unit..5000 {
+                let n = whole_leg_blocks(w, planes);
+                assert!(n <= w && n.is_multiple_of(unit) && n + unit > w);
+            }
         }
     }
 }

@@ -8,7 +8,6 @@ use std::collections::hash_map::Entry;
 use super::io::ChunkIo;
 use super::launch::{self, LegTabs, RingTabs};
 use super::setup::{chunk_list, Ctx, Group, Work};
-use crate::backend::cuda::fft::{FftKey, FftKind};
 use crate::backend::cuda::pace::Pacer;
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::{RingFft, RingJob};
@@ -62,26 +61,20 @@ pub(super) fn ring_ffts(
         let rows = 2 * (p0 + np - eq_first);
         let r = 2 * (eq_first - p0) * nc;
         let batch = rows * nc;
+        // the length's shared plans: no plan per chunk's row count
         if forward {
-            let key = FftKey {
-                n: wlen,
-                batch,
-                idist: wlen,
-                odist: h,
-                kind: FftKind::D2Z,
-            };
-            let pl = gpu.fft_plan(key)?;
-            gpu.fft_d2z(&pl, &w.rows, r * wlen, &mut w.spec, r * h)?;
+            gpu.fft_d2z_rows(wlen, batch, &w.rows, r * wlen, wlen, &mut w.spec, r * h, h)?;
         } else {
-            let key = FftKey {
-                n: wlen,
+            gpu.fft_z2d_rows(
+                wlen,
                 batch,
-                idist: h,
-                odist: wlen,
-                kind: FftKind::Z2D,
-            };
-            let pl = gpu.fft_plan(key)?;
-            gpu.fft_z2d(&pl, &mut w.spec, r * h, &mut w.rows, r * wlen)?;
+                &mut w.spec,
+                r * h,
+                h,
+                &mut w.rows,
+                r * wlen,
+                wlen,
+            )?;
         }
     }
     Ok(())
