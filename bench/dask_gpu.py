@@ -98,11 +98,12 @@ def _worker_view():
     return os.environ.get("CUDA_VISIBLE_DEVICES"), c.get("device_count"), c.get("device_name")
 
 
-def breakdown(stream, core_s: float) -> dict:
+def breakdown(stream, core_s: float, waited_s: float = 0.0) -> dict:
     """Thread-seconds of a task stream by kind: skyconv's core calls (``core_s``, measured in
-    the tasks: Dask fuses them with other steps), NumPy steps, zarr I/O, the rest of the
-    compute (Dask's copies, rechunks, reductions), transfers between workers; and the top task
-    names."""
+    the tasks: Dask fuses them with other steps; of it, ``waited_s`` the calls' threads spent
+    waiting for their GPU while another call of the worker had it), NumPy steps, zarr I/O, the
+    rest of the compute (Dask's copies, rechunks, reductions), transfers between workers; and
+    the top task names."""
     from dask.utils import key_split
 
     kinds: dict = defaultdict(float)
@@ -125,7 +126,8 @@ def breakdown(stream, core_s: float) -> dict:
                 kinds["transfers between workers"] += dt
             elif action in ("disk-read", "disk-write"):
                 kinds["spill to disk"] += dt
-    kinds["skyconv core calls"] = core_s
+    kinds["skyconv core calls"] = core_s - waited_s
+    kinds["waiting for the worker's GPU"] = waited_s
     kinds["Dask copies, rechunks, reductions"] = max(rest - core_s, 0.0)
     # À trous's smoothing is fused into its NumPy coefficient tasks: count it once, as core.
     numpy_key = "NumPy steps (clip, sample, medians)"
@@ -135,17 +137,24 @@ def breakdown(stream, core_s: float) -> dict:
     return {"kinds": dict(kinds), "top": top}
 
 
-def bound_of(b: dict, wall: float, slots: int, gb: float, disk: dict, device: str) -> str:
-    """One sentence naming what bounds a run, from its breakdown."""
-    kinds = b["kinds"]
+def bound_of(b: dict, wall: float, slots: int, gb: float, disk: dict, device: str,
+             gpus: dict | None = None) -> str:  # fmt: skip
+    """One sentence naming what bounds a run, from its breakdown and its GPUs' admitted time
+    (a GPU admitted to calls for most of the wall bounds it)."""
+    kinds = {k: v for k, v in b["kinds"].items() if k != "waiting for the worker's GPU"}
     if not kinds:
         return "unknown (no task stream)"
     name, secs = max(kinds.items(), key=lambda kv: kv[1])
+    busiest = max((g["admitted_s"] for g in (gpus or {}).values()), default=0.0)
+    if busiest > 0.8 * wall:
+        name, secs = "the GPU (admitted to calls most of the time)", busiest
     busy = sum(v for k, v in kinds.items() if k != "transfers between workers")
     disk_s = gb / disk["gb_s"] if disk.get("gb_s") else float("nan")
     engine = "GPU" if device != "cpu" else "CPU engine"
+    gpu_part = (f"; busiest GPU admitted {busiest:.1f} s of {wall:.1f} s "
+                f"({100 * busiest / wall:.0f} %)" if gpus else "")  # fmt: skip
     return (
-        f"{name} ({secs:.1f} thread-s; compute busy {busy:.1f} of {slots} threads x "
+        f"{name} ({secs:.1f} thread-s{gpu_part}; compute busy {busy:.1f} of {slots} threads x "
         f"{wall:.1f} s = {slots * wall:.1f}); skyconv's {engine} calls "
         f"{kinds.get('skyconv core calls', 0.0):.1f} thread-s; one read of the cube from disk "
         f"would take {disk_s:.1f} s at {disk.get('gb_s', float('nan')):.2f} GB/s"
@@ -179,18 +188,24 @@ def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
             info = f"{r.iterations} iterations, noise {r.noise:.4g}"
             del r
         dt = time.perf_counter() - t
-    b = breakdown(ts.data, sum(ddev.seconds_used(client).values()))
+    gpus = ddev.gpu_time(client)
+    waited = sum(g["waited_s"] for g in gpus.values())
+    b = breakdown(ts.data, sum(ddev.seconds_used(client).values()), waited)
     rss = sorted(client.run(_peak_rss).values())
-    why = bound_of(b, dt, n * a.threads, gb, disk, a.device)
+    why = bound_of(b, dt, n * a.threads, gb, disk, a.device, gpus)
     print(f"{algo}: {dt:.1f} s, {gb / dt:.3g} GB/s ({info})")
     print("  devices: " + ddev.summary(client).replace("\n", "\n           "))
+    for name, g in gpus.items():
+        print(f"  {name}: {g['calls']} calls, admitted {g['admitted_s']:.1f} s of {dt:.1f} s "
+              f"({100 * g['admitted_s'] / dt:.0f} %), their threads waited "
+              f"{g['waited_s']:.1f} thread-s for it")  # fmt: skip
     print("  peak RSS per worker (GB): " + ", ".join(f"{v / 1e9:.2f}" for v in rss))
     print("  thread-s: " + ", ".join(f"{k} {v:.1f}" for k, v in b["kinds"].items()))
     print("  top tasks: " + ", ".join(f"{k} {v:.1f}" for k, v in b["top"].items()))
     print(f"  bound: {why}", flush=True)
     return {"algo": algo, "workers": n, "seconds": dt, "gb_s": gb / dt,
             "devices": ddev.devices_used(client), "core_seconds": ddev.seconds_used(client),
-            "peak_rss": rss, "breakdown": b,
+            "peak_rss": rss, "breakdown": b, "gpu_time": gpus,
             "bound": why}  # fmt: skip
 
 

@@ -39,6 +39,12 @@ def _select_cuda_libs(
     loadable: list[str] | None = None,
 ) -> dict[str, Any]: ...
 def _dma_direct(address: int, nbytes: int) -> bool: ...  # GPU copies skip staging (page-locked)
+def _gpu_admission_probe(
+    ordinal: int, parts: int, micros: int, mode: str = "admitted"
+) -> tuple[int, int, int]: ...  # test hook of the GPU admission rule (no GPU touched)
+def _gpu_admission_stats(
+    reset: bool = False,
+) -> dict[int, tuple[int, float, float]]: ...  # {ordinal: (calls, waited s, admitted s)}
 
 # --- filters -------------------------------------------------------------------------------
 def _correlate1d(

@@ -38,7 +38,7 @@ fn run<'py, T: Real + numpy::Element>(
             None => Ok(()),
         }
     };
-    let o = compute_in(py, &call, || {
+    let o = compute_in(py, &call, dev, || {
         atrous::atrous_denoise(dev, input, &shape, params, dst, &mut report)
     })?;
     Ok((

@@ -19,7 +19,7 @@ use crate::cube::stats::sofia2::Walk;
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
-use crate::py::errors::{compute, compute_in, to_pyerr, Call};
+use crate::py::errors::{compute, compute_in, compute_on, to_pyerr, Call};
 use crate::real::Real;
 
 fn range(s: &str) -> Result<Range> {
@@ -227,7 +227,7 @@ fn scfind_typed<T: Real + numpy::Element>(
             let _ = call.report(cb, (k, rms));
         }
     };
-    let out = compute_in(py, &call, || scfind::run(dev, data, &plan, m, &report))?;
+    let out = compute_in(py, &call, dev, || scfind::run(dev, data, &plan, m, &report))?;
     Ok((out.rms0, out.rms))
 }
 
@@ -433,7 +433,7 @@ fn stage_typed<'py, T: Real + numpy::Element>(
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
-    compute(py, || {
+    compute_on(py, dev, || {
         let v = if spatial {
             scfind::spatial_stage(dev, data, m, &plan, rms0)?
         } else {
@@ -561,7 +561,7 @@ fn block_sample_typed<'py, T: Real + numpy::Element>(
             )))
         }
     };
-    let out = compute(py, || {
+    let out = compute_on(py, dev, || {
         scfind::block_sample(
             dev, data, m, &plan, args.rms0, input, global, start, extremes,
         )
@@ -622,7 +622,7 @@ fn block_clip_typed<'py, T: Real + numpy::Element>(
     level: f64,
 ) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
     let (plan, data, m, input, dev) = block_setup(a, mask, args)?;
-    let v = compute(py, || {
+    let v = compute_on(py, dev, || {
         scfind::block_clip(dev, data, m, &plan, args.rms0, input, level)
     })?;
     v.into_pyarray(py).reshape(mask.shape())

@@ -12,6 +12,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::backend::cancel::{self, Token};
+use crate::backend::cuda::admit;
+use crate::backend::Device;
 use crate::error::Error;
 
 /// The module that defines skyconv's exception classes.
@@ -147,25 +149,59 @@ fn catching<T>(f: impl FnOnce() -> crate::Result<T>) -> crate::Result<T> {
     }
 }
 
+/// The GPUs a call is admitted to before its job enters the pool (`backend::cuda::admit`):
+/// none for a CPU call, the device's ordinal for `Device::Cuda`, or a list (a split SHT).
+pub struct Gpus(Vec<u32>);
+
+impl From<Device> for Gpus {
+    fn from(d: Device) -> Self {
+        match d {
+            Device::Cpu => Gpus(Vec::new()),
+            Device::Cuda(n) => Gpus(vec![n]),
+        }
+    }
+}
+
+impl From<&[u32]> for Gpus {
+    fn from(d: &[u32]) -> Self {
+        Gpus(d.to_vec())
+    }
+}
+
 /// Run `f` with the GIL released, inside skyconv's thread pool, turning errors and panics into
-/// Python exceptions. Every binding that computes goes through here (or [`compute_in`]).
+/// Python exceptions: a call that uses no GPU. Every binding that computes goes through here,
+/// [`compute_on`] (a call on a device) or [`compute_in`] (a call with progress reports).
 pub fn compute<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> crate::Result<T> + Send,
 ) -> PyResult<T> {
-    compute_in(py, &Call::new(), f)
+    compute_in(py, &Call::new(), Device::Cpu, f)
 }
 
-/// [`compute`] for a call whose progress callbacks go through `call.report`: `f` runs on a
-/// worker of skyconv's pool with `call`'s token as its current token, while this thread
-/// waits and looks for Ctrl-C every 20 ms. On Ctrl-C (or a raising callback) the token is set,
-/// the engine stops at its next poll, its threads and buffers are released, and the Python
-/// exception is raised here — whatever `f` returned.
+/// [`compute`] for a call on `gpus` (a `Device`, or a list of GPU ordinals): the call is
+/// admitted to its GPUs on this thread — waiting there, GIL released, while another call has
+/// one, Ctrl-C still polled — before `f` enters the pool, so no pool worker ever waits for a
+/// GPU (issue 19). The engines' `Gpu::exclusive` refuses a pool job that was not admitted.
+pub fn compute_on<T: Send>(
+    py: Python<'_>,
+    gpus: impl Into<Gpus>,
+    f: impl FnOnce() -> crate::Result<T> + Send,
+) -> PyResult<T> {
+    compute_in(py, &Call::new(), gpus, f)
+}
+
+/// [`compute_on`] for a call whose progress callbacks go through `call.report`: `f` runs on a
+/// worker of skyconv's pool with `call`'s token as its current token (and its GPU admission),
+/// while this thread waits and looks for Ctrl-C every 20 ms. On Ctrl-C (or a raising callback)
+/// the token is set, the engine stops at its next poll, its threads and buffers are released,
+/// and the Python exception is raised here — whatever `f` returned.
 pub fn compute_in<T: Send>(
     py: Python<'_>,
     call: &Call,
+    gpus: impl Into<Gpus>,
     f: impl FnOnce() -> crate::Result<T> + Send,
 ) -> PyResult<T> {
+    let Gpus(gpus) = gpus.into();
     let token = call.token.clone();
     // Scopes entered on this thread (`_core.CancelScope`): cancelling one stops this call.
     let scopes = super::scope::entered();
@@ -173,17 +209,48 @@ pub fn compute_in<T: Send>(
     if scope_cancelled() {
         return Err(PyKeyboardInterrupt::new_err(SCOPE_CANCELLED));
     }
+    // Ctrl-C and cancelled scopes, while this thread waits (for a GPU, or for the job).
+    let poll = || {
+        if !token.is_set() {
+            if scope_cancelled() {
+                call.fail(PyKeyboardInterrupt::new_err(SCOPE_CANCELLED));
+            } else if let Err(e) = Python::attach(|py| py.check_signals()) {
+                call.fail(e);
+            }
+        }
+        token.check()
+    };
     let out = py.detach(|| {
         if crate::backend::threads::in_pool() {
             // Called back into from a worker (a callback that calls skyconv): run in place.
+            // This thread must not wait for a GPU: it is the one the ticket's call runs on, or
+            // it is a pool worker another call may need.
+            let ticket = admit::current().filter(|t| gpus.iter().all(|g| t.ordinals().contains(g)));
+            let own = match (&ticket, gpus.is_empty()) {
+                (Some(_), _) | (None, true) => None,
+                (None, false) => Some(admit::try_admit(&gpus).ok_or_else(|| {
+                    Error::device(format!(
+                        "a skyconv call made from a progress callback cannot wait for GPU(s)                          {gpus:?}, busy with another call; use another device or call it after                          the reporting call returns"
+                    ))
+                })?),
+            };
+            let _a = admit::enter(ticket.or_else(|| own.as_ref().map(|a| a.ticket())));
             let _g = cancel::enter(token.clone());
             return catching(f);
         }
+        let admission = if gpus.is_empty() {
+            None
+        } else {
+            Some(admit::admit(&gpus, poll)?)
+        };
+        let ticket = admission.as_ref().map(|a| a.ticket());
         let pool = crate::backend::threads::pool()?;
         let (tx, rx) = mpsc::sync_channel::<crate::Result<T>>(1);
+        // The scope returns once the job has ended; `admission` is released after it.
         pool.in_place_scope(|s| {
             let tok = token.clone();
             s.spawn(move |_| {
+                let _a = admit::enter(ticket);
                 let _g = cancel::enter(tok);
                 let _ = tx.send(catching(f));
             });
@@ -191,13 +258,7 @@ pub fn compute_in<T: Send>(
                 match rx.recv_timeout(POLL) {
                     Ok(r) => return r,
                     Err(RecvTimeoutError::Timeout) => {
-                        if !token.is_set() {
-                            if scope_cancelled() {
-                                call.fail(PyKeyboardInterrupt::new_err(SCOPE_CANCELLED));
-                            } else if let Err(e) = Python::attach(|py| py.check_signals()) {
-                                call.fail(e);
-                            }
-                        }
+                        let _ = poll();
                     }
                     Err(RecvTimeoutError::Disconnected) => {
                         return Err(Error::Internal("the worker ended without a result".into()))

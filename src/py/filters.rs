@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use crate::backend;
 use crate::cube::filters::{self, Filter1d, Mode, Pass};
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute_on, to_pyerr};
 use crate::real::Real;
 
 fn run<'py, T: Real + numpy::Element>(
@@ -19,7 +19,7 @@ fn run<'py, T: Real + numpy::Element>(
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
-    compute(py, || filters::apply(dev, input, &shape, &pass, dst))?;
+    compute_on(py, dev, || filters::apply(dev, input, &shape, &pass, dst))?;
     Ok(out)
 }
 
@@ -140,7 +140,9 @@ fn chain<'py, T: Real + numpy::Element>(
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     let out = empty::<T>(py, &shape)?;
     let dst = data_mut(&out);
-    compute(py, || filters::apply_chain(dev, input, &shape, passes, dst))?;
+    compute_on(py, dev, || {
+        filters::apply_chain(dev, input, &shape, passes, dst)
+    })?;
     Ok(out)
 }
 

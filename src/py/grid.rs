@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use crate::backend;
 use crate::grid::{self, Kernel, Samples, Setup, Weights};
 use crate::py::arrays::{data_mut, empty, empty_for, parts, FloatArray};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute, compute_on, to_pyerr};
 use crate::real::Real;
 
 /// A writable float32/float64 accumulator.
@@ -78,7 +78,7 @@ fn run<'py, T: Real + numpy::Element>(
     macro_rules! go {
         ($u:expr, $w:expr) => {{
             let (u, w) = (acc_slice($u)?, acc_slice($w)?);
-            compute(py, || {
+            compute_on(py, call.device, || {
                 grid::accumulate(
                     call.device,
                     &samples,
@@ -161,7 +161,7 @@ fn once_typed<'py, T: Real + numpy::Element, O: Real + numpy::Element>(
     let cube = empty_for::<O>(py, &[samples.nchan, call.tlons.len()], call.device)?;
     let c = data_mut(&cube);
     let mut wsum = Vec::new();
-    let usum = compute(py, || {
+    let usum = compute_on(py, call.device, || {
         grid::grid_once(
             call.device,
             &samples,

@@ -1,5 +1,6 @@
 //! pyo3 bindings: thin wrappers, one file per family, no numerics here.
 
+mod admission;
 mod arrays;
 mod atrous;
 mod backend;
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     numpy_api::load(m.py())?;
     backend::register(m)?;
+    admission::register(m)?;
     atrous::register(m)?;
     filters::register(m)?;
     cube::register(m)?;

@@ -6,7 +6,7 @@ use pyo3::types::PyDict;
 
 use crate::backend;
 use crate::py::arrays::{empty_for, parts, with_float, FloatArray, FloatArrays};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute_on, to_pyerr};
 use crate::real::Real;
 use crate::sht::cuda::multi::{self, Stats as MultiStats};
 use crate::sht::{self, AlmLayout};
@@ -47,7 +47,9 @@ fn _alm2map<'py>(
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps: Vec<&mut [f64]> = data.chunks_mut(npix.max(1)).collect();
         maps.truncate(a.len());
-        compute(py, || sht::alm2map(dev, nside, lay, &a, pol, &mut maps))?;
+        compute_on(py, dev, || {
+            sht::alm2map(dev, nside, lay, &a, pol, &mut maps)
+        })?;
     }
     Ok(out)
 }
@@ -69,7 +71,7 @@ fn run_map2alm<'py, T: Real + numpy::Element>(
     {
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alms: Vec<&mut [Complex64]> = data.chunks_mut(n).collect();
-        compute(py, || {
+        compute_on(py, dev, || {
             sht::map2alm(dev, nside, lay, &m, pol, iter, w, &mut alms)
         })?;
     }
@@ -155,7 +157,7 @@ fn _alm2map_multi<'py>(
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps: Vec<&mut [f64]> = data.chunks_mut(npix.max(1)).collect();
         maps.truncate(a.len());
-        compute(py, || {
+        compute_on(py, devices.as_slice(), || {
             let plan = sht::Plan::new(nside, lay, None)?;
             multi::with_stats(&plan, &devices, |st| {
                 multi::alm2map(&plan, pol && a.len() == 3, &devices, &a, &mut maps, st)
@@ -195,7 +197,7 @@ fn _map2alm_multi<'py>(
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alms: Vec<&mut [Complex64]> = data.chunks_mut(n.max(1)).collect();
         alms.truncate(m.len());
-        compute(py, || {
+        compute_on(py, devices.as_slice(), || {
             let plan = sht::Plan::new(nside, lay, w)?;
             for x in &m {
                 if x.len() != plan.npix {

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use crate::backend::{self, Device};
 use crate::error::{Error, Result};
 use crate::py::arrays::empty_for;
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute_on, to_pyerr};
 use crate::sht::cuda::halves as cuda_halves;
 use crate::sht::{halves, AlmLayout, Plan};
 
@@ -86,7 +86,7 @@ fn _alm2leg<'py>(
         // alm2leg writes every element
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut leg = rows_mut(data, nc, nr * nm);
-        compute(py, || {
+        compute_on(py, dev, || {
             let p = plan(nside, lmax, mmax, None)?;
             match dev {
                 Device::Cpu => halves::alm2leg(&p, spin2, &ms, &rings, &a, &mut leg),
@@ -134,7 +134,7 @@ fn _leg2map<'py>(
         // leg2map writes every pixel
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut maps = rows_mut(data, nc, npix);
-        compute(py, || match dev {
+        compute_on(py, dev, || match dev {
             Device::Cpu => halves::leg2map(&p, &rings, nm - 1, &l, &mut maps),
             Device::Cuda(n) => crate::backend::cuda::on(n, || {
                 cuda_halves::leg2map(&p, &rings, nm - 1, &l, &mut maps)
@@ -165,7 +165,7 @@ fn _map2leg<'py>(
         // map2leg writes every element
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut leg = rows_mut(data, nc, nr * (mmax + 1));
-        compute(py, || match dev {
+        compute_on(py, dev, || match dev {
             Device::Cpu => halves::map2leg(&p, &rings, mmax, &m, &mut leg),
             Device::Cuda(n) => {
                 crate::backend::cuda::on(n, || cuda_halves::map2leg(&p, &rings, mmax, &m, &mut leg))
@@ -217,7 +217,7 @@ fn _leg2alm<'py>(
         // leg2alm overwrites every coefficient
         let data = unsafe { out.as_slice_mut() }.expect("new arrays are contiguous");
         let mut alm = rows_mut(data, nc, nblk);
-        compute(py, || {
+        compute_on(py, dev, || {
             let p = plan(nside, lmax, mmax, w)?;
             match dev {
                 Device::Cpu => halves::leg2alm(&p, spin2, &ms, &rings, &l, &mut alm),

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::py::arrays::{data_mut, empty_for, parts, with_float, FloatArray};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute, compute_on, to_pyerr};
 use crate::real::Real;
 use crate::smooth::{self, profile};
 
@@ -42,7 +42,7 @@ fn ring_run<'py, T: Real + numpy::Element>(
     let (shape, m) = parts(map, "map")?;
     let out = empty_for::<f64>(py, &shape, dev)?;
     let dst = data_mut(&out);
-    compute(py, || {
+    compute_on(py, dev, || {
         let m64 = as_f64(m);
         smooth::ring_smooth(dev, nside, theta, values, &m64, dst)
     })?;
@@ -79,7 +79,7 @@ fn beams_run<'py, T: Real + numpy::Element>(
     oshape.extend_from_slice(&shape);
     let out = empty_for::<f64>(py, &oshape, dev)?;
     let dst = data_mut(&out);
-    compute(py, || {
+    compute_on(py, dev, || {
         let m64 = as_f64(m);
         smooth::ring_smooth_beams(dev, nside, profiles, &m64, dst)
     })?;
@@ -135,7 +135,7 @@ fn masked_run<'py, T: Real + numpy::Element>(
     }
     let out = empty_for::<f64>(py, &[profiles.len(), m.len()], dev)?;
     let dst = data_mut(&out);
-    compute(py, || {
+    compute_on(py, dev, || {
         let m64 = as_f64(m);
         smooth::masked::ring_smooth_masked(dev, nside, profiles, &m64, mask, thr, dst)
     })?;

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use crate::backend::{self, cuda, Device};
 use crate::cube::stats::{self, keys, Range, Values};
 use crate::py::arrays::{parts, with_float, FloatArray};
-use crate::py::errors::{compute, to_pyerr};
+use crate::py::errors::{compute, compute_on, to_pyerr};
 use crate::real::Real;
 
 fn kth<T: Real>(dev: Device, data: &[T], k: usize, vals: Values) -> crate::Result<Option<f64>> {
@@ -15,7 +15,7 @@ fn kth<T: Real>(dev: Device, data: &[T], k: usize, vals: Values) -> crate::Resul
         Device::Cpu => Ok(stats::select_kth(data, k, vals)),
         Device::Cuda(o) => {
             let gpu = cuda::gpu_on(o)?;
-            let _only = gpu.exclusive();
+            let _only = gpu.exclusive()?;
             let d = gpu.upload(data)?;
             stats::select_kth_device(&gpu, &d, data.len(), k, vals)
         }
@@ -48,7 +48,7 @@ fn _select_kth(
     let dev = backend::resolve(device).map_err(to_pyerr)?;
     with_float!(data, a => {
         let (_, d) = parts(&a, "data")?;
-        compute(py, || kth(dev, d, k, vals))
+        compute_on(py, dev, || kth(dev, d, k, vals))
     })
 }
 

@@ -178,8 +178,18 @@ pub fn ring_blocks_of(rings: &[crate::healpix::Ring], n: usize) -> Vec<(usize, u
 /// Run `f(i)` for each worker i on its own thread.
 fn per_worker<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
     let f = &f;
+    // The call's GPU admission (`backend::cuda::admit`) is thread-local: each worker carries it.
+    let ticket = crate::backend::cuda::admit::current();
     let outs: Vec<Result<T>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..n).map(|i| s.spawn(move || f(i))).collect();
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let t = ticket.clone();
+                s.spawn(move || {
+                    let _admitted = crate::backend::cuda::admit::enter(t);
+                    f(i)
+                })
+            })
+            .collect();
         hs.into_iter()
             .map(|h| {
                 h.join()

@@ -12,6 +12,8 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
+from _hang import within  # noqa: E402
+
 import skyconv  # noqa: E402
 from skyconv import ArgumentError, ArgumentTypeError, DeviceError  # noqa: E402
 from skyconv._dask import device as ddev  # noqa: E402
@@ -79,6 +81,25 @@ def test_on_worker_resolves_in_the_task_and_counts(monkeypatch):
 
 
 @pytest.mark.skipif(HAS_GPU, reason="needs a machine without a GPU")
+def test_gpu_time_counts_the_admissions_of_this_process(monkeypatch):
+    """gpu_time: calls, wait and admitted seconds per GPU (the core's admission counters,
+    read here without a GPU through the admission probe), cleared by reset."""
+    from skyconv import _core
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ddev.reset()
+    assert ddev.gpu_time() == {}
+    for _ in range(3):
+        _core._gpu_admission_probe(5, 8, 2000)
+    got = ddev.gpu_time()
+    assert list(got) == ["cuda:5"]
+    assert got["cuda:5"]["calls"] == 3
+    assert got["cuda:5"]["admitted_s"] >= 3 * 2000e-6  # at least one 2 ms piece per call
+    assert got["cuda:5"]["waited_s"] >= 0
+    ddev.reset()
+    assert ddev.gpu_time() == {}
+
+
 def test_on_worker_cuda_without_gpu_is_a_device_error():
     with pytest.raises(DeviceError):
         ddev.on_worker("s", "cuda")
@@ -252,9 +273,16 @@ def test_scfind_on_one_worker_per_gpu(rng, staged):
     ):
         for device in (None, "cuda"):
             ddev.reset(client)
-            got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(6, 20, 18)),
-                                              device=device, **kw)  # fmt: skip
-            np.testing.assert_array_equal(got.compute(), want)
+
+            def run(device=device):
+                got, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(6, 20, 18)),
+                                                  device=device, **kw)  # fmt: skip
+                return got.compute(), ng
+
+            # Two threads per worker call the GPU at once (session 9: no progress in 170 s,
+            # before the core admitted GPU calls in the calling thread): a hang fails here.
+            got, ng = within(180, run)
+            np.testing.assert_array_equal(got, want)
             assert [ng.rms0] + ng.rms == [nw.rms0] + nw.rms
             used = ddev.devices_used(client)
             names = set().union(*(used[k] for k in ("scfind.spatial", "scfind.sample",

@@ -424,22 +424,29 @@ def test_auto_takes_the_ring_method_when_as_close_to_the_exact_smoothing(monkeyp
 
 
 def test_cost_calibration_takes_seconds(tmp_path, monkeypatch):
+    """The first auto choice on a machine measures for seconds, not minutes, and the next
+    process reads the stored model instead of measuring. CPU seconds of this process (all its
+    threads), not wall time, so that a loaded machine does not fail it: ~2.3 s wall on the
+    2-core machine, about twice that in CPU seconds."""
     import time
 
     monkeypatch.setenv("SKYCONV_CACHE_DIR", str(tmp_path))
     _smooth_cost.clear_cache()
-    t0 = time.perf_counter()
+    cpu0 = time.process_time()
     model = _smooth_cost.model("cpu")
-    took = time.perf_counter() - t0
-    assert took <= 10.0  # ~2.3 s on the 2-core machine, shared with other work
+    assert time.process_time() - cpu0 <= 12.0
     assert (tmp_path / "smooth_cost.json").exists()
     d = model.devices[0]
     assert d.ring is not None and np.all(d.harmonic >= 0) and np.all(d.ring >= 0)
     # the next process reads the file instead of measuring
     _smooth_cost._MODELS.clear()
-    t0 = time.perf_counter()
+
+    def no_measuring(*_):
+        raise AssertionError("measured again although the model was stored")
+
+    monkeypatch.setattr(_smooth_cost, "_measure_harmonic", no_measuring)
+    monkeypatch.setattr(_smooth_cost, "_measure_ring", no_measuring)
     again = _smooth_cost.model("cpu")
-    assert time.perf_counter() - t0 <= 0.5
     assert np.array_equal(again.devices[0].harmonic, d.harmonic)
 
 

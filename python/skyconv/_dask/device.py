@@ -17,7 +17,6 @@ print where each stage ran (:func:`seconds_used`: how long); :func:`reset` clear
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -27,8 +26,6 @@ from contextlib import contextmanager
 from .._utils.device import deferred, resolve
 
 _LOCK = threading.Lock()
-#: Held by a GPU stage for its core call (see :func:`stage`).
-_GPU_LOCK = threading.RLock()
 _LOG: Counter = Counter()
 _SECONDS: Counter = Counter()
 
@@ -100,17 +97,14 @@ def stage(name: str, device):
         The core's device string for this task.
     """
     core = resolve(device).core
-    # One GPU stage at a time per process: in session 9's GPU run, S+C on a worker with two
-    # threads and a GPU stopped making progress (tests/backend/test_dask_device_rule.py::
-    # test_scfind_on_one_worker_per_gpu) while one-thread workers passed; the GPU runs one
-    # stage's launches at a time anyway.
-    lock = _GPU_LOCK if core.startswith("cuda") else contextlib.nullcontext()
-    with lock:
-        t = time.perf_counter()
-        try:
-            yield core
-        finally:
-            _count(name, core, time.perf_counter() - t)
+    # Tasks of a worker with several threads may call the GPU at once: the core admits each
+    # call to its GPU in the calling thread before it enters skyconv's pool (issue 19), so
+    # nothing here serialises them.
+    t = time.perf_counter()
+    try:
+        yield core
+    finally:
+        _count(name, core, time.perf_counter() - t)
 
 
 def local_log() -> dict:
@@ -141,6 +135,48 @@ def _clear() -> None:
     with _LOCK:
         _LOG.clear()
         _SECONDS.clear()
+    from .. import _core
+
+    _core._gpu_admission_stats(reset=True)
+
+
+def _pid_gpu_time() -> tuple:
+    from .. import _core
+
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"), _core._gpu_admission_stats()
+
+
+def gpu_time(client=None) -> dict:
+    """How the GPU calls of this process and of ``client``'s workers shared their GPUs since
+    the last :func:`reset` (the core admits one call at a time to a GPU, in the calling
+    thread: :func:`seconds_used` counts that wait as part of a stage's core call).
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        As for :func:`devices_used`.
+
+    Returns
+    -------
+    dict
+        {"cuda:<ordinal> (CUDA_VISIBLE_DEVICES=<v>)": {"calls": n, "waited_s": seconds the
+        calling threads waited for the GPU, summed, "admitted_s": seconds the GPU was held by
+        a call}}; empty when no GPU call ran.
+    """
+    logs = dict([(p, (v, s)) for p, v, s in [_pid_gpu_time()]])
+    client = client or _default_client()
+    if client is not None:
+        logs.update({p: (v, s) for p, v, s in client.run(_pid_gpu_time).values()})
+    out: dict = {}
+    for visible, stats in logs.values():
+        for ordinal, (calls, waited, admitted) in stats.items():
+            name = f"cuda:{ordinal}" + ("" if visible is None else
+                                        f" (CUDA_VISIBLE_DEVICES={visible})")  # fmt: skip
+            d = out.setdefault(name, {"calls": 0, "waited_s": 0.0, "admitted_s": 0.0})
+            d["calls"] += calls
+            d["waited_s"] += waited
+            d["admitted_s"] += admitted
+    return dict(sorted(out.items()))
 
 
 def _default_client():
@@ -184,7 +220,8 @@ def devices_used(client=None) -> dict:
 
 def seconds_used(client=None) -> dict:
     """Seconds spent in the core calls of the stages that resolve through :func:`stage`, summed
-    over tasks and workers since the last :func:`reset`: {stage: seconds}.
+    over tasks and workers since the last :func:`reset`: {stage: seconds}. On a GPU worker with
+    several threads this includes each call's wait for its GPU (:func:`gpu_time`).
 
     Parameters
     ----------
@@ -220,5 +257,6 @@ def summary(client=None) -> str:
 
 
 __all__ = [
-    "check", "devices_used", "local_log", "on_worker", "reset", "seconds_used", "stage", "summary",
+    "check", "devices_used", "gpu_time", "local_log", "on_worker", "reset", "seconds_used", "stage",
+    "summary",
 ]  # fmt: skip

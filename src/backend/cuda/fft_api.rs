@@ -39,8 +39,8 @@ pub struct Api {
     pub destroy: unsafe extern "C" fn(Handle) -> c_int,
 }
 
-// SAFETY: function pointers plus the handle that keeps them valid; cuFFT plans are used under
-// the GPU's exclusive lock.
+// SAFETY: function pointers plus the handle that keeps them valid; cuFFT plans are used inside
+// an engine section of the GPU (`Gpu::exclusive`: one admitted call, one thread of it).
 unsafe impl Send for Api {}
 unsafe impl Sync for Api {}
 

@@ -4,6 +4,7 @@
 //! timings. Families use what this re-exports and never name cudarc themselves; a family's
 //! `gpu()` is the GPU of the innermost `on(ordinal, ..)` scope (device 0 outside any).
 
+pub mod admit;
 pub mod cache;
 pub mod compile;
 pub mod fft;
@@ -23,7 +24,7 @@ pub mod transfer;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result as dr, sys as dsys, CudaContext, CudaModule};
 
@@ -171,7 +172,6 @@ pub struct Gpu {
     pid: u32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     staging: Mutex<Option<transfer::Staging>>,
-    busy: Mutex<()>,
 }
 
 /// The process's GPUs by ordinal, each created on first use.
@@ -255,7 +255,6 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
             pid: std::process::id(),
             modules: Mutex::new(HashMap::new()),
             staging: Mutex::new(None),
-            busy: Mutex::new(()),
         })
     })?;
     let gpu = Arc::new(gpu);
@@ -264,9 +263,11 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
 }
 
 impl Gpu {
-    /// Serialise GPU calls from several Python threads (one stream, shared staging buffers).
-    pub fn exclusive(&self) -> MutexGuard<'_, ()> {
-        self.busy.lock().unwrap_or_else(|e| e.into_inner())
+    /// An engine's device work on this GPU (one stream, shared staging buffers): one call
+    /// at a time, admitted before its job entered the pool (`admit`, issue 19), and one
+    /// thread of that call at a time. Rust callers outside the pool are admitted here.
+    pub fn exclusive(&self) -> Result<admit::Section> {
+        admit::section(self.ordinal)
     }
 
     /// A kernel from `kernels/<module>.cu`, compiling the module on first use.

@@ -384,7 +384,7 @@ pub fn run<T: Real>(
     progress: &mut dyn FnMut(Progress) -> Result<()>,
 ) -> Result<Outcome> {
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let lay = &plan.layout;
     let free = gpu.budget()?;
     let need = bytes_needed::<T>(input.len(), lay.units);

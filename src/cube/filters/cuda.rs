@@ -275,7 +275,7 @@ fn plan(view: AxisView, span: (isize, isize), mode: Mode, budget: usize) -> Resu
 /// One pass from host memory to host memory: upload, filter, download (chunked if needed).
 pub fn apply<T: Real>(input: &[T], view: AxisView, pass: &Pass, out: &mut [T]) -> Result<()> {
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let dpass = DevicePass::new(&gpu, pass)?;
     let budget = gpu.budget()? / std::mem::size_of::<T>();
     let chunks = plan(view, dpass.span, dpass.host_mode, budget)?;
@@ -344,7 +344,7 @@ pub fn apply_chain<T: Real>(
             apply(src, AxisView::new(shape, p.axis)?, p, dst)
         });
     }
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let dpasses = passes
         .iter()
         .map(|p| DevicePass::new(&gpu, p))

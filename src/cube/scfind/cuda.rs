@@ -111,7 +111,7 @@ pub fn run<T: Real>(
     progress: Progress<'_>,
 ) -> Result<Outcome> {
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let [nz, ny, nx] = plan.shape;
     let plane = ny * nx;
     let (hlo, mut hhi) = plan
@@ -741,7 +741,7 @@ pub fn spatial_stage<T: Real>(
     rms0: f64,
 ) -> Result<Vec<T>> {
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let spatial = Kernel {
         z: None,
         ..ker.clone()
@@ -762,7 +762,7 @@ pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) 
     let mut out = crate::backend::alloc::try_vec(s.len(), T::default(), "the spectral stage")?;
     if let Some(z) = &ker.z {
         let gpu = cuda::gpu()?;
-        let _only = gpu.exclusive();
+        let _only = gpu.exclusive()?;
         let spectral = Kernel {
             y: Vec::new(),
             x: Vec::new(),
@@ -841,7 +841,7 @@ pub fn block_sample<T: Real>(
     want_ext: bool,
 ) -> Result<SampleParts> {
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let mut eng = stage_engine::<T>(&gpu, plan)?;
     block_w(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
     let w = if input == BlockInput::Raw {
@@ -898,7 +898,7 @@ pub fn block_clip<T: Real>(
     level: f64,
 ) -> Result<Vec<u8>> {
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let mut eng = stage_engine::<T>(&gpu, plan)?;
     block_w(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
     eng.clip(&whole(plan), level)?;

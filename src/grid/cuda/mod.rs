@@ -89,7 +89,7 @@ pub fn grid<T: Real, O: Real>(
 ) -> Result<()> {
     let (n, nt, nchan) = (samples.len(), target_lon.len(), samples.nchan);
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let need = Need {
         nt,
         nchan,

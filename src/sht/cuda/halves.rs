@@ -209,7 +209,7 @@ pub fn alm2leg(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
     let budget = block_budget(gpu.as_ref())?;
@@ -286,7 +286,7 @@ pub fn leg2alm(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let ps = pair_set(plan, rings);
     let dev = leg_dev(&gpu, plan, &ps)?;
     let budget = block_budget(gpu.as_ref())?;
@@ -528,7 +528,7 @@ pub fn leg2map(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let w = mmax + 1;
     for grp in group_list(false, nc_all) {
         let nc = grp.comps.len();
@@ -615,7 +615,7 @@ pub fn map2leg(
         return Ok(());
     }
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let w = mmax + 1;
     for grp in group_list(false, nc_all) {
         let nc = grp.comps.len();

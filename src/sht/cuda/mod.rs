@@ -90,7 +90,7 @@ fn check_sizes_multi(plan: &Plan) -> Result<()> {
 pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64]]) -> Result<()> {
     check_sizes(plan)?;
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let mut tl = Timeline::start(&gpu)?;
     // SAFETY: filled by upload_into below.
     let mut d_alm: Vec<CudaSlice<f64>> = alms
@@ -185,7 +185,7 @@ pub fn map2alm<T: Real>(
 ) -> Result<()> {
     check_sizes(plan)?;
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let mut tl = Timeline::start(&gpu)?;
     let grps = groups(jobs, maps.len());
     // one group: each chunk's rings go up just before its kernels, overlapping the previous

@@ -739,9 +739,12 @@ fn rounds(p: &Pass, l: &mut Option<Local>, j: usize) {
 /// stage times.
 fn device_thread(p: &Pass, j: usize) {
     let gpu = p.gpus[j].clone();
-    let _only = gpu.exclusive();
+    let (_only, admitted) = match gpu.exclusive() {
+        Ok(s) => (Some(s), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
     let t0 = Instant::now();
-    let mut local = match setup(p, j) {
+    let mut local = match admitted.and_then(|()| setup(p, j)) {
         Ok(l) => Some(l),
         Err(e) => {
             p.fail(e);
@@ -899,10 +902,15 @@ fn pass(
         times: Mutex::new(vec![[0.0; 3]; n]),
         walls: Mutex::new(vec![[0.0; 3]; n]),
     };
+    // The call's GPU admission is thread-local: each device thread carries it.
+    let ticket = cuda::admit::current();
     std::thread::scope(|s| {
         for j in 0..n {
-            let p = &p;
-            s.spawn(move || device_thread(p, j));
+            let (p, t) = (&p, ticket.clone());
+            s.spawn(move || {
+                let _admitted = cuda::admit::enter(t);
+                device_thread(p, j)
+            });
         }
     });
     if let Some(e) = p.error.into_inner().unwrap_or_else(|e| e.into_inner()) {

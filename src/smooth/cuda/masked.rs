@@ -105,7 +105,7 @@ pub fn convolve_masked(
     let npix = plan0.npix;
     let jobs = polar_jobs(plan0);
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let budget = gpu.budget()?;
     let fixed = fixed_bytes(plan0, &jobs, 2) + 8 * npix;
     if budget <= fixed {

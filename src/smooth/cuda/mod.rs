@@ -193,7 +193,7 @@ pub fn convolve_beams(plans: &[&RingPlan], maps: &[&[f64]], outs: &mut [&mut [f6
     );
     let jobs = polar_jobs(plan0);
     let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive();
+    let _only = gpu.exclusive()?;
     let budget = gpu.budget()?;
     let fixed1 = fixed_bytes(plan0, &jobs, 1);
     if budget <= fixed1 {
