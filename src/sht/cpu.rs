@@ -31,8 +31,10 @@ const L2: usize = 4;
 /// Budget for the per-chunk ring coefficients (each chunk recomputes the per-m tables, so
 /// fewer, larger chunks are cheaper).
 const CHUNK_BYTES: usize = 256 << 20;
-/// Largest coefficient buffer kept between calls.
-const KEEP_BYTES: usize = 64 << 20;
+/// Largest coefficient buffer kept between calls: every chunk's (a fresh one costs the kernel's
+/// zeroing of its pages on every call, and its unmap is a serial stretch with all threads
+/// waiting; bench/NOTES.md, session 10). At most this much stays allocated after a call.
+const KEEP_BYTES: usize = CHUNK_BYTES;
 
 /// One transform inside a call: a spin-0 (T) or spin-2 (E, B -> Q, U) pair of components.
 #[derive(Debug, Clone, Copy)]
@@ -92,8 +94,8 @@ pub(super) fn twiddles(phi: f64, n: usize, out: &mut Vec<C64>) {
     }
 }
 
-/// The ring-coefficient buffer, kept between calls when small (first-touch page faults of a
-/// fresh allocation cost more than the FFT stage of a small transform).
+/// The ring-coefficient buffer, kept between calls up to `KEEP_BYTES` (first-touch page faults
+/// of a fresh allocation cost more than the FFT stage of a small transform).
 static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
 
 fn take_buffer(len: usize) -> Vec<C64> {
@@ -106,7 +108,8 @@ fn take_buffer(len: usize) -> Vec<C64> {
     zeroed(len)
 }
 
-/// `len` zeros from the allocator's zeroed memory (fresh pages, not cleared a second time).
+/// `len` zeros from the allocator's zeroed memory (fresh pages, not cleared a second time),
+/// huge pages asked for.
 fn zeroed(len: usize) -> Vec<C64> {
     if len == 0 {
         return Vec::new();
@@ -119,6 +122,9 @@ fn zeroed(len: usize) -> Vec<C64> {
         if p.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
+        // The Legendre tasks write it page by page all over (one m per task): huge pages save
+        // the faults, the TLB misses and most of the unmap.
+        crate::backend::alloc::advise_huge_pages(p as *mut u8, layout.size());
         Vec::from_raw_parts(p, len, len)
     }
 }
@@ -1024,8 +1030,11 @@ fn columns<'a>(plan: &Plan, alms: &'a mut [&mut [C64]]) -> Vec<Vec<&'a mut [C64]
 /// Analysis (adjoint synthesis with the plan's ring weights) on the CPU: `maps` to `alms`
 /// (overwritten).
 pub fn map2alm(plan: &Plan, jobs: &[Job], maps: &[&[f64]], alms: &mut [&mut [C64]]) {
+    // in parallel: one thread clearing (and first touching) the output was a serial stretch
+    // of the call
     for a in alms.iter_mut() {
-        a.fill(C64::new(0.0, 0.0));
+        a.par_chunks_mut(1 << 14)
+            .for_each(|c| c.fill(C64::new(0.0, 0.0)));
     }
     let ncomp = maps.len();
     let mmax = plan.lay.mmax;
