@@ -8,7 +8,7 @@ use crate::cube::atrous::blocks;
 use crate::cube::atrous::{self, Params, Progress, Variant, WaveletFilter, DUCHAMP_BLANK};
 use crate::cube::filters::Pass;
 use crate::py::arrays::{data_mut, empty, parts, with_float, FloatArray, FloatArrays};
-use crate::py::errors::{compute, compute_in, to_pyerr, value_err, Call};
+use crate::py::errors::{compute, compute_in, compute_on, to_pyerr, value_err, Call};
 use crate::py::filters::{pass_of, PassSpec};
 use crate::real::Real;
 
@@ -225,7 +225,7 @@ fn block_scale<'py, T: Real + numpy::Element>(
         add: b.w.map(|w| (w, thr)),
         counts,
     };
-    let first = compute(py, || {
+    let first = compute_on(py, dev, || {
         blocks::scale(
             dev,
             passes,
