@@ -333,6 +333,25 @@ fn _ring_device(device: Option<&str>) -> PyResult<&'static str> {
     Ok(crate::backend::resolve(device).map_err(to_pyerr)?.name())
 }
 
+/// The chunks as the host emulation reads them: six i64 a chunk (entries, tiles, taps; each a
+/// [first, end) pair).
+fn chunk_rows(chunks: &[smooth::cuda::tables::Chunk]) -> Vec<i64> {
+    chunks
+        .iter()
+        .flat_map(|c| {
+            [
+                c.entries.0,
+                c.entries.1,
+                c.tiles.0,
+                c.tiles.1,
+                c.taps.0,
+                c.taps.1,
+            ]
+        })
+        .map(|v| v as i64)
+        .collect()
+}
+
 /// The CUDA ring engine's ring blocks of at most `cap` pixels for (nside, profile), as the
 /// blocked engine runs them (for the host emulation in the tests): per block a dict of its
 /// pairs (p0, p1), input and output ring ranges (inclusive), packed `first` table, pixels,
@@ -360,20 +379,7 @@ fn _ring_cuda_blocks<'py>(
         let chunks = tabs
             .chunks_between(b.pairs.0, b.pairs.1, max_taps, usize::MAX)
             .map_err(to_pyerr)?;
-        let ch: Vec<i64> = chunks
-            .iter()
-            .flat_map(|c| {
-                [
-                    c.entries.0,
-                    c.entries.1,
-                    c.tiles.0,
-                    c.tiles.1,
-                    c.taps.0,
-                    c.taps.1,
-                ]
-            })
-            .map(|v| v as i64)
-            .collect();
+        let ch = chunk_rows(&chunks);
         d.set_item("pairs", b.pairs)?;
         d.set_item("ins", b.ins.clone())?;
         d.set_item("outs", b.outs.clone())?;
@@ -433,20 +439,7 @@ fn _ring_cuda_tables<'py>(
     }
     d.set_item("inv_h", plan.table.inv_h)?;
     d.set_item("u2_cut", plan.table.u2_cut)?;
-    let ch: Vec<i64> = chunks
-        .iter()
-        .flat_map(|c| {
-            [
-                c.entries.0,
-                c.entries.1,
-                c.tiles.0,
-                c.tiles.1,
-                c.taps.0,
-                c.taps.1,
-            ]
-        })
-        .map(|v| v as i64)
-        .collect();
+    let ch = chunk_rows(&chunks);
     d.set_item("chunks", ch.into_pyarray(py))?;
     Ok(d)
 }
