@@ -245,60 +245,42 @@ def beams_work(inputs) -> Work:
     return Work(bytes=8.0 * m.size * (1 + n), h2d_bytes=8.0 * m.size, d2h_bytes=8.0 * m.size * n)
 
 
-register(
-    Case(
-        name=f"smooth.beams{N_BEAMS}",
-        description=f"{N_BEAMS} beams (4′-6′) on one map in one call vs {N_BEAMS} calls (auto; "
-        f"the calls scaled from {ANCHOR_CALLS})",
-        inputs=beams_inputs(N_BEAMS),
-        work=beams_work,
-        comparisons=[
-            Comparison(
-                "gpu",
-                FewGpuWall([sc_batch("cuda", pick=True)]),
-                ScaledLoop([sc_loop("cuda", pick=True)], N_BEAMS, ANCHOR_CALLS),
-            )
-        ],
-        params={
-            "nside": 2048,
-            "quick_nside": 64,
-            "n_beams": N_BEAMS,
-            "quick_beams": QUICK_BEAMS,
-            "anchor_calls": ANCHOR_CALLS,
-            "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
-        },
+def register_gpu_beams(suffix: str, method: str) -> None:
+    """N_BEAMS beams on one nside 2048 map on the GPU: one batch call against N_BEAMS single
+    calls (scaled from ANCHOR_CALLS), both with `method`."""
+    register(
+        Case(
+            name=f"smooth.beams{N_BEAMS}{suffix}",
+            description=f"{N_BEAMS} beams (4′-6′) on one map in one call vs {N_BEAMS} calls "
+            f"({method}; the calls scaled from {ANCHOR_CALLS})",
+            inputs=beams_inputs(N_BEAMS),
+            work=beams_work,
+            comparisons=[
+                Comparison(
+                    "gpu",
+                    FewGpuWall([sc_batch("cuda", pick=True, method=method)]),
+                    ScaledLoop([sc_loop("cuda", pick=True, method=method)], N_BEAMS, ANCHOR_CALLS),
+                )
+            ],
+            params={
+                "nside": 2048,
+                "quick_nside": 64,
+                "n_beams": N_BEAMS,
+                "quick_beams": QUICK_BEAMS,
+                "anchor_calls": ANCHOR_CALLS,
+                "method": method,
+                "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
+            },
+        )
     )
-)
 
+
+register_gpu_beams("", "auto")
 # The same with the ring method on both sides: the ring batch's own pipeline (one upload and
 # forward FFT, each beam's result coming down while the next computes, a page-locked output)
 # against 100 ring calls, whatever auto would choose for these beams (session 9: the auto loop
 # took 229 ms a call on an H200, against 45 ms for one ring call).
-register(
-    Case(
-        name=f"smooth.beams{N_BEAMS}_ring",
-        description=f"{N_BEAMS} beams (4′-6′) on one map in one call vs {N_BEAMS} calls (ring; "
-        f"the calls scaled from {ANCHOR_CALLS})",
-        inputs=beams_inputs(N_BEAMS),
-        work=beams_work,
-        comparisons=[
-            Comparison(
-                "gpu",
-                FewGpuWall([sc_batch("cuda", pick=True, method="ring")]),
-                ScaledLoop([sc_loop("cuda", pick=True, method="ring")], N_BEAMS, ANCHOR_CALLS),
-            )
-        ],
-        params={
-            "nside": 2048,
-            "quick_nside": 64,
-            "n_beams": N_BEAMS,
-            "quick_beams": QUICK_BEAMS,
-            "anchor_calls": ANCHOR_CALLS,
-            "method": "ring",
-            "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
-        },
-    )
-)
+register_gpu_beams("_ring", "ring")
 
 # 8 beams: CPU rows (100 CPU calls at nside 2048 would take the default run past its limit).
 # One method on both sides (ring), so the batch must equal the loop to rounding: under "auto"
