@@ -204,7 +204,7 @@ impl<'a> Spatial<'a> {
                     return;
                 }
                 let r = z * plane..(z + 1) * plane;
-                self.plane(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
+                self.plane_any(&cube[r.clone()], &mask[r], plan, rms0, bufs, out);
             },
         );
     }
@@ -216,7 +216,7 @@ impl<'a> Spatial<'a> {
         m: &[u8],
         plan: &Plan,
         rms0: f64,
-        bufs: &mut Planes,
+        bufs: &mut Planes<T>,
         out: &mut [T],
     ) {
         #[cfg(target_arch = "x86_64")]
@@ -236,7 +236,7 @@ impl<'a> Spatial<'a> {
         m: &[u8],
         plan: &Plan,
         rms0: f64,
-        bufs: &mut Planes,
+        bufs: &mut Planes<T>,
         out: &mut [T],
     ) {
         self.plane(src, m, plan, rms0, bufs, out)
@@ -250,33 +250,47 @@ impl<'a> Spatial<'a> {
         m: &[u8],
         plan: &Plan,
         rms0: f64,
-        bufs: &mut Planes,
+        bufs: &mut Planes<T>,
         out: &mut [T],
     ) {
         let (ny, nx) = (bufs.ny, bufs.nx);
-        let Planes { a, b, acc, ext, .. } = bufs;
-        for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
-            *d = prepared(x, mb, plan.replace, rms0);
-        }
         if self.exact {
             // SoFiA-2: every row (x) through all its boxcars, then every column (y); each
-            // pass runs along axis 0 for all lines at once (x passes on the transposed plane).
+            // pass runs along axis 0 for all lines at once (x passes on the transposed plane),
+            // in T; the last pass writes `out`.
+            let Planes {
+                ta: a, tb: b, tm, ..
+            } = bufs;
+            a.resize(ny * nx, T::default());
+            b.resize(ny * nx, T::default());
+            for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
+                *d = T::from_f64(prepared(x, mb, plan.replace, rms0));
+            }
             if !self.x.is_empty() {
                 transpose(a, b, ny, nx);
                 for f in self.x {
-                    boxcar_axis0::<T>(b, a, nx, ny, f.taps() / 2, acc);
+                    boxcar_axis0::<T>(b, a, nx, ny, f.taps() / 2, tm);
                     std::mem::swap(a, b);
                 }
                 transpose(b, a, nx, ny);
             }
-            for f in self.y {
-                boxcar_axis0::<T>(a, b, ny, nx, f.taps() / 2, acc);
-                std::mem::swap(a, b);
-            }
-            for (o, &v) in out.iter_mut().zip(a.iter()) {
-                *o = T::from_f64(v);
+            match self.y.split_last() {
+                Some((last, rest)) => {
+                    for f in rest {
+                        boxcar_axis0::<T>(a, b, ny, nx, f.taps() / 2, tm);
+                        std::mem::swap(a, b);
+                    }
+                    boxcar_axis0::<T>(a, out, ny, nx, last.taps() / 2, tm);
+                }
+                None => out.copy_from_slice(a),
             }
             return;
+        }
+        let Planes { a, b, acc, ext, .. } = bufs;
+        a.resize(ny * nx, 0.0);
+        b.resize(ny * nx, 0.0);
+        for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
+            *d = prepared(x, mb, plan.replace, rms0);
         }
         for f in self.y {
             rows_pass::<T>(a, b, ny, nx, f, self.mode, acc);
@@ -343,6 +357,7 @@ impl<'a> Spatial<'a> {
                     return;
                 }
                 let acc = &mut bufs.delta; // all zero between uses
+                acc.resize(plane, 0.0);
                 let (mut y0, mut y1, mut x0, mut x1) = (usize::MAX, 0, usize::MAX, 0);
                 for &i in voxels {
                     let x = cube[i];
@@ -383,8 +398,8 @@ impl<'a> Spatial<'a> {
     }
 }
 
-/// Per-thread plane buffers.
-struct Planes {
+/// Per-thread plane buffers, sized on first use (the exact path needs only the T ones).
+struct Planes<T> {
     ny: usize,
     nx: usize,
     a: Vec<f64>,
@@ -393,18 +408,25 @@ struct Planes {
     ext: Vec<f64>,
     /// Stamp accumulator of `update`, kept all zero between uses.
     delta: Vec<f64>,
+    /// The exact path's planes and running means, in T.
+    ta: Vec<T>,
+    tb: Vec<T>,
+    tm: Vec<T>,
 }
 
-impl Planes {
+impl<T: Real> Planes<T> {
     fn new(ny: usize, nx: usize) -> Self {
         Planes {
             ny,
             nx,
-            a: vec![0.0; ny * nx],
-            b: vec![0.0; ny * nx],
+            a: Vec::new(),
+            b: Vec::new(),
             acc: Vec::new(),
             ext: Vec::new(),
-            delta: vec![0.0; ny * nx],
+            delta: Vec::new(),
+            ta: Vec::new(),
+            tb: Vec::new(),
+            tm: Vec::new(),
         }
     }
 }
@@ -774,7 +796,7 @@ fn spectral<T: Real, S: Send>(
         .map(|b| {
             let k0 = b * BLOCK;
             let mut st = init();
-            let mut bufs = [vec![0.0f64; BLOCK]];
+            let mut bufs = (vec![0.0f64; BLOCK], Vec::new());
             if avx2 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the CPU has AVX2.
@@ -796,7 +818,7 @@ unsafe fn spectral_block_avx2<T: Real, S>(
     plan: &Plan,
     zf: &Filter1d,
     k0: usize,
-    bufs: &mut [Vec<f64>; 1],
+    bufs: &mut (Vec<f64>, Vec<T>),
     st: &mut S,
     visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
 ) {
@@ -810,7 +832,7 @@ fn spectral_block<T: Real, S>(
     plan: &Plan,
     zf: &Filter1d,
     k0: usize,
-    bufs: &mut [Vec<f64>; 1],
+    bufs: &mut (Vec<f64>, Vec<T>),
     st: &mut S,
     visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
 ) {
@@ -818,7 +840,7 @@ fn spectral_block<T: Real, S>(
     let plane = ny * nx;
     let width = BLOCK.min(plane - k0);
     let mode = plan.mode;
-    let acc = &mut bufs[0][..width];
+    let acc = &mut bufs.0[..width];
     let row = |p: isize| -> Option<&[T]> {
         extend_index(p, nz, mode).map(|q| &s[q * plane + k0..q * plane + k0 + width])
     };
@@ -826,31 +848,24 @@ fn spectral_block<T: Real, S>(
     if exact_spectral(zf, plan) {
         // SoFiA-2: running mean from the last plane down (zero padding), in the element type.
         let r = zf.taps() / 2;
-        let inv = running::inverse_width::<T>(r);
+        let inv = T::from_f64(running::inverse_width::<T>(r));
         let zrow = |p: isize| -> Option<&[T]> {
             (p >= 0 && p < nz as isize)
                 .then(|| &s[p as usize * plane + k0..p as usize * plane + k0 + width])
         };
-        let top = nz as isize - 1;
-        acc.iter_mut().for_each(|a| *a = 0.0);
-        for p in (top - r as isize..=top + r as isize).rev() {
-            match zrow(p) {
-                Some(v) => acc
-                    .iter_mut()
-                    .zip(v)
-                    .for_each(|(a, &x)| *a = round::<T>(*a + x.to_f64())),
-                None => acc.iter_mut().for_each(|a| *a = round::<T>(*a + 0.0)),
-            }
-        }
-        acc.iter_mut().for_each(|a| *a = round::<T>(*a * inv));
+        let m = &mut bufs.1;
+        m.resize(width, T::default());
+        running::start::<T, false>(m, zrow, nz as isize - 1, r, inv);
+        acc.iter_mut()
+            .zip(m.iter())
+            .for_each(|(a, v)| *a = v.to_f64());
         visit(st, nz - 1, k0, acc, 1.0);
         for z in (0..nz - 1).rev() {
             let zi = z as isize;
-            let (lo, hi) = (zrow(zi - r as isize), zrow(zi + r as isize + 1));
-            for (c, a) in acc.iter_mut().enumerate() {
-                let d = lo.map_or(0.0, |v| v[c].to_f64()) - hi.map_or(0.0, |v| v[c].to_f64());
-                *a = round::<T>(*a + round::<T>(round::<T>(d) * inv));
-            }
+            running::step::<T, false>(m, zrow(zi - r as isize), zrow(zi + r as isize + 1), inv);
+            acc.iter_mut()
+                .zip(m.iter())
+                .for_each(|(a, v)| *a = v.to_f64());
             visit(st, z, k0, acc, 1.0);
         }
     } else if zf.boxcar {

@@ -41,75 +41,99 @@ pub fn boxcar_line<T: Real>(line: &mut [f64], r: usize, pad: &mut Vec<f64>) {
     }
 }
 
-/// `boxcar_line` along axis 0 of a (rows, cols) array, all columns at once (the same
-/// operations per element, vectorised across columns): `src` → `dst`; `m` is scratch.
-pub fn boxcar_axis0<T: Real>(
-    src: &[f64],
-    dst: &mut [f64],
-    rows: usize,
-    cols: usize,
-    r: usize,
-    m: &mut Vec<f64>,
-) {
-    if rows == 0 || cols == 0 {
-        return;
+/// The value a spatial pass reads: NaN as 0 where `ZERO_NAN` (SoFiA-2 blanks NaN on input).
+#[inline(always)]
+fn read<T: Real, const ZERO_NAN: bool>(v: T) -> T {
+    if ZERO_NAN && v.is_nan() {
+        T::default()
+    } else {
+        v
     }
-    let inv = inverse_width::<T>(r);
-    let row = |p: isize| -> Option<&[f64]> {
-        (p >= 0 && (p as usize) < rows).then(|| &src[p as usize * cols..(p as usize + 1) * cols])
-    };
-    let z = |v: f64| if v.is_nan() { 0.0 } else { v };
-    m.clear();
-    m.resize(cols, 0.0);
-    let top = rows as isize - 1;
+}
+
+/// The first output of a running mean that starts at row `top` (the line's end), for every
+/// column at once, in T: m = (row top+r + row top+r−1 + … + row top−r) · (1/w), summed in that
+/// order from 0, rows outside the line read as 0. `boxcar_line`'s first step, vectorised.
+#[inline(always)]
+pub fn start<'a, T: Real, const ZERO_NAN: bool>(
+    m: &mut [T],
+    row: impl Fn(isize) -> Option<&'a [T]>,
+    top: isize,
+    r: usize,
+    inv: T,
+) {
+    m.fill(T::default());
     for p in (top - r as isize..=top + r as isize).rev() {
         match row(p) {
             Some(v) => m
                 .iter_mut()
                 .zip(v)
-                .for_each(|(a, &x)| *a = rnd::<T>(*a + z(x))),
-            None => m.iter_mut().for_each(|a| *a = rnd::<T>(*a + 0.0)),
+                .for_each(|(a, &x)| *a = *a + read::<T, ZERO_NAN>(x)),
+            None => m.iter_mut().for_each(|a| *a = *a + T::default()),
         }
     }
-    m.iter_mut().for_each(|a| *a = rnd::<T>(*a * inv));
+    m.iter_mut().for_each(|a| *a = *a * inv);
+}
+
+/// One step of the running mean down a line, every column at once, in T:
+/// m = m + (lo − hi) · (1/w), an absent row read as 0. `boxcar_line`'s loop body, vectorised.
+#[inline(always)]
+pub fn step<T: Real, const ZERO_NAN: bool>(
+    m: &mut [T],
+    lo: Option<&[T]>,
+    hi: Option<&[T]>,
+    inv: T,
+) {
+    let zero = T::default();
+    let r = read::<T, ZERO_NAN>;
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => m
+            .iter_mut()
+            .zip(lo.iter().zip(hi))
+            .for_each(|(a, (&l, &h))| *a = *a + (r(l) - r(h)) * inv),
+        (Some(lo), None) => m
+            .iter_mut()
+            .zip(lo)
+            .for_each(|(a, &l)| *a = *a + (r(l) - zero) * inv),
+        (None, Some(hi)) => m
+            .iter_mut()
+            .zip(hi)
+            .for_each(|(a, &h)| *a = *a + (zero - r(h)) * inv),
+        (None, None) => m.iter_mut().for_each(|a| *a = *a + zero * inv),
+    }
+}
+
+/// `boxcar_line` along axis 0 of a (rows, cols) array, all columns at once, in T (the same
+/// operations per element: f32 operations equal the f64 ones rounded to f32): `src` → `dst`;
+/// `m` is scratch.
+pub fn boxcar_axis0<T: Real>(
+    src: &[T],
+    dst: &mut [T],
+    rows: usize,
+    cols: usize,
+    r: usize,
+    m: &mut Vec<T>,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let inv = T::from_f64(inverse_width::<T>(r));
+    let row = |p: isize| -> Option<&[T]> {
+        (p >= 0 && (p as usize) < rows).then(|| &src[p as usize * cols..(p as usize + 1) * cols])
+    };
+    m.clear();
+    m.resize(cols, T::default());
+    start::<T, true>(m, row, rows as isize - 1, r, inv);
     dst[(rows - 1) * cols..].copy_from_slice(m);
     for i in (0..rows - 1).rev() {
         let ii = i as isize;
-        let out = &mut dst[i * cols..(i + 1) * cols];
-        match (row(ii - r as isize), row(ii + r as isize + 1)) {
-            (Some(lo), Some(hi)) => {
-                for c in 0..cols {
-                    let d = rnd::<T>(z(lo[c]) - z(hi[c]));
-                    m[c] = rnd::<T>(m[c] + rnd::<T>(d * inv));
-                    out[c] = m[c];
-                }
-            }
-            (Some(lo), None) => {
-                for c in 0..cols {
-                    let d = rnd::<T>(z(lo[c]) - 0.0);
-                    m[c] = rnd::<T>(m[c] + rnd::<T>(d * inv));
-                    out[c] = m[c];
-                }
-            }
-            (None, Some(hi)) => {
-                for c in 0..cols {
-                    let d = rnd::<T>(0.0 - z(hi[c]));
-                    m[c] = rnd::<T>(m[c] + rnd::<T>(d * inv));
-                    out[c] = m[c];
-                }
-            }
-            (None, None) => {
-                for c in 0..cols {
-                    m[c] = rnd::<T>(m[c] + rnd::<T>(0.0 * inv));
-                    out[c] = m[c];
-                }
-            }
-        }
+        step::<T, true>(m, row(ii - r as isize), row(ii + r as isize + 1), inv);
+        dst[i * cols..(i + 1) * cols].copy_from_slice(m);
     }
 }
 
 /// `dst` (cols, rows) = transpose of `src` (rows, cols).
-pub fn transpose(src: &[f64], dst: &mut [f64], rows: usize, cols: usize) {
+pub fn transpose<T: Copy>(src: &[T], dst: &mut [T], rows: usize, cols: usize) {
     const B: usize = 32;
     for r0 in (0..rows).step_by(B) {
         for c0 in (0..cols).step_by(B) {
@@ -144,17 +168,19 @@ mod tests {
     #[test]
     fn axis0_equals_lines() {
         let (rows, cols) = (13, 9);
-        let x: Vec<f64> = (0..rows * cols)
-            .map(|i| (((i * 7919) % 1000) as f32 / 37.0 - 13.0) as f64)
+        // f32 arithmetic (with NaN read as 0) against the f64 reference rounded at each step
+        let mut x: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 1000) as f32 / 37.0 - 13.0)
             .collect();
+        x[4 * cols + 3] = f32::NAN;
         for r in [0usize, 1, 4, 20] {
-            let mut got = vec![0.0; rows * cols];
+            let mut got = vec![0.0f32; rows * cols];
             boxcar_axis0::<f32>(&x, &mut got, rows, cols, r, &mut Vec::new());
             for c in 0..cols {
-                let mut line: Vec<f64> = (0..rows).map(|i| x[i * cols + c]).collect();
+                let mut line: Vec<f64> = (0..rows).map(|i| x[i * cols + c] as f64).collect();
                 boxcar_line::<f32>(&mut line, r, &mut Vec::new());
                 for i in 0..rows {
-                    assert_eq!(got[i * cols + c].to_bits(), line[i].to_bits(), "r={r}");
+                    assert_eq!(got[i * cols + c] as f64, line[i], "r={r}");
                 }
             }
         }
