@@ -160,6 +160,17 @@ def test_float64_cube(rng):
     check(make_cube(rng, dtype=np.float64), threshold=4.0, statistic="mad", flux_range="full")
 
 
+def test_bright_block_and_quiet_blocks(rng):
+    """The CPU engine decides the clip from the voxels its noise pass kept per block of 1024
+    columns (at most nz·1024/128, min 256); a block whose bright source overflows that list
+    is clipped by a second pass over it. Here block 0 (rows 0-15 of 64 columns) holds 10240
+    voxels far above the level, blocks 1 and 2 only noise and a faint source."""
+    cube = make_cube(rng, shape=(20, 48, 64), nan=False)
+    cube[5:15, :16, :] += 8.0
+    got, _ = check(cube, kernels_xy=(0, 3), kernels_z=(0, 3), threshold=4.0)
+    assert got[5:15, :16, :].mean() > 0.99
+
+
 def test_cadence_above_one(rng):
     """A cube of 2,068,491 voxels: cadence 2; the size is odd, so the backward walk samples
     the odd flat indices (a walk from 0 would take the even ones); MAD capped."""

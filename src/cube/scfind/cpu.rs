@@ -93,17 +93,20 @@ fn run_inner<T: Real>(
             trace.mark("spatial");
         }
         let zf = ker.z.clone().unwrap_or_else(identity);
-        let rms = if ker.use_rms0 {
-            rms0
+        let (rms, cands) = if ker.use_rms0 {
+            (rms0, None)
         } else {
-            let (samples, ext) = measure_smoothed(&s, mask, plan, &zf);
+            let (samples, ext, cands) = measure_smoothed(&s, mask, plan, &zf);
             trace.mark("sample");
             let r = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
             trace.mark("statistic");
-            r
+            (r, cands)
         };
         crate::backend::cancel::check()?;
-        fresh = clip(&s, mask, plan, &zf, plan.level(rms));
+        fresh = match cands {
+            Some(c) => clip_candidates(&s, mask, plan, &zf, plan.level(rms), c),
+            None => clip(&s, mask, plan, &zf, plan.level(rms)),
+        };
         trace.mark("clip");
         outcome.rms.push(rms);
         progress(k, rms);
@@ -713,15 +716,16 @@ fn sparse_samples<T: Real>(
     }
 }
 
-/// The noise sample of the smoothed cube and, if the rule needs them, its (nanmin, nanmax).
-/// A sparse sample with a short filter is computed point by point, others (or with extremes)
-/// in one pass over the cube.
+/// The noise sample of the smoothed cube, if the rule needs them its (nanmin, nanmax), and
+/// (from a full pass) each column block's clip candidates. A sparse sample with a short
+/// filter is computed point by point (no candidates), others (or with extremes) in one pass
+/// over the cube.
 fn measure_smoothed<T: Real>(
     s: &[T],
     mask: &[u8],
     plan: &Plan,
     zf: &Filter1d,
-) -> (Vec<f64>, Option<(f64, f64)>) {
+) -> (Vec<f64>, Option<(f64, f64)>, Option<Vec<Candidates>>) {
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
     // Point by point, each tap of each sample costs a cache line; the full pass streams the
@@ -736,18 +740,20 @@ fn measure_smoothed<T: Real>(
             .par_chunks_mut(SAMPLE_CHUNK)
             .enumerate()
             .for_each(|(ci, out)| sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, out));
-        return (samples, None);
+        return (samples, None, None);
     }
     let plane = plan.shape[1] * plan.shape[2];
     let mut samples = vec![f64::NAN; n];
     let sp = Disjoint(samples.as_mut_ptr());
+    let cap = (plan.shape[0] * BLOCK / 128).max(256);
     let parts = spectral(
         s,
         plan,
         zf,
-        || None,
-        |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
+        || (None, Candidates::new(cap)),
+        |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
+            cands.visit::<T>(z * plane + k0, w, m, scale);
             plan.sampling
                 .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
                     let v = if m[off] & BLANK != 0 {
@@ -774,8 +780,100 @@ fn measure_smoothed<T: Real>(
             }
         },
     );
+    let (parts, cands): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
     let ext = want_ext.then(|| extremes_or_nan(parts.into_iter().fold(None, merge_extremes)));
-    (samples, ext)
+    (samples, ext, Some(cands))
+}
+
+/// A column block's voxels (flat index, W) with |W| above `floor`, not blank, at most `cap`
+/// of them: when the list fills, `floor` rises to its median |W| and the rest are dropped.
+/// After the noise pass it holds every voxel of the block with |W| > floor, so a clip level
+/// above `floor` is decided from the list without a second pass over the block.
+struct Candidates {
+    floor: f64,
+    cap: usize,
+    idx: Vec<usize>,
+    val: Vec<f64>,
+}
+
+impl Candidates {
+    fn new(cap: usize) -> Self {
+        Candidates {
+            floor: 0.0,
+            cap,
+            idx: Vec::new(),
+            val: Vec::new(),
+        }
+    }
+
+    /// Take the voxels of one row of sums `w` (W = round_T(w · scale)) starting at `base`.
+    #[inline(always)]
+    fn visit<T: Real>(&mut self, base: usize, w: &[f64], m: &[u8], scale: f64) {
+        // sums at or below q cannot pass the floor once rounded (see `clip`); most rows
+        // have none above it, which one vectorised max finds
+        let mut q = quick_bound(self.floor, scale);
+        if row_max_abs(w) <= q {
+            return;
+        }
+        for (c, &a) in w.iter().enumerate() {
+            if a.abs() > q {
+                let v = round::<T>(a * scale);
+                if v.abs() > self.floor && m[c] & BLANK == 0 {
+                    self.idx.push(base + c);
+                    self.val.push(v);
+                    if self.idx.len() >= self.cap {
+                        self.raise();
+                        q = quick_bound(self.floor, scale);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Raise the floor to the median |W| of the list and keep only the values above it.
+    fn raise(&mut self) {
+        let mut mag: Vec<f64> = self.val.iter().map(|v| v.abs()).collect();
+        let mid = mag.len() / 2;
+        let (_, &mut t, _) = mag.select_nth_unstable_by(mid, f64::total_cmp);
+        self.floor = self.floor.max(t);
+        let mut keep = 0;
+        for j in 0..self.idx.len() {
+            if self.val[j].abs() > self.floor {
+                self.idx[keep] = self.idx[j];
+                self.val[keep] = self.val[j];
+                keep += 1;
+            }
+        }
+        self.idx.truncate(keep);
+        self.val.truncate(keep);
+    }
+}
+
+/// max |w| over a row (NaN ignored: a NaN sum never passes a bound), 4 lanes so it vectorises.
+#[inline(always)]
+fn row_max_abs(w: &[f64]) -> f64 {
+    let mut m = [0.0f64; 4];
+    let mut chunks = w.chunks_exact(4);
+    for c in &mut chunks {
+        for t in 0..4 {
+            m[t] = m[t].max(c[t].abs());
+        }
+    }
+    for &a in chunks.remainder() {
+        m[0] = m[0].max(a.abs());
+    }
+    m[0].max(m[1]).max(m[2].max(m[3]))
+}
+
+/// Sums at or below this cannot give |round_T(sum · scale)| > `level` (the rounding's relative
+/// error is < 1e-7); −1 for level 0, where every sum must be rounded and tested.
+#[inline(always)]
+fn quick_bound(level: f64, scale: f64) -> f64 {
+    if level > 0.0 {
+        level / scale * (1.0 - 1e-6)
+    } else {
+        -1.0
+    }
 }
 
 /// Run `visit(z, first column, sums, scale)` over every plane z of every block of columns: W =
@@ -789,26 +887,36 @@ fn spectral<T: Real, S: Send>(
     visit: impl Fn(&mut S, usize, usize, &[f64], f64) + Sync,
 ) -> Vec<S> {
     let plane = plan.shape[1] * plan.shape[2];
-    let blocks = plane.div_ceil(BLOCK);
-    let avx2 = has_avx2();
-    (0..blocks)
+    (0..plane.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
-            let k0 = b * BLOCK;
             let mut st = init();
-            let mut bufs = (vec![0.0f64; BLOCK], Vec::new());
-            if avx2 {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the CPU has AVX2.
-                unsafe {
-                    spectral_block_avx2(s, plan, zf, k0, &mut bufs, &mut st, &visit)
-                }
-            } else {
-                spectral_block(s, plan, zf, k0, &mut bufs, &mut st, &visit)
-            }
+            spectral_one(s, plan, zf, b, &mut st, &visit);
             st
         })
         .collect()
+}
+
+/// `spectral` over column block `b` only.
+fn spectral_one<T: Real, S>(
+    s: &[T],
+    plan: &Plan,
+    zf: &Filter1d,
+    b: usize,
+    st: &mut S,
+    visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
+) {
+    let k0 = b * BLOCK;
+    let mut bufs = (vec![0.0f64; BLOCK], Vec::new());
+    if has_avx2() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2.
+        unsafe {
+            spectral_block_avx2(s, plan, zf, k0, &mut bufs, st, visit)
+        }
+    } else {
+        spectral_block(s, plan, zf, k0, &mut bufs, st, visit)
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -922,40 +1030,75 @@ fn spectral_block<T: Real, S>(
 
 /// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.
 fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
-    let plane = plan.shape[1] * plan.shape[2];
     let mp = Disjoint(mask.as_mut_ptr());
-    // Sums at or below `quick` cannot clear the level once rounded (the rounding's relative
-    // error is < 1e-7); only the others are rounded and tested exactly.
-    let quick = |scale: f64| {
-        if level > 0.0 {
-            level / scale * (1.0 - 1e-6)
-        } else {
-            -1.0
-        }
-    };
-    let parts = spectral(
-        s,
-        plan,
-        zf,
-        Vec::new,
-        |fresh: &mut Vec<usize>, z, k0, sums, scale| {
-            let base = z * plane + k0;
-            let q = quick(scale);
-            for (c, &a) in sums.iter().enumerate() {
-                if a.abs() > q {
-                    // SAFETY: each task owns columns k0..k0+len of every plane.
-                    let mb = unsafe { &mut *mp.at(base + c) };
-                    if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+    let visit = clip_visitor::<T>(plan, level, &mp);
+    spectral(s, plan, zf, Vec::new, visit).concat()
+}
+
+/// `clip` from the noise pass's candidates: a block whose list is complete at `level` (level
+/// above its floor) is decided from the list, the others by `clip`'s pass over that block.
+fn clip_candidates<T: Real>(
+    s: &[T],
+    mask: &mut [u8],
+    plan: &Plan,
+    zf: &Filter1d,
+    level: f64,
+    cands: Vec<Candidates>,
+) -> Vec<usize> {
+    let mp = Disjoint(mask.as_mut_ptr());
+    let visit = clip_visitor::<T>(plan, level, &mp);
+    let parts: Vec<Vec<usize>> = cands
+        .into_par_iter()
+        .enumerate()
+        .map(|(b, c)| {
+            let mut fresh = Vec::new();
+            if level > c.floor {
+                for (&i, &w) in c.idx.iter().zip(&c.val) {
+                    if plan.above(w, level) {
+                        // SAFETY: block b's candidates lie in its own columns.
+                        let mb = unsafe { &mut *mp.at(i) };
                         if *mb & MASKED == 0 {
-                            fresh.push(base + c);
+                            fresh.push(i);
                         }
                         *mb |= MASKED | DETECTED;
                     }
                 }
+            } else {
+                spectral_one(s, plan, zf, b, &mut fresh, &visit);
             }
-        },
-    );
+            fresh
+        })
+        .collect();
     parts.concat()
+}
+
+/// The clip's visitor for `spectral`: marks the non-blank voxels above `level` `MASKED |
+/// DETECTED` and lists those that were not `MASKED`.
+fn clip_visitor<'a, T: Real>(
+    plan: &'a Plan,
+    level: f64,
+    mp: &'a Disjoint<u8>,
+) -> impl Fn(&mut Vec<usize>, usize, usize, &[f64], f64) + Sync + 'a {
+    let plane = plan.shape[1] * plan.shape[2];
+    move |fresh: &mut Vec<usize>, z, k0, sums, scale| {
+        let base = z * plane + k0;
+        let q = quick_bound(level, scale);
+        if row_max_abs(sums) <= q {
+            return;
+        }
+        for (c, &a) in sums.iter().enumerate() {
+            if a.abs() > q {
+                // SAFETY: each task owns columns k0..k0+len of every plane.
+                let mb = unsafe { &mut *mp.at(base + c) };
+                if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                    if *mb & MASKED == 0 {
+                        fresh.push(base + c);
+                    }
+                    *mb |= MASKED | DETECTED;
+                }
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------- stages (Dask)
@@ -1133,4 +1276,34 @@ pub fn block_clip<T: Real>(
         },
     );
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_hold_every_value_above_their_floor() {
+        // rows of pseudo-random sums, a few blank voxels, a list far smaller than the block
+        let (rows, width) = (200, 64);
+        let val = |i: usize| ((i * 7919 % 10007) as f64 / 10007.0 - 0.5) * (1.0 + (i % 13) as f64);
+        let mask: Vec<u8> = (0..rows * width)
+            .map(|i| if i % 97 == 0 { BLANK } else { 0 })
+            .collect();
+        let mut c = Candidates::new(300);
+        for z in 0..rows {
+            let w: Vec<f64> = (0..width).map(|x| val(z * width + x)).collect();
+            c.visit::<f32>(z * width, &w, &mask[z * width..(z + 1) * width], 1.0);
+        }
+        assert!(c.floor > 0.0 && c.idx.len() < 300);
+        let want: Vec<usize> = (0..rows * width)
+            .filter(|&i| mask[i] & BLANK == 0 && (val(i) as f32 as f64).abs() > c.floor)
+            .collect();
+        let mut got = c.idx.clone();
+        got.sort_unstable();
+        assert_eq!(got, want);
+        for (&i, &v) in c.idx.iter().zip(&c.val) {
+            assert_eq!(v, val(i) as f32 as f64);
+        }
+    }
 }
