@@ -1,6 +1,7 @@
 //! CPU engine of Smooth-and-Clip. One working cube `s` holds the spatially smoothed copy; the
-//! spectral smoothing is never stored: the noise sample and the clipping pass compute it on
-//! the fly from `s`. Consecutive kernels with the same spatial smoothing share `s`: after each
+//! spectral smoothing is never stored: the noise pass computes it on the fly from `s` and
+//! keeps, per block of columns, the voxels that may clear the clip level (`Candidates`), from
+//! which the clip is decided (a second pass only over a block whose list overflowed). Consecutive kernels with the same spatial smoothing share `s`: after each
 //! kernel, the voxels it added to the mask are re-replaced in `s` by adding their smoothed
 //! change (a small stamp per voxel, or the whole plane recomputed where stamps would cost more).
 //! Spatial passes round to the data type after each pass, as scipy.ndimage does.
@@ -809,25 +810,18 @@ impl Candidates {
     /// Take the voxels of one row of sums `w` (W = round_T(w · scale)) starting at `base`.
     #[inline(always)]
     fn visit<T: Real>(&mut self, base: usize, w: &[f64], m: &[u8], scale: f64) {
-        // sums at or below q cannot pass the floor once rounded (see `clip`); most rows
-        // have none above it, which one vectorised max finds
-        let mut q = quick_bound(self.floor, scale);
-        if row_max_abs(w) <= q {
-            return;
-        }
-        for (c, &a) in w.iter().enumerate() {
-            if a.abs() > q {
-                let v = round::<T>(a * scale);
-                if v.abs() > self.floor && m[c] & BLANK == 0 {
-                    self.idx.push(base + c);
-                    self.val.push(v);
-                    if self.idx.len() >= self.cap {
-                        self.raise();
-                        q = quick_bound(self.floor, scale);
-                    }
+        // sums at or below the bound cannot pass the floor once rounded (see `clip`)
+        scan_above(w, quick_bound(self.floor, scale), |c, a| {
+            let v = round::<T>(a * scale);
+            if v.abs() > self.floor && m[c] & BLANK == 0 {
+                self.idx.push(base + c);
+                self.val.push(v);
+                if self.idx.len() >= self.cap {
+                    self.raise();
                 }
             }
-        }
+            quick_bound(self.floor, scale)
+        });
     }
 
     /// Raise the floor to the median |W| of the list and keep only the values above it.
@@ -849,20 +843,29 @@ impl Candidates {
     }
 }
 
-/// max |w| over a row (NaN ignored: a NaN sum never passes a bound), 4 lanes so it vectorises.
+/// `f(c, w[c])` for each c with |w[c]| > q, in order; `f` returns the bound for the rest
+/// (the candidates' floor rises). Chunks of 8 with none above are skipped by one vector test:
+/// above the noise's bulk, most are.
 #[inline(always)]
-fn row_max_abs(w: &[f64]) -> f64 {
-    let mut m = [0.0f64; 4];
-    let mut chunks = w.chunks_exact(4);
+fn scan_above(w: &[f64], mut q: f64, mut f: impl FnMut(usize, f64) -> f64) {
+    let mut chunks = w.chunks_exact(8);
+    let mut c0 = 0;
     for c in &mut chunks {
-        for t in 0..4 {
-            m[t] = m[t].max(c[t].abs());
+        let c: &[f64; 8] = c.try_into().expect("chunks of 8");
+        if c.iter().fold(false, |any, a| any | (a.abs() > q)) {
+            for (j, &a) in c.iter().enumerate() {
+                if a.abs() > q {
+                    q = f(c0 + j, a);
+                }
+            }
+        }
+        c0 += 8;
+    }
+    for (j, &a) in chunks.remainder().iter().enumerate() {
+        if a.abs() > q {
+            q = f(c0 + j, a);
         }
     }
-    for &a in chunks.remainder() {
-        m[0] = m[0].max(a.abs());
-    }
-    m[0].max(m[1]).max(m[2].max(m[3]))
 }
 
 /// Sums at or below this cannot give |round_T(sum · scale)| > `level` (the rounding's relative
@@ -1083,21 +1086,17 @@ fn clip_visitor<'a, T: Real>(
     move |fresh: &mut Vec<usize>, z, k0, sums, scale| {
         let base = z * plane + k0;
         let q = quick_bound(level, scale);
-        if row_max_abs(sums) <= q {
-            return;
-        }
-        for (c, &a) in sums.iter().enumerate() {
-            if a.abs() > q {
-                // SAFETY: each task owns columns k0..k0+len of every plane.
-                let mb = unsafe { &mut *mp.at(base + c) };
-                if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
-                    if *mb & MASKED == 0 {
-                        fresh.push(base + c);
-                    }
-                    *mb |= MASKED | DETECTED;
+        scan_above(sums, q, |c, a| {
+            // SAFETY: each task owns columns k0..k0+len of every plane.
+            let mb = unsafe { &mut *mp.at(base + c) };
+            if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                if *mb & MASKED == 0 {
+                    fresh.push(base + c);
                 }
+                *mb |= MASKED | DETECTED;
             }
-        }
+            q
+        });
     }
 }
 
