@@ -97,7 +97,7 @@ fn run_inner<T: Real>(
         let (rms, cands) = if ker.use_rms0 {
             (rms0, None)
         } else {
-            let (samples, ext, cands) = measure_smoothed(&s, mask, plan, &zf);
+            let ((samples, ext), cands) = measure_smoothed(&s, mask, plan, &zf);
             trace.mark("sample");
             let r = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
             trace.mark("statistic");
@@ -726,7 +726,7 @@ fn measure_smoothed<T: Real>(
     mask: &[u8],
     plan: &Plan,
     zf: &Filter1d,
-) -> (Vec<f64>, Option<(f64, f64)>, Option<Vec<Candidates>>) {
+) -> (SampleParts, Option<Vec<Candidates>>) {
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
     // Point by point, each tap of each sample costs a cache line; the full pass streams the
@@ -741,7 +741,7 @@ fn measure_smoothed<T: Real>(
             .par_chunks_mut(SAMPLE_CHUNK)
             .enumerate()
             .for_each(|(ci, out)| sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, out));
-        return (samples, None, None);
+        return ((samples, None), None);
     }
     let plane = plan.shape[1] * plan.shape[2];
     let mut samples = vec![f64::NAN; n];
@@ -783,7 +783,7 @@ fn measure_smoothed<T: Real>(
     );
     let (parts, cands): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
     let ext = want_ext.then(|| extremes_or_nan(parts.into_iter().fold(None, merge_extremes)));
-    (samples, ext, Some(cands))
+    ((samples, ext), Some(cands))
 }
 
 /// A column block's voxels (flat index, W) with |W| above `floor`, not blank, at most `cap`
