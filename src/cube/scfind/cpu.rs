@@ -1,10 +1,12 @@
 //! CPU engine of Smooth-and-Clip. One working cube `s` holds the spatially smoothed copy; the
 //! spectral smoothing is never stored: the noise pass computes it on the fly from `s` and
 //! keeps, per block of columns, the voxels that may clear the clip level (`Candidates`), from
-//! which the clip is decided (a second pass only over a block whose list overflowed). Consecutive kernels with the same spatial smoothing share `s`: after each
-//! kernel, the voxels it added to the mask are re-replaced in `s` by adding their smoothed
-//! change (a small stamp per voxel, or the whole plane recomputed where stamps would cost more).
-//! Spatial passes round to the data type after each pass, as scipy.ndimage does.
+//! which the clip is decided (a second pass only over a block whose list overflowed).
+//! Consecutive kernels with the same spatial smoothing share `s`: after each kernel, the voxels
+//! it added to the mask are re-replaced in `s` by adding their smoothed change (a small stamp
+//! per voxel, or the whole plane recomputed where stamps would cost more; always the plane in
+//! SoFiA-2's arithmetic). Spatial passes round to the data type after each pass, as
+//! scipy.ndimage does; SoFiA-2's running means compute in the data type itself.
 
 use rayon::prelude::*;
 
