@@ -205,7 +205,7 @@ fn lanes(
     // Quick test with log2 |λ_mm| ≈ log2|norm| + m log2 sin θ: lanes far below the threshold
     // are negligible for sure (the exact test in start_value agrees with it), and sin θ grows
     // along the block, so if its last lane is negligible, all are.
-    let cut = -400.0 - 64.0 - lb - plan.log2_norms[m];
+    let cut = leg::NEGLIGIBLE_LOG2 as f64 - 64.0 - lb - plan.log2_norms[m];
     let last = blk[blk.len().min(nl) - 1];
     if (m as f64) * plan.pairs[last].log2s < cut {
         return None;
@@ -223,7 +223,7 @@ fn lanes(
         // Far from underflow (most lanes) the plain power is the same number, without the
         // checks of the scaled one.
         let (vv, kk) = if (m as f64) * pr.log2s > -380.0 {
-            (leg::pow_plain(pr.s, m) * plan.norms[m], 0)
+            leg::scaled_if_negligible(leg::pow_plain(pr.s, m) * plan.norms[m], 0)
         } else {
             start_value(pr.s, m, plan.norms[m], lb)
         };
