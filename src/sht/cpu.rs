@@ -183,55 +183,58 @@ fn chunks(plan: &Plan, ncomp: usize) -> Vec<Chunk> {
     out
 }
 
-/// Lane state for a block `blk` of at most `nl` ascending pairs (missing lanes are padding):
-/// x, sin θ and the start value (v, k) per lane; None if every lane is negligible.
+/// Start value (v, k) of λ_mm on each pair of `pairs` for this m, (0, 0) where negligible:
+/// computed once per m and shared by the spin-0 and spin-2 blocks (each computed its own).
+fn starts(plan: &Plan, pairs: &[usize], m: usize, lb: f64, out: &mut Vec<(f64, i32)>) {
+    // Quick test with log2 |λ_mm| ≈ log2|norm| + m log2 sin θ: pairs far below the threshold
+    // are negligible for sure (the exact test in start_value agrees with it).
+    let cut = leg::NEGLIGIBLE_LOG2 as f64 - 64.0 - lb - plan.log2_norms[m];
+    out.clear();
+    out.extend(pairs.iter().map(|&p| {
+        let pr = &plan.pairs[p];
+        let e = (m as f64) * pr.log2s;
+        if e < cut {
+            (0.0, 0)
+        } else if e > -380.0 {
+            // Far from underflow (most pairs) the plain power is the same number, without the
+            // checks of the scaled one.
+            leg::scaled_if_negligible(leg::pow_plain(pr.s, m) * plan.norms[m], 0)
+        } else {
+            start_value(pr.s, m, plan.norms[m], lb)
+        }
+    }));
+}
+
+/// Lane state for a block `blk` of at most `nl` pairs (missing lanes are padding) with their
+/// start values `st` (from `starts`, aligned with `blk`): x, sin θ and (v, k) per lane; None if
+/// every lane is negligible.
 #[allow(clippy::type_complexity)]
 fn lanes(
     plan: &Plan,
     blk: &[usize],
     nl: usize,
-    m: usize,
-    lb: f64,
+    st: &[(f64, i32)],
 ) -> Option<(
     [f64; MAX_LANES],
     [f64; MAX_LANES],
     [f64; MAX_LANES],
     [i32; MAX_LANES],
 )> {
+    let n = blk.len().min(nl);
+    if st[..n].iter().all(|&(v, _)| v == 0.0) {
+        return None;
+    }
     let mut x = [0.0; MAX_LANES];
     let mut s = [1.0; MAX_LANES];
     let mut v = [0.0; MAX_LANES];
     let mut k = [0i32; MAX_LANES];
-    // Quick test with log2 |λ_mm| ≈ log2|norm| + m log2 sin θ: lanes far below the threshold
-    // are negligible for sure (the exact test in start_value agrees with it), and sin θ grows
-    // along the block, so if its last lane is negligible, all are.
-    let cut = -400.0 - 64.0 - lb - plan.log2_norms[m];
-    let last = blk[blk.len().min(nl) - 1];
-    if (m as f64) * plan.pairs[last].log2s < cut {
-        return None;
-    }
-    let mut any = false;
-    for (r, &p) in blk.iter().enumerate().take(nl) {
-        let pr = &plan.pairs[p];
-        if (m as f64) * pr.log2s < cut {
-            x[r] = pr.x;
-            s[r] = pr.s;
-            continue;
-        }
+    for r in 0..n {
+        let pr = &plan.pairs[blk[r]];
         x[r] = pr.x;
         s[r] = pr.s;
-        // Far from underflow (most lanes) the plain power is the same number, without the
-        // checks of the scaled one.
-        let (vv, kk) = if (m as f64) * pr.log2s > -380.0 {
-            (leg::pow_plain(pr.s, m) * plan.norms[m], 0)
-        } else {
-            start_value(pr.s, m, plan.norms[m], lb)
-        };
-        v[r] = vv;
-        k[r] = kk;
-        any |= vv != 0.0;
+        (v[r], k[r]) = st[r];
     }
-    any.then_some((x, s, v, k))
+    Some((x, s, v, k))
 }
 
 #[inline(always)]
@@ -374,6 +377,8 @@ pub(super) struct LegScratch {
     z: [Vec<C64>; 2],
     eo: Vec<[C64; 2]>,
     tmp: Vec<f64>,
+    /// This m's start values per pair of the chunk (`starts`).
+    st: Vec<(f64, i32)>,
 }
 
 fn scaled_column(src: &[C64], g: &[f64], n: usize, out: &mut Vec<C64>) {
@@ -415,6 +420,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     sc.t.fill(m, lay.lmax, pol);
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
+    starts(plan, &ch.pairs, m, lb, &mut sc.st);
     let nrc = ch.nrc();
     let np = ch.np();
     sc.a.resize_with(cols.len(), Vec::new);
@@ -429,7 +435,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l0).min(np)];
-                    if let Some((x, _s, v, k)) = lanes(plan, blk, l0, m, lb) {
+                    if let Some((x, _s, v, k)) = lanes(plan, blk, l0, &sc.st[p..]) {
                         let mut vis = S0::<V, N0> {
                             eo: &sc.eo,
                             acc: [[V::splat(0.0); N0]; 4],
@@ -455,7 +461,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
-                    if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
+                    if let Some((x, s, v, k)) = lanes(plan, blk, l2, &sc.st[p..]) {
                         let (is2, s2) = inv_s2(&s);
                         let mut vis = S2::<V, N2> {
                             e: &sc.z[0],
@@ -885,6 +891,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     sc.t.fill(m, lay.lmax, pol);
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
+    starts(plan, &ch.pairs, m, lb, &mut sc.st);
     let nrc = ch.nrc();
     let np = ch.np();
     let at = |c: usize, q: usize, south: bool| ph[c * nrc + 2 * q + south as usize];
@@ -898,7 +905,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l0).min(np)];
-                    if let Some((x, _s, v, k)) = lanes(plan, blk, l0, m, lb) {
+                    if let Some((x, _s, v, k)) = lanes(plan, blk, l0, &sc.st[p..]) {
                         any = true;
                         let mut inp = [[0.0; MAX_LANES]; 4];
                         for r in 0..blk.len() {
@@ -943,7 +950,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
-                    if let Some((x, s, v, k)) = lanes(plan, blk, l2, m, lb) {
+                    if let Some((x, s, v, k)) = lanes(plan, blk, l2, &sc.st[p..]) {
                         any = true;
                         let (is2, s2) = inv_s2(&s);
                         let mut inp = [[[0.0; MAX_LANES]; 8]; 2];

@@ -12,9 +12,12 @@
 //!
 //! Start value λ_mm = (−1)^m sqrt((2m+1)/4π Π_{k≤m}(2k−1)/(2k)) sin^m θ underflows for large m
 //! near the poles, so values carry an exponent k: true value = v · 2^(−800 k). While k > 0 the
-//! true value is below 2^−400 and contributes nothing; once the recurrence has grown it past
-//! that, it is rescaled to k = 0 and accumulation starts. This keeps the recurrence exact to
-//! any lmax (tested to 16384+).
+//! true value is below 2^NEGLIGIBLE_LOG2 = 2^−100 and contributes nothing; once the recurrence
+//! has grown it past that, it is rescaled to k = 0 and accumulation starts. This keeps the
+//! recurrence exact to any lmax (tested to 16384+). The threshold is ~1e-30 of the functions'
+//! peaks (|λ_lm| reaches ≥ 0.1 somewhere on the sphere): such terms cannot change a float64
+//! map or alm; a lower threshold only runs the full sums over the evanescent zone near the
+//! poles (2^−400 before session 11: 12-14% more work at lmax 1024-2048, bench/NOTES.md).
 //!
 //! Spin 0 runs the recurrence two degrees at a time, in x² (as ducc0 does; a fact, not code):
 //! with j = l − m, μ_{j+2} = (α_j x² + β_j) μ_j + γ_j μ_{j−2}, α_j = B_{j+2}B_{j+1},
@@ -56,6 +59,14 @@ pub const SCALE_BITS: i32 = 800;
 pub const BIG: f64 = f64::from_bits(((1023 + 400) as u64) << 52);
 /// 2^−400: below this a start value is rescaled up by 2^800.
 pub const SMALL: f64 = f64::from_bits(((1023 - 400) as u64) << 52);
+/// log2 of the magnitude below which a value of the recurrences contributes nothing (module
+/// notes): lanes below it stay scaled (k > 0) and are not visited.
+pub const NEGLIGIBLE_LOG2: i32 = -100;
+/// 2^NEGLIGIBLE_LOG2.
+pub const TINY: f64 = f64::from_bits(((1023 + NEGLIGIBLE_LOG2) as u64) << 52);
+/// 2^(800 + NEGLIGIBLE_LOG2): a scaled value (k > 0) past this is rescaled by 2^−800; at k = 1
+/// that makes its true value significant.
+pub const ACTIVE: f64 = f64::from_bits(((1023 + SCALE_BITS + NEGLIGIBLE_LOG2) as u64) << 52);
 /// 2^800.
 pub const UP: f64 = f64::from_bits(((1023 + 800) as u64) << 52);
 /// 2^−800.
@@ -316,8 +327,8 @@ pub fn pow_plain(mut s: f64, mut m: usize) -> f64 {
     r
 }
 
-/// Start value λ_mm(θ) as (v, k), or (0, 0) if λ_lm(θ) is negligible (< 2^−400) for every
-/// l ≤ lmax. `log2_bound` is `log2_growth_bound(m, lmax)`.
+/// Start value λ_mm(θ) as (v, k), or (0, 0) if λ_lm(θ) is negligible (< 2^NEGLIGIBLE_LOG2) for
+/// every l ≤ lmax. `log2_bound` is `log2_growth_bound(m, lmax)`.
 #[inline]
 pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64, i32) {
     let (v, k) = pow_scaled(sin_theta, m);
@@ -326,15 +337,27 @@ pub fn start_value(sin_theta: f64, m: usize, norm: f64, log2_bound: f64) -> (f64
         return (0.0, 0);
     }
     // floor(log2 |v|) from the exponent bits (v is normal here: renormed by pow_scaled): the
-    // test only has to tell values far below 2^−400 apart, and log2 itself cost ~3% of a
-    // transform.
+    // test only has to tell values far below 2^NEGLIGIBLE_LOG2 apart, and log2 itself cost ~3%
+    // of a transform.
     let log2v = ((v.abs().to_bits() >> 52) as i64 - 1023) as f64 - (SCALE_BITS * k) as f64;
-    if log2v + log2_bound < -400.0 {
+    if log2v + log2_bound < NEGLIGIBLE_LOG2 as f64 {
         return (0.0, 0);
     }
     let (mut v, mut k) = (v, k);
     renorm(&mut v, &mut k);
-    (v, k)
+    scaled_if_negligible(v, k)
+}
+
+/// (v, k) with k = 0 only where the true value is significant (≥ 2^NEGLIGIBLE_LOG2): a value
+/// in [2^−400, 2^NEGLIGIBLE_LOG2) at k = 0 moves to k = 1 (v in [2^400, ACTIVE)), so that the
+/// recurrence visits it only once it has grown past the threshold.
+#[inline]
+pub fn scaled_if_negligible(v: f64, k: i32) -> (f64, i32) {
+    if k == 0 && v.abs() < TINY {
+        (v * UP, 1)
+    } else {
+        (v, k)
+    }
 }
 
 /// Most lanes a block may have.
@@ -376,7 +399,7 @@ trait Rec<V: Simd, const N: usize> {
     fn resync(&mut self, prev: &[V; N]);
 }
 
-/// Rescale the lanes whose scaled value `cur` has grown past BIG (and `prev` with it); updates
+/// Rescale the lanes whose scaled value `cur` has grown past ACTIVE (and `prev` with it); updates
 /// the mask `f` (1 for lanes in normal range). Returns whether some lane is still scaled.
 #[inline(always)]
 fn rescale<V: Simd, const N: usize>(
@@ -393,7 +416,7 @@ fn rescale<V: Simd, const N: usize>(
     }
     let mut scaled = false;
     for r in 0..N * w {
-        if k[r] > 0 && c[r].abs() > BIG {
+        if k[r] > 0 && c[r].abs() > ACTIVE {
             c[r] *= DOWN;
             p[r] *= DOWN;
             k[r] -= 1;
@@ -413,7 +436,8 @@ fn rescale<V: Simd, const N: usize>(
 fn overflow<V: Simd, const N: usize>(v: &[V; N]) -> bool {
     let mut o = false;
     for x in v {
-        o |= x.any_abs_gt(BIG);
+        // lanes at k = 0 hold true values (≲ 1e3), far below ACTIVE
+        o |= x.any_abs_gt(ACTIVE);
     }
     o
 }
@@ -1042,12 +1066,14 @@ mod spin2_tests {
                 let got = via_z(&t, x, v, k);
                 let want = naive_f12(lmax, m, x);
                 let scale = want.iter().flatten().fold(1e-300f64, |a, b| a.max(b.abs()));
+                // values below TINY are dropped by design (module notes): an absolute floor
+                let floor = TINY * 1e6;
                 for j in 0..t.n() {
                     for c in 0..2 {
                         let g = got[j][c] * t.g[j] / (s * s);
                         let w = want[m + j][c];
                         assert!(
-                            (g - w).abs() <= 1e-12 * scale,
+                            (g - w).abs() <= 1e-12 * scale + floor,
                             "m={m} l={} x={x} F{}: {g} vs {w}",
                             m + j,
                             c + 1
@@ -1078,10 +1104,10 @@ mod spin2_tests {
                 };
                 run::<S1, 1, _>(&t, &[S1(x)], &[v], &[k], &mut mu);
                 let scale = mu.g.iter().flatten().fold(1e-300f64, |a, b| a.max(b.abs()));
-                // Both paths drop values below 2^−400 (Z± and μ differ by bounded factors, so
+                // Both paths drop values below TINY (Z± and μ differ by bounded factors, so
                 // they drop at slightly different l): an absolute floor far below anything
                 // a transform can see.
-                let floor = SMALL * 1e6;
+                let floor = TINY * 1e6;
                 // For m < 2 the Wigner-d path starts exactly at l = 2, while G from μ cancels
                 // through 1/sin²θ: the reference itself is off by ~ε/sin²θ near the poles
                 // (`spin2_start_is_exact_near_the_poles` checks the start there).
