@@ -144,11 +144,39 @@ __device__ __forceinline__ double* pickm(double* a0, double* a1, double* a2, int
 }
 
 // ------------------------------------------------------------------------------------------
+// Legendre blocks: LEG_TPB threads (TPB_LEG in src/sht/cuda/mod.rs). Both stages
+// walk l in coefficient tiles of LEG_TPB values, one l per thread, so that the sqrt and
+// division chains of a tile (and, for the synthesis, its alm loads) run once per LEG_TPB l on
+// every warp at once; within a tile, sub-tiles of SHT_LT l check the fast path (no ring of the
+// block still scaled) until it holds, after which it always does (k only falls). A tile of
+// SHT_LT l computed and loaded by SHT_LT threads made the block wait on one warp's chains and
+// on an alm load every SHT_LT l (session 11: 13 % of the synthesis at nside 4096).
+
+#define LEG_TPB 128
+
+// Coefficients of l = lc + threadIdx.x into the tile (zeros beyond lmax).
+template <bool POL>
+__device__ __forceinline__ void coef_tile(int lc, int m, int lmax, double* sA, double* sC,
+                                          double (*sq)[LEG_TPB]) {
+    const int t = threadIdx.x;
+    const Coef c = coef_of(lc + t, m, lmax, POL);
+    sA[t] = c.A;
+    sC[t] = c.C;
+    if (POL) {
+        sq[0][t] = c.q1;
+        sq[1][t] = c.q2;
+        sq[2][t] = c.q3;
+        sq[3][t] = c.q4;
+        sq[4][t] = c.q5;
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // Synthesis Legendre stage. Block: one m (blockIdx.y); each thread runs the recurrence for R
-// ring pairs (pl = base + r * blockDim.x), so every coefficient and alm read from shared
-// memory serves R rings and the R recurrences overlap. NS0 spin-0 components (alm a0..,
-// phase planes 0..NS0-1), then if POL a spin-2 pair (E, B) -> (Q, U) in the next two. phase
-// plane c is at phase + c * plane (plane = 2*np rows * (mmax+1) complex).
+// ring pairs (pl = base + r * LEG_TPB), so every coefficient and alm read from shared memory
+// serves R rings and the R recurrences overlap. NS0 spin-0 components (alm a0.., phase planes
+// 0..NS0-1), then if POL a spin-2 pair (E, B) -> (Q, U) in the next two. phase plane c is at
+// phase + c * plane (plane = 2*np rows * (mmax+1) complex).
 
 template <int NS0, bool POL, int R>
 __device__ void leg_synth(const double* a0, const double* a1, const double* a2, i64 lmax_,
@@ -159,10 +187,10 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     (void)mmax_;
     const i64 col = blockIdx.y, ncol = gridDim.y;
     const int m = (int)mlist[col];
-    const i64 base = (i64)blockIdx.x * blockDim.x * R + threadIdx.x;
-    __shared__ double sA[SHT_LT], sC[SHT_LT];
-    __shared__ double sq[5][SHT_LT];
-    __shared__ double sa[3][2][SHT_LT];
+    const i64 base = (i64)blockIdx.x * LEG_TPB * R + threadIdx.x;
+    __shared__ double sA[LEG_TPB], sC[LEG_TPB];
+    __shared__ double sq[POL ? 5 : 1][LEG_TPB];
+    __shared__ double sa[3][2][LEG_TPB];
 
     const double lb = log2_growth_bound(m, lmax, lnfact);
     double x[R], is2[R], xis2[R], l0[R], l1[R];
@@ -170,7 +198,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     bool any = false;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-        const i64 pl = base + (i64)r * blockDim.x;
+        const i64 pl = base + (i64)r * LEG_TPB;
         double s = 1.0, v = 0.0;
         x[r] = 0.0;
         k[r] = 0;
@@ -203,98 +231,101 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
 
     // index of a_{0 m}: a_lm is at mstart + l
     const i64 mstart = moff[col] - m;
-    const int ncomp = NS0 + (POL ? 2 : 0);
+    constexpr int ncomp = NS0 + (POL ? 2 : 0);
     if (__syncthreads_or(any)) {
-        for (int lt = m; lt <= lmax; lt += SHT_LT) {
-            // (also the barrier before the tile is overwritten) once every ring of the block
-            // is in range and past l = m, the tile needs no rescaling or range checks
-            bool scaled = lt == m;
+        bool fast = false;
+        for (int lc = m; lc <= lmax; lc += LEG_TPB) {
+            __syncthreads();  // the previous tile's readers are done
+            coef_tile<POL>(lc, m, lmax, sA, sC, sq);
+            const int l = lc + threadIdx.x;
 #pragma unroll
-            for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
-            const bool fast = !__syncthreads_or(scaled);
-            if (threadIdx.x < SHT_LT) {
-                const int l = lt + threadIdx.x;
-                const Coef c = coef_of(l, m, lmax, POL);
-                sA[threadIdx.x] = c.A;
-                sC[threadIdx.x] = c.C;
-                if (POL) {
-                    sq[0][threadIdx.x] = c.q1;
-                    sq[1][threadIdx.x] = c.q2;
-                    sq[2][threadIdx.x] = c.q3;
-                    sq[3][threadIdx.x] = c.q4;
-                    sq[4][threadIdx.x] = c.q5;
+            for (int cc = 0; cc < ncomp; ++cc) {
+                double re = 0.0, im = 0.0;
+                if (l <= lmax) {
+                    const double* a = pick(a0, a1, a2, cc) + 2 * (mstart + l);
+                    re = a[0];
+                    im = a[1];
                 }
-                for (int cc = 0; cc < ncomp; ++cc) {
-                    double re = 0.0, im = 0.0;
-                    if (l <= lmax) {
-                        const double* a = pick(a0, a1, a2, cc) + 2 * (mstart + l);
-                        re = a[0];
-                        im = a[1];
-                    }
-                    sa[cc][0][threadIdx.x] = re;
-                    sa[cc][1][threadIdx.x] = im;
-                }
+                sa[cc][0][threadIdx.x] = re;
+                sa[cc][1][threadIdx.x] = im;
             }
             __syncthreads();
-            if (fast && !POL) {
+            const int lend = min(lc + LEG_TPB, lmax + 1);
+            for (int lt = lc; lt < lend; lt += SHT_LT) {
+                if (!fast) {
+                    // once every ring of the block is in range and past l = m, the sub-tiles
+                    // need no rescaling or range checks
+                    bool scaled = lt == m;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
+                    fast = !__syncthreads_or(scaled);
+                }
+                const int j0 = lt - lc;
+                if (fast && !POL) {
+#pragma unroll
+                    for (int i = 0; i < SHT_LT; ++i) {
+                        const int j = j0 + i, par = i & 1;
+                        const double A = sA[j], C = sC[j];
+#pragma unroll
+                        for (int r = 0; r < R; ++r) {
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+#pragma unroll
+                            for (int c = 0; c < NS0; ++c) {
+                                acc0[r][c][par][0] = fma(sa[c][0][j], l2, acc0[r][c][par][0]);
+                                acc0[r][c][par][1] = fma(sa[c][1][j], l2, acc0[r][c][par][1]);
+                            }
+                        }
+                    }
+                    continue;
+                }
 #pragma unroll
                 for (int i = 0; i < SHT_LT; ++i) {
-                    const int par = i & 1;
-                    const double A = sA[i], C = sC[i];
+                    const int j = j0 + i, l = lt + i;
+                    const int par = i & 1;  // lt - m is a multiple of SHT_LT (even)
+                    const double A = sA[j], C = sC[j];
+                    double ar[NS0 > 0 ? NS0 : 1], ai[NS0 > 0 ? NS0 : 1];
+#pragma unroll
+                    for (int c = 0; c < NS0; ++c) {
+                        ar[c] = sa[c][0][j];
+                        ai[c] = sa[c][1][j];
+                    }
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-#pragma unroll
-                        for (int c = 0; c < NS0; ++c) {
-                            acc0[r][c][par][0] = fma(sa[c][0][i], l2, acc0[r][c][par][0]);
-                            acc0[r][c][par][1] = fma(sa[c][1][i], l2, acc0[r][c][par][1]);
+                        if (l > m) {
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+                            if (k[r] > 0 && fabs(l2) > SHT_BIG) {
+                                l0[r] *= SHT_DOWN;
+                                l1[r] *= SHT_DOWN;
+                                k[r] -= 1;
+                            }
                         }
-                    }
-                }
-                continue;
-            }
+                        if (k[r] == 0) {
 #pragma unroll
-            for (int i = 0; i < SHT_LT; ++i) {
-                const int l = lt + i;
-                const int par = i & 1;  // lt - m is a multiple of SHT_LT (even)
-                const double A = sA[i], C = sC[i];
-                double ar[NS0 > 0 ? NS0 : 1], ai[NS0 > 0 ? NS0 : 1];
-#pragma unroll
-                for (int c = 0; c < NS0; ++c) {
-                    ar[c] = sa[c][0][i];
-                    ai[c] = sa[c][1][i];
-                }
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    if (l > m) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-                        if (k[r] > 0 && fabs(l2) > SHT_BIG) {
-                            l0[r] *= SHT_DOWN;
-                            l1[r] *= SHT_DOWN;
-                            k[r] -= 1;
-                        }
-                    }
-                    if (k[r] == 0) {
-#pragma unroll
-                        for (int c = 0; c < NS0; ++c) {
-                            acc0[r][c][par][0] = fma(ar[c], l1[r], acc0[r][c][par][0]);
-                            acc0[r][c][par][1] = fma(ai[c], l1[r], acc0[r][c][par][1]);
-                        }
-                        if (POL) {
-                            const double f1 = sq[2][i] * xis2[r] * l0[r] -
-                                              (sq[0][i] * is2[r] + sq[1][i]) * l1[r];
-                            const double f2 = is2[r] * (sq[4][i] * l0[r] - sq[3][i] * x[r] * l1[r]);
-                            const double er = sa[NS0][0][i], ei = sa[NS0][1][i];
-                            const double br = sa[NS0 + 1][0][i], bi = sa[NS0 + 1][1][i];
-                            double* q = acc2[r][POL ? par : 0];
-                            q[0] = fma(er, f1, q[0]);
-                            q[1] = fma(ei, f1, q[1]);
-                            q[2] = fma(br, f2, q[2]);
-                            q[3] = fma(bi, f2, q[3]);
-                            q[4] = fma(br, f1, q[4]);
-                            q[5] = fma(bi, f1, q[5]);
-                            q[6] = fma(er, f2, q[6]);
-                            q[7] = fma(ei, f2, q[7]);
+                            for (int c = 0; c < NS0; ++c) {
+                                acc0[r][c][par][0] = fma(ar[c], l1[r], acc0[r][c][par][0]);
+                                acc0[r][c][par][1] = fma(ai[c], l1[r], acc0[r][c][par][1]);
+                            }
+                            if (POL) {
+                                const double* q1 = sq[0];
+                                const double* q2 = sq[POL ? 1 : 0];
+                                const double* q3 = sq[POL ? 2 : 0];
+                                const double* q4 = sq[POL ? 3 : 0];
+                                const double* q5 = sq[POL ? 4 : 0];
+                                const double f1 = q3[j] * xis2[r] * l0[r] -
+                                                  (q1[j] * is2[r] + q2[j]) * l1[r];
+                                const double f2 = is2[r] * (q5[j] * l0[r] - q4[j] * x[r] * l1[r]);
+                                const double er = sa[NS0][0][j], ei = sa[NS0][1][j];
+                                const double br = sa[NS0 + 1][0][j], bi = sa[NS0 + 1][1][j];
+                                double* q = acc2[r][POL ? par : 0];
+                                q[0] = fma(er, f1, q[0]);
+                                q[1] = fma(ei, f1, q[1]);
+                                q[2] = fma(br, f2, q[2]);
+                                q[3] = fma(bi, f2, q[3]);
+                                q[4] = fma(br, f1, q[4]);
+                                q[5] = fma(bi, f1, q[5]);
+                                q[6] = fma(er, f2, q[6]);
+                                q[7] = fma(ei, f2, q[7]);
+                            }
                         }
                     }
                 }
@@ -309,7 +340,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     };
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-        const i64 pl = base + (i64)r * blockDim.x;
+        const i64 pl = base + (i64)r * LEG_TPB;
         if (pl >= np) continue;
         const i64 row_n = 2 * pl, row_s = 2 * pl + 1;
 #pragma unroll
@@ -337,11 +368,10 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
 
 // R (ring pairs per thread) must match `Group::synth_rings` in src/sht/cuda/setup.rs.
 #define SYNTH_ENTRY(NAME, NS0, POL, R)                                                           \
-    extern "C" __global__ void NAME(const double* a0, const double* a1, const double* a2,      \
-                                    i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const i64* mlist, const i64* moff,   \
-                                    const double* pair_x, const double* pair_s, i64 p0, i64 np, \
-                                    double* phase) {                                           \
+    extern "C" __global__ void __launch_bounds__(LEG_TPB)                                      \
+        NAME(const double* a0, const double* a1, const double* a2, i64 lmax, i64 mmax,         \
+             const double* norms, const double* lnfact, const i64* mlist, const i64* moff,     \
+             const double* pair_x, const double* pair_s, i64 p0, i64 np, double* phase) {      \
         leg_synth<NS0, POL, R>(a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff, pair_x,     \
                                pair_s, p0, np, phase);                                         \
     }
@@ -468,17 +498,20 @@ extern "C" __global__ void unfold(const double* spec, double* phase, i64 mmax, i
 }
 
 // ------------------------------------------------------------------------------------------
-// Analysis Legendre stage. One block of ANAL_TPB threads per m (blockIdx.x) looping over tiles
-// of ANAL_TPB * R ring pairs. Each thread sums its R rings' contributions per l and per value
+// Analysis Legendre stage. One block of LEG_TPB threads per m (blockIdx.x) looping over tiles
+// of LEG_TPB * R ring pairs. Each thread sums its R rings' contributions per l and per value
 // q (re/im of each component) into shared memory; every RL values of l the block sums those
 // columns (8 threads per (l, q), strided so that the reads are free of bank conflicts, then 3
 // shuffles) and adds them into the alm. Per l this costs a store and a load per value instead
-// of a 5-level warp shuffle tree, which bounded the kernel.
+// of a 5-level warp shuffle tree, which bounded the kernel. The column buffer is doubled, so a
+// reduction needs one barrier (the next RL l write the other half), and the sum goes into the
+// alm by an atomic add whose result nobody waits for: the block owns its column, so it is the
+// plain a += sum, but no warp holds the next barrier on the alm's load (session 11: the two
+// together 13 % of the analysis at nside 4096, the atomic add alone 8 %).
 
-#define ANAL_TPB 128
 #define ANAL_PAD 8  // doubles of padding per column row: the 8-strided reads hit every bank
 
-template <int NS0, bool POL, int R, bool RED = false>
+template <int NS0, bool POL, int R>
 __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2, i64 lmax_,
                          i64 mmax_, const double* norms, const double* lnfact,
                          const i64* mlist, const i64* moff, const double* pair_x,
@@ -488,17 +521,37 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
     (void)mmax_;
     const i64 col = blockIdx.x, ncol = gridDim.x;
     const int m = (int)mlist[col];
-    constexpr int RL = NV <= 2 ? 8 : 4;  // l values per reduction (shared memory < 48 KB)
-    constexpr int NSUM = RL * NV;        // a multiple of 4, so whole warps reduce
-    __shared__ double sA[SHT_LT], sC[SHT_LT];
-    __shared__ double sq[5][SHT_LT];
-    __shared__ double sval[NSUM][ANAL_TPB + ANAL_PAD];
+    constexpr int RL = NV <= 2 ? 8 : (NV <= 4 ? 4 : 2);  // l per reduction (two halves < 48 KB)
+    constexpr int NSUM = RL * NV;                        // a multiple of 4: whole warps reduce
+    __shared__ double sA[LEG_TPB], sC[LEG_TPB];
+    __shared__ double sq[POL ? 5 : 1][LEG_TPB];
+    __shared__ double sval[2][NSUM][LEG_TPB + ANAL_PAD];
     const i64 nrow = 2 * np;
     const i64 plane = nrow * ncol;
     const i64 mstart = moff[col] - m;
     const double lb = log2_growth_bound(m, lmax, lnfact);
+    int half = 0;  // the half of sval the current RL l write
 
-    for (i64 t0 = 0; t0 < np; t0 += (i64)ANAL_TPB * R) {
+    // Sum sval[h] over the block and add it into the alm of l = l_first + sidx / NV.
+    auto flush = [&](int l_first, int h) {
+        __syncthreads();
+        for (int u = threadIdx.x; u < NSUM * 8; u += LEG_TPB) {
+            const int sidx = u / 8, c8 = u % 8;
+            double sum = 0.0;
+#pragma unroll
+            for (int j = 0; j < LEG_TPB / 8; ++j) sum += sval[h][sidx][8 * j + c8];
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            const int l = l_first + sidx / NV, q = sidx % NV;
+            if (c8 != 0 || l > lmax) continue;
+            const int comp = q / 2;
+            double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
+            const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
+            atomicAdd(a + 2 * (mstart + l) + reim, sum);
+        }
+    };
+
+    for (i64 t0 = 0; t0 < np; t0 += (i64)LEG_TPB * R) {
         // per ring pair r of this thread: recurrence state and inputs
         // spin 0: in0[r][c][par][re/im] = north +- south; spin 2: in2[r][par][8] premultiplied
         double x[R], is2[R], xis2[R], l0[R], l1[R];
@@ -508,7 +561,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
         bool any = false;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            const i64 pl = t0 + (i64)r * ANAL_TPB + threadIdx.x;
+            const i64 pl = t0 + (i64)r * LEG_TPB + threadIdx.x;
             double s = 1.0, v = 0.0;
             x[r] = 0.0;
             k[r] = 0;
@@ -570,547 +623,14 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
             any |= v != 0.0;
         }
         if (!__syncthreads_or(any)) continue;
-        for (int lt = m; lt <= lmax; lt += SHT_LT) {
-            // (also the barrier before the tile is overwritten) see leg_synth
-            bool scaled = lt == m;
-#pragma unroll
-            for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
-            const bool fast = !__syncthreads_or(scaled);
-            if (threadIdx.x < SHT_LT) {
-                const Coef c = coef_of(lt + threadIdx.x, m, lmax, POL);
-                sA[threadIdx.x] = c.A;
-                sC[threadIdx.x] = c.C;
-                if (POL) {
-                    sq[0][threadIdx.x] = c.q1;
-                    sq[1][threadIdx.x] = c.q2;
-                    sq[2][threadIdx.x] = c.q3;
-                    sq[3][threadIdx.x] = c.q4;
-                    sq[4][threadIdx.x] = c.q5;
-                }
-            }
-            __syncthreads();
-            // Sum column (i % RL) over the block every RL values of l and add it to the alm.
-            auto flush = [&](int i) {
-                __syncthreads();
-                for (int u = threadIdx.x; u < NSUM * 8; u += ANAL_TPB) {
-                    const int sidx = u / 8, c8 = u % 8;
-                    double sum = 0.0;
-#pragma unroll
-                    for (int j = 0; j < ANAL_TPB / 8; ++j) sum += sval[sidx][8 * j + c8];
-#pragma unroll
-                    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-                    const int l = lt + (i / RL) * RL + sidx / NV, q = sidx % NV;
-                    if (c8 != 0 || l > lmax) continue;
-                    const int comp = q / 2;
-                    double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
-                    const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
-                    if (RED)
-                        atomicAdd(a + 2 * (mstart + l) + reim, sum);
-                    else
-                        a[2 * (mstart + l) + reim] += sum;
-                }
-                __syncthreads();
-            };
-            if (fast && !POL) {
-#pragma unroll
-                for (int i = 0; i < SHT_LT; ++i) {
-                    const int par = i & 1;
-                    const double A = sA[i], C = sC[i];
-                    double val[NV];
-#pragma unroll
-                    for (int q = 0; q < NV; ++q) val[q] = 0.0;
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-#pragma unroll
-                        for (int c = 0; c < NS0; ++c) {
-                            val[2 * c] = fma(l2, in0[r][c][par][0], val[2 * c]);
-                            val[2 * c + 1] = fma(l2, in0[r][c][par][1], val[2 * c + 1]);
-                        }
-                    }
-#pragma unroll
-                    for (int q = 0; q < NV; ++q) sval[(i % RL) * NV + q][threadIdx.x] = val[q];
-                    if (i % RL == RL - 1) flush(i);
-                }
-                continue;
-            }
-#pragma unroll
-            for (int i = 0; i < SHT_LT; ++i) {
-                const int l = lt + i;
-                const int par = i & 1;
-                const double A = sA[i], C = sC[i];
-                double val[NV];
-#pragma unroll
-                for (int q = 0; q < NV; ++q) val[q] = 0.0;
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    if (l > m) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-                        if (k[r] > 0 && fabs(l2) > SHT_BIG) {
-                            l0[r] *= SHT_DOWN;
-                            l1[r] *= SHT_DOWN;
-                            k[r] -= 1;
-                        }
-                    }
-                    const double lam = k[r] == 0 ? l1[r] : 0.0;
-#pragma unroll
-                    for (int c = 0; c < NS0; ++c) {
-                        val[2 * c] = fma(lam, in0[r][c][par][0], val[2 * c]);
-                        val[2 * c + 1] = fma(lam, in0[r][c][par][1], val[2 * c + 1]);
-                    }
-                    if (POL) {
-                        const double lamp = k[r] == 0 ? l0[r] : 0.0;
-                        const double f1 = sq[2][i] * xis2[r] * lamp -
-                                          (sq[0][i] * is2[r] + sq[1][i]) * lam;
-                        const double f2 = is2[r] * (sq[4][i] * lamp - sq[3][i] * x[r] * lam);
-                        const double* d = in2[r][POL ? par : 0];
-#pragma unroll
-                        for (int q = 0; q < 4; ++q)
-                            val[2 * NS0 + q] += fma(f1, d[2 * q], f2 * d[2 * q + 1]);
-                    }
-                }
-#pragma unroll
-                for (int q = 0; q < NV; ++q) sval[(i % RL) * NV + q][threadIdx.x] = val[q];
-                if (i % RL == RL - 1) flush(i);
-            }
-        }
-    }
-}
-
-// R (ring pairs per thread) is a tuning constant of each entry.
-#define ANAL_ENTRY(NAME, NS0, POL, R)                                                            \
-    extern "C" __global__ void NAME(const double* phase, double* a0, double* a1, double* a2,   \
-                                    i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const i64* mlist, const i64* moff,   \
-                                    const double* pair_x, const double* pair_s, i64 p0,        \
-                                    i64 np) {                                                  \
-        leg_anal<NS0, POL, R>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff,       \
-                              pair_x, pair_s, p0, np);                                         \
-    }
-
-ANAL_ENTRY(leg_anal_s1, 1, false, 4)
-ANAL_ENTRY(leg_anal_s2, 2, false, 2)
-ANAL_ENTRY(leg_anal_s3, 3, false, 2)
-ANAL_ENTRY(leg_anal_pol, 1, true, 2)
-ANAL_ENTRY(leg_anal_pol0, 0, true, 2)  // (Q, U) -> (E, B) alone: the spin-2 SHT halves
-
-#define ANAL_ENTRY_R(NAME, NS0, POL, R)                                                          \
-    extern "C" __global__ void NAME(const double* phase, double* a0, double* a1, double* a2,   \
-                                    i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const i64* mlist, const i64* moff,   \
-                                    const double* pair_x, const double* pair_s, i64 p0,        \
-                                    i64 np) {                                                  \
-        leg_anal<NS0, POL, R, true>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff, \
-                                    pair_x, pair_s, p0, np);                                   \
-    }
-ANAL_ENTRY_R(leg_anal_s1_r, 1, false, 4)
-ANAL_ENTRY_R(leg_anal_s2_r, 2, false, 2)
-ANAL_ENTRY_R(leg_anal_s3_r, 3, false, 2)
-ANAL_ENTRY_R(leg_anal_pol_r, 1, true, 2)
-ANAL_ENTRY_R(leg_anal_pol0_r, 0, true, 2)
-
-// ------------------------------------------------------------------------------------------
-// Coefficient tiles: the recurrence (and spin-2) coefficients of CT = blockDim.x consecutive
-// l from lc, one l per thread, so that the sqrt and division chains of a tile run once per CT
-// l on every warp at once (a tile of 16 l computed by 16 threads left the block waiting on one
-// warp's chain every 16 l).
-template <bool POL, int CT, bool FR>
-__device__ __forceinline__ double coef_tile(int lc, int m, int lmax, double* sA, double* sC,
-                                            double (*sq)[CT], double* sG, double* sW) {
-    const int t = threadIdx.x;
-    const Coef c = coef_of(lc + t, m, lmax, POL);
-    if (!FR) {
-        sA[t] = c.A;
-        sC[t] = c.C;
-        if (POL) {
-            sq[0][t] = c.q1;
-            sq[1][t] = c.q2;
-            sq[2][t] = c.q3;
-            sq[3][t] = c.q4;
-            sq[4][t] = c.q5;
-        }
-        return 1.0;
-    }
-    // FR: mu_l = alpha_l x mu_{l-1} - mu_{l-2} with lambda_l = g_l mu_l, g_l = C_l g_{l-2},
-    // g_m = g_{m+1} = 1, alpha_l = A_l g_{l-1} / g_l: a step costs a multiply and an fma
-    // instead of two multiplies and an fma. g: products of C over l of one parity, by a
-    // shuffle scan in each warp, the warps' totals (sW[0..8)) and the previous tile's last g
-    // of each parity (sW[8 + 2 slot + parity], slot = tile index & 1, so no extra barrier).
-    const int l = lc + t, lane = t & 31, w = t >> 5, par = t & 1;  // lc - m is even
-    const int tile = (lc - m) / CT;
-    double v = (l <= m + 1 || l > lmax) ? 1.0 : c.C;
-#pragma unroll
-    for (int d = 2; d < 32; d *= 2) {
-        const double u = __shfl_up_sync(0xffffffffu, v, d);
-        if (lane >= d) v *= u;
-    }
-    if (lane >= 30) sW[2 * w + par] = v;
-    __syncthreads();
-    double g = v * (tile == 0 ? 1.0 : sW[8 + 2 * ((tile - 1) & 1) + par]);
-    for (int ww = 0; ww < w; ++ww) g *= sW[2 * ww + par];
-    sG[t] = g;
-    if (t >= CT - 2) sW[8 + 2 * (tile & 1) + par] = g;
-    __syncthreads();
-    const double gp = t > 0 ? sG[t - 1] : (tile == 0 ? 1.0 : sW[8 + 2 * ((tile - 1) & 1) + 1]);
-    sA[t] = c.A * gp / g;
-    sC[t] = 0.0;
-    if (POL) {
-        // the spin-2 terms take lambda_l (q1, q2, q4) and lambda_{l-1} (q3, q5)
-        sq[0][t] = c.q1 * g;
-        sq[1][t] = c.q2 * g;
-        sq[2][t] = c.q3 * gp;
-        sq[3][t] = c.q4 * g;
-        sq[4][t] = c.q5 * gp;
-    }
-    return g;
-}
-
-// One step of the recurrence: today's (A, C) form, or FR's (alpha, 1) form.
-template <bool FR>
-__device__ __forceinline__ double step(double A, double C, double x, double& l0, double& l1) {
-    if (!FR) return leg_step(A, C, x, l0, l1);
-    const double l2 = fma(A * x, l1, -l0);
-    l0 = l1;
-    l1 = l2;
-    return l2;
-}
-
-template <int NS0, bool POL, int R, int TPB, bool FR>
-__device__ void leg_synth_n(const double* a0, const double* a1, const double* a2, i64 lmax_,
-                            i64 mmax_, const double* norms, const double* lnfact,
-                            const i64* mlist, const i64* moff, const double* pair_x,
-                            const double* pair_s, i64 p0, i64 np, double* phase) {
-    constexpr int CT = TPB;
-    const int lmax = (int)lmax_;
-    (void)mmax_;
-    const i64 col = blockIdx.y, ncol = gridDim.y;
-    const int m = (int)mlist[col];
-    const i64 base = (i64)blockIdx.x * TPB * R + threadIdx.x;
-    __shared__ double sA[CT], sC[CT];
-    __shared__ double sq[POL ? 5 : 1][CT];
-    __shared__ double sa[3][2][CT];
-    __shared__ double sG[CT], sW[12];
-
-    const double lb = log2_growth_bound(m, lmax, lnfact);
-    double x[R], is2[R], xis2[R], l0[R], l1[R];
-    int k[R];
-    bool any = false;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const i64 pl = base + (i64)r * TPB;
-        double s = 1.0, v = 0.0;
-        x[r] = 0.0;
-        k[r] = 0;
-        if (pl < np) {
-            x[r] = pair_x[p0 + pl];
-            s = pair_s[p0 + pl];
-            start_value(s, m, norms[m], lb, v, k[r]);
-        }
-        is2[r] = 1.0 / (s * s);
-        xis2[r] = x[r] * is2[r];
-        l0[r] = 0.0;
-        l1[r] = v;
-        any |= v != 0.0;
-    }
-
-    double acc0[R][NS0 > 0 ? NS0 : 1][2][2];
-    double acc2[R][POL ? 2 : 1][8];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int c = 0; c < NS0; ++c)
-#pragma unroll
-            for (int p = 0; p < 2; ++p) acc0[r][c][p][0] = acc0[r][c][p][1] = 0.0;
-        if (POL)
-#pragma unroll
-            for (int p = 0; p < 2; ++p)
-#pragma unroll
-                for (int i = 0; i < 8; ++i) acc2[r][p][i] = 0.0;
-    }
-
-    const i64 mstart = moff[col] - m;
-    constexpr int ncomp = NS0 + (POL ? 2 : 0);
-    if (__syncthreads_or(any)) {
-        // once no ring of the block is scaled past l = m, none is again (k only falls)
         bool fast = false;
-        for (int lc = m; lc <= lmax; lc += CT) {
+        for (int lc = m; lc <= lmax; lc += LEG_TPB) {
             __syncthreads();  // the previous tile's readers are done
-            const double g = coef_tile<POL, CT, FR>(lc, m, lmax, sA, sC, sq, sG, sW);
-            {
-                const int l = lc + threadIdx.x;
-#pragma unroll
-                for (int cc = 0; cc < ncomp; ++cc) {
-                    double re = 0.0, im = 0.0;
-                    if (l <= lmax) {
-                        const double* a = pick(a0, a1, a2, cc) + 2 * (mstart + l);
-                        re = a[0];
-                        im = a[1];
-                    }
-                    const double gs = cc < NS0 ? g : 1.0;  // FR: spin 0 sums mu_l g_l a_l
-                    sa[cc][0][threadIdx.x] = re * gs;
-                    sa[cc][1][threadIdx.x] = im * gs;
-                }
-            }
+            coef_tile<POL>(lc, m, lmax, sA, sC, sq);
             __syncthreads();
-            const int lend = min(lc + CT, lmax + 1);
+            const int lend = min(lc + LEG_TPB, lmax + 1);
             for (int lt = lc; lt < lend; lt += SHT_LT) {
-                if (!fast) {
-                    bool scaled = lt == m;
-#pragma unroll
-                    for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
-                    fast = !__syncthreads_or(scaled);
-                }
-                const int j0 = lt - lc;
-                if (fast && !POL) {
-#pragma unroll
-                    for (int i = 0; i < SHT_LT; ++i) {
-                        const int par = i & 1;
-                        const double A = sA[j0 + i], C = sC[j0 + i];
-#pragma unroll
-                        for (int r = 0; r < R; ++r) {
-                            const double l2 = step<FR>(A, C, x[r], l0[r], l1[r]);
-#pragma unroll
-                            for (int c = 0; c < NS0; ++c) {
-                                acc0[r][c][par][0] = fma(sa[c][0][j0 + i], l2, acc0[r][c][par][0]);
-                                acc0[r][c][par][1] = fma(sa[c][1][j0 + i], l2, acc0[r][c][par][1]);
-                            }
-                        }
-                    }
-                    continue;
-                }
-#pragma unroll
-                for (int i = 0; i < SHT_LT; ++i) {
-                    const int j = j0 + i;
-                    const int l = lt + i;
-                    const int par = i & 1;
-                    const double A = sA[j], C = sC[j];
-                    double ar[NS0 > 0 ? NS0 : 1], ai[NS0 > 0 ? NS0 : 1];
-#pragma unroll
-                    for (int c = 0; c < NS0; ++c) {
-                        ar[c] = sa[c][0][j];
-                        ai[c] = sa[c][1][j];
-                    }
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        if (l > m) {
-                            const double l2 = step<FR>(A, C, x[r], l0[r], l1[r]);
-                            if (k[r] > 0 && fabs(l2) > SHT_BIG) {
-                                l0[r] *= SHT_DOWN;
-                                l1[r] *= SHT_DOWN;
-                                k[r] -= 1;
-                            }
-                        }
-                        if (k[r] == 0) {
-#pragma unroll
-                            for (int c = 0; c < NS0; ++c) {
-                                acc0[r][c][par][0] = fma(ar[c], l1[r], acc0[r][c][par][0]);
-                                acc0[r][c][par][1] = fma(ai[c], l1[r], acc0[r][c][par][1]);
-                            }
-                            if (POL) {
-                                const double f1 = sq[POL ? 2 : 0][j] * xis2[r] * l0[r] -
-                                                  (sq[0][j] * is2[r] + sq[POL ? 1 : 0][j]) * l1[r];
-                                const double f2 = is2[r] * (sq[POL ? 4 : 0][j] * l0[r] -
-                                                            sq[POL ? 3 : 0][j] * x[r] * l1[r]);
-                                const double er = sa[NS0][0][j], ei = sa[NS0][1][j];
-                                const double br = sa[NS0 + 1][0][j], bi = sa[NS0 + 1][1][j];
-                                double* q = acc2[r][POL ? par : 0];
-                                q[0] = fma(er, f1, q[0]);
-                                q[1] = fma(ei, f1, q[1]);
-                                q[2] = fma(br, f2, q[2]);
-                                q[3] = fma(bi, f2, q[3]);
-                                q[4] = fma(br, f1, q[4]);
-                                q[5] = fma(bi, f1, q[5]);
-                                q[6] = fma(er, f2, q[6]);
-                                q[7] = fma(ei, f2, q[7]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    const i64 plane = 2 * np * ncol;
-    auto put = [&](int c, i64 row, double re, double im) {
-        double* d = phase + c * plane * 2 + 2 * (row * ncol + col);
-        d[0] = re;
-        d[1] = im;
-    };
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const i64 pl = base + (i64)r * TPB;
-        if (pl >= np) continue;
-        const i64 row_n = 2 * pl, row_s = 2 * pl + 1;
-#pragma unroll
-        for (int c = 0; c < NS0; ++c) {
-            const double(*q)[2] = acc0[r][c];
-            put(c, row_n, q[0][0] + q[1][0], q[0][1] + q[1][1]);
-            put(c, row_s, q[0][0] - q[1][0], q[0][1] - q[1][1]);
-        }
-        if (POL) {
-            const double* e = acc2[r][0];
-            const double* o = acc2[r][POL ? 1 : 0];
-            put(NS0, row_n, SQ1 * (e[0] + o[0]) - SQ2 * (e[3] + o[3]),
-                SQ1 * (e[1] + o[1]) + SQ2 * (e[2] + o[2]));
-            put(NS0, row_s, SQ1 * (e[0] - o[0]) - SQ2 * (o[3] - e[3]),
-                SQ1 * (e[1] - o[1]) + SQ2 * (o[2] - e[2]));
-            put(NS0 + 1, row_n, SU1 * (e[4] + o[4]) - SU2 * (e[7] + o[7]),
-                SU1 * (e[5] + o[5]) + SU2 * (e[6] + o[6]));
-            put(NS0 + 1, row_s, SU1 * (e[4] - o[4]) - SU2 * (o[7] - e[7]),
-                SU1 * (e[5] - o[5]) + SU2 * (o[6] - e[6]));
-        }
-    }
-}
-
-#define SYNTH_ENTRY_N(NAME, NS0, POL, R, TPB, FR)                                                  \
-    extern "C" __global__ void __launch_bounds__(TPB)                                          \
-        NAME(const double* a0, const double* a1, const double* a2, i64 lmax, i64 mmax,         \
-             const double* norms, const double* lnfact, const i64* mlist, const i64* moff,     \
-             const double* pair_x, const double* pair_s, i64 p0, i64 np, double* phase) {      \
-        leg_synth_n<NS0, POL, R, TPB, FR>(a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff,  \
-                                      pair_x, pair_s, p0, np, phase);                          \
-    }
-
-SYNTH_ENTRY_N(leg_synth_s1_n, 1, false, 4, 128, false)
-SYNTH_ENTRY_N(leg_synth_s2_n, 2, false, 2, 128, false)
-SYNTH_ENTRY_N(leg_synth_s3_n, 3, false, 2, 128, false)
-SYNTH_ENTRY_N(leg_synth_pol_n, 1, true, 2, 128, false)
-SYNTH_ENTRY_N(leg_synth_pol0_n, 0, true, 2, 128, false)
-SYNTH_ENTRY_N(leg_synth_s1_w, 1, false, 8, 64, false)
-SYNTH_ENTRY_N(leg_synth_s2_w, 2, false, 4, 64, false)
-SYNTH_ENTRY_N(leg_synth_s1_f, 1, false, 4, 128, true)
-SYNTH_ENTRY_N(leg_synth_s2_f, 2, false, 2, 128, true)
-SYNTH_ENTRY_N(leg_synth_s3_f, 3, false, 2, 128, true)
-SYNTH_ENTRY_N(leg_synth_pol_f, 1, true, 2, 128, true)
-SYNTH_ENTRY_N(leg_synth_pol0_f, 0, true, 2, 128, true)
-
-// Analysis with coefficient tiles, the block sums of RL l double-buffered (one barrier a
-// reduction instead of two) and added into the alm by a fire-and-forget atomic add (the block
-// owns its column, so the add is the plain a += sum, but no warp waits for the alm's load
-// before the next barrier). SPLIT: partial sums per reduction column (1 = today's order).
-template <int NS0, bool POL, int R, int TPB, int SPLIT, bool FR>
-__device__ void leg_anal_n(const double* phase, double* a0, double* a1, double* a2, i64 lmax_,
-                           i64 mmax_, const double* norms, const double* lnfact,
-                           const i64* mlist, const i64* moff, const double* pair_x,
-                           const double* pair_s, i64 p0, i64 np) {
-    constexpr int NV = 2 * NS0 + (POL ? 4 : 0);
-    constexpr int CT = TPB;
-    const int lmax = (int)lmax_;
-    (void)mmax_;
-    const i64 col = blockIdx.x, ncol = gridDim.x;
-    const int m = (int)mlist[col];
-    constexpr int RL = NV <= 2 ? 8 : (NV <= 4 ? 4 : 2);  // two buffers < 48 KB
-    constexpr int NSUM = RL * NV;                        // a multiple of 4: whole warps reduce
-    __shared__ double sA[CT], sC[CT];
-    __shared__ double sq[POL ? 5 : 1][CT];
-    __shared__ double sval[2][NSUM][TPB + ANAL_PAD];
-    __shared__ double sG[CT], sW[12];
-    const i64 nrow = 2 * np;
-    const i64 plane = nrow * ncol;
-    const i64 mstart = moff[col] - m;
-    const double lb = log2_growth_bound(m, lmax, lnfact);
-    int buf = 0;
-
-    for (i64 t0 = 0; t0 < np; t0 += (i64)TPB * R) {
-        double x[R], is2[R], xis2[R], l0[R], l1[R];
-        int k[R];
-        double in0[R][NS0 > 0 ? NS0 : 1][2][2];
-        double in2[R][POL ? 2 : 1][8];
-        bool any = false;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const i64 pl = t0 + (i64)r * TPB + threadIdx.x;
-            double s = 1.0, v = 0.0;
-            x[r] = 0.0;
-            k[r] = 0;
-#pragma unroll
-            for (int c = 0; c < NS0; ++c)
-#pragma unroll
-                for (int p = 0; p < 2; ++p) in0[r][c][p][0] = in0[r][c][p][1] = 0.0;
-            if (POL)
-#pragma unroll
-                for (int p = 0; p < 2; ++p)
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) in2[r][p][i] = 0.0;
-            if (pl < np) {
-                x[r] = pair_x[p0 + pl];
-                s = pair_s[p0 + pl];
-                start_value(s, m, norms[m], lb, v, k[r]);
-                const i64 rn = 2 * pl * ncol + col, rs = (2 * pl + 1) * ncol + col;
-#pragma unroll
-                for (int c = 0; c < NS0; ++c) {
-                    const double* P = phase + 2 * c * plane;
-                    const double nr = P[2 * rn], ni = P[2 * rn + 1];
-                    const double sr = P[2 * rs], si = P[2 * rs + 1];
-                    in0[r][c][0][0] = nr + sr;
-                    in0[r][c][0][1] = ni + si;
-                    in0[r][c][1][0] = nr - sr;
-                    in0[r][c][1][1] = ni - si;
-                }
-                if (POL) {
-                    const double* PQ = phase + 2 * NS0 * plane;
-                    const double* PU = phase + 2 * (NS0 + 1) * plane;
-                    const cplx qn = {PQ[2 * rn], PQ[2 * rn + 1]}, qs = {PQ[2 * rs], PQ[2 * rs + 1]};
-                    const cplx un = {PU[2 * rn], PU[2 * rn + 1]}, us = {PU[2 * rs], PU[2 * rs + 1]};
-                    const cplx qp = {qn.re + qs.re, qn.im + qs.im};
-                    const cplx qm = {qn.re - qs.re, qn.im - qs.im};
-                    const cplx up = {un.re + us.re, un.im + us.im};
-                    const cplx um = {un.re - us.re, un.im - us.im};
-#pragma unroll
-                    for (int par = 0; par < 2; ++par) {
-                        const cplx q1 = par ? qm : qp, u1 = par ? um : up;
-                        const cplx q2 = par ? qp : qm, u2 = par ? up : um;
-                        double* d = in2[r][POL ? par : 0];
-                        d[0] = SQ1 * q1.re;
-                        d[1] = SU2 * u2.im;
-                        d[2] = SQ1 * q1.im;
-                        d[3] = -SU2 * u2.re;
-                        d[4] = SU1 * u1.re;
-                        d[5] = SQ2 * q2.im;
-                        d[6] = SU1 * u1.im;
-                        d[7] = -SQ2 * q2.re;
-                    }
-                }
-            }
-            is2[r] = 1.0 / (s * s);
-            xis2[r] = x[r] * is2[r];
-            l0[r] = 0.0;
-            l1[r] = v;
-            any |= v != 0.0;
-        }
-        if (!__syncthreads_or(any)) continue;
-        // Sum buffer `buf` over the block (8 threads per (l, q), strided so that the reads are
-        // free of bank conflicts, then 3 shuffles) and add it to the alm of l = l_first + q / NV.
-        auto flush = [&](int l_first, int lc, int b) {
-            __syncthreads();
-            for (int u = threadIdx.x; u < NSUM * 8; u += TPB) {
-                const int sidx = u / 8, c8 = u % 8;
-                double part[SPLIT];
-#pragma unroll
-                for (int h = 0; h < SPLIT; ++h) part[h] = 0.0;
-#pragma unroll
-                for (int j = 0; j < TPB / 8; ++j) part[j % SPLIT] += sval[b][sidx][8 * j + c8];
-                double sum = part[0];
-#pragma unroll
-                for (int h = 1; h < SPLIT; ++h) sum += part[h];
-#pragma unroll
-                for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-                const int l = l_first + sidx / NV, q = sidx % NV;
-                if (c8 != 0 || l > lmax) continue;
-                const int comp = q / 2;
-                double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
-                const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
-                if (FR && comp < NS0) sum *= sG[l - lc];  // spin 0 summed mu_l: lambda = g mu
-                atomicAdd(a + 2 * (mstart + l) + reim, sum);
-            }
-        };
-        bool fast = false;
-        for (int lc = m; lc <= lmax; lc += CT) {
-            __syncthreads();  // the previous tile's readers are done
-            coef_tile<POL, CT, FR>(lc, m, lmax, sA, sC, sq, sG, sW);
-            __syncthreads();
-            const int lend = min(lc + CT, lmax + 1);
-            for (int lt = lc; lt < lend; lt += SHT_LT) {
-                if (!fast) {
+                if (!fast) {  // see leg_synth
                     bool scaled = lt == m;
 #pragma unroll
                     for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
@@ -1127,7 +647,7 @@ __device__ void leg_anal_n(const double* phase, double* a0, double* a1, double* 
                         for (int q = 0; q < NV; ++q) val[q] = 0.0;
 #pragma unroll
                         for (int r = 0; r < R; ++r) {
-                            const double l2 = step<FR>(A, C, x[r], l0[r], l1[r]);
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
 #pragma unroll
                             for (int c = 0; c < NS0; ++c) {
                                 val[2 * c] = fma(l2, in0[r][c][par][0], val[2 * c]);
@@ -1136,18 +656,17 @@ __device__ void leg_anal_n(const double* phase, double* a0, double* a1, double* 
                         }
 #pragma unroll
                         for (int q = 0; q < NV; ++q)
-                            sval[buf][(i % RL) * NV + q][threadIdx.x] = val[q];
+                            sval[half][(i % RL) * NV + q][threadIdx.x] = val[q];
                         if (i % RL == RL - 1) {
-                            flush(lt + i - (RL - 1), lc, buf);
-                            buf ^= 1;  // the next RL l write the other buffer: no second barrier
+                            flush(lt + i - (RL - 1), half);
+                            half ^= 1;
                         }
                     }
                     continue;
                 }
 #pragma unroll
                 for (int i = 0; i < SHT_LT; ++i) {
-                    const int j = j0 + i;
-                    const int l = lt + i;
+                    const int j = j0 + i, l = lt + i;
                     const int par = i & 1;
                     const double A = sA[j], C = sC[j];
                     double val[NV];
@@ -1156,7 +675,7 @@ __device__ void leg_anal_n(const double* phase, double* a0, double* a1, double* 
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
                         if (l > m) {
-                            const double l2 = step<FR>(A, C, x[r], l0[r], l1[r]);
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
                             if (k[r] > 0 && fabs(l2) > SHT_BIG) {
                                 l0[r] *= SHT_DOWN;
                                 l1[r] *= SHT_DOWN;
@@ -1170,11 +689,15 @@ __device__ void leg_anal_n(const double* phase, double* a0, double* a1, double* 
                             val[2 * c + 1] = fma(lam, in0[r][c][par][1], val[2 * c + 1]);
                         }
                         if (POL) {
+                            const double* q1 = sq[0];
+                            const double* q2 = sq[POL ? 1 : 0];
+                            const double* q3 = sq[POL ? 2 : 0];
+                            const double* q4 = sq[POL ? 3 : 0];
+                            const double* q5 = sq[POL ? 4 : 0];
                             const double lamp = k[r] == 0 ? l0[r] : 0.0;
-                            const double f1 = sq[POL ? 2 : 0][j] * xis2[r] * lamp -
-                                              (sq[0][j] * is2[r] + sq[POL ? 1 : 0][j]) * lam;
-                            const double f2 = is2[r] * (sq[POL ? 4 : 0][j] * lamp -
-                                                        sq[POL ? 3 : 0][j] * x[r] * lam);
+                            const double f1 =
+                                q3[j] * xis2[r] * lamp - (q1[j] * is2[r] + q2[j]) * lam;
+                            const double f2 = is2[r] * (q5[j] * lamp - q4[j] * x[r] * lam);
                             const double* d = in2[r][POL ? par : 0];
 #pragma unroll
                             for (int q = 0; q < 4; ++q)
@@ -1182,40 +705,32 @@ __device__ void leg_anal_n(const double* phase, double* a0, double* a1, double* 
                         }
                     }
 #pragma unroll
-                    for (int q = 0; q < NV; ++q) sval[buf][(i % RL) * NV + q][threadIdx.x] = val[q];
+                    for (int q = 0; q < NV; ++q) sval[half][(i % RL) * NV + q][threadIdx.x] = val[q];
                     if (i % RL == RL - 1) {
-                            flush(lt + i - (RL - 1), lc, buf);
-                            buf ^= 1;  // the next RL l write the other buffer: no second barrier
-                        }
+                        flush(lt + i - (RL - 1), half);
+                        half ^= 1;  // the next RL l write the other half: no second barrier
+                    }
                 }
             }
         }
     }
 }
 
-#define ANAL_ENTRY_N(NAME, NS0, POL, R, TPB, SPLIT, FR)                                         \
-    extern "C" __global__ void __launch_bounds__(TPB)                                          \
+// R (ring pairs per thread) is a tuning constant of each entry.
+#define ANAL_ENTRY(NAME, NS0, POL, R)                                                            \
+    extern "C" __global__ void __launch_bounds__(LEG_TPB)                                      \
         NAME(const double* phase, double* a0, double* a1, double* a2, i64 lmax, i64 mmax,      \
              const double* norms, const double* lnfact, const i64* mlist, const i64* moff,     \
              const double* pair_x, const double* pair_s, i64 p0, i64 np) {                     \
-        leg_anal_n<NS0, POL, R, TPB, SPLIT, FR>(phase, a0, a1, a2, lmax, mmax, norms, lnfact,  \
-                                            mlist, moff, pair_x, pair_s, p0, np);              \
+        leg_anal<NS0, POL, R>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff,       \
+                              pair_x, pair_s, p0, np);                                         \
     }
 
-ANAL_ENTRY_N(leg_anal_s1_n, 1, false, 4, 128, 1, false)
-ANAL_ENTRY_N(leg_anal_s2_n, 2, false, 2, 128, 1, false)
-ANAL_ENTRY_N(leg_anal_s3_n, 3, false, 2, 128, 1, false)
-ANAL_ENTRY_N(leg_anal_pol_n, 1, true, 2, 128, 1, false)
-ANAL_ENTRY_N(leg_anal_pol0_n, 0, true, 2, 128, 1, false)
-ANAL_ENTRY_N(leg_anal_s1_n4, 1, false, 4, 128, 4, false)
-ANAL_ENTRY_N(leg_anal_s2_n4, 2, false, 2, 128, 4, false)
-ANAL_ENTRY_N(leg_anal_s1_w, 1, false, 8, 64, 1, false)
-ANAL_ENTRY_N(leg_anal_s2_w, 2, false, 4, 64, 1, false)
-ANAL_ENTRY_N(leg_anal_s1_f, 1, false, 4, 128, 1, true)
-ANAL_ENTRY_N(leg_anal_s2_f, 2, false, 2, 128, 1, true)
-ANAL_ENTRY_N(leg_anal_s3_f, 3, false, 2, 128, 1, true)
-ANAL_ENTRY_N(leg_anal_pol_f, 1, true, 2, 128, 1, true)
-ANAL_ENTRY_N(leg_anal_pol0_f, 0, true, 2, 128, 1, true)
+ANAL_ENTRY(leg_anal_s1, 1, false, 4)
+ANAL_ENTRY(leg_anal_s2, 2, false, 2)
+ANAL_ENTRY(leg_anal_s3, 3, false, 2)
+ANAL_ENTRY(leg_anal_pol, 1, true, 2)
+ANAL_ENTRY(leg_anal_pol0, 0, true, 2)  // (Q, U) -> (E, B) alone: the spin-2 SHT halves
 
 // healpy's mask_bad: |x - UNSEEN| <= 1e-8 + 1e-5 |UNSEEN|; such pixels count as 0.
 __device__ __forceinline__ double unseen_to_zero(double x) {

@@ -3,7 +3,7 @@
 //! transform on ring pairs and all m, the halves on any m list and any ring list.
 
 use super::setup::{blocks, cfg, Group};
-use super::{MODULE, TPB_MISC, TPB_SYN};
+use super::{MODULE, TPB_LEG, TPB_MISC};
 use crate::backend::cuda::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, Gpu, LaunchArgs, PushKernelArg,
 };
@@ -87,22 +87,6 @@ impl LegScalars {
     }
 }
 
-/// TEMPORARY (session 11 profiling wheel only): the Legendre kernel variant named by `var`
-/// ("", "r", "n", "n4", "w", "f") and its block size.
-fn variant(var: &str, base: &str) -> (String, u32) {
-    let v = std::env::var(var).unwrap_or_default();
-    let small = base.ends_with("_s1") || base.ends_with("_s2");
-    let synth = base.starts_with("leg_synth");
-    match v.as_str() {
-        "" => (base.to_string(), 128),
-        "w" if small => (format!("{base}_w"), 64),
-        "n4" if small && !synth => (format!("{base}_n4"), 128),
-        "r" if !synth => (format!("{base}_r"), 128),
-        "f" => (format!("{base}_f"), 128),
-        _ => (format!("{base}_n"), 128),
-    }
-}
-
 /// `leg_synth_*` on `stream` (a stream of `gpu`): alm of the columns' m -> phase rows of pairs
 /// p0..p0+np (phase[c][2·np rows][ncol] complex).
 #[allow(clippy::too_many_arguments)]
@@ -117,21 +101,20 @@ pub(super) fn leg_synth(
     phase: &mut CudaViewMut<f64>,
 ) -> Result<()> {
     let sc = LegScalars::new(t, p0, np);
-    let (name, tpb) = variant("SKYCONV_SHT_SYNTH", grp.synth_kernel());
-    let f = gpu.function(MODULE, &name)?;
+    let f = gpu.function(MODULE, grp.synth_kernel())?;
     let mut b = stream.launch_builder(&f);
     b.arg(a[0]).arg(a[1]).arg(a[2]);
     sc.push(&mut b, t);
     b.arg(phase);
     let grid = (
-        blocks(np, TPB_SYN * grp.synth_rings()),
+        blocks(np, TPB_LEG * grp.synth_rings()),
         grid_y(t.ncol, "m columns")?,
         1,
     );
     // SAFETY: the argument list matches SYNTH_ENTRY in kernels/sht.cu; mlist and moff hold ncol
     // entries, the pair tables p0 + np, phase one plane of 2·np rows × ncol complex per
     // component of the group, and each alm array every a_lm of the listed m.
-    unsafe { b.launch(cfg(grid, tpb)) }?;
+    unsafe { b.launch(cfg(grid, TPB_LEG)) }?;
     Ok(())
 }
 
@@ -160,13 +143,12 @@ pub(super) fn leg_anal(
         .ok_or_else(|| Error::Internal("leg_anal without an output".into()))?;
     let a1 = it.next().unwrap_or(spare.0);
     let a2 = it.next().unwrap_or(spare.1);
-    let (name, tpb) = variant("SKYCONV_SHT_ANAL", grp.anal_kernel());
-    let f = gpu.function(MODULE, &name)?;
+    let f = gpu.function(MODULE, grp.anal_kernel())?;
     let mut b = stream.launch_builder(&f);
     b.arg(phase).arg(a0).arg(a1).arg(a2);
     sc.push(&mut b, t);
     // SAFETY: matches ANAL_ENTRY; one block per column adds into its own alm column.
-    unsafe { b.launch(cfg((t.ncol as u32, 1, 1), tpb)) }?;
+    unsafe { b.launch(cfg((t.ncol as u32, 1, 1), TPB_LEG)) }?;
     Ok(())
 }
 
