@@ -144,11 +144,39 @@ __device__ __forceinline__ double* pickm(double* a0, double* a1, double* a2, int
 }
 
 // ------------------------------------------------------------------------------------------
+// Legendre blocks: LEG_TPB threads (TPB_LEG in src/sht/cuda/mod.rs). Both stages
+// walk l in coefficient tiles of LEG_TPB values, one l per thread, so that the sqrt and
+// division chains of a tile (and, for the synthesis, its alm loads) run once per LEG_TPB l on
+// every warp at once; within a tile, sub-tiles of SHT_LT l check the fast path (no ring of the
+// block still scaled) until it holds, after which it always does (k only falls). A tile of
+// SHT_LT l computed and loaded by SHT_LT threads made the block wait on one warp's chains and
+// on an alm load every SHT_LT l (session 11: 13 % of the synthesis at nside 4096).
+
+#define LEG_TPB 128
+
+// Coefficients of l = lc + threadIdx.x into the tile (zeros beyond lmax).
+template <bool POL>
+__device__ __forceinline__ void coef_tile(int lc, int m, int lmax, double* sA, double* sC,
+                                          double (*sq)[LEG_TPB]) {
+    const int t = threadIdx.x;
+    const Coef c = coef_of(lc + t, m, lmax, POL);
+    sA[t] = c.A;
+    sC[t] = c.C;
+    if (POL) {
+        sq[0][t] = c.q1;
+        sq[1][t] = c.q2;
+        sq[2][t] = c.q3;
+        sq[3][t] = c.q4;
+        sq[4][t] = c.q5;
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // Synthesis Legendre stage. Block: one m (blockIdx.y); each thread runs the recurrence for R
-// ring pairs (pl = base + r * blockDim.x), so every coefficient and alm read from shared
-// memory serves R rings and the R recurrences overlap. NS0 spin-0 components (alm a0..,
-// phase planes 0..NS0-1), then if POL a spin-2 pair (E, B) -> (Q, U) in the next two. phase
-// plane c is at phase + c * plane (plane = 2*np rows * (mmax+1) complex).
+// ring pairs (pl = base + r * LEG_TPB), so every coefficient and alm read from shared memory
+// serves R rings and the R recurrences overlap. NS0 spin-0 components (alm a0.., phase planes
+// 0..NS0-1), then if POL a spin-2 pair (E, B) -> (Q, U) in the next two. phase plane c is at
+// phase + c * plane (plane = 2*np rows * (mmax+1) complex).
 
 template <int NS0, bool POL, int R>
 __device__ void leg_synth(const double* a0, const double* a1, const double* a2, i64 lmax_,
@@ -159,10 +187,10 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     (void)mmax_;
     const i64 col = blockIdx.y, ncol = gridDim.y;
     const int m = (int)mlist[col];
-    const i64 base = (i64)blockIdx.x * blockDim.x * R + threadIdx.x;
-    __shared__ double sA[SHT_LT], sC[SHT_LT];
-    __shared__ double sq[5][SHT_LT];
-    __shared__ double sa[3][2][SHT_LT];
+    const i64 base = (i64)blockIdx.x * LEG_TPB * R + threadIdx.x;
+    __shared__ double sA[LEG_TPB], sC[LEG_TPB];
+    __shared__ double sq[POL ? 5 : 1][LEG_TPB];
+    __shared__ double sa[3][2][LEG_TPB];
 
     const double lb = log2_growth_bound(m, lmax, lnfact);
     double x[R], is2[R], xis2[R], l0[R], l1[R];
@@ -170,7 +198,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     bool any = false;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-        const i64 pl = base + (i64)r * blockDim.x;
+        const i64 pl = base + (i64)r * LEG_TPB;
         double s = 1.0, v = 0.0;
         x[r] = 0.0;
         k[r] = 0;
@@ -203,98 +231,101 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
 
     // index of a_{0 m}: a_lm is at mstart + l
     const i64 mstart = moff[col] - m;
-    const int ncomp = NS0 + (POL ? 2 : 0);
+    constexpr int ncomp = NS0 + (POL ? 2 : 0);
     if (__syncthreads_or(any)) {
-        for (int lt = m; lt <= lmax; lt += SHT_LT) {
-            // (also the barrier before the tile is overwritten) once every ring of the block
-            // is in range and past l = m, the tile needs no rescaling or range checks
-            bool scaled = lt == m;
+        bool fast = false;
+        for (int lc = m; lc <= lmax; lc += LEG_TPB) {
+            __syncthreads();  // the previous tile's readers are done
+            coef_tile<POL>(lc, m, lmax, sA, sC, sq);
+            const int l = lc + threadIdx.x;
 #pragma unroll
-            for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
-            const bool fast = !__syncthreads_or(scaled);
-            if (threadIdx.x < SHT_LT) {
-                const int l = lt + threadIdx.x;
-                const Coef c = coef_of(l, m, lmax, POL);
-                sA[threadIdx.x] = c.A;
-                sC[threadIdx.x] = c.C;
-                if (POL) {
-                    sq[0][threadIdx.x] = c.q1;
-                    sq[1][threadIdx.x] = c.q2;
-                    sq[2][threadIdx.x] = c.q3;
-                    sq[3][threadIdx.x] = c.q4;
-                    sq[4][threadIdx.x] = c.q5;
+            for (int cc = 0; cc < ncomp; ++cc) {
+                double re = 0.0, im = 0.0;
+                if (l <= lmax) {
+                    const double* a = pick(a0, a1, a2, cc) + 2 * (mstart + l);
+                    re = a[0];
+                    im = a[1];
                 }
-                for (int cc = 0; cc < ncomp; ++cc) {
-                    double re = 0.0, im = 0.0;
-                    if (l <= lmax) {
-                        const double* a = pick(a0, a1, a2, cc) + 2 * (mstart + l);
-                        re = a[0];
-                        im = a[1];
-                    }
-                    sa[cc][0][threadIdx.x] = re;
-                    sa[cc][1][threadIdx.x] = im;
-                }
+                sa[cc][0][threadIdx.x] = re;
+                sa[cc][1][threadIdx.x] = im;
             }
             __syncthreads();
-            if (fast && !POL) {
+            const int lend = min(lc + LEG_TPB, lmax + 1);
+            for (int lt = lc; lt < lend; lt += SHT_LT) {
+                if (!fast) {
+                    // once every ring of the block is in range and past l = m, the sub-tiles
+                    // need no rescaling or range checks
+                    bool scaled = lt == m;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
+                    fast = !__syncthreads_or(scaled);
+                }
+                const int j0 = lt - lc;
+                if (fast && !POL) {
+#pragma unroll
+                    for (int i = 0; i < SHT_LT; ++i) {
+                        const int j = j0 + i, par = i & 1;
+                        const double A = sA[j], C = sC[j];
+#pragma unroll
+                        for (int r = 0; r < R; ++r) {
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+#pragma unroll
+                            for (int c = 0; c < NS0; ++c) {
+                                acc0[r][c][par][0] = fma(sa[c][0][j], l2, acc0[r][c][par][0]);
+                                acc0[r][c][par][1] = fma(sa[c][1][j], l2, acc0[r][c][par][1]);
+                            }
+                        }
+                    }
+                    continue;
+                }
 #pragma unroll
                 for (int i = 0; i < SHT_LT; ++i) {
-                    const int par = i & 1;
-                    const double A = sA[i], C = sC[i];
+                    const int j = j0 + i, l = lt + i;
+                    const int par = i & 1;  // lt - m is a multiple of SHT_LT (even)
+                    const double A = sA[j], C = sC[j];
+                    double ar[NS0 > 0 ? NS0 : 1], ai[NS0 > 0 ? NS0 : 1];
+#pragma unroll
+                    for (int c = 0; c < NS0; ++c) {
+                        ar[c] = sa[c][0][j];
+                        ai[c] = sa[c][1][j];
+                    }
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-#pragma unroll
-                        for (int c = 0; c < NS0; ++c) {
-                            acc0[r][c][par][0] = fma(sa[c][0][i], l2, acc0[r][c][par][0]);
-                            acc0[r][c][par][1] = fma(sa[c][1][i], l2, acc0[r][c][par][1]);
+                        if (l > m) {
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+                            if (k[r] > 0 && fabs(l2) > SHT_BIG) {
+                                l0[r] *= SHT_DOWN;
+                                l1[r] *= SHT_DOWN;
+                                k[r] -= 1;
+                            }
                         }
-                    }
-                }
-                continue;
-            }
+                        if (k[r] == 0) {
 #pragma unroll
-            for (int i = 0; i < SHT_LT; ++i) {
-                const int l = lt + i;
-                const int par = i & 1;  // lt - m is a multiple of SHT_LT (even)
-                const double A = sA[i], C = sC[i];
-                double ar[NS0 > 0 ? NS0 : 1], ai[NS0 > 0 ? NS0 : 1];
-#pragma unroll
-                for (int c = 0; c < NS0; ++c) {
-                    ar[c] = sa[c][0][i];
-                    ai[c] = sa[c][1][i];
-                }
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    if (l > m) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-                        if (k[r] > 0 && fabs(l2) > SHT_BIG) {
-                            l0[r] *= SHT_DOWN;
-                            l1[r] *= SHT_DOWN;
-                            k[r] -= 1;
-                        }
-                    }
-                    if (k[r] == 0) {
-#pragma unroll
-                        for (int c = 0; c < NS0; ++c) {
-                            acc0[r][c][par][0] = fma(ar[c], l1[r], acc0[r][c][par][0]);
-                            acc0[r][c][par][1] = fma(ai[c], l1[r], acc0[r][c][par][1]);
-                        }
-                        if (POL) {
-                            const double f1 = sq[2][i] * xis2[r] * l0[r] -
-                                              (sq[0][i] * is2[r] + sq[1][i]) * l1[r];
-                            const double f2 = is2[r] * (sq[4][i] * l0[r] - sq[3][i] * x[r] * l1[r]);
-                            const double er = sa[NS0][0][i], ei = sa[NS0][1][i];
-                            const double br = sa[NS0 + 1][0][i], bi = sa[NS0 + 1][1][i];
-                            double* q = acc2[r][POL ? par : 0];
-                            q[0] = fma(er, f1, q[0]);
-                            q[1] = fma(ei, f1, q[1]);
-                            q[2] = fma(br, f2, q[2]);
-                            q[3] = fma(bi, f2, q[3]);
-                            q[4] = fma(br, f1, q[4]);
-                            q[5] = fma(bi, f1, q[5]);
-                            q[6] = fma(er, f2, q[6]);
-                            q[7] = fma(ei, f2, q[7]);
+                            for (int c = 0; c < NS0; ++c) {
+                                acc0[r][c][par][0] = fma(ar[c], l1[r], acc0[r][c][par][0]);
+                                acc0[r][c][par][1] = fma(ai[c], l1[r], acc0[r][c][par][1]);
+                            }
+                            if (POL) {
+                                const double* q1 = sq[0];
+                                const double* q2 = sq[POL ? 1 : 0];
+                                const double* q3 = sq[POL ? 2 : 0];
+                                const double* q4 = sq[POL ? 3 : 0];
+                                const double* q5 = sq[POL ? 4 : 0];
+                                const double f1 = q3[j] * xis2[r] * l0[r] -
+                                                  (q1[j] * is2[r] + q2[j]) * l1[r];
+                                const double f2 = is2[r] * (q5[j] * l0[r] - q4[j] * x[r] * l1[r]);
+                                const double er = sa[NS0][0][j], ei = sa[NS0][1][j];
+                                const double br = sa[NS0 + 1][0][j], bi = sa[NS0 + 1][1][j];
+                                double* q = acc2[r][POL ? par : 0];
+                                q[0] = fma(er, f1, q[0]);
+                                q[1] = fma(ei, f1, q[1]);
+                                q[2] = fma(br, f2, q[2]);
+                                q[3] = fma(bi, f2, q[3]);
+                                q[4] = fma(br, f1, q[4]);
+                                q[5] = fma(bi, f1, q[5]);
+                                q[6] = fma(er, f2, q[6]);
+                                q[7] = fma(ei, f2, q[7]);
+                            }
                         }
                     }
                 }
@@ -309,7 +340,7 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
     };
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-        const i64 pl = base + (i64)r * blockDim.x;
+        const i64 pl = base + (i64)r * LEG_TPB;
         if (pl >= np) continue;
         const i64 row_n = 2 * pl, row_s = 2 * pl + 1;
 #pragma unroll
@@ -337,11 +368,10 @@ __device__ void leg_synth(const double* a0, const double* a1, const double* a2, 
 
 // R (ring pairs per thread) must match `Group::synth_rings` in src/sht/cuda/setup.rs.
 #define SYNTH_ENTRY(NAME, NS0, POL, R)                                                           \
-    extern "C" __global__ void NAME(const double* a0, const double* a1, const double* a2,      \
-                                    i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const i64* mlist, const i64* moff,   \
-                                    const double* pair_x, const double* pair_s, i64 p0, i64 np, \
-                                    double* phase) {                                           \
+    extern "C" __global__ void __launch_bounds__(LEG_TPB)                                      \
+        NAME(const double* a0, const double* a1, const double* a2, i64 lmax, i64 mmax,         \
+             const double* norms, const double* lnfact, const i64* mlist, const i64* moff,     \
+             const double* pair_x, const double* pair_s, i64 p0, i64 np, double* phase) {      \
         leg_synth<NS0, POL, R>(a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff, pair_x,     \
                                pair_s, p0, np, phase);                                         \
     }
@@ -468,14 +498,17 @@ extern "C" __global__ void unfold(const double* spec, double* phase, i64 mmax, i
 }
 
 // ------------------------------------------------------------------------------------------
-// Analysis Legendre stage. One block of ANAL_TPB threads per m (blockIdx.x) looping over tiles
-// of ANAL_TPB * R ring pairs. Each thread sums its R rings' contributions per l and per value
+// Analysis Legendre stage. One block of LEG_TPB threads per m (blockIdx.x) looping over tiles
+// of LEG_TPB * R ring pairs. Each thread sums its R rings' contributions per l and per value
 // q (re/im of each component) into shared memory; every RL values of l the block sums those
 // columns (8 threads per (l, q), strided so that the reads are free of bank conflicts, then 3
 // shuffles) and adds them into the alm. Per l this costs a store and a load per value instead
-// of a 5-level warp shuffle tree, which bounded the kernel.
+// of a 5-level warp shuffle tree, which bounded the kernel. The column buffer is doubled, so a
+// reduction needs one barrier (the next RL l write the other half), and the sum goes into the
+// alm by an atomic add whose result nobody waits for: the block owns its column, so it is the
+// plain a += sum, but no warp holds the next barrier on the alm's load (session 11: the two
+// together 13 % of the analysis at nside 4096, the atomic add alone 8 %).
 
-#define ANAL_TPB 128
 #define ANAL_PAD 8  // doubles of padding per column row: the 8-strided reads hit every bank
 
 template <int NS0, bool POL, int R>
@@ -488,17 +521,37 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
     (void)mmax_;
     const i64 col = blockIdx.x, ncol = gridDim.x;
     const int m = (int)mlist[col];
-    constexpr int RL = NV <= 2 ? 8 : 4;  // l values per reduction (shared memory < 48 KB)
-    constexpr int NSUM = RL * NV;        // a multiple of 4, so whole warps reduce
-    __shared__ double sA[SHT_LT], sC[SHT_LT];
-    __shared__ double sq[5][SHT_LT];
-    __shared__ double sval[NSUM][ANAL_TPB + ANAL_PAD];
+    constexpr int RL = NV <= 2 ? 8 : (NV <= 4 ? 4 : 2);  // l per reduction (two halves < 48 KB)
+    constexpr int NSUM = RL * NV;                        // a multiple of 4: whole warps reduce
+    __shared__ double sA[LEG_TPB], sC[LEG_TPB];
+    __shared__ double sq[POL ? 5 : 1][LEG_TPB];
+    __shared__ double sval[2][NSUM][LEG_TPB + ANAL_PAD];
     const i64 nrow = 2 * np;
     const i64 plane = nrow * ncol;
     const i64 mstart = moff[col] - m;
     const double lb = log2_growth_bound(m, lmax, lnfact);
+    int half = 0;  // the half of sval the current RL l write
 
-    for (i64 t0 = 0; t0 < np; t0 += (i64)ANAL_TPB * R) {
+    // Sum sval[h] over the block and add it into the alm of l = l_first + sidx / NV.
+    auto flush = [&](int l_first, int h) {
+        __syncthreads();
+        for (int u = threadIdx.x; u < NSUM * 8; u += LEG_TPB) {
+            const int sidx = u / 8, c8 = u % 8;
+            double sum = 0.0;
+#pragma unroll
+            for (int j = 0; j < LEG_TPB / 8; ++j) sum += sval[h][sidx][8 * j + c8];
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            const int l = l_first + sidx / NV, q = sidx % NV;
+            if (c8 != 0 || l > lmax) continue;
+            const int comp = q / 2;
+            double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
+            const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
+            atomicAdd(a + 2 * (mstart + l) + reim, sum);
+        }
+    };
+
+    for (i64 t0 = 0; t0 < np; t0 += (i64)LEG_TPB * R) {
         // per ring pair r of this thread: recurrence state and inputs
         // spin 0: in0[r][c][par][re/im] = north +- south; spin 2: in2[r][par][8] premultiplied
         double x[R], is2[R], xis2[R], l0[R], l1[R];
@@ -508,7 +561,7 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
         bool any = false;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            const i64 pl = t0 + (i64)r * ANAL_TPB + threadIdx.x;
+            const i64 pl = t0 + (i64)r * LEG_TPB + threadIdx.x;
             double s = 1.0, v = 0.0;
             x[r] = 0.0;
             k[r] = 0;
@@ -570,105 +623,94 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
             any |= v != 0.0;
         }
         if (!__syncthreads_or(any)) continue;
-        for (int lt = m; lt <= lmax; lt += SHT_LT) {
-            // (also the barrier before the tile is overwritten) see leg_synth
-            bool scaled = lt == m;
-#pragma unroll
-            for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
-            const bool fast = !__syncthreads_or(scaled);
-            if (threadIdx.x < SHT_LT) {
-                const Coef c = coef_of(lt + threadIdx.x, m, lmax, POL);
-                sA[threadIdx.x] = c.A;
-                sC[threadIdx.x] = c.C;
-                if (POL) {
-                    sq[0][threadIdx.x] = c.q1;
-                    sq[1][threadIdx.x] = c.q2;
-                    sq[2][threadIdx.x] = c.q3;
-                    sq[3][threadIdx.x] = c.q4;
-                    sq[4][threadIdx.x] = c.q5;
-                }
-            }
+        bool fast = false;
+        for (int lc = m; lc <= lmax; lc += LEG_TPB) {
+            __syncthreads();  // the previous tile's readers are done
+            coef_tile<POL>(lc, m, lmax, sA, sC, sq);
             __syncthreads();
-            // Sum column (i % RL) over the block every RL values of l and add it to the alm.
-            auto flush = [&](int i) {
-                __syncthreads();
-                for (int u = threadIdx.x; u < NSUM * 8; u += ANAL_TPB) {
-                    const int sidx = u / 8, c8 = u % 8;
-                    double sum = 0.0;
+            const int lend = min(lc + LEG_TPB, lmax + 1);
+            for (int lt = lc; lt < lend; lt += SHT_LT) {
+                if (!fast) {  // see leg_synth
+                    bool scaled = lt == m;
 #pragma unroll
-                    for (int j = 0; j < ANAL_TPB / 8; ++j) sum += sval[sidx][8 * j + c8];
-#pragma unroll
-                    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-                    const int l = lt + (i / RL) * RL + sidx / NV, q = sidx % NV;
-                    if (c8 != 0 || l > lmax) continue;
-                    const int comp = q / 2;
-                    double* a = pickm(a0, a1, a2, comp < NS0 ? comp : NS0 + (q - 2 * NS0) / 2);
-                    const int reim = (comp < NS0) ? (q & 1) : ((q - 2 * NS0) & 1);
-                    a[2 * (mstart + l) + reim] += sum;
+                    for (int r = 0; r < R; ++r) scaled |= k[r] > 0;
+                    fast = !__syncthreads_or(scaled);
                 }
-                __syncthreads();
-            };
-            if (fast && !POL) {
+                const int j0 = lt - lc;
+                if (fast && !POL) {
+#pragma unroll
+                    for (int i = 0; i < SHT_LT; ++i) {
+                        const int par = i & 1;
+                        const double A = sA[j0 + i], C = sC[j0 + i];
+                        double val[NV];
+#pragma unroll
+                        for (int q = 0; q < NV; ++q) val[q] = 0.0;
+#pragma unroll
+                        for (int r = 0; r < R; ++r) {
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+#pragma unroll
+                            for (int c = 0; c < NS0; ++c) {
+                                val[2 * c] = fma(l2, in0[r][c][par][0], val[2 * c]);
+                                val[2 * c + 1] = fma(l2, in0[r][c][par][1], val[2 * c + 1]);
+                            }
+                        }
+#pragma unroll
+                        for (int q = 0; q < NV; ++q)
+                            sval[half][(i % RL) * NV + q][threadIdx.x] = val[q];
+                        if (i % RL == RL - 1) {
+                            flush(lt + i - (RL - 1), half);
+                            half ^= 1;
+                        }
+                    }
+                    continue;
+                }
 #pragma unroll
                 for (int i = 0; i < SHT_LT; ++i) {
+                    const int j = j0 + i, l = lt + i;
                     const int par = i & 1;
-                    const double A = sA[i], C = sC[i];
+                    const double A = sA[j], C = sC[j];
                     double val[NV];
 #pragma unroll
                     for (int q = 0; q < NV; ++q) val[q] = 0.0;
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+                        if (l > m) {
+                            const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
+                            if (k[r] > 0 && fabs(l2) > SHT_BIG) {
+                                l0[r] *= SHT_DOWN;
+                                l1[r] *= SHT_DOWN;
+                                k[r] -= 1;
+                            }
+                        }
+                        const double lam = k[r] == 0 ? l1[r] : 0.0;
 #pragma unroll
                         for (int c = 0; c < NS0; ++c) {
-                            val[2 * c] = fma(l2, in0[r][c][par][0], val[2 * c]);
-                            val[2 * c + 1] = fma(l2, in0[r][c][par][1], val[2 * c + 1]);
+                            val[2 * c] = fma(lam, in0[r][c][par][0], val[2 * c]);
+                            val[2 * c + 1] = fma(lam, in0[r][c][par][1], val[2 * c + 1]);
+                        }
+                        if (POL) {
+                            const double* q1 = sq[0];
+                            const double* q2 = sq[POL ? 1 : 0];
+                            const double* q3 = sq[POL ? 2 : 0];
+                            const double* q4 = sq[POL ? 3 : 0];
+                            const double* q5 = sq[POL ? 4 : 0];
+                            const double lamp = k[r] == 0 ? l0[r] : 0.0;
+                            const double f1 =
+                                q3[j] * xis2[r] * lamp - (q1[j] * is2[r] + q2[j]) * lam;
+                            const double f2 = is2[r] * (q5[j] * lamp - q4[j] * x[r] * lam);
+                            const double* d = in2[r][POL ? par : 0];
+#pragma unroll
+                            for (int q = 0; q < 4; ++q)
+                                val[2 * NS0 + q] += fma(f1, d[2 * q], f2 * d[2 * q + 1]);
                         }
                     }
 #pragma unroll
-                    for (int q = 0; q < NV; ++q) sval[(i % RL) * NV + q][threadIdx.x] = val[q];
-                    if (i % RL == RL - 1) flush(i);
-                }
-                continue;
-            }
-#pragma unroll
-            for (int i = 0; i < SHT_LT; ++i) {
-                const int l = lt + i;
-                const int par = i & 1;
-                const double A = sA[i], C = sC[i];
-                double val[NV];
-#pragma unroll
-                for (int q = 0; q < NV; ++q) val[q] = 0.0;
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    if (l > m) {
-                        const double l2 = leg_step(A, C, x[r], l0[r], l1[r]);
-                        if (k[r] > 0 && fabs(l2) > SHT_BIG) {
-                            l0[r] *= SHT_DOWN;
-                            l1[r] *= SHT_DOWN;
-                            k[r] -= 1;
-                        }
-                    }
-                    const double lam = k[r] == 0 ? l1[r] : 0.0;
-#pragma unroll
-                    for (int c = 0; c < NS0; ++c) {
-                        val[2 * c] = fma(lam, in0[r][c][par][0], val[2 * c]);
-                        val[2 * c + 1] = fma(lam, in0[r][c][par][1], val[2 * c + 1]);
-                    }
-                    if (POL) {
-                        const double lamp = k[r] == 0 ? l0[r] : 0.0;
-                        const double f1 = sq[2][i] * xis2[r] * lamp -
-                                          (sq[0][i] * is2[r] + sq[1][i]) * lam;
-                        const double f2 = is2[r] * (sq[4][i] * lamp - sq[3][i] * x[r] * lam);
-                        const double* d = in2[r][POL ? par : 0];
-#pragma unroll
-                        for (int q = 0; q < 4; ++q)
-                            val[2 * NS0 + q] += fma(f1, d[2 * q], f2 * d[2 * q + 1]);
+                    for (int q = 0; q < NV; ++q) sval[half][(i % RL) * NV + q][threadIdx.x] = val[q];
+                    if (i % RL == RL - 1) {
+                        flush(lt + i - (RL - 1), half);
+                        half ^= 1;  // the next RL l write the other half: no second barrier
                     }
                 }
-#pragma unroll
-                for (int q = 0; q < NV; ++q) sval[(i % RL) * NV + q][threadIdx.x] = val[q];
-                if (i % RL == RL - 1) flush(i);
             }
         }
     }
@@ -676,11 +718,10 @@ __device__ void leg_anal(const double* phase, double* a0, double* a1, double* a2
 
 // R (ring pairs per thread) is a tuning constant of each entry.
 #define ANAL_ENTRY(NAME, NS0, POL, R)                                                            \
-    extern "C" __global__ void NAME(const double* phase, double* a0, double* a1, double* a2,   \
-                                    i64 lmax, i64 mmax, const double* norms,                   \
-                                    const double* lnfact, const i64* mlist, const i64* moff,   \
-                                    const double* pair_x, const double* pair_s, i64 p0,        \
-                                    i64 np) {                                                  \
+    extern "C" __global__ void __launch_bounds__(LEG_TPB)                                      \
+        NAME(const double* phase, double* a0, double* a1, double* a2, i64 lmax, i64 mmax,      \
+             const double* norms, const double* lnfact, const i64* mlist, const i64* moff,     \
+             const double* pair_x, const double* pair_s, i64 p0, i64 np) {                     \
         leg_anal<NS0, POL, R>(phase, a0, a1, a2, lmax, mmax, norms, lnfact, mlist, moff,       \
                               pair_x, pair_s, p0, np);                                         \
     }

@@ -319,22 +319,27 @@ impl Gpu {
         })
     }
 
-    /// The shared plan of length `n` for one execution of `rows` rows (a `row_batches` count).
-    fn row_plan(
+    /// Runs `run(plan, r0)` for each batch of `row_batches(n, rows)` (first row r0) with the
+    /// length's shared plan of that batch size: the one row loop of the `*_rows` transforms.
+    fn each_row_batch(
         &self,
         n: usize,
         rows: usize,
-        idist: usize,
-        odist: usize,
+        (idist, odist): (usize, usize),
         kind: FftKind,
-    ) -> Result<Arc<FftPlan>> {
-        self.fft_plan(FftKey {
-            n,
-            batch: rows,
-            idist,
-            odist,
-            kind,
-        })
+        mut run: impl FnMut(&FftPlan, usize) -> Result<()>,
+    ) -> Result<()> {
+        for (r0, batch) in row_batches(n, rows) {
+            let plan = self.fft_plan(FftKey {
+                n,
+                batch,
+                idist,
+                odist,
+                kind,
+            })?;
+            run(plan.as_ref(), r0)?;
+        }
+        Ok(())
     }
 
     /// `rows` real rows of length `n` (row r at `in_off + r·idist` f64 of `input`) -> half
@@ -352,17 +357,9 @@ impl Gpu {
         out_off: usize,
         odist: usize,
     ) -> Result<()> {
-        for (r0, b) in row_batches(n, rows) {
-            let pl = self.row_plan(n, b, idist, odist, FftKind::D2Z)?;
-            self.fft_d2z(
-                &pl,
-                input,
-                in_off + r0 * idist,
-                output,
-                out_off + r0 * odist,
-            )?;
-        }
-        Ok(())
+        self.each_row_batch(n, rows, (idist, odist), FftKind::D2Z, |pl, r0| {
+            self.fft_d2z(pl, input, in_off + r0 * idist, output, out_off + r0 * odist)
+        })
     }
 
     /// `rows` half spectra (row r at complex `in_off + r·idist` of `input`) -> real rows of
@@ -380,17 +377,9 @@ impl Gpu {
         out_off: usize,
         odist: usize,
     ) -> Result<()> {
-        for (r0, b) in row_batches(n, rows) {
-            let pl = self.row_plan(n, b, idist, odist, FftKind::Z2D)?;
-            self.fft_z2d(
-                &pl,
-                input,
-                in_off + r0 * idist,
-                output,
-                out_off + r0 * odist,
-            )?;
-        }
-        Ok(())
+        self.each_row_batch(n, rows, (idist, odist), FftKind::Z2D, |pl, r0| {
+            self.fft_z2d(pl, input, in_off + r0 * idist, output, out_off + r0 * odist)
+        })
     }
 
     /// In-place complex transforms of `rows` contiguous rows of length `n` of `buf` from
@@ -403,11 +392,9 @@ impl Gpu {
         off: usize,
         forward: bool,
     ) -> Result<()> {
-        for (r0, b) in row_batches(n, rows) {
-            let pl = self.row_plan(n, b, n, n, FftKind::Z2Z)?;
-            self.fft_z2z(&pl, buf, off + r0 * n, forward)?;
-        }
-        Ok(())
+        self.each_row_batch(n, rows, (n, n), FftKind::Z2Z, |pl, r0| {
+            self.fft_z2z(pl, buf, off + r0 * n, forward)
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 //! transform on ring pairs and all m, the halves on any m list and any ring list.
 
 use super::setup::{blocks, cfg, Group};
-use super::{MODULE, TPB_ANA, TPB_MISC, TPB_SYN};
+use super::{MODULE, TPB_LEG, TPB_MISC};
 use crate::backend::cuda::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, Gpu, LaunchArgs, PushKernelArg,
 };
@@ -107,14 +107,14 @@ pub(super) fn leg_synth(
     sc.push(&mut b, t);
     b.arg(phase);
     let grid = (
-        blocks(np, TPB_SYN * grp.synth_rings()),
+        blocks(np, TPB_LEG * grp.synth_rings()),
         grid_y(t.ncol, "m columns")?,
         1,
     );
     // SAFETY: the argument list matches SYNTH_ENTRY in kernels/sht.cu; mlist and moff hold ncol
     // entries, the pair tables p0 + np, phase one plane of 2·np rows × ncol complex per
     // component of the group, and each alm array every a_lm of the listed m.
-    unsafe { b.launch(cfg(grid, TPB_SYN)) }?;
+    unsafe { b.launch(cfg(grid, TPB_LEG)) }?;
     Ok(())
 }
 
@@ -148,7 +148,7 @@ pub(super) fn leg_anal(
     b.arg(phase).arg(a0).arg(a1).arg(a2);
     sc.push(&mut b, t);
     // SAFETY: matches ANAL_ENTRY; one block per column adds into its own alm column.
-    unsafe { b.launch(cfg((t.ncol as u32, 1, 1), TPB_ANA)) }?;
+    unsafe { b.launch(cfg((t.ncol as u32, 1, 1), TPB_LEG)) }?;
     Ok(())
 }
 

@@ -43,9 +43,9 @@ use stages::{anal, synth};
 pub(super) const MODULE: &str = "sht";
 /// Largest nside of the CUDA SHT (see `check_sizes`).
 pub const MAX_NSIDE: usize = 1 << 27;
-const TPB_SYN: u32 = 128;
-/// Must equal ANAL_TPB in kernels/sht.cu (its shared-memory columns are sized by it).
-const TPB_ANA: u32 = 128;
+/// Threads of a Legendre block, synthesis and analysis: must equal LEG_TPB in kernels/sht.cu
+/// (its coefficient tiles and the analysis' shared-memory columns are sized by it).
+const TPB_LEG: u32 = 128;
 const TPB_MISC: u32 = 256;
 
 fn as_f64(a: &[C64]) -> &[f64] {

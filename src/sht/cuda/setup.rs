@@ -142,9 +142,9 @@ const OVERLAP_CHUNKS: usize = 4;
 /// 50 ms at the rate measured at nside 8192 on an H200 (2.2e12 in 1.2 s), so that with
 /// `pace::DEPTH` chunks queued Ctrl-C stops a transform within ~0.1-0.2 s (issue 17).
 const CHUNK_WORK: f64 = 1e11;
-/// Ring pairs of one Legendre thread block of the one-component kernels: TPB_SYN = TPB_ANA
+/// Ring pairs of one Legendre thread block of the one-component kernels: TPB_LEG
 /// threads × 4 pairs each (`Group::synth_rings`; the other groups: 2 pairs, half a block).
-pub(super) const LEG_BLOCK_PAIRS: usize = super::TPB_SYN as usize * 4;
+pub(super) const LEG_BLOCK_PAIRS: usize = super::TPB_LEG as usize * 4;
 
 /// The CHUNK_WORK bound `by_work` on pairs per chunk in whole Legendre blocks for groups of
 /// `planes` components (LEG_BLOCK_PAIRS for one, half of it for more): rounded down to a
