@@ -27,28 +27,23 @@ __device__ void init_blank(const T* __restrict__ cube, unsigned char* __restrict
     }
 }
 
-// out = the value the smoothing sees: 0 for blanks, the replacement for masked voxels.
+// The value the smoothing sees: 0 for blanks, the replacement for masked voxels.
+template <typename T>
+__device__ __forceinline__ T sc_prepared(T x, unsigned char m, int kind, double value) {
+    if ((m & SC_BLANK) || isnan((double)x)) return (T)0;
+    if ((m & SC_MASKED) && kind != SC_REPLACE_NONE) {
+        const double xd = (double)x;
+        if (kind == SC_REPLACE_COPYSIGN) return (T)copysign(value, xd);
+        if (xd > 0.0) return (T)value;
+        if (xd < 0.0) return (T)(-value);
+    }
+    return x;
+}
+
 template <typename T>
 __device__ void prepare(const T* __restrict__ cube, const unsigned char* __restrict__ mask,
                         T* __restrict__ out, i64 n, int kind, double value) {
-    SC_GRID_STRIDE(i, n) {
-        const unsigned char m = mask[i];
-        const T x = cube[i];
-        T v = x;
-        if ((m & SC_BLANK) || isnan((double)x)) {
-            v = (T)0;
-        } else if ((m & SC_MASKED) && kind != SC_REPLACE_NONE) {
-            const double xd = (double)x;
-            if (kind == SC_REPLACE_COPYSIGN) {
-                v = (T)copysign(value, xd);
-            } else if (xd > 0.0) {
-                v = (T)value;
-            } else if (xd < 0.0) {
-                v = (T)(-value);
-            }
-        }
-        out[i] = v;
-    }
+    SC_GRID_STRIDE(i, n) { out[i] = sc_prepared(cube[i], mask[i], kind, value); }
 }
 
 // Sample slots slot0 .. slot0+count: slot k is flat index k*c (kind 0, cadence c), the k-th
@@ -216,11 +211,7 @@ extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
 }
 
 // SoFiA-2's boxcar arithmetic (src/cube/scfind/running.rs), one thread per line, every
-// operation rounded to T (the _rn intrinsics keep NVRTC from contracting into FMAs). Line
-// L = (o, j) holds src[(o*n + p)*inner + j], p = 0..n; values outside 0..n (and NaN) read as
-// 0. Planes top down to bottom are written: m[top] from carry_in (the value at top+1, given
-// by the piece above) or, without it, the window sum from its far end; then
-// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv. carry_out gets m[bottom].
+// operation rounded to T (the _rn intrinsics keep NVRTC from contracting into FMAs).
 __device__ __forceinline__ float sc_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double sc_add(double a, double b) { return __dadd_rn(a, b); }
 __device__ __forceinline__ float sc_sub(float a, float b) { return __fsub_rn(a, b); }
@@ -235,46 +226,127 @@ __device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 in
     return isnan((double)v) ? (T)0 : v;
 }
 
+#define SC_MAX_BOXCARS 4
+// Ring slots per thread for the fused passes 2..P (2r+1 each); blockDim.x <= 256.
+#define SC_RING_SLOTS 16
+// Steps whose loads are issued together (they do not depend on the running means).
+#define SC_CHUNK 8
+
+// Arguments of sofia2_boxcars, mirrored by ScBoxcars in src/cube/scfind/cuda.rs.
+struct ScBoxcars {
+    i64 outer, n, inner;  // line L = (o, j) holds src[(o*n + p)*inner + j], p = 0..n
+    i64 top, bottom;      // planes written, top down
+    i64 r[SC_MAX_BOXCARS];
+    double inv[SC_MAX_BOXCARS];  // 1/(2r+1) rounded to T
+    int passes;  // > 1 only for whole lines (top = n-1, bottom = 0) without carries
+    int has_carry_in, has_carry_out, pad;
+};
+
+// `passes` boxcars of radii r[0..passes) applied one after the other to each line, in one
+// sweep: the result equals that many launches of a single boxcar bit for bit (the same
+// roundings in the same order) while the line is read and written once. A boxcar: values
+// outside 0..n (and NaN) read as 0; m[top] from carry_in (the value at top+1, given by the
+// piece above) or, without it, the window sum from its far end; then
+// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv; carry_out gets m[bottom]. Pass 1 reads src;
+// pass k > 1 runs r[k] planes behind pass k-1 and keeps the last 2r[k]+1 values it was fed
+// in a ring in shared memory (its x[i+r+1]).
 template <typename T>
-__device__ void sofia2_boxcar(const T* __restrict__ src, T* __restrict__ dst, i64 outer, i64 n,
-                              i64 inner, i64 r, double inv_d, i64 top, i64 bottom,
-                              const T* carry_in, int has_carry_in, T* carry_out,
-                              int has_carry_out) {
-    const T inv = (T)inv_d;
-    const i64 lines = outer * inner;
+__device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, const ScBoxcars p,
+                               const T* carry_in, T* carry_out) {
+    __shared__ T ring[SC_RING_SLOTS][256];
+    const int P = p.passes, tid = threadIdx.x;
+    const i64 n = p.n, inner = p.inner, top = p.top, r1 = p.r[0];
+    const T inv1 = (T)p.inv[0];
+    const i64 last = top - p.bottom;  // last output position (plane top - last)
+    i64 lag = 0;                      // passes 2..P run this many planes behind pass 1
+    for (int k = 1; k < P; ++k) lag += p.r[k];
+    const i64 lines = p.outer * inner;
     SC_GRID_STRIDE(L, lines) {
         const i64 o = L / inner, j = L - o * inner;
         const T* s = src + o * n * inner + j;
         T* d = dst + o * n * inner + j;
-        T m;
-        if (has_carry_in) {
-            m = sc_add(carry_in[L],
-                       sc_mul(sc_sub(sc_at(s, top - r, n, inner), sc_at(s, top + r + 1, n, inner)),
-                              inv));
+        T m[SC_MAX_BOXCARS];
+        int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
+        int slots = 0;
+#pragma unroll
+        for (int k = 1; k < SC_MAX_BOXCARS; ++k) {
+            m[k] = (T)0;
+            head[k] = 0;
+            base[k] = slots;
+            if (k < P) slots += 2 * (int)p.r[k] + 1;
+        }
+        for (int q = 0; q < slots; ++q) ring[q][tid] = (T)0;  // values above top read as 0
+
+        // Pass 1 has produced position t (plane top - t) in m[0]: feed it down the passes and
+        // write the last pass's output once it has one.
+        auto cascade = [&](i64 t) {
+            T v = m[0];
+            i64 q = t;  // position of v
+#pragma unroll
+            for (int k = 1; k < SC_MAX_BOXCARS; ++k) {
+                if (k >= P) break;
+                const T u = (top - q < 0 || isnan((double)v)) ? (T)0 : v;
+                const int rk = (int)p.r[k], len = 2 * rk + 1;
+                T& slot = ring[base[k] + head[k]][tid];
+                const T old = slot;  // the value fed 2r+1 positions ago
+                slot = u;
+                head[k] = head[k] + 1 == len ? 0 : head[k] + 1;
+                q -= rk;
+                if (q < 0) return;
+                const T inv = (T)p.inv[k];
+                if (q == 0) {
+                    // fed positions 0..rk sit in slots 0..rk (0 + the zeros above top skipped)
+                    T acc = (T)0;
+                    for (int c = 0; c <= rk; ++c) acc = sc_add(acc, ring[base[k] + c][tid]);
+                    m[k] = sc_mul(acc, inv);
+                } else {
+                    m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
+                }
+                v = m[k];
+            }
+            if (q > last) return;
+            d[(top - q) * inner] = v;
+            if (q == last && p.has_carry_out) carry_out[L] = v;
+        };
+
+        if (p.has_carry_in) {
+            m[0] = sc_add(carry_in[L], sc_mul(sc_sub(sc_at(s, top - r1, n, inner),
+                                                     sc_at(s, top + r1 + 1, n, inner)),
+                                              inv1));
         } else {
             T acc = (T)0;
-            for (i64 p = top + r; p >= top - r; --p) acc = sc_add(acc, sc_at(s, p, n, inner));
-            m = sc_mul(acc, inv);
+            for (i64 q = top + r1; q >= top - r1; --q) acc = sc_add(acc, sc_at(s, q, n, inner));
+            m[0] = sc_mul(acc, inv1);
         }
-        d[top * inner] = m;
-        // unrolled so that the loads of several steps are in flight together (they do not
-        // depend on m; the order of the roundings is unchanged)
-#pragma unroll 4
-        for (i64 i = top - 1; i >= bottom; --i) {
-            m = sc_add(m, sc_mul(sc_sub(sc_at(s, i - r, n, inner), sc_at(s, i + r + 1, n, inner)),
-                                 inv));
-            d[i * inner] = m;
+        cascade(0);
+        const i64 end = last + lag;
+        for (i64 t0 = 1; t0 <= end; t0 += SC_CHUNK) {
+            T lead[SC_CHUNK], trail[SC_CHUNK];
+#pragma unroll
+            for (int u = 0; u < SC_CHUNK; ++u) {
+                const i64 i = top - (t0 + u);
+                lead[u] = sc_at(s, i - r1, n, inner);
+                trail[u] = sc_at(s, i + r1 + 1, n, inner);
+            }
+#pragma unroll
+            for (int u = 0; u < SC_CHUNK; ++u) {
+                if (t0 + u > end) break;
+                m[0] = sc_add(m[0], sc_mul(sc_sub(lead[u], trail[u]), inv1));
+                cascade(t0 + u);
+            }
         }
-        if (has_carry_out) carry_out[L] = m;
     }
 }
 
 // dst (planes, cols, rows) = each plane of src (planes, rows, cols) transposed, through 32x32
-// tiles in shared memory (reads and writes coalesced). One-dimensional launch: block b of the
-// grid-stride loop takes tile b; blockDim.x a multiple of 32 (rows of the tile per step).
+// tiles in shared memory (reads and writes coalesced). With `prep`, the values are prepared on
+// the way (sc_prepared with mask, laid out as src): the prepare pass folded into the first
+// transpose of the x boxcars. One-dimensional launch: block b of the grid-stride loop takes
+// tile b; blockDim.x a multiple of 32 (rows of the tile per step).
 template <typename T>
-__device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64 planes,
-                             i64 rows, i64 cols) {
+__device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __restrict__ mask,
+                             T* __restrict__ dst, i64 planes, i64 rows, i64 cols, int prep,
+                             int kind, double value) {
     __shared__ T tile[32][33];
     const i64 ty = (rows + 31) / 32, tx = (cols + 31) / 32;
     const i64 tiles = planes * ty * tx;
@@ -284,7 +356,10 @@ __device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64
         const i64 r0 = (rem / tx) * 32, c0 = (rem % tx) * 32;
         for (int k = threadIdx.x / 32; k < 32; k += step) {
             const i64 r = r0 + k, c = c0 + lane;
-            if (r < rows && c < cols) tile[k][lane] = src[(p * rows + r) * cols + c];
+            if (r < rows && c < cols) {
+                const i64 i = (p * rows + r) * cols + c;
+                tile[k][lane] = prep ? sc_prepared(src[i], mask[i], kind, value) : src[i];
+            }
         }
         __syncthreads();
         for (int k = threadIdx.x / 32; k < 32; k += step) {
@@ -308,15 +383,14 @@ __device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64
                                           i64 nx, i64 zbase, i64 size) {                        \
         gather<T>(w, mask, out, slot0, count, kind, c, ny, nx, zbase, size);                    \
     }                                                                                           \
-    extern "C" __global__ void sofia2_boxcar_##S(                                               \
-        const T* src, T* dst, i64 outer, i64 n, i64 inner, i64 r, double inv, i64 top,          \
-        i64 bottom, const T* carry_in, int has_carry_in, T* carry_out, int has_carry_out) {     \
-        sofia2_boxcar<T>(src, dst, outer, n, inner, r, inv, top, bottom, carry_in,              \
-                         has_carry_in, carry_out, has_carry_out);                               \
+    extern "C" __global__ void sofia2_boxcars_##S(const T* src, T* dst, ScBoxcars p,             \
+                                                  const T* carry_in, T* carry_out) {            \
+        sofia2_boxcars<T>(src, dst, p, carry_in, carry_out);                                    \
     }                                                                                           \
-    extern "C" __global__ void sc_transpose_##S(const T* src, T* dst, i64 planes, i64 rows,      \
-                                                i64 cols) {                                     \
-        sc_transpose<T>(src, dst, planes, rows, cols);                                          \
+    extern "C" __global__ void sc_transpose_##S(const T* src, const unsigned char* mask, T* dst,  \
+                                                i64 planes, i64 rows, i64 cols, int prep,       \
+                                                int kind, double value) {                       \
+        sc_transpose<T>(src, mask, dst, planes, rows, cols, prep, kind, value);                 \
     }                                                                                           \
     extern "C" __global__ void gather_at_##S(const T* w, const unsigned char* mask,             \
                                              const i64* idx, double* out, i64 n) {              \

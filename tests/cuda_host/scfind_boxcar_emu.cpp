@@ -1,10 +1,13 @@
-// Host run of kernels/scfind.cu's sofia2_boxcar (SoFiA-2's boxcar arithmetic) in
+// Host run of kernels/scfind.cu's sofia2_boxcars (SoFiA-2's boxcar arithmetic) in
 // src/cube/scfind/cuda.rs's order for `Plan::exact`: per slab (top slab first) the x boxcars
-// (on the planes transposed by sc_transpose, and back), the y boxcars, then the spectral running mean carried from the slab above. Slabs hold planes
-// z0-lo .. z1+hi-1 (zero planes outside the cube, the constant boundary). Usage:
-// scfind_boxcar_emu DIR; reads DIR/cube.bin (float32), DIR/params.bin (i64: nz ny nx rxy
-// passes rz nslabs, then z0 z1 lo hi per slab in ascending z), writes DIR/out.bin (float32,
-// the smoothed cube's interior planes).
+// (on the planes transposed by sc_transpose, and back), the y boxcars, then the spectral
+// running mean carried from the slab above. Slabs hold planes z0-lo .. z1+hi-1 (zero planes
+// outside the cube, the constant boundary). Usage:
+// scfind_boxcar_emu DIR; reads DIR/cube.bin (float32), DIR/mask.bin (uint8, the mask bits),
+// DIR/replace.bin (f64: the replacement kind and value), DIR/params.bin (i64: nz ny nx rz
+// nslabs, the count then the radii of the x boxcars, the same for y, then z0 z1 lo hi per slab
+// in ascending z), writes DIR/out.bin (float32, the smoothed cube's interior planes). The
+// values are prepared first (prepare, or folded into the first transpose), as the engine does.
 #include "simt.hpp"
 
 #include <string>
@@ -36,26 +39,60 @@ static std::vector<T> load(const std::string& path) {
     return v;
 }
 
-static void pass(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 n, i64 inner,
-                 i64 r, i64 top, i64 bottom, std::vector<float>& cin, int has_in,
-                 std::vector<float>& cout, int has_out) {
-    const double inv = (double)(float)(1.0 / (double)(2 * r + 1));
-    const i64 lines = outer * inner;
-    const unsigned block = 64;
-    const unsigned grid = (unsigned)std::min<i64>((lines + block - 1) / block, 16);
-    simt::launch(grid, block, [&] {
-        sofia2_boxcar_f32(a.data(), b.data(), outer, n, inner, r, inv, top, bottom, cin.data(),
-                          has_in, cout.data(), has_out);
-    });
-    std::swap(a, b);
-    if (has_out) std::swap(cin, cout);
+// The passes of radii rs, launched in groups as src/cube/scfind/cuda.rs groups them
+// (boxcar_groups: at most SC_MAX_BOXCARS a launch, the ring of passes 2.. within SC_RING_SLOTS).
+static void passes(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 n, i64 inner,
+                   const std::vector<i64>& rs, i64 top, i64 bottom, std::vector<float>& cin,
+                   int has_in, std::vector<float>& cout, int has_out) {
+    size_t k = 0;
+    while (k < rs.size()) {
+        ScBoxcars p{};
+        p.outer = outer;
+        p.n = n;
+        p.inner = inner;
+        p.top = top;
+        p.bottom = bottom;
+        p.has_carry_in = has_in;
+        p.has_carry_out = has_out;
+        i64 slots = 0;
+        int np = 0;
+        while (k < rs.size() && np < SC_MAX_BOXCARS && !has_in && !has_out &&
+               (np == 0 || slots + 2 * rs[k] + 1 <= SC_RING_SLOTS)) {
+            if (np > 0) slots += 2 * rs[k] + 1;
+            p.r[np] = rs[k];
+            p.inv[np] = (double)(float)(1.0 / (double)(2 * rs[k] + 1));
+            ++np;
+            ++k;
+        }
+        if (np == 0) {  // a carried pass runs alone
+            p.r[0] = rs[k];
+            p.inv[0] = (double)(float)(1.0 / (double)(2 * rs[k] + 1));
+            np = 1;
+            ++k;
+        }
+        p.passes = np;
+        const i64 lines = outer * inner;
+        const unsigned block = 64;
+        const unsigned grid = (unsigned)std::min<i64>((lines + block - 1) / block, 16);
+        simt::launch(grid, block, [&] {
+            sofia2_boxcars_f32(a.data(), b.data(), p, cin.data(), cout.data());
+        });
+        std::swap(a, b);
+        if (has_out) std::swap(cin, cout);
+    }
 }
 
+// b = a's planes transposed, then swap; with prep, src = the raw slab prepared on the way.
 static void transpose(std::vector<float>& a, std::vector<float>& b, i64 planes, i64 rows,
-                      i64 cols) {
+                      i64 cols, const float* src = nullptr, const unsigned char* mask = nullptr,
+                      int kind = 0, double value = 0.0) {
     const i64 tiles = planes * ((rows + 31) / 32) * ((cols + 31) / 32);
     const unsigned grid = (unsigned)std::min<i64>(tiles, 5);  // blocks loop over tiles
-    simt::launch(grid, 256, [&] { sc_transpose_f32(a.data(), b.data(), planes, rows, cols); });
+    const int prep = src != nullptr;
+    simt::launch(grid, 256, [&] {
+        sc_transpose_f32(prep ? src : a.data(), mask, b.data(), planes, rows, cols, prep, kind,
+                         value);
+    });
     std::swap(a, b);
 }
 
@@ -63,35 +100,48 @@ int main(int argc, char** argv) {
     if (argc < 2) return 2;
     const std::string dir = argv[1];
     auto cube = load<float>(dir + "/cube.bin");
+    auto mask = load<unsigned char>(dir + "/mask.bin");
     auto p = load<i64>(dir + "/params.bin");
-    const i64 nz = p[0], ny = p[1], nx = p[2], rxy = p[3], passes = p[4], rz = p[5];
-    const i64 nslabs = p[6];
+    auto rep = load<double>(dir + "/replace.bin");  // kind, value
+    const int kind = (int)rep[0];
+    const double value = rep[1];
+    const i64 nz = p[0], ny = p[1], nx = p[2], rz = p[3], nslabs = p[4];
+    i64 at = 5;
+    const std::vector<i64> rx(p.begin() + at + 1, p.begin() + at + 1 + p[at]);
+    at += 1 + p[at];
+    const std::vector<i64> ry(p.begin() + at + 1, p.begin() + at + 1 + p[at]);
+    at += 1 + p[at];
     const i64 plane = ny * nx;
     std::vector<float> out(nz * plane, 0.0f);
     std::vector<float> carry(plane, 0.0f), carry_next(plane, 0.0f);
     int valid = 0;
     for (i64 s = nslabs - 1; s >= 0; --s) {  // top down
-        const i64 z0 = p[7 + 4 * s], z1 = p[8 + 4 * s], lo = p[9 + 4 * s], hi = p[10 + 4 * s];
+        const i64* sl = &p[at + 4 * s];
+        const i64 z0 = sl[0], z1 = sl[1], lo = sl[2], hi = sl[3];
         const i64 l = lo + (z1 - z0) + hi;
-        std::vector<float> a(l * plane, 0.0f), b(l * plane, 0.0f);
+        std::vector<float> a(l * plane, 0.0f), b(l * plane, 0.0f), x(l * plane, 0.0f);
+        std::vector<unsigned char> m(l * plane, 0);
         for (i64 k = 0; k < l; ++k) {
             const i64 z = z0 - lo + k;
             if (z < 0 || z >= nz) continue;
             for (i64 i = 0; i < plane; ++i) {
-                const float v = cube[z * plane + i];
-                a[k * plane + i] = std::isnan(v) ? 0.0f : v;
+                x[k * plane + i] = cube[z * plane + i];
+                m[k * plane + i] = mask[z * plane + i];
             }
         }
-        if (rxy > 0) {
-            transpose(a, b, l, ny, nx);
-            for (i64 q = 0; q < passes; ++q)
-                pass(a, b, l, nx, ny, rxy, nx - 1, 0, carry, 0, carry_next, 0);
+        // the engine's prepare: folded into the first transpose when there are x boxcars
+        if (rx.empty()) {
+            simt::launch(4, 64, [&] {
+                prepare_f32(x.data(), m.data(), a.data(), l * plane, kind, value);
+            });
+        } else {
+            transpose(a, b, l, ny, nx, x.data(), m.data(), kind, value);
+            passes(a, b, l, nx, ny, rx, nx - 1, 0, carry, 0, carry_next, 0);
             transpose(a, b, l, nx, ny);
-            for (i64 q = 0; q < passes; ++q)
-                pass(a, b, l, ny, nx, rxy, ny - 1, 0, carry, 0, carry_next, 0);
         }
+        if (!ry.empty()) passes(a, b, l, ny, nx, ry, ny - 1, 0, carry, 0, carry_next, 0);
         if (rz > 0) {
-            pass(a, b, 1, l, plane, rz, lo + (z1 - z0) - 1, lo, carry, valid, carry_next, 1);
+            passes(a, b, 1, l, plane, {rz}, lo + (z1 - z0) - 1, lo, carry, valid, carry_next, 1);
             valid = 1;
         }
         for (i64 z = z0; z < z1; ++z)

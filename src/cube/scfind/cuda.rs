@@ -20,7 +20,7 @@ use super::{
 };
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{
-    self, grid_stride, CudaFunction, CudaSlice, Gpu, LaunchConfig, PushKernelArg,
+    self, grid_stride, CudaFunction, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
 use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
 use crate::cube::stats::noise::MAD_TO_STD;
@@ -37,6 +37,53 @@ const RESERVE: usize = 256 << 20;
 
 fn cfg(n: usize) -> LaunchConfig {
     grid_stride(n, MAX_BLOCKS)
+}
+
+/// Boxcars fused into one launch of `sofia2_boxcars` (SC_MAX_BOXCARS in kernels/scfind.cu).
+const MAX_BOXCARS: usize = 4;
+/// Ring slots a thread has for the fused passes after the first (SC_RING_SLOTS).
+const RING_SLOTS: usize = 16;
+
+/// Mirrors `struct ScBoxcars` in kernels/scfind.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct ScBoxcars {
+    outer: i64,
+    n: i64,
+    inner: i64,
+    top: i64,
+    bottom: i64,
+    r: [i64; MAX_BOXCARS],
+    inv: [f64; MAX_BOXCARS],
+    passes: i32,
+    has_carry_in: i32,
+    has_carry_out: i32,
+    pad: i32,
+}
+
+// SAFETY: plain-old-data with the same C layout as the kernel's struct.
+unsafe impl DeviceRepr for ScBoxcars {}
+
+/// The launches of a chain of boxcars of radii `radii` along one axis: consecutive runs of at
+/// most MAX_BOXCARS whose passes after the first fit their rings (2r+1 slots each) in
+/// RING_SLOTS; a radius too wide for a ring starts a launch of its own.
+fn boxcar_groups(radii: &[usize]) -> Vec<&[usize]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while start < radii.len() {
+        let (mut end, mut slots) = (start + 1, 0);
+        let ring = |r: usize| 2 * r + 1;
+        while end < radii.len()
+            && end - start < MAX_BOXCARS
+            && slots + ring(radii[end]) <= RING_SLOTS
+        {
+            slots += ring(radii[end]);
+            end += 1;
+        }
+        groups.push(&radii[start..end]);
+        start = end;
+    }
+    groups
 }
 
 /// The element-wise kernels for element type T.
@@ -61,7 +108,7 @@ impl Fns {
             gather_at: f("gather_at")?,
             minmax: f("minmax")?,
             clip: f("clip")?,
-            boxcar: f("sofia2_boxcar")?,
+            boxcar: f("sofia2_boxcars")?,
             transpose: f("sc_transpose")?,
         })
     }
@@ -360,6 +407,14 @@ impl<'a, T: Real> Engine<'a, T> {
             Replace::Sign(f) => (1, T::from_f64(f * rms0).to_f64()),
             Replace::CopySign(f) => (2, T::from_f64(f * rms0).to_f64()),
         };
+        if passes
+            .exact_xy
+            .as_ref()
+            .is_some_and(|(xr, _)| !xr.is_empty())
+        {
+            // the first transpose of the x boxcars prepares the values on the way
+            return self.smooth_exact(s, passes, Some((kind, value)));
+        }
         let nn = n as i64;
         let mut b = self.gpu.stream.launch_builder(&self.fns.prepare);
         b.arg(&self.cube)
@@ -379,7 +434,7 @@ impl<'a, T: Real> Engine<'a, T> {
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
         if passes.exact_xy.is_some() || passes.exact_z.is_some() {
-            return self.smooth_exact(s, passes);
+            return self.smooth_exact(s, passes, None);
         }
         let yv = AxisView {
             outer: l,
@@ -407,55 +462,88 @@ impl<'a, T: Real> Engine<'a, T> {
         Ok(())
     }
 
-    /// One SoFiA-2 boxcar (radius r) of the lines of `a` given by (outer, n, inner) into `b`,
-    /// planes top..=bottom of each line, then swap a and b.
-    #[allow(clippy::too_many_arguments)]
-    fn boxcar_pass(
+    /// SoFiA-2 boxcars of radii `radii`, one after the other, over the lines of `a` given by
+    /// (outer, n, inner), planes top..=bottom of each line; the result ends in `a`. Several
+    /// boxcars go in one sweep (`boxcar_groups`) for whole lines (top = n−1, bottom = 0); a
+    /// carried (spectral) pass runs alone.
+    fn boxcars(
         &mut self,
         view: AxisView,
-        r: usize,
+        radii: &[usize],
         top: usize,
         bottom: usize,
         carry_in: bool,
         carry_out: bool,
     ) -> Result<()> {
-        let (outer, n, inner) = (view.outer as i64, view.n as i64, view.inner as i64);
-        let (ri, ti, bi) = (r as i64, top as i64, bottom as i64);
-        let inv = crate::cube::scfind::running::inverse_width::<T>(r);
-        let (ci, co) = (carry_in as i32, carry_out as i32);
+        let groups = if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
+            radii.chunks(1).collect()
+        } else {
+            boxcar_groups(radii)
+        };
         let lines = view.outer * view.inner;
-        let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
-        bld.arg(&self.a)
-            .arg(&mut self.b)
-            .arg(&outer)
-            .arg(&n)
-            .arg(&inner)
-            .arg(&ri)
-            .arg(&inv)
-            .arg(&ti)
-            .arg(&bi)
-            .arg(&self.carry)
-            .arg(&ci)
-            .arg(&mut self.carry_next)
-            .arg(&co);
-        // SAFETY: arguments match sofia2_boxcar_* in kernels/scfind.cu; a and b hold
-        // outer·n·inner elements, carry one plane (the z pass only: outer = 1).
-        unsafe { bld.launch(cfg(lines)) }?;
-        std::mem::swap(&mut self.a, &mut self.b);
-        if carry_out {
-            std::mem::swap(&mut self.carry, &mut self.carry_next);
+        for g in groups {
+            let mut p = ScBoxcars {
+                outer: view.outer as i64,
+                n: view.n as i64,
+                inner: view.inner as i64,
+                top: top as i64,
+                bottom: bottom as i64,
+                r: [0; MAX_BOXCARS],
+                inv: [0.0; MAX_BOXCARS],
+                passes: g.len() as i32,
+                has_carry_in: carry_in as i32,
+                has_carry_out: carry_out as i32,
+                pad: 0,
+            };
+            for (k, &r) in g.iter().enumerate() {
+                p.r[k] = r as i64;
+                p.inv[k] = crate::cube::scfind::running::inverse_width::<T>(r);
+            }
+            let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
+            bld.arg(&self.a)
+                .arg(&mut self.b)
+                .arg(&p)
+                .arg(&self.carry)
+                .arg(&mut self.carry_next);
+            // SAFETY: arguments match sofia2_boxcars_* in kernels/scfind.cu; a and b hold
+            // outer·n·inner elements, carry one plane (the z pass only: outer = 1); several
+            // passes only over whole lines without carries, their rings within RING_SLOTS;
+            // blockDim is THREADS = 256 (the kernel's ring).
+            unsafe { bld.launch(cfg(lines)) }?;
+            std::mem::swap(&mut self.a, &mut self.b);
+            if carry_out {
+                std::mem::swap(&mut self.carry, &mut self.carry_next);
+            }
         }
         Ok(())
     }
 
     /// b = every plane of a ((planes, rows, cols) → (planes, cols, rows)), then swap a and b.
-    fn transpose_planes(&mut self, planes: usize, rows: usize, cols: usize) -> Result<()> {
+    /// With `prep` = Some((kind, value)) the source is the loaded cube, prepared on the way
+    /// (replacement, NaN → 0: `prepare` folded into the transpose).
+    fn transpose_planes(
+        &mut self,
+        planes: usize,
+        rows: usize,
+        cols: usize,
+        prep: Option<(i32, f64)>,
+    ) -> Result<()> {
         let tiles = planes * rows.div_ceil(32) * cols.div_ceil(32);
         let (p, r, c) = (planes as i64, rows as i64, cols as i64);
+        let (on, (kind, value)) = (prep.is_some() as i32, prep.unwrap_or((0, 0.0)));
+        let src = if prep.is_some() { &self.cube } else { &self.a };
         let mut bld = self.gpu.stream.launch_builder(&self.fns.transpose);
-        bld.arg(&self.a).arg(&mut self.b).arg(&p).arg(&r).arg(&c);
-        // SAFETY: arguments match sc_transpose_* in kernels/scfind.cu; a and b hold
-        // planes·rows·cols elements; blockDim is THREADS (a multiple of 32).
+        bld.arg(src)
+            .arg(&self.mask)
+            .arg(&mut self.b)
+            .arg(&p)
+            .arg(&r)
+            .arg(&c)
+            .arg(&on)
+            .arg(&kind)
+            .arg(&value);
+        // SAFETY: arguments match sc_transpose_* in kernels/scfind.cu; the cube, the mask, a
+        // and b hold planes·rows·cols elements; blockDim is THREADS (a multiple of 32).
         unsafe { bld.launch(cfg(tiles * cuda::THREADS as usize)) }?;
         std::mem::swap(&mut self.a, &mut self.b);
         Ok(())
@@ -463,31 +551,36 @@ impl<'a, T: Real> Engine<'a, T> {
 
     /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first, then columns (y), then the
     /// spectral running mean, top down, carried from the slab above. The x boxcars run on the
-    /// transposed planes, so that neighbouring threads read neighbouring values.
-    fn smooth_exact(&mut self, s: &Slab, passes: &KernelPasses) -> Result<()> {
+    /// transposed planes, so that neighbouring threads read neighbouring values. `prep`: the
+    /// slab is not prepared yet (`a` unset): the first transpose prepares the loaded cube
+    /// (x boxcars only).
+    fn smooth_exact(
+        &mut self,
+        s: &Slab,
+        passes: &KernelPasses,
+        prep: Option<(i32, f64)>,
+    ) -> Result<()> {
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
         if let Some((xr, yr)) = &passes.exact_xy {
             if !xr.is_empty() {
-                self.transpose_planes(l, ny, nx)?;
-                for &r in xr {
-                    let v = AxisView {
-                        outer: l,
-                        n: nx,
-                        inner: ny,
-                    };
-                    self.boxcar_pass(v, r, nx - 1, 0, false, false)?;
-                }
-                self.transpose_planes(l, nx, ny)?;
+                self.transpose_planes(l, ny, nx, prep)?;
+                let v = AxisView {
+                    outer: l,
+                    n: nx,
+                    inner: ny,
+                };
+                self.boxcars(v, xr, nx - 1, 0, false, false)?;
+                self.transpose_planes(l, nx, ny, None)?;
                 self.mark("spatial x")?;
             }
-            for &r in yr {
+            if !yr.is_empty() {
                 let v = AxisView {
                     outer: l,
                     n: ny,
                     inner: nx,
                 };
-                self.boxcar_pass(v, r, ny - 1, 0, false, false)?;
+                self.boxcars(v, yr, ny - 1, 0, false, false)?;
             }
             self.mark("spatial y")?;
         } else {
@@ -528,7 +621,7 @@ impl<'a, T: Real> Engine<'a, T> {
             };
             let top = s.lo + (s.z1 - s.z0) - 1;
             let carry_in = self.carry_valid;
-            self.boxcar_pass(v, r, top, s.lo, carry_in, true)?;
+            self.boxcars(v, &[r], top, s.lo, carry_in, true)?;
             self.carry_valid = true;
         } else {
             for p in &passes.z {
@@ -1007,6 +1100,17 @@ impl KernelPasses {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boxcar_groups_fill_launches_and_rings() {
+        let g = |r: &[usize]| boxcar_groups(r).iter().map(|g| g.len()).collect::<Vec<_>>();
+        assert_eq!(g(&[1, 1, 1]), [3]);
+        assert_eq!(g(&[2; 6]), [4, 2]); // passes 2..4: 3 rings of 5 slots
+        assert_eq!(g(&[3; 5]), [3, 2]); // 2 rings of 7
+        assert_eq!(g(&[9, 1, 1]), [3]); // the first pass reads the array: no ring
+        assert_eq!(g(&[1, 8, 2]), [1, 2]); // a ring of 17 does not fit: starts a launch
+        assert_eq!(g(&[]), Vec::<usize>::new());
+    }
 
     #[test]
     fn slot_ranges_partition_the_sample() {
