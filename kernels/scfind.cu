@@ -227,88 +227,115 @@ __device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 in
 }
 
 #define SC_MAX_BOXCARS 4
-// Ring slots per thread for the fused passes 2..P (2r+1 each); blockDim.x <= 256.
-#define SC_RING_SLOTS 16
+// Bytes of shared ring per thread: 128 / sizeof(T) slots (2r+1 per ring-fed pass).
+#define SC_RING_BYTES 128
 // Steps whose loads are issued together (they do not depend on the running means).
 #define SC_CHUNK 8
 
-// Arguments of sofia2_boxcars, mirrored by ScBoxcars in src/cube/scfind/cuda.rs.
+// Arguments of the fused boxcar kernels, mirrored by ScBoxcars in src/cube/scfind/cuda.rs.
 struct ScBoxcars {
     i64 outer, n, inner;  // line L = (o, j) holds src[(o*n + p)*inner + j], p = 0..n
     i64 top, bottom;      // planes written, top down
     i64 r[SC_MAX_BOXCARS];
     double inv[SC_MAX_BOXCARS];  // 1/(2r+1) rounded to T
     int passes;  // > 1 only for whole lines (top = n-1, bottom = 0) without carries
-    int has_carry_in, has_carry_out, pad;
+    int has_carry_in, has_carry_out;
+    int prep;       // sofia2_boxcar_rows: prepare the values on the way in (sc_prepared)
+    int kind, pad;  // the replacement kind and value for prep
+    double value;
 };
 
-// `passes` boxcars of radii r[0..passes) applied one after the other to each line, in one
-// sweep: the result equals that many launches of a single boxcar bit for bit (the same
-// roundings in the same order) while the line is read and written once. A boxcar: values
-// outside 0..n (and NaN) read as 0; m[top] from carry_in (the value at top+1, given by the
-// piece above) or, without it, the window sum from its far end; then
-// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv; carry_out gets m[bottom]. Pass 1 reads src;
-// pass k > 1 runs r[k] planes behind pass k-1 and keeps the last 2r[k]+1 values it was fed
-// in a ring in shared memory (its x[i+r+1]).
+// `passes` boxcars of radii r[0..passes) applied one after the other to a line, in one sweep:
+// the result equals that many single boxcars bit for bit (the same roundings in the same
+// order) while the line is read and written once. A boxcar: values outside 0..n (and NaN)
+// read as 0; m[top] from carry_in (the value at top+1, given by the piece above) or, without
+// it, the window sum from its far end (top+r down to top-r); then
+// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv; carry_out gets m[bottom]. Position q of a pass
+// is plane top - q. A ring-fed pass keeps the last 2r+1 values it was fed (its x[i+r+1]) in
+// shared memory, slot c of pass k at ring[(base[k] + c) * stride], and runs r planes behind
+// the pass feeding it.
+
+// Feed v, the input of pass k0 at position q, down passes k0..passes-1. Returns true when the
+// last pass has an output, left in v with its position in q.
+template <typename T>
+__device__ __forceinline__ bool sc_cascade(const ScBoxcars& p, int k0, T* ring, int stride,
+                                           int* head, const int* base, T* m, T& v, i64& q) {
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) {
+        if (k < k0) continue;
+        if (k >= p.passes) break;
+        const T u = (p.top - q < 0 || isnan((double)v)) ? (T)0 : v;
+        const int r = (int)p.r[k], len = 2 * r + 1;
+        T& slot = ring[(base[k] + head[k]) * stride];
+        const T old = slot;  // the value fed 2r+1 positions ago
+        slot = u;
+        head[k] = head[k] + 1 == len ? 0 : head[k] + 1;
+        q -= r;
+        if (q < 0) return false;
+        const T inv = (T)p.inv[k];
+        if (q == 0) {
+            // the window top+r .. top-r, oldest first (the slots of positions above top hold 0)
+            T acc = (T)0;
+            for (int c = 0; c < len; ++c) {
+                const int h = head[k] + c < len ? head[k] + c : head[k] + c - len;
+                acc = sc_add(acc, ring[(base[k] + h) * stride]);
+            }
+            m[k] = sc_mul(acc, inv);
+        } else {
+            m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
+        }
+        v = m[k];
+    }
+    return true;
+}
+
+// Zeroed rings (values above top read as 0) of passes k0..passes-1; returns the slots used.
+template <typename T>
+__device__ __forceinline__ int sc_rings(const ScBoxcars& p, int k0, T* ring, int stride,
+                                        int* head, int* base, T* m) {
+    int slots = 0;
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) {
+        m[k] = (T)0;
+        head[k] = 0;
+        base[k] = slots;
+        if (k >= k0 && k < p.passes) slots += 2 * (int)p.r[k] + 1;
+    }
+    for (int c = 0; c < slots; ++c) ring[c * stride] = (T)0;
+    return slots;
+}
+
+// The fused boxcars with one thread per line (neighbouring threads: neighbouring lines, for
+// inner > 1). Pass 1 reads src itself (no ring: any radius, carries, halo planes above top);
+// passes 2.. are ring-fed. blockDim.x <= 256.
 template <typename T>
 __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, const ScBoxcars p,
                                const T* carry_in, T* carry_out) {
-    __shared__ T ring[SC_RING_SLOTS][256];
-    const int P = p.passes, tid = threadIdx.x;
+    constexpr int RS = SC_RING_BYTES / sizeof(T);
+    __shared__ T ring[RS][256];
+    const int P = p.passes;
     const i64 n = p.n, inner = p.inner, top = p.top, r1 = p.r[0];
     const T inv1 = (T)p.inv[0];
     const i64 last = top - p.bottom;  // last output position (plane top - last)
     i64 lag = 0;                      // passes 2..P run this many planes behind pass 1
     for (int k = 1; k < P; ++k) lag += p.r[k];
     const i64 lines = p.outer * inner;
+    T* my = &ring[0][threadIdx.x];
     SC_GRID_STRIDE(L, lines) {
         const i64 o = L / inner, j = L - o * inner;
         const T* s = src + o * n * inner + j;
         T* d = dst + o * n * inner + j;
         T m[SC_MAX_BOXCARS];
         int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
-        int slots = 0;
-#pragma unroll
-        for (int k = 1; k < SC_MAX_BOXCARS; ++k) {
-            m[k] = (T)0;
-            head[k] = 0;
-            base[k] = slots;
-            if (k < P) slots += 2 * (int)p.r[k] + 1;
-        }
-        for (int q = 0; q < slots; ++q) ring[q][tid] = (T)0;  // values above top read as 0
-
-        // Pass 1 has produced position t (plane top - t) in m[0]: feed it down the passes and
-        // write the last pass's output once it has one.
-        auto cascade = [&](i64 t) {
+        sc_rings(p, 1, my, 256, head, base, m);
+        // pass 1 has position t in m[0]: on down the passes, the last one's output written
+        auto emit = [&](i64 t) {
             T v = m[0];
-            i64 q = t;  // position of v
-#pragma unroll
-            for (int k = 1; k < SC_MAX_BOXCARS; ++k) {
-                if (k >= P) break;
-                const T u = (top - q < 0 || isnan((double)v)) ? (T)0 : v;
-                const int rk = (int)p.r[k], len = 2 * rk + 1;
-                T& slot = ring[base[k] + head[k]][tid];
-                const T old = slot;  // the value fed 2r+1 positions ago
-                slot = u;
-                head[k] = head[k] + 1 == len ? 0 : head[k] + 1;
-                q -= rk;
-                if (q < 0) return;
-                const T inv = (T)p.inv[k];
-                if (q == 0) {
-                    // fed positions 0..rk sit in slots 0..rk (0 + the zeros above top skipped)
-                    T acc = (T)0;
-                    for (int c = 0; c <= rk; ++c) acc = sc_add(acc, ring[base[k] + c][tid]);
-                    m[k] = sc_mul(acc, inv);
-                } else {
-                    m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
-                }
-                v = m[k];
-            }
-            if (q > last) return;
+            i64 q = t;
+            if (!sc_cascade(p, 1, my, 256, head, base, m, v, q) || q > last) return;
             d[(top - q) * inner] = v;
             if (q == last && p.has_carry_out) carry_out[L] = v;
         };
-
         if (p.has_carry_in) {
             m[0] = sc_add(carry_in[L], sc_mul(sc_sub(sc_at(s, top - r1, n, inner),
                                                      sc_at(s, top + r1 + 1, n, inner)),
@@ -318,7 +345,7 @@ __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, c
             for (i64 q = top + r1; q >= top - r1; --q) acc = sc_add(acc, sc_at(s, q, n, inner));
             m[0] = sc_mul(acc, inv1);
         }
-        cascade(0);
+        emit(0);
         const i64 end = last + lag;
         for (i64 t0 = 1; t0 <= end; t0 += SC_CHUNK) {
             T lead[SC_CHUNK], trail[SC_CHUNK];
@@ -332,8 +359,74 @@ __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, c
             for (int u = 0; u < SC_CHUNK; ++u) {
                 if (t0 + u > end) break;
                 m[0] = sc_add(m[0], sc_mul(sc_sub(lead[u], trail[u]), inv1));
-                cascade(t0 + u);
+                emit(t0 + u);
             }
+        }
+    }
+}
+
+// Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
+#define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
+
+// The fused boxcars along contiguous lines (inner = 1, whole lines, no carries), every pass
+// ring-fed: each warp takes 32 lines, one a lane, and moves them 32 positions at a time
+// through a 32x32 tile in shared memory, so that loads and stores are coalesced (no
+// transposes). The tile column of an input position is overwritten by the output of the same
+// column: outputs lag inputs by the sum of the radii, and the tiles are offset by it. With
+// `prep`, the values are prepared on the way in (mask laid out as src). Launch: blockDim.x =
+// 32 * SC_ROW_WARPS(T); the radii's rings within SC_RING_BYTES / sizeof(T) slots.
+template <typename T>
+__device__ void sofia2_boxcar_rows(const T* __restrict__ src, const unsigned char* __restrict__ mask,
+                                   T* __restrict__ dst, const ScBoxcars p) {
+    constexpr int W = SC_ROW_WARPS(T), RS = SC_RING_BYTES / sizeof(T);
+    __shared__ T tile[W][32][33];
+    __shared__ T ring[RS][W * 32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const i64 n = p.n, lines = p.outer;
+    i64 lag = 0;  // the last pass's output position trails the input's by this much
+    for (int k = 0; k < p.passes; ++k) lag += p.r[k];
+    T(*t)[33] = tile[warp];
+    T* my = &ring[0][threadIdx.x];
+    const i64 groups = (lines + 31) / 32;
+    for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
+        const i64 l0 = g * 32;
+        const int rows = lines - l0 < 32 ? (int)(lines - l0) : 32;
+        T m[SC_MAX_BOXCARS];
+        int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
+        sc_rings(p, 0, my, W * 32, head, base, m);
+        // tile column c <- input position t0 + c (plane n-1-t0-c; 0 beyond the line)
+        auto load = [&](i64 t0) {
+            __syncwarp();
+            const i64 i = n - 1 - t0 - lane;
+            for (int k = 0; k < 32; ++k) {
+                T v = (T)0;
+                if (k < rows && i >= 0) {
+                    const i64 a = (l0 + k) * n + i;
+                    v = p.prep ? sc_prepared(src[a], mask[a], p.kind, p.value) : src[a];
+                }
+                t[k][lane] = v;
+            }
+            __syncwarp();
+        };
+        // input position t0 + c of this lane's line through the passes; the output (position
+        // t0 + c - lag) replaces it in the tile
+        auto run = [&](i64 t0, int cols) {
+            for (int c = 0; c < cols; ++c) {
+                T v = t[lane][c];
+                i64 q = t0 + c;
+                sc_cascade(p, 0, my, W * 32, head, base, m, v, q);
+                t[lane][c] = v;
+            }
+        };
+        load(0);
+        run(0, (int)lag);  // lag < 32: no output yet
+        for (i64 q0 = 0; q0 < n; q0 += 32) {
+            load(q0 + lag);
+            run(q0 + lag, 32);
+            __syncwarp();
+            const i64 i = n - 1 - q0 - lane;
+            if (i >= 0)
+                for (int k = 0; k < rows; ++k) dst[(l0 + k) * n + i] = t[k][lane];
         }
     }
 }
@@ -386,6 +479,10 @@ __device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __r
     extern "C" __global__ void sofia2_boxcars_##S(const T* src, T* dst, ScBoxcars p,             \
                                                   const T* carry_in, T* carry_out) {            \
         sofia2_boxcars<T>(src, dst, p, carry_in, carry_out);                                    \
+    }                                                                                           \
+    extern "C" __global__ void sofia2_boxcar_rows_##S(const T* src, const unsigned char* mask,   \
+                                                      T* dst, ScBoxcars p) {                    \
+        sofia2_boxcar_rows<T>(src, mask, dst, p);                                               \
     }                                                                                           \
     extern "C" __global__ void sc_transpose_##S(const T* src, const unsigned char* mask, T* dst,  \
                                                 i64 planes, i64 rows, i64 cols, int prep,       \

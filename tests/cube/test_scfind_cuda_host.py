@@ -52,14 +52,16 @@ def prepared(cube, mask, kind, value):
         ((9, 7, 11), [1] * 3, [1] * 3, 1, None, SIGN),
         ((13, 6, 10), [2] * 6, [2] * 6, 3, None, NONE),  # two launches an axis (4 + 2 fused)
         ((13, 6, 10), [2] * 6, [2] * 6, 3, 4, COPYSIGN),
-        ((5, 70, 45), [2] * 3, [2] * 3, 1, 2, SIGN),  # planes of several 32x32 tiles
+        ((5, 70, 45), [2] * 3, [2] * 3, 1, 2, SIGN),  # 350 rows: 11 warps' tiles, 2 a row
         ((17, 5, 8), [], [], 7, 3, SIGN),  # no x boxcars: the prepare pass of its own
-        ((11, 8, 5), [3] * 5, [3] * 5, 2, 5, NONE),  # the ring holds 2 fused radius-3 passes
+        ((11, 8, 5), [3] * 5, [3] * 5, 2, 5, NONE),  # y: the ring holds 2 radius-3 passes
         ((6, 4, 4), [1] * 4, [1] * 4, 10, 2, SIGN),  # spectral window wider than the cube
         ((7, 40, 33), [1, 2, 3], [3, 1], 0, None, COPYSIGN),  # mixed radii; short lines
-        ((4, 9, 30), [9, 1, 1], [8, 2], 1, None, SIGN),  # a radius whose ring does not fit
-        ((3, 6, 21), [4, 4, 4, 4, 4], [], 0, None, NONE),
+        ((4, 9, 30), [9, 1, 1], [8, 2], 1, None, SIGN),  # y: radius 8 is not ring-fed
+        ((3, 6, 21), [4, 4, 4, 4, 4], [], 0, None, NONE),  # x: 3 + 2 (rings of 9)
         ((5, 6, 7), [], [2, 2, 2], 1, None, COPYSIGN),
+        ((3, 11, 45), [16, 1], [1], 0, None, SIGN),  # x: a ring of 33: on transposed planes
+        ((2, 33, 100), [15], [1, 1], 2, None, COPYSIGN),  # x: one ring of 31, lag 15
     ],
 )
 def test_sofia2_boxcars_kernel_matches_reference(
@@ -68,9 +70,9 @@ def test_sofia2_boxcars_kernel_matches_reference(
     cube = rng.normal(size=shape).astype(np.float32)
     cube[1, 2, :] = np.nan
     cube[0, 1, 3] = np.inf  # inf - inf = NaN inside a pass: the next pass reads it as 0
-    cube[2, 0, :2] = 0.0
+    cube[-1, 0, :2] = 0.0
     mask = np.where(rng.random(shape) < 0.2, MASKED, 0).astype(np.uint8)
-    mask[2, 0, :] |= MASKED
+    mask[-1, 0, :] |= MASKED
     mask[-1, -1, -1] = BLANK
     cube.tofile(tmp_path / "cube.bin")
     mask.tofile(tmp_path / "mask.bin")

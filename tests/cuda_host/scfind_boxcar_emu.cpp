@@ -1,6 +1,7 @@
-// Host run of kernels/scfind.cu's sofia2_boxcars (SoFiA-2's boxcar arithmetic) in
+// Host run of kernels/scfind.cu's fused boxcars (SoFiA-2's boxcar arithmetic) in
 // src/cube/scfind/cuda.rs's order for `Plan::exact`: per slab (top slab first) the x boxcars
-// (on the planes transposed by sc_transpose, and back), the y boxcars, then the spectral
+// (sofia2_boxcar_rows over the rows, or, for a radius too wide for its ring, sofia2_boxcars
+// on the planes transposed by sc_transpose, and back), the y boxcars, then the spectral
 // running mean carried from the slab above. Slabs hold planes z0-lo .. z1+hi-1 (zero planes
 // outside the cube, the constant boundary). Usage:
 // scfind_boxcar_emu DIR; reads DIR/cube.bin (float32), DIR/mask.bin (uint8, the mask bits),
@@ -10,6 +11,7 @@
 // values are prepared first (prepare, or folded into the first transpose), as the engine does.
 #include "simt.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -39,14 +41,34 @@ static std::vector<T> load(const std::string& path) {
     return v;
 }
 
-// The passes of radii rs, launched in groups as src/cube/scfind/cuda.rs groups them
-// (boxcar_groups: at most SC_MAX_BOXCARS a launch, the ring of passes 2.. within SC_RING_SLOTS).
+static const int RING_SLOTS = SC_RING_BYTES / sizeof(float);
+
+// The launches of the passes of radii rs from index k on, as src/cube/scfind/cuda.rs groups
+// them (boxcar_groups: at most SC_MAX_BOXCARS a launch, the rings of the ring-fed passes, all
+// with first_fed, within RING_SLOTS); a carried pass runs alone.
+static ScBoxcars group(const std::vector<i64>& rs, size_t& k, bool first_fed, bool alone) {
+    ScBoxcars p{};
+    int np = 0;
+    i64 used = first_fed ? 2 * rs[k] + 1 : 0;
+    do {
+        if (np > 0) used += 2 * rs[k] + 1;
+        p.r[np] = rs[k];
+        p.inv[np] = (double)(float)(1.0 / (double)(2 * rs[k] + 1));
+        ++np;
+        ++k;
+    } while (!alone && k < rs.size() && np < SC_MAX_BOXCARS &&
+             used + 2 * rs[k] + 1 <= RING_SLOTS);
+    p.passes = np;
+    return p;
+}
+
+// sofia2_boxcars over (outer, n, inner) lines, planes top..bottom.
 static void passes(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 n, i64 inner,
                    const std::vector<i64>& rs, i64 top, i64 bottom, std::vector<float>& cin,
                    int has_in, std::vector<float>& cout, int has_out) {
     size_t k = 0;
     while (k < rs.size()) {
-        ScBoxcars p{};
+        ScBoxcars p = group(rs, k, false, has_in || has_out);
         p.outer = outer;
         p.n = n;
         p.inner = inner;
@@ -54,23 +76,6 @@ static void passes(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 
         p.bottom = bottom;
         p.has_carry_in = has_in;
         p.has_carry_out = has_out;
-        i64 slots = 0;
-        int np = 0;
-        while (k < rs.size() && np < SC_MAX_BOXCARS && !has_in && !has_out &&
-               (np == 0 || slots + 2 * rs[k] + 1 <= SC_RING_SLOTS)) {
-            if (np > 0) slots += 2 * rs[k] + 1;
-            p.r[np] = rs[k];
-            p.inv[np] = (double)(float)(1.0 / (double)(2 * rs[k] + 1));
-            ++np;
-            ++k;
-        }
-        if (np == 0) {  // a carried pass runs alone
-            p.r[0] = rs[k];
-            p.inv[0] = (double)(float)(1.0 / (double)(2 * rs[k] + 1));
-            np = 1;
-            ++k;
-        }
-        p.passes = np;
         const i64 lines = outer * inner;
         const unsigned block = 64;
         const unsigned grid = (unsigned)std::min<i64>((lines + block - 1) / block, 16);
@@ -79,6 +84,34 @@ static void passes(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 
         });
         std::swap(a, b);
         if (has_out) std::swap(cin, cout);
+    }
+}
+
+// sofia2_boxcar_rows over rows lines of n values; the first launch prepares src (the raw
+// slab, with its mask) on the way in.
+static void rows_passes(std::vector<float>& a, std::vector<float>& b, i64 rows, i64 n,
+                        const std::vector<i64>& rs, const float* src, const unsigned char* mask,
+                        int kind, double value) {
+    size_t k = 0;
+    bool first = true;
+    while (k < rs.size()) {
+        ScBoxcars p = group(rs, k, true, false);
+        p.outer = rows;
+        p.n = n;
+        p.inner = 1;
+        p.top = n - 1;
+        p.bottom = 0;
+        p.prep = first;
+        p.kind = kind;
+        p.value = value;
+        const int warps = SC_ROW_WARPS(float);
+        const i64 groups = (rows + 31) / 32;
+        const unsigned grid = (unsigned)std::min<i64>((groups + warps - 1) / warps, 2);
+        simt::launch(grid, 32 * warps, [&] {
+            sofia2_boxcar_rows_f32(first ? src : a.data(), mask, b.data(), p);
+        });
+        std::swap(a, b);
+        first = false;
     }
 }
 
@@ -134,10 +167,12 @@ int main(int argc, char** argv) {
             simt::launch(4, 64, [&] {
                 prepare_f32(x.data(), m.data(), a.data(), l * plane, kind, value);
             });
-        } else {
+        } else if (std::any_of(rx.begin(), rx.end(), [](i64 r) { return 2 * r + 1 > RING_SLOTS; })) {
             transpose(a, b, l, ny, nx, x.data(), m.data(), kind, value);
             passes(a, b, l, nx, ny, rx, nx - 1, 0, carry, 0, carry_next, 0);
             transpose(a, b, l, nx, ny);
+        } else {
+            rows_passes(a, b, l * ny, nx, rx, x.data(), m.data(), kind, value);
         }
         if (!ry.empty()) passes(a, b, l, ny, nx, ry, ny - 1, 0, carry, 0, carry_next, 0);
         if (rz > 0) {

@@ -39,10 +39,18 @@ fn cfg(n: usize) -> LaunchConfig {
     grid_stride(n, MAX_BLOCKS)
 }
 
-/// Boxcars fused into one launch of `sofia2_boxcars` (SC_MAX_BOXCARS in kernels/scfind.cu).
+/// Boxcars fused into one launch (SC_MAX_BOXCARS in kernels/scfind.cu).
 const MAX_BOXCARS: usize = 4;
-/// Ring slots a thread has for the fused passes after the first (SC_RING_SLOTS).
-const RING_SLOTS: usize = 16;
+
+/// Ring slots a thread has for its ring-fed passes (SC_RING_BYTES / sizeof(T)).
+fn ring_slots<T>() -> usize {
+    128 / std::mem::size_of::<T>()
+}
+
+/// Warps a block of `sofia2_boxcar_rows` (SC_ROW_WARPS).
+fn row_warps<T>() -> usize {
+    16 / std::mem::size_of::<T>()
+}
 
 /// Mirrors `struct ScBoxcars` in kernels/scfind.cu.
 #[repr(C)]
@@ -58,32 +66,59 @@ struct ScBoxcars {
     passes: i32,
     has_carry_in: i32,
     has_carry_out: i32,
+    prep: i32,
+    kind: i32,
     pad: i32,
+    value: f64,
 }
 
 // SAFETY: plain-old-data with the same C layout as the kernel's struct.
 unsafe impl DeviceRepr for ScBoxcars {}
 
 /// The launches of a chain of boxcars of radii `radii` along one axis: consecutive runs of at
-/// most MAX_BOXCARS whose passes after the first fit their rings (2r+1 slots each) in
-/// RING_SLOTS; a radius too wide for a ring starts a launch of its own.
-fn boxcar_groups(radii: &[usize]) -> Vec<&[usize]> {
+/// most MAX_BOXCARS whose ring-fed passes (all of them with `first_fed`, else those after the
+/// first) fit their rings (2r+1 slots each) in `slots`; a radius too wide for a ring starts a
+/// launch of its own (it cannot be ring-fed at all with `first_fed`: callers check).
+fn boxcar_groups(radii: &[usize], first_fed: bool, slots: usize) -> Vec<&[usize]> {
+    let ring = |r: usize| 2 * r + 1;
     let mut groups = Vec::new();
     let mut start = 0;
     while start < radii.len() {
-        let (mut end, mut slots) = (start + 1, 0);
-        let ring = |r: usize| 2 * r + 1;
-        while end < radii.len()
-            && end - start < MAX_BOXCARS
-            && slots + ring(radii[end]) <= RING_SLOTS
-        {
-            slots += ring(radii[end]);
+        let mut used = if first_fed { ring(radii[start]) } else { 0 };
+        let mut end = start + 1;
+        while end < radii.len() && end - start < MAX_BOXCARS && used + ring(radii[end]) <= slots {
+            used += ring(radii[end]);
             end += 1;
         }
         groups.push(&radii[start..end]);
         start = end;
     }
     groups
+}
+
+/// The kernel arguments of one launch of `radii` over `view`, planes top..=bottom.
+fn boxcar_args<T: Real>(view: AxisView, radii: &[usize], top: usize, bottom: usize) -> ScBoxcars {
+    let mut p = ScBoxcars {
+        outer: view.outer as i64,
+        n: view.n as i64,
+        inner: view.inner as i64,
+        top: top as i64,
+        bottom: bottom as i64,
+        r: [0; MAX_BOXCARS],
+        inv: [0.0; MAX_BOXCARS],
+        passes: radii.len() as i32,
+        has_carry_in: 0,
+        has_carry_out: 0,
+        prep: 0,
+        kind: 0,
+        pad: 0,
+        value: 0.0,
+    };
+    for (k, &r) in radii.iter().enumerate() {
+        p.r[k] = r as i64;
+        p.inv[k] = crate::cube::scfind::running::inverse_width::<T>(r);
+    }
+    p
 }
 
 /// The element-wise kernels for element type T.
@@ -95,6 +130,7 @@ struct Fns {
     minmax: CudaFunction,
     clip: CudaFunction,
     boxcar: CudaFunction,
+    rows: CudaFunction,
     transpose: CudaFunction,
 }
 
@@ -109,6 +145,7 @@ impl Fns {
             minmax: f("minmax")?,
             clip: f("clip")?,
             boxcar: f("sofia2_boxcars")?,
+            rows: f("sofia2_boxcar_rows")?,
             transpose: f("sc_transpose")?,
         })
     }
@@ -478,27 +515,13 @@ impl<'a, T: Real> Engine<'a, T> {
         let groups = if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
             radii.chunks(1).collect()
         } else {
-            boxcar_groups(radii)
+            boxcar_groups(radii, false, ring_slots::<T>())
         };
         let lines = view.outer * view.inner;
         for g in groups {
-            let mut p = ScBoxcars {
-                outer: view.outer as i64,
-                n: view.n as i64,
-                inner: view.inner as i64,
-                top: top as i64,
-                bottom: bottom as i64,
-                r: [0; MAX_BOXCARS],
-                inv: [0.0; MAX_BOXCARS],
-                passes: g.len() as i32,
-                has_carry_in: carry_in as i32,
-                has_carry_out: carry_out as i32,
-                pad: 0,
-            };
-            for (k, &r) in g.iter().enumerate() {
-                p.r[k] = r as i64;
-                p.inv[k] = crate::cube::scfind::running::inverse_width::<T>(r);
-            }
+            let mut p = boxcar_args::<T>(view, g, top, bottom);
+            p.has_carry_in = carry_in as i32;
+            p.has_carry_out = carry_out as i32;
             let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
             bld.arg(&self.a)
                 .arg(&mut self.b)
@@ -507,13 +530,68 @@ impl<'a, T: Real> Engine<'a, T> {
                 .arg(&mut self.carry_next);
             // SAFETY: arguments match sofia2_boxcars_* in kernels/scfind.cu; a and b hold
             // outer·n·inner elements, carry one plane (the z pass only: outer = 1); several
-            // passes only over whole lines without carries, their rings within RING_SLOTS;
-            // blockDim is THREADS = 256 (the kernel's ring).
+            // passes only over whole lines without carries, the rings of passes 2.. within
+            // ring_slots; blockDim is THREADS = 256 (the kernel's ring).
             unsafe { bld.launch(cfg(lines)) }?;
             std::mem::swap(&mut self.a, &mut self.b);
             if carry_out {
                 std::mem::swap(&mut self.carry, &mut self.carry_next);
             }
+        }
+        Ok(())
+    }
+
+    /// The x boxcars of radii `radii` over whole rows of the `planes` planes: in tiles
+    /// (`sofia2_boxcar_rows`, no transposes) when every radius fits a ring, else on the
+    /// transposed planes. `prep`: the source is the loaded cube, prepared on the way. The
+    /// result ends in `a`.
+    fn x_boxcars(
+        &mut self,
+        planes: usize,
+        radii: &[usize],
+        prep: Option<(i32, f64)>,
+    ) -> Result<()> {
+        let [_, ny, nx] = self.plan.shape;
+        let slots = ring_slots::<T>();
+        if radii.iter().any(|&r| 2 * r + 1 > slots) {
+            self.transpose_planes(planes, ny, nx, prep)?;
+            let v = AxisView {
+                outer: planes,
+                n: nx,
+                inner: ny,
+            };
+            self.boxcars(v, radii, nx - 1, 0, false, false)?;
+            return self.transpose_planes(planes, nx, ny, None);
+        }
+        let v = AxisView {
+            outer: planes * ny,
+            n: nx,
+            inner: 1,
+        };
+        let warps = row_warps::<T>();
+        let blocks = (planes * ny)
+            .div_ceil(32)
+            .div_ceil(warps)
+            .clamp(1, 8 * MAX_BLOCKS);
+        let launch = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (32 * warps as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut prep = prep;
+        for g in boxcar_groups(radii, true, slots) {
+            let mut p = boxcar_args::<T>(v, g, nx - 1, 0);
+            if let Some((kind, value)) = prep.take() {
+                (p.prep, p.kind, p.value) = (1, kind, value);
+            }
+            let src = if p.prep != 0 { &self.cube } else { &self.a };
+            let mut bld = self.gpu.stream.launch_builder(&self.fns.rows);
+            bld.arg(src).arg(&self.mask).arg(&mut self.b).arg(&p);
+            // SAFETY: arguments match sofia2_boxcar_rows_* in kernels/scfind.cu; the cube,
+            // the mask, a and b hold planes·ny·nx elements; every pass's ring fits (checked
+            // above and by boxcar_groups); blockDim is 32·SC_ROW_WARPS(T).
+            unsafe { bld.launch(launch) }?;
+            std::mem::swap(&mut self.a, &mut self.b);
         }
         Ok(())
     }
@@ -564,14 +642,7 @@ impl<'a, T: Real> Engine<'a, T> {
         let l = s.planes();
         if let Some((xr, yr)) = &passes.exact_xy {
             if !xr.is_empty() {
-                self.transpose_planes(l, ny, nx, prep)?;
-                let v = AxisView {
-                    outer: l,
-                    n: nx,
-                    inner: ny,
-                };
-                self.boxcars(v, xr, nx - 1, 0, false, false)?;
-                self.transpose_planes(l, nx, ny, None)?;
+                self.x_boxcars(l, xr, prep)?;
                 self.mark("spatial x")?;
             }
             if !yr.is_empty() {
@@ -1103,13 +1174,23 @@ mod tests {
 
     #[test]
     fn boxcar_groups_fill_launches_and_rings() {
-        let g = |r: &[usize]| boxcar_groups(r).iter().map(|g| g.len()).collect::<Vec<_>>();
-        assert_eq!(g(&[1, 1, 1]), [3]);
-        assert_eq!(g(&[2; 6]), [4, 2]); // passes 2..4: 3 rings of 5 slots
-        assert_eq!(g(&[3; 5]), [3, 2]); // 2 rings of 7
-        assert_eq!(g(&[9, 1, 1]), [3]); // the first pass reads the array: no ring
-        assert_eq!(g(&[1, 8, 2]), [1, 2]); // a ring of 17 does not fit: starts a launch
-        assert_eq!(g(&[]), Vec::<usize>::new());
+        let g = |r: &[usize], fed: bool, slots: usize| {
+            boxcar_groups(r, fed, slots)
+                .iter()
+                .map(|g| g.len())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(g(&[1, 1, 1], false, 16), [3]);
+        assert_eq!(g(&[2; 6], false, 16), [4, 2]); // passes 2..4: 3 rings of 5 slots
+        assert_eq!(g(&[3; 5], false, 16), [3, 2]); // 2 rings of 7
+        assert_eq!(g(&[9, 1, 1], false, 16), [3]); // the first pass reads the array: no ring
+        assert_eq!(g(&[1, 8, 2], false, 16), [1, 2]); // a ring of 17 does not fit
+        assert_eq!(g(&[], false, 16), Vec::<usize>::new());
+        // every pass ring-fed (sofia2_boxcar_rows)
+        assert_eq!(g(&[2; 6], true, 32), [4, 2]); // 4 rings of 5
+        assert_eq!(g(&[4; 6], true, 32), [3, 3]); // 3 rings of 9
+        assert_eq!(g(&[4; 6], true, 16), [1; 6]);
+        assert_eq!(g(&[1, 6, 1], true, 16), [2, 1]); // 3 + 13, then 16 + 3 > 16
     }
 
     #[test]
