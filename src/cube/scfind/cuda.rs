@@ -186,6 +186,8 @@ struct Engine<'a, T: Real> {
     carry_valid: bool,
     /// The slab now on the device (cube and mask), if any.
     loaded: Option<(usize, usize, usize, usize)>,
+    /// The host mask holds no bit: its planes go up as zeros (a memset, not a copy).
+    mask_clear: bool,
     /// Stage marks of `run` (`last_profile()`); None for the Dask stages.
     tl: Option<Timeline>,
 }
@@ -261,9 +263,16 @@ pub fn run<T: Real>(
         carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
         carry_valid: false,
         loaded: None,
+        mask_clear: false,
         tl: Some(Timeline::start(&gpu)?),
     };
-    mask.par_iter_mut().for_each(|m| *m &= MASKED | DETECTED);
+    eng.mask_clear = !mask
+        .par_iter_mut()
+        .map(|m| {
+            *m &= MASKED | DETECTED;
+            *m != 0
+        })
+        .reduce(|| false, |a, b| a || b);
     let out = eng.run_all(cube, mask, &slabs, progress);
     let tl = eng.tl.take();
     mask.par_iter_mut().for_each(|m| {
@@ -404,10 +413,16 @@ impl<'a, T: Real> Engine<'a, T> {
                     if l == 0 {
                         // staged (pinned) copies into the start of the buffers
                         self.gpu.upload_into(&cube[span.clone()], &mut self.cube)?;
-                        self.gpu.upload_into(&mask[span], &mut self.mask)?;
                     } else {
                         let mut v = self.cube.slice_mut(dst.clone());
                         self.gpu.stream.memcpy_htod(&cube[span.clone()], &mut v)?;
+                    }
+                    if self.mask_clear {
+                        let mut v = self.mask.slice_mut(dst);
+                        self.gpu.stream.memset_zeros(&mut v)?;
+                    } else if l == 0 {
+                        self.gpu.upload_into(&mask[span], &mut self.mask)?;
+                    } else {
                         let mut v = self.mask.slice_mut(dst);
                         self.gpu.stream.memcpy_htod(&mask[span], &mut v)?;
                     }
@@ -876,8 +891,10 @@ impl<'a, T: Real> Engine<'a, T> {
             self.gpu.stream.memcpy_dtoh(&v, host)?;
             self.gpu.sync()?;
         }
-        // The device copy no longer has blank bits: force a reload next time.
+        // The device copy no longer has blank bits: force a reload next time (of the mask as
+        // it is now on the host).
         self.loaded = None;
+        self.mask_clear = false;
         Ok(())
     }
 }
@@ -910,6 +927,7 @@ fn stage_engine<'a, T: Real>(gpu: &'a Gpu, plan: &'a Plan) -> Result<Engine<'a, 
         carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
         carry_valid: false,
         loaded: None,
+        mask_clear: false,
         tl: None,
     })
 }
