@@ -223,12 +223,15 @@ template <typename T>
 __device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 inner) {
     if (p < 0 || p >= n) return (T)0;
     const T v = s[p * inner];
-    return isnan((double)v) ? (T)0 : v;
+    return v != v ? (T)0 : v;  // NaN as 0 (no conversion to double for T = float)
 }
 
 #define SC_MAX_BOXCARS 4
-// Bytes of shared ring per thread: 128 / sizeof(T) slots (2r+1 per ring-fed pass).
-#define SC_RING_BYTES 128
+// Bytes of shared ring per thread (2r+1 slots of T per ring-fed pass): sofia2_boxcars' 256
+// threads keep 16 KB (the L1 cache its second reads of each value hit keeps the rest);
+// sofia2_boxcar_rows' 128 or 64 threads 16 KB beside their 16.5 KB of tiles.
+#define SC_LINE_RING_BYTES 64
+#define SC_ROW_RING_BYTES 128
 // Steps whose loads are issued together (they do not depend on the running means).
 #define SC_CHUNK 8
 
@@ -264,7 +267,7 @@ __device__ __forceinline__ bool sc_cascade(const ScBoxcars& p, int k0, T* ring, 
     for (int k = 0; k < SC_MAX_BOXCARS; ++k) {
         if (k < k0) continue;
         if (k >= p.passes) break;
-        const T u = (p.top - q < 0 || isnan((double)v)) ? (T)0 : v;
+        const T u = (p.top - q < 0 || v != v) ? (T)0 : v;
         const int r = (int)p.r[k], len = 2 * r + 1;
         T& slot = ring[(base[k] + head[k]) * stride];
         const T old = slot;  // the value fed 2r+1 positions ago
@@ -311,14 +314,15 @@ __device__ __forceinline__ int sc_rings(const ScBoxcars& p, int k0, T* ring, int
 template <typename T>
 __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, const ScBoxcars p,
                                const T* carry_in, T* carry_out) {
-    constexpr int RS = SC_RING_BYTES / sizeof(T);
+    constexpr int RS = SC_LINE_RING_BYTES / sizeof(T);
     __shared__ T ring[RS][256];
     const int P = p.passes;
     const i64 n = p.n, inner = p.inner, top = p.top, r1 = p.r[0];
     const T inv1 = (T)p.inv[0];
     const i64 last = top - p.bottom;  // last output position (plane top - last)
-    i64 lag = 0;                      // passes 2..P run this many planes behind pass 1
-    for (int k = 1; k < P; ++k) lag += p.r[k];
+    i64 lag = 0;  // passes 2..P run this many planes behind pass 1
+#pragma unroll
+    for (int k = 1; k < SC_MAX_BOXCARS; ++k) lag += k < P ? p.r[k] : 0;
     const i64 lines = p.outer * inner;
     T* my = &ring[0][threadIdx.x];
     SC_GRID_STRIDE(L, lines) {
@@ -374,17 +378,18 @@ __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, c
 // transposes). The tile column of an input position is overwritten by the output of the same
 // column: outputs lag inputs by the sum of the radii, and the tiles are offset by it. With
 // `prep`, the values are prepared on the way in (mask laid out as src). Launch: blockDim.x =
-// 32 * SC_ROW_WARPS(T); the radii's rings within SC_RING_BYTES / sizeof(T) slots.
+// 32 * SC_ROW_WARPS(T); the radii's rings within SC_ROW_RING_BYTES / sizeof(T) slots.
 template <typename T>
 __device__ void sofia2_boxcar_rows(const T* __restrict__ src, const unsigned char* __restrict__ mask,
                                    T* __restrict__ dst, const ScBoxcars p) {
-    constexpr int W = SC_ROW_WARPS(T), RS = SC_RING_BYTES / sizeof(T);
+    constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
     __shared__ T tile[W][32][33];
     __shared__ T ring[RS][W * 32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 n = p.n, lines = p.outer;
     i64 lag = 0;  // the last pass's output position trails the input's by this much
-    for (int k = 0; k < p.passes; ++k) lag += p.r[k];
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) lag += k < p.passes ? p.r[k] : 0;
     T(*t)[33] = tile[warp];
     T* my = &ring[0][threadIdx.x];
     const i64 groups = (lines + 31) / 32;
@@ -395,17 +400,23 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src, const unsigned cha
         int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
         sc_rings(p, 0, my, W * 32, head, base, m);
         // tile column c <- input position t0 + c (plane n-1-t0-c; 0 beyond the line)
+        // (all 32 loads issued before the first is used: one at a time, each would wait for
+        // the memory's latency)
         auto load = [&](i64 t0) {
-            __syncwarp();
             const i64 i = n - 1 - t0 - lane;
+            const T* a = src + l0 * n + i;
+            T v[32];
+            unsigned char mk[32];
+#pragma unroll
             for (int k = 0; k < 32; ++k) {
-                T v = (T)0;
-                if (k < rows && i >= 0) {
-                    const i64 a = (l0 + k) * n + i;
-                    v = p.prep ? sc_prepared(src[a], mask[a], p.kind, p.value) : src[a];
-                }
-                t[k][lane] = v;
+                const bool in = k < rows && i >= 0;
+                v[k] = in ? a[k * n] : (T)0;
+                mk[k] = in && p.prep ? mask[l0 * n + i + k * n] : (unsigned char)0;
             }
+            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < 32; ++k)
+                t[k][lane] = p.prep ? sc_prepared(v[k], mk[k], p.kind, p.value) : v[k];
             __syncwarp();
         };
         // input position t0 + c of this lane's line through the passes; the output (position
@@ -425,8 +436,11 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src, const unsigned cha
             run(q0 + lag, 32);
             __syncwarp();
             const i64 i = n - 1 - q0 - lane;
-            if (i >= 0)
-                for (int k = 0; k < rows; ++k) dst[(l0 + k) * n + i] = t[k][lane];
+            T* o = dst + l0 * n + i;
+            if (i >= 0) {
+#pragma unroll 8
+                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
+            }
         }
     }
 }
@@ -476,7 +490,8 @@ __device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __r
                                           i64 nx, i64 zbase, i64 size) {                        \
         gather<T>(w, mask, out, slot0, count, kind, c, ny, nx, zbase, size);                    \
     }                                                                                           \
-    extern "C" __global__ void sofia2_boxcars_##S(const T* src, T* dst, ScBoxcars p,             \
+    extern "C" __global__ void __launch_bounds__(256, 4) sofia2_boxcars_##S(                    \
+        const T* src, T* dst, ScBoxcars p,                                                      \
                                                   const T* carry_in, T* carry_out) {            \
         sofia2_boxcars<T>(src, dst, p, carry_in, carry_out);                                    \
     }                                                                                           \

@@ -41,12 +41,14 @@ static std::vector<T> load(const std::string& path) {
     return v;
 }
 
-static const int RING_SLOTS = SC_RING_BYTES / sizeof(float);
+static const int LINE_SLOTS = SC_LINE_RING_BYTES / sizeof(float);
+static const int ROW_SLOTS = SC_ROW_RING_BYTES / sizeof(float);
 
 // The launches of the passes of radii rs from index k on, as src/cube/scfind/cuda.rs groups
 // them (boxcar_groups: at most SC_MAX_BOXCARS a launch, the rings of the ring-fed passes, all
-// with first_fed, within RING_SLOTS); a carried pass runs alone.
-static ScBoxcars group(const std::vector<i64>& rs, size_t& k, bool first_fed, bool alone) {
+// with first_fed, within slots); a carried pass runs alone.
+static ScBoxcars group(const std::vector<i64>& rs, size_t& k, bool first_fed, bool alone,
+                       int slots) {
     ScBoxcars p{};
     int np = 0;
     i64 used = first_fed ? 2 * rs[k] + 1 : 0;
@@ -57,7 +59,7 @@ static ScBoxcars group(const std::vector<i64>& rs, size_t& k, bool first_fed, bo
         ++np;
         ++k;
     } while (!alone && k < rs.size() && np < SC_MAX_BOXCARS &&
-             used + 2 * rs[k] + 1 <= RING_SLOTS);
+             used + 2 * rs[k] + 1 <= slots);
     p.passes = np;
     return p;
 }
@@ -68,7 +70,7 @@ static void passes(std::vector<float>& a, std::vector<float>& b, i64 outer, i64 
                    int has_in, std::vector<float>& cout, int has_out) {
     size_t k = 0;
     while (k < rs.size()) {
-        ScBoxcars p = group(rs, k, false, has_in || has_out);
+        ScBoxcars p = group(rs, k, false, has_in || has_out, LINE_SLOTS);
         p.outer = outer;
         p.n = n;
         p.inner = inner;
@@ -95,7 +97,7 @@ static void rows_passes(std::vector<float>& a, std::vector<float>& b, i64 rows, 
     size_t k = 0;
     bool first = true;
     while (k < rs.size()) {
-        ScBoxcars p = group(rs, k, true, false);
+        ScBoxcars p = group(rs, k, true, false, ROW_SLOTS);
         p.outer = rows;
         p.n = n;
         p.inner = 1;
@@ -167,7 +169,8 @@ int main(int argc, char** argv) {
             simt::launch(4, 64, [&] {
                 prepare_f32(x.data(), m.data(), a.data(), l * plane, kind, value);
             });
-        } else if (std::any_of(rx.begin(), rx.end(), [](i64 r) { return 2 * r + 1 > RING_SLOTS; })) {
+        } else if (std::any_of(rx.begin(), rx.end(),
+                               [](i64 r) { return 2 * r + 1 > ROW_SLOTS; })) {
             transpose(a, b, l, ny, nx, x.data(), m.data(), kind, value);
             passes(a, b, l, nx, ny, rx, nx - 1, 0, carry, 0, carry_next, 0);
             transpose(a, b, l, nx, ny);

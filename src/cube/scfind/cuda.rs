@@ -42,8 +42,14 @@ fn cfg(n: usize) -> LaunchConfig {
 /// Boxcars fused into one launch (SC_MAX_BOXCARS in kernels/scfind.cu).
 const MAX_BOXCARS: usize = 4;
 
-/// Ring slots a thread has for its ring-fed passes (SC_RING_BYTES / sizeof(T)).
-fn ring_slots<T>() -> usize {
+/// Ring slots a thread of `sofia2_boxcars` has for its ring-fed passes
+/// (SC_LINE_RING_BYTES / sizeof(T)).
+fn line_ring_slots<T>() -> usize {
+    64 / std::mem::size_of::<T>()
+}
+
+/// Ring slots a thread of `sofia2_boxcar_rows` has (SC_ROW_RING_BYTES / sizeof(T)).
+fn row_ring_slots<T>() -> usize {
     128 / std::mem::size_of::<T>()
 }
 
@@ -530,7 +536,7 @@ impl<'a, T: Real> Engine<'a, T> {
         let groups = if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
             radii.chunks(1).collect()
         } else {
-            boxcar_groups(radii, false, ring_slots::<T>())
+            boxcar_groups(radii, false, line_ring_slots::<T>())
         };
         let lines = view.outer * view.inner;
         for g in groups {
@@ -546,7 +552,7 @@ impl<'a, T: Real> Engine<'a, T> {
             // SAFETY: arguments match sofia2_boxcars_* in kernels/scfind.cu; a and b hold
             // outer·n·inner elements, carry one plane (the z pass only: outer = 1); several
             // passes only over whole lines without carries, the rings of passes 2.. within
-            // ring_slots; blockDim is THREADS = 256 (the kernel's ring).
+            // line_ring_slots; blockDim is THREADS = 256 (the kernel's ring).
             unsafe { bld.launch(cfg(lines)) }?;
             std::mem::swap(&mut self.a, &mut self.b);
             if carry_out {
@@ -567,7 +573,7 @@ impl<'a, T: Real> Engine<'a, T> {
         prep: Option<(i32, f64)>,
     ) -> Result<()> {
         let [_, ny, nx] = self.plan.shape;
-        let slots = ring_slots::<T>();
+        let slots = row_ring_slots::<T>();
         if radii.iter().any(|&r| 2 * r + 1 > slots) {
             self.transpose_planes(planes, ny, nx, prep)?;
             let v = AxisView {
