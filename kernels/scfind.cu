@@ -380,8 +380,9 @@ __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, c
 // `prep`, the values are prepared on the way in (mask laid out as src). Launch: blockDim.x =
 // 32 * SC_ROW_WARPS(T); the radii's rings within SC_ROW_RING_BYTES / sizeof(T) slots.
 template <typename T>
-__device__ void sofia2_boxcar_rows(const T* __restrict__ src, const unsigned char* __restrict__ mask,
-                                   T* __restrict__ dst, const ScBoxcars p) {
+__device__ void sofia2_boxcar_rows(const T* __restrict__ src,
+                                   const unsigned char* __restrict__ mask, T* __restrict__ dst,
+                                   const ScBoxcars p) {
     constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
     __shared__ T tile[W][32][33];
     __shared__ T ring[RS][W * 32];
