@@ -227,9 +227,9 @@ __device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 in
 }
 
 #define SC_MAX_BOXCARS 4
-// Bytes of shared ring per thread (2r+1 slots of T per ring-fed pass): sofia2_boxcars' 256
-// threads keep 16 KB (the L1 cache its second reads of each value hit keeps the rest);
-// sofia2_boxcar_rows' 128 or 64 threads 16 KB beside their 16.5 KB of tiles.
+// Shared ring bytes per thread (2r+1 slots of T per ring-fed pass). sofia2_boxcars: 16 KB a
+// block of 256, so that the SM keeps a large L1 (its second read of each value hits it);
+// sofia2_boxcar_rows: 16 KB a block of 128 or 64, beside its 16.5 KB of tiles.
 #define SC_LINE_RING_BYTES 64
 #define SC_ROW_RING_BYTES 128
 // Steps whose loads are issued together (they do not depend on the running means).
