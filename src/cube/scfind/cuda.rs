@@ -470,7 +470,7 @@ impl<'a, T: Real> Engine<'a, T> {
             .as_ref()
             .is_some_and(|(xr, _)| !xr.is_empty())
         {
-            // the first transpose of the x boxcars prepares the values on the way
+            // the first launch of the x boxcars prepares the values on the way in
             return self.smooth_exact(s, passes, Some((kind, value)));
         }
         let nn = n as i64;
@@ -648,11 +648,10 @@ impl<'a, T: Real> Engine<'a, T> {
         Ok(())
     }
 
-    /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first, then columns (y), then the
-    /// spectral running mean, top down, carried from the slab above. The x boxcars run on the
-    /// transposed planes, so that neighbouring threads read neighbouring values. `prep`: the
-    /// slab is not prepared yet (`a` unset): the first transpose prepares the loaded cube
-    /// (x boxcars only).
+    /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first (`x_boxcars`), then columns
+    /// (y), then the spectral running mean, top down, carried from the slab above. `prep`: the
+    /// slab is not prepared yet (`a` unset): the first x launch prepares the loaded cube (x
+    /// boxcars only).
     fn smooth_exact(
         &mut self,
         s: &Slab,
