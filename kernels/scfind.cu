@@ -27,28 +27,23 @@ __device__ void init_blank(const T* __restrict__ cube, unsigned char* __restrict
     }
 }
 
-// out = the value the smoothing sees: 0 for blanks, the replacement for masked voxels.
+// The value the smoothing sees: 0 for blanks, the replacement for masked voxels.
+template <typename T>
+__device__ __forceinline__ T sc_prepared(T x, unsigned char m, int kind, double value) {
+    if ((m & SC_BLANK) || isnan((double)x)) return (T)0;
+    if ((m & SC_MASKED) && kind != SC_REPLACE_NONE) {
+        const double xd = (double)x;
+        if (kind == SC_REPLACE_COPYSIGN) return (T)copysign(value, xd);
+        if (xd > 0.0) return (T)value;
+        if (xd < 0.0) return (T)(-value);
+    }
+    return x;
+}
+
 template <typename T>
 __device__ void prepare(const T* __restrict__ cube, const unsigned char* __restrict__ mask,
                         T* __restrict__ out, i64 n, int kind, double value) {
-    SC_GRID_STRIDE(i, n) {
-        const unsigned char m = mask[i];
-        const T x = cube[i];
-        T v = x;
-        if ((m & SC_BLANK) || isnan((double)x)) {
-            v = (T)0;
-        } else if ((m & SC_MASKED) && kind != SC_REPLACE_NONE) {
-            const double xd = (double)x;
-            if (kind == SC_REPLACE_COPYSIGN) {
-                v = (T)copysign(value, xd);
-            } else if (xd > 0.0) {
-                v = (T)value;
-            } else if (xd < 0.0) {
-                v = (T)(-value);
-            }
-        }
-        out[i] = v;
-    }
+    SC_GRID_STRIDE(i, n) { out[i] = sc_prepared(cube[i], mask[i], kind, value); }
 }
 
 // Sample slots slot0 .. slot0+count: slot k is flat index k*c (kind 0, cadence c), the k-th
@@ -216,11 +211,7 @@ extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
 }
 
 // SoFiA-2's boxcar arithmetic (src/cube/scfind/running.rs), one thread per line, every
-// operation rounded to T (the _rn intrinsics keep NVRTC from contracting into FMAs). Line
-// L = (o, j) holds src[(o*n + p)*inner + j], p = 0..n; values outside 0..n (and NaN) read as
-// 0. Planes top down to bottom are written: m[top] from carry_in (the value at top+1, given
-// by the piece above) or, without it, the window sum from its far end; then
-// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv. carry_out gets m[bottom].
+// operation rounded to T (the _rn intrinsics keep NVRTC from contracting into FMAs).
 __device__ __forceinline__ float sc_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double sc_add(double a, double b) { return __dadd_rn(a, b); }
 __device__ __forceinline__ float sc_sub(float a, float b) { return __fsub_rn(a, b); }
@@ -232,49 +223,238 @@ template <typename T>
 __device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 inner) {
     if (p < 0 || p >= n) return (T)0;
     const T v = s[p * inner];
-    return isnan((double)v) ? (T)0 : v;
+    return v != v ? (T)0 : v;  // NaN as 0 (no conversion to double for T = float)
 }
 
+#define SC_MAX_BOXCARS 4
+// Shared ring bytes per thread (2r+1 slots of T per ring-fed pass). sofia2_boxcars: 16 KB a
+// block of 256, so that the SM keeps a large L1 (its second read of each value hits it);
+// sofia2_boxcar_rows: 16 KB a block of 128 or 64, beside its 16.5 KB of tiles.
+#define SC_LINE_RING_BYTES 64
+#define SC_ROW_RING_BYTES 128
+// Steps whose loads are issued together (they do not depend on the running means).
+#define SC_CHUNK 8
+
+// Arguments of the fused boxcar kernels, mirrored by ScBoxcars in src/cube/scfind/cuda.rs.
+struct ScBoxcars {
+    i64 outer, n, inner;  // line L = (o, j) holds src[(o*n + p)*inner + j], p = 0..n
+    i64 top, bottom;      // planes written, top down
+    i64 r[SC_MAX_BOXCARS];
+    double inv[SC_MAX_BOXCARS];  // 1/(2r+1) rounded to T
+    int passes;  // > 1 only for whole lines (top = n-1, bottom = 0) without carries
+    int has_carry_in, has_carry_out;
+    int prep;       // sofia2_boxcar_rows: prepare the values on the way in (sc_prepared)
+    int kind, pad;  // the replacement kind and value for prep
+    double value;
+};
+
+// `passes` boxcars of radii r[0..passes) applied one after the other to a line, in one sweep:
+// the result equals that many single boxcars bit for bit (the same roundings in the same
+// order) while the line is read and written once. A boxcar: values outside 0..n (and NaN)
+// read as 0; m[top] from carry_in (the value at top+1, given by the piece above) or, without
+// it, the window sum from its far end (top+r down to top-r); then
+// m[i] = m[i+1] + (x[i-r] - x[i+r+1]) * inv; carry_out gets m[bottom]. Position q of a pass
+// is plane top - q. A ring-fed pass keeps the last 2r+1 values it was fed (its x[i+r+1]) in
+// shared memory, slot c of pass k at ring[(base[k] + c) * stride], and runs r planes behind
+// the pass feeding it.
+
+// Feed v, the input of pass k0 at position q, down passes k0..passes-1. Returns true when the
+// last pass has an output, left in v with its position in q.
 template <typename T>
-__device__ void sofia2_boxcar(const T* __restrict__ src, T* __restrict__ dst, i64 outer, i64 n,
-                              i64 inner, i64 r, double inv_d, i64 top, i64 bottom,
-                              const T* carry_in, int has_carry_in, T* carry_out,
-                              int has_carry_out) {
-    const T inv = (T)inv_d;
-    const i64 lines = outer * inner;
+__device__ __forceinline__ bool sc_cascade(const ScBoxcars& p, int k0, T* ring, int stride,
+                                           int* head, const int* base, T* m, T& v, i64& q) {
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) {
+        if (k < k0) continue;
+        if (k >= p.passes) break;
+        const T u = (p.top - q < 0 || v != v) ? (T)0 : v;
+        const int r = (int)p.r[k], len = 2 * r + 1;
+        T& slot = ring[(base[k] + head[k]) * stride];
+        const T old = slot;  // the value fed 2r+1 positions ago
+        slot = u;
+        head[k] = head[k] + 1 == len ? 0 : head[k] + 1;
+        q -= r;
+        if (q < 0) return false;
+        const T inv = (T)p.inv[k];
+        if (q == 0) {
+            // the window top+r .. top-r, oldest first (the slots of positions above top hold 0)
+            T acc = (T)0;
+            for (int c = 0; c < len; ++c) {
+                const int h = head[k] + c < len ? head[k] + c : head[k] + c - len;
+                acc = sc_add(acc, ring[(base[k] + h) * stride]);
+            }
+            m[k] = sc_mul(acc, inv);
+        } else {
+            m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
+        }
+        v = m[k];
+    }
+    return true;
+}
+
+// Zeroed rings (values above top read as 0) of passes k0..passes-1; returns the slots used.
+template <typename T>
+__device__ __forceinline__ int sc_rings(const ScBoxcars& p, int k0, T* ring, int stride,
+                                        int* head, int* base, T* m) {
+    int slots = 0;
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) {
+        m[k] = (T)0;
+        head[k] = 0;
+        base[k] = slots;
+        if (k >= k0 && k < p.passes) slots += 2 * (int)p.r[k] + 1;
+    }
+    for (int c = 0; c < slots; ++c) ring[c * stride] = (T)0;
+    return slots;
+}
+
+// The fused boxcars with one thread per line (neighbouring threads: neighbouring lines, for
+// inner > 1). Pass 1 reads src itself (no ring: any radius, carries, halo planes above top);
+// passes 2.. are ring-fed. blockDim.x <= 256.
+template <typename T>
+__device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, const ScBoxcars p,
+                               const T* carry_in, T* carry_out) {
+    constexpr int RS = SC_LINE_RING_BYTES / sizeof(T);
+    __shared__ T ring[RS][256];
+    const int P = p.passes;
+    const i64 n = p.n, inner = p.inner, top = p.top, r1 = p.r[0];
+    const T inv1 = (T)p.inv[0];
+    const i64 last = top - p.bottom;  // last output position (plane top - last)
+    i64 lag = 0;  // passes 2..P run this many planes behind pass 1
+#pragma unroll
+    for (int k = 1; k < SC_MAX_BOXCARS; ++k) lag += k < P ? p.r[k] : 0;
+    const i64 lines = p.outer * inner;
+    T* my = &ring[0][threadIdx.x];
     SC_GRID_STRIDE(L, lines) {
         const i64 o = L / inner, j = L - o * inner;
         const T* s = src + o * n * inner + j;
         T* d = dst + o * n * inner + j;
-        T m;
-        if (has_carry_in) {
-            m = sc_add(carry_in[L],
-                       sc_mul(sc_sub(sc_at(s, top - r, n, inner), sc_at(s, top + r + 1, n, inner)),
-                              inv));
+        T m[SC_MAX_BOXCARS];
+        int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
+        sc_rings(p, 1, my, 256, head, base, m);
+        // pass 1 has position t in m[0]: on down the passes, the last one's output written
+        auto emit = [&](i64 t) {
+            T v = m[0];
+            i64 q = t;
+            if (!sc_cascade(p, 1, my, 256, head, base, m, v, q) || q > last) return;
+            d[(top - q) * inner] = v;
+            if (q == last && p.has_carry_out) carry_out[L] = v;
+        };
+        if (p.has_carry_in) {
+            m[0] = sc_add(carry_in[L], sc_mul(sc_sub(sc_at(s, top - r1, n, inner),
+                                                     sc_at(s, top + r1 + 1, n, inner)),
+                                              inv1));
         } else {
             T acc = (T)0;
-            for (i64 p = top + r; p >= top - r; --p) acc = sc_add(acc, sc_at(s, p, n, inner));
-            m = sc_mul(acc, inv);
+            for (i64 q = top + r1; q >= top - r1; --q) acc = sc_add(acc, sc_at(s, q, n, inner));
+            m[0] = sc_mul(acc, inv1);
         }
-        d[top * inner] = m;
-        // unrolled so that the loads of several steps are in flight together (they do not
-        // depend on m; the order of the roundings is unchanged)
-#pragma unroll 4
-        for (i64 i = top - 1; i >= bottom; --i) {
-            m = sc_add(m, sc_mul(sc_sub(sc_at(s, i - r, n, inner), sc_at(s, i + r + 1, n, inner)),
-                                 inv));
-            d[i * inner] = m;
+        emit(0);
+        const i64 end = last + lag;
+        for (i64 t0 = 1; t0 <= end; t0 += SC_CHUNK) {
+            T lead[SC_CHUNK], trail[SC_CHUNK];
+#pragma unroll
+            for (int u = 0; u < SC_CHUNK; ++u) {
+                const i64 i = top - (t0 + u);
+                lead[u] = sc_at(s, i - r1, n, inner);
+                trail[u] = sc_at(s, i + r1 + 1, n, inner);
+            }
+#pragma unroll
+            for (int u = 0; u < SC_CHUNK; ++u) {
+                if (t0 + u > end) break;
+                m[0] = sc_add(m[0], sc_mul(sc_sub(lead[u], trail[u]), inv1));
+                emit(t0 + u);
+            }
         }
-        if (has_carry_out) carry_out[L] = m;
+    }
+}
+
+// Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
+#define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
+
+// The fused boxcars along contiguous lines (inner = 1, whole lines, no carries), every pass
+// ring-fed: each warp takes 32 lines, one a lane, and moves them 32 positions at a time
+// through a 32x32 tile in shared memory, so that loads and stores are coalesced (no
+// transposes). The tile column of an input position is overwritten by the output of the same
+// column: outputs lag inputs by the sum of the radii, and the tiles are offset by it. With
+// `prep`, the values are prepared on the way in (mask laid out as src). Launch: blockDim.x =
+// 32 * SC_ROW_WARPS(T); the radii's rings within SC_ROW_RING_BYTES / sizeof(T) slots.
+template <typename T>
+__device__ void sofia2_boxcar_rows(const T* __restrict__ src,
+                                   const unsigned char* __restrict__ mask, T* __restrict__ dst,
+                                   const ScBoxcars p) {
+    constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
+    __shared__ T tile[W][32][33];
+    __shared__ T ring[RS][W * 32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const i64 n = p.n, lines = p.outer;
+    i64 lag = 0;  // the last pass's output position trails the input's by this much
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) lag += k < p.passes ? p.r[k] : 0;
+    T(*t)[33] = tile[warp];
+    T* my = &ring[0][threadIdx.x];
+    const i64 groups = (lines + 31) / 32;
+    for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
+        const i64 l0 = g * 32;
+        const int rows = lines - l0 < 32 ? (int)(lines - l0) : 32;
+        T m[SC_MAX_BOXCARS];
+        int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
+        sc_rings(p, 0, my, W * 32, head, base, m);
+        // tile column c <- input position t0 + c (plane n-1-t0-c; 0 beyond the line)
+        // (all 32 loads issued before the first is used: one at a time, each would wait for
+        // the memory's latency)
+        auto load = [&](i64 t0) {
+            const i64 i = n - 1 - t0 - lane;
+            const T* a = src + l0 * n + i;
+            T v[32];
+            unsigned char mk[32];
+#pragma unroll
+            for (int k = 0; k < 32; ++k) {
+                const bool in = k < rows && i >= 0;
+                v[k] = in ? a[k * n] : (T)0;
+                mk[k] = in && p.prep ? mask[l0 * n + i + k * n] : (unsigned char)0;
+            }
+            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < 32; ++k)
+                t[k][lane] = p.prep ? sc_prepared(v[k], mk[k], p.kind, p.value) : v[k];
+            __syncwarp();
+        };
+        // input position t0 + c of this lane's line through the passes; the output (position
+        // t0 + c - lag) replaces it in the tile
+        auto run = [&](i64 t0, int cols) {
+            for (int c = 0; c < cols; ++c) {
+                T v = t[lane][c];
+                i64 q = t0 + c;
+                sc_cascade(p, 0, my, W * 32, head, base, m, v, q);
+                t[lane][c] = v;
+            }
+        };
+        load(0);
+        run(0, (int)lag);  // lag < 32: no output yet
+        for (i64 q0 = 0; q0 < n; q0 += 32) {
+            load(q0 + lag);
+            run(q0 + lag, 32);
+            __syncwarp();
+            const i64 i = n - 1 - q0 - lane;
+            T* o = dst + l0 * n + i;
+            if (i >= 0) {
+#pragma unroll 8
+                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
+            }
+        }
     }
 }
 
 // dst (planes, cols, rows) = each plane of src (planes, rows, cols) transposed, through 32x32
-// tiles in shared memory (reads and writes coalesced). One-dimensional launch: block b of the
-// grid-stride loop takes tile b; blockDim.x a multiple of 32 (rows of the tile per step).
+// tiles in shared memory (reads and writes coalesced). With `prep`, the values are prepared on
+// the way (sc_prepared with mask, laid out as src): the prepare pass folded into the first
+// transpose of the x boxcars. One-dimensional launch: block b of the grid-stride loop takes
+// tile b; blockDim.x a multiple of 32 (rows of the tile per step).
 template <typename T>
-__device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64 planes,
-                             i64 rows, i64 cols) {
+__device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __restrict__ mask,
+                             T* __restrict__ dst, i64 planes, i64 rows, i64 cols, int prep,
+                             int kind, double value) {
     __shared__ T tile[32][33];
     const i64 ty = (rows + 31) / 32, tx = (cols + 31) / 32;
     const i64 tiles = planes * ty * tx;
@@ -284,7 +464,10 @@ __device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64
         const i64 r0 = (rem / tx) * 32, c0 = (rem % tx) * 32;
         for (int k = threadIdx.x / 32; k < 32; k += step) {
             const i64 r = r0 + k, c = c0 + lane;
-            if (r < rows && c < cols) tile[k][lane] = src[(p * rows + r) * cols + c];
+            if (r < rows && c < cols) {
+                const i64 i = (p * rows + r) * cols + c;
+                tile[k][lane] = prep ? sc_prepared(src[i], mask[i], kind, value) : src[i];
+            }
         }
         __syncthreads();
         for (int k = threadIdx.x / 32; k < 32; k += step) {
@@ -308,15 +491,19 @@ __device__ void sc_transpose(const T* __restrict__ src, T* __restrict__ dst, i64
                                           i64 nx, i64 zbase, i64 size) {                        \
         gather<T>(w, mask, out, slot0, count, kind, c, ny, nx, zbase, size);                    \
     }                                                                                           \
-    extern "C" __global__ void sofia2_boxcar_##S(                                               \
-        const T* src, T* dst, i64 outer, i64 n, i64 inner, i64 r, double inv, i64 top,          \
-        i64 bottom, const T* carry_in, int has_carry_in, T* carry_out, int has_carry_out) {     \
-        sofia2_boxcar<T>(src, dst, outer, n, inner, r, inv, top, bottom, carry_in,              \
-                         has_carry_in, carry_out, has_carry_out);                               \
+    extern "C" __global__ void __launch_bounds__(256, 4) sofia2_boxcars_##S(                    \
+        const T* src, T* dst, ScBoxcars p,                                                      \
+                                                  const T* carry_in, T* carry_out) {            \
+        sofia2_boxcars<T>(src, dst, p, carry_in, carry_out);                                    \
     }                                                                                           \
-    extern "C" __global__ void sc_transpose_##S(const T* src, T* dst, i64 planes, i64 rows,      \
-                                                i64 cols) {                                     \
-        sc_transpose<T>(src, dst, planes, rows, cols);                                          \
+    extern "C" __global__ void sofia2_boxcar_rows_##S(const T* src, const unsigned char* mask,   \
+                                                      T* dst, ScBoxcars p) {                    \
+        sofia2_boxcar_rows<T>(src, mask, dst, p);                                               \
+    }                                                                                           \
+    extern "C" __global__ void sc_transpose_##S(const T* src, const unsigned char* mask, T* dst,  \
+                                                i64 planes, i64 rows, i64 cols, int prep,       \
+                                                int kind, double value) {                       \
+        sc_transpose<T>(src, mask, dst, planes, rows, cols, prep, kind, value);                 \
     }                                                                                           \
     extern "C" __global__ void gather_at_##S(const T* w, const unsigned char* mask,             \
                                              const i64* idx, double* out, i64 n) {              \

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::{
-    self, grid_stride, CudaFunction, CudaSlice, Gpu, LaunchConfig, PushKernelArg,
+    self, grid_stride, CudaFunction, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
 use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
 use crate::cube::stats::noise::MAD_TO_STD;
@@ -39,6 +39,94 @@ fn cfg(n: usize) -> LaunchConfig {
     grid_stride(n, MAX_BLOCKS)
 }
 
+/// Boxcars fused into one launch (SC_MAX_BOXCARS in kernels/scfind.cu).
+const MAX_BOXCARS: usize = 4;
+
+/// Ring slots a thread of `sofia2_boxcars` has for its ring-fed passes
+/// (SC_LINE_RING_BYTES / sizeof(T)).
+fn line_ring_slots<T>() -> usize {
+    64 / std::mem::size_of::<T>()
+}
+
+/// Ring slots a thread of `sofia2_boxcar_rows` has (SC_ROW_RING_BYTES / sizeof(T)).
+fn row_ring_slots<T>() -> usize {
+    128 / std::mem::size_of::<T>()
+}
+
+/// Warps a block of `sofia2_boxcar_rows` (SC_ROW_WARPS).
+fn row_warps<T>() -> usize {
+    16 / std::mem::size_of::<T>()
+}
+
+/// Mirrors `struct ScBoxcars` in kernels/scfind.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct ScBoxcars {
+    outer: i64,
+    n: i64,
+    inner: i64,
+    top: i64,
+    bottom: i64,
+    r: [i64; MAX_BOXCARS],
+    inv: [f64; MAX_BOXCARS],
+    passes: i32,
+    has_carry_in: i32,
+    has_carry_out: i32,
+    prep: i32,
+    kind: i32,
+    pad: i32,
+    value: f64,
+}
+
+// SAFETY: plain-old-data with the same C layout as the kernel's struct.
+unsafe impl DeviceRepr for ScBoxcars {}
+
+/// The launches of a chain of boxcars of radii `radii` along one axis: consecutive runs of at
+/// most MAX_BOXCARS whose ring-fed passes (all of them with `first_fed`, else those after the
+/// first) fit their rings (2r+1 slots each) in `slots`; a radius too wide for a ring starts a
+/// launch of its own (it cannot be ring-fed at all with `first_fed`: callers check).
+fn boxcar_groups(radii: &[usize], first_fed: bool, slots: usize) -> Vec<&[usize]> {
+    let ring = |r: usize| 2 * r + 1;
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while start < radii.len() {
+        let mut used = if first_fed { ring(radii[start]) } else { 0 };
+        let mut end = start + 1;
+        while end < radii.len() && end - start < MAX_BOXCARS && used + ring(radii[end]) <= slots {
+            used += ring(radii[end]);
+            end += 1;
+        }
+        groups.push(&radii[start..end]);
+        start = end;
+    }
+    groups
+}
+
+/// The kernel arguments of one launch of `radii` over `view`, planes top..=bottom.
+fn boxcar_args<T: Real>(view: AxisView, radii: &[usize], top: usize, bottom: usize) -> ScBoxcars {
+    let mut p = ScBoxcars {
+        outer: view.outer as i64,
+        n: view.n as i64,
+        inner: view.inner as i64,
+        top: top as i64,
+        bottom: bottom as i64,
+        r: [0; MAX_BOXCARS],
+        inv: [0.0; MAX_BOXCARS],
+        passes: radii.len() as i32,
+        has_carry_in: 0,
+        has_carry_out: 0,
+        prep: 0,
+        kind: 0,
+        pad: 0,
+        value: 0.0,
+    };
+    for (k, &r) in radii.iter().enumerate() {
+        p.r[k] = r as i64;
+        p.inv[k] = crate::cube::scfind::running::inverse_width::<T>(r);
+    }
+    p
+}
+
 /// The element-wise kernels for element type T.
 struct Fns {
     init_blank: CudaFunction,
@@ -48,6 +136,7 @@ struct Fns {
     minmax: CudaFunction,
     clip: CudaFunction,
     boxcar: CudaFunction,
+    rows: CudaFunction,
     transpose: CudaFunction,
 }
 
@@ -61,7 +150,8 @@ impl Fns {
             gather_at: f("gather_at")?,
             minmax: f("minmax")?,
             clip: f("clip")?,
-            boxcar: f("sofia2_boxcar")?,
+            boxcar: f("sofia2_boxcars")?,
+            rows: f("sofia2_boxcar_rows")?,
             transpose: f("sc_transpose")?,
         })
     }
@@ -102,6 +192,8 @@ struct Engine<'a, T: Real> {
     carry_valid: bool,
     /// The slab now on the device (cube and mask), if any.
     loaded: Option<(usize, usize, usize, usize)>,
+    /// The host mask holds no bit: its planes go up as zeros (a memset, not a copy).
+    mask_clear: bool,
     /// Stage marks of `run` (`last_profile()`); None for the Dask stages.
     tl: Option<Timeline>,
 }
@@ -177,9 +269,16 @@ pub fn run<T: Real>(
         carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
         carry_valid: false,
         loaded: None,
+        mask_clear: false,
         tl: Some(Timeline::start(&gpu)?),
     };
-    mask.par_iter_mut().for_each(|m| *m &= MASKED | DETECTED);
+    eng.mask_clear = !mask
+        .par_iter_mut()
+        .map(|m| {
+            *m &= MASKED | DETECTED;
+            *m != 0
+        })
+        .reduce(|| false, |a, b| a || b);
     let out = eng.run_all(cube, mask, &slabs, progress);
     let tl = eng.tl.take();
     mask.par_iter_mut().for_each(|m| {
@@ -320,10 +419,16 @@ impl<'a, T: Real> Engine<'a, T> {
                     if l == 0 {
                         // staged (pinned) copies into the start of the buffers
                         self.gpu.upload_into(&cube[span.clone()], &mut self.cube)?;
-                        self.gpu.upload_into(&mask[span], &mut self.mask)?;
                     } else {
                         let mut v = self.cube.slice_mut(dst.clone());
                         self.gpu.stream.memcpy_htod(&cube[span.clone()], &mut v)?;
+                    }
+                    if self.mask_clear {
+                        let mut v = self.mask.slice_mut(dst);
+                        self.gpu.stream.memset_zeros(&mut v)?;
+                    } else if l == 0 {
+                        self.gpu.upload_into(&mask[span], &mut self.mask)?;
+                    } else {
                         let mut v = self.mask.slice_mut(dst);
                         self.gpu.stream.memcpy_htod(&mask[span], &mut v)?;
                     }
@@ -360,6 +465,14 @@ impl<'a, T: Real> Engine<'a, T> {
             Replace::Sign(f) => (1, T::from_f64(f * rms0).to_f64()),
             Replace::CopySign(f) => (2, T::from_f64(f * rms0).to_f64()),
         };
+        if passes
+            .exact_xy
+            .as_ref()
+            .is_some_and(|(xr, _)| !xr.is_empty())
+        {
+            // the first launch of the x boxcars prepares the values on the way in
+            return self.smooth_exact(s, passes, Some((kind, value)));
+        }
         let nn = n as i64;
         let mut b = self.gpu.stream.launch_builder(&self.fns.prepare);
         b.arg(&self.cube)
@@ -379,7 +492,7 @@ impl<'a, T: Real> Engine<'a, T> {
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
         if passes.exact_xy.is_some() || passes.exact_z.is_some() {
-            return self.smooth_exact(s, passes);
+            return self.smooth_exact(s, passes, None);
         }
         let yv = AxisView {
             outer: l,
@@ -407,87 +520,158 @@ impl<'a, T: Real> Engine<'a, T> {
         Ok(())
     }
 
-    /// One SoFiA-2 boxcar (radius r) of the lines of `a` given by (outer, n, inner) into `b`,
-    /// planes top..=bottom of each line, then swap a and b.
-    #[allow(clippy::too_many_arguments)]
-    fn boxcar_pass(
+    /// SoFiA-2 boxcars of radii `radii`, one after the other, over the lines of `a` given by
+    /// (outer, n, inner), planes top..=bottom of each line; the result ends in `a`. Several
+    /// boxcars go in one sweep (`boxcar_groups`) for whole lines (top = n−1, bottom = 0); a
+    /// carried (spectral) pass runs alone.
+    fn boxcars(
         &mut self,
         view: AxisView,
-        r: usize,
+        radii: &[usize],
         top: usize,
         bottom: usize,
         carry_in: bool,
         carry_out: bool,
     ) -> Result<()> {
-        let (outer, n, inner) = (view.outer as i64, view.n as i64, view.inner as i64);
-        let (ri, ti, bi) = (r as i64, top as i64, bottom as i64);
-        let inv = crate::cube::scfind::running::inverse_width::<T>(r);
-        let (ci, co) = (carry_in as i32, carry_out as i32);
+        let groups = if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
+            radii.chunks(1).collect()
+        } else {
+            boxcar_groups(radii, false, line_ring_slots::<T>())
+        };
         let lines = view.outer * view.inner;
-        let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
-        bld.arg(&self.a)
-            .arg(&mut self.b)
-            .arg(&outer)
-            .arg(&n)
-            .arg(&inner)
-            .arg(&ri)
-            .arg(&inv)
-            .arg(&ti)
-            .arg(&bi)
-            .arg(&self.carry)
-            .arg(&ci)
-            .arg(&mut self.carry_next)
-            .arg(&co);
-        // SAFETY: arguments match sofia2_boxcar_* in kernels/scfind.cu; a and b hold
-        // outer·n·inner elements, carry one plane (the z pass only: outer = 1).
-        unsafe { bld.launch(cfg(lines)) }?;
-        std::mem::swap(&mut self.a, &mut self.b);
-        if carry_out {
-            std::mem::swap(&mut self.carry, &mut self.carry_next);
+        for g in groups {
+            let mut p = boxcar_args::<T>(view, g, top, bottom);
+            p.has_carry_in = carry_in as i32;
+            p.has_carry_out = carry_out as i32;
+            let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
+            bld.arg(&self.a)
+                .arg(&mut self.b)
+                .arg(&p)
+                .arg(&self.carry)
+                .arg(&mut self.carry_next);
+            // SAFETY: arguments match sofia2_boxcars_* in kernels/scfind.cu; a and b hold
+            // outer·n·inner elements, carry one plane (the z pass only: outer = 1); several
+            // passes only over whole lines without carries, the rings of passes 2.. within
+            // line_ring_slots; blockDim is THREADS = 256 (the kernel's ring).
+            unsafe { bld.launch(cfg(lines)) }?;
+            std::mem::swap(&mut self.a, &mut self.b);
+            if carry_out {
+                std::mem::swap(&mut self.carry, &mut self.carry_next);
+            }
+        }
+        Ok(())
+    }
+
+    /// The x boxcars of radii `radii` over whole rows of the `planes` planes: in tiles
+    /// (`sofia2_boxcar_rows`, no transposes) when every radius fits a ring, else on the
+    /// transposed planes. `prep`: the source is the loaded cube, prepared on the way. The
+    /// result ends in `a`.
+    fn x_boxcars(
+        &mut self,
+        planes: usize,
+        radii: &[usize],
+        prep: Option<(i32, f64)>,
+    ) -> Result<()> {
+        let [_, ny, nx] = self.plan.shape;
+        let slots = row_ring_slots::<T>();
+        if radii.iter().any(|&r| 2 * r + 1 > slots) {
+            self.transpose_planes(planes, ny, nx, prep)?;
+            let v = AxisView {
+                outer: planes,
+                n: nx,
+                inner: ny,
+            };
+            self.boxcars(v, radii, nx - 1, 0, false, false)?;
+            return self.transpose_planes(planes, nx, ny, None);
+        }
+        let v = AxisView {
+            outer: planes * ny,
+            n: nx,
+            inner: 1,
+        };
+        let warps = row_warps::<T>();
+        let blocks = (planes * ny)
+            .div_ceil(32)
+            .div_ceil(warps)
+            .clamp(1, 8 * MAX_BLOCKS);
+        let launch = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (32 * warps as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut prep = prep;
+        for g in boxcar_groups(radii, true, slots) {
+            let mut p = boxcar_args::<T>(v, g, nx - 1, 0);
+            if let Some((kind, value)) = prep.take() {
+                (p.prep, p.kind, p.value) = (1, kind, value);
+            }
+            let src = if p.prep != 0 { &self.cube } else { &self.a };
+            let mut bld = self.gpu.stream.launch_builder(&self.fns.rows);
+            bld.arg(src).arg(&self.mask).arg(&mut self.b).arg(&p);
+            // SAFETY: arguments match sofia2_boxcar_rows_* in kernels/scfind.cu; the cube,
+            // the mask, a and b hold planes·ny·nx elements; every pass's ring fits (checked
+            // above and by boxcar_groups); blockDim is 32·SC_ROW_WARPS(T).
+            unsafe { bld.launch(launch) }?;
+            std::mem::swap(&mut self.a, &mut self.b);
         }
         Ok(())
     }
 
     /// b = every plane of a ((planes, rows, cols) → (planes, cols, rows)), then swap a and b.
-    fn transpose_planes(&mut self, planes: usize, rows: usize, cols: usize) -> Result<()> {
+    /// With `prep` = Some((kind, value)) the source is the loaded cube, prepared on the way
+    /// (replacement, NaN → 0: `prepare` folded into the transpose).
+    fn transpose_planes(
+        &mut self,
+        planes: usize,
+        rows: usize,
+        cols: usize,
+        prep: Option<(i32, f64)>,
+    ) -> Result<()> {
         let tiles = planes * rows.div_ceil(32) * cols.div_ceil(32);
         let (p, r, c) = (planes as i64, rows as i64, cols as i64);
+        let (on, (kind, value)) = (prep.is_some() as i32, prep.unwrap_or((0, 0.0)));
+        let src = if prep.is_some() { &self.cube } else { &self.a };
         let mut bld = self.gpu.stream.launch_builder(&self.fns.transpose);
-        bld.arg(&self.a).arg(&mut self.b).arg(&p).arg(&r).arg(&c);
-        // SAFETY: arguments match sc_transpose_* in kernels/scfind.cu; a and b hold
-        // planes·rows·cols elements; blockDim is THREADS (a multiple of 32).
+        bld.arg(src)
+            .arg(&self.mask)
+            .arg(&mut self.b)
+            .arg(&p)
+            .arg(&r)
+            .arg(&c)
+            .arg(&on)
+            .arg(&kind)
+            .arg(&value);
+        // SAFETY: arguments match sc_transpose_* in kernels/scfind.cu; the cube, the mask, a
+        // and b hold planes·rows·cols elements; blockDim is THREADS (a multiple of 32).
         unsafe { bld.launch(cfg(tiles * cuda::THREADS as usize)) }?;
         std::mem::swap(&mut self.a, &mut self.b);
         Ok(())
     }
 
-    /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first, then columns (y), then the
-    /// spectral running mean, top down, carried from the slab above. The x boxcars run on the
-    /// transposed planes, so that neighbouring threads read neighbouring values.
-    fn smooth_exact(&mut self, s: &Slab, passes: &KernelPasses) -> Result<()> {
+    /// `smooth` with SoFiA-2's boxcar arithmetic: rows (x) first (`x_boxcars`), then columns
+    /// (y), then the spectral running mean, top down, carried from the slab above. `prep`: the
+    /// slab is not prepared yet (`a` unset): the first x launch prepares the loaded cube (x
+    /// boxcars only).
+    fn smooth_exact(
+        &mut self,
+        s: &Slab,
+        passes: &KernelPasses,
+        prep: Option<(i32, f64)>,
+    ) -> Result<()> {
         let [_, ny, nx] = self.plan.shape;
         let l = s.planes();
         if let Some((xr, yr)) = &passes.exact_xy {
             if !xr.is_empty() {
-                self.transpose_planes(l, ny, nx)?;
-                for &r in xr {
-                    let v = AxisView {
-                        outer: l,
-                        n: nx,
-                        inner: ny,
-                    };
-                    self.boxcar_pass(v, r, nx - 1, 0, false, false)?;
-                }
-                self.transpose_planes(l, nx, ny)?;
+                self.x_boxcars(l, xr, prep)?;
                 self.mark("spatial x")?;
             }
-            for &r in yr {
+            if !yr.is_empty() {
                 let v = AxisView {
                     outer: l,
                     n: ny,
                     inner: nx,
                 };
-                self.boxcar_pass(v, r, ny - 1, 0, false, false)?;
+                self.boxcars(v, yr, ny - 1, 0, false, false)?;
             }
             self.mark("spatial y")?;
         } else {
@@ -528,7 +712,7 @@ impl<'a, T: Real> Engine<'a, T> {
             };
             let top = s.lo + (s.z1 - s.z0) - 1;
             let carry_in = self.carry_valid;
-            self.boxcar_pass(v, r, top, s.lo, carry_in, true)?;
+            self.boxcars(v, &[r], top, s.lo, carry_in, true)?;
             self.carry_valid = true;
         } else {
             for p in &passes.z {
@@ -712,8 +896,10 @@ impl<'a, T: Real> Engine<'a, T> {
             self.gpu.stream.memcpy_dtoh(&v, host)?;
             self.gpu.sync()?;
         }
-        // The device copy no longer has blank bits: force a reload next time.
+        // The device copy no longer has blank bits: force a reload next time (of the mask as
+        // it is now on the host).
         self.loaded = None;
+        self.mask_clear = false;
         Ok(())
     }
 }
@@ -746,6 +932,7 @@ fn stage_engine<'a, T: Real>(gpu: &'a Gpu, plan: &'a Plan) -> Result<Engine<'a, 
         carry_next: unsafe { gpu.alloc::<T>(plane.max(1))? },
         carry_valid: false,
         loaded: None,
+        mask_clear: false,
         tl: None,
     })
 }
@@ -1007,6 +1194,27 @@ impl KernelPasses {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boxcar_groups_fill_launches_and_rings() {
+        let g = |r: &[usize], fed: bool, slots: usize| {
+            boxcar_groups(r, fed, slots)
+                .iter()
+                .map(|g| g.len())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(g(&[1, 1, 1], false, 16), [3]);
+        assert_eq!(g(&[2; 6], false, 16), [4, 2]); // passes 2..4: 3 rings of 5 slots
+        assert_eq!(g(&[3; 5], false, 16), [3, 2]); // 2 rings of 7
+        assert_eq!(g(&[9, 1, 1], false, 16), [3]); // the first pass reads the array: no ring
+        assert_eq!(g(&[1, 8, 2], false, 16), [1, 2]); // a ring of 17 does not fit
+        assert_eq!(g(&[], false, 16), Vec::<usize>::new());
+        // every pass ring-fed (sofia2_boxcar_rows)
+        assert_eq!(g(&[2; 6], true, 32), [4, 2]); // 4 rings of 5
+        assert_eq!(g(&[4; 6], true, 32), [3, 3]); // 3 rings of 9
+        assert_eq!(g(&[4; 6], true, 16), [1; 6]);
+        assert_eq!(g(&[1, 6, 1], true, 16), [2, 1]); // 3 + 13, then 16 + 3 > 16
+    }
 
     #[test]
     fn slot_ranges_partition_the_sample() {
