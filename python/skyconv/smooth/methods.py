@@ -247,14 +247,19 @@ def ring(map_ring_f64_filled, nside, theta, values, device):
     return _core._smooth_ring(map_ring_f64_filled, int(nside), t, v, resolve(device).core)
 
 
-def ring_beams(maps_ring_filled, nside, profiles, device):
+def ring_beams(maps_ring_filled, nside, profiles, device, out=None, rows=None):
     """Ring-method convolution of filled RING maps (npix,) or (k, npix) with several kernels
     ``profiles`` [(theta, values), ...] in one engine call: (n, *shape) float64, each equal to
     :func:`ring` with that profile (on the GPU the maps go up and through the forward ring
-    FFTs once for all the beams)."""
+    FFTs once for all the beams). With ``out`` (float64, C-contiguous, (N, *shape)) beam b is
+    written straight into ``out[rows[b]]`` (``rows``: default 0 .. n - 1) and ``out`` returned."""
     ts = [np.ascontiguousarray(t, dtype=np.float64) for t, _ in profiles]
     vs = [np.ascontiguousarray(v, dtype=np.float64) for _, v in profiles]
-    return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, resolve(device).core)
+    dev = resolve(device).core
+    if out is None:
+        return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, dev)
+    rows = None if rows is None else [int(r) for r in rows]
+    return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, dev, out, rows)
 
 
 def harmonic(map_ring_f64_filled, window, lmax, iter, device):
@@ -275,7 +280,7 @@ def harmonic(map_ring_f64_filled, window, lmax, iter, device):
 BATCH_ALM_BYTES = 4 << 30
 
 
-def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
+def harmonic_batch(maps_ring_filled, windows, lmax, iter, device, out=None, rows=None):
     """Harmonic smoothing of k filled RING maps with n beams: one map2alm of the k maps, then
     one alm2map of the n·k products a_lm·b_l (every spin-0 component in one core call, so on
     the GPU they stay on the device between beams; in groups of at most BATCH_ALM_BYTES of
@@ -290,6 +295,9 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
     lmax, iter : int
         Band limit and Jacobi iterations of map2alm.
     device : Device, str or None
+    out : float64 array (N, k, npix), optional
+        Where to write (C-contiguous): beam b goes to ``out[rows[b]]`` (``rows``: default
+        0 .. n - 1), and ``out`` is returned (a mixed batch's output, no copy of this part).
 
     Returns
     -------
@@ -310,14 +318,17 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
     # component is synthesised on its own, so the grouping does not change the result).
     per_beam = 16 * alm.size
     group = max(1, min(n, BATCH_ALM_BYTES // max(per_beam, 1)))
-    if n * k == 1:  # one product, one output: no staging copies (issue 18: the first call
-        # pays a pass over fresh pages for each; on the GPU the output is a page-locked block)
+    if n * k == 1 and out is None:  # one product, one output: no staging copies (issue 18:
+        # the first call pays a pass over fresh pages for each; on the GPU the output is a
+        # page-locked block)
         # map2alm's fresh output, used once: multiplied in place (the same arithmetic)
         inplace = alm.dtype == np.complex128 and alm.flags.writeable
         prod = almxfl(alm[0], np.asarray(windows[0], dtype=np.float64), inplace=inplace)
         maps = _alm2map(prod, nside, lmax=lmax, mmax=lmax, pol=False, device=dev)
         return np.asarray(maps).reshape(1, 1, npix)
-    out = output_empty((n, k, npix), dev)
+    if out is None:
+        out, rows = output_empty((n, k, npix), dev), None
+    rows = list(range(n)) if rows is None else [int(r) for r in rows]
     for b0 in range(0, n, group):
         ws = windows[b0 : b0 + group]
         prods = np.empty((len(ws) * k, alm.shape[1]), dtype=np.complex128)
@@ -333,7 +344,13 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
             pol=False,
             device=dev,
         )
-        copy_into(out[b0 : b0 + len(ws)], np.asarray(maps).reshape(len(ws), k, npix))
+        maps = np.asarray(maps).reshape(len(ws), k, npix)
+        r = rows[b0 : b0 + len(ws)]
+        if r == list(range(r[0], r[0] + len(r))):  # contiguous rows: one threaded copy
+            copy_into(out[r[0] : r[0] + len(r)], maps)
+        else:
+            for b, row in enumerate(r):
+                copy_into(out[row], maps[b])
     return out
 
 
