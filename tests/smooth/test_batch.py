@@ -162,6 +162,23 @@ def test_harmonic_batch_writes_rows_of_out(device, rng):
         assert (out[others] == 7.5).all()
 
 
+def test_products_into_equals_almxfl(rng):
+    """The harmonic batch's products, row b·k + i = almxfl(alm[i], window b), written in
+    place on threads: bit for bit almxfl's (k = 2 maps, 3 windows, one shorter than lmax)."""
+    from skyconv import almxfl
+    from skyconv.smooth import methods
+
+    lmax = 40
+    nalm = (lmax + 1) * (lmax + 2) // 2
+    alm = rng.standard_normal((2, nalm)) + 1j * rng.standard_normal((2, nalm))
+    ws = [gauss_window(0.1, lmax), gauss_window(0.3, lmax), np.linspace(1.0, 0.5, 20)]
+    prods = np.full((6, nalm), np.nan + 0j)
+    methods.products_into(prods, alm, ws)
+    for b, w in enumerate(ws):
+        for i in range(2):
+            np.testing.assert_array_equal(prods[2 * b + i], almxfl(alm[i], w))
+
+
 def test_copy_into_in_pieces_on_threads(rng, monkeypatch):
     """The harmonic batch's copies into its output: in pieces on skyconv's threads, every
     element once (a piece size that leaves a ragged last piece; a strided target falls back
