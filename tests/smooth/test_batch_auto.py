@@ -180,6 +180,7 @@ def gpu_like_model(nside):
     return CostModel([DeviceCost("cuda", [0.229, 0.0, 0.0, 0.0], [0.015, 0.0, 0.0, 0.030 / cos5])])
 
 
+@pytest.mark.slow  # ~15 s on 2 cores with an empty store (ring errors at nside 2048), ~4 s warm
 def test_bench_batch_takes_the_ring_batch_on_a_gpu_like_model(monkeypatch):
     """The bench's batch (smooth.beams100: 100 beams of 4′-6′ at nside 2048, tol 1e-5) on a
     GPU-like cost model, each single call taking the harmonic method (as the GPU's did): every
