@@ -15,14 +15,17 @@ Cases (nside 2048, quick: 64; beams scale with the pixel in quick runs):
 - ``smooth.beams100``: 100 Gaussian beams (FWHM 4′ ... 6′) on one map, ``smooth_map(m,
   fwhm=[...])`` (auto: the shared harmonic transform, or the beams' own methods with the ring
   beams as one ring batch) against separate ``smooth_map`` calls (auto), GPU rows only. The
-  anchor is *scaled*: it makes ANCHOR_CALLS (10) of the 100 calls (the beams at the middles of
-  ten equal index ranges) and reports their time × 100 / 10 (its label says so); every first
-  call of a beam chooses its method (~seconds each), so 100 real calls would not fit a device
-  call. Both rows return those 10 maps (the batch's are picked from its (100, npix) output, 40
-  GB at nside 2048), so ``rel_err`` compares them. Each row is timed once after its warm-up
-  (ROW_REPEATS). Quick runs use 8 beams.
+  loop side makes ANCHOR_CALLS (10) of the 100 calls (the beams at the middles of ten equal
+  index ranges) and reports their time × 10 (its label says so): every first call of a beam
+  chooses its method (~1 s each, in the warm-up), and auto remembers 32 choices only.
   ``smooth.beams100_ring``: the same with ``method="ring"`` on both sides (the ring batch's
-  pipeline against ring calls, whatever auto would choose).
+  pipeline against ring calls, whatever auto would choose), the loop making all 100 calls.
+  Both sides return the picked beams' maps (``rel_err`` compares them) but stop their clocks
+  before the pick (a 4 GB copy into fresh pages, ~1-2 s, was timed in session 10, ×10 on the
+  scaled loop); a loop call's output is dropped unless it is picked, so its page-locked block
+  serves the next call. Each side is timed BEAM_REPEATS (3) times after its warm-up (median),
+  and every sample prints its parts (:func:`beam_parts`: host, device stages, transfers).
+  Quick runs use 8 beams.
   ``smooth.beams8``: the same with 8 beams, CPU rows only (the GPU is covered by beams100).
 - ``smooth16k.fwhm1_ring``, ``smooth16k.fwhm1_harmonic`` and ``smooth16k.fwhm1_auto`` (only
   when ``SKYCONV_BENCH_16K=1``, GPU engine only, no anchor, each timed once after its warm-up):
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -53,10 +57,13 @@ MIN_WEIGHT = 0.5
 #: harmonic weight rings by up to a few percent there, so the two would cut different pixels).
 ANCHOR_MARGIN = 0.1
 N_BEAMS, CPU_BEAMS, QUICK_BEAMS = 100, 8, 8
-#: Separate calls the beams100 anchor makes (its time is scaled to N_BEAMS calls).
+#: Separate calls the auto beams100 loop makes (its time is scaled to N_BEAMS calls).
 ANCHOR_CALLS = 10
 #: Timed calls of the slow rows (healpy's anchor, the batches) after their warm-up.
 ROW_REPEATS = 1
+#: Timed samples of each side of the GPU beams rows after their warm-up (the median is
+#: reported: single samples moved by 50% between session 10's runs).
+BEAM_REPEATS = 3
 
 
 class Few:
@@ -82,19 +89,6 @@ class FewHost(Few, Host):
 
 class FewGpuWall(Few, SkyconvGpuWall):
     pass
-
-
-class ScaledLoop(FewGpuWall):
-    """``calls`` of ``n`` separate calls, timed, the time scaled by n / calls."""
-
-    def __init__(self, steps, n: int, calls: int, **kw):
-        super().__init__(steps, **kw)
-        self.scale = n / calls
-        self.label = f"skyconv (scaled x{self.scale:g} from {calls} of {n} calls)"
-
-    def _call(self, inputs):
-        out, sample = super()._call(inputs)
-        return out, {k: v * self.scale for k, v in sample.items()}
 
 
 def galactic_mask(nside: int, frac: float = 0.2) -> np.ndarray:
@@ -211,32 +205,160 @@ def beams_inputs(n_beams: int):
 
 
 def picked(n: int) -> np.ndarray:
-    """The beams the scaled anchor calls: the middles of ANCHOR_CALLS equal index ranges."""
+    """The beams whose maps the beams rows return (``rel_err`` compares them; the scaled anchor
+    calls only these): the middles of ANCHOR_CALLS equal index ranges."""
     k = min(n, ANCHOR_CALLS)
     return ((np.arange(k) + 0.5) * n / k).astype(int)
 
 
-def sc_batch(device: str, pick: bool = False, method: str = "auto"):
+def sc_batch(device: str, method: str = "auto"):
     def call(m, fwhms):
         import skyconv
 
-        out = skyconv.smooth_map(m, fwhm=fwhms, device=device, method=method)
-        # the anchor's beams only (a copy: the (n, npix) batch is freed at once)
-        return np.array(out[picked(len(fwhms))]) if pick else out
+        return skyconv.smooth_map(m, fwhm=fwhms, device=device, method=method)
 
     call.__name__ = f"skyconv.smooth_map[fwhm=[...],{device},{method}]"
     return call
 
 
-def sc_loop(device: str, pick: bool = False, method: str = "auto"):
-    def call(m, fwhms):
+def sc_loop(device: str, method: str = "auto"):
+    def call(m, fs):
         import skyconv
 
-        fs = fwhms[picked(len(fwhms))] if pick else fwhms
         return np.stack([skyconv.smooth_map(m, fwhm=f, device=device, method=method) for f in fs])
 
     call.__name__ = f"[skyconv.smooth_map(fwhm=f,{device},{method}) for f]"
     return call
+
+
+def beam_parts(e2e_ms: float, profiles: list[dict]) -> dict[str, float]:
+    """One timed sample of a GPU beams row from its wall clock and the ``last_profile()`` of
+    each core call: ``e2e``; ``device`` (the stages on the device but the transfers);
+    ``h2d`` / ``d2h`` (the transfer stages: the batch's overlapped DMAs are not a stage, only
+    the tail after its last kernel); ``span`` (first to last event of the calls' timelines);
+    ``host`` = e2e - span (Python, plans and tables, output allocation, anything the device
+    does not see)."""
+    from ..harness import TRANSFER_STAGES
+
+    st: dict[str, float] = {}
+    for p in profiles:
+        for k, v in p.items():
+            st[k] = st.get(k, 0.0) + float(v)
+    span = st.get("total", 0.0)
+    return {
+        "e2e": e2e_ms,
+        "device": sum(v for k, v in st.items() if k not in TRANSFER_STAGES),
+        "h2d": st.get("h2d", 0.0),
+        "d2h": st.get("d2h", 0.0),
+        "span": span,
+        "host": e2e_ms - span,
+    }
+
+
+def _say(what: str, s: dict[str, float]) -> None:
+    print(
+        f"    {what}: e2e {s['e2e']:.0f} ms = host {s['host']:.0f} + device span "
+        f"{s['span']:.0f} (device stages {s['device']:.0f}, h2d {s['h2d']:.0f}, "
+        f"d2h {s['d2h']:.0f})",
+        flush=True,
+    )
+
+
+class BeamsRow(SkyconvGpu):
+    """One side of a GPU beams row. ``run(m, fwhms)`` returns (the picked beams' maps, a
+    sample from :func:`beam_parts`) and stops its clock before it picks: the rows time the
+    smoothing, not copies of their outputs (session 10 timed a 4 GB ``np.stack`` or pick in
+    each sample, ~1-2 s at the pageable rate of fresh pages, and scaled the loop's ×10). Timed
+    BEAM_REPEATS times after one warm-up; each sample's parts are printed (the warm-up's too:
+    it pins the batch's output block)."""
+
+    def __init__(self, label: str, run, scale: float = 1.0, note: str = ""):
+        super().__init__(run, label=label, note=note)
+        self.run, self.scale = run, scale
+
+    def measure(self, inputs, settings):
+        return super().measure(inputs, replace(settings, repeats=BEAM_REPEATS, min_time=0.0))
+
+    def _call(self, inputs):
+        out, sample = self.run(*inputs)
+        _say(self.label, sample)
+        return out, {k: v * self.scale for k, v in sample.items()}
+
+
+def say_choice(nside: int, fwhms) -> None:
+    """Print auto's choice for the batch and the GPU cost model's prices behind it (the
+    choices are remembered from the batch call: no new measurement)."""
+    from skyconv.smooth import batch as sb
+    from skyconv.smooth import cost
+
+    lmax = 3 * nside - 1
+    bs = sb.beams(fwhms, None, lmax, 1e-5)
+    kind, each = sb.choose_batch(bs, nside, 0, "cuda")
+    model = cost.model("cuda")
+    reach = [float(b.profile[0][-1]) for b in bs]
+    ring = [r for r, e in zip(reach, each or []) if e == "ring"]
+    print(
+        f"    auto batch choice: {kind}; ring {len(ring)}, harmonic "
+        f"{(each or []).count('harmonic')} of {len(bs)} beams. GPU model (ms): shared harmonic "
+        f"batch {1e3 * sb.batch_harmonic_time(model, nside, lmax, 0, len(bs)):.0f}, all-ring "
+        f"batch {1e3 * sb.ring_batch_time(model, nside, reach):.0f}, chosen ring part "
+        f"{1e3 * sb.ring_batch_time(model, nside, ring):.0f}; one ring call (middle beam) "
+        f"{1e3 * model.ring_time(nside, reach[len(reach) // 2])[0]:.0f}, one harmonic "
+        f"{1e3 * model.harmonic_time(nside, lmax)[0]:.0f}",
+        flush=True,
+    )
+
+
+def batch_run(method: str):
+    """The batch: one ``smooth_map(m, fwhm=[...])``, the (n, npix) output dropped after the
+    picked beams are copied out (its page-locked block goes back to the pool for the next
+    sample, as a user's next batch of that size would find it)."""
+
+    def run(m, fwhms):
+        import skyconv
+
+        t0 = time.perf_counter()
+        out = skyconv.smooth_map(m, fwhm=fwhms, device="cuda", method=method)
+        e2e = (time.perf_counter() - t0) * 1e3
+        # the last core call's stages: the whole ring batch (auto's mixed batch: its last part)
+        sample = beam_parts(e2e, [skyconv.last_profile()])
+        keep = np.array(out[picked(len(fwhms))])
+        del out
+        if method == "auto" and not said:
+            said.append(True)
+            try:
+                say_choice(round(math.sqrt(m.size / 12)), fwhms)
+            except Exception as e:  # noqa: BLE001 - a diagnostic line, not the measurement
+                print(f"    auto batch choice: not shown ({type(e).__name__}: {e})")
+        return keep, sample
+
+    said: list = []
+    return run
+
+
+def loop_run(method: str, every: bool):
+    """Separate ``smooth_map`` calls: every beam (``every``) or the picked ones. Each call's
+    output is dropped unless it is a picked beam's (a loop that keeps 100 maps of 0.4 GB
+    would outgrow the page-locked pool, 8 GiB, and the rest would come down at the pageable
+    rate: slower, so not the loop to beat), so its block is reused by the next call."""
+
+    def run(m, fwhms):
+        import skyconv
+
+        keep = set(picked(len(fwhms)).tolist())
+        idx = range(len(fwhms)) if every else sorted(keep)
+        kept, profiles = [], []
+        t0 = time.perf_counter()
+        for i in idx:
+            o = skyconv.smooth_map(m, fwhm=fwhms[i], device="cuda", method=method)
+            profiles.append(skyconv.last_profile())
+            if i in keep:
+                kept.append(o)
+            del o
+        e2e = (time.perf_counter() - t0) * 1e3
+        return np.stack(kept), beam_parts(e2e, profiles)
+
+    return run
 
 
 def beams_work(inputs) -> Work:
@@ -245,21 +367,29 @@ def beams_work(inputs) -> Work:
     return Work(bytes=8.0 * m.size * (1 + n), h2d_bytes=8.0 * m.size, d2h_bytes=8.0 * m.size * n)
 
 
-def register_gpu_beams(suffix: str, method: str) -> None:
+def register_gpu_beams(suffix: str, method: str, loop_calls: int) -> None:
     """N_BEAMS beams on one nside 2048 map on the GPU: one batch call against N_BEAMS single
-    calls (scaled from ANCHOR_CALLS), both with `method`."""
+    calls (``loop_calls`` of them timed, scaled to N_BEAMS), both with `method`."""
+    every = loop_calls >= N_BEAMS
+    label = f"skyconv ({N_BEAMS} calls)"
+    if not every:
+        label = f"skyconv (x{N_BEAMS / loop_calls:g} of {loop_calls} calls)"
     register(
         Case(
             name=f"smooth.beams{N_BEAMS}{suffix}",
             description=f"{N_BEAMS} beams (4′-6′) on one map in one call vs {N_BEAMS} calls "
-            f"({method}; the calls scaled from {ANCHOR_CALLS})",
+            f"({method}; {'every call timed' if every else f'the calls scaled from {loop_calls}'})",
             inputs=beams_inputs(N_BEAMS),
             work=beams_work,
             comparisons=[
                 Comparison(
                     "gpu",
-                    FewGpuWall([sc_batch("cuda", pick=True, method=method)]),
-                    ScaledLoop([sc_loop("cuda", pick=True, method=method)], N_BEAMS, ANCHOR_CALLS),
+                    BeamsRow("skyconv batch", batch_run(method)),
+                    BeamsRow(
+                        label,
+                        loop_run(method, every),
+                        scale=1.0 if every else N_BEAMS / loop_calls,
+                    ),
                 )
             ],
             params={
@@ -267,20 +397,23 @@ def register_gpu_beams(suffix: str, method: str) -> None:
                 "quick_nside": 64,
                 "n_beams": N_BEAMS,
                 "quick_beams": QUICK_BEAMS,
-                "anchor_calls": ANCHOR_CALLS,
+                "loop_calls": N_BEAMS if every else loop_calls,
+                "repeats": BEAM_REPEATS,
                 "method": method,
-                "note": "anchor time scaled from anchor_calls separate calls; outputs: those beams",
+                "note": "outputs: the picked beams; copies outside the clock; parts per sample "
+                "in stages_ms (host = e2e - device span)",
             },
         )
     )
 
 
-register_gpu_beams("", "auto")
+# auto: the loop's first call of each beam chooses its method (~1 s each, the warm-up), and
+# auto's choices are remembered for 32 beams only: 10 calls, scaled.
+register_gpu_beams("", "auto", ANCHOR_CALLS)
 # The same with the ring method on both sides: the ring batch's own pipeline (one upload and
 # forward FFT, each beam's result coming down while the next computes, a page-locked output)
-# against 100 ring calls, whatever auto would choose for these beams (session 9: the auto loop
-# took 229 ms a call on an H200, against 45 ms for one ring call).
-register_gpu_beams("_ring", "ring")
+# against 100 ring calls, every one timed.
+register_gpu_beams("_ring", "ring", N_BEAMS)
 
 # 8 beams: CPU rows (100 CPU calls at nside 2048 would take the default run past its limit).
 # One method on both sides (ring), so the batch must equal the loop to rounding: under "auto"

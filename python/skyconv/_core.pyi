@@ -466,7 +466,9 @@ def _smooth_ring_beams(
     thetas: list[npt.NDArray[np.float64]],
     values: list[npt.NDArray[np.float64]],
     device: str | None = None,
-) -> npt.NDArray[np.float64]: ...  # (n_beams, *map.shape): _smooth_ring per profile
+    out: npt.NDArray[np.float64] | None = None,
+    rows: list[int] | None = None,
+) -> npt.NDArray[np.float64]: ...  # (n_beams, *map.shape), or out with beam b in out[rows[b]]
 def _smooth_ring_masked(
     map: FloatArray,
     nside: int,

@@ -1,6 +1,8 @@
 //! Smoothing bindings (skyconv.smooth): the ring-method convolution and kernel profiles.
 
-use numpy::{IntoPyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray1};
+use numpy::{
+    IntoPyArray, PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -67,30 +69,94 @@ fn _smooth_ring<'py>(
     with_float!(map, a => ring_run(py, &a, args))
 }
 
+/// Where `_smooth_ring_beams` writes: a new array, or the rows `rows` of the caller's `out`.
+type BeamsOut<'py> = Option<(Bound<'py, PyArrayDyn<f64>>, Vec<usize>)>;
+
 fn beams_run<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     map: &numpy::PyReadonlyArrayDyn<'py, T>,
     args: (usize, &Profiles<'_>, Option<&str>),
+    into: BeamsOut<'py>,
 ) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
     let (nside, profiles, device) = args;
     let dev = crate::backend::resolve(device).map_err(to_pyerr)?;
     let (shape, m) = parts(map, "map")?;
-    let mut oshape = vec![profiles.len()];
-    oshape.extend_from_slice(&shape);
-    let out = empty_for::<f64>(py, &oshape, dev)?;
-    let dst = data_mut(&out);
+    let (out, rows) = match into {
+        Some((out, rows)) => {
+            check_rows(&out, &shape, &rows, profiles.len())?;
+            (out, rows)
+        }
+        None => {
+            let mut oshape = vec![profiles.len()];
+            oshape.extend_from_slice(&shape);
+            (
+                empty_for::<f64>(py, &oshape, dev)?,
+                (0..profiles.len()).collect(),
+            )
+        }
+    };
+    let mut rw = out.try_readwrite().map_err(|_| {
+        crate::py::errors::value_err("out must be a writeable array no other view is writing")
+    })?;
+    let all = rw
+        .as_slice_mut()
+        .map_err(|_| crate::py::errors::value_err("out must be C-contiguous"))?;
+    let mut free: Vec<Option<&mut [f64]>> = all.chunks_mut(m.len().max(1)).map(Some).collect();
+    let mut dst: Vec<&mut [f64]> = rows.iter().filter_map(|&r| free[r].take()).collect();
     compute_on(py, dev, || {
         let m64 = as_f64(m);
-        smooth::ring_smooth_beams(dev, nside, profiles, &m64, dst)
+        smooth::ring_smooth_beams(dev, nside, profiles, &m64, &mut dst)
     })?;
+    drop(rw);
     Ok(out)
+}
+
+/// `out` is float64 (n_rows, *map shape) and `rows` names `n_beams` distinct rows of it.
+fn check_rows(
+    out: &Bound<'_, PyArrayDyn<f64>>,
+    shape: &[usize],
+    rows: &[usize],
+    n_beams: usize,
+) -> PyResult<()> {
+    let oshape = out.shape();
+    if oshape.len() != shape.len() + 1 || oshape[1..] != *shape {
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        return Err(crate::py::errors::value_err(format!(
+            "out must have shape (n, {}) (rows shaped like the map), got {oshape:?}",
+            dims.join(", ")
+        )));
+    }
+    // (rust-numpy's slices take Fortran order too: the rows must be C rows)
+    if !out.is_c_contiguous() {
+        return Err(crate::py::errors::value_err("out must be C-contiguous"));
+    }
+    let mut seen = vec![false; oshape[0]];
+    for &r in rows {
+        if r >= oshape[0] || std::mem::replace(&mut seen[r], true) {
+            return Err(crate::py::errors::value_err(format!(
+                "rows must be distinct rows of out (0 .. {}), got {rows:?}",
+                oshape[0]
+            )));
+        }
+    }
+    if rows.len() != n_beams {
+        return Err(crate::py::errors::value_err(format!(
+            "rows must name one row per beam ({n_beams}), got {}",
+            rows.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Ring-method smoothing of RING maps ((npix,) or (k, npix), no missing pixels) with several
 /// radial profiles at once: (n_beams, *map.shape) float64, each equal to `_smooth_ring` with
-/// that profile (on the GPU the maps go up and through the forward FFTs once).
+/// that profile (on the GPU the maps go up and through the forward FFTs once). With `out`
+/// (float64, C-contiguous, (n, *map.shape)) beam b is written into `out[rows[b]]` (`rows`:
+/// default 0 .. n_beams) and `out` is returned: a mixed batch's ring beams go straight into
+/// its output (on the GPU a page-locked block), with no copy.
 #[pyfunction]
-#[pyo3(signature = (map, nside, thetas, values, device=None))]
+#[pyo3(signature = (map, nside, thetas, values, device=None, out=None, rows=None))]
+#[allow(clippy::too_many_arguments)]
 fn _smooth_ring_beams<'py>(
     py: Python<'py>,
     map: FloatArray<'py>,
@@ -98,6 +164,8 @@ fn _smooth_ring_beams<'py>(
     thetas: Vec<PyReadonlyArray1<'py, f64>>,
     values: Vec<PyReadonlyArray1<'py, f64>>,
     device: Option<&str>,
+    out: Option<Bound<'py, PyArrayDyn<f64>>>,
+    rows: Option<Vec<usize>>,
 ) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
     if thetas.len() != values.len() || thetas.is_empty() {
         return Err(crate::py::errors::value_err(
@@ -108,8 +176,13 @@ fn _smooth_ring_beams<'py>(
     for (t, v) in thetas.iter().zip(&values) {
         profiles.push((slice1(t, "theta")?, slice1(v, "values")?));
     }
+    let into = match (out, rows) {
+        (Some(o), r) => Some((o, r.unwrap_or_else(|| (0..profiles.len()).collect()))),
+        (None, None) => None,
+        (None, Some(_)) => return Err(crate::py::errors::value_err("rows needs out")),
+    };
     let args = (nside, &profiles[..], device);
-    with_float!(map, a => beams_run(py, &a, args))
+    with_float!(map, a => beams_run(py, &a, args, into))
 }
 
 type MaskedArgs<'a> = (

@@ -355,24 +355,28 @@ pub fn plans_of(nside: usize, profiles: &[(&[f64], &[f64])]) -> Result<Vec<RingP
 }
 
 /// Ring-method smoothing of RING maps with several kernels: `profiles` holds (theta, values)
-/// per beam, `map` k maps of 12·nside² pixels one after the other and `out` the n_beams·k
-/// results, beam-major. On the GPU the maps go up and through the forward FFTs once for all
-/// beams ([`cuda::convolve_beams`]); on the CPU each beam is one [`cpu::convolve_many`]. Each
-/// result equals [`ring_smooth`] of its map and beam.
+/// per beam, `map` k maps of 12·nside² pixels one after the other and `out[b]` beam b's k
+/// results (k·npix each; the rows of one array, or rows picked from a larger one). On the GPU
+/// the maps go up and through the forward FFTs once for all beams ([`cuda::convolve_beams`]);
+/// on the CPU each beam is one [`cpu::convolve_many`]. Each result equals [`ring_smooth`] of
+/// its map and beam.
 pub fn ring_smooth_beams(
     device: Device,
     nside: usize,
     profiles: &[(&[f64], &[f64])],
     map: &[f64],
-    out: &mut [f64],
+    out: &mut [&mut [f64]],
 ) -> Result<()> {
     hp::check_nside(nside as u64, false)?;
     let npix = hp::nside2npix(nside as u64) as usize;
-    if map.is_empty() || !map.len().is_multiple_of(npix) || out.len() != map.len() * profiles.len()
+    if map.is_empty()
+        || !map.len().is_multiple_of(npix)
+        || out.len() != profiles.len()
+        || out.iter().any(|o| o.len() != map.len())
     {
         return Err(Error::shape(format!(
-            "map has {} pixels and out {}, nside={nside} needs a multiple of {npix} and \
-             {} beams times that",
+            "map has {} pixels and out {} rows, nside={nside} needs a multiple of {npix} and \
+             {} rows of that",
             map.len(),
             out.len(),
             profiles.len()
@@ -380,7 +384,7 @@ pub fn ring_smooth_beams(
     }
     let plans = plans_of(nside, profiles)?;
     let maps: Vec<&[f64]> = map.chunks(npix).collect();
-    let mut outs: Vec<&mut [f64]> = out.chunks_mut(npix).collect();
+    let mut outs: Vec<&mut [f64]> = out.iter_mut().flat_map(|o| o.chunks_mut(npix)).collect();
     match device {
         Device::Cpu => crate::backend::threads::install(|| {
             for (plan, o) in plans.iter().zip(outs.chunks_mut(maps.len())) {

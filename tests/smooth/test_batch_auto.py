@@ -168,3 +168,39 @@ def test_output_empty_on_cpu():
     assert a.shape == (2, 3) and a.dtype == np.float64 and a.flags.c_contiguous
     with pytest.raises(HostMemoryError, match="bytes"):
         methods.output_empty((1 << 40, 1 << 20), "cpu")
+
+
+def gpu_like_model(nside):
+    """A cost model with the H100's measured end-to-end times at nside 2048 (bench/NOTES.md,
+    sessions 9-10): a ring call of a 5′ beam 45 ms, 15 ms of it set-up (plan, tables, the
+    map's upload), the rest growing with the kernel's cosine-sum work; a harmonic smoothing
+    229 ms (the GPU's single auto calls took it for these beams)."""
+    reach5 = float(sb.beams([np.radians(5 / 60)], None, 3 * nside - 1, 1e-5)[0].profile[0][-1])
+    cos5 = float(ring_features(nside, reach5)[3])
+    return CostModel([DeviceCost("cuda", [0.229, 0.0, 0.0, 0.0], [0.015, 0.0, 0.0, 0.030 / cos5])])
+
+
+@pytest.mark.slow  # ~15 s on 2 cores with an empty store (ring errors at nside 2048), ~4 s warm
+def test_bench_batch_takes_the_ring_batch_on_a_gpu_like_model(monkeypatch):
+    """The bench's batch (smooth.beams100: 100 beams of 4′-6′ at nside 2048, tol 1e-5) on a
+    GPU-like cost model, each single call taking the harmonic method (as the GPU's did): every
+    beam the ring method may take (auto.ring_admissible, not patched: at least GRID_MIN_PIXELS
+    = 2.5 px wide, 4.3′, and within GRID_SLACK of the harmonic method against the exact
+    smoothing) goes to the one ring batch, predicted ~4x faster than the shared transform; the
+    15 narrower beams stay harmonic (the ring method misses tol there, and auto keeps tol)."""
+    nside = 2048
+    fw = np.radians(np.linspace(4.0, 6.0, 100) / 60)
+    beams = sb.beams(fw, None, 3 * nside - 1, 1e-5)
+    cost = gpu_like_model(nside)
+    monkeypatch.setattr(sm_cost, "model", lambda dev: cost)
+    monkeypatch.setattr(sb, "choose", lambda b, n, i, d: ("harmonic", {"times": {}}))
+    kind, each = sb.choose_batch(beams, nside, 0, "cpu")
+    assert kind == "each"
+    wide = [b.fwhm_pixels(nside) >= sm_auto.GRID_MIN_PIXELS for b in beams]
+    assert each == ["ring" if w else "harmonic" for w in wide]
+    assert each.count("ring") == 85
+    reach = [float(b.profile[0][-1]) for b in beams]
+    t_ring = sb.ring_batch_time(cost, nside, [r for r, w in zip(reach, wide) if w])
+    t_mixed = t_ring + sb.batch_harmonic_time(cost, nside, 3 * nside - 1, 0, 15)
+    t_shared = sb.batch_harmonic_time(cost, nside, 3 * nside - 1, 0, 100)
+    assert t_mixed < t_shared / 2

@@ -302,11 +302,13 @@ def _mixed_runner(each, beams, nside, iter, device):
     def run(st):
         if len(ring) == len(beams):  # no copy of the batch's (n, k, npix) result
             return methods.ring_beams(st, nside, profiles, device)
+        # each part writes its rows of the one output (on the GPU a page-locked block): no
+        # copy of the parts (session 10: `out[ring] = ...` copied 34 GB on one thread)
         out = methods.output_empty((len(beams), *st.shape), device)
         if ring:
-            out[ring] = methods.ring_beams(st, nside, profiles, device)
+            methods.ring_beams(st, nside, profiles, device, out=out, rows=ring)
         if harm:
-            out[harm] = methods.harmonic_batch(st, windows, beams[0].lmax, iter, device)
+            methods.harmonic_batch(st, windows, beams[0].lmax, iter, device, out=out, rows=harm)
         for i, r in runners.items():
             out[i] = r(st if st.shape[0] > 1 else st[0]).reshape(st.shape)
         return out

@@ -247,14 +247,19 @@ def ring(map_ring_f64_filled, nside, theta, values, device):
     return _core._smooth_ring(map_ring_f64_filled, int(nside), t, v, resolve(device).core)
 
 
-def ring_beams(maps_ring_filled, nside, profiles, device):
+def ring_beams(maps_ring_filled, nside, profiles, device, out=None, rows=None):
     """Ring-method convolution of filled RING maps (npix,) or (k, npix) with several kernels
     ``profiles`` [(theta, values), ...] in one engine call: (n, *shape) float64, each equal to
     :func:`ring` with that profile (on the GPU the maps go up and through the forward ring
-    FFTs once for all the beams)."""
+    FFTs once for all the beams). With ``out`` (float64, C-contiguous, (N, *shape)) beam b is
+    written straight into ``out[rows[b]]`` (``rows``: default 0 .. n - 1) and ``out`` returned."""
     ts = [np.ascontiguousarray(t, dtype=np.float64) for t, _ in profiles]
     vs = [np.ascontiguousarray(v, dtype=np.float64) for _, v in profiles]
-    return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, resolve(device).core)
+    dev = resolve(device).core
+    if out is None:
+        return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, dev)
+    rows = None if rows is None else [int(r) for r in rows]
+    return _core._smooth_ring_beams(maps_ring_filled, int(nside), ts, vs, dev, out, rows)
 
 
 def harmonic(map_ring_f64_filled, window, lmax, iter, device):
@@ -275,7 +280,7 @@ def harmonic(map_ring_f64_filled, window, lmax, iter, device):
 BATCH_ALM_BYTES = 4 << 30
 
 
-def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
+def harmonic_batch(maps_ring_filled, windows, lmax, iter, device, out=None, rows=None):
     """Harmonic smoothing of k filled RING maps with n beams: one map2alm of the k maps, then
     one alm2map of the n·k products a_lm·b_l (every spin-0 component in one core call, so on
     the GPU they stay on the device between beams; in groups of at most BATCH_ALM_BYTES of
@@ -290,6 +295,9 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
     lmax, iter : int
         Band limit and Jacobi iterations of map2alm.
     device : Device, str or None
+    out : float64 array (N, k, npix), optional
+        Where to write (C-contiguous): beam b goes to ``out[rows[b]]`` (``rows``: default
+        0 .. n - 1), and ``out`` is returned (a mixed batch's output, no copy of this part).
 
     Returns
     -------
@@ -310,21 +318,22 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
     # component is synthesised on its own, so the grouping does not change the result).
     per_beam = 16 * alm.size
     group = max(1, min(n, BATCH_ALM_BYTES // max(per_beam, 1)))
-    if n * k == 1:  # one product, one output: no staging copies (issue 18: the first call
-        # pays a pass over fresh pages for each; on the GPU the output is a page-locked block)
+    if n * k == 1 and out is None:  # one product, one output: no staging copies (issue 18:
+        # the first call pays a pass over fresh pages for each; on the GPU the output is a
+        # page-locked block)
         # map2alm's fresh output, used once: multiplied in place (the same arithmetic)
         inplace = alm.dtype == np.complex128 and alm.flags.writeable
         prod = almxfl(alm[0], np.asarray(windows[0], dtype=np.float64), inplace=inplace)
         maps = _alm2map(prod, nside, lmax=lmax, mmax=lmax, pol=False, device=dev)
         return np.asarray(maps).reshape(1, 1, npix)
-    out = output_empty((n, k, npix), dev)
+    if out is None:
+        out, rows = output_empty((n, k, npix), dev), None
+    rows = list(range(n)) if rows is None else [int(r) for r in rows]
+    buf = np.empty((min(group, n) * k, alm.shape[1]), dtype=np.complex128)  # every group's
     for b0 in range(0, n, group):
         ws = windows[b0 : b0 + group]
-        prods = np.empty((len(ws) * k, alm.shape[1]), dtype=np.complex128)
-        for b, w in enumerate(ws):
-            w = np.asarray(w, dtype=np.float64)
-            for i in range(k):
-                prods[b * k + i] = almxfl(alm[i], w)
+        prods = buf[: len(ws) * k]
+        products_into(prods, alm, ws)
         maps = _alm2map(
             prods if prods.shape[0] > 1 else prods[0],
             nside,
@@ -333,8 +342,38 @@ def harmonic_batch(maps_ring_filled, windows, lmax, iter, device):
             pol=False,
             device=dev,
         )
-        copy_into(out[b0 : b0 + len(ws)], np.asarray(maps).reshape(len(ws), k, npix))
+        maps = np.asarray(maps).reshape(len(ws), k, npix)
+        r = rows[b0 : b0 + len(ws)]
+        if r == list(range(r[0], r[0] + len(r))):  # contiguous rows: one threaded copy
+            copy_into(out[r[0] : r[0] + len(r)], maps)
+        else:
+            for b, row in enumerate(r):
+                copy_into(out[row], maps[b])
     return out
+
+
+def products_into(prods: np.ndarray, alm: np.ndarray, windows) -> None:
+    """``prods[b·k + i] = almxfl(alm[i], windows[b])`` for the k rows of ``alm`` (complex128,
+    C-contiguous), the rows on skyconv's threads, each written once in place: a row is copied
+    in (:func:`copy_into`) and multiplied there (``almxfl(inplace=True)``, the same arithmetic).
+    Session 11: ``prods[r] = almxfl(...)`` made a fresh temporary and a second pass over fresh
+    pages per row, on one thread (~0.3 s a beam at nside 2048: most of a 15-beam harmonic
+    part of the 100-beam batch on the GPU)."""
+    import concurrent.futures
+
+    from .._backend import get_num_threads
+
+    k = alm.shape[0]
+    ws = [np.asarray(w, dtype=np.float64) for w in windows]
+
+    def row(r: int) -> None:
+        dst = prods[r]
+        np.copyto(dst, alm[r % k])
+        almxfl(dst, ws[r // k], inplace=True)
+
+    workers = max(1, min(get_num_threads(), prods.shape[0]))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(row, range(len(ws) * k)))
 
 
 def output_empty(shape, device) -> np.ndarray:

@@ -32,15 +32,10 @@ pub const MIN_BLOCK_DIVISOR: usize = 16;
 /// work (≤ 2 × 512 MB: forward and inverse sets), the belt's cuFFT plans (both directions,
 /// calls of up to BELT_BATCH rings).
 pub fn reserve(nside: usize) -> usize {
-    let jobs: Vec<RingJob> = (1..nside)
-        .map(|i| RingJob {
-            n: 4 * i,
-            a: 0,
-            b: None,
-        })
-        .collect();
     let belt = BELT_BATCH.min(2 * nside + 1);
-    8 * CHUNK_TAPS + 2 * RingFft::bytes_for(&jobs) + 2 * 2 * 16 * belt * (2 * nside + 1)
+    8 * CHUNK_TAPS
+        + 2 * RingFft::bytes_for(&super::polar_sizes(nside))
+        + 2 * 2 * 16 * belt * (2 * nside + 1)
 }
 
 /// The least device memory the blocked engine runs in at `nside`: [`reserve`] plus blocks of
@@ -135,18 +130,12 @@ pub fn convolve_blocked(
                 ffts(gpu, plan, block, &block.ins, &mut buf, &mut spec_in, true)?;
                 phase(gpu, plan, tabs, &dev, block, &first, &mut spec_in)?;
                 let chunks = tabs.chunks_between(block.pairs.0, block.pairs.1, room, room)?;
-                let max_taps = chunks
-                    .iter()
-                    .map(|c| c.taps.1 - c.taps.0)
-                    .max()
-                    .unwrap_or(0);
-                // SAFETY: each chunk's samples are written by smooth_kernel_eval first.
-                let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
+                let mut taps = super::taps_buffer(gpu, &chunks)?;
                 let mut pace = Pacer::new(gpu);
                 for c in &chunks {
                     pace.before()?;
                     super::eval(gpu, &dev, c, &plan.table, &mut taps)?;
-                    products(
+                    super::products(
                         gpu,
                         &dev,
                         c,
@@ -286,18 +275,4 @@ fn phase(
     // SAFETY: matches smooth_phase; the tiles' rings are the block's inputs, inside `spec`.
     unsafe { l.launch(cfg(t1 - t0, TILE)) }?;
     Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn products(
-    gpu: &Gpu,
-    d: &super::Dev,
-    c: &super::tables::Chunk,
-    nrings: usize,
-    first: &CudaSlice<i64>,
-    taps: &CudaSlice<f64>,
-    spec_in: &CudaSlice<f64>,
-    spec_out: &mut CudaSlice<f64>,
-) -> Result<()> {
-    super::products_with(gpu, d, c, nrings, first, taps, spec_in, spec_out)
 }

@@ -11,8 +11,8 @@
 
 use super::outputs::Downloads;
 use super::{
-    cfg, eval, fixed_bytes, phase, polar_jobs, products, ring_ffts, tables_of, upload, CHUNK_TAPS,
-    MODULE,
+    cfg, eval, fixed_bytes, phase, polar_jobs, products, ring_ffts, tables_of, taps_buffer, upload,
+    CHUNK_TAPS, MODULE,
 };
 use crate::backend::cuda::profile::Timeline;
 use crate::backend::cuda::ring_fft::RingFft;
@@ -163,13 +163,7 @@ pub fn convolve_masked(
     for (b, (plan, tabs)) in plans.iter().zip(&tables).enumerate() {
         let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
         let dev = upload(&gpu, tabs)?;
-        let max_taps = chunks
-            .iter()
-            .map(|c| c.taps.1 - c.taps.0)
-            .max()
-            .unwrap_or(0);
-        // SAFETY: each chunk's samples are written by smooth_kernel_eval before the products.
-        let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
+        let mut taps = taps_buffer(&gpu, &chunks)?;
         tl.mark(&gpu, "setup")?;
         if b == 0 {
             // the phased input spectra do not depend on the kernel: once for every plan
@@ -185,7 +179,7 @@ pub fn convolve_masked(
             eval(&gpu, &dev, c, &plan.table, &mut taps)?;
             tl.mark(&gpu, "kernel")?;
             for (si, so) in spec_in.iter().zip(spec_out.iter_mut()) {
-                products(&gpu, &dev, c, plan.rings.len(), &taps, si, so)?;
+                products(&gpu, &dev, c, plan.rings.len(), &dev.first, &taps, si, so)?;
             }
             tl.mark(&gpu, "products")?;
         }

@@ -150,15 +150,31 @@ fn fixed_bytes(plan: &RingPlan, jobs: &[RingJob], nmaps: usize) -> usize {
 /// rings have 4, 8, … 4·(nside − 1) pixels), so it is cheap at any nside.
 pub fn device_bytes(nside: usize, nmaps: usize) -> usize {
     let npix = 12 * nside * nside;
-    let jobs: Vec<RingJob> = (1..nside)
+    let batch = 2 * nside + 1;
+    (8 + 32 * nmaps) * npix + RingFft::bytes_for(&polar_sizes(nside)) + 16 * batch * (2 * nside + 1)
+}
+
+/// The polar rings' transforms at `nside` by their lengths alone (4, 8, … 4·(nside − 1)
+/// pixels), for sizing their work without a plan.
+fn polar_sizes(nside: usize) -> Vec<RingJob> {
+    (1..nside)
         .map(|i| RingJob {
             n: 4 * i,
             a: 0,
             b: None,
         })
-        .collect();
-    let batch = 2 * nside + 1;
-    (8 + 32 * nmaps) * npix + RingFft::bytes_for(&jobs) + 16 * batch * (2 * nside + 1)
+        .collect()
+}
+
+/// A device buffer for the kernel samples of the largest of `chunks` (reused by each chunk).
+fn taps_buffer(gpu: &Gpu, chunks: &[Chunk]) -> Result<CudaSlice<f64>> {
+    let most = chunks
+        .iter()
+        .map(|c| c.taps.1 - c.taps.0)
+        .max()
+        .unwrap_or(0);
+    // SAFETY: each chunk's samples are written by smooth_kernel_eval before they are read.
+    unsafe { gpu.alloc::<f64>(most) }
 }
 
 /// Ring-method convolution of a float64 RING map on the GPU (both npix long).
@@ -290,13 +306,7 @@ fn run_group(
     for (b, (plan, tabs)) in plans.iter().zip(tables).enumerate() {
         let chunks = tabs.chunks(CHUNK_TAPS.min(room), room)?;
         let dev = upload(gpu, tabs)?;
-        let max_taps = chunks
-            .iter()
-            .map(|c| c.taps.1 - c.taps.0)
-            .max()
-            .unwrap_or(0);
-        // SAFETY: each chunk's samples are written by smooth_kernel_eval before the products.
-        let mut taps = unsafe { gpu.alloc::<f64>(max_taps) }?;
+        let mut taps = taps_buffer(gpu, &chunks)?;
         tl.mark(gpu, "setup")?;
         if b == 0 {
             // the phased input spectra do not depend on the kernel: once for every plan
@@ -319,7 +329,7 @@ fn run_group(
             eval(gpu, &dev, c, tab, &mut taps)?;
             tl.mark(gpu, "kernel")?;
             for (si, so) in spec_in.iter().zip(spec_out.iter_mut()) {
-                products(gpu, &dev, c, plan.rings.len(), &taps, si, so)?;
+                products(gpu, &dev, c, plan.rings.len(), &dev.first, &taps, si, so)?;
             }
             tl.mark(gpu, "products")?;
             pace.after()?;
@@ -404,21 +414,9 @@ fn eval(
     Ok(())
 }
 
-fn products(
-    gpu: &Gpu,
-    d: &Dev,
-    c: &Chunk,
-    nrings: usize,
-    taps: &CudaSlice<f64>,
-    spec_in: &CudaSlice<f64>,
-    spec_out: &mut CudaSlice<f64>,
-) -> Result<()> {
-    products_with(gpu, d, c, nrings, &d.first, taps, spec_in, spec_out)
-}
-
 /// `smooth_products` with the rings' spectra at `first` (the whole map's, or a block's).
 #[allow(clippy::too_many_arguments)]
-fn products_with(
+fn products(
     gpu: &Gpu,
     d: &Dev,
     c: &Chunk,
