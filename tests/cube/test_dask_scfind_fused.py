@@ -204,6 +204,16 @@ def test_fused_graph_equals_the_single_call(dask_client, rng, monkeypatch, chunk
     assert sum(used["scfind.clip"].values()) >= nk
 
 
+def test_w_is_kept_only_on_cpu_workers(dask_client):
+    """The clip reads a kept W only where every worker runs the CPU engine; a GPU worker
+    smooths again on the device (W's trip back over PCIe would cost more)."""
+    from skyconv._dask import cube as dcube
+
+    assert dcube._on_cpu("cpu")
+    assert dcube._on_cpu(None) == (not skyconv.backend_info()["cuda"].get("device_count"))
+    assert not dcube._on_cpu("cuda:7")  # no such GPU: not the CPU, whatever the workers have
+
+
 # ------------------------------------------------------------------ GPU (run on the H100s)
 
 

@@ -23,10 +23,12 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    stays in the layout of the last clip until a kernel needs another.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
-once) and the noise call of step 2 also returns the block's W, which stays (persisted) on the
-worker that made it until the clip reads it: each kernel is smoothed once. Otherwise nothing
-of the size of the cube but the one-byte mask is kept: the clip smooths its block again (step
-1 and the spectral stage twice per kernel). Every core call runs on the device each worker resolves
+once); on CPU workers the noise call of step 2 also returns the block's W, which stays
+(persisted) on the worker that made it until the clip reads it, so each kernel is smoothed
+once; on GPU workers the transposed smoothed cube is persisted instead and the clip smooths
+it again on the device (cheaper than W's trip back over PCIe). Otherwise nothing of the size
+of the cube but the one-byte mask is kept: the clip smooths its block again (step 1 and the
+spectral stage twice per kernel). Every core call runs on the device each worker resolves
 (:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
 "auto"/None/"cuda": one upload of the block, every step on the device, the sample or the mask
 down; the values of the single call on that engine), one without on the CPU engine (per
@@ -236,6 +238,29 @@ def _fits_in_memory(nbytes):
     return nbytes < 0.3 * total
 
 
+def _on_cpu(device) -> bool:
+    """Whether ``device`` resolves to the CPU engine on every worker (asked once: the workers of
+    the default Distributed client, else this process). A GPU worker's clip smooths its block
+    again on the device rather than reading back a kept W (its PCIe traffic is the bound)."""
+    from .._utils.device import resolve
+
+    def core(device=device):
+        return resolve(device).core
+
+    if device == "cpu":
+        return True
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return core() == "cpu"
+    try:
+        return set(client.run(core).values()) == {"cpu"}
+    except Exception:  # noqa: BLE001 (a worker that cannot resolve it: smooth twice, as before)
+        return False
+
+
 def _planes(x, limit):
     """z-slab chunks (whole planes) of at most ~`limit` bytes (one plane at least)."""
     plane = x.shape[1] * x.shape[2] * x.dtype.itemsize
@@ -368,8 +393,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     for the clip (:func:`_sample_core`, :func:`_clip_core`: smoothing, sample, extremes and
     clip in the core, on the worker's device), with the spatial stage on z-slabs first and one
     transposition to whole-z columns for kernels with both parts. With ``keep`` the cube is
-    read once (persisted as z-slabs) and the sample call keeps each block's W on its worker
-    for the clip (smoothed once a kernel); without, the clip smooths again. The mask stays in
+    read once (persisted as z-slabs) and, on CPU workers, the sample call keeps each block's W
+    on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
+    kept and the clip smooths it again on the device); without, the clip smooths again from
+    the start. The mask stays in
     the layout of the last clip and is rechunked (1 byte a voxel) only when the next kernel's
     blocks differ."""
     da = dask_array()
@@ -381,6 +408,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     m = da.map_blocks(_prepare_mask, base, _rechunk(m, base.chunks), dtype=np.uint8).persist()
     rms0 = noise(base, m, _RAW, "raw")
     specs = run.specs
+    keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
     rms_list = []
     for i, spec in enumerate(specs):
@@ -391,6 +419,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
                               dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
             src, kind = _rechunk(s, cols), "smoothed"
+            if keep and not keep_w and not use_rms0:
+                src = src.persist()  # smoothed once: sampled, then clipped
         elif has_z:
             if xcols is None:
                 xcols = _rechunk(base, cols)
@@ -402,7 +432,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         mk = _rechunk(m, src.chunks)
         if use_rms0:
             rms, w = rms0, None
-        elif keep:  # smoothed once: W kept on the workers between the noise and the clip
+        elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
             rms, w = noise(src, mk, spec, kind, rms0, keep=True)
         else:
             rms, w = noise(src, mk, spec, kind, rms0), None
