@@ -1026,13 +1026,22 @@ pub fn block_w<T: Real>(
     let plane = plan.shape[1] * plan.shape[2];
     let mut out = crate::backend::alloc::try_vec(x.len(), T::default(), "the block's W")?;
     let op = Disjoint(out.as_mut_ptr());
-    block_pass(x, mask, plan, ker, rms0, input, || (), |_: &mut (), z, k0, w, scale| {
-        let base = z * plane + k0;
-        for (c, &a) in w.iter().enumerate() {
-            // SAFETY: each task owns columns k0..k0+len of every plane.
-            unsafe { *op.at(base + c) = T::from_f64(w_value::<T>(a, scale, mask[base + c])) };
-        }
-    })?;
+    block_pass(
+        x,
+        mask,
+        plan,
+        ker,
+        rms0,
+        input,
+        || (),
+        |_: &mut (), z, k0, w, scale| {
+            let base = z * plane + k0;
+            for (c, &a) in w.iter().enumerate() {
+                // SAFETY: each task owns columns k0..k0+len of every plane.
+                unsafe { *op.at(base + c) = T::from_f64(w_value::<T>(a, scale, mask[base + c])) };
+            }
+        },
+    )?;
     Ok(out)
 }
 
@@ -1136,23 +1145,32 @@ pub fn block_clip<T: Real>(
     }
     let plane = plan.shape[1] * plan.shape[2];
     let mp = Disjoint(out.as_mut_ptr());
-    block_pass(x, mask, plan, ker, rms0, input, || (), |_: &mut (), z, k0, sums, scale| {
-        let base = z * plane + k0;
-        // as in `clip`: sums at or below q cannot clear the level once rounded
-        let q = if level > 0.0 {
-            level / scale * (1.0 - 1e-6)
-        } else {
-            -1.0
-        };
-        for (c, &a) in sums.iter().enumerate() {
-            if a.abs() > q {
-                // SAFETY: each task owns columns k0..k0+len of every plane.
-                let mb = unsafe { &mut *mp.at(base + c) };
-                if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
-                    *mb |= MASKED;
+    block_pass(
+        x,
+        mask,
+        plan,
+        ker,
+        rms0,
+        input,
+        || (),
+        |_: &mut (), z, k0, sums, scale| {
+            let base = z * plane + k0;
+            // as in `clip`: sums at or below q cannot clear the level once rounded
+            let q = if level > 0.0 {
+                level / scale * (1.0 - 1e-6)
+            } else {
+                -1.0
+            };
+            for (c, &a) in sums.iter().enumerate() {
+                if a.abs() > q {
+                    // SAFETY: each task owns columns k0..k0+len of every plane.
+                    let mb = unsafe { &mut *mp.at(base + c) };
+                    if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
+                        *mb |= MASKED;
+                    }
                 }
             }
-        }
-    })?;
+        },
+    )?;
     Ok(out)
 }

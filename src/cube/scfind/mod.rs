@@ -362,9 +362,9 @@ pub fn spectral_stage<T: Real>(
     }
     let input = BlockInput::Smoothed;
     match device {
-        Device::Cpu => crate::backend::threads::install(|| {
-            cpu::block_w(s, mask, plan, ker, 0.0, input)
-        })?,
+        Device::Cpu => {
+            crate::backend::threads::install(|| cpu::block_w(s, mask, plan, ker, 0.0, input))?
+        }
         Device::Cuda(o) => {
             crate::backend::cuda::on(o, || cuda::block_w(s, mask, plan, ker, 0.0, input))
         }
