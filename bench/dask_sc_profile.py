@@ -2,6 +2,7 @@
 
     python bench/dask_sc_profile.py --size 0.15GB --workers 2          # 2 × 1 thread, processes
     python bench/dask_sc_profile.py --size 0.15GB --workers 2 --json out.json
+    python bench/dask_sc_profile.py --size 0.15GB --workers 2 --smooth-twice   # session 10's graph
 
 Runs ``skyconv.smooth_and_clip`` (SoFiA-2's 12 kernels, CPU engine) on a float32 zarr cube
 (bench/dask_cube.py, chunks of ``--chunk-planes`` planes) on a LocalCluster of ``--workers``
@@ -10,6 +11,8 @@ time, the thread-seconds of each task kind (Distributed's task stream, by task n
 seconds spent in transfers between workers and the bytes they moved (the workers' own
 counters), and the client's blocking calls (``dask.compute`` and ``persist`` without a
 Distributed client to return at once). Also the single call on the same cube in memory.
+``--smooth-twice``: the clip smooths its block again instead of reading the W its sample call
+kept (the graph before session 11, and the GPU workers' graph).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--path", default="/tmp/skyconv-sc-profile/cube.zarr")
     p.add_argument("--json", default=None)
+    p.add_argument("--smooth-twice", action="store_true", help="no W kept for the clip")
     a = p.parse_args(argv)
 
     import dask
@@ -56,7 +60,11 @@ def main(argv=None) -> int:
     from dask.utils import key_split
 
     import skyconv
+    from skyconv._dask import cube as dcube
     from skyconv._dask import device as ddev
+
+    if a.smooth_twice:
+        dcube._on_cpu = lambda device: False
 
     shape = shape_for(parse_size(a.size), a.planes)
     chunks = (a.chunk_planes, *shape[1:])
