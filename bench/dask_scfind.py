@@ -99,7 +99,8 @@ def main(argv=None):
     from skyconv._dask import device as ddev
 
     shape = tuple(a.shape) if a.size is None else shape_for(parse_size(a.size), a.planes)
-    default = (max(1, shape[0] // (8 if a.size is None else 2 * a.workers)), *shape[1:])
+    slots = a.workers * a.dask_threads  # two slabs a Dask thread
+    default = (max(1, shape[0] // (8 if a.size is None else 2 * slots)), *shape[1:])
     chunks = tuple(a.chunks) if a.chunks else default
     os.makedirs(a.dir, exist_ok=True)
     src = os.path.join(a.dir, "cube.zarr")
