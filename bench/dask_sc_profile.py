@@ -9,8 +9,8 @@ Runs ``skyconv.smooth_and_clip`` (SoFiA-2's 12 kernels, CPU engine) on a float32
 one-thread worker processes, and prints per kernel (between two ``progress`` calls): the wall
 time, the thread-seconds of each task kind (Distributed's task stream, by task name), the
 seconds spent in transfers between workers and the bytes they moved (the workers' own
-counters), and the client's blocking calls (``dask.compute`` and ``persist`` without a
-Distributed client to return at once). Also the single call on the same cube in memory.
+counters; at the end, by the task that made them), and the client's blocking calls
+(``dask.compute``). Also the single call on the same cube in memory.
 ``--smooth-twice``: the clip smooths its block again instead of reading the W its sample call
 kept (the graph before session 11, and the GPU workers' graph).
 """
@@ -40,6 +40,17 @@ def _bytes_in(dask_worker):
             return int(getattr(obj, name))
     log = getattr(dask_worker, "transfer_incoming_log", None) or []
     return int(sum(e.get("total", 0) for e in log))
+
+
+def _bytes_by_kind(dask_worker):
+    """{task name: bytes this worker received of that task's outputs}."""
+    from dask.utils import key_split
+
+    out = defaultdict(int)
+    for e in getattr(dask_worker, "transfer_incoming_log", ()):
+        for key, n in e.get("keys", {}).items():
+            out[key_split(key)] += int(n or 0)
+    return dict(out)
 
 
 def main(argv=None) -> int:
@@ -109,6 +120,10 @@ def main(argv=None) -> int:
                                                progress=progress)  # fmt: skip
                 got = mask.compute()
                 marks.append(("mask out", time.time(), sum(client.run(_bytes_in).values())))
+                by_kind = defaultdict(int)
+                for part in client.run(_bytes_by_kind).values():
+                    for k, v in part.items():
+                        by_kind[k] += v
         finally:
             dask.compute = compute0
         stream = ts.data
@@ -131,6 +146,9 @@ def main(argv=None) -> int:
               f"{top}")  # fmt: skip
     same = bool(np.array_equal(got, want))
     moved = marks[-1][2] - marks[0][2]
+    kinds_moved = dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))
+    print("bytes between workers by the task that made them (MB): "
+          + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in list(kinds_moved.items())[:10]))  # fmt: skip
     print(f"Dask ({a.workers} workers x 1 thread): {wall:.2f} s (ratio {wall / single:.2f}); "
           f"{moved / 1e9:.2f} GB between workers ({moved / (gb * 1e9):.1f}x the cube); client "
           f"blocking computes {blocking['compute']}; masks equal: {same}")  # fmt: skip
@@ -138,7 +156,8 @@ def main(argv=None) -> int:
         with open(a.json, "w") as f:
             json.dump({"shape": shape, "chunks": chunks, "single_s": single, "dask_s": wall,
                        "bytes_between_workers": moved, "blocking_computes": blocking["compute"],
-                       "masks_equal": same, "steps": rows}, f, indent=1)  # fmt: skip
+                       "masks_equal": same, "steps": rows, "bytes_by_task": kinds_moved},
+                      f, indent=1)  # fmt: skip
     return 0 if same else 1
 
 
