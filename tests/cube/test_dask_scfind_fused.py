@@ -204,6 +204,23 @@ def test_fused_graph_equals_the_single_call(dask_client, rng, monkeypatch, chunk
     assert sum(used["scfind.clip"].values()) >= nk
 
 
+def test_transposition_is_one_rechunk_step(monkeypatch):
+    """Slabs → columns in one step (Dask's own plan takes an intermediate chunking here, which
+    moves the cube between workers twice); beyond ONE_STEP_PIECES, Dask's plan."""
+    da = pytest.importorskip("dask.array")
+    from skyconv._dask import cube as dcube
+
+    x = da.zeros((256, 312, 312), chunks=(32, 312, 312), dtype=np.float32)
+    cols = (256, 110, 110)
+    assert len(x.rechunk(cols).dask.layers) == 3  # Dask's plan: two steps
+    y = dcube._rechunk(x, cols)
+    assert len(y.dask.layers) == 2 and y.chunks == x.rechunk(cols).chunks
+    np.testing.assert_array_equal(y[:, 100:120, 200:230].compute(), 0)
+    assert dcube._rechunk(x, x.chunks) is x
+    monkeypatch.setattr(dcube, "ONE_STEP_PIECES", 10)
+    assert len(dcube._rechunk(x, cols).dask.layers) == 3
+
+
 def test_w_is_kept_only_on_cpu_workers(dask_client):
     """The clip reads a kept W only where every worker runs the CPU engine; a GPU worker
     smooths again on the device (W's trip back over PCIe would cost more)."""

@@ -212,13 +212,26 @@ def _compute(parts):
     return dask.compute(*parts)
 
 
+#: Most pieces (input blocks × output blocks) of a rechunk made in one step.
+ONE_STEP_PIECES = 100_000
+
+
 def _rechunk(a, chunks):
     """``a.rechunk(chunks)`` by Dask's task-based method unless ``array.rechunk.method`` is
     set (e.g. ``"p2p"``, Distributed's disk-backed shuffle): the per-kernel rechunks of small
-    cubes are dominated by a shuffle's start-up costs."""
+    cubes are dominated by a shuffle's start-up costs. In one step (every piece goes from its
+    input block's worker straight to its output block's) up to :data:`ONE_STEP_PIECES`: the
+    slab ↔ column transposition otherwise passes Dask's graph-size threshold and takes an
+    intermediate chunking, which moves the cube between workers twice (bench/NOTES.md,
+    session 11)."""
     import dask
 
     method = dask.config.get("array.rechunk.method", None) or "tasks"
+    target = a.rechunk(chunks, method=method, threshold=float("inf"))  # chunks normalised
+    if target.chunks == a.chunks:
+        return a
+    if a.npartitions * target.npartitions <= ONE_STEP_PIECES:
+        return target
     return a.rechunk(chunks, method=method)
 
 
