@@ -1,6 +1,7 @@
 """Smooth + Clip through Dask on a zarr cube vs the single call on the same data in memory.
 
     python bench/dask_scfind.py --workers 16 --size 8GB            # the 16-core GPU machine
+    python bench/dask_scfind.py --workers 1 --dask-threads 16 --size 8GB   # one 16-thread worker
     python bench/dask_scfind.py --workers 2 --size 2MB --planes 32  # a smoke test on 2 cores
     python bench/dask_scfind.py --shape 500,1024,1024 --workers 16 [--chunks 50,512,512]
         [--kernels-xy 0,3,6 --kernels-z 0,3,7,15 --memory-limit 4GB --dir /tmp/dask_bench
@@ -21,8 +22,9 @@ before the one-task path) and the default (a cube that is one chunk or at most
 
 Writes a random float32 cube with a few sources to ``DIR/cube.zarr`` (kept between runs of
 the same shape and chunks), times the single call (``device="cpu"``, all cores) on the cube in
-memory, then the Dask run on a LocalCluster of N one-thread worker processes (skyconv's CPU
-threads per worker: cores // N) reading the zarr cube and writing the mask to zarr, and
+memory, then the Dask run on a LocalCluster of N worker processes of ``--dask-threads`` threads
+each (default 1; skyconv's CPU threads per worker: cores // N) reading the zarr cube and
+writing the mask to zarr, and
 prints both times, their ratio (Dask / single; the issue's target is <= 1.2 on 16 cores for an
 8 GB cube), whether the masks are equal, and the peak RSS of each worker (sampled every
 0.1 s by Distributed's MemorySampler on the workers' processes).
@@ -75,6 +77,7 @@ def main(argv=None):
     p.add_argument("--planes", type=int, default=512, help="channels of a --size cube")
     p.add_argument("--chunks", type=numbers, default=None)
     p.add_argument("--workers", type=int, default=os.cpu_count())
+    p.add_argument("--dask-threads", type=int, default=1, help="Dask threads per worker")
     p.add_argument("--memory-limit", default="auto")
     p.add_argument("--kernels-xy", type=lambda t: numbers(t, float), default=[0, 3, 6])
     p.add_argument("--kernels-z", type=lambda t: numbers(t, float), default=[0, 3, 7, 15])
@@ -96,7 +99,8 @@ def main(argv=None):
     from skyconv._dask import device as ddev
 
     shape = tuple(a.shape) if a.size is None else shape_for(parse_size(a.size), a.planes)
-    default = (max(1, shape[0] // (8 if a.size is None else 2 * a.workers)), *shape[1:])
+    slots = a.workers * a.dask_threads  # two slabs a Dask thread
+    default = (max(1, shape[0] // (8 if a.size is None else 2 * slots)), *shape[1:])
     chunks = tuple(a.chunks) if a.chunks else default
     os.makedirs(a.dir, exist_ok=True)
     src = os.path.join(a.dir, "cube.zarr")
@@ -125,7 +129,7 @@ def main(argv=None):
     with (
         distributed.LocalCluster(
             n_workers=a.workers,
-            threads_per_worker=1,
+            threads_per_worker=a.dask_threads,
             processes=True,
             memory_limit=a.memory_limit,
             dashboard_address=None,
@@ -149,7 +153,8 @@ def main(argv=None):
     same = bool(np.array_equal(got, want))
     ratio = min(dask_t) / min(single)
     cluster_peak = max(max(v for _, v in s) for s in ms.samples.values()) / 2**20
-    print(f"Dask ({a.workers} workers x 1 thread, {threads} skyconv threads each, zarr in "
+    print(f"Dask ({a.workers} workers x {a.dask_threads} threads, {threads} skyconv threads each, "
+          f"zarr in "
           f"and out): {min(dask_t):.2f} s; ratio {ratio:.2f}; masks equal: {same}")  # fmt: skip
     print(f"peak RSS per worker (MiB): {sorted(round(v) for v in rss.values())}; "
           f"cluster total peak {cluster_peak:.0f} MiB")  # fmt: skip
@@ -157,6 +162,7 @@ def main(argv=None):
         "shape": shape,
         "chunks": chunks,
         "workers": a.workers,
+        "dask_threads_per_worker": a.dask_threads,
         "threads_per_worker": threads,
         "single_s": single,
         "dask_s": dask_t,

@@ -204,12 +204,14 @@ def _scfind_noise(
     fitter: object | None = None,
 ) -> float: ...
 
-# One task of a kernel for the Dask path, in one core call on `device` (no W array is made):
-# W of the block (`input` "raw": the cube itself; "cube": prepared and smoothed by both stages
-# of `kernel`, the block holding whole planes / whole z lines as the kernel needs; "smoothed":
-# _scfind_spatial's output, the spectral stage only). _scfind_block_sample: W at the positions
-# of `sampling` over the whole cube `shape` inside the block at `start` -> (slots, values,
-# (min, max) of W or None); _scfind_block_clip: `mask` with bit 0 added where |W| > level.
+# One task of a kernel for the Dask path, in one core call on `device`: W of the block
+# (`input` "raw": the block is W — the cube itself, or a W kept by _scfind_block_sample;
+# "cube": prepared and smoothed by both stages of `kernel`, the block holding whole planes /
+# whole z lines as the kernel needs; "smoothed": _scfind_spatial's output, the spectral stage
+# only). _scfind_block_sample: W at the positions of `sampling` over the whole cube `shape`
+# inside the block at `start` -> (slots, values, (min, max) of W or None, W or None): W (the
+# block's shape and dtype, NaN where blank) only with `keep`, else no W array is made;
+# _scfind_block_clip: `mask` with bit 0 added where |W| > level.
 def _scfind_block_sample(
     x: FloatArray,
     mask: npt.NDArray[np.uint8],
@@ -224,7 +226,10 @@ def _scfind_block_sample(
     extremes: bool,
     exact: bool = False,
     device: str | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], tuple[float, float] | None]: ...
+    keep: bool = False,
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.float64], tuple[float, float] | None, FloatArray | None
+]: ...
 def _scfind_block_clip(
     x: FloatArray,
     mask: npt.NDArray[np.uint8],

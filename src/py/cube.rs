@@ -501,11 +501,12 @@ fn block_input(s: &str) -> Result<BlockInput> {
     })
 }
 
-/// A block's sample part: (slots, values, extremes).
+/// A block's sample part: (slots, values, extremes, the block's W if kept).
 type BlockSampleOut<'py> = (
     Bound<'py, PyArray1<i64>>,
     Bound<'py, PyArray1<f64>>,
     Option<(f64, f64)>,
+    Option<Bound<'py, PyAny>>,
 );
 
 /// Arguments shared by the block passes, after the arrays.
@@ -549,6 +550,7 @@ fn block_sample_typed<'py, T: Real + numpy::Element>(
     shape: &[usize],
     samp: (&str, usize),
     extremes: bool,
+    keep: bool,
 ) -> PyResult<BlockSampleOut<'py>> {
     let (mut plan, data, m, input, dev) = block_setup(a, mask, args)?;
     plan.sampling = sampling(samp.0, samp.1).map_err(to_pyerr)?;
@@ -563,14 +565,19 @@ fn block_sample_typed<'py, T: Real + numpy::Element>(
     };
     let out = compute_on(py, dev, || {
         scfind::block_sample(
-            dev, data, m, &plan, args.rms0, input, global, start, extremes,
+            dev, data, m, &plan, args.rms0, input, global, start, extremes, keep,
         )
     })?;
     let slots: Vec<i64> = out.slots.iter().map(|&k| k as i64).collect();
+    let w = match out.w {
+        Some(w) => Some(w.into_pyarray(py).reshape(mask.shape())?.into_any()),
+        None => None,
+    };
     Ok((
         slots.into_pyarray(py),
         out.values.into_pyarray(py),
         out.extremes,
+        w,
     ))
 }
 
@@ -578,10 +585,12 @@ fn block_sample_typed<'py, T: Real + numpy::Element>(
 /// "cube": prepared and smoothed by both stages of `kernel` — whole planes if it smooths
 /// spatially, whole z lines if spectrally; "smoothed": the spatial stage's output, the
 /// spectral stage only) at the positions of `sampling` over the whole cube `shape` that lie in
-/// the block at `start`: (slots, values, (min, max) of W or None). No W array is made.
+/// the block at `start`: (slots, values, (min, max) of W or None, W or None). W (the block's
+/// shape and dtype, NaN where blank) only with `keep`, for `_scfind_block_clip` with input
+/// "raw"; else no W array is made.
 #[pyfunction]
 #[pyo3(signature = (x, mask, kernel, mode, replace, rms0, input, start, shape, sampling,
-                    extremes, exact=false, device=None))]
+                    extremes, exact=false, device=None, keep=false))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind_block_sample<'py>(
     py: Python<'py>,
@@ -598,6 +607,7 @@ fn _scfind_block_sample<'py>(
     extremes: bool,
     exact: bool,
     device: Option<&str>,
+    keep: bool,
 ) -> PyResult<BlockSampleOut<'py>> {
     let args = BlockArgs {
         spec: &kernel,
@@ -610,7 +620,7 @@ fn _scfind_block_sample<'py>(
     };
     let samp = (sampling.0.as_str(), sampling.1);
     with_float!(x, a => block_sample_typed(
-        py, &a, &mask, &args, &start, &shape, samp, extremes
+        py, &a, &mask, &args, &start, &shape, samp, extremes, keep
     ))
 }
 
@@ -630,7 +640,7 @@ fn block_clip_typed<'py, T: Real + numpy::Element>(
 
 /// S+C for Dask, one task of a kernel's clip: `mask` (bit 0 = in the mask, bit 7 = blank)
 /// with bit 0 added where the block's W (as `_scfind_block_sample`, input "cube" or
-/// "smoothed") is above `level`.
+/// "smoothed"; "raw": the block is W, as `_scfind_block_sample` kept it) is above `level`.
 #[pyfunction]
 #[pyo3(signature = (x, mask, kernel, mode, replace, rms0, input, level, exact=false,
                     device=None))]

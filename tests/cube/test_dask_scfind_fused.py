@@ -1,5 +1,6 @@
 """The fused Dask S+C tasks: one core call per block for a kernel's noise sample
-(``_scfind_block_sample``) and one for its clip (``_scfind_block_clip``), no NumPy pass.
+(``_scfind_block_sample``, which may keep the block's W) and one for its clip
+(``_scfind_block_clip``: smoothing again, or reading the kept W as input "raw"), no NumPy pass.
 
 Reference for the block calls: the single call's own stage functions on the whole cube
 (``_scfind_spatial`` / ``_scfind_spectral``: W of every voxel) and the sample positions
@@ -81,9 +82,19 @@ def test_block_calls_equal_the_whole_cube_stages(rng, dtype, sampling, name, kin
     blk, mb = np.ascontiguousarray(src[sl]), np.ascontiguousarray(m[sl])
     start = [r.indices(n)[0] for r, n in zip(sl, x.shape)]
     args = (spec, MODE, REP, RMS0, kind)
-    slots, vals, ext = _core._scfind_block_sample(
+    slots, vals, ext, none = _core._scfind_block_sample(
         blk, mb, *args, start, list(x.shape), sampling, True, True, "cpu"
     )
+    assert none is None  # no W unless kept
+    kept = _core._scfind_block_sample(
+        blk, mb, *args, start, list(x.shape), sampling, True, True, "cpu", keep=True
+    )
+    for a, b in zip(kept[:2], (slots, vals)):
+        np.testing.assert_array_equal(a, b)
+    assert kept[2] == ext
+    # the kept W is the whole cube's W in the block, bit for bit (NaN where blank)
+    assert kept[3].dtype == blk.dtype and kept[3].shape == blk.shape
+    np.testing.assert_array_equal(kept[3], x[sl] if kind == "raw" else w[sl])
     idx = sample_index(x.shape, sampling)
     want_slots = np.flatnonzero(in_block(idx, x.shape, start, blk.shape))
     np.testing.assert_array_equal(np.sort(slots), want_slots)
@@ -99,6 +110,10 @@ def test_block_calls_equal_the_whole_cube_stages(rng, dtype, sampling, name, kin
     hit = np.abs(wb.astype(np.float64)) > level  # NaN (blank) never
     np.testing.assert_array_equal(got, mb | hit.astype(np.uint8))
     assert hit.sum() > 0 and got.dtype == np.uint8 and got.shape == mb.shape
+    # the clip of the kept W (input "raw": no kernel runs) is the same mask
+    raw = _core._scfind_block_clip(kept[3], mb, SPECS["none"], MODE, REP, RMS0, "raw", level,
+                                   True, "cpu")  # fmt: skip
+    np.testing.assert_array_equal(raw, got)
 
 
 @pytest.mark.parametrize("sampling", [("backward", 11), ("cadence", 4), ("stride", 3)])
@@ -112,7 +127,7 @@ def test_block_samples_partition_the_whole_sample(rng, sampling):
         for y0, y1 in ((0, 10), (10, 17), (17, 26)):
             for x0, x1 in ((0, 23),):
                 sl = (slice(z0, z1), slice(y0, y1), slice(x0, x1))
-                slots, vals, _ = _core._scfind_block_sample(
+                slots, vals, _, _ = _core._scfind_block_sample(
                     np.ascontiguousarray(x[sl]), np.ascontiguousarray(m[sl]), SPECS["none"],
                     MODE, REP, RMS0, "raw", [z0, y0, x0], list(x.shape), sampling, False,
                 )  # fmt: skip
@@ -133,8 +148,6 @@ def test_block_calls_refuse_bad_arguments(rng):
     args = (SPECS["both"], MODE, REP, RMS0)
     with pytest.raises(ValueError, match="input must be"):
         _core._scfind_block_clip(x, m, *args, "wrong", 1.0)
-    with pytest.raises(ValueError, match="needs a kernel"):
-        _core._scfind_block_clip(x, m, *args, "raw", 1.0)
     with pytest.raises(skyconv.ShapeError, match="does not fit"):
         _core._scfind_block_sample(x, m, *args, "cube", [1, 0, 0], list(x.shape),
                                    ("backward", 3), False)  # fmt: skip
@@ -191,6 +204,33 @@ def test_fused_graph_equals_the_single_call(dask_client, rng, monkeypatch, chunk
     assert sum(used["scfind.clip"].values()) >= nk
 
 
+def test_transposition_is_one_rechunk_step(monkeypatch):
+    """Slabs → columns in one step (Dask's own plan takes an intermediate chunking here, which
+    moves the cube between workers twice); beyond ONE_STEP_PIECES, Dask's plan."""
+    da = pytest.importorskip("dask.array")
+    from skyconv._dask import cube as dcube
+
+    x = da.zeros((256, 312, 312), chunks=(32, 312, 312), dtype=np.float32)
+    cols = (256, 110, 110)
+    assert len(x.rechunk(cols).dask.layers) == 3  # Dask's plan: two steps
+    y = dcube._rechunk(x, cols)
+    assert len(y.dask.layers) == 2 and y.chunks == x.rechunk(cols).chunks
+    np.testing.assert_array_equal(y[:, 100:120, 200:230].compute(), 0)
+    assert dcube._rechunk(x, x.chunks) is x
+    monkeypatch.setattr(dcube, "ONE_STEP_PIECES", 10)
+    assert len(dcube._rechunk(x, cols).dask.layers) == 3
+
+
+def test_w_is_kept_only_on_cpu_workers(dask_client):
+    """The clip reads a kept W only where every worker runs the CPU engine; a GPU worker
+    smooths again on the device (W's trip back over PCIe would cost more)."""
+    from skyconv._dask import cube as dcube
+
+    assert dcube._on_cpu("cpu")
+    assert dcube._on_cpu(None) == (not skyconv.backend_info()["cuda"].get("device_count"))
+    assert not dcube._on_cpu("cuda:7")  # no such GPU: not the CPU, whatever the workers have
+
+
 # ------------------------------------------------------------------ GPU (run on the H100s)
 
 
@@ -215,6 +255,12 @@ def test_gpu_block_calls_equal_the_cpu_ones(rng, dtype, name, kind, sl):
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
         assert a[2] == b[2]
+    # W kept on the GPU (downloaded, NaN where blank) equals the CPU's
+    ka = _core._scfind_block_sample(blk, mb, *args, start, list(x.shape), ("backward", 7),
+                                    False, True, "cpu", keep=True)  # fmt: skip
+    kb = _core._scfind_block_sample(blk, mb, *args, start, list(x.shape), ("backward", 7),
+                                    False, True, "cuda", keep=True)  # fmt: skip
+    np.testing.assert_array_equal(ka[3], kb[3])
     if kind != "raw":
         w, _ = whole_w(x, m, spec)
         level = float(np.nanpercentile(np.abs(w[sl]), 97))
@@ -222,3 +268,6 @@ def test_gpu_block_calls_equal_the_cpu_ones(rng, dtype, name, kind, sl):
         b = _core._scfind_block_clip(blk, mb, *args, level, True, "cuda")
         np.testing.assert_array_equal(a, b)
         assert (a & 1).sum() > (mb & 1).sum()
+        # the clip of the kept W on the GPU: the same mask
+        raw = (SPECS["none"], MODE, REP, RMS0, "raw", level, True)
+        np.testing.assert_array_equal(_core._scfind_block_clip(kb[3], mb, *raw, "cuda"), a)

@@ -14,18 +14,21 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    both stages in its block tasks (slabs for a spatial kernel, columns for a spectral one);
 2. the noise: one core call per block smooths it (the spectral stage, or both) and hands in
    its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
-   in all) and its (min, max) — no smoothed array is written; the client puts the sample in
-   walk order and applies the core's noise rule (exact median, SoFiA-2's order of the MAD
-   walk, the gauss histogram fit) — one global reduction per kernel;
-3. the clip: one core call per block smooths it again and returns ``mask |= |W| > threshold ·
-   noise``; the mask (one byte per voxel, bit 7 = blank) is persisted between kernels
-   (SoFiA-2's order dependency: kernel k smooths the cube with the voxels found by kernels < k
-   replaced) and stays in the layout of the last clip until a kernel needs another.
+   in all) and its (min, max); the client puts the sample in walk order and applies the core's
+   noise rule (exact median, SoFiA-2's order of the MAD walk, the gauss histogram fit) — one
+   global reduction per kernel;
+3. the clip: one core call per block returns ``mask |= |W| > threshold · noise``; the mask
+   (one byte per voxel, bit 7 = blank) is persisted between kernels (SoFiA-2's order
+   dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
+   stays in the layout of the last clip until a kernel needs another.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
-once) and each kernel's transposed smoothed cube is persisted between its noise and its clip;
-otherwise step 1 runs twice per kernel, so nothing of the size of the cube but the one-byte
-mask is kept. Every core call runs on the device each worker resolves
+once); on CPU workers the noise call of step 2 also returns the block's W, which stays
+(persisted) on the worker that made it until the clip reads it, so each kernel is smoothed
+once; on GPU workers the transposed smoothed cube is persisted instead and the clip smooths
+it again on the device (cheaper than W's trip back over PCIe). Otherwise nothing of the size
+of the cube but the one-byte mask is kept: the clip smooths its block again (step 1 and the
+spectral stage twice per kernel). Every core call runs on the device each worker resolves
 (:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
 "auto"/None/"cuda": one upload of the block, every step on the device, the sample or the mask
 down; the values of the single call on that engine), one without on the CPU engine (per
@@ -66,18 +69,20 @@ def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
 
 
 def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
-                  device=None):  # fmt: skip
+                  device=None, keep=False):  # fmt: skip
     """One core call: W of the block (``kind`` "raw", "cube" or "smoothed") at its positions
-    of the whole cube's sample → (slots, values, (min, max) or None). No W array is made."""
+    of the whole cube's sample → (slots, values, (min, max) or None, W or None). W (NaN where
+    blank) only with ``keep``, for the clip (:func:`_clip_core` with kind "raw")."""
     with stage("scfind.sample", device) as dev:
         return _core._scfind_block_sample(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, list(start), list(shape), sampling,
-            ext, exact, dev,
+            ext, exact, dev, keep,
         )  # fmt: skip
 
 
 def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
-    """One core call: the block's W (as :func:`_sample_core`) and ``mask |= |W| > level``."""
+    """One core call: the block's W (as :func:`_sample_core`; kind "raw": ``x`` is W, as
+    :func:`_sample_core` kept it) and ``mask |= |W| > level``."""
     with stage("scfind.clip", device) as dev:
         return _core._scfind_block_clip(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
@@ -112,34 +117,51 @@ class _Noise:
         self.compute, self.device = compute, device
         self.ext = _needs_extremes(run.noise)
 
-    def __call__(self, src, m, spec, kind, rms0=0.0):
+    def __call__(self, src, m, spec, kind, rms0=0.0, keep=False):
         """The noise of W = ``kind`` ("raw", "cube", "smoothed") of dask cube ``src`` with
-        mask ``m`` (the same chunks) under kernel ``spec``."""
+        mask ``m`` (the same chunks) under kernel ``spec``; with ``keep`` also W (a dask
+        array of ``src``'s chunks, persisted where its blocks were made): (noise, W)."""
         import dask
 
+        da = dask_array()
         run = self.run
         starts = [np.cumsum((0,) + ch[:-1]) for ch in src.chunks]
         xs, ms = src.to_delayed(), m.to_delayed()
         task = dask.delayed(_sample_core)
         rep = tuple(run.replace)
-        parts = []
+        parts = np.empty(xs.shape, dtype=object)
         for idx in np.ndindex(xs.shape):
             start = tuple(int(starts[a][i]) for a, i in enumerate(idx))
-            parts.append(task(xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind,
-                              start, self.shape, self.sampling, self.ext, self.device))  # fmt: skip
-        results = self.compute(parts)
+            parts[idx] = task(
+                xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind, start,
+                self.shape, self.sampling, self.ext, self.device, keep,
+            )  # fmt: skip
+        if keep:
+            # W stays on the worker that made it (persisted); only the sample comes here
+            kept = dask.persist(*parts.flat)
+            w = np.empty(xs.shape, dtype=object)
+            for j, idx in enumerate(np.ndindex(xs.shape)):
+                parts[idx] = kept[j]
+                bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
+                w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
+                                         meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
+            small = [(p[0], p[1], p[2]) for p in parts.flat]
+        else:
+            small = list(parts.flat)
+        results = self.compute(small)
         kind_s, c = self.sampling
         size = int(np.prod(self.shape))
         n = size // c if kind_s == "backward" else -(-size // c)
         samples = np.full(n, np.nan)
         lo, hi = np.inf, -np.inf
-        for slots, vals, ext in results:
+        for slots, vals, ext, *_ in results:
             samples[slots] = vals
             if ext is not None:
                 lo, hi = min(lo, ext[0]), max(hi, ext[1])
         ext = (lo, hi) if lo <= hi else None
-        return float(_core._scfind_noise(samples, ext, run.noise, run.sampling,
-                                         list(self.shape), self.single))  # fmt: skip
+        rms = float(_core._scfind_noise(samples, ext, run.noise, run.sampling,
+                                        list(self.shape), self.single))  # fmt: skip
+        return (rms, da.block(w.tolist())) if keep else rms
 
 
 #: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
@@ -190,13 +212,26 @@ def _compute(parts):
     return dask.compute(*parts)
 
 
+#: Most pieces (input blocks × output blocks) of a rechunk made in one step.
+ONE_STEP_PIECES = 100_000
+
+
 def _rechunk(a, chunks):
     """``a.rechunk(chunks)`` by Dask's task-based method unless ``array.rechunk.method`` is
     set (e.g. ``"p2p"``, Distributed's disk-backed shuffle): the per-kernel rechunks of small
-    cubes are dominated by a shuffle's start-up costs."""
+    cubes are dominated by a shuffle's start-up costs. In one step (every piece goes from its
+    input block's worker straight to its output block's) up to :data:`ONE_STEP_PIECES`: the
+    slab ↔ column transposition otherwise passes Dask's graph-size threshold and takes an
+    intermediate chunking, which moves the cube between workers twice (bench/NOTES.md,
+    session 11)."""
     import dask
 
     method = dask.config.get("array.rechunk.method", None) or "tasks"
+    target = a.rechunk(chunks, method=method, threshold=float("inf"))  # chunks normalised
+    if target.chunks == a.chunks:
+        return a
+    if a.npartitions * target.npartitions <= ONE_STEP_PIECES:
+        return target
     return a.rechunk(chunks, method=method)
 
 
@@ -214,6 +249,29 @@ def _fits_in_memory(nbytes):
             return False
         total = psutil.virtual_memory().available
     return nbytes < 0.3 * total
+
+
+def _on_cpu(device) -> bool:
+    """Whether ``device`` resolves to the CPU engine on every worker (asked once: the workers of
+    the default Distributed client, else this process). A GPU worker's clip smooths its block
+    again on the device rather than reading back a kept W (its PCIe traffic is the bound)."""
+    from .._utils.device import resolve
+
+    def core(device=device):
+        return resolve(device).core
+
+    if device == "cpu":
+        return True
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return core() == "cpu"
+    try:
+        return set(client.run(core).values()) == {"cpu"}
+    except Exception:  # noqa: BLE001 (a worker that cannot resolve it: smooth twice, as before)
+        return False
 
 
 def _planes(x, limit):
@@ -256,7 +314,7 @@ def smooth_and_clip(
         Bytes per block of the working chunkings (default: the input's largest chunk); a
         block holds at least one whole plane (spatial stage) or one whole z line (spectral).
     keep_smoothed : bool, optional
-        Keep the cube (as z-slabs, read once) and each kernel's smoothed cube in the
+        Keep the cube (as z-slabs, read once) and each kernel's W (the smoothed cube) in the
         cluster's memory between its noise and its clip (one smoothing and one transposition
         per kernel instead of two). Default: when the cube takes less than 30 % of the
         cluster's memory (the workers' memory limits; the machine's available memory without
@@ -347,9 +405,13 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     """The kernels in memory: per kernel one core call per block for the noise sample and one
     for the clip (:func:`_sample_core`, :func:`_clip_core`: smoothing, sample, extremes and
     clip in the core, on the worker's device), with the spatial stage on z-slabs first and one
-    transposition to whole-z columns for kernels with both parts. The cube is read once
-    (``keep``: persisted as z-slabs); the mask stays in the layout of the last clip and is
-    rechunked (1 byte a voxel) only when the next kernel's blocks differ."""
+    transposition to whole-z columns for kernels with both parts. With ``keep`` the cube is
+    read once (persisted as z-slabs) and, on CPU workers, the sample call keeps each block's W
+    on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
+    kept and the clip smooths it again on the device); without, the clip smooths again from
+    the start. The mask stays in
+    the layout of the last clip and is rechunked (1 byte a voxel) only when the next kernel's
+    blocks differ."""
     da = dask_array()
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     planes, cols = _planes(x, limit), _columns(x, limit)
@@ -359,6 +421,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     m = da.map_blocks(_prepare_mask, base, _rechunk(m, base.chunks), dtype=np.uint8).persist()
     rms0 = noise(base, m, _RAW, "raw")
     specs = run.specs
+    keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
     rms_list = []
     for i, spec in enumerate(specs):
@@ -369,7 +432,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
                               dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
             src, kind = _rechunk(s, cols), "smoothed"
-            if keep and not use_rms0:
+            if keep and not keep_w and not use_rms0:
                 src = src.persist()  # smoothed once: sampled, then clipped
         elif has_z:
             if xcols is None:
@@ -380,12 +443,21 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         else:  # spatial only, or no smoothing: whole planes
             src, kind = base, "cube"
         mk = _rechunk(m, src.chunks)
-        rms = rms0 if use_rms0 else noise(src, mk, spec, kind, rms0)
+        if use_rms0:
+            rms, w = rms0, None
+        elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
+            rms, w = noise(src, mk, spec, kind, rms0, keep=True)
+        else:
+            rms, w = noise(src, mk, spec, kind, rms0), None
         level = run.threshold * rms
-        m = da.map_blocks(_clip_core, src, mk, spec, mode, rep, rms0, exact, kind, level, dev,
-                          dtype=np.uint8, meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
+        if w is None:
+            cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
+        else:
+            cut = (w, mk, _RAW, mode, rep, rms0, exact, "raw", level, dev)
+        m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
+                          meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
-        del src, mk
+        del src, mk, w
         nxt = specs[i + 1] if i + 1 < len(specs) else None
         if nxt is None or nxt[1] > 0 or nxt[3] == "none":
             xcols = None

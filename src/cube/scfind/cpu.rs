@@ -1118,34 +1118,6 @@ pub fn spatial_stage<T: Real>(
     s
 }
 
-/// W: `ker`'s z filter applied to `s` (whole z lines) and rounded to T, NaN where `mask` has
-/// `BLANK`; the values `run` samples and clips.
-pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) -> Vec<T> {
-    let zf = ker.z.clone().unwrap_or_else(identity);
-    let plane = plan.shape[1] * plan.shape[2];
-    let mut out = vec![T::default(); s.len()];
-    let op = Disjoint(out.as_mut_ptr());
-    spectral(
-        s,
-        plan,
-        &zf,
-        || (),
-        |_: &mut (), z, k0, w, scale| {
-            let base = z * plane + k0;
-            for (c, &a) in w.iter().enumerate() {
-                let v = if mask[base + c] & BLANK != 0 {
-                    f64::NAN
-                } else {
-                    round::<T>(a * scale)
-                };
-                // SAFETY: each task owns columns k0..k0+len of every plane.
-                unsafe { *op.at(base + c) = T::from_f64(v) };
-            }
-        },
-    );
-    out
-}
-
 /// The values a block pass smooths from: the block itself (`Smoothed`) or its spatial stage
 /// (`Cube`: prepared and smoothed by `ker`'s spatial passes, if any).
 fn block_source<'a, T: Real>(
@@ -1165,9 +1137,76 @@ fn block_source<'a, T: Real>(
     }
 }
 
+/// W of one voxel from the spectral pass's sum `a` (`scale`: its filter's), as `run`
+/// samples and clips it: rounded to T, NaN where blank.
+#[inline(always)]
+fn w_value<T: Real>(a: f64, scale: f64, m: u8) -> f64 {
+    if m & BLANK != 0 {
+        f64::NAN
+    } else {
+        round::<T>(a * scale)
+    }
+}
+
+/// The one driver of the Dask block passes (`block_w`, `block_sample`, `block_clip`): the
+/// block's source (`block_source`) through `ker`'s spectral pass, every (plane, column block)
+/// of sums handed to `visit` as `spectral` hands them. Not for `BlockInput::Raw`.
+#[allow(clippy::too_many_arguments)]
+fn block_pass<T: Real, S: Send>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, usize, usize, &[f64], f64) + Sync,
+) -> Result<Vec<S>> {
+    let mut owned = Vec::new();
+    let s = block_source(x, mask, plan, ker, rms0, input, &mut owned);
+    crate::backend::cancel::check()?;
+    let zf = ker.z.clone().unwrap_or_else(identity);
+    Ok(spectral(s, plan, &zf, init, visit))
+}
+
+/// W of a Dask block (see `super::block_sample`; `Raw`: the block itself): the values `run`
+/// samples and clips, rounded to T, NaN where `mask` has `BLANK`.
+pub fn block_w<T: Real>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+) -> Result<Vec<T>> {
+    if input == BlockInput::Raw {
+        return Ok(x.to_vec());
+    }
+    let plane = plan.shape[1] * plan.shape[2];
+    let mut out = crate::backend::alloc::try_vec(x.len(), T::default(), "the block's W")?;
+    let op = Disjoint(out.as_mut_ptr());
+    block_pass(
+        x,
+        mask,
+        plan,
+        ker,
+        rms0,
+        input,
+        || (),
+        |_: &mut (), z, k0, w, scale| {
+            let base = z * plane + k0;
+            for (c, &a) in w.iter().enumerate() {
+                // SAFETY: each task owns columns k0..k0+len of every plane.
+                unsafe { *op.at(base + c) = T::from_f64(w_value::<T>(a, scale, mask[base + c])) };
+            }
+        },
+    )?;
+    Ok(out)
+}
+
 /// A Dask task's part of the noise sample (see `super::block_sample`): W at the block's
 /// sample positions `pos` (sorted) and the block's (min, max) of W, from the spectral pass's
-/// sums as `measure_smoothed` takes them — no W array is written.
+/// sums as `measure_smoothed` takes them, and W itself if `keep` (else no W array is written).
 #[allow(clippy::too_many_arguments)]
 pub fn block_sample<T: Real>(
     x: &[T],
@@ -1178,23 +1217,30 @@ pub fn block_sample<T: Real>(
     input: BlockInput,
     pos: &[usize],
     want_ext: bool,
-) -> Result<SampleParts> {
+    keep: bool,
+) -> Result<SampleParts<T>> {
     if input == BlockInput::Raw {
         // the single call's first sample: the cube's own values (NaN stays NaN)
         let values = pos.par_iter().map(|&i| x[i].to_f64()).collect();
-        return Ok((values, if want_ext { extremes(x) } else { None }));
+        let ext = if want_ext { extremes(x) } else { None };
+        return Ok((values, ext, keep.then(|| x.to_vec())));
     }
-    let mut owned = Vec::new();
-    let s = block_source(x, mask, plan, ker, rms0, input, &mut owned);
-    crate::backend::cancel::check()?;
-    let zf = ker.z.clone().unwrap_or_else(identity);
     let plane = plan.shape[1] * plan.shape[2];
     let mut values = vec![f64::NAN; pos.len()];
     let vp = Disjoint(values.as_mut_ptr());
-    let parts = spectral(
-        s,
+    let mut kept = if keep {
+        crate::backend::alloc::try_vec(x.len(), T::default(), "the block's W")?
+    } else {
+        Vec::new()
+    };
+    let kp = Disjoint(kept.as_mut_ptr());
+    let parts = block_pass(
+        x,
+        mask,
         plan,
-        &zf,
+        ker,
+        rms0,
+        input,
         || None,
         |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
             let base = z * plane + k0;
@@ -1203,13 +1249,14 @@ pub fn block_sample<T: Real>(
             let b = pos.partition_point(|&p| p < base + w.len());
             for (j, &p) in pos.iter().enumerate().take(b).skip(a) {
                 let off = p - base;
-                let v = if m[off] & BLANK != 0 {
-                    f64::NAN
-                } else {
-                    round::<T>(w[off] * scale)
-                };
                 // SAFETY: each position lies in exactly one (plane, column block) visit.
-                unsafe { *vp.at(j) = v };
+                unsafe { *vp.at(j) = w_value::<T>(w[off], scale, m[off]) };
+            }
+            if keep {
+                for (c, (&a, &mb)) in w.iter().zip(m).enumerate() {
+                    // SAFETY: each task owns columns k0..k0+len of every plane.
+                    unsafe { *kp.at(base + c) = T::from_f64(w_value::<T>(a, scale, mb)) };
+                }
             }
             if want_ext {
                 let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -1225,17 +1272,18 @@ pub fn block_sample<T: Real>(
                 }
             }
         },
-    );
+    )?;
     let ext = if want_ext {
         parts.into_iter().fold(None, merge_extremes)
     } else {
         None
     };
-    Ok((values, ext))
+    Ok((values, ext, keep.then_some(kept)))
 }
 
 /// A Dask task's clip (see `super::block_clip`): a copy of `mask` with `MASKED` added where
-/// the block's W is above `level`, tested as `clip` tests it (no W array is written).
+/// the block's W is above `level`, tested as `clip` tests it (no W array is written; `Raw`:
+/// the block is W, as `block_sample` kept it).
 pub fn block_clip<T: Real>(
     x: &[T],
     mask: &[u8],
@@ -1245,17 +1293,24 @@ pub fn block_clip<T: Real>(
     input: BlockInput,
     level: f64,
 ) -> Result<Vec<u8>> {
-    let mut owned = Vec::new();
-    let s = block_source(x, mask, plan, ker, rms0, input, &mut owned);
-    crate::backend::cancel::check()?;
-    let zf = ker.z.clone().unwrap_or_else(identity);
-    let plane = plan.shape[1] * plan.shape[2];
     let mut out = mask.to_vec();
+    if input == BlockInput::Raw {
+        out.par_iter_mut().zip(x.par_iter()).for_each(|(mb, &w)| {
+            if *mb & BLANK == 0 && plan.above(w.to_f64(), level) {
+                *mb |= MASKED;
+            }
+        });
+        return Ok(out);
+    }
+    let plane = plan.shape[1] * plan.shape[2];
     let mp = Disjoint(out.as_mut_ptr());
-    spectral(
-        s,
+    block_pass(
+        x,
+        mask,
         plan,
-        &zf,
+        ker,
+        rms0,
+        input,
         || (),
         |_: &mut (), z, k0, sums, scale| {
             let base = z * plane + k0;
@@ -1275,7 +1330,7 @@ pub fn block_clip<T: Real>(
                 }
             }
         },
-    );
+    )?;
     Ok(out)
 }
 

@@ -973,39 +973,10 @@ pub fn spatial_stage<T: Real>(
     Ok(out)
 }
 
-/// Dask stage 2 on the GPU: W, the spectral pass of `ker` over `s` (whole z lines) as `run`
-/// computes it on the device, NaN where `mask` has `BLANK`.
-pub fn spectral_stage<T: Real>(s: &[T], mask: &[u8], plan: &Plan, ker: &Kernel) -> Result<Vec<T>> {
-    let mut out = crate::backend::alloc::try_vec(s.len(), T::default(), "the spectral stage")?;
-    if let Some(z) = &ker.z {
-        let gpu = cuda::gpu()?;
-        let _only = gpu.exclusive()?;
-        let spectral = Kernel {
-            y: Vec::new(),
-            x: Vec::new(),
-            z: Some(z.clone()),
-            use_rms0: ker.use_rms0,
-        };
-        let mut eng = stage_engine::<T>(&gpu, plan)?;
-        let passes = KernelPasses::new(&gpu, &spectral, plan)?;
-        gpu.upload_into(s, &mut eng.a)?;
-        eng.smooth_prepared(&whole(plan), &passes)?;
-        gpu.download(&eng.a, &mut out)?;
-    } else {
-        out.copy_from_slice(s);
-    }
-    out.par_iter_mut().zip(mask.par_iter()).for_each(|(v, &m)| {
-        if m & super::BLANK != 0 {
-            *v = T::from_f64(f64::NAN);
-        }
-    });
-    Ok(out)
-}
-
 /// A Dask block pass's W on the device: the block goes up once (with its mask) and every step
 /// of `run` for it runs there. `Raw`: W is the loaded cube (`eng.cube`); otherwise `eng.a`.
 #[allow(clippy::too_many_arguments)]
-fn block_w<T: Real>(
+fn block_w_on<T: Real>(
     gpu: &Gpu,
     eng: &mut Engine<'_, T>,
     x: &[T],
@@ -1043,9 +1014,56 @@ fn block_w<T: Real>(
     }
 }
 
+/// The one driver of the Dask block passes on the GPU (`block_w`, `block_sample`,
+/// `block_clip`): the block's W made resident (`block_w_on`), then `f` on it — `eng.cube`
+/// for `Raw` input, else `eng.a`.
+#[allow(clippy::too_many_arguments)]
+fn block_pass<T: Real, R>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+    f: impl FnOnce(&Gpu, &mut Engine<'_, T>, bool) -> Result<R>,
+) -> Result<R> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive()?;
+    let mut eng = stage_engine::<T>(&gpu, plan)?;
+    block_w_on(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
+    f(&gpu, &mut eng, input == BlockInput::Raw)
+}
+
+/// W down from the device (`eng.cube` if `raw`, else `eng.a`), NaN where `mask` has `BLANK`.
+fn download_w<T: Real>(gpu: &Gpu, eng: &Engine<'_, T>, raw: bool, mask: &[u8]) -> Result<Vec<T>> {
+    let mut out = crate::backend::alloc::try_vec(mask.len(), T::default(), "the block's W")?;
+    gpu.download(if raw { &eng.cube } else { &eng.a }, &mut out)?;
+    out.par_iter_mut().zip(mask.par_iter()).for_each(|(v, &m)| {
+        if m & super::BLANK != 0 {
+            *v = T::from_f64(f64::NAN);
+        }
+    });
+    Ok(out)
+}
+
+/// W of a Dask block on the GPU (`super::spectral_stage`, `keep` of `block_sample`): as `run`
+/// computes it on the device, NaN where `mask` has `BLANK`.
+pub fn block_w<T: Real>(
+    x: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    rms0: f64,
+    input: BlockInput,
+) -> Result<Vec<T>> {
+    block_pass(x, mask, plan, ker, rms0, input, |gpu, eng, raw| {
+        download_w(gpu, eng, raw, mask)
+    })
+}
+
 /// Dask block pass on the GPU (`super::block_sample`): W on the device as `run` computes it,
 /// the block's sample positions `pos` gathered there and its (min, max) reduced there; only
-/// those come back.
+/// those come back, and W itself if `keep`.
 #[allow(clippy::too_many_arguments)]
 pub fn block_sample<T: Real>(
     x: &[T],
@@ -1056,55 +1074,56 @@ pub fn block_sample<T: Real>(
     input: BlockInput,
     pos: &[usize],
     want_ext: bool,
-) -> Result<SampleParts> {
-    let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive()?;
-    let mut eng = stage_engine::<T>(&gpu, plan)?;
-    block_w(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
-    let w = if input == BlockInput::Raw {
-        &eng.cube
-    } else {
-        &eng.a
-    };
-    let mut values = vec![0.0f64; pos.len()];
-    if !pos.is_empty() {
-        let idx: Vec<i64> = pos.iter().map(|&p| p as i64).collect();
-        let didx = gpu.upload(&idx)?;
-        // SAFETY: fully written by gather_at below.
-        let mut dout = unsafe { gpu.alloc::<f64>(pos.len())? };
-        let n = pos.len() as i64;
-        let mut b = gpu.stream.launch_builder(&eng.fns.gather_at);
-        b.arg(w).arg(&eng.mask).arg(&didx).arg(&mut dout).arg(&n);
-        // SAFETY: arguments match gather_at_* in kernels/scfind.cu; every index < the block.
-        unsafe { b.launch(cfg(pos.len())) }?;
-        gpu.download(&dout, &mut values)?;
-    }
-    let mut ext = None;
-    if want_ext {
-        let n = plan.len();
-        let c = cfg(n);
-        let blocks = c.grid_dim.0 as usize;
-        // SAFETY: every entry of the first 2·blocks is written by minmax.
-        let mut partial = unsafe { gpu.alloc::<f64>(2 * blocks)? };
-        let nn = n as i64;
-        let mut b = gpu.stream.launch_builder(&eng.fns.minmax);
-        b.arg(w).arg(&eng.mask).arg(&nn).arg(&mut partial);
-        // SAFETY: arguments match minmax_*; `partial` holds 2·blocks values and blockDim is
-        // THREADS = 256 (the kernel's shared arrays).
-        unsafe { b.launch(c) }?;
-        let mut host = vec![0.0f64; 2 * blocks];
-        gpu.download(&partial, &mut host)?;
-        for p in host.chunks(2) {
-            if p[0] <= p[1] {
-                ext = merge_extremes(ext, Some((p[0], p[1])));
+    keep: bool,
+) -> Result<SampleParts<T>> {
+    block_pass(x, mask, plan, ker, rms0, input, |gpu, eng, raw| {
+        let w = if raw { &eng.cube } else { &eng.a };
+        let mut values = vec![0.0f64; pos.len()];
+        if !pos.is_empty() {
+            let idx: Vec<i64> = pos.iter().map(|&p| p as i64).collect();
+            let didx = gpu.upload(&idx)?;
+            // SAFETY: fully written by gather_at below.
+            let mut dout = unsafe { gpu.alloc::<f64>(pos.len())? };
+            let n = pos.len() as i64;
+            let mut b = gpu.stream.launch_builder(&eng.fns.gather_at);
+            b.arg(w).arg(&eng.mask).arg(&didx).arg(&mut dout).arg(&n);
+            // SAFETY: arguments match gather_at_* in kernels/scfind.cu; every index < the block.
+            unsafe { b.launch(cfg(pos.len())) }?;
+            gpu.download(&dout, &mut values)?;
+        }
+        let mut ext = None;
+        if want_ext {
+            let n = plan.len();
+            let c = cfg(n);
+            let blocks = c.grid_dim.0 as usize;
+            // SAFETY: every entry of the first 2·blocks is written by minmax.
+            let mut partial = unsafe { gpu.alloc::<f64>(2 * blocks)? };
+            let nn = n as i64;
+            let mut b = gpu.stream.launch_builder(&eng.fns.minmax);
+            b.arg(w).arg(&eng.mask).arg(&nn).arg(&mut partial);
+            // SAFETY: arguments match minmax_*; `partial` holds 2·blocks values and blockDim
+            // is THREADS = 256 (the kernel's shared arrays).
+            unsafe { b.launch(c) }?;
+            let mut host = vec![0.0f64; 2 * blocks];
+            gpu.download(&partial, &mut host)?;
+            for p in host.chunks(2) {
+                if p[0] <= p[1] {
+                    ext = merge_extremes(ext, Some((p[0], p[1])));
+                }
             }
         }
-    }
-    Ok((values, ext))
+        let kept = if keep {
+            Some(download_w(gpu, eng, raw, mask)?)
+        } else {
+            None
+        };
+        Ok((values, ext, kept))
+    })
 }
 
 /// Dask block pass on the GPU (`super::block_clip`): W and the clip on the device, the mask
-/// down once; `MASKED` added where the device marked the voxel `NEW`.
+/// down once; `MASKED` added where the device marked the voxel `NEW`. `Raw`: the block is W
+/// (kept by `block_sample`), clipped as it is.
 pub fn block_clip<T: Real>(
     x: &[T],
     mask: &[u8],
@@ -1114,17 +1133,27 @@ pub fn block_clip<T: Real>(
     input: BlockInput,
     level: f64,
 ) -> Result<Vec<u8>> {
-    let gpu = cuda::gpu()?;
-    let _only = gpu.exclusive()?;
-    let mut eng = stage_engine::<T>(&gpu, plan)?;
-    block_w(&gpu, &mut eng, x, mask, plan, ker, rms0, input)?;
-    eng.clip(&whole(plan), level)?;
-    let mut out = crate::backend::alloc::try_vec(mask.len(), 0u8, "the clipped mask")?;
-    gpu.download(&eng.mask, &mut out)?;
-    out.par_iter_mut().zip(mask.par_iter()).for_each(|(d, &m)| {
-        *d = m | if *d & NEW != 0 { MASKED } else { 0 };
-    });
-    Ok(out)
+    // a given W goes up as the spatial stage's output of a kernel with no spectral pass: into
+    // `eng.a`, unprepared, where the clip reads it
+    let bare = Kernel {
+        y: Vec::new(),
+        x: Vec::new(),
+        z: None,
+        use_rms0: ker.use_rms0,
+    };
+    let (ker, input) = match input {
+        BlockInput::Raw => (&bare, BlockInput::Smoothed),
+        other => (ker, other),
+    };
+    block_pass(x, mask, plan, ker, rms0, input, |gpu, eng, _| {
+        eng.clip(&whole(plan), level)?;
+        let mut out = crate::backend::alloc::try_vec(mask.len(), 0u8, "the clipped mask")?;
+        gpu.download(&eng.mask, &mut out)?;
+        out.par_iter_mut().zip(mask.par_iter()).for_each(|(d, &m)| {
+            *d = m | if *d & NEW != 0 { MASKED } else { 0 };
+        });
+        Ok(out)
+    })
 }
 
 /// Sample slots whose positions lie in planes [z0, z1) (a contiguous range for both rules).

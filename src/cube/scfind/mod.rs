@@ -343,6 +343,7 @@ pub fn spatial_stage<T: Real>(
 /// The next stage: W, the spectral pass of `plan.kernels[0]` over `s` (whole z lines of
 /// `plan.shape`) rounded to the element type, NaN where `mask` has `BLANK` — the values `run`
 /// samples for the noise and compares with the clip level (on a GPU: `run`'s values there).
+/// The block passes' own W (`block_w` with `BlockInput::Smoothed`).
 pub fn spectral_stage<T: Real>(
     device: Device,
     s: &[T],
@@ -359,16 +360,22 @@ pub fn spectral_stage<T: Real>(
     if plan.is_empty() {
         return Ok(Vec::new());
     }
+    let input = BlockInput::Smoothed;
     match device {
-        Device::Cpu => crate::backend::threads::install(|| cpu::spectral_stage(s, mask, plan, ker)),
-        Device::Cuda(o) => crate::backend::cuda::on(o, || cuda::spectral_stage(s, mask, plan, ker)),
+        Device::Cpu => {
+            crate::backend::threads::install(|| cpu::block_w(s, mask, plan, ker, 0.0, input))?
+        }
+        Device::Cuda(o) => {
+            crate::backend::cuda::on(o, || cuda::block_w(s, mask, plan, ker, 0.0, input))
+        }
     }
 }
 
 /// What a Dask block pass (`block_sample`, `block_clip`) reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockInput {
-    /// The original cube, sampled as it is (the noise of the original cube; no kernel).
+    /// W itself, taken as it is: the original cube for the noise of the original cube, or a
+    /// block's W kept by `block_sample` (`keep`) for its clip. No kernel runs.
     Raw,
     /// The original cube: prepared (NaN → 0, `MASKED` voxels replaced) and smoothed by both
     /// stages of the kernel. The block holds whole (y, x) planes if the kernel smooths
@@ -379,16 +386,18 @@ pub enum BlockInput {
     Smoothed,
 }
 
-/// W at a block's sample positions and the block's (min, max) of W, if asked for.
-pub(crate) type SampleParts = (Vec<f64>, Option<(f64, f64)>);
+/// W at a block's sample positions, the block's (min, max) of W and W itself, if asked for.
+pub(crate) type SampleParts<T> = (Vec<f64>, Option<(f64, f64)>, Option<Vec<T>>);
 
 /// A block's part of the noise sample: the slots (ranks in the whole cube's sample) of the
-/// sampled positions inside the block, their values, and the block's (min, max) of W.
-#[derive(Debug, Clone, Default)]
-pub struct BlockSample {
+/// sampled positions inside the block, their values, the block's (min, max) of W, and the
+/// block's W (NaN where blank) when kept for its clip.
+#[derive(Debug, Clone)]
+pub struct BlockSample<T> {
     pub slots: Vec<usize>,
     pub values: Vec<f64>,
     pub extremes: Option<(f64, f64)>,
+    pub w: Option<Vec<T>>,
 }
 
 /// The positions of `sampling` over the whole cube (`global`, (z, y, x)) that lie in the block
@@ -437,9 +446,10 @@ fn block_checks(x_len: usize, mask_len: usize, plan: &Plan) -> Result<&Kernel> {
 /// One Dask task of a kernel's noise measurement on `device`: W of the block (`input` says
 /// which stages run; `plan.shape` is the block's, `plan.kernels[0]` the kernel) at the
 /// block's positions of `plan.sampling` over the whole cube `global` (block at `start`), NaN
-/// for blank voxels, and the block's (min, max) of W when `extremes` is set — the values the
-/// single call gathers there, through its own code on that engine. `mask` has `BLANK` for the
-/// block's NaN voxels and `MASKED` for voxels to replace.
+/// for blank voxels, the block's (min, max) of W when `extremes` is set, and W itself when
+/// `keep` is set (so the clip reads it, `BlockInput::Raw`, instead of smoothing again) — the
+/// values the single call gathers there, through its own code on that engine. `mask` has
+/// `BLANK` for the block's NaN voxels and `MASKED` for voxels to replace.
 #[allow(clippy::too_many_arguments)]
 pub fn block_sample<T: Real>(
     device: Device,
@@ -451,29 +461,33 @@ pub fn block_sample<T: Real>(
     global: [usize; 3],
     start: [usize; 3],
     extremes: bool,
-) -> Result<BlockSample> {
+    keep: bool,
+) -> Result<BlockSample<T>> {
     let ker = block_checks(x.len(), mask.len(), plan)?;
     let (pos, slots) = block_positions(global, start, plan.shape, plan.sampling)?;
-    if plan.is_empty() {
-        return Ok(BlockSample::default());
-    }
-    let (values, extremes) = match device {
-        Device::Cpu => crate::backend::threads::install(|| {
-            cpu::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes)
-        })??,
-        Device::Cuda(o) => crate::backend::cuda::on(o, || {
-            cuda::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes)
-        })?,
+    let (values, extremes, w) = if plan.is_empty() {
+        (Vec::new(), None, keep.then(Vec::new))
+    } else {
+        match device {
+            Device::Cpu => crate::backend::threads::install(|| {
+                cpu::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes, keep)
+            })??,
+            Device::Cuda(o) => crate::backend::cuda::on(o, || {
+                cuda::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes, keep)
+            })?,
+        }
     };
     Ok(BlockSample {
         slots,
         values,
         extremes,
+        w,
     })
 }
 
 /// One Dask task of a kernel's clip on `device`: `mask` with `MASKED` added where the
-/// block's W (as for `block_sample`) is above `level` (`plan.above`); blank voxels never.
+/// block's W (as for `block_sample`; `BlockInput::Raw`: the block is W, as `block_sample`
+/// kept it) is above `level` (`plan.above`); blank voxels never.
 pub fn block_clip<T: Real>(
     device: Device,
     x: &[T],
@@ -484,11 +498,6 @@ pub fn block_clip<T: Real>(
     level: f64,
 ) -> Result<Vec<u8>> {
     let ker = block_checks(x.len(), mask.len(), plan)?;
-    if input == BlockInput::Raw {
-        return Err(Error::value(
-            "a clip needs a kernel: input 'cube' or 'smoothed', not 'raw'",
-        ));
-    }
     if plan.is_empty() {
         return Ok(Vec::new());
     }
