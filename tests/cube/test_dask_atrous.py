@@ -140,6 +140,30 @@ def test_exact_median(dask_client, rng, gather, monkeypatch):
     assert np.isnan(select.median(da.from_array(np.full(9, np.nan), chunks=4)))
 
 
+def test_selection_keeps_no_reference_to_the_array(rng):
+    """A median leaves no reference cycle holding its array: the array (and on a cluster its
+    futures, the workers' memory) is freed when the caller drops it, without the garbage
+    collector (a recursive closure in ``ranks`` held it until a collection)."""
+    import gc
+    import weakref
+
+    import dask
+
+    from skyconv._dask import select
+
+    x = da.from_array(rng.normal(size=(40, 40)), chunks=20)
+    ref = weakref.ref(x)
+    gc.disable()
+    try:
+        with dask.config.set(scheduler="synchronous"):
+            m = select.median(x)  # the first pass, then the gather
+        del x
+        assert ref() is None
+    finally:
+        gc.enable()
+    assert np.isfinite(m)
+
+
 def test_key_counts_against_numpy(rng):
     """The core's block pass of the selection: counts by 16 key bits under a prefix, and the
     values under a prefix, equal a NumPy computation of the same keys."""
@@ -312,9 +336,9 @@ def test_cube_that_fits_a_worker_runs_as_one_task(dask_client, rng, monkeypatch)
     x = _cube(rng, dtype=np.float32)
     limit = min(w["memory_limit"] for w in dask_client.scheduler_info()["workers"].values())
     want = skyconv.atrous_denoise(x, device="cpu")
-    staged = {"atrous.smooth", "atrous.finish"}
+    loop_stages = {"atrous.smooth", "atrous.finish"}
     for fraction, stages in ((x.nbytes / limit, {"atrous.single"}),
-                             (0.5 * x.nbytes / limit, staged)):  # fmt: skip
+                             (0.5 * x.nbytes / limit, loop_stages)):  # fmt: skip
         monkeypatch.setattr(atrous, "SINGLE_TASK_MEMORY_FRACTION", fraction)
         ddev.reset(dask_client)
         got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")

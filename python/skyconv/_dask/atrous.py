@@ -41,7 +41,6 @@ values (NumPy arrays of them for per-unit results), as from the NumPy call.
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import math
 import time
@@ -485,7 +484,6 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
                     center = _center(w, robust, count, _fetch(first))
                 pending = (w, center + snr * sigma0 * float(factors[s]))
             del w, first
-            gc.collect()  # the old arrays' futures sit in reference cycles: release them now
         with _step("finish"):
             out, resid, first = _finish(x, c, out, pending, robust, owners)
         del c, pending
