@@ -388,6 +388,24 @@ def test_each_block_call_runs_once(dask_client, rng):
     assert used["atrous.smooth"] == {"cpu": got.iterations * got.scales * blocks}
 
 
+def test_halos_read_in_place_on_one_worker(dask_client, rng, monkeypatch):
+    """Neighbours on the same worker give their halo in place (no cut task): with every block
+    taken as one worker's, no cut runs, and the result is the single call's."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    from skyconv._dask import atrous
+
+    monkeypatch.setattr(atrous, "_owners", lambda x: {})
+    x = _cube(rng)
+    want = skyconv.atrous_denoise(x, device="cpu")
+    with get_task_stream(dask_client) as ts:
+        got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")
+    _check(got, want)
+    names = {key_split(t["key"]).strip("_") for t in ts.data}
+    assert "scale_task" in names and "cut" not in names, names
+
+
 def test_worker_lost_mid_run(dask_client, rng):
     """A worker restarted while the loop runs (its persisted blocks lost): Dask recomputes them
     from their lineage and the result is the NumPy call's."""

@@ -16,8 +16,9 @@ Two cases:
   the global sums differs from the single call.
 
   One core call per block and scale (``_core._atrous_block_scale``, session 10): the block's
-  smooth array with its halo (cut from however many neighbour blocks it reaches: thin chunks
-  are not merged) is smoothed on the task's engine (CPU, or the worker's GPU: one upload, the
+  smooth array with its halo (from however many neighbour blocks it reaches: thin chunks are
+  not merged; cut on the neighbour's worker when that is another, read in place on the same
+  worker) is smoothed on the task's engine (CPU, or the worker's GPU: one upload, the
   passes, one download; the GPU is held for that alone), and in the same call, on the host,
   the coefficients w, the next smooth array, the previous kept scale's thresholded add into
   the output and the first selection pass over w (the top 16 key bits, its sum the finite
@@ -518,23 +519,25 @@ def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, 
     parts = np.empty(xg.shape, dtype=object)
     cut = dask.delayed(_cut, pure=False)
     for ix, (ext, lo, pieces) in plan.items():
-        # A neighbour's part of the halo is cut where that block lives (a task of its own):
-        # only the halo crosses between workers, and no worker keeps a replica of a whole
-        # neighbour block (which Distributed would hold as long as the block lives).
+        # A neighbour on another worker gives its part of the halo as a cut made where it
+        # lives (a task of its own): only the halo crosses between workers, and no worker
+        # keeps a replica of a whole neighbour block (which Distributed would hold as long as
+        # the block lives). A neighbour on the same worker is read in place (no copy).
         src, boxes = [], []
         for j, a, d in pieces:
+            away = owners.get(tuple(j)) != owners.get(tuple(ix))
             if cg is None:
                 nb = (xg[j], None if og is None else og[j])
-                if j != ix:
+                if away:
                     with _on(owners, j):
                         nb = cut(*nb, a, True)
             else:
                 nb = cg[j]
-                if j != ix:
+                if away:
                     with _on(owners, j):
                         nb = cut(nb, None, a, False)
             src.append(nb)
-            boxes.append((a if j == ix else tuple(slice(None) for _ in a), d))
+            boxes.append((tuple(slice(None) for _ in a) if away else a, d))
         with _on(owners, ix):
             parts[ix] = task(
                 src, boxes, ext, lo, xg[ix], None if og is None else og[ix],
