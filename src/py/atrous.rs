@@ -225,17 +225,15 @@ fn block_scale<'py, T: Real + numpy::Element>(
         add: b.w.map(|w| (w, thr)),
         counts,
     };
-    let first = compute_on(py, dev, || {
-        blocks::scale(
-            dev,
-            passes,
-            &inp,
-            blocks::ScaleOut {
-                w: wd,
-                c: cd,
-                out: od,
-            },
-        )
+    // The GPU (if any) is admitted for the smoothing alone, not the host pass.
+    let smooth = compute_on(py, dev, || blocks::smooth(dev, passes, &inp))?;
+    let first = compute(py, || {
+        let outp = blocks::ScaleOut {
+            w: wd,
+            c: cd,
+            out: od,
+        };
+        blocks::split(&inp, &smooth, outp)
     })?;
     Ok((
         w.map(|w| w.into_any()),
@@ -246,7 +244,7 @@ fn block_scale<'py, T: Real + numpy::Element>(
     ))
 }
 
-/// One à trous scale of one block (`blocks::scale`): (w or None, the next c, out + the
+/// One à trous scale of one block (`blocks::smooth`, then `blocks::split`): (w or None, the next c, out + the
 /// previous scale's add or None, the key counts of w or None, Σw).
 #[pyfunction]
 #[pyo3(signature = (c_ext, lo, x, out, w_prev, thr, passes, device=None, keep_w=true,

@@ -140,6 +140,30 @@ def test_exact_median(dask_client, rng, gather, monkeypatch):
     assert np.isnan(select.median(da.from_array(np.full(9, np.nan), chunks=4)))
 
 
+def test_selection_keeps_no_reference_to_the_array(rng):
+    """A median leaves no reference cycle holding its array: the array (and on a cluster its
+    futures, the workers' memory) is freed when the caller drops it, without the garbage
+    collector (a recursive closure in ``ranks`` held it until a collection)."""
+    import gc
+    import weakref
+
+    import dask
+
+    from skyconv._dask import select
+
+    x = da.from_array(rng.normal(size=(40, 40)), chunks=20)
+    ref = weakref.ref(x)
+    gc.disable()
+    try:
+        with dask.config.set(scheduler="synchronous"):
+            m = select.median(x)  # the first pass, then the gather
+        del x
+        assert ref() is None
+    finally:
+        gc.enable()
+    assert np.isfinite(m)
+
+
 def test_key_counts_against_numpy(rng):
     """The core's block pass of the selection: counts by 16 key bits under a prefix, and the
     values under a prefix, equal a NumPy computation of the same keys."""
@@ -312,13 +336,14 @@ def test_cube_that_fits_a_worker_runs_as_one_task(dask_client, rng, monkeypatch)
     x = _cube(rng, dtype=np.float32)
     limit = min(w["memory_limit"] for w in dask_client.scheduler_info()["workers"].values())
     want = skyconv.atrous_denoise(x, device="cpu")
-    for fraction, stage in ((x.nbytes / limit, "atrous.single"), (0.5 * x.nbytes / limit,
-                                                                   "atrous.smooth")):  # fmt: skip
+    loop_stages = {"atrous.smooth", "atrous.finish"}
+    for fraction, stages in ((x.nbytes / limit, {"atrous.single"}),
+                             (0.5 * x.nbytes / limit, loop_stages)):  # fmt: skip
         monkeypatch.setattr(atrous, "SINGLE_TASK_MEMORY_FRACTION", fraction)
         ddev.reset(dask_client)
         got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")
         _check(got, want)
-        assert set(ddev.devices_used(dask_client)) == {stage}
+        assert set(ddev.devices_used(dask_client)) == stages
 
 
 def test_staged_progress_and_round_trips(dask_client, rng):
@@ -344,6 +369,41 @@ def test_staged_progress_and_round_trips(dask_client, rng):
     assert prof["residual sigma"]["trips"] <= iters * 7
     total = sum(v["trips"] for v in prof.values())
     assert total <= 8 + iters * (scales * 4 + 9), prof
+
+
+def test_each_block_call_runs_once(dask_client, rng):
+    """One smoothing call per block, scale and iteration and one finish per block and
+    iteration (Dask's separate optimisation of arrays and delayed values ran every finish
+    twice), and the result is the single call's."""
+    from skyconv._dask import device as ddev
+
+    x = _cube(rng).astype(np.float32)
+    want = skyconv.atrous_denoise(x, device="cpu")
+    ddev.reset(dask_client)
+    got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")
+    _check(got, want)
+    used = ddev.devices_used(dask_client)
+    blocks = 3 * 2 * 2
+    assert used["atrous.finish"] == {"cpu": got.iterations * blocks}
+    assert used["atrous.smooth"] == {"cpu": got.iterations * got.scales * blocks}
+
+
+def test_halos_read_in_place_on_one_worker(dask_client, rng, monkeypatch):
+    """Neighbours on the same worker give their halo in place (no cut task): with every block
+    taken as one worker's, no cut runs, and the result is the single call's."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    from skyconv._dask import atrous
+
+    monkeypatch.setattr(atrous, "_owners", lambda x: {})
+    x = _cube(rng)
+    want = skyconv.atrous_denoise(x, device="cpu")
+    with get_task_stream(dask_client) as ts:
+        got = skyconv.atrous_denoise(da.from_array(x, chunks=(8, 18, 20)), device="cpu")
+    _check(got, want)
+    names = {key_split(t["key"]).strip("_") for t in ts.data}
+    assert "scale_task" in names and "cut" not in names, names
 
 
 def test_worker_lost_mid_run(dask_client, rng):

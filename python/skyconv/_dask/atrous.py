@@ -16,17 +16,20 @@ Two cases:
   the global sums differs from the single call.
 
   One core call per block and scale (``_core._atrous_block_scale``, session 10): the block's
-  smooth array with its halo (cut from however many neighbour blocks it reaches: thin chunks
-  are not merged) is smoothed on the task's engine (CPU, or the worker's GPU: one upload, the
-  passes, one download), and in the same call the coefficients w, the next smooth array, the
-  previous kept scale's thresholded add into the output and the first selection pass over w
-  (the top 16 key bits, its sum the finite count); one ``_atrous_block_finish`` per block ends
-  an iteration with the residual's first pass. The client then selects w's centre (1–2 more
-  passes, ``select``) and submits the next scale, which adds this one. No look-ahead: the
-  cluster holds the input, the output, the smooth array and the last kept scale's w (4 arrays
-  of the cube's size, each released block by block as the next scale's tasks finish), plus
-  the blocks in flight (bench/NOTES.md, session 10, dask-mem). The selection tasks carry a
-  high Dask priority. The input is read once (persisted) with its finite count and first pass.
+  smooth array with its halo (from however many neighbour blocks it reaches: thin chunks are
+  not merged; cut on the neighbour's worker when that is another, read in place on the same
+  worker) is smoothed on the task's engine (CPU, or the worker's GPU: one upload, the
+  passes, one download; the GPU is held for that alone), and in the same call, on the host,
+  the coefficients w, the next smooth array, the previous kept scale's thresholded add into
+  the output and the first selection pass over w (the top 16 key bits, its sum the finite
+  count); one ``_atrous_block_finish`` per block ends an iteration with the residual (made
+  once, persisted until its σ is known) and its first pass. The client then selects w's
+  centre (1–2 more passes, ``select``) and submits the next scale, which adds this one. No
+  look-ahead: the cluster holds the input, the output, the smooth array and the last kept
+  scale's w (4 arrays of the cube's size, each released block by block as the next scale's
+  tasks finish; the residual takes w's place at an iteration's end), plus the blocks in flight
+  (bench/NOTES.md, session 10, dask-mem). The selection tasks carry a high Dask priority.
+  The input is read once (persisted) with its finite count and first pass.
 - One unit of at most :data:`SINGLE_TASK_BYTES`, in one chunk, or of at most
   :data:`SINGLE_TASK_MEMORY_FRACTION` of the smallest worker's memory limit: the single call in
   one task on a worker (its progress reports replayed on the client).
@@ -39,7 +42,6 @@ values (NumPy arrays of them for per-unit results), as from the NumPy call.
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import math
 import time
@@ -145,10 +147,14 @@ def _step(name):
 
 def _persist(*xs, wait=True):
     """``dask.persist`` of ``xs`` in one graph (shared steps computed once); waited for unless
-    ``wait`` is False (then the work goes on on the cluster while the client continues)."""
+    ``wait`` is False (then the work goes on on the cluster while the client continues).
+
+    Unoptimised: Dask optimises arrays and delayed values apart, and fusing an array's chain
+    (block task → item → array chunk) renames the block task, so a delayed value reading the
+    same task (its first selection pass) ran it a second time (every finish did)."""
     import dask
 
-    out = dask.persist(*xs)
+    out = dask.persist(*xs, optimize_graph=False)
     if wait:
         select.TRIPS[0] += 1
         try:
@@ -331,11 +337,16 @@ def _scale_task(pieces, boxes, ext, lo, x, out, w_prev, thr, passes, device, kee
 
 
 def _finish_task(c, x, out, w_prev, thr, counts):
-    """The end of an iteration on one block: (output, residual key counts or None, Σ)."""
-    return _core._atrous_block_finish(
-        _c(c), _c(x), None if out is None else _c(out),
-        None if w_prev is None else _c(w_prev), float(thr), counts,
-    )  # fmt: skip
+    """The end of an iteration on one block: (output, the residual x − output with NaN at
+    blanks, its key counts or None, its Σ). The residual is made once here, not again by each
+    selection pass of its σ."""
+    x = _c(x)
+    with stage("atrous.finish", "cpu"):  # a host pass: counted in the devices log
+        o, top, total = _core._atrous_block_finish(
+            _c(c), x, None if out is None else _c(out),
+            None if w_prev is None else _c(w_prev), float(thr), counts,
+        )  # fmt: skip
+        return o, _residual_block(x, o), top, total
 
 
 def _owners(x):
@@ -418,11 +429,6 @@ def _blocks(fn, *arrays, **kw):
     return da.map_blocks(fn, *arrays, dtype=arrays[0].dtype, name=name, **kw)
 
 
-def _residual(x, out):
-    """x − output (NaN at blanks), lazy."""
-    return _blocks(_residual_block, x, out)
-
-
 def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, progress, variant,
               blank):  # fmt: skip
     """The reconstruction of one unit spanning the whole array ``x`` (see the module docs)."""
@@ -479,13 +485,12 @@ def _one_unit(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, pro
                     center = _center(w, robust, count, _fetch(first))
                 pending = (w, center + snr * sigma0 * float(factors[s]))
             del w, first
-            gc.collect()  # the old arrays' futures sit in reference cycles: release them now
         with _step("finish"):
-            out, first = _finish(x, c, out, pending, robust, owners)
+            out, resid, first = _finish(x, c, out, pending, robust, owners)
         del c, pending
-        resid = _residual(x, out)  # from the persisted output
         with _step("residual sigma"):
             sigma = _sigma(resid, robust, count, _fetch(first))
+        del resid
         rel = _relative_change(old, sigma)
         old = sigma
         more = iteration == 1 or rel > tol
@@ -514,23 +519,25 @@ def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, 
     parts = np.empty(xg.shape, dtype=object)
     cut = dask.delayed(_cut, pure=False)
     for ix, (ext, lo, pieces) in plan.items():
-        # A neighbour's part of the halo is cut where that block lives (a task of its own):
-        # only the halo crosses between workers, and no worker keeps a replica of a whole
-        # neighbour block (which Distributed would hold as long as the block lives).
+        # A neighbour on another worker gives its part of the halo as a cut made where it
+        # lives (a task of its own): only the halo crosses between workers, and no worker
+        # keeps a replica of a whole neighbour block (which Distributed would hold as long as
+        # the block lives). A neighbour on the same worker is read in place (no copy).
         src, boxes = [], []
         for j, a, d in pieces:
+            away = owners.get(tuple(j)) != owners.get(tuple(ix))
             if cg is None:
                 nb = (xg[j], None if og is None else og[j])
-                if j != ix:
+                if away:
                     with _on(owners, j):
                         nb = cut(*nb, a, True)
             else:
                 nb = cg[j]
-                if j != ix:
+                if away:
                     with _on(owners, j):
                         nb = cut(nb, None, a, False)
             src.append(nb)
-            boxes.append((a if j == ix else tuple(slice(None) for _ in a), d))
+            boxes.append((tuple(slice(None) for _ in a) if away else a, d))
         with _on(owners, ix):
             parts[ix] = task(
                 src, boxes, ext, lo, xg[ix], None if og is None else og[ix],
@@ -552,11 +559,11 @@ def _scale(x, c, out, pending, plan, step, weights, axes, device, keep, robust, 
 
 
 def _finish(x, c, out, pending, robust, owners):
-    """The end of an iteration: (the output, persisted and waited for; the residual's first
-    pass, computed with it)."""
+    """The end of an iteration: (the output and the residual, persisted and waited for; the
+    residual's first pass, computed with them)."""
     import dask
 
-    task = dask.delayed(_finish_task, pure=False, nout=3)
+    task = dask.delayed(_finish_task, pure=False, nout=4)
     xg, og, cg = _grid(x), _grid(out), _grid(c)
     wg = None if pending is None else _grid(pending[0])
     thr = 0.0 if pending is None else pending[1]
@@ -567,8 +574,7 @@ def _finish(x, c, out, pending, robust, owners):
                 cg[ix], xg[ix], None if og is None else og[ix], None if wg is None else wg[ix],
                 thr, robust,
             )  # fmt: skip
-    out = _assemble(parts, x, 0)
-    return _persist(out, _first_of(parts, robust))
+    return _persist(_assemble(parts, x, 0), _assemble(parts, x, 1), _first_of(parts, robust))
 
 
 def atrous_denoise(x, dim, snr, scale_min, scale_max, filt, conv, robust, device, progress,

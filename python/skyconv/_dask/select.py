@@ -134,15 +134,22 @@ def ranks(x, wanted, center=None, count=None, top=None) -> list[float]:
         top = np.asarray(dask.compute(top_counts(x, center))[0])
         TRIPS[0] += 1
         count = int(top.sum())
+    wanted = [int(k) for k in wanted]
+    if any(k < 0 or k >= count for k in wanted):
+        raise InternalError(f"ranks {wanted} out of range for {count} finite values")
     out = {}
-
-    def solve(group, prefix, shift, below, n, hist=None):
-        # ``group``: ranks whose keys start with ``prefix`` (the top 64 - shift bits), ``below``
-        # values lie under that prefix, ``n`` share it.
+    # A work list, not a recursive closure: a nested function that calls itself is a
+    # reference cycle holding ``x`` (and so its futures: the array's memory on the workers)
+    # until the garbage collector runs.
+    # Each item: ranks whose keys start with ``prefix`` (the top 64 - shift bits), ``below``
+    # values under that prefix, ``n`` sharing it, its counts by the next bits if known.
+    todo = [(sorted(set(wanted)), 0, 64, 0, count, None if top is None else np.asarray(top))]
+    while wanted and todo:
+        group, prefix, shift, below, n, hist = todo.pop()
         if shift <= 0:  # 64 bits fixed: every value here is the same
             for k in group:
                 out[k] = float(_key_value(prefix))
-            return
+            continue
         if hist is None and n <= GATHER:
             with _annotated():
                 parts = [dask.delayed(_values, pure=True)(b, prefix, shift, center) for b in blocks]
@@ -152,7 +159,7 @@ def ranks(x, wanted, center=None, count=None, top=None) -> list[float]:
             part = np.partition(vals, local)
             for k in group:
                 out[k] = float(part[k - below])
-            return
+            continue
         if hist is None:
             TRIPS[0] += 1
             hist = np.asarray(dask.compute(counts(x, prefix, shift, center))[0])
@@ -162,13 +169,9 @@ def ranks(x, wanted, center=None, count=None, top=None) -> list[float]:
             j = int(np.searchsorted(edges, k, side="right")) - 1
             bins.setdefault(j, []).append(k)
         for j, ks in bins.items():
-            solve(ks, (prefix << _BITS) | j, shift - _BITS, int(edges[j]), int(hist[j]))
-
-    wanted = [int(k) for k in wanted]
-    if any(k < 0 or k >= count for k in wanted):
-        raise InternalError(f"ranks {wanted} out of range for {count} finite values")
-    if wanted:
-        solve(sorted(set(wanted)), 0, 64, 0, count, None if top is None else np.asarray(top))
+            todo.append(
+                (ks, (prefix << _BITS) | j, shift - _BITS, int(edges[j]), int(hist[j]), None)
+            )
     return [out[k] for k in wanted]
 
 

@@ -1,16 +1,16 @@
-//! One à trous scale of one block of a one-unit reconstruction, as one call: the distributed
-//! loop (python/skyconv/_dask/atrous.py) makes one such call per block and scale, and one
-//! [`finish`] per block and iteration.
+//! One à trous scale of one block of a one-unit reconstruction, as one binding call: the
+//! distributed loop (python/skyconv/_dask/atrous.py) makes one such call per block and scale,
+//! and one [`finish`] per block and iteration.
 //!
-//! [`scale`] takes the block's smooth array `c` with a halo (`c_ext`, the block at `lo` inside
-//! it), smooths it with the scale's passes on the chosen engine ([`apply_chain`]: the CPU's
-//! passes, or on the GPU one upload, the passes back to back on the device, one download), then
-//! in one parallel host pass over the block: the coefficients `w = c − smooth` and the next
-//! smooth array `c − w` (NaN and `c` at the blanks of `x`), the previous scale's thresholded
-//! add `out + w_prev where |w_prev| > thr` and the first selection pass over the new `w`
-//! (counts of its order-preserving keys by their top 16 bits, `stats::keys`) with Σw.
-//! [`finish`] adds the last kept scale and the smooth array into the output and makes the
-//! residual's first pass.
+//! A scale is two steps: [`smooth`] takes the block's smooth array `c` with a halo (`c_ext`,
+//! the block at `lo` inside it) and smooths it with the scale's passes on the chosen engine
+//! ([`apply_chain`]: the CPU's passes, or on the GPU one upload, the passes back to back on
+//! the device, one download); [`split`] then makes, in one parallel host pass over the block,
+//! the coefficients `w = c − smooth` and the next smooth array `c − w` (NaN and `c` at the
+//! blanks of `x`), the previous scale's thresholded add `out + w_prev where |w_prev| > thr`
+//! and the first selection pass over the new `w` (counts of its order-preserving keys by their
+//! top 16 bits, `stats::keys`) with Σw. [`finish`] adds the last kept scale and the smooth
+//! array into the output and makes the residual's first pass.
 //!
 //! The arithmetic is the engines' (`cpu.rs`): a sum or difference in f64 rounded to the data
 //! type, the threshold compared in f64; blank voxels are the non-finite ones of `x`.
@@ -118,18 +118,9 @@ pub struct ScaleOut<'a, T> {
     pub out: &'a mut [T],
 }
 
-/// One scale of one block (see the module documentation): returns the first pass over the new
-/// coefficients (their counts when `inp.counts`, and their sum).
-///
-/// # Errors
-/// `Error::Shape` when the sizes do not match the shapes or the block does not lie inside
-/// `ext`; the filter's errors; `HostMemoryError` when the smooth array cannot be had.
-pub fn scale<T: Real>(
-    device: Device,
-    passes: &[Pass],
-    inp: &ScaleIn<'_, T>,
-    outp: ScaleOut<'_, T>,
-) -> Result<First> {
+/// The block's and its halo's shapes padded to three axes, and the block's offset in the
+/// halo: `(ext, shape, lo)`, checked against each other and against the arrays' sizes.
+fn geometry<T>(inp: &ScaleIn<'_, T>) -> Result<([usize; 3], [usize; 3], [usize; 3])> {
     let ext = pad3(inp.ext, 1)?;
     let shape = pad3(inp.shape, 1)?;
     let lo = pad3(inp.lo, 0)?;
@@ -144,6 +135,38 @@ pub fn scale<T: Real>(
             inp.shape, inp.lo, inp.ext
         )));
     }
+    if inp.c_ext.len() != ext.iter().product::<usize>() {
+        return Err(Error::shape(
+            "the smooth array's size does not match its halo's shape",
+        ));
+    }
+    Ok((ext, shape, lo))
+}
+
+/// The first half of one scale of one block: the smooth array with its halo smoothed by the
+/// scale's passes on `device` (the only part that uses a GPU: the binding admits the call to
+/// its GPU for this half alone, so the host pass of [`split`] does not hold the GPU while
+/// the worker's other tasks wait for it).
+///
+/// # Errors
+/// `Error::Shape` when the block does not lie inside `ext`; the filter's errors;
+/// `HostMemoryError` when the smooth array cannot be had.
+pub fn smooth<T: Real>(device: Device, passes: &[Pass], inp: &ScaleIn<'_, T>) -> Result<Vec<T>> {
+    geometry(inp)?;
+    let mut smooth = alloc::try_vec(inp.c_ext.len(), T::default(), "a block's smooth array")?;
+    apply_chain(device, inp.c_ext, inp.ext, passes, &mut smooth)?;
+    Ok(smooth)
+}
+
+/// The second half of one scale of one block (see the module documentation), on the host,
+/// from [`smooth`]'s result: returns the first pass over the new coefficients (their counts
+/// when `inp.counts`, and their sum).
+///
+/// # Errors
+/// `Error::Shape` when the sizes do not match the shapes or the block does not lie inside
+/// `ext`; `HostMemoryError` when the coefficients cannot be had.
+pub fn split<T: Real>(inp: &ScaleIn<'_, T>, smooth: &[T], outp: ScaleOut<'_, T>) -> Result<First> {
+    let (ext, shape, lo) = geometry(inp)?;
     let n: usize = shape.iter().product();
     let mut sizes = vec![inp.x.len(), outp.c.len()];
     sizes.extend(inp.out.map(|o| o.len()));
@@ -152,13 +175,11 @@ pub fn scale<T: Real>(
         sizes.push(outp.out.len());
     }
     sizes.extend(outp.w.as_ref().map(|w| w.len()));
-    if inp.c_ext.len() != ext.iter().product::<usize>() || sizes.iter().any(|&s| s != n) {
+    if smooth.len() != inp.c_ext.len() || sizes.iter().any(|&s| s != n) {
         return Err(Error::shape(
             "the arrays' sizes do not match the block's and its halo's shapes",
         ));
     }
-    let mut smooth = alloc::try_vec(inp.c_ext.len(), T::default(), "a block's smooth array")?;
-    apply_chain(device, inp.c_ext, inp.ext, passes, &mut smooth)?;
     let row = shape[2];
     if n == 0 {
         return Ok(First::new(inp.counts));
@@ -314,26 +335,23 @@ mod tests {
         let (b0, b1, h0, h1) = (3, 5, 1, 7);
         let blk = b0 * plane..b1 * plane;
         let (mut w, mut cn, mut od) = (vec![0.0; 40], vec![0.0; 40], vec![0.0; 40]);
-        let f = scale(
-            Device::Cpu,
-            &p,
-            &ScaleIn {
-                c_ext: &c[h0 * plane..h1 * plane],
-                ext: &[h1 - h0, 5, 4],
-                lo: &[b0 - h0, 0, 0],
-                shape: &[b1 - b0, 5, 4],
-                x: &x[blk.clone()],
-                out: Some(&out[blk.clone()]),
-                add: Some((&wp[blk.clone()], 1.5)),
-                counts: true,
-            },
-            ScaleOut {
-                w: Some(&mut w),
-                c: &mut cn,
-                out: &mut od,
-            },
-        )
-        .unwrap();
+        let inp = ScaleIn {
+            c_ext: &c[h0 * plane..h1 * plane],
+            ext: &[h1 - h0, 5, 4],
+            lo: &[b0 - h0, 0, 0],
+            shape: &[b1 - b0, 5, 4],
+            x: &x[blk.clone()],
+            out: Some(&out[blk.clone()]),
+            add: Some((&wp[blk.clone()], 1.5)),
+            counts: true,
+        };
+        let smoothed = smooth(Device::Cpu, &p, &inp).unwrap();
+        let outp = ScaleOut {
+            w: Some(&mut w),
+            c: &mut cn,
+            out: &mut od,
+        };
+        let f = split(&inp, &smoothed, outp).unwrap();
         for (k, i) in blk.clone().enumerate() {
             if x[i].is_finite() {
                 assert_eq!(w[k], c[i] - sm[i], "voxel {i}");
