@@ -719,6 +719,9 @@ fn sparse_samples<T: Real>(
     }
 }
 
+/// The noise sample and, if the rule needs them, its (nanmin, nanmax).
+type NoiseSample = (Vec<f64>, Option<(f64, f64)>);
+
 /// The noise sample of the smoothed cube, if the rule needs them its (nanmin, nanmax), and
 /// (from a full pass) each column block's clip candidates. A sparse sample with a short
 /// filter is computed point by point (no candidates), others (or with extremes) in one pass
@@ -728,7 +731,7 @@ fn measure_smoothed<T: Real>(
     mask: &[u8],
     plan: &Plan,
     zf: &Filter1d,
-) -> (SampleParts, Option<Vec<Candidates>>) {
+) -> (NoiseSample, Option<Vec<Candidates>>) {
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
     // Point by point, each tap of each sample costs a cache line; the full pass streams the
