@@ -247,7 +247,7 @@ pub fn compute_in<T: Send>(
         let pool = crate::backend::threads::pool()?;
         let (tx, rx) = mpsc::sync_channel::<crate::Result<T>>(1);
         // The scope returns once the job has ended; `admission` is released after it.
-        pool.in_place_scope(|s| {
+        let out = pool.in_place_scope(|s| {
             let tok = token.clone();
             s.spawn(move |_| {
                 let _a = admit::enter(ticket);
@@ -265,7 +265,11 @@ pub fn compute_in<T: Send>(
                     }
                 }
             }
-        })
+        });
+        if out.is_err() || token.is_set() {
+            crate::backend::cuda::settle(&gpus);
+        }
+        out
     });
     if let Some(e) = call.take_raised() {
         return Err(e);

@@ -262,6 +262,25 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
     Ok(gpu)
 }
 
+/// Wait for all work on the opened GPUs among `ordinals` (errors ignored) after a call that
+/// failed or was interrupted. Its buffers were freed stream-ordered (`cuMemFreeAsync`), and the
+/// default memory pool returns freed memory to the device only at a synchronisation; a call
+/// cut short may have queued its frees after its last one, so without this the process would
+/// keep that memory reserved (a different amount for each point of interruption) until its
+/// next GPU call.
+pub fn settle(ordinals: &[u32]) {
+    let open: Vec<Arc<Gpu>> = {
+        let gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
+        ordinals
+            .iter()
+            .filter_map(|o| gpus.get(o).cloned())
+            .collect()
+    };
+    for g in open {
+        let _ = g.ctx.synchronize();
+    }
+}
+
 impl Gpu {
     /// An engine's device work on this GPU (one stream, shared staging buffers): one call
     /// at a time, admitted before its job entered the pool (`admit`, issue 19), and one
