@@ -42,43 +42,30 @@ static std::vector<T> load(const std::string& path) {
     return v;
 }
 
-// The kernels for element type T (the f32/f64 entry points of the .cu file).
+// The kernels for element type T (the f32/f64 entry points of the .cu file, suffix SFX).
 template <typename T>
 struct K;
-template <>
-struct K<float> {
-    static void boxcars(const float* s, float* d, ScBoxcars p, const float* ci, float* co) {
-        sofia2_boxcars_f32(s, d, p, ci, co);
-    }
-    static void rows(const float* s, const unsigned char* m, float* d, ScBoxcars p) {
-        sofia2_boxcar_rows_f32(s, m, d, p);
-    }
-    static void transpose(const float* s, const unsigned char* m, float* d, i64 pl, i64 r, i64 c,
-                          int prep, int kind, double value) {
-        sc_transpose_f32(s, m, d, pl, r, c, prep, kind, value);
-    }
-    static void prepare(const float* x, const unsigned char* m, float* o, i64 n, int kind,
-                        double value) {
-        prepare_f32(x, m, o, n, kind, value);
-    }
-};
-template <>
-struct K<double> {
-    static void boxcars(const double* s, double* d, ScBoxcars p, const double* ci, double* co) {
-        sofia2_boxcars_f64(s, d, p, ci, co);
-    }
-    static void rows(const double* s, const unsigned char* m, double* d, ScBoxcars p) {
-        sofia2_boxcar_rows_f64(s, m, d, p);
-    }
-    static void transpose(const double* s, const unsigned char* m, double* d, i64 pl, i64 r,
-                          i64 c, int prep, int kind, double value) {
-        sc_transpose_f64(s, m, d, pl, r, c, prep, kind, value);
-    }
-    static void prepare(const double* x, const unsigned char* m, double* o, i64 n, int kind,
-                        double value) {
-        prepare_f64(x, m, o, n, kind, value);
-    }
-};
+#define SC_EMU_ENTRY_POINTS(T, SFX)                                                          \
+    template <>                                                                              \
+    struct K<T> {                                                                            \
+        static void boxcars(const T* s, T* d, ScBoxcars p, const T* ci, T* co) {             \
+            sofia2_boxcars_##SFX(s, d, p, ci, co);                                           \
+        }                                                                                    \
+        static void rows(const T* s, const unsigned char* m, T* d, ScBoxcars p) {            \
+            sofia2_boxcar_rows_##SFX(s, m, d, p);                                            \
+        }                                                                                    \
+        static void transpose(const T* s, const unsigned char* m, T* d, i64 pl, i64 r, i64 c, \
+                              int prep, int kind, double value) {                            \
+            sc_transpose_##SFX(s, m, d, pl, r, c, prep, kind, value);                        \
+        }                                                                                    \
+        static void prepare(const T* x, const unsigned char* m, T* o, i64 n, int kind,       \
+                            double value) {                                                  \
+            prepare_##SFX(x, m, o, n, kind, value);                                          \
+        }                                                                                    \
+    };
+SC_EMU_ENTRY_POINTS(float, f32)
+SC_EMU_ENTRY_POINTS(double, f64)
+#undef SC_EMU_ENTRY_POINTS
 
 template <typename T>
 static const int LINE_SLOTS = SC_LINE_RING_BYTES / sizeof(T);
