@@ -80,6 +80,21 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
         )  # fmt: skip
 
 
+def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext, exact,
+               device=None, keep=False):  # fmt: skip
+    """One core call on a z-slab (CPU engine, SoFiA-2's spectral running mean): the slab's
+    sample part from its spatial stage ``pieces`` (its own planes and the halo planes of its
+    neighbours, in z order) and ``carry`` (the running mean over the slab, from the slab
+    above) → (slots, values, (min, max) or None, W or None, the carry for the slab below)."""
+    s = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    carry = None if carry is None else _c(carry)
+    with stage("scfind.sample", device) as dev:
+        return _core._scfind_slab_sample(
+            _c(s), _c(mask), spec, mode, below, carry, z0, list(shape), sampling, ext, exact,
+            dev, keep,
+        )  # fmt: skip
+
+
 def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     """One core call: the block's W (as :func:`_sample_core`; kind "raw": ``x`` is W, as
     :func:`_sample_core` kept it) and ``mask |= |W| > level``."""
@@ -123,7 +138,6 @@ class _Noise:
         array of ``src``'s chunks, persisted where its blocks were made): (noise, W)."""
         import dask
 
-        da = dask_array()
         run = self.run
         starts = [np.cumsum((0,) + ch[:-1]) for ch in src.chunks]
         xs, ms = src.to_delayed(), m.to_delayed()
@@ -136,11 +150,52 @@ class _Noise:
                 xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind, start,
                 self.shape, self.sampling, self.ext, self.device, keep,
             )  # fmt: skip
+        return self._finish(parts, src, keep)
+
+    def slabs(self, s, m, spec):
+        """The noise of W = the spectral stage of ``spec`` (SoFiA-2's running mean, a boxcar
+        of radius r along z) over ``s`` (the spatial stage in z-slabs, ``m``'s chunks), and W
+        (persisted where its slabs were made): one core call a slab (:func:`_slab_core`), from
+        the top slab down, each handed the running mean at its top by the slab above (one
+        plane) and its neighbours' r planes below and r + 1 above — no transposition."""
+        import dask
+
+        run, nz = self.run, self.shape[0]
+        r = int(spec[4]) // 2
+        edges = np.cumsum((0,) + tuple(s.chunks[0]))
+        ss, ms = s.to_delayed().ravel(), m.to_delayed().ravel()
+        task = dask.delayed(_slab_core)
+        parts = np.empty((len(ss), 1, 1), dtype=object)
+        carry = None
+        for k in reversed(range(len(ss))):
+            z0, z1 = int(edges[k]), int(edges[k + 1])
+            below, above = min(r, z0), min(r + 1, nz - z1)
+            lo, hi = z0 - below, z1 + above
+            # the slab's own S and the halo's planes of its neighbours, in z order
+            pieces = [
+                ss[j] if j == k else ss[j][max(lo, e0) - e0 : min(hi, e1) - e0]
+                for j, (e0, e1) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist()))
+                if e0 < hi and e1 > lo
+            ]
+            parts[k, 0, 0] = task(
+                pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape, self.sampling,
+                self.ext, run.exact, self.device, True,
+            )  # fmt: skip
+            carry = parts[k, 0, 0][4]
+        return self._finish(parts, s, True)
+
+    def _finish(self, parts, src, keep):
+        """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
+        ``keep``, W as a dask array of ``src``'s chunks, persisted on the workers."""
+        import dask
+
+        da = dask_array()
+        run = self.run
         if keep:
             # W stays on the worker that made it (persisted); only the sample comes here
             kept = dask.persist(*parts.flat)
-            w = np.empty(xs.shape, dtype=object)
-            for j, idx in enumerate(np.ndindex(xs.shape)):
+            w = np.empty(parts.shape, dtype=object)
+            for j, idx in enumerate(np.ndindex(parts.shape)):
                 parts[idx] = kept[j]
                 bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
                 w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
@@ -427,28 +482,37 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     for i, spec in enumerate(specs):
         _, sigma, _, zk, _, use_rms0 = spec
         has_xy, has_z = sigma > 0, zk != "none"
-        if has_xy and has_z:
-            ms = _rechunk(m, base.chunks)
-            s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
+        src = None
+        if keep_w and exact and zk == "boxcar" and not use_rms0:
+            # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
+            # with the running mean carried down (no transposition, W kept, no mask rechunk)
+            mk = _rechunk(m, base.chunks)
+            s = da.map_blocks(_spatial_block, base, mk, spec, mode, rep, rms0, exact, dev,
                               dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
-            src, kind = _rechunk(s, cols), "smoothed"
-            if keep and not keep_w and not use_rms0:
-                src = src.persist()  # smoothed once: sampled, then clipped
-        elif has_z:
-            if xcols is None:
-                xcols = _rechunk(base, cols)
-                if keep:
-                    xcols = xcols.persist()
-            src, kind = xcols, "cube"
-        else:  # spatial only, or no smoothing: whole planes
-            src, kind = base, "cube"
-        mk = _rechunk(m, src.chunks)
-        if use_rms0:
-            rms, w = rms0, None
-        elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
-            rms, w = noise(src, mk, spec, kind, rms0, keep=True)
+            rms, w = noise.slabs(s, mk, spec)
         else:
-            rms, w = noise(src, mk, spec, kind, rms0), None
+            if has_xy and has_z:
+                ms = _rechunk(m, base.chunks)
+                s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
+                                  dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
+                src, kind = _rechunk(s, cols), "smoothed"
+                if keep and not keep_w and not use_rms0:
+                    src = src.persist()  # smoothed once: sampled, then clipped
+            elif has_z:
+                if xcols is None:
+                    xcols = _rechunk(base, cols)
+                    if keep:
+                        xcols = xcols.persist()
+                src, kind = xcols, "cube"
+            else:  # spatial only, or no smoothing: whole planes
+                src, kind = base, "cube"
+            mk = _rechunk(m, src.chunks)
+            if use_rms0:
+                rms, w = rms0, None
+            elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
+                rms, w = noise(src, mk, spec, kind, rms0, keep=True)
+            else:
+                rms, w = noise(src, mk, spec, kind, rms0), None
         level = run.threshold * rms
         if w is None:
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
