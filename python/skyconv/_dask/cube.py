@@ -290,6 +290,12 @@ def _rechunk(a, chunks):
     return a.rechunk(chunks, method=method)
 
 
+#: On CPU workers with W kept, kernels with SoFiA-2's spectral running mean run on z-slabs
+#: with a carry (:meth:`_Noise.slabs`); False: through whole-z columns (the earlier graph,
+#: which bench/dask_sc_profile.py --columns measures against).
+Z_SLABS = True
+
+
 def _fits_in_memory(nbytes):
     """Whether a cube of `nbytes` takes < 30 % of the cluster's (or this machine's) memory."""
     try:
@@ -483,7 +489,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         _, sigma, _, zk, _, use_rms0 = spec
         has_xy, has_z = sigma > 0, zk != "none"
         src = None
-        if keep_w and exact and zk == "boxcar" and not use_rms0:
+        if Z_SLABS and keep_w and exact and zk == "boxcar" and not use_rms0:
             # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
             # with the running mean carried down (no transposition, W kept, no mask rechunk)
             mk = _rechunk(m, base.chunks)

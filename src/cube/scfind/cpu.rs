@@ -952,6 +952,7 @@ fn spectral_one<T: Real, S>(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn spectral_block_avx2<T: Real, S>(
@@ -969,6 +970,7 @@ unsafe fn spectral_block_avx2<T: Real, S>(
 
 /// The spectral pass over columns k0.. of every plane (see `spectral`).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn spectral_block<T: Real, S>(
     s: &[T],
     plan: &Plan,
