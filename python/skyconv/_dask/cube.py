@@ -152,39 +152,47 @@ class _Noise:
             )  # fmt: skip
         return self._finish(parts, src, keep)
 
-    def slabs(self, s, m, spec):
-        """The noise of W = the spectral stage of ``spec`` (SoFiA-2's running mean, a boxcar
-        of radius r along z) over ``s`` (the spatial stage in z-slabs, ``m``'s chunks), and W
-        (persisted where its slabs were made): one core call a slab (:func:`_slab_core`), from
-        the top slab down, each handed the running mean at its top by the slab above (one
-        plane) and its neighbours' r planes below and r + 1 above — no transposition."""
+    def slabs(self, base, m, spec, stage_args, owners):
+        """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
+        a boxcar of radius r along z) of the z-slabs ``base`` with mask ``m`` (the same
+        chunks), and W (persisted where its slabs were made): per slab the spatial stage
+        (``stage_args`` = mode, replace, rms0, exact, device), then one core call
+        (:func:`_slab_core`) from the top slab down, each handed the running mean at its top
+        by the slab above (one plane) and its neighbours' r planes below and r + 1 above — no
+        transposition. Every task of slab k runs on ``owners[k]`` (where ``base``'s slab is)."""
         import dask
 
         run, nz = self.run, self.shape[0]
         r = int(spec[4]) // 2
-        edges = np.cumsum((0,) + tuple(s.chunks[0]))
-        ss, ms = s.to_delayed().ravel(), m.to_delayed().ravel()
+        edges = np.cumsum((0,) + tuple(base.chunks[0])).tolist()
+        xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
+        ss = []
+        for k in range(len(xs)):
+            with _pin(owners, k):
+                ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
         task = dask.delayed(_slab_core)
         parts = np.empty((len(ss), 1, 1), dtype=object)
         carry = None
         for k in reversed(range(len(ss))):
-            z0, z1 = int(edges[k]), int(edges[k + 1])
+            z0, z1 = edges[k], edges[k + 1]
             below, above = min(r, z0), min(r + 1, nz - z1)
             lo, hi = z0 - below, z1 + above
-            # the slab's own S and the halo's planes of its neighbours, in z order
-            pieces = [
-                ss[j] if j == k else ss[j][max(lo, e0) - e0 : min(hi, e1) - e0]
-                for j, (e0, e1) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist()))
-                if e0 < hi and e1 > lo
-            ]
-            parts[k, 0, 0] = task(
-                pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape, self.sampling,
-                self.ext, run.exact, self.device, True,
-            )  # fmt: skip
-            carry = parts[k, 0, 0][4]
-        return self._finish(parts, s, True)
+            pieces = []  # the slab's own S and the halo's planes of its neighbours, in z order
+            for j, (e0, e1) in enumerate(zip(edges[:-1], edges[1:])):
+                if e0 < hi and e1 > lo:
+                    with _pin(owners, j):
+                        pieces.append(
+                            ss[j] if j == k else ss[j][max(lo, e0) - e0 : min(hi, e1) - e0]
+                        )
+            with _pin(owners, k):
+                parts[k, 0, 0] = task(
+                    pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape,
+                    self.sampling, self.ext, run.exact, self.device, True,
+                )  # fmt: skip
+                carry = parts[k, 0, 0][4]
+        return self._finish(parts, base, True, owners)
 
-    def _finish(self, parts, src, keep):
+    def _finish(self, parts, src, keep, owners=None):
         """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
         ``keep``, W as a dask array of ``src``'s chunks, persisted on the workers."""
         import dask
@@ -198,8 +206,9 @@ class _Noise:
             for j, idx in enumerate(np.ndindex(parts.shape)):
                 parts[idx] = kept[j]
                 bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
-                w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
-                                         meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
+                with _pin(owners, idx[0]):
+                    w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
+                                             meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
             small = [(p[0], p[1], p[2]) for p in parts.flat]
         else:
             small = list(parts.flat)
@@ -217,6 +226,32 @@ class _Noise:
         rms = float(_core._scfind_noise(samples, ext, run.noise, run.sampling,
                                         list(self.shape), self.single))  # fmt: skip
         return (rms, da.block(w.tolist())) if keep else rms
+
+
+def _pin(owners, k):
+    """Where slab k's tasks run: on ``owners[k]`` (a worker's address) when known, else
+    wherever the scheduler puts them."""
+    import contextlib
+
+    import dask
+
+    if not owners or owners[k] is None:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[owners[k]], allow_other_workers=True)
+
+
+def _owners(a):
+    """The worker holding each block of the persisted z-slabs ``a`` (None where unknown, or
+    without a Distributed client)."""
+    try:
+        from distributed import default_client, futures_of, wait
+
+        client = default_client()
+        wait(a)
+        who = client.who_has(futures_of(a))
+    except (ImportError, ValueError):
+        return None
+    return [(who.get(k[0][0]) or (None,))[0] for k in a.__dask_keys__()]
 
 
 #: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
@@ -294,6 +329,22 @@ def _rechunk(a, chunks):
 #: with a carry (:meth:`_Noise.slabs`); False: through whole-z columns (the earlier graph,
 #: which bench/dask_sc_profile.py --columns measures against).
 Z_SLABS = True
+
+
+def _slab_map(fn, args, owners):
+    """``map_blocks(fn, *args)`` → uint8 for z-slab arrays ``args[:2]``, slab k's task on
+    ``owners[k]``."""
+    import dask
+
+    da = dask_array()
+    a, b = args[0], args[1]
+    blocks = []
+    for k, (xa, xb) in enumerate(zip(a.to_delayed().ravel(), b.to_delayed().ravel())):
+        with _pin(owners, k):
+            d = dask.delayed(fn)(xa, xb, *args[2:])
+            blocks.append(da.from_delayed(d, (a.chunks[0][k],) + a.shape[1:], dtype=np.uint8,
+                                          meta=np.empty((0, 0, 0), np.uint8)))  # fmt: skip
+    return da.concatenate(blocks)
 
 
 def _fits_in_memory(nbytes):
@@ -484,6 +535,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     specs = run.specs
     keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
+    owners = None  # the workers of base's slabs, once a kernel runs on slabs
     rms_list = []
     for i, spec in enumerate(specs):
         _, sigma, _, zk, _, use_rms0 = spec
@@ -493,9 +545,9 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
             # with the running mean carried down (no transposition, W kept, no mask rechunk)
             mk = _rechunk(m, base.chunks)
-            s = da.map_blocks(_spatial_block, base, mk, spec, mode, rep, rms0, exact, dev,
-                              dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
-            rms, w = noise.slabs(s, mk, spec)
+            if owners is None:
+                owners = _owners(base)
+            rms, w = noise.slabs(base, mk, spec, (mode, rep, rms0, exact, dev), owners)
         else:
             if has_xy and has_z:
                 ms = _rechunk(m, base.chunks)
@@ -524,8 +576,11 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
         else:
             cut = (w, mk, _RAW, mode, rep, rms0, exact, "raw", level, dev)
-        m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
-                          meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
+        if src is None:  # z-slabs: each clip where its slab's W is
+            m = _slab_map(_clip_core, cut, owners)
+        else:
+            m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
+                              meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
         del src, mk, w
         nxt = specs[i + 1] if i + 1 < len(specs) else None
