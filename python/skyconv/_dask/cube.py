@@ -22,6 +22,13 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
    stays in the layout of the last clip until a kernel needs another.
 
+On CPU workers with the cube in memory, a kernel whose spectral stage is SoFiA-2's running mean
+(precision "sofia2") skips the transposition: its spectral pass runs on the z-slabs themselves,
+from the top slab down, each slab handed the running mean at its top by the slab above (one
+plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 above
+(:meth:`_Noise.slabs`; the single call's values bit for bit), every task of a slab on the worker
+that holds it: only halos and carries cross between workers.
+
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers the noise call of step 2 also returns the block's W, which stays
 (persisted) on the worker that made it until the clip reads it, so each kernel is smoothed
@@ -521,9 +528,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     read once (persisted as z-slabs) and, on CPU workers, the sample call keeps each block's W
     on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
     kept and the clip smooths it again on the device); without, the clip smooths again from
-    the start. The mask stays in
-    the layout of the last clip and is rechunked (1 byte a voxel) only when the next kernel's
-    blocks differ."""
+    the start. On CPU workers with ``keep`` the kernels with SoFiA-2's spectral running mean
+    run on the z-slabs with a carry instead (:meth:`_Noise.slabs`, :data:`Z_SLABS`). The mask
+    stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
+    kernel's blocks differ."""
     da = dask_array()
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     planes, cols = _planes(x, limit), _columns(x, limit)
