@@ -77,8 +77,9 @@ def test_slab_chain_equals_the_whole_spectral_pass(rng, dtype, zw, edges):
 
 
 def test_slab_pass_is_not_a_fresh_start(rng):
-    """A slab started afresh at its top (no carry) differs from the whole cube's pass in
-    float32: the carry is what makes the slabs exact."""
+    """A pass started afresh above plane 20 (every window below it has its data: only the
+    running mean's rounding history differs) differs from the whole cube's pass in float32;
+    the slabs with the carry do not."""
     s = rng.standard_normal((40, 4, 64)).astype(np.float32) * 1e3
     mask = np.zeros(s.shape, np.uint8)
     kernel = spec(7)
