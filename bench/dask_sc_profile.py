@@ -12,7 +12,8 @@ seconds spent in transfers between workers and the bytes they moved (the workers
 counters; at the end, by the task that made them), and the client's blocking calls
 (``dask.compute``). Also the single call on the same cube in memory.
 ``--smooth-twice``: the clip smooths its block again instead of reading the W its sample call
-kept (the graph before session 11, and the GPU workers' graph).
+kept (the graph before session 11, and the GPU workers' graph). ``--columns``: W kept, but the
+spectral kernels through whole-z columns (the graph before session 12's z-slabs with a carry).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def main(argv=None) -> int:
     p.add_argument("--path", default="/tmp/skyconv-sc-profile/cube.zarr")
     p.add_argument("--json", default=None)
     p.add_argument("--smooth-twice", action="store_true", help="no W kept for the clip")
+    p.add_argument("--columns", action="store_true",
+                   help="spectral kernels through whole-z columns (before session 12)")  # fmt: skip
     a = p.parse_args(argv)
 
     import dask
@@ -76,6 +79,8 @@ def main(argv=None) -> int:
 
     if a.smooth_twice:
         dcube._on_cpu = lambda device: False
+    if a.columns:
+        dcube.Z_SLABS = False
 
     shape = shape_for(parse_size(a.size), a.planes)
     chunks = (a.chunk_planes, *shape[1:])

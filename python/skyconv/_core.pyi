@@ -230,6 +230,33 @@ def _scfind_block_sample(
 ) -> tuple[
     npt.NDArray[np.int64], npt.NDArray[np.float64], tuple[float, float] | None, FloatArray | None
 ]: ...
+
+# _scfind_slab_sample: _scfind_block_sample with input "smoothed" on the z-slab at plane `z0`
+# whose own planes `mask` covers (CPU engine; exact, a boxcar of radius r along z): `s` holds
+# the spatial stage's planes z0 - below .. z0 + nz + above (below = min(r, z0), above =
+# min(r + 1, planes over the slab)), `carry` the running mean at the first plane over the slab
+# (None for the top slab) -> (..., W or None, the carry for the slab below: one (y, x) plane).
+def _scfind_slab_sample(
+    s: FloatArray,
+    mask: npt.NDArray[np.uint8],
+    kernel: tuple[str, float, float, str, float, bool],
+    mode: str,
+    below: int,
+    carry: FloatArray | None,
+    z0: int,
+    shape: list[int],
+    sampling: tuple[str, int],
+    extremes: bool,
+    exact: bool = True,
+    device: str | None = None,
+    keep: bool = False,
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+    tuple[float, float] | None,
+    FloatArray | None,
+    FloatArray,
+]: ...
 def _scfind_block_clip(
     x: FloatArray,
     mask: npt.NDArray[np.uint8],

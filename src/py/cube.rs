@@ -624,6 +624,105 @@ fn _scfind_block_sample<'py>(
     ))
 }
 
+/// A slab's sample part and the carry for the slab below.
+type SlabSampleOut<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+    Option<(f64, f64)>,
+    Option<Bound<'py, PyAny>>,
+    Bound<'py, PyAny>,
+);
+
+#[allow(clippy::too_many_arguments)]
+fn slab_sample_typed<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    a: &PyReadonlyArrayDyn<'py, T>,
+    mask: &PyReadonlyArrayDyn<'py, u8>,
+    args: &BlockArgs<'_>,
+    below: usize,
+    carry: Option<&Bound<'py, PyAny>>,
+    z0: usize,
+    shape: &[usize],
+    samp: (&str, usize),
+    flags: (bool, bool),
+) -> PyResult<SlabSampleOut<'py>> {
+    let (_, data) = parts(a, "s")?;
+    let (mshape, m) = parts(mask, "mask")?;
+    let mut plan =
+        stage_plan(&mshape, args.spec, args.mode, args.replace, args.exact).map_err(to_pyerr)?;
+    plan.sampling = sampling(samp.0, samp.1).map_err(to_pyerr)?;
+    let global = shape3(shape).map_err(to_pyerr)?;
+    let dev = backend::resolve(args.device).map_err(to_pyerr)?;
+    let carry: Option<PyReadonlyArrayDyn<'py, T>> = carry.map(|c| c.extract()).transpose()?;
+    let cdata = match &carry {
+        Some(c) => Some(parts(c, "carry")?.1),
+        None => None,
+    };
+    let (out, next) = compute_on(py, dev, || {
+        scfind::slab_sample(
+            dev, data, m, &plan, global, z0, below, cdata, flags.0, flags.1,
+        )
+    })?;
+    let slots: Vec<i64> = out.slots.iter().map(|&k| k as i64).collect();
+    let w = match out.w {
+        Some(w) => Some(w.into_pyarray(py).reshape(mask.shape())?.into_any()),
+        None => None,
+    };
+    let next = next
+        .into_pyarray(py)
+        .reshape(&mask.shape()[1..])?
+        .into_any();
+    Ok((
+        slots.into_pyarray(py),
+        out.values.into_pyarray(py),
+        out.extremes,
+        w,
+        next,
+    ))
+}
+
+/// S+C for Dask, one task of a kernel's noise on a z-slab (CPU engine; `exact`, a boxcar
+/// along z of radius r): `_scfind_block_sample` with input "smoothed" for the slab at plane
+/// `z0` of the whole cube `shape`, whose own planes `mask` covers, from `s`, the spatial
+/// stage's planes z0 − below .. z0 + nz + above (below = min(r, z0), above = min(r + 1,
+/// planes over the slab)), and `carry`, the running mean at the first plane over the slab
+/// (None for the top slab) -> (slots, values, extremes, W or None, the carry for the slab
+/// below, one (y, x) plane in `s`'s dtype).
+#[pyfunction]
+#[pyo3(signature = (s, mask, kernel, mode, below, carry, z0, shape, sampling, extremes,
+                    exact=true, device=None, keep=false))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind_slab_sample<'py>(
+    py: Python<'py>,
+    s: FloatArray<'py>,
+    mask: PyReadonlyArrayDyn<'py, u8>,
+    kernel: KernelSpec,
+    mode: &str,
+    below: usize,
+    carry: Option<Bound<'py, PyAny>>,
+    z0: usize,
+    shape: Vec<usize>,
+    sampling: (String, usize),
+    extremes: bool,
+    exact: bool,
+    device: Option<&str>,
+    keep: bool,
+) -> PyResult<SlabSampleOut<'py>> {
+    let args = BlockArgs {
+        spec: &kernel,
+        mode,
+        replace: ("none", 0.0),
+        rms0: 0.0,
+        input: "smoothed",
+        exact,
+        device,
+    };
+    let samp = (sampling.0.as_str(), sampling.1);
+    with_float!(s, a => slab_sample_typed(
+        py, &a, &mask, &args, below, carry.as_ref(), z0, &shape, samp, (extremes, keep)
+    ))
+}
+
 fn block_clip_typed<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     a: &PyReadonlyArrayDyn<'py, T>,
@@ -723,6 +822,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_scfind_noise, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind_block_sample, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind_block_clip, m)?)?;
+    m.add_function(wrap_pyfunction!(_scfind_slab_sample, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind, m)?)?;
     m.add_function(wrap_pyfunction!(_stat, m)?)?;
     m.add_function(wrap_pyfunction!(_histogram, m)?)?;

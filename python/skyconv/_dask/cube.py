@@ -22,6 +22,13 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
    stays in the layout of the last clip until a kernel needs another.
 
+On CPU workers with the cube in memory, a kernel whose spectral stage is SoFiA-2's running mean
+(precision "sofia2") skips the transposition: its spectral pass runs on the z-slabs themselves,
+from the top slab down, each slab handed the running mean at its top by the slab above (one
+plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 above
+(:meth:`_Noise.slabs`; the single call's values bit for bit), every task of a slab on the worker
+that holds it: only halos and carries cross between workers.
+
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers the noise call of step 2 also returns the block's W, which stays
 (persisted) on the worker that made it until the clip reads it, so each kernel is smoothed
@@ -80,6 +87,21 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
         )  # fmt: skip
 
 
+def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext, exact,
+               device=None, keep=False):  # fmt: skip
+    """One core call on a z-slab (CPU engine, SoFiA-2's spectral running mean): the slab's
+    sample part from its spatial stage ``pieces`` (its own planes and the halo planes of its
+    neighbours, in z order) and ``carry`` (the running mean over the slab, from the slab
+    above) → (slots, values, (min, max) or None, W or None, the carry for the slab below)."""
+    s = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    carry = None if carry is None else _c(carry)
+    with stage("scfind.sample", device) as dev:
+        return _core._scfind_slab_sample(
+            _c(s), _c(mask), spec, mode, below, carry, z0, list(shape), sampling, ext, exact,
+            dev, keep,
+        )  # fmt: skip
+
+
 def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     """One core call: the block's W (as :func:`_sample_core`; kind "raw": ``x`` is W, as
     :func:`_sample_core` kept it) and ``mask |= |W| > level``."""
@@ -123,7 +145,6 @@ class _Noise:
         array of ``src``'s chunks, persisted where its blocks were made): (noise, W)."""
         import dask
 
-        da = dask_array()
         run = self.run
         starts = [np.cumsum((0,) + ch[:-1]) for ch in src.chunks]
         xs, ms = src.to_delayed(), m.to_delayed()
@@ -136,15 +157,65 @@ class _Noise:
                 xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind, start,
                 self.shape, self.sampling, self.ext, self.device, keep,
             )  # fmt: skip
+        return self._finish(parts, src, keep)
+
+    def slabs(self, base, m, spec, stage_args, owners):
+        """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
+        a boxcar of radius r along z) of the z-slabs ``base`` with mask ``m`` (the same
+        chunks), and W (persisted where its slabs were made): per slab the spatial stage
+        (``stage_args`` = mode, replace, rms0, exact, device), then one core call
+        (:func:`_slab_core`) from the top slab down, each handed the running mean at its top
+        by the slab above (one plane) and its neighbours' r planes below and r + 1 above — no
+        transposition. Every task of slab k runs on ``owners[k]`` (where ``base``'s slab is)."""
+        import dask
+
+        run, nz = self.run, self.shape[0]
+        r = int(spec[4]) // 2
+        edges = np.cumsum((0,) + tuple(base.chunks[0])).tolist()
+        xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
+        ss = []
+        for k in range(len(xs)):
+            with _pin(owners, k):
+                ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
+        task = dask.delayed(_slab_core)
+        parts = np.empty((len(ss), 1, 1), dtype=object)
+        carry = None
+        for k in reversed(range(len(ss))):
+            z0, z1 = edges[k], edges[k + 1]
+            below, above = min(r, z0), min(r + 1, nz - z1)
+            lo, hi = z0 - below, z1 + above
+            pieces = []  # the slab's own S and the halo's planes of its neighbours, in z order
+            for j, (e0, e1) in enumerate(zip(edges[:-1], edges[1:])):
+                if e0 < hi and e1 > lo:
+                    with _pin(owners, j):
+                        pieces.append(
+                            ss[j] if j == k else ss[j][max(lo, e0) - e0 : min(hi, e1) - e0]
+                        )
+            with _pin(owners, k):
+                parts[k, 0, 0] = task(
+                    pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape,
+                    self.sampling, self.ext, run.exact, self.device, True,
+                )  # fmt: skip
+                carry = parts[k, 0, 0][4]
+        return self._finish(parts, base, True, owners)
+
+    def _finish(self, parts, src, keep, owners=None):
+        """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
+        ``keep``, W as a dask array of ``src``'s chunks, persisted on the workers."""
+        import dask
+
+        da = dask_array()
+        run = self.run
         if keep:
             # W stays on the worker that made it (persisted); only the sample comes here
             kept = dask.persist(*parts.flat)
-            w = np.empty(xs.shape, dtype=object)
-            for j, idx in enumerate(np.ndindex(xs.shape)):
+            w = np.empty(parts.shape, dtype=object)
+            for j, idx in enumerate(np.ndindex(parts.shape)):
                 parts[idx] = kept[j]
                 bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
-                w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
-                                         meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
+                with _pin(owners, idx[0]):
+                    w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
+                                             meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
             small = [(p[0], p[1], p[2]) for p in parts.flat]
         else:
             small = list(parts.flat)
@@ -162,6 +233,32 @@ class _Noise:
         rms = float(_core._scfind_noise(samples, ext, run.noise, run.sampling,
                                         list(self.shape), self.single))  # fmt: skip
         return (rms, da.block(w.tolist())) if keep else rms
+
+
+def _pin(owners, k):
+    """Where slab k's tasks run: on ``owners[k]`` (a worker's address) when known, else
+    wherever the scheduler puts them."""
+    import contextlib
+
+    import dask
+
+    if not owners or owners[k] is None:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[owners[k]], allow_other_workers=True)
+
+
+def _owners(a):
+    """The worker holding each block of the persisted z-slabs ``a`` (None where unknown, or
+    without a Distributed client)."""
+    try:
+        from distributed import default_client, futures_of, wait
+
+        client = default_client()
+        wait(a)
+        who = client.who_has(futures_of(a))
+    except (ImportError, ValueError):
+        return None
+    return [(who.get(k[0][0]) or (None,))[0] for k in a.__dask_keys__()]
 
 
 #: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
@@ -233,6 +330,28 @@ def _rechunk(a, chunks):
     if a.npartitions * target.npartitions <= ONE_STEP_PIECES:
         return target
     return a.rechunk(chunks, method=method)
+
+
+#: On CPU workers with W kept, kernels with SoFiA-2's spectral running mean run on z-slabs
+#: with a carry (:meth:`_Noise.slabs`); False: through whole-z columns (the earlier graph,
+#: which bench/dask_sc_profile.py --columns measures against).
+Z_SLABS = True
+
+
+def _slab_map(fn, args, owners):
+    """``map_blocks(fn, *args)`` → uint8 for z-slab arrays ``args[:2]``, slab k's task on
+    ``owners[k]``."""
+    import dask
+
+    da = dask_array()
+    a, b = args[0], args[1]
+    blocks = []
+    for k, (xa, xb) in enumerate(zip(a.to_delayed().ravel(), b.to_delayed().ravel())):
+        with _pin(owners, k):
+            d = dask.delayed(fn)(xa, xb, *args[2:])
+            blocks.append(da.from_delayed(d, (a.chunks[0][k],) + a.shape[1:], dtype=np.uint8,
+                                          meta=np.empty((0, 0, 0), np.uint8)))  # fmt: skip
+    return da.concatenate(blocks)
 
 
 def _fits_in_memory(nbytes):
@@ -409,9 +528,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     read once (persisted as z-slabs) and, on CPU workers, the sample call keeps each block's W
     on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
     kept and the clip smooths it again on the device); without, the clip smooths again from
-    the start. The mask stays in
-    the layout of the last clip and is rechunked (1 byte a voxel) only when the next kernel's
-    blocks differ."""
+    the start. On CPU workers with ``keep`` the kernels with SoFiA-2's spectral running mean
+    run on the z-slabs with a carry instead (:meth:`_Noise.slabs`, :data:`Z_SLABS`). The mask
+    stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
+    kernel's blocks differ."""
     da = dask_array()
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     planes, cols = _planes(x, limit), _columns(x, limit)
@@ -423,39 +543,52 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     specs = run.specs
     keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
+    owners = None  # the workers of base's slabs, once a kernel runs on slabs
     rms_list = []
     for i, spec in enumerate(specs):
         _, sigma, _, zk, _, use_rms0 = spec
         has_xy, has_z = sigma > 0, zk != "none"
-        if has_xy and has_z:
-            ms = _rechunk(m, base.chunks)
-            s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
-                              dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
-            src, kind = _rechunk(s, cols), "smoothed"
-            if keep and not keep_w and not use_rms0:
-                src = src.persist()  # smoothed once: sampled, then clipped
-        elif has_z:
-            if xcols is None:
-                xcols = _rechunk(base, cols)
-                if keep:
-                    xcols = xcols.persist()
-            src, kind = xcols, "cube"
-        else:  # spatial only, or no smoothing: whole planes
-            src, kind = base, "cube"
-        mk = _rechunk(m, src.chunks)
-        if use_rms0:
-            rms, w = rms0, None
-        elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
-            rms, w = noise(src, mk, spec, kind, rms0, keep=True)
+        src = None
+        if Z_SLABS and keep_w and exact and zk == "boxcar" and not use_rms0:
+            # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
+            # with the running mean carried down (no transposition, W kept, no mask rechunk)
+            mk = _rechunk(m, base.chunks)
+            if owners is None:
+                owners = _owners(base)
+            rms, w = noise.slabs(base, mk, spec, (mode, rep, rms0, exact, dev), owners)
         else:
-            rms, w = noise(src, mk, spec, kind, rms0), None
+            if has_xy and has_z:
+                ms = _rechunk(m, base.chunks)
+                s = da.map_blocks(_spatial_block, base, ms, spec, mode, rep, rms0, exact, dev,
+                                  dtype=x.dtype, meta=np.empty((0, 0, 0), x.dtype))  # fmt: skip
+                src, kind = _rechunk(s, cols), "smoothed"
+                if keep and not keep_w and not use_rms0:
+                    src = src.persist()  # smoothed once: sampled, then clipped
+            elif has_z:
+                if xcols is None:
+                    xcols = _rechunk(base, cols)
+                    if keep:
+                        xcols = xcols.persist()
+                src, kind = xcols, "cube"
+            else:  # spatial only, or no smoothing: whole planes
+                src, kind = base, "cube"
+            mk = _rechunk(m, src.chunks)
+            if use_rms0:
+                rms, w = rms0, None
+            elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
+                rms, w = noise(src, mk, spec, kind, rms0, keep=True)
+            else:
+                rms, w = noise(src, mk, spec, kind, rms0), None
         level = run.threshold * rms
         if w is None:
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
         else:
             cut = (w, mk, _RAW, mode, rep, rms0, exact, "raw", level, dev)
-        m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
-                          meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
+        if src is None:  # z-slabs: each clip where its slab's W is
+            m = _slab_map(_clip_core, cut, owners)
+        else:
+            m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
+                              meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
         del src, mk, w
         nxt = specs[i + 1] if i + 1 < len(specs) else None

@@ -756,6 +756,7 @@ fn measure_smoothed<T: Real>(
         s,
         plan,
         zf,
+        &ZSpan::whole(),
         || (None, Candidates::new(cap)),
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
@@ -884,6 +885,28 @@ fn quick_bound(level: f64, scale: f64) -> f64 {
     }
 }
 
+/// Where the planes of `s` sit along z for the spectral pass. Whole: `s` is the block's own
+/// planes. A z-slab of a split run (SoFiA-2's running mean only; `block_sample` through
+/// `super::slab_sample`): `s` holds `below` halo planes under the block's own planes and the
+/// halo over them, the running mean enters at the top from `carry` (its value at the first
+/// plane over the block, from the slab above; None: the block's top is the cube's) and its
+/// value at the block's first plane is written to `out` (the carry for the slab below).
+pub(crate) struct ZSpan<'a, T> {
+    pub below: usize,
+    pub carry: Option<&'a [T]>,
+    pub out: Option<Disjoint<T>>,
+}
+
+impl<T> ZSpan<'_, T> {
+    pub fn whole() -> Self {
+        ZSpan {
+            below: 0,
+            carry: None,
+            out: None,
+        }
+    }
+}
+
 /// Run `visit(z, first column, sums, scale)` over every plane z of every block of columns: W =
 /// round_T(sums · scale) is the z filter applied to `s`, one block row at a time (the visitor
 /// rounds only what it needs). Returns the per-block results of `visit`'s state.
@@ -891,6 +914,7 @@ fn spectral<T: Real, S: Send>(
     s: &[T],
     plan: &Plan,
     zf: &Filter1d,
+    span: &ZSpan<'_, T>,
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, usize, usize, &[f64], f64) + Sync,
 ) -> Vec<S> {
@@ -899,7 +923,7 @@ fn spectral<T: Real, S: Send>(
         .into_par_iter()
         .map(|b| {
             let mut st = init();
-            spectral_one(s, plan, zf, b, &mut st, &visit);
+            spectral_one(s, plan, zf, span, b, &mut st, &visit);
             st
         })
         .collect()
@@ -910,6 +934,7 @@ fn spectral_one<T: Real, S>(
     s: &[T],
     plan: &Plan,
     zf: &Filter1d,
+    span: &ZSpan<'_, T>,
     b: usize,
     st: &mut S,
     visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
@@ -920,33 +945,37 @@ fn spectral_one<T: Real, S>(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2.
         unsafe {
-            spectral_block_avx2(s, plan, zf, k0, &mut bufs, st, visit)
+            spectral_block_avx2(s, plan, zf, span, k0, &mut bufs, st, visit)
         }
     } else {
-        spectral_block(s, plan, zf, k0, &mut bufs, st, visit)
+        spectral_block(s, plan, zf, span, k0, &mut bufs, st, visit)
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn spectral_block_avx2<T: Real, S>(
     s: &[T],
     plan: &Plan,
     zf: &Filter1d,
+    span: &ZSpan<'_, T>,
     k0: usize,
     bufs: &mut (Vec<f64>, Vec<T>),
     st: &mut S,
     visit: &impl Fn(&mut S, usize, usize, &[f64], f64),
 ) {
-    spectral_block(s, plan, zf, k0, bufs, st, visit)
+    spectral_block(s, plan, zf, span, k0, bufs, st, visit)
 }
 
 /// The spectral pass over columns k0.. of every plane (see `spectral`).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn spectral_block<T: Real, S>(
     s: &[T],
     plan: &Plan,
     zf: &Filter1d,
+    span: &ZSpan<'_, T>,
     k0: usize,
     bufs: &mut (Vec<f64>, Vec<T>),
     st: &mut S,
@@ -963,26 +992,45 @@ fn spectral_block<T: Real, S>(
     let scale = zf.scale;
     if exact_spectral(zf, plan) {
         // SoFiA-2: running mean from the last plane down (zero padding), in the element type.
+        // A z-slab (`ZSpan`): s's rows are its own planes shifted by `below`, halo planes
+        // around them; the mean enters from the carry, and leaves its value at plane 0.
         let r = zf.taps() / 2;
         let inv = T::from_f64(running::inverse_width::<T>(r));
+        let rows = (s.len() / plane) as isize;
+        let below = span.below as isize;
         let zrow = |p: isize| -> Option<&[T]> {
-            (p >= 0 && p < nz as isize)
+            (p >= 0 && p < rows)
                 .then(|| &s[p as usize * plane + k0..p as usize * plane + k0 + width])
         };
         let m = &mut bufs.1;
         m.resize(width, T::default());
-        running::start::<T, false>(m, zrow, nz as isize - 1, r, inv);
-        acc.iter_mut()
-            .zip(m.iter())
-            .for_each(|(a, v)| *a = v.to_f64());
-        visit(st, nz - 1, k0, acc, 1.0);
-        for z in (0..nz - 1).rev() {
-            let zi = z as isize;
+        let top = match span.carry {
+            Some(c) => {
+                m.copy_from_slice(&c[k0..k0 + width]);
+                nz
+            }
+            None => {
+                running::start::<T, false>(m, zrow, below + nz as isize - 1, r, inv);
+                acc.iter_mut()
+                    .zip(m.iter())
+                    .for_each(|(a, v)| *a = v.to_f64());
+                visit(st, nz - 1, k0, acc, 1.0);
+                nz - 1
+            }
+        };
+        for z in (0..top).rev() {
+            let zi = below + z as isize;
             running::step::<T, false>(m, zrow(zi - r as isize), zrow(zi + r as isize + 1), inv);
             acc.iter_mut()
                 .zip(m.iter())
                 .for_each(|(a, v)| *a = v.to_f64());
             visit(st, z, k0, acc, 1.0);
+        }
+        if let Some(out) = &span.out {
+            for (c, &v) in m.iter().enumerate() {
+                // SAFETY: each column block writes its own columns of the carry plane.
+                unsafe { *out.at(k0 + c) = v };
+            }
         }
     } else if zf.boxcar {
         let size = zf.taps() as isize;
@@ -1040,7 +1088,7 @@ fn spectral_block<T: Real, S>(
 fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
     let mp = Disjoint(mask.as_mut_ptr());
     let visit = clip_visitor::<T>(plan, level, &mp);
-    spectral(s, plan, zf, Vec::new, visit).concat()
+    spectral(s, plan, zf, &ZSpan::whole(), Vec::new, visit).concat()
 }
 
 /// `clip` from the noise pass's candidates: a block whose list is complete at `level` (level
@@ -1072,7 +1120,7 @@ fn clip_candidates<T: Real>(
                     }
                 }
             } else {
-                spectral_one(s, plan, zf, b, &mut fresh, &visit);
+                spectral_one(s, plan, zf, &ZSpan::whole(), b, &mut fresh, &visit);
             }
             fresh
         })
@@ -1162,6 +1210,7 @@ fn block_pass<T: Real, S: Send>(
     ker: &Kernel,
     rms0: f64,
     input: BlockInput,
+    span: &ZSpan<'_, T>,
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, usize, usize, &[f64], f64) + Sync,
 ) -> Result<Vec<S>> {
@@ -1169,7 +1218,7 @@ fn block_pass<T: Real, S: Send>(
     let s = block_source(x, mask, plan, ker, rms0, input, &mut owned);
     crate::backend::cancel::check()?;
     let zf = ker.z.clone().unwrap_or_else(identity);
-    Ok(spectral(s, plan, &zf, init, visit))
+    Ok(spectral(s, plan, &zf, span, init, visit))
 }
 
 /// W of a Dask block (see `super::block_sample`; `Raw`: the block itself): the values `run`
@@ -1195,6 +1244,7 @@ pub fn block_w<T: Real>(
         ker,
         rms0,
         input,
+        &ZSpan::whole(),
         || (),
         |_: &mut (), z, k0, w, scale| {
             let base = z * plane + k0;
@@ -1210,6 +1260,7 @@ pub fn block_w<T: Real>(
 /// A Dask task's part of the noise sample (see `super::block_sample`): W at the block's
 /// sample positions `pos` (sorted) and the block's (min, max) of W, from the spectral pass's
 /// sums as `measure_smoothed` takes them, and W itself if `keep` (else no W array is written).
+/// `span`: the block's place along z (a z-slab with halo and carry: `Smoothed` only).
 #[allow(clippy::too_many_arguments)]
 pub fn block_sample<T: Real>(
     x: &[T],
@@ -1221,6 +1272,7 @@ pub fn block_sample<T: Real>(
     pos: &[usize],
     want_ext: bool,
     keep: bool,
+    span: &ZSpan<'_, T>,
 ) -> Result<SampleParts<T>> {
     if input == BlockInput::Raw {
         // the single call's first sample: the cube's own values (NaN stays NaN)
@@ -1232,7 +1284,7 @@ pub fn block_sample<T: Real>(
     let mut values = vec![f64::NAN; pos.len()];
     let vp = Disjoint(values.as_mut_ptr());
     let mut kept = if keep {
-        crate::backend::alloc::try_vec(x.len(), T::default(), "the block's W")?
+        crate::backend::alloc::try_vec(plan.len(), T::default(), "the block's W")?
     } else {
         Vec::new()
     };
@@ -1244,6 +1296,7 @@ pub fn block_sample<T: Real>(
         ker,
         rms0,
         input,
+        span,
         || None,
         |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
             let base = z * plane + k0;
@@ -1314,6 +1367,7 @@ pub fn block_clip<T: Real>(
         ker,
         rms0,
         input,
+        &ZSpan::whole(),
         || (),
         |_: &mut (), z, k0, sums, scale| {
             let base = z * plane + k0;

@@ -470,7 +470,10 @@ pub fn block_sample<T: Real>(
     } else {
         match device {
             Device::Cpu => crate::backend::threads::install(|| {
-                cpu::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes, keep)
+                let whole = cpu::ZSpan::whole();
+                cpu::block_sample(
+                    x, mask, plan, ker, rms0, input, &pos, extremes, keep, &whole,
+                )
             })??,
             Device::Cuda(o) => crate::backend::cuda::on(o, || {
                 cuda::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes, keep)
@@ -483,6 +486,86 @@ pub fn block_sample<T: Real>(
         extremes,
         w,
     })
+}
+
+/// One Dask task of a kernel's noise on a z-slab (planes `z0..z0 + plan.shape[0]` of the
+/// whole cube `global`), as `block_sample` with `BlockInput::Smoothed`, for SoFiA-2's spectral
+/// running mean (`Plan::exact`, a boxcar along z of radius r), on the CPU engine. The mean
+/// runs from the cube's last plane down, so a slab cannot start it from a halo: `s` holds the
+/// spatial stage's planes `z0 − below .. z0 + nz + above` with `below` = min(r, z0) and
+/// `above` = min(r + 1, planes over the slab), and `carry` is the mean at the first plane over
+/// the slab (the `carry` this function returned for the slab above; None for the top slab).
+/// Returns the block's sample part (W kept with `keep`; `mask` is the slab's own planes) and
+/// the carry for the slab below (the mean at plane z0): the single call's values bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub fn slab_sample<T: Real>(
+    device: Device,
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    global: [usize; 3],
+    z0: usize,
+    below: usize,
+    carry: Option<&[T]>,
+    extremes: bool,
+    keep: bool,
+) -> Result<(BlockSample<T>, Vec<T>)> {
+    let ker = block_checks(mask.len(), mask.len(), plan)?;
+    let r = match &ker.z {
+        Some(zf) if exact_spectral(zf, plan) => zf.taps() / 2,
+        _ => {
+            return Err(Error::value(
+                "a z-slab pass needs SoFiA-2's spectral running mean (precision 'sofia2', a \
+                 boxcar along z)",
+            ))
+        }
+    };
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    if nz == 0 || plane == 0 || global[1] != ny || global[2] != nx || z0 + nz > global[0] {
+        return Err(Error::shape(format!(
+            "a z-slab of shape {:?} at plane {z0} does not fit the cube's shape {global:?}",
+            plan.shape
+        )));
+    }
+    let top = z0 + nz;
+    let want = (r.min(z0), (r + 1).min(global[0] - top));
+    if s.len() != (want.0 + nz + want.1) * plane || below != want.0 {
+        return Err(Error::shape(format!(
+            "the slab at planes {z0}..{top} needs the spatial stage with {} planes below and \
+             {} above ({} planes), got {} planes with {below} below",
+            want.0,
+            want.1,
+            want.0 + nz + want.1,
+            s.len() / plane
+        )));
+    }
+    if carry.is_some() != (top < global[0]) || carry.is_some_and(|c| c.len() != plane) {
+        return Err(Error::shape(
+            "carry must be one (y, x) plane, given for every slab but the top one",
+        ));
+    }
+    if let Device::Cuda(_) = device {
+        return Err(Error::value("z-slab passes run on the CPU engine only"));
+    }
+    let (pos, slots) = block_positions(global, [z0, 0, 0], plan.shape, plan.sampling)?;
+    let mut out = vec![T::default(); plane];
+    let span = cpu::ZSpan {
+        below,
+        carry,
+        out: Some(crate::backend::threads::Disjoint(out.as_mut_ptr())),
+    };
+    let input = BlockInput::Smoothed;
+    let (values, extremes, w) = crate::backend::threads::install(|| {
+        cpu::block_sample(s, mask, plan, ker, 0.0, input, &pos, extremes, keep, &span)
+    })??;
+    let sample = BlockSample {
+        slots,
+        values,
+        extremes,
+        w,
+    };
+    Ok((sample, out))
 }
 
 /// One Dask task of a kernel's clip on `device`: `mask` with `MASKED` added where the
