@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::running::{self, boxcar_axis0, transpose};
+use super::running::{self, transpose, Chain};
 use super::{
     exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, BlockInput, Kernel,
     Outcome, Plan, Progress, SampleParts, BLANK, DETECTED, MASKED,
@@ -26,6 +26,10 @@ type TapPair<'a> = (f64, Option<&'a [f64]>, Option<&'a [f64]>);
 
 /// Outputs of a spatial pass accumulated together in registers.
 const RB: usize = 16;
+
+/// Rows of a plane smoothed along x together by the exact spatial pass (a strip and its
+/// transposes stay in L1/L2).
+const STRIP: usize = 64;
 
 /// Columns of a plane handled together by the spectral pass.
 const BLOCK: usize = 1024;
@@ -261,35 +265,7 @@ impl<'a> Spatial<'a> {
     ) {
         let (ny, nx) = (bufs.ny, bufs.nx);
         if self.exact {
-            // SoFiA-2: every row (x) through all its boxcars, then every column (y); each
-            // pass runs along axis 0 for all lines at once (x passes on the transposed plane),
-            // in T; the last pass writes `out`.
-            let Planes {
-                ta: a, tb: b, tm, ..
-            } = bufs;
-            a.resize(ny * nx, T::default());
-            b.resize(ny * nx, T::default());
-            for ((d, &x), &mb) in a.iter_mut().zip(src).zip(m) {
-                *d = T::from_f64(prepared(x, mb, plan.replace, rms0));
-            }
-            if !self.x.is_empty() {
-                transpose(a, b, ny, nx);
-                for f in self.x {
-                    boxcar_axis0::<T>(b, a, nx, ny, f.taps() / 2, tm);
-                    std::mem::swap(a, b);
-                }
-                transpose(b, a, nx, ny);
-            }
-            match self.y.split_last() {
-                Some((last, rest)) => {
-                    for f in rest {
-                        boxcar_axis0::<T>(a, b, ny, nx, f.taps() / 2, tm);
-                        std::mem::swap(a, b);
-                    }
-                    boxcar_axis0::<T>(a, out, ny, nx, last.taps() / 2, tm);
-                }
-                None => out.copy_from_slice(a),
-            }
+            self.plane_exact(src, m, plan, rms0, bufs, out);
             return;
         }
         let Planes { a, b, acc, ext, .. } = bufs;
@@ -310,6 +286,64 @@ impl<'a> Spatial<'a> {
         }
         for (o, &v) in out.iter_mut().zip(a.iter()) {
             *o = T::from_f64(v);
+        }
+    }
+
+    /// `plane` in SoFiA-2's arithmetic: every row (x) through all its boxcars, then every
+    /// column (y), in T. One sweep from the last row up: strips of `STRIP` rows are prepared,
+    /// transposed and run through the x chain, and their rows go on into the y chain, whose
+    /// last pass writes `out`; only strips and rings are touched besides `src` and `out`.
+    #[inline(always)]
+    fn plane_exact<T: Real>(
+        &self,
+        src: &[T],
+        m: &[u8],
+        plan: &Plan,
+        rms0: f64,
+        bufs: &mut Planes<T>,
+        out: &mut [T],
+    ) {
+        let (ny, nx) = (bufs.ny, bufs.nx);
+        let radii = |fs: &[Filter1d]| fs.iter().map(|f| f.taps() / 2).collect::<Vec<_>>();
+        let (rx, ry) = (radii(self.x), radii(self.y));
+        if !bufs.xc.has_radii(&rx) {
+            bufs.xc = Chain::new(&rx);
+        }
+        if !bufs.yc.has_radii(&ry) {
+            bufs.yc = Chain::new(&ry);
+        }
+        let Planes {
+            ta: strip,
+            tb: t,
+            tm: u,
+            xc,
+            yc,
+            ..
+        } = bufs;
+        yc.reset(ny, nx);
+        let mut sink = |j: usize, v: &[T]| out[j * nx..(j + 1) * nx].copy_from_slice(v);
+        for y0 in (0..ny.div_ceil(STRIP)).rev().map(|k| k * STRIP) {
+            let h = STRIP.min(ny - y0);
+            let r = y0 * nx..(y0 + h) * nx;
+            strip.resize(h * nx, T::default());
+            t.resize(h * nx, T::default());
+            for ((d, &x), &mb) in strip.iter_mut().zip(&src[r.clone()]).zip(&m[r]) {
+                *d = T::from_f64(prepared(x, mb, plan.replace, rms0));
+            }
+            if !self.x.is_empty() {
+                // the x passes along axis 0 of the transposed strip (nx, h)
+                transpose(strip, t, h, nx);
+                xc.reset(nx, h);
+                u.resize(h * nx, T::default());
+                let mut put = |j: usize, v: &[T]| u[j * h..(j + 1) * h].copy_from_slice(v);
+                for x in (0..nx).rev() {
+                    xc.push(x, &t[x * h..(x + 1) * h], &mut put);
+                }
+                transpose(u, strip, nx, h);
+            }
+            for s in (0..h).rev() {
+                yc.push(y0 + s, &strip[s * nx..(s + 1) * nx], &mut sink);
+            }
         }
     }
 
@@ -414,10 +448,12 @@ struct Planes<T> {
     ext: Vec<f64>,
     /// Stamp accumulator of `update`, kept all zero between uses.
     delta: Vec<f64>,
-    /// The exact path's planes and running means, in T.
+    /// The exact path's strips, in T, and its x and y chains of running means.
     ta: Vec<T>,
     tb: Vec<T>,
     tm: Vec<T>,
+    xc: Chain<T>,
+    yc: Chain<T>,
 }
 
 impl<T: Real> Planes<T> {
@@ -433,6 +469,8 @@ impl<T: Real> Planes<T> {
             ta: Vec::new(),
             tb: Vec::new(),
             tm: Vec::new(),
+            xc: Chain::new(&[]),
+            yc: Chain::new(&[]),
         }
     }
 }
@@ -1020,6 +1058,10 @@ fn spectral_block<T: Real, S>(
         };
         for z in (0..top).rev() {
             let zi = below + z as isize;
+            // the next row to enter is a page or more away: fetch it while this one is used
+            if let Some(next) = zrow(zi - r as isize - 1) {
+                prefetch(next);
+            }
             running::step::<T, false>(m, zrow(zi - r as isize), zrow(zi + r as isize + 1), inv);
             acc.iter_mut()
                 .zip(m.iter())
@@ -1082,6 +1124,22 @@ fn spectral_block<T: Real, S>(
             visit(st, z, k0, acc, scale);
         }
     }
+}
+
+/// Ask for `v`'s cache lines ahead of use (a hint: no effect on results).
+#[inline(always)]
+fn prefetch<T>(v: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in v.chunks(64 / std::mem::size_of::<T>().max(1)) {
+        // SAFETY: a prefetch of a valid address; it reads nothing.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr() as *const i8
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
 }
 
 /// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.

@@ -104,45 +104,254 @@ pub fn step<T: Real, const ZERO_NAN: bool>(
 }
 
 /// `boxcar_line` along axis 0 of a (rows, cols) array, all columns at once, in T (the same
-/// operations per element: f32 operations equal the f64 ones rounded to f32): `src` → `dst`;
-/// `m` is scratch.
-pub fn boxcar_axis0<T: Real>(
+/// operations per element: f32 operations equal the f64 ones rounded to f32): `src` → `dst`.
+pub fn boxcar_axis0<T: Real>(src: &[T], dst: &mut [T], rows: usize, cols: usize, r: usize) {
+    let mut chain = Chain::new(&[r]);
+    chain.reset(rows, cols);
+    for i in (0..rows).rev() {
+        chain.push(i, &src[i * cols..(i + 1) * cols], &mut |j, v: &[T]| {
+            dst[j * cols..(j + 1) * cols].copy_from_slice(v)
+        });
+    }
+}
+
+/// One running mean of a `Chain`: its input's last 2r+2 rows in a ring (of a power of two
+/// rows, so a row's slot is a mask away), its mean `m`.
+struct Pass<T> {
+    r: usize,
+    inv: T,
+    ring: Vec<T>,
+    /// Slots in the ring − 1.
+    wrap: usize,
+    /// Lowest input row held (`rows` when none yet).
+    low: isize,
+    /// Next output row (−1 when done).
+    next: isize,
+    m: Vec<T>,
+}
+
+impl<T: Real> Pass<T> {
+    /// Whether row `next` can be made: its lowest input row max(next − r, 0) has arrived.
+    #[inline(always)]
+    fn ready(&self) -> bool {
+        self.next >= 0 && self.low <= (self.next - self.r as isize).max(0)
+    }
+
+    #[inline(always)]
+    fn accept(&mut self, i: usize, row: &[T], cols: usize) {
+        let slot = i & self.wrap;
+        self.ring[slot * cols..(slot + 1) * cols].copy_from_slice(row);
+        self.low = i as isize;
+    }
+
+    /// Make output row `next` into `m`, as `boxcar_axis0` makes it; returns its index.
+    #[inline(always)]
+    fn make(&mut self, rows: usize, cols: usize) -> usize {
+        let (r, wrap) = (self.r, self.wrap);
+        let ring = &self.ring;
+        let row = |p: isize| -> Option<&[T]> {
+            (p >= 0 && (p as usize) < rows).then(|| {
+                let slot = p as usize & wrap;
+                &ring[slot * cols..(slot + 1) * cols]
+            })
+        };
+        let j = self.next;
+        if j == rows as isize - 1 {
+            start::<T, true>(&mut self.m, row, j, r, self.inv);
+        } else {
+            step::<T, true>(
+                &mut self.m,
+                row(j - r as isize),
+                row(j + r as isize + 1),
+                self.inv,
+            );
+        }
+        self.next -= 1;
+        j as usize
+    }
+}
+
+/// Several boxcars along axis 0 of a (rows, cols) array in one sweep from the last row up:
+/// rows are pushed in descending order, and pass k + 1 makes each row as soon as pass k has
+/// made the rows it needs, so only 2r + 2 rows of each pass's input are held (in a ring, in
+/// cache) instead of whole intermediate arrays. Every element goes through `boxcar_axis0`'s
+/// operations in the same order, so the output is the same bit for bit.
+pub struct Chain<T> {
+    rows: usize,
+    cols: usize,
+    passes: Vec<Pass<T>>,
+}
+
+impl<T: Real> Chain<T> {
+    /// A chain of boxcars of radii `radii`, applied in that order.
+    pub fn new(radii: &[usize]) -> Self {
+        let passes = radii
+            .iter()
+            .map(|&r| Pass {
+                r,
+                inv: T::from_f64(inverse_width::<T>(r)),
+                ring: Vec::new(),
+                wrap: (2 * r + 2).next_power_of_two() - 1,
+                low: 0,
+                next: -1,
+                m: Vec::new(),
+            })
+            .collect();
+        Chain {
+            rows: 0,
+            cols: 0,
+            passes,
+        }
+    }
+
+    /// Whether the chain's passes have these radii.
+    pub fn has_radii(&self, radii: &[usize]) -> bool {
+        self.passes.len() == radii.len() && self.passes.iter().zip(radii).all(|(p, &r)| p.r == r)
+    }
+
+    /// Start a new (rows, cols) array.
+    pub fn reset(&mut self, rows: usize, cols: usize) {
+        (self.rows, self.cols) = (rows, cols);
+        for p in &mut self.passes {
+            p.ring.resize((p.wrap + 1) * cols, T::default());
+            p.m.resize(cols, T::default());
+            p.low = rows as isize;
+            p.next = rows as isize - 1;
+        }
+    }
+
+    /// Input row `i` (rows come in descending order); `sink(j, row)` gets each output row
+    /// made, in descending order.
+    #[inline(always)]
+    pub fn push(&mut self, i: usize, row: &[T], sink: &mut impl FnMut(usize, &[T])) {
+        let (rows, cols, n) = (self.rows, self.cols, self.passes.len());
+        if n == 0 {
+            sink(i, row);
+            return;
+        }
+        self.passes[0].accept(i, row, cols);
+        // depth first: each row made goes down the chain before its pass makes the next, so
+        // no ring is overwritten while a later pass still needs the row
+        let mut k = 0;
+        loop {
+            if self.passes[k].ready() {
+                let j = self.passes[k].make(rows, cols);
+                if k + 1 == n {
+                    sink(j, &self.passes[k].m);
+                } else {
+                    let (done, later) = self.passes.split_at_mut(k + 1);
+                    later[0].accept(j, &done[k].m, cols);
+                    k += 1;
+                }
+            } else if k == 0 {
+                return;
+            } else {
+                k -= 1;
+            }
+        }
+    }
+}
+
+/// `dst` (cols, rows) = transpose of `src` (rows, cols). Elements of 4 bytes go 8 × 8 at a
+/// time through AVX registers where the CPU has AVX2 (bits moved, not computed).
+pub fn transpose<T: Copy>(src: &[T], dst: &mut [T], rows: usize, cols: usize) {
+    assert!(src.len() >= rows * cols && dst.len() >= rows * cols);
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of::<T>() == 4 && crate::backend::cpu_features::avx2() {
+        // SAFETY: the CPU has AVX2; T is 4 bytes, copied bit for bit as f32 lanes (no
+        // arithmetic); both slices hold rows × cols elements (asserted above).
+        unsafe {
+            transpose_avx2_32(
+                src.as_ptr() as *const f32,
+                dst.as_mut_ptr() as *mut f32,
+                rows,
+                cols,
+            )
+        };
+        return;
+    }
+    transpose_blocks(src, dst, rows, cols, 0, 0);
+}
+
+/// `transpose` of the elements at row ≥ `r0` or column ≥ `c0` (the rest is done).
+fn transpose_blocks<T: Copy>(
     src: &[T],
     dst: &mut [T],
     rows: usize,
     cols: usize,
-    r: usize,
-    m: &mut Vec<T>,
+    r0: usize,
+    c0: usize,
 ) {
-    if rows == 0 || cols == 0 {
-        return;
-    }
-    let inv = T::from_f64(inverse_width::<T>(r));
-    let row = |p: isize| -> Option<&[T]> {
-        (p >= 0 && (p as usize) < rows).then(|| &src[p as usize * cols..(p as usize + 1) * cols])
-    };
-    m.clear();
-    m.resize(cols, T::default());
-    start::<T, true>(m, row, rows as isize - 1, r, inv);
-    dst[(rows - 1) * cols..].copy_from_slice(m);
-    for i in (0..rows - 1).rev() {
-        let ii = i as isize;
-        step::<T, true>(m, row(ii - r as isize), row(ii + r as isize + 1), inv);
-        dst[i * cols..(i + 1) * cols].copy_from_slice(m);
-    }
-}
-
-/// `dst` (cols, rows) = transpose of `src` (rows, cols).
-pub fn transpose<T: Copy>(src: &[T], dst: &mut [T], rows: usize, cols: usize) {
     const B: usize = 32;
-    for r0 in (0..rows).step_by(B) {
-        for c0 in (0..cols).step_by(B) {
-            for r in r0..(r0 + B).min(rows) {
-                for c in c0..(c0 + B).min(cols) {
-                    dst[c * rows + r] = src[r * cols + c];
+    for rb in (0..rows).step_by(B) {
+        for cb in (0..cols).step_by(B) {
+            for r in rb..(rb + B).min(rows) {
+                for c in cb..(cb + B).min(cols) {
+                    if r >= r0 || c >= c0 {
+                        dst[c * rows + r] = src[r * cols + c];
+                    }
                 }
             }
         }
+    }
+}
+
+/// `transpose` of 4-byte elements: 8 × 8 tiles through registers, the edges by
+/// `transpose_blocks`.
+///
+/// # Safety
+/// The CPU has AVX2; `src` and `dst` hold rows × cols elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_avx2_32(src: *const f32, dst: *mut f32, rows: usize, cols: usize) {
+    use std::arch::x86_64::*;
+    let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
+    for i in (0..r8).step_by(8) {
+        for j in (0..c8).step_by(8) {
+            macro_rules! ld {
+                ($k:expr) => {
+                    _mm256_loadu_ps(src.add((i + $k) * cols + j))
+                };
+            }
+            macro_rules! st {
+                ($k:expr, $v:expr) => {
+                    _mm256_storeu_ps(dst.add((j + $k) * rows + i), $v)
+                };
+            }
+            let (a0, a1, a2, a3) = (ld!(0), ld!(1), ld!(2), ld!(3));
+            let (a4, a5, a6, a7) = (ld!(4), ld!(5), ld!(6), ld!(7));
+            let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+            let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+            let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
+            let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
+            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            st!(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
+            st!(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
+            st!(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
+            st!(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
+            st!(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
+            st!(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
+            st!(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
+            st!(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+        }
+    }
+    if r8 < rows || c8 < cols {
+        let n = rows * cols;
+        transpose_blocks(
+            std::slice::from_raw_parts(src, n),
+            std::slice::from_raw_parts_mut(dst, n),
+            rows,
+            cols,
+            r8,
+            c8,
+        );
     }
 }
 
@@ -175,7 +384,7 @@ mod tests {
         x[4 * cols + 3] = f32::NAN;
         for r in [0usize, 1, 4, 20] {
             let mut got = vec![0.0f32; rows * cols];
-            boxcar_axis0::<f32>(&x, &mut got, rows, cols, r, &mut Vec::new());
+            boxcar_axis0::<f32>(&x, &mut got, rows, cols, r);
             for c in 0..cols {
                 let mut line: Vec<f64> = (0..rows).map(|i| x[i * cols + c] as f64).collect();
                 boxcar_line::<f32>(&mut line, r, &mut Vec::new());
@@ -184,9 +393,44 @@ mod tests {
                 }
             }
         }
-        let mut t = vec![0.0; rows * cols];
-        transpose(&x, &mut t, rows, cols);
-        assert_eq!(t[2 * rows + 5], x[5 * cols + 2]);
+        // a chain of passes equals the passes one after the other
+        let radii = [2usize, 0, 5, 1, 13];
+        let mut chain = Chain::<f32>::new(&radii);
+        chain.reset(rows, cols);
+        let mut got = vec![0.0f32; rows * cols];
+        for i in (0..rows).rev() {
+            chain.push(i, &x[i * cols..(i + 1) * cols], &mut |j, v: &[f32]| {
+                got[j * cols..(j + 1) * cols].copy_from_slice(v)
+            });
+        }
+        let mut want = x.clone();
+        for &r in &radii {
+            let mut next = vec![0.0f32; rows * cols];
+            boxcar_axis0::<f32>(&want, &mut next, rows, cols, r);
+            want = next;
+        }
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn transpose_moves_every_element() {
+        for (rows, cols) in [(13, 9), (16, 24), (64, 512), (19, 37), (8, 3)] {
+            let x: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let mut t = vec![-1.0f32; rows * cols];
+            transpose(&x, &mut t, rows, cols);
+            let y: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let mut u = vec![-1.0f64; rows * cols];
+            transpose(&y, &mut u, rows, cols);
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(t[c * rows + r], x[r * cols + c], "{rows}x{cols}");
+                    assert_eq!(u[c * rows + r], y[r * cols + c], "{rows}x{cols}");
+                }
+            }
+        }
     }
 
     #[test]

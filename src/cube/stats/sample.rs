@@ -98,9 +98,11 @@ impl Sampling {
                 let c = c.max(1);
                 let start = z * plane + k0;
                 let mut i = start.div_ceil(c) * c;
+                let mut slot = i / c;
                 while i < start + len {
-                    f(i - start, i / c);
+                    f(i - start, slot);
                     i += c;
+                    slot += 1;
                 }
             }
             Sampling::Backward(c) => {
@@ -109,8 +111,11 @@ impl Sampling {
                 let start = z * plane + k0;
                 // smallest i >= start with size − i a multiple of c
                 let mut i = size - (size - start) / c * c;
+                // slots count down from (size − i) / c − 1 as i steps up by c
+                let mut slot = (size - i) / c;
                 while i < start + len && i + c <= size {
-                    f(i - start, (size - i) / c - 1);
+                    slot -= 1;
+                    f(i - start, slot);
                     i += c;
                 }
             }
