@@ -142,6 +142,9 @@ pub(super) struct FftScratch {
     pub(super) spec: Vec<C64>,
     pub(super) scratch: Vec<C64>,
     pub(super) tw: Vec<C64>,
+    /// `fold_block`'s twiddles per pair and half spectra per ring of a block.
+    tws: Vec<Vec<C64>>,
+    specs: Vec<Vec<C64>>,
 }
 
 // ------------------------------------------------------------------------------------------
@@ -400,9 +403,10 @@ fn inv_s2(s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
 }
 
 /// Synthesis Legendre stage for one m over the pairs of a chunk; `cols[i]`: column m of alm
-/// component i (l = m..=lmax); writes `ph` laid out as [comp][ring-in-chunk], ring 2q = north,
-/// 2q+1 = south of the chunk's pair q. N0 vectors of V per block of spin-0 lanes; N2 vectors
-/// in the spin-2 recurrence (Z+ and Z−, N2/2 vectors of lanes each).
+/// component i (l = m..=lmax); sets every entry of `ph`, laid out as [comp][ring-in-chunk]
+/// (ring 2q = north, 2q+1 = south of the chunk's pair q; zero where all lanes of a block are
+/// negligible), so callers need not clear it. N0 vectors of V per block of spin-0 lanes; N2
+/// vectors in the spin-2 recurrence (Z+ and Z−, N2/2 vectors of lanes each).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn synth_m<V: Simd, const N0: usize, const N2: usize>(
@@ -421,13 +425,13 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
     starts(plan, &ch.pairs, m, lb, &mut sc.st);
-    let nrc = ch.nrc();
     let np = ch.np();
     sc.a.resize_with(cols.len(), Vec::new);
     for (i, a) in cols.iter().enumerate() {
         scaled_column(&a[..n], &sc.t.g, n, &mut sc.a[i]);
     }
-    ph.fill(C64::new(0.0, 0.0));
+    let zero = C64::new(0.0, 0.0);
+    let nrc = ch.nrc();
     for job in jobs {
         match *job {
             Job::Spin0(ai, mi) => {
@@ -448,6 +452,10 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                             let o = C64::new(acc[2][r], acc[3][r]) * x[r];
                             ph[mi * nrc + 2 * pl] = e + o;
                             ph[mi * nrc + 2 * pl + 1] = e - o;
+                        }
+                    } else {
+                        for r in 2 * p..2 * (p + blk.len()) {
+                            ph[mi * nrc + r] = zero;
                         }
                     }
                     p += l0;
@@ -486,6 +494,11 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                             ph[qi * nrc + 2 * pl + 1] = SQ1 * (we - wo) + SQ2 * iu * (xo - xe);
                             ph[ui * nrc + 2 * pl] = SU1 * (ye + yo) + SU2 * iu * (ze + zo);
                             ph[ui * nrc + 2 * pl + 1] = SU1 * (ye - yo) + SU2 * iu * (zo - ze);
+                        }
+                    } else {
+                        for r in 2 * p..2 * (p + blk.len()) {
+                            ph[qi * nrc + r] = zero;
+                            ph[ui * nrc + r] = zero;
                         }
                     }
                     p += l2;
@@ -538,6 +551,8 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
+    // Fewer lanes per block (16 spin-0, 8 spin-2 pairs) were 12-26% slower: the partial sums
+    // in `tmp` are loaded and stored once per degree and block (bench/NOTES.md, session 12).
     anal_m::<F8, { 4 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
@@ -650,13 +665,60 @@ pub(super) fn ring_synth(
             sp[k2] += g.conj();
         }
     }
+    spectrum_to_ring(fft, sp, &mut fs.scratch, out);
+}
+
+/// The inverse real FFT of a folded half spectrum `sp` (nphi/2 + 1 bins) into the ring `out`.
+fn spectrum_to_ring(fft: &RingFft, sp: &mut [C64], scratch: &mut Vec<C64>, out: &mut [f64]) {
+    let half = out.len() / 2;
     sp[0].im = 0.0;
     sp[half].im = 0.0;
-    fs.scratch
-        .resize(fft.c2r.get_scratch_len(), C64::new(0.0, 0.0));
+    scratch.resize(fft.c2r.get_scratch_len(), C64::new(0.0, 0.0));
     fft.c2r
-        .process_with_scratch(sp, out, &mut fs.scratch)
+        .process_with_scratch(sp, out, scratch)
         .expect("ring FFT sizes are consistent");
+}
+
+/// `ring_synth`'s fold for the rings of one block of the phase buffer at once (`blk`: the
+/// block's (mmax + 1)·RB coefficients of one component, `bidx` order): one pass over m reads
+/// each m's RB coefficients together, where a ring at a time read one of them per 128 B and
+/// stalled on it (bench/NOTES.md, session 11). Pair q of the block (rings 2q, 2q + 1) has
+/// `nphi[q]` pixels and twiddles `tw[q]`; `spec[r]` gets ring r's half spectrum, each bin's
+/// terms added in the same order as `ring_synth` (the same numbers).
+fn fold_block(blk: &[C64], mmax: usize, nphi: &[usize], tw: &[Vec<C64>], spec: &mut [Vec<C64>]) {
+    let nq = nphi.len();
+    let mut k = [0usize; RB / 2];
+    for q in 0..nq {
+        for h in 0..2 {
+            let sp = &mut spec[2 * q + h];
+            sp.clear();
+            sp.resize(nphi[q] / 2 + 1, C64::new(0.0, 0.0));
+            sp[0] += blk[2 * q + h].re;
+        }
+    }
+    for m in 1..=mmax {
+        let row = &blk[m * RB..(m + 1) * RB];
+        for q in 0..nq {
+            let (n, half) = (nphi[q], nphi[q] / 2);
+            k[q] += 1;
+            if k[q] == n {
+                k[q] = 0;
+            }
+            let kq = k[q];
+            let k2 = if kq == 0 { 0 } else { n - kq };
+            let t = tw[q][m];
+            for h in 0..2 {
+                let g = row[2 * q + h] * t;
+                let sp = &mut spec[2 * q + h];
+                if kq <= half {
+                    sp[kq] += g;
+                }
+                if k2 <= half {
+                    sp[k2] += g.conj();
+                }
+            }
+        }
+    }
 }
 
 /// One ring of an analysis: the forward FFT of the ring's pixels `pix`, giving for each
@@ -752,7 +814,8 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
                 if stop.is_set() {
                     return;
                 }
-                ph.clear();
+                // Not cleared: synth_one sets every entry. Written in place into the blocked
+                // buffer instead, the kernel's scattered stores cost more than this copy.
                 ph.resize(ncomp * nrc, C64::new(0.0, 0.0));
                 synth_one(level, plan, ch, jobs, &acols[m], m, sc, ph);
                 for c in 0..ncomp {
@@ -775,28 +838,31 @@ pub fn alm2map(plan: &Plan, jobs: &[Job], alms: &[&[C64]], maps: &mut [&mut [f64
                 if stop.is_set() {
                     return;
                 }
-                for pl in b * RB / 2..((b + 1) * RB / 2).min(ch.np()) {
-                    let pr = &plan.pairs[ch.pairs[pl]];
-                    let ring = &plan.rings[pr.north];
-                    let nphi = ring.nphi;
-                    let fft = &plan.ffts[pr.north];
-                    twiddles(ring.phi0, nm, &mut fs.tw);
-                    let tw = std::mem::take(&mut fs.tw);
-                    for c in 0..ncomp {
+                let pls = b * RB / 2..((b + 1) * RB / 2).min(ch.np());
+                let prs: Vec<_> = pls.map(|pl| &plan.pairs[ch.pairs[pl]]).collect();
+                let nphi: Vec<usize> = prs.iter().map(|pr| plan.rings[pr.north].nphi).collect();
+                fs.tws.resize_with(prs.len(), Vec::new);
+                fs.specs.resize_with(RB, Vec::new);
+                for (pr, tw) in prs.iter().zip(&mut fs.tws) {
+                    twiddles(plan.rings[pr.north].phi0, nm, tw);
+                }
+                for c in 0..ncomp {
+                    let at = bidx(0, c, b * RB, ncomp, nm);
+                    let blk = &phase[at..at + nm * RB];
+                    fold_block(blk, mmax, &nphi, &fs.tws, &mut fs.specs);
+                    for (q, pr) in prs.iter().enumerate() {
                         for (h, ri) in [Some(pr.north), pr.south].into_iter().enumerate() {
                             let Some(ri) = ri else { continue };
                             let first = plan.rings[ri].first as usize;
                             // SAFETY: rings are disjoint pixel ranges of map c; each is written
                             // by one task only.
                             let dst = unsafe {
-                                std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi)
+                                std::slice::from_raw_parts_mut(ptrs[c].get().add(first), nphi[q])
                             };
-                            let base = bidx(0, c, 2 * pl + h, ncomp, nm);
-                            let at = |m: usize| phase[base + m * RB];
-                            ring_synth(fft, mmax, &tw, at, fs, dst);
+                            let sp = &mut fs.specs[2 * q + h];
+                            spectrum_to_ring(&plan.ffts[pr.north], sp, &mut fs.scratch, dst);
                         }
                     }
-                    fs.tw = tw;
                 }
             });
         give_buffer(phase_buf);
