@@ -795,7 +795,7 @@ fn measure_smoothed<T: Real>(
         plan,
         zf,
         &ZSpan::whole(),
-        || (None, Candidates::new(cap)),
+        || (None, Candidates::new(cap, plan.shape[0])),
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
             cands.visit::<T>(z * plane + k0, w, m, scale);
@@ -831,29 +831,40 @@ fn measure_smoothed<T: Real>(
 }
 
 /// A column block's voxels (flat index, W) with |W| above `floor`, not blank, at most `cap`
-/// of them: when the list fills, `floor` rises to its median |W| and the rest are dropped.
+/// of them: when the list fills, `floor` rises and the values at or below it are dropped.
 /// After the noise pass it holds every voxel of the block with |W| > floor, so a clip level
-/// above `floor` is decided from the list without a second pass over the block.
+/// above `floor` is decided from the list without a second pass over the block. Any floor
+/// keeps that true; the raise only sets how often the list refills (see `raise`).
 struct Candidates {
     floor: f64,
     cap: usize,
+    /// planes of the block and voxels offered so far: the share of the block already seen
+    rows: usize,
+    seen: usize,
     idx: Vec<usize>,
     val: Vec<f64>,
+    /// scratch for `raise`'s selection
+    mag: Vec<f64>,
 }
 
 impl Candidates {
-    fn new(cap: usize) -> Self {
+    fn new(cap: usize, rows: usize) -> Self {
         Candidates {
             floor: 0.0,
             cap,
+            rows,
+            seen: 0,
             idx: Vec::new(),
             val: Vec::new(),
+            mag: Vec::new(),
         }
     }
 
     /// Take the voxels of one row of sums `w` (W = round_T(w · scale)) starting at `base`.
     #[inline(always)]
     fn visit<T: Real>(&mut self, base: usize, w: &[f64], m: &[u8], scale: f64) {
+        self.seen += w.len();
+        let total = self.rows * w.len();
         // sums at or below the bound cannot pass the floor once rounded (see `clip`)
         scan_above(w, quick_bound(self.floor, scale), |c, a| {
             let v = round::<T>(a * scale);
@@ -861,21 +872,29 @@ impl Candidates {
                 self.idx.push(base + c);
                 self.val.push(v);
                 if self.idx.len() >= self.cap {
-                    self.raise();
+                    self.raise(total);
                 }
             }
             quick_bound(self.floor, scale)
         });
     }
 
-    /// Raise the floor to the median |W| of the list and keep only the values above it.
-    fn raise(&mut self) {
-        let mut mag: Vec<f64> = self.val.iter().map(|v| v.abs()).collect();
-        let mid = mag.len() / 2;
-        let (_, &mut t, _) = mag.select_nth_unstable_by(mid, f64::total_cmp);
+    /// Raise the floor so that, if the rest of the block (`total` voxels in all) is like the
+    /// part seen, about 2 `cap` values would pass it: the list refills once or twice more
+    /// (each time to its median) instead of ~10 times from a floor of 0. Keeps at most half.
+    fn raise(&mut self, total: usize) {
+        let len = self.val.len();
+        let want = (2 * self.cap * self.seen / total.max(1))
+            .max(8)
+            .min(len / 2);
+        self.mag.clear();
+        self.mag.extend(self.val.iter().map(|v| v.abs()));
+        let (_, &mut t, _) = self
+            .mag
+            .select_nth_unstable_by(len - 1 - want, f64::total_cmp);
         self.floor = self.floor.max(t);
         let mut keep = 0;
-        for j in 0..self.idx.len() {
+        for j in 0..len {
             if self.val[j].abs() > self.floor {
                 self.idx[keep] = self.idx[j];
                 self.val[keep] = self.val[j];
@@ -1461,7 +1480,7 @@ mod tests {
         let mask: Vec<u8> = (0..rows * width)
             .map(|i| if i % 97 == 0 { BLANK } else { 0 })
             .collect();
-        let mut c = Candidates::new(300);
+        let mut c = Candidates::new(300, rows);
         for z in 0..rows {
             let w: Vec<f64> = (0..width).map(|x| val(z * width + x)).collect();
             c.visit::<f32>(z * width, &w, &mask[z * width..(z + 1) * width], 1.0);

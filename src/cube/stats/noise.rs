@@ -76,9 +76,10 @@ pub fn mad_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) 
     median_nonneg(parts.concat())
 }
 
-/// The k-th smallest of finite values >= 0 (their bit patterns sort like the values): one
-/// histogram pass over the top 16 bits, then a selection among the values of that bin only.
-fn kth_nonneg(v: &[f64], k: usize) -> f64 {
+/// The k-th smallest of values >= 0 (sign bit clear: their bit patterns sort like the values,
+/// as `f64::total_cmp` orders them, +inf and +NaN last): one histogram pass over the top 16
+/// bits, then a selection among the values of that bin only.
+pub(crate) fn kth_nonneg(v: &[f64], k: usize) -> f64 {
     const SHIFT: u32 = 48;
     let hist = v
         .par_chunks(GRAIN)

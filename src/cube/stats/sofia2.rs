@@ -11,7 +11,7 @@
 //!   mean of the two middle values in the element type.
 //! - gauss: see `gauss`.
 
-use super::noise::{std_about, MAD_TO_STD};
+use super::noise::{kth_nonneg, std_about, MAD_TO_STD};
 use super::Range;
 
 /// Round to f32 when `single`.
@@ -68,7 +68,7 @@ pub fn mad(samples: &[f64], range: Range, walk: Walk, single: bool) -> Option<f6
         Range::All => usize::MAX,
         _ => walk.cap,
     };
-    let mut v: Vec<f64> = used
+    let v: Vec<f64> = used
         .iter()
         .filter(|&&x| in_range(x, range))
         .map(|x| x.abs())
@@ -78,13 +78,12 @@ pub fn mad(samples: &[f64], range: Range, walk: Walk, single: bool) -> Option<f6
     if n == 0 {
         return None;
     }
-    let (lower, mid, _) = v.select_nth_unstable_by(n / 2, |a, b| a.total_cmp(b));
-    let mid = *mid;
+    // |x| has its sign bit clear, so `kth_nonneg` gives the `total_cmp` order statistics
+    let mid = kth_nonneg(&v, n / 2);
     let med = if n % 2 == 1 {
         mid
     } else {
-        let below = lower.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        rnd(rnd(below + mid, single) * 0.5, single)
+        rnd(rnd(kth_nonneg(&v, n / 2 - 1) + mid, single) * 0.5, single)
     };
     Some(MAD_TO_STD * med)
 }
@@ -208,6 +207,44 @@ mod tests {
         assert_eq!(mad(&s, Range::Negative, w1, true), Some(MAD_TO_STD * 1.0));
         // full range is not capped
         assert_eq!(mad(&s, Range::All, w1, true), Some(MAD_TO_STD * 2.5));
+    }
+
+    #[test]
+    fn mad_is_the_sorted_middle() {
+        // pseudo-random values with repeats, an infinity and NaNs (left out): the middle of the
+        // sorted |x|, the two middle ones averaged (rounded as SoFiA-2) for an even count
+        let mut s = 11u64;
+        let mut v: Vec<f64> = (0..5001)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) % 20011) as f64 / 97.0 - 103.0
+            })
+            .collect();
+        v[7] = f64::INFINITY;
+        v[9] = f64::NAN;
+        v[10] = -f64::NAN;
+        let w = Walk {
+            cap: usize::MAX,
+            ends_at_zero: false,
+        };
+        for (n, single) in [(5001, true), (5000, true), (5000, false), (2, false)] {
+            let mut a: Vec<f64> = v[..n]
+                .iter()
+                .filter(|x| !x.is_nan())
+                .map(|x| x.abs())
+                .collect();
+            a.sort_by(f64::total_cmp);
+            let m = a.len();
+            let want = if m % 2 == 1 {
+                a[m / 2]
+            } else {
+                rnd(rnd(a[m / 2 - 1] + a[m / 2], single) * 0.5, single)
+            };
+            let got = mad(&v[..n], Range::All, w, single).unwrap();
+            assert_eq!(got.to_bits(), (MAD_TO_STD * want).to_bits(), "n={n}");
+        }
     }
 
     #[test]
