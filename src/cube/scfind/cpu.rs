@@ -1299,7 +1299,8 @@ fn block_pass<T: Real, S: Send>(
 }
 
 /// W of a Dask block (see `super::block_sample`; `Raw`: the block itself): the values `run`
-/// samples and clips, rounded to T, NaN where `mask` has `BLANK`.
+/// samples and clips, rounded to T, NaN where `mask` has `BLANK` — `block_sample`'s kept W,
+/// with no sample positions and no extremes.
 pub fn block_w<T: Real>(
     x: &[T],
     mask: &[u8],
@@ -1308,30 +1309,9 @@ pub fn block_w<T: Real>(
     rms0: f64,
     input: BlockInput,
 ) -> Result<Vec<T>> {
-    if input == BlockInput::Raw {
-        return Ok(x.to_vec());
-    }
-    let plane = plan.shape[1] * plan.shape[2];
-    let mut out = crate::backend::alloc::try_vec(x.len(), T::default(), "the block's W")?;
-    let op = Disjoint(out.as_mut_ptr());
-    block_pass(
-        x,
-        mask,
-        plan,
-        ker,
-        rms0,
-        input,
-        &ZSpan::whole(),
-        || (),
-        |_: &mut (), z, k0, w, scale| {
-            let base = z * plane + k0;
-            for (c, &a) in w.iter().enumerate() {
-                // SAFETY: each task owns columns k0..k0+len of every plane.
-                unsafe { *op.at(base + c) = T::from_f64(w_value::<T>(a, scale, mask[base + c])) };
-            }
-        },
-    )?;
-    Ok(out)
+    let whole = ZSpan::whole();
+    let (_, _, w) = block_sample(x, mask, plan, ker, rms0, input, &[], false, true, &whole)?;
+    Ok(w.unwrap_or_default())
 }
 
 /// A Dask task's part of the noise sample (see `super::block_sample`): W at the block's
