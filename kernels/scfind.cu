@@ -206,8 +206,9 @@ extern "C" __global__ void sc_range_counts(const double* __restrict__ s, i64 n, 
     if (threadIdx.x == 0) counts[blockIdx.x] = part[0];
 }
 
-extern "C" __global__ void clear_blank(unsigned char* mask, i64 n) {
-    SC_GRID_STRIDE(i, n) { mask[i] &= (unsigned char)~SC_BLANK; }
+// Keep only the bits `keep` of every mask byte (the mask as it goes down to the host).
+extern "C" __global__ void keep_bits(unsigned char* mask, i64 n, int keep) {
+    SC_GRID_STRIDE(i, n) { mask[i] &= (unsigned char)keep; }
 }
 
 // SoFiA-2's boxcar arithmetic (src/cube/scfind/running.rs), one thread per line, every

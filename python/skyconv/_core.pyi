@@ -151,7 +151,8 @@ def _filter_chain(
 # "none"|"boxcar"|"gaussian", boxcar width or sigma in channels, use_rms0). replace: ("none"|
 # "sign"|"copysign", factor). noise: ("sofia2:std|mad|gauss" or "sofia1:negative|gauss|mad|std",
 # "full"|"negative"|"positive", two_pass). sampling: ("cadence"|"stride", n). mask: uint8 of
-# the cube's shape, bit 0 = in the mask on entry; on return bit 0 | bit 1 (found by a kernel).
+# the cube's shape, bit 0 = in the mask on entry; on return bit 0 | bit 1 (found by a kernel),
+# or bit 0 alone with detected=False (the final mask, no pass of the caller's own).
 # Returns (noise of the original cube, noise per kernel) in data units.
 def _scfind(
     cube: FloatArray,
@@ -168,6 +169,7 @@ def _scfind(
     fitter: object | None = None,
     device: str | None = None,
     exact: bool = False,
+    detected: bool = True,
 ) -> tuple[float, list[float]]: ...
 
 # Stages of one kernel for the Dask path (skyconv._dask.cube) on `device` ("cpu", "cuda",

@@ -287,10 +287,11 @@ def smooth_and_clip(
         progress=cb,
         device=device,
         exact=exact,
+        detected=False,  # the MASKED bit alone: initial mask and detections
     )
     if raised:
         raise raised[0]
-    out = np.bitwise_and(m, 1, out=m)  # MASKED bit: initial mask and detections
+    out = m
     if return_noise:
         return out, NoiseReport(float(rms0), labels, [float(r) for r in rms])
     return out

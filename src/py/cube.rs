@@ -173,6 +173,7 @@ fn scfind_typed<T: Real + numpy::Element>(
     fitter: Option<Py<PyAny>>,
     device: Option<&str>,
     exact: bool,
+    detected: bool,
 ) -> PyResult<(f64, Vec<f64>)> {
     let (shape, data) = parts(cube, "cube")?;
     if mask.shape() != shape.as_slice() {
@@ -212,6 +213,7 @@ fn scfind_typed<T: Real + numpy::Element>(
             exact,
             fitter: py_fitter(fitter),
             slab_planes,
+            detected,
         })
     };
     let plan = build().map_err(to_pyerr)?;
@@ -231,11 +233,12 @@ fn scfind_typed<T: Real + numpy::Element>(
     Ok((out.rms0, out.rms))
 }
 
-/// The finder: fills `mask` (uint8, cube's shape) with MASKED|DETECTED bits; returns
-/// (rms of the original cube, rms of each smoothed cube).
+/// The finder: fills `mask` (uint8, cube's shape) with MASKED|DETECTED bits (MASKED alone
+/// with `detected=False`); returns (rms of the original cube, rms of each smoothed cube).
 #[pyfunction]
 #[pyo3(signature = (cube, mask, kernels, mode, threshold, inclusive, replace, noise, sampling,
-                    slab_planes=None, progress=None, fitter=None, device=None, exact=false))]
+                    slab_planes=None, progress=None, fitter=None, device=None, exact=false,
+                    detected=true))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind<'py>(
     py: Python<'py>,
@@ -253,6 +256,7 @@ fn _scfind<'py>(
     fitter: Option<Py<PyAny>>,
     device: Option<&str>,
     exact: bool,
+    detected: bool,
 ) -> PyResult<(f64, Vec<f64>)> {
     let rep = (replace.0.as_str(), replace.1);
     let noi = (noise.0.as_str(), noise.1.as_str(), noise.2);
@@ -273,6 +277,7 @@ fn _scfind<'py>(
         fitter,
         device,
         exact,
+        detected,
     ))
 }
 
@@ -402,6 +407,7 @@ fn stage_plan(
         fitter: None,
         exact,
         slab_planes: None,
+        detected: true,
     };
     if plan.exact && plan.mode != Mode::Constant {
         return Err(Error::value(

@@ -614,3 +614,37 @@ def test_cli_scfind(rng, tmp_path, capsys):
     with fits.open(tmp_path / "mask.fits") as h:
         np.testing.assert_array_equal(h[0].data, want)
         assert h[0].header["CTYPE3"] == "FREQ"
+
+
+@pytest.mark.parametrize("slab_planes", [None, 7])
+def test_core_returns_the_detected_bit_only_when_asked(rng, device, slab_planes):
+    """`_scfind(detected=False)` returns the final mask (bit 0 alone) with no pass of the
+    caller's, equal to bit 0 of the `detected=True` mask, from a fresh zero mask (the GPU engine
+    then maps its pages beside the device work) and from a mask with voxels set; resident on the
+    device and in slabs (`slab_planes`, GPU only)."""
+    from skyconv import _core
+    from skyconv.cube import _setup
+
+    cube = make_cube(rng, shape=(40, 48, 56))
+    cube[10:14, 20:26, 20:26] += 3.0
+    run = _setup(
+        3, cube.shape, (0, 3), (0, 3, 7), 4.0, 2.0, "mad", "negative", "boxcar", "boxcar",
+        "constant", "sofia2",
+    )  # fmt: skip
+    given = np.zeros(cube.shape, np.uint8)
+    given[30:33, 5:9, 5:9] = 1
+    for start in (np.zeros(cube.shape, np.uint8), given):
+        got = {}
+        for detected in (True, False):
+            m = start.copy()
+            _core._scfind(
+                cube, m, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
+                run.noise, run.sampling, slab_planes=slab_planes, device=device,
+                exact=run.exact, detected=detected,
+            )  # fmt: skip
+            got[detected] = m
+        both, final = got[True], got[False]
+        assert set(np.unique(both)) == {0, 3} | ({1} if start.any() else set())
+        assert set(np.unique(final)) == {0, 1}
+        np.testing.assert_array_equal(final, both & 1)
+        assert (final[start == 1] == 1).all()

@@ -280,9 +280,9 @@ def _single_call(x, m, run, device):
     with stage("scfind.single", device) as dev:
         rms0, rms = _core._scfind(
             _c(x), m3, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
-            run.noise, run.sampling, device=dev, exact=run.exact,
+            run.noise, run.sampling, device=dev, exact=run.exact, detected=False,
         )  # fmt: skip
-    return np.bitwise_and(m3, 1, out=m3), float(rms0), [float(r) for r in rms]
+    return m3, float(rms0), [float(r) for r in rms]
 
 
 def _one_task(x, m, run, device, progress):

@@ -63,7 +63,8 @@ pub fn run<T: Real>(
         }
     });
     let out = run_inner(cube, plan, mask, progress);
-    mask.par_iter_mut().for_each(|m| *m &= !BLANK);
+    let keep = plan.returned_bits();
+    mask.par_iter_mut().for_each(|m| *m &= keep);
     out
 }
 

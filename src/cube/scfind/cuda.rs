@@ -16,9 +16,10 @@ use rayon::prelude::*;
 
 use super::{
     extremes_or_nan, merge_extremes, BlockInput, Kernel, NoiseRule, Outcome, Plan, Progress,
-    Replace, SampleParts, Statistic, DETECTED, MASKED,
+    Replace, SampleParts, Statistic, BLANK, DETECTED, MASKED,
 };
 use crate::backend::cuda::profile::Timeline;
+use crate::backend::cuda::transfer::prefault_serial;
 use crate::backend::cuda::{
     self, grid_stride, CudaFunction, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
@@ -272,21 +273,30 @@ pub fn run<T: Real>(
         mask_clear: false,
         tl: Some(Timeline::start(&gpu)?),
     };
-    eng.mask_clear = !mask
-        .par_iter_mut()
-        .map(|m| {
-            *m &= MASKED | DETECTED;
-            *m != 0
-        })
-        .reduce(|| false, |a, b| a || b);
-    let out = eng.run_all(cube, mask, &slabs, progress);
+    // Read first: a fresh mask (all zero) is not written here, so its pages are not faulted in
+    // on this path (a helper thread does it below, beside the device work).
+    let (set, foreign) = mask
+        .par_iter()
+        .map(|&m| (m != 0, m & !(MASKED | DETECTED) != 0))
+        .reduce(|| (false, false), |a, b| (a.0 || b.0, a.1 || b.1));
+    if foreign {
+        mask.par_iter_mut().for_each(|m| *m &= MASKED | DETECTED);
+    }
+    eng.mask_clear = !set;
+    let keep = plan.returned_bits();
+    let out = if slabs.len() == 1 {
+        resident(&mut eng, cube, mask, &slabs[0], progress)
+    } else {
+        let out = eng.run_all(cube, mask, &slabs, progress);
+        mask.par_iter_mut().for_each(|m| {
+            if *m & NEW != 0 {
+                *m |= MASKED;
+            }
+            *m &= keep;
+        });
+        out
+    };
     let tl = eng.tl.take();
-    mask.par_iter_mut().for_each(|m| {
-        if *m & NEW != 0 {
-            *m |= MASKED;
-        }
-        *m &= MASKED | DETECTED;
-    });
     let out = out?;
     if let Some(tl) = tl {
         tl.finish()?;
@@ -294,7 +304,40 @@ pub fn run<T: Real>(
     Ok(out)
 }
 
+/// The whole cube in one slab: its mask is final on the device (`MASKED | DETECTED` set by
+/// every clip, no `NEW`), so it comes down once with only the returned bits and needs no host
+/// pass. A mask that went up as zeros is not read on the host at all, so a helper thread maps
+/// its pages while the device works and the download copies into resident pages. The helper
+/// runs alone, not on the pool (this thread may be a pool worker blocked on it).
+fn resident<T: Real>(
+    eng: &mut Engine<'_, T>,
+    cube: &[T],
+    mask: &mut [u8],
+    s: &Slab,
+    progress: Progress<'_>,
+) -> Result<Outcome> {
+    let slabs = std::slice::from_ref(s);
+    let out = if eng.mask_clear {
+        std::thread::scope(|sc| {
+            let pages = sc.spawn(|| prefault_serial(&mut *mask));
+            let out = eng.run_all(cube, &mut [], slabs, progress);
+            if let Err(panic) = pages.join() {
+                std::panic::resume_unwind(panic);
+            }
+            out
+        })
+    } else {
+        eng.run_all(cube, mask, slabs, progress)
+    }?;
+    let keep = eng.plan.returned_bits();
+    eng.store_mask(mask, s, keep)?;
+    eng.mark("d2h")?;
+    Ok(out)
+}
+
 impl<'a, T: Real> Engine<'a, T> {
+    /// Every kernel over `slabs`; with one slab the mask stays on the device (`resident`
+    /// brings it down), and `mask` is not touched if the device copy started as zeros.
     fn run_all(
         &mut self,
         cube: &[T],
@@ -354,7 +397,7 @@ impl<'a, T: Real> Engine<'a, T> {
                     self.clip_bits(s, plan.level(rms), MASKED | DETECTED)?;
                 } else {
                     self.clip(s, plan.level(rms))?;
-                    self.store_mask(mask, s)?;
+                    self.store_mask(mask, s, !BLANK)?;
                 }
             }
             if !resident {
@@ -367,10 +410,6 @@ impl<'a, T: Real> Engine<'a, T> {
             self.mark("clip")?;
             outcome.rms.push(rms);
             progress(k, rms);
-        }
-        if resident {
-            self.store_mask(mask, &slabs[0])?;
-            self.mark("d2h")?;
         }
         Ok(outcome)
     }
@@ -875,17 +914,19 @@ impl<'a, T: Real> Engine<'a, T> {
         Ok(())
     }
 
-    /// Copy the slab interior's mask planes (blank bit cleared) back to the host.
-    fn store_mask(&mut self, mask: &mut [u8], s: &Slab) -> Result<()> {
-        let f = self.gpu.function("scfind", "clear_blank")?;
+    /// Copy the slab interior's mask planes back to the host with only the bits `keep` (the
+    /// blank bit always cleared).
+    fn store_mask(&mut self, mask: &mut [u8], s: &Slab, keep: u8) -> Result<()> {
+        let f = self.gpu.function("scfind", "keep_bits")?;
         let start = s.lo * self.plane;
         let n = (s.z1 - s.z0) * self.plane;
         {
             let mut mv = self.mask.slice_mut(start..start + n);
             let nn = n as i64;
+            let keep = (keep & !BLANK) as i32;
             let mut b = self.gpu.stream.launch_builder(&f);
-            b.arg(&mut mv).arg(&nn);
-            // SAFETY: arguments match clear_blank in kernels/scfind.cu.
+            b.arg(&mut mv).arg(&nn).arg(&keep);
+            // SAFETY: arguments match keep_bits in kernels/scfind.cu.
             unsafe { b.launch(cfg(n)) }?;
         }
         let host = &mut mask[s.z0 * self.plane..s.z1 * self.plane];
@@ -1039,7 +1080,7 @@ fn download_w<T: Real>(gpu: &Gpu, eng: &Engine<'_, T>, raw: bool, mask: &[u8]) -
     let mut out = crate::backend::alloc::try_vec(mask.len(), T::default(), "the block's W")?;
     gpu.download(if raw { &eng.cube } else { &eng.a }, &mut out)?;
     out.par_iter_mut().zip(mask.par_iter()).for_each(|(v, &m)| {
-        if m & super::BLANK != 0 {
+        if m & BLANK != 0 {
             *v = T::from_f64(f64::NAN);
         }
     });

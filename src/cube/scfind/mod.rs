@@ -191,9 +191,21 @@ pub struct Plan {
     /// GPU only: z-planes per slab, halo not counted (None: one piece if it fits in GPU
     /// memory, else as many as fit).
     pub slab_planes: Option<usize>,
+    /// The returned mask keeps `DETECTED` beside `MASKED` (false: `MASKED` alone, the final
+    /// mask, so the caller needs no pass of its own to drop the other bit).
+    pub detected: bool,
 }
 
 impl Plan {
+    /// The mask bits `run` leaves in the mask it returns.
+    pub fn returned_bits(&self) -> u8 {
+        if self.detected {
+            MASKED | DETECTED
+        } else {
+            MASKED
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
@@ -229,7 +241,8 @@ pub struct Outcome {
 pub type Progress<'a> = &'a (dyn Fn(usize, f64) + Sync);
 
 /// Run the finder on `cube` (C order, `plan.shape`). `mask` holds `MASKED` for voxels already
-/// in the mask on entry; on return `MASKED | DETECTED` for every voxel a kernel found.
+/// in the mask on entry; on return `MASKED | DETECTED` for every voxel a kernel found (`MASKED`
+/// alone without `plan.detected`), and no other bit.
 pub fn run<T: Real>(
     device: Device,
     cube: &[T],
