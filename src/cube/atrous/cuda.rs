@@ -19,7 +19,10 @@ use crate::cube::stats::{count_device, select_kth_device, Values};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
-const MAX_BLOCKS: usize = 65535 * 8;
+/// Element-wise launches: grid-stride loops over at most this many blocks (several elements a
+/// thread), about eight waves of the largest GPUs, instead of one short-lived block per 256
+/// elements.
+const MAX_BLOCKS: usize = 8192;
 /// Arrays of the data's size held on the device.
 const ARRAYS: usize = 5;
 
