@@ -244,9 +244,10 @@ def test_wavefront_graph_equals_the_single_call(dask_client, spy, monkeypatch, r
     assert spy["groups"] == [tuple(heights)] * n_slab
 
 
-def test_slabs_are_contiguous_and_pinned(dask_client, spy, rng):
-    """The persisted slabs lie in contiguous runs over the workers (slab k on the k·N // B-th),
-    and the graph picks one chain per ... two chains per Dask thread (2 workers × 1: 4)."""
+def test_slabs_are_contiguous_and_groups_fit_the_cluster(dask_client, monkeypatch, rng):
+    """The persisted slabs lie in contiguous runs over the workers (slab k on the k·N // B-th);
+    the wavefront has two chains a Dask thread (2 workers × 1: 4), at most one a row, none
+    of fewer than MIN_GROUP_VOXELS voxels."""
     from skyconv._dask import cube
 
     x = da.from_array(make_cube(rng), chunks=(3, 30, 28))
@@ -254,4 +255,8 @@ def test_slabs_are_contiguous_and_pinned(dask_client, spy, rng):
     workers = sorted(dask_client.scheduler_info()["workers"])
     assert owners == [workers[k * 2 // 6] for k in range(6)]
     np.testing.assert_array_equal(base.compute(), x.compute())
-    assert cube._groups(30) == 4 and cube._groups(3) == 3
+    assert cube._groups((18, 30, 28), 3) == 1  # 2520 voxels a slab: one group
+    monkeypatch.setattr(cube, "MIN_GROUP_VOXELS", 1000)
+    assert cube._groups((18, 30, 28), 3) == 2
+    monkeypatch.setattr(cube, "MIN_GROUP_VOXELS", 1)
+    assert cube._groups((18, 30, 28), 3) == 4 and cube._groups((18, 3, 28), 3) == 3

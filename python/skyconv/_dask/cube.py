@@ -283,13 +283,19 @@ def _pin(owners, k):
 #: it, so with contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers).
 GROUPS_PER_THREAD = 2
 
-#: The number of row groups (None: :data:`GROUPS_PER_THREAD` per Dask thread; 1: one chain,
-#: the whole planes).
+#: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded
+#: machine; bench/NOTES.md, session 13), against ~10 ns a voxel of core work.
+MIN_GROUP_VOXELS = 2**21
+
+#: The number of row groups (None: from the cluster and the slabs; 1: one chain, whole planes).
 SLAB_GROUPS = None
 
 
-def _groups(ny):
-    """How many row groups (chains) the slab pass splits each slab into (at most ``ny``)."""
+def _groups(shape, planes):
+    """How many row groups (chains) the slab pass splits each slab of ``planes`` planes of a
+    cube of ``shape`` into: :data:`GROUPS_PER_THREAD` a Dask thread, none of fewer than
+    :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with a single Dask thread."""
+    ny = shape[1]
     if SLAB_GROUPS is not None:
         return max(1, min(int(SLAB_GROUPS), ny))
     try:
@@ -299,7 +305,10 @@ def _groups(ny):
         threads = sum(w.get("nthreads", 1) for w in info["workers"].values())
     except (ImportError, ValueError):
         threads = 1
-    return max(1, min(ny, GROUPS_PER_THREAD * threads if threads > 1 else 1))
+    if threads < 2:
+        return 1
+    big = planes * shape[1] * shape[2] // MIN_GROUP_VOXELS
+    return max(1, min(ny, GROUPS_PER_THREAD * threads, big))
 
 
 def _persist_slabs(base):
@@ -645,7 +654,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     rms0 = noise(base, m, _RAW, "raw", owners=owners)
     specs = run.specs
     keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
-    groups = _groups(x.shape[1])  # the wavefront's chains (row groups)
+    groups = _groups(x.shape, max(base.chunks[0]))  # the wavefront's chains (row groups)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
     rms_list = []
     for i, spec in enumerate(specs):
