@@ -236,17 +236,21 @@ class _Noise:
         if keep:
             # W stays on the worker that made it (persisted); only the sample comes here
             kept = dask.persist(*parts.flat)
-            w = np.empty(parts.shape, dtype=object)
+            ws = []
             for j, idx in enumerate(np.ndindex(parts.shape)):
                 parts[idx] = kept[j]
+                with _pin(owners, idx[0]):
+                    ws.append(kept[j][3])
+            ws = dask.persist(*ws)  # persisted as delayed: see _pinned_blocks
+            w = np.empty(parts.shape, dtype=object)
+            for j, idx in enumerate(np.ndindex(parts.shape)):
                 if yedges is None:
                     bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
                 else:
                     rows = yedges[idx[1] + 1] - yedges[idx[1]]
                     bshape = (src.chunks[0][idx[0]], rows, src.shape[2])
-                with _pin(owners, idx[0]):
-                    w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
-                                             meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
+                w[idx] = da.from_delayed(ws[j], bshape, dtype=src.dtype,
+                                         meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
             small = [(p[0], p[1], p[2]) for p in parts.flat]
         else:
             small = list(parts.flat)
@@ -429,40 +433,48 @@ Z_SLABS = True
 
 def _slab_map(fn, args, owners):
     """``map_blocks(fn, *args)`` → uint8 for arrays ``args[:2]`` of the same chunks, whole
-    planes along x (z-slabs, or z-slabs by groups of rows): the tasks of slab k on
-    ``owners[k]``."""
+    planes along x: the tasks of slab k on ``owners[k]`` (run now, persisted)."""
+    import dask
+
+    a, b = args[0], args[1]
+    xa, xb = a.to_delayed(), b.to_delayed()
+    tasks = np.empty(xa.shape, dtype=object)
+    for idx in np.ndindex(xa.shape):
+        with _pin(owners, idx[0]):
+            tasks[idx] = dask.delayed(fn)(xa[idx], xb[idx], *args[2:])
+    return _pinned_blocks(tasks, a.chunks)
+
+
+def _pinned_blocks(tasks, chunks):
+    """The uint8 array of the delayed blocks ``tasks`` (a grid of ``chunks``), persisted as
+    delayed objects first: an array layer over them is fused with them by Dask's graph
+    optimisation, which drops their worker annotations (``_pin``)."""
     import dask
 
     da = dask_array()
-    a, b = args[0], args[1]
-    xa, xb = a.to_delayed(), b.to_delayed()
-    blocks = np.empty(xa.shape, dtype=object)
-    for idx in np.ndindex(xa.shape):
-        with _pin(owners, idx[0]):
-            d = dask.delayed(fn)(xa[idx], xb[idx], *args[2:])
-            bshape = tuple(a.chunks[ax][i] for ax, i in enumerate(idx))
-            blocks[idx] = da.from_delayed(d, bshape, dtype=np.uint8,
-                                          meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
+    done = dask.persist(*tasks.flat)
+    blocks = np.empty(tasks.shape, dtype=object)
+    for j, idx in enumerate(np.ndindex(tasks.shape)):
+        bshape = tuple(chunks[ax][i] for ax, i in enumerate(idx))
+        blocks[idx] = da.from_delayed(done[j], bshape, dtype=np.uint8,
+                                      meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
     return da.block(blocks.tolist())
 
 
 def _slab_clip(args, owners):
     """The clip of W kept in z-slabs by row groups (``args`` = W, the mask in z-slabs, then
     :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`), slab k's on
-    ``owners[k]`` → the mask in z-slabs."""
+    ``owners[k]`` → the mask in z-slabs (persisted)."""
     import dask
 
-    da = dask_array()
     w, m = args[0], args[1]
     ws, ms = w.to_delayed(), m.to_delayed().ravel()
     rows = np.cumsum((0,) + tuple(w.chunks[1])).tolist()
-    blocks = []
+    tasks = np.empty((len(ms), 1, 1), dtype=object)
     for k in range(len(ms)):
         with _pin(owners, k):
-            d = dask.delayed(_clip_rows)(list(ws[k, :, 0]), ms[k], rows, *args[2:])
-            blocks.append(da.from_delayed(d, (m.chunks[0][k],) + m.shape[1:], dtype=np.uint8,
-                                          meta=np.empty((0, 0, 0), np.uint8)))  # fmt: skip
-    return da.concatenate(blocks)
+            tasks[k, 0, 0] = dask.delayed(_clip_rows)(list(ws[k, :, 0]), ms[k], rows, *args[2:])
+    return _pinned_blocks(tasks, m.chunks)
 
 
 def _fits_in_memory(nbytes):
