@@ -1,8 +1,7 @@
 """Where the Dask S+C graph spends its time, kernel by kernel (issue 19).
 
     python bench/dask_sc_profile.py --size 0.15GB --workers 2          # 2 × 1 thread, processes
-    python bench/dask_sc_profile.py --size 0.15GB --workers 2 --json out.json
-    python bench/dask_sc_profile.py --size 0.15GB --workers 2 --smooth-twice   # session 10's graph
+    python bench/dask_sc_profile.py --size 0.1GB --graphs chain,wave --repeats 3 --json out.json
 
 Runs ``skyconv.smooth_and_clip`` (SoFiA-2's 12 kernels, CPU engine) on a float32 zarr cube
 (bench/dask_cube.py, chunks of ``--chunk-planes`` planes) on a LocalCluster of ``--workers``
@@ -10,10 +9,14 @@ one-thread worker processes, and prints per kernel (between two ``progress`` cal
 time, the thread-seconds of each task kind (Distributed's task stream, by task name), the
 seconds spent in transfers between workers and the bytes they moved (the workers' own
 counters; at the end, by the task that made them), and the client's blocking calls
-(``dask.compute``). Also the single call on the same cube in memory.
-``--smooth-twice``: the clip smooths its block again instead of reading the W its sample call
-kept (the graph before session 11, and the GPU workers' graph). ``--columns``: W kept, but the
-spectral kernels through whole-z columns (the graph before session 12's z-slabs with a carry).
+(``dask.compute``). Also the single call on the same cube in memory, once per repeat.
+``--graphs`` (run alternately, ``--repeats`` times each, on the same cluster): ``wave`` (the
+default graph: z-slabs in contiguous runs over the workers, the slab pass as a wavefront of
+row-group chains), ``chain`` (session 12's: one chain of whole planes, the slabs where the
+scheduler put them), ``contiguous`` (one chain, the slabs in contiguous runs), ``columns``
+(W kept, the spectral kernels through whole-z columns: before session 12), ``twice`` (the
+clip smooths its block again instead of reading the kept W: before session 11, and the GPU
+workers' graph).
 """
 
 from __future__ import annotations
@@ -62,9 +65,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--path", default="/tmp/skyconv-sc-profile/cube.zarr")
     p.add_argument("--json", default=None)
-    p.add_argument("--smooth-twice", action="store_true", help="no W kept for the clip")
-    p.add_argument("--columns", action="store_true",
-                   help="spectral kernels through whole-z columns (before session 12)")  # fmt: skip
+    p.add_argument("--graphs", default="wave",
+                   help="comma list of wave, chain, contiguous, columns, twice")  # fmt: skip
+    p.add_argument("--repeats", type=int, default=1)
     a = p.parse_args(argv)
 
     import dask
@@ -77,22 +80,30 @@ def main(argv=None) -> int:
     from skyconv._dask import cube as dcube
     from skyconv._dask import device as ddev
 
-    if a.smooth_twice:
-        dcube._on_cpu = lambda device: False
-    if a.columns:
-        dcube.Z_SLABS = False
-
     shape = shape_for(parse_size(a.size), a.planes)
     chunks = (a.chunk_planes, *shape[1:])
     write_cube(a.path, shape, chunks)
     gb = np.prod(shape) * 4 / 1e9
     cube = zarr.open_array(a.path, mode="r")[...]
-    t = time.perf_counter()
-    want = skyconv.smooth_and_clip(cube, device="cpu")
-    single = time.perf_counter() - t
-    del cube
-    print(f"cube {shape} float32 ({gb:.3f} GB), chunks {chunks}; single call "
-          f"({os.cpu_count()} threads): {single:.2f} s", flush=True)  # fmt: skip
+    graphs = [g for g in a.graphs.split(",") if g]
+    defaults = (dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs)
+
+    def scattered(base):  # session 12: the slabs where the scheduler puts them
+        base = base.persist()
+        return base, dcube._owners(base)
+
+    def use(graph):
+        dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs = defaults
+        if graph == "twice":
+            dcube._on_cpu = lambda device: False
+        elif graph == "columns":
+            dcube.Z_SLABS = False
+        elif graph == "chain":
+            dcube.SLAB_GROUPS, dcube._persist_slabs = 1, scattered
+        elif graph == "contiguous":
+            dcube.SLAB_GROUPS = 1
+        elif graph != "wave":
+            raise SystemExit(f"unknown graph {graph!r}")
 
     blocking = defaultdict(int)
     compute0 = dask.compute
@@ -101,7 +112,7 @@ def main(argv=None) -> int:
         blocking["compute"] += 1
         return compute0(*args, **kw)
 
-    marks = []
+    runs = []
     with (
         distributed.LocalCluster(
             n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None
@@ -110,60 +121,109 @@ def main(argv=None) -> int:
     ):
         client.run(skyconv.set_num_threads, 1)
         ddev.reset(client)
-        b0 = sum(client.run(_bytes_in).values())
-        dask.compute = counted
-        try:
-            with distributed.get_task_stream(client) as ts:
-                t0 = time.time()
-                marks.append(("start", t0, b0))
+        for rep in range(a.repeats):
+            t = time.perf_counter()
+            want = skyconv.smooth_and_clip(cube, device="cpu")
+            single = time.perf_counter() - t
+            print(f"cube {shape} float32 ({gb:.3f} GB), chunks {chunks}; single call "
+                  f"({os.cpu_count()} threads): {single:.2f} s; load {os.getloadavg()[0]:.1f}",
+                  flush=True)  # fmt: skip
+            for graph in graphs:
+                use(graph)
+                blocking.clear()
+                dask.compute = counted
+                try:
+                    run = profile(client, a, da, dcube, key_split, skyconv, progress_marks=[])
+                finally:
+                    dask.compute, _ = compute0, use("wave")
+                run.update(graph=graph, repeat=rep, single_s=single,
+                           blocking_computes=blocking["compute"])  # fmt: skip
+                run["masks_equal"] = bool(np.array_equal(run.pop("mask"), want))
+                run["ratio"] = run["dask_s"] / single
+                runs.append(run)
+                print(f"[{graph} {rep}] Dask ({a.workers} workers x 1 thread): "
+                      f"{run['dask_s']:.2f} s (ratio {run['ratio']:.2f}); "
+                      f"{run['bytes_between_workers'] / 1e9:.3f} GB between workers "
+                      f"({run['bytes_between_workers'] / (gb * 1e9):.1f}x the cube); core "
+                      f"thread-s {run['core_thread_s']:.1f}; client blocking computes "
+                      f"{run['blocking_computes']}; masks equal: {run['masks_equal']}",
+                      flush=True)  # fmt: skip
+    for graph in graphs:
+        mine = [r for r in runs if r["graph"] == graph]
+        keys = ("dask_s", "single_s", "ratio", "core_thread_s", "bytes_between_workers")
+        med = {k: float(np.median([r[k] for r in mine])) for k in keys}
+        print(f"median {graph} ({len(mine)} runs): Dask {med['dask_s']:.2f} s, single "
+              f"{med['single_s']:.2f} s, ratio {med['ratio']:.2f}, core thread-s "
+              f"{med['core_thread_s']:.1f}, {med['bytes_between_workers'] / 1e9:.3f} GB between "
+              f"workers")  # fmt: skip
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"shape": shape, "chunks": chunks, "workers": a.workers, "runs": runs}, f,
+                      indent=1)  # fmt: skip
+    return 0 if all(r["masks_equal"] for r in runs) else 1
 
-                def progress(done, total, rms):
-                    marks.append((f"kernel {done}", time.time(),
-                                  sum(client.run(_bytes_in).values())))  # fmt: skip
 
-                mask = skyconv.smooth_and_clip(da.from_zarr(a.path), device="cpu",
-                                               progress=progress)  # fmt: skip
-                got = mask.compute()
-                marks.append(("mask out", time.time(), sum(client.run(_bytes_in).values())))
-                by_kind = defaultdict(int)
-                for part in client.run(_bytes_by_kind).values():
-                    for k, v in part.items():
-                        by_kind[k] += v
-        finally:
-            dask.compute = compute0
-        stream = ts.data
-    wall = marks[-1][1] - marks[0][1]
-    rows = []
+#: Task names of the core calls (in fused task names too), for the core thread-seconds.
+CORE = ("spatial_block", "sample_core", "slab_core", "clip_core", "prepare_mask")
+
+
+def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
+    """One Dask run on the cluster: per-kernel rows, bytes, the mask (computed)."""
+    import distributed
+
+    marks = progress_marks
+    client.run(_clear_log)
+    b0 = sum(client.run(_bytes_in).values())
+    with distributed.get_task_stream(client) as ts:
+        t0 = time.time()
+        marks.append(("start", t0, b0))
+
+        def progress(done, total, rms):
+            marks.append((f"kernel {done}", time.time(), sum(client.run(_bytes_in).values())))
+
+        mask = skyconv.smooth_and_clip(da.from_zarr(a.path), device="cpu", progress=progress)
+        got = mask.compute()
+        marks.append(("mask out", time.time(), sum(client.run(_bytes_in).values())))
+        by_kind = defaultdict(int)
+        for part in client.run(_bytes_by_kind).values():
+            for k, v in part.items():
+                by_kind[k] += v
+    stream = ts.data
+    rows, core = [], 0.0
     for (_, t_a, b_a), (label, t_b, b_b) in zip(marks, marks[1:]):
-        kinds = defaultdict(float)
+        kinds, wave = defaultdict(float), []
         for rec in stream:
             for ss in rec.get("startstops", ()):
                 mid = 0.5 * (ss["start"] + ss["stop"])
                 if t_a <= mid < t_b:
                     name = key_split(rec["key"]) if ss["action"] == "compute" else ss["action"]
                     kinds[name] += ss["stop"] - ss["start"]
+                    if "slab_core" in name:
+                        wave.append((ss["start"], ss["stop"]))
         busy = sum(kinds.values())
+        # the slab pass (the carry chains): its span against its thread-seconds
+        span = max(s[1] for s in wave) - min(s[0] for s in wave) if wave else 0.0
+        core += sum(v for k, v in kinds.items() if any(c in k for c in CORE))
         rows.append({"step": label, "wall_s": t_b - t_a, "bytes_in": b_b - b_a,
-                     "busy_thread_s": busy, "kinds": dict(kinds)})  # fmt: skip
+                     "busy_thread_s": busy, "kinds": dict(kinds), "slab_pass_span_s": span,
+                     "slab_tasks": len(wave)})  # fmt: skip
         top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:6])
         print(f"{label:>10}: {t_b - t_a:6.2f} s wall, {busy:6.2f} thread-s busy of "
               f"{a.workers * (t_b - t_a):6.2f}; {(b_b - b_a) / 1e6:7.1f} MB between workers; "
-              f"{top}")  # fmt: skip
-    same = bool(np.array_equal(got, want))
-    moved = marks[-1][2] - marks[0][2]
+              f"slab pass {span:5.2f} s over {len(wave)} tasks; {top}")  # fmt: skip
     kinds_moved = dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))
     print("bytes between workers by the task that made them (MB): "
           + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in list(kinds_moved.items())[:10]))  # fmt: skip
-    print(f"Dask ({a.workers} workers x 1 thread): {wall:.2f} s (ratio {wall / single:.2f}); "
-          f"{moved / 1e9:.2f} GB between workers ({moved / (gb * 1e9):.1f}x the cube); client "
-          f"blocking computes {blocking['compute']}; masks equal: {same}")  # fmt: skip
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"shape": shape, "chunks": chunks, "single_s": single, "dask_s": wall,
-                       "bytes_between_workers": moved, "blocking_computes": blocking["compute"],
-                       "masks_equal": same, "steps": rows, "bytes_by_task": kinds_moved},
-                      f, indent=1)  # fmt: skip
-    return 0 if same else 1
+    return {"dask_s": marks[-1][1] - marks[0][1], "bytes_between_workers": marks[-1][2] - b0,
+            "core_thread_s": core, "steps": rows, "bytes_by_task": kinds_moved,
+            "mask": got}  # fmt: skip
+
+
+def _clear_log(dask_worker):
+    """Forget the transfers of earlier runs (``_bytes_by_kind`` reads the log)."""
+    log = getattr(dask_worker, "transfer_incoming_log", None)
+    if log is not None:
+        log.clear()
 
 
 if __name__ == "__main__":

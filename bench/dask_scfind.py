@@ -1,5 +1,6 @@
 """Smooth + Clip through Dask on a zarr cube vs the single call on the same data in memory.
 
+    python bench/dask_scfind.py --workers 16 --cores 16 --size 8.39GB --planes 2000  # issue 19
     python bench/dask_scfind.py --workers 16 --size 8GB            # the 16-core GPU machine
     python bench/dask_scfind.py --workers 1 --dask-threads 16 --size 8GB   # one 16-thread worker
     python bench/dask_scfind.py --workers 2 --size 2MB --planes 32  # a smoke test on 2 cores
@@ -21,7 +22,8 @@ before the one-task path) and the default (a cube that is one chunk or at most
 ``skyconv._dask.cube.SINGLE_TASK_BYTES`` runs as the single call in one task).
 
 Writes a random float32 cube with a few sources to ``DIR/cube.zarr`` (kept between runs of
-the same shape and chunks), times the single call (``device="cpu"``, all cores) on the cube in
+the same shape and chunks), times the single call (``device="cpu"``, all cores, or the first
+``--cores`` of them: the whole benchmark, workers included, runs on those) on the cube in
 memory, then the Dask run on a LocalCluster of N worker processes of ``--dask-threads`` threads
 each (default 1; skyconv's CPU threads per worker: cores // N) reading the zarr cube and
 writing the mask to zarr, and
@@ -77,6 +79,9 @@ def main(argv=None):
     p.add_argument("--planes", type=int, default=512, help="channels of a --size cube")
     p.add_argument("--chunks", type=numbers, default=None)
     p.add_argument("--workers", type=int, default=os.cpu_count())
+    p.add_argument("--cores", type=int, default=None,
+                   help="run everything (the single call, scheduler, workers) on the first N "
+                        "of this machine's CPUs (default: all)")  # fmt: skip
     p.add_argument("--dask-threads", type=int, default=1, help="Dask threads per worker")
     p.add_argument("--memory-limit", default="auto")
     p.add_argument("--kernels-xy", type=lambda t: numbers(t, float), default=[0, 3, 6])
@@ -98,9 +103,13 @@ def main(argv=None):
     import skyconv
     from skyconv._dask import device as ddev
 
+    if a.cores:  # one machine of N cores: the workers (spawned later) inherit it
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: a.cores])
+    cores = len(os.sched_getaffinity(0))
+    skyconv.set_num_threads(cores)
     shape = tuple(a.shape) if a.size is None else shape_for(parse_size(a.size), a.planes)
     slots = a.workers * a.dask_threads  # two slabs a Dask thread
-    default = (max(1, shape[0] // (8 if a.size is None else 2 * slots)), *shape[1:])
+    default = (max(1, -(-shape[0] // (8 if a.size is None else 2 * slots))), *shape[1:])
     chunks = tuple(a.chunks) if a.chunks else default
     os.makedirs(a.dir, exist_ok=True)
     src = os.path.join(a.dir, "cube.zarr")
@@ -121,9 +130,9 @@ def main(argv=None):
         want = skyconv.smooth_and_clip(cube, **kw)
         single.append(time.perf_counter() - t)
     del cube
-    print(f"single call (in memory, {os.cpu_count()} cores): {min(single):.2f} s", flush=True)
+    print(f"single call (in memory, {cores} cores): {min(single):.2f} s", flush=True)
 
-    threads = max(1, (os.cpu_count() or 1) // a.workers)
+    threads = max(1, cores // a.workers)
     out = os.path.join(a.dir, "mask.zarr")
     dask_t = []
     with (
@@ -164,6 +173,7 @@ def main(argv=None):
         "workers": a.workers,
         "dask_threads_per_worker": a.dask_threads,
         "threads_per_worker": threads,
+        "cores": cores,
         "single_s": single,
         "dask_s": dask_t,
         "ratio": ratio,

@@ -238,6 +238,8 @@ def _scfind_block_sample(
 # the spatial stage's planes z0 - below .. z0 + nz + above (below = min(r, z0), above =
 # min(r + 1, planes over the slab)), `carry` the running mean at the first plane over the slab
 # (None for the top slab) -> (..., W or None, the carry for the slab below: one (y, x) plane).
+# With `y0`, the slab is the group of rows y0 .. y0 + ny (of `s`, `mask` and `carry`; whole
+# rows of x) of the cube's planes: one chain of the Dask graph's wavefront.
 def _scfind_slab_sample(
     s: FloatArray,
     mask: npt.NDArray[np.uint8],
@@ -252,6 +254,7 @@ def _scfind_slab_sample(
     exact: bool = True,
     device: str | None = None,
     keep: bool = False,
+    y0: int = 0,
 ) -> tuple[
     npt.NDArray[np.int64],
     npt.NDArray[np.float64],

@@ -647,7 +647,7 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
     args: &BlockArgs<'_>,
     below: usize,
     carry: Option<&Bound<'py, PyAny>>,
-    z0: usize,
+    start: (usize, usize),
     shape: &[usize],
     samp: (&str, usize),
     flags: (bool, bool),
@@ -666,7 +666,7 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
     };
     let (out, next) = compute_on(py, dev, || {
         scfind::slab_sample(
-            dev, data, m, &plan, global, z0, below, cdata, flags.0, flags.1,
+            dev, data, m, &plan, global, start.0, start.1, below, cdata, flags.0, flags.1,
         )
     })?;
     let slots: Vec<i64> = out.slots.iter().map(|&k| k as i64).collect();
@@ -693,10 +693,11 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
 /// stage's planes z0 − below .. z0 + nz + above (below = min(r, z0), above = min(r + 1,
 /// planes over the slab)), and `carry`, the running mean at the first plane over the slab
 /// (None for the top slab) -> (slots, values, extremes, W or None, the carry for the slab
-/// below, one (y, x) plane in `s`'s dtype).
+/// below, one (y, x) plane in `s`'s dtype). With `y0`, the slab is the group of rows y0 ..
+/// y0 + ny (`mask`'s, `s`'s and `carry`'s rows; whole rows of x) of the cube's planes.
 #[pyfunction]
 #[pyo3(signature = (s, mask, kernel, mode, below, carry, z0, shape, sampling, extremes,
-                    exact=true, device=None, keep=false))]
+                    exact=true, device=None, keep=false, y0=0))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind_slab_sample<'py>(
     py: Python<'py>,
@@ -713,6 +714,7 @@ fn _scfind_slab_sample<'py>(
     exact: bool,
     device: Option<&str>,
     keep: bool,
+    y0: usize,
 ) -> PyResult<SlabSampleOut<'py>> {
     let args = BlockArgs {
         spec: &kernel,
@@ -725,7 +727,7 @@ fn _scfind_slab_sample<'py>(
     };
     let samp = (sampling.0.as_str(), sampling.1);
     with_float!(s, a => slab_sample_typed(
-        py, &a, &mask, &args, below, carry.as_ref(), z0, &shape, samp, (extremes, keep)
+        py, &a, &mask, &args, below, carry.as_ref(), (z0, y0), &shape, samp, (extremes, keep)
     ))
 }
 

@@ -21,20 +21,41 @@ def spec(zw, sigma=0.0):
     return ("boxcar", sigma, sigma, "boxcar", float(zw), False)
 
 
-def slab_chain(s, mask, kernel, edges, keep=True):
-    """The slabs' sample parts, from the top slab down, each with the carry of the slab above."""
+def slab_chain(s, mask, kernel, edges, keep=True, rows=None):
+    """The slabs' sample parts, from the top slab down, each with the carry of the slab above;
+    with ``rows`` = (y0, y1), of that group of rows only (one chain of the wavefront)."""
     nz, r = s.shape[0], int(kernel[4]) // 2
+    y0, y1 = (0, s.shape[1]) if rows is None else rows
     carry, parts = None, {}
     for k in reversed(range(len(edges) - 1)):
         z0, z1 = edges[k], edges[k + 1]
         below, above = min(r, z0), min(r + 1, nz - z1)
         parts[k] = _core._scfind_slab_sample(
-            s[z0 - below : z1 + above], mask[z0:z1], kernel, MODE, below, carry, z0,
-            list(s.shape), SAMPLING, True, True, "cpu", keep,
+            np.ascontiguousarray(s[z0 - below : z1 + above, y0:y1]),
+            np.ascontiguousarray(mask[z0:z1, y0:y1]), kernel, MODE, below, carry, z0,
+            list(s.shape), SAMPLING, True, True, "cpu", keep, y0,
         )  # fmt: skip
         carry = parts[k][4]
-        assert carry.shape == s.shape[1:] and carry.dtype == s.dtype
+        assert carry.shape == (y1 - y0, s.shape[2]) and carry.dtype == s.dtype
     return [parts[k] for k in range(len(edges) - 1)]
+
+
+def group_chains(s, mask, kernel, edges, yedges):
+    """The chains of every row group (as the Dask graph runs them, in any order): per slab,
+    (W of the whole slab, the slots, values and extremes of its groups in slot order)."""
+    chains = [slab_chain(s, mask, kernel, edges, rows=g) for g in zip(yedges[:-1], yedges[1:])]
+    out = []
+    for k in range(len(edges) - 1):
+        parts = [c[k] for c in chains]
+        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+        ext = [p[2] for p in parts if p[2] is not None]
+        out.append((
+            np.concatenate([p[3] for p in parts], axis=1),
+            np.concatenate([p[0] for p in parts])[order],
+            np.concatenate([p[1] for p in parts])[order],
+            (min(e[0] for e in ext), max(e[1] for e in ext)) if ext else None,
+        ))  # fmt: skip
+    return out
 
 
 EDGES = {
@@ -76,6 +97,39 @@ def test_slab_chain_equals_the_whole_spectral_pass(rng, dtype, zw, edges):
     assert (lo, hi) == want[2]
 
 
+#: Row groups of the 9 rows: unequal heights, every row its own group, one group.
+YEDGES = {"unequal": [0, 2, 3, 7, 9], "rows": list(range(10)), "one": [0, 9]}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("zw", [3, 15])
+@pytest.mark.parametrize("edges", ["even", "thin"])
+@pytest.mark.parametrize("yedges", list(YEDGES))
+def test_row_group_chains_equal_the_whole_slab_pass(rng, dtype, zw, edges, yedges):
+    """The wavefront's chains (each slab split into groups of rows, each group's carry from
+    the same group of the slab above) give each slab's W, sample slots, values and extremes
+    of the one-chain pass (whole planes) bit for bit, and so the whole cube's pass."""
+    shape = (23, 9, 70)
+    s = rng.standard_normal(shape).astype(dtype)
+    s[3] *= 1e4  # a loud plane
+    s[17, 4] *= 1e5  # a loud row in one group
+    mask = np.zeros(shape, np.uint8)
+    mask[11] = 0x80  # a blank plane
+    mask[5, 2, 3:40] = 0x80
+    mask[6:9, 3] = 0x80  # a group (of "unequal") blank in three planes
+    kernel = spec(zw)
+    whole = slab_chain(s, mask, kernel, EDGES[edges])
+    groups = group_chains(s, mask, kernel, EDGES[edges], YEDGES[yedges])
+    for (w, slots, vals, ext), want in zip(groups, whole):
+        np.testing.assert_array_equal(w, want[3])
+        order = np.argsort(want[0], kind="stable")  # slot order (backward: they fall)
+        np.testing.assert_array_equal(slots, want[0][order])
+        np.testing.assert_array_equal(vals, want[1][order])
+        assert ext == want[2]
+    want_w = _core._scfind_spectral(s, mask, kernel, MODE, True, "cpu")
+    np.testing.assert_array_equal(np.concatenate([g[0] for g in groups]), want_w)
+
+
 def test_slab_pass_is_not_a_fresh_start(rng):
     """A pass started afresh above plane 20 (every window below it has its data: only the
     running mean's rounding history differs) differs from the whole cube's pass in float32;
@@ -105,6 +159,12 @@ def test_slab_pass_refuses_wrong_halos_and_kernels(rng):
     with pytest.raises(ShapeError, match="carry"):
         _core._scfind_slab_sample(s[2:10], mask[4:7], kernel, *args, 2, None, 4, [10, 3, 4],
                                   SAMPLING, False)  # fmt: skip
+    with pytest.raises(ShapeError, match="row 2 does not fit"):  # rows 2..5 of 3
+        _core._scfind_slab_sample(s[2:10], mask[4:7], kernel, *args, 2, carry, 4, [10, 3, 4],
+                                  SAMPLING, False, y0=2)  # fmt: skip
+    with pytest.raises(ShapeError, match="carry"):  # a group's carry holds its rows only
+        _core._scfind_slab_sample(s[2:10, 1:].copy(), mask[4:7, 1:].copy(), kernel, *args, 2,
+                                  carry, 4, [10, 3, 4], SAMPLING, False, y0=1)  # fmt: skip
     with pytest.raises(ValueError, match="running mean"):
         _core._scfind_slab_sample(s[2:10], mask[4:7], kernel, *args, 2, carry, 4, [10, 3, 4],
                                   SAMPLING, False, False)  # fmt: skip
@@ -121,12 +181,14 @@ def spy(monkeypatch):
     from skyconv._dask import cube
 
     monkeypatch.setattr(cube, "SINGLE_TASK_BYTES", 0)
-    seen = {"slabs": 0, "rechunks": []}
+    seen = {"slabs": 0, "rechunks": [], "groups": []}
     slabs, rechunk = cube._Noise.slabs, cube._rechunk
 
     def slabs_spy(self, *a, **k):
         seen["slabs"] += 1
-        return slabs(self, *a, **k)
+        rms, w = slabs(self, *a, **k)
+        seen["groups"].append(w.chunks[1])
+        return rms, w
 
     def rechunk_spy(a, chunks):
         seen["rechunks"].append(chunks)
@@ -160,3 +222,41 @@ def test_slab_graph_equals_the_single_call(dask_client, spy, rng, kw, zc, n_slab
     check(dask_client.compute(lazy).result(), ng, want, nw, 0)
     assert spy["slabs"] == n_slab
     assert all(c[0] != -1 for c in spy["rechunks"])  # never whole-z columns
+
+
+@pytest.mark.parametrize("groups", [3, 7, 1000])  # rows 30: groups of 10, of 4 and 5, of 1
+@pytest.mark.parametrize("kw,zc,n_slab", [GRAPHS[0], GRAPHS[2], GRAPHS[3]])
+def test_wavefront_graph_equals_the_single_call(dask_client, spy, monkeypatch, rng, groups, kw,
+                                                zc, n_slab):  # fmt: skip
+    """The slab pass as a wavefront of row-group chains (any number of them, more than the
+    rows included): masks identical and noise bit-identical to the single call."""
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "SLAB_GROUPS", groups)
+    x = make_cube(rng)
+    kw = {"threshold": 3.5, **kw}
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(zc, 30, 28)),
+                                       return_noise=True, **kw)  # fmt: skip
+    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
+    assert spy["slabs"] == n_slab
+    heights = np.diff(np.linspace(0, 30, min(groups, 30) + 1).round()).astype(int)
+    assert spy["groups"] == [tuple(heights)] * n_slab
+
+
+def test_slabs_are_contiguous_and_groups_fit_the_cluster(dask_client, monkeypatch, rng):
+    """The persisted slabs lie in contiguous runs over the workers (slab k on the k·N // B-th);
+    the wavefront has two chains a Dask thread (2 workers × 1: 4), at most one a row, none
+    of fewer than MIN_GROUP_VOXELS voxels."""
+    from skyconv._dask import cube
+
+    x = da.from_array(make_cube(rng), chunks=(3, 30, 28))
+    base, owners = cube._persist_slabs(x)
+    workers = sorted(dask_client.scheduler_info()["workers"])
+    assert owners == [workers[k * 2 // 6] for k in range(6)]
+    np.testing.assert_array_equal(base.compute(), x.compute())
+    assert cube._groups((18, 30, 28), 3) == 1  # 2520 voxels a slab: one group
+    monkeypatch.setattr(cube, "MIN_GROUP_VOXELS", 1000)
+    assert cube._groups((18, 30, 28), 3) == 2
+    monkeypatch.setattr(cube, "MIN_GROUP_VOXELS", 1)
+    assert cube._groups((18, 30, 28), 3) == 4 and cube._groups((18, 3, 28), 3) == 3

@@ -27,7 +27,10 @@ On CPU workers with the cube in memory, a kernel whose spectral stage is SoFiA-2
 from the top slab down, each slab handed the running mean at its top by the slab above (one
 plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 above
 (:meth:`_Noise.slabs`; the single call's values bit for bit), every task of a slab on the worker
-that holds it: only halos and carries cross between workers.
+that holds it: only halos and carries cross between workers. The slabs are read in contiguous
+runs over the workers (fewest slab edges between workers), and each slab's pass is split into
+groups of rows, each group's carry from the same group above: independent chains, which run as
+a wavefront down the workers instead of one slab pass at a time.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers the noise call of step 2 also returns the block's W, which stays
@@ -88,17 +91,22 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
 
 
 def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext, exact,
-               device=None, keep=False):  # fmt: skip
+               device=None, keep=False, rows=None):  # fmt: skip
     """One core call on a z-slab (CPU engine, SoFiA-2's spectral running mean): the slab's
     sample part from its spatial stage ``pieces`` (its own planes and the halo planes of its
     neighbours, in z order) and ``carry`` (the running mean over the slab, from the slab
-    above) → (slots, values, (min, max) or None, W or None, the carry for the slab below)."""
+    above) → (slots, values, (min, max) or None, W or None, the carry for the slab below).
+    With ``rows`` = (y0, y1), only that group of rows of every plane (``carry`` holds its
+    rows only; the pieces and ``mask`` hold all rows): one chain of the wavefront."""
+    y0, y1 = (0, shape[1]) if rows is None else rows
+    if y1 - y0 < shape[1]:
+        pieces, mask = [p[:, y0:y1] for p in pieces], mask[:, y0:y1]
     s = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
     carry = None if carry is None else _c(carry)
     with stage("scfind.sample", device) as dev:
         return _core._scfind_slab_sample(
             _c(s), _c(mask), spec, mode, below, carry, z0, list(shape), sampling, ext, exact,
-            dev, keep,
+            dev, keep, y0,
         )  # fmt: skip
 
 
@@ -109,6 +117,14 @@ def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
         return _core._scfind_block_clip(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
         )
+
+
+def _clip_rows(ws, mask, rows, *args):
+    """The clip (:func:`_clip_core` with ``args``) of a z-slab whose W is kept in groups of
+    rows ``ws`` (rows ``rows[j]..rows[j + 1]``, :meth:`_Noise.slabs`): one core call a group →
+    the slab's mask (one task a slab: the mask stays in z-slabs)."""
+    parts = [_clip_core(w, mask[:, y0:y1], *args) for w, y0, y1 in zip(ws, rows, rows[1:])]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
 def _prepare_mask(cube, mask):
@@ -139,10 +155,11 @@ class _Noise:
         self.compute, self.device = compute, device
         self.ext = _needs_extremes(run.noise)
 
-    def __call__(self, src, m, spec, kind, rms0=0.0, keep=False):
+    def __call__(self, src, m, spec, kind, rms0=0.0, keep=False, owners=None):
         """The noise of W = ``kind`` ("raw", "cube", "smoothed") of dask cube ``src`` with
         mask ``m`` (the same chunks) under kernel ``spec``; with ``keep`` also W (a dask
-        array of ``src``'s chunks, persisted where its blocks were made): (noise, W)."""
+        array of ``src``'s chunks, persisted where its blocks were made): (noise, W). With
+        ``owners`` (``src`` in z-slabs), slab k's task runs on ``owners[k]``."""
         import dask
 
         run = self.run
@@ -153,55 +170,65 @@ class _Noise:
         parts = np.empty(xs.shape, dtype=object)
         for idx in np.ndindex(xs.shape):
             start = tuple(int(starts[a][i]) for a, i in enumerate(idx))
-            parts[idx] = task(
-                xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind, start,
-                self.shape, self.sampling, self.ext, self.device, keep,
-            )  # fmt: skip
-        return self._finish(parts, src, keep)
+            with _pin(owners, idx[0]):
+                parts[idx] = task(
+                    xs[idx], ms[idx], spec, run.edge_mode, rep, rms0, run.exact, kind, start,
+                    self.shape, self.sampling, self.ext, self.device, keep,
+                )  # fmt: skip
+        return self._finish(parts, src, keep, owners)
 
-    def slabs(self, base, m, spec, stage_args, owners):
+    def slabs(self, base, m, spec, stage_args, owners, groups=1):
         """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
         a boxcar of radius r along z) of the z-slabs ``base`` with mask ``m`` (the same
-        chunks), and W (persisted where its slabs were made): per slab the spatial stage
-        (``stage_args`` = mode, replace, rms0, exact, device), then one core call
-        (:func:`_slab_core`) from the top slab down, each handed the running mean at its top
-        by the slab above (one plane) and its neighbours' r planes below and r + 1 above — no
-        transposition. Every task of slab k runs on ``owners[k]`` (where ``base``'s slab is)."""
+        chunks), and W (persisted where its slabs were made; chunks: the slabs' planes by
+        the row groups): per slab the spatial stage (``stage_args`` = mode, replace, rms0,
+        exact, device), then per group of rows (``groups`` of them, as even as the rows
+        allow) one core call (:func:`_slab_core`) from the top slab down, each handed the
+        running mean at its top by the same group of the slab above (its rows of one plane)
+        and its neighbours' r planes below and r + 1 above — no transposition. The groups'
+        chains are independent: they run as a wavefront over the workers (a worker works on
+        its slabs of one chain while the next worker down works on an earlier chain). Every
+        task of slab k runs on ``owners[k]`` (where ``base``'s slab is)."""
         import dask
 
-        run, nz = self.run, self.shape[0]
+        run, nz, ny = self.run, self.shape[0], self.shape[1]
         r = int(spec[4]) // 2
         edges = np.cumsum((0,) + tuple(base.chunks[0])).tolist()
+        yedges = np.linspace(0, ny, min(max(int(groups), 1), ny) + 1).round().astype(int)
+        yedges = yedges.tolist()
         xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
         ss = []
         for k in range(len(xs)):
             with _pin(owners, k):
                 ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
         task = dask.delayed(_slab_core)
-        parts = np.empty((len(ss), 1, 1), dtype=object)
-        carry = None
+        parts = np.empty((len(ss), len(yedges) - 1, 1), dtype=object)
+        carry = [None] * (len(yedges) - 1)
         for k in reversed(range(len(ss))):
             z0, z1 = edges[k], edges[k + 1]
             below, above = min(r, z0), min(r + 1, nz - z1)
             lo, hi = z0 - below, z1 + above
             pieces = []  # the slab's own S and the halo's planes of its neighbours, in z order
-            for j, (e0, e1) in enumerate(zip(edges[:-1], edges[1:])):
+            for i, (e0, e1) in enumerate(zip(edges[:-1], edges[1:])):
                 if e0 < hi and e1 > lo:
-                    with _pin(owners, j):
+                    with _pin(owners, i):
                         pieces.append(
-                            ss[j] if j == k else ss[j][max(lo, e0) - e0 : min(hi, e1) - e0]
+                            ss[i] if i == k else ss[i][max(lo, e0) - e0 : min(hi, e1) - e0]
                         )
-            with _pin(owners, k):
-                parts[k, 0, 0] = task(
-                    pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape,
-                    self.sampling, self.ext, run.exact, self.device, True,
-                )  # fmt: skip
-                carry = parts[k, 0, 0][4]
-        return self._finish(parts, base, True, owners)
+            for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
+                # chain j first on a worker that holds several chains' tasks: the wavefront
+                with _pin(owners, k), dask.annotate(priority=-j):
+                    parts[k, j, 0] = task(
+                        pieces, ms[k], spec, run.edge_mode, below, carry[j], z0, self.shape,
+                        self.sampling, self.ext, run.exact, self.device, True, rows,
+                    )  # fmt: skip
+                carry[j] = parts[k, j, 0][4]
+        return self._finish(parts, base, True, owners, yedges)
 
-    def _finish(self, parts, src, keep, owners=None):
-        """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
-        ``keep``, W as a dask array of ``src``'s chunks, persisted on the workers."""
+    def _finish(self, parts, src, keep, owners=None, yedges=None):
+        """The noise from the block tasks ``parts`` (in ``src``'s block layout, or z-slabs by
+        the row groups ``yedges``) and, with ``keep``, W as a dask array of those chunks,
+        persisted on the workers."""
         import dask
 
         da = dask_array()
@@ -209,13 +236,21 @@ class _Noise:
         if keep:
             # W stays on the worker that made it (persisted); only the sample comes here
             kept = dask.persist(*parts.flat)
-            w = np.empty(parts.shape, dtype=object)
+            ws = []
             for j, idx in enumerate(np.ndindex(parts.shape)):
                 parts[idx] = kept[j]
-                bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
                 with _pin(owners, idx[0]):
-                    w[idx] = da.from_delayed(parts[idx][3], bshape, dtype=src.dtype,
-                                             meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
+                    ws.append(kept[j][3])
+            ws = dask.persist(*ws)  # persisted as delayed: see _pinned_blocks
+            w = np.empty(parts.shape, dtype=object)
+            for j, idx in enumerate(np.ndindex(parts.shape)):
+                if yedges is None:
+                    bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
+                else:
+                    rows = yedges[idx[1] + 1] - yedges[idx[1]]
+                    bshape = (src.chunks[0][idx[0]], rows, src.shape[2])
+                w[idx] = da.from_delayed(ws[j], bshape, dtype=src.dtype,
+                                         meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
             small = [(p[0], p[1], p[2]) for p in parts.flat]
         else:
             small = list(parts.flat)
@@ -245,6 +280,64 @@ def _pin(owners, k):
     if not owners or owners[k] is None:
         return contextlib.nullcontext()
     return dask.annotate(workers=[owners[k]], allow_other_workers=True)
+
+
+#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) per Dask thread of
+#: the cluster: a worker whose slabs lie below another's starts once the first chain reaches
+#: it, so with contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers).
+GROUPS_PER_THREAD = 2
+
+#: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded
+#: machine; bench/NOTES.md, session 13), against ~10 ns a voxel of core work.
+MIN_GROUP_VOXELS = 2**21
+
+#: The number of row groups (None: from the cluster and the slabs; 1: one chain, whole planes).
+SLAB_GROUPS = None
+
+
+def _groups(shape, planes):
+    """How many row groups (chains) the slab pass splits each slab of ``planes`` planes of a
+    cube of ``shape`` into: :data:`GROUPS_PER_THREAD` a Dask thread, none of fewer than
+    :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with a single Dask thread."""
+    ny = shape[1]
+    if SLAB_GROUPS is not None:
+        return max(1, min(int(SLAB_GROUPS), ny))
+    try:
+        from distributed import default_client
+
+        info = default_client().scheduler_info()
+        threads = sum(w.get("nthreads", 1) for w in info["workers"].values())
+    except (ImportError, ValueError):
+        threads = 1
+    if threads < 2:
+        return 1
+    big = planes * shape[1] * shape[2] // MIN_GROUP_VOXELS
+    return max(1, min(ny, GROUPS_PER_THREAD * threads, big))
+
+
+def _persist_slabs(base):
+    """``base`` (z-slabs) persisted in contiguous runs, slab k read on the k·N // B-th of the N
+    workers (sorted by address; B slabs): N − 1 slab edges between workers, each crossed by
+    a halo and a carry per spectral kernel, instead of up to B − 1 → (base, the worker of
+    each slab, or None without a Distributed client). One persist per slab: a layer's
+    per-key worker annotations do not survive Dask's graph optimisation."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+        workers = sorted(client.scheduler_info()["workers"])
+    except (ImportError, ValueError):
+        return base.persist(), None
+    da = dask_array()
+    nb = base.numblocks[0]
+    parts = [
+        client.persist(
+            base.blocks[k], workers=[workers[k * len(workers) // nb]], allow_other_workers=True
+        )  # fmt: skip
+        for k in range(nb)
+    ]
+    base = da.concatenate(parts).persist()
+    return base, _owners(base)
 
 
 def _owners(a):
@@ -339,19 +432,49 @@ Z_SLABS = True
 
 
 def _slab_map(fn, args, owners):
-    """``map_blocks(fn, *args)`` → uint8 for z-slab arrays ``args[:2]``, slab k's task on
-    ``owners[k]``."""
+    """``map_blocks(fn, *args)`` → uint8 for arrays ``args[:2]`` of the same chunks, whole
+    planes along x: the tasks of slab k on ``owners[k]`` (run now, persisted)."""
+    import dask
+
+    a, b = args[0], args[1]
+    xa, xb = a.to_delayed(), b.to_delayed()
+    tasks = np.empty(xa.shape, dtype=object)
+    for idx in np.ndindex(xa.shape):
+        with _pin(owners, idx[0]):
+            tasks[idx] = dask.delayed(fn)(xa[idx], xb[idx], *args[2:])
+    return _pinned_blocks(tasks, a.chunks)
+
+
+def _pinned_blocks(tasks, chunks):
+    """The uint8 array of the delayed blocks ``tasks`` (a grid of ``chunks``), persisted as
+    delayed objects first: an array layer over them is fused with them by Dask's graph
+    optimisation, which drops their worker annotations (``_pin``)."""
     import dask
 
     da = dask_array()
-    a, b = args[0], args[1]
-    blocks = []
-    for k, (xa, xb) in enumerate(zip(a.to_delayed().ravel(), b.to_delayed().ravel())):
+    done = dask.persist(*tasks.flat)
+    blocks = np.empty(tasks.shape, dtype=object)
+    for j, idx in enumerate(np.ndindex(tasks.shape)):
+        bshape = tuple(chunks[ax][i] for ax, i in enumerate(idx))
+        blocks[idx] = da.from_delayed(done[j], bshape, dtype=np.uint8,
+                                      meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
+    return da.block(blocks.tolist())
+
+
+def _slab_clip(args, owners):
+    """The clip of W kept in z-slabs by row groups (``args`` = W, the mask in z-slabs, then
+    :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`), slab k's on
+    ``owners[k]`` → the mask in z-slabs (persisted)."""
+    import dask
+
+    w, m = args[0], args[1]
+    ws, ms = w.to_delayed(), m.to_delayed().ravel()
+    rows = np.cumsum((0,) + tuple(w.chunks[1])).tolist()
+    tasks = np.empty((len(ms), 1, 1), dtype=object)
+    for k in range(len(ms)):
         with _pin(owners, k):
-            d = dask.delayed(fn)(xa, xb, *args[2:])
-            blocks.append(da.from_delayed(d, (a.chunks[0][k],) + a.shape[1:], dtype=np.uint8,
-                                          meta=np.empty((0, 0, 0), np.uint8)))  # fmt: skip
-    return da.concatenate(blocks)
+            tasks[k, 0, 0] = dask.delayed(_clip_rows)(list(ws[k, :, 0]), ms[k], rows, *args[2:])
+    return _pinned_blocks(tasks, m.chunks)
 
 
 def _fits_in_memory(nbytes):
@@ -536,14 +659,15 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     planes, cols = _planes(x, limit), _columns(x, limit)
     base = _rechunk(x, planes)  # whole planes: every kernel's spatial stage reads these
+    owners = None  # the workers of base's slabs: every task on a slab runs there
     if keep:
-        base = base.persist()
-    m = da.map_blocks(_prepare_mask, base, _rechunk(m, base.chunks), dtype=np.uint8).persist()
-    rms0 = noise(base, m, _RAW, "raw")
+        base, owners = _persist_slabs(base)
+    m = _slab_map(_prepare_mask, (base, _rechunk(m, base.chunks)), owners).persist()
+    rms0 = noise(base, m, _RAW, "raw", owners=owners)
     specs = run.specs
     keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
+    groups = _groups(x.shape, max(base.chunks[0]))  # the wavefront's chains (row groups)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
-    owners = None  # the workers of base's slabs, once a kernel runs on slabs
     rms_list = []
     for i, spec in enumerate(specs):
         _, sigma, _, zk, _, use_rms0 = spec
@@ -553,9 +677,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
             # with the running mean carried down (no transposition, W kept, no mask rechunk)
             mk = _rechunk(m, base.chunks)
-            if owners is None:
-                owners = _owners(base)
-            rms, w = noise.slabs(base, mk, spec, (mode, rep, rms0, exact, dev), owners)
+            rms, w = noise.slabs(base, mk, spec, (mode, rep, rms0, exact, dev), owners, groups)
         else:
             if has_xy and has_z:
                 ms = _rechunk(m, base.chunks)
@@ -573,18 +695,21 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             else:  # spatial only, or no smoothing: whole planes
                 src, kind = base, "cube"
             mk = _rechunk(m, src.chunks)
+            on = owners if src is base else None  # slab k's tasks where its slab is
             if use_rms0:
                 rms, w = rms0, None
             elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
-                rms, w = noise(src, mk, spec, kind, rms0, keep=True)
+                rms, w = noise(src, mk, spec, kind, rms0, keep=True, owners=on)
             else:
-                rms, w = noise(src, mk, spec, kind, rms0), None
+                rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
         level = run.threshold * rms
         if w is None:
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
         else:
             cut = (w, mk, _RAW, mode, rep, rms0, exact, "raw", level, dev)
-        if src is None:  # z-slabs: each clip where its slab's W is
+        if src is None:  # z-slabs, W in row groups: each clip where its slab is
+            m = _slab_clip(cut, owners)
+        elif src is base and owners:  # z-slabs: each clip where its slab is
             m = _slab_map(_clip_core, cut, owners)
         else:
             m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,

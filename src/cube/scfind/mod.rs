@@ -508,6 +508,9 @@ pub fn block_sample<T: Real>(
 /// spatial stage's planes `z0 − below .. z0 + nz + above` with `below` = min(r, z0) and
 /// `above` = min(r + 1, planes over the slab), and `carry` is the mean at the first plane over
 /// the slab (the `carry` this function returned for the slab above; None for the top slab).
+/// The slab may be a group of rows `y0..y0 + plan.shape[1]` (whole rows of x) of the cube's
+/// planes: each column's mean is its own, so a group needs only the carry of the same group
+/// of the slab above, and its sample slots are those of the whole cube's pass there.
 /// Returns the block's sample part (W kept with `keep`; `mask` is the slab's own planes) and
 /// the carry for the slab below (the mean at plane z0): the single call's values bit for bit.
 #[allow(clippy::too_many_arguments)]
@@ -518,6 +521,7 @@ pub fn slab_sample<T: Real>(
     plan: &Plan,
     global: [usize; 3],
     z0: usize,
+    y0: usize,
     below: usize,
     carry: Option<&[T]>,
     extremes: bool,
@@ -535,9 +539,10 @@ pub fn slab_sample<T: Real>(
     };
     let [nz, ny, nx] = plan.shape;
     let plane = ny * nx;
-    if nz == 0 || plane == 0 || global[1] != ny || global[2] != nx || z0 + nz > global[0] {
+    if nz == 0 || plane == 0 || y0 + ny > global[1] || global[2] != nx || z0 + nz > global[0] {
         return Err(Error::shape(format!(
-            "a z-slab of shape {:?} at plane {z0} does not fit the cube's shape {global:?}",
+            "a z-slab of shape {:?} at plane {z0}, row {y0} does not fit the cube's shape \
+             {global:?}",
             plan.shape
         )));
     }
@@ -561,7 +566,7 @@ pub fn slab_sample<T: Real>(
     if let Device::Cuda(_) = device {
         return Err(Error::value("z-slab passes run on the CPU engine only"));
     }
-    let (pos, slots) = block_positions(global, [z0, 0, 0], plan.shape, plan.sampling)?;
+    let (pos, slots) = block_positions(global, [z0, y0, 0], plan.shape, plan.sampling)?;
     let mut out = vec![T::default(); plane];
     let span = cpu::ZSpan {
         below,
