@@ -107,7 +107,7 @@ def stream_summary(stream, addrs):
     """From a task stream (``get_task_stream``): seconds per task prefix and action (compute,
     transfer, disk-read, ...) and the placement of each layer's block tasks: prefix -> tasks per
     worker (index into the sorted worker addresses). A layer with more tasks on one worker than
-    blocks per worker (1 by default) ran unbalanced."""
+    its share (one block a worker, or K with --m-per-worker K) ran unbalanced."""
     from collections import defaultdict
 
     secs = defaultdict(lambda: defaultdict(float))
@@ -287,7 +287,10 @@ def main():
                         threads=t,
                         seconds_by_prefix=secs,
                         tasks_per_worker=where,
-                        unbalanced=sorted(k for k, v in where.items() if max(v) > 1),
+                        # more tasks on a worker than its share (one, or K m tasks)
+                        unbalanced=sorted(
+                            k for k, v in where.items() if max(v) > -(-sum(v) // len(v))
+                        ),
                     )
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)
