@@ -518,6 +518,60 @@ mod tests {
         }
     }
 
+    /// Δ in pieces (widths 5, 0, 9 along m; 7 and the rest of the rings) gives the whole-array
+    /// results bit for bit: map2leg writes the pieces, leg2map and leg2alm read them.
+    #[test]
+    fn pieces_equal_whole_arrays() {
+        let (nside, lay) = (8, AlmLayout::new(21, 13).unwrap());
+        let plan = Plan::new(nside, lay, None).unwrap();
+        let nr = plan.rings.len();
+        let rings: Vec<usize> = (0..nr).rev().collect();
+        let pix: Vec<f64> = (0..plan.npix)
+            .map(|i| ((i * 37) % 101) as f64 - 50.0)
+            .collect();
+        let mut whole = vec![C64::new(0.0, 0.0); nr * 14];
+        map2leg(&plan, &rings, 13, &[&pix], &mut [&mut whole]).unwrap();
+        let widths = [5, 0, 9];
+        let mut bufs: Vec<Vec<C64>> = widths
+            .iter()
+            .map(|w| vec![C64::default(); nr * w])
+            .collect();
+        let mut parts: Vec<Vec<&mut [C64]>> = vec![bufs.iter_mut().map(|b| &mut b[..]).collect()];
+        map2leg_pieces(&plan, &rings, &widths, &[&pix], &mut parts).unwrap();
+        for i in 0..nr {
+            let joined: Vec<C64> = (0..3)
+                .flat_map(|k| bufs[k][i * widths[k]..][..widths[k]].to_vec())
+                .collect();
+            assert_eq!(joined, whole[i * 14..(i + 1) * 14], "ring slot {i}");
+        }
+        let (mut a, mut b) = (vec![0.0; plan.npix], vec![0.0; plan.npix]);
+        leg2map(&plan, &rings, 13, &[&whole], &mut [&mut a]).unwrap();
+        let read: Vec<Vec<&[C64]>> = vec![bufs.iter().map(|v| &v[..]).collect()];
+        leg2map_pieces(&plan, &rings, &widths, &read, &mut [&mut b]).unwrap();
+        assert_eq!(a, b);
+        let ms: Vec<usize> = (0..=13).collect();
+        let (mut x, mut y) = (
+            vec![C64::default(); lay.size()],
+            vec![C64::default(); lay.size()],
+        );
+        leg2alm(&plan, false, &ms, &rings, &[&whole], &mut [&mut x]).unwrap();
+        let by_rings: Vec<Vec<&[C64]>> = vec![vec![&whole[..7 * 14], &whole[7 * 14..]]];
+        leg2alm_pieces(
+            &plan,
+            false,
+            &ms,
+            &rings,
+            &[7, nr - 7],
+            &by_rings,
+            &mut [&mut y],
+        )
+        .unwrap();
+        assert_eq!(x, y);
+        let short: Vec<Vec<&[C64]>> = vec![vec![&whole[..7 * 14]]];
+        let e = leg2alm_pieces(&plan, false, &ms, &rings, &[7], &short, &mut [&mut y]);
+        assert!(matches!(e.unwrap_err(), Error::Shape(_)));
+    }
+
     #[test]
     fn bad_blocks_are_refused() {
         let plan = Plan::new(4, AlmLayout::new(6, 6).unwrap(), None).unwrap();
