@@ -3,6 +3,7 @@
 
     python bench/gpu/dask_sht.py [--nside 4096] [--lmax 8192] [--configs 1x16,2x8,4x4,16x1]
                                  [--iter 0] [--pol] [--repeats 2] [--profile] [--out DIR]
+                                 [--m-per-worker 1]
 
 For each workers x threads configuration a LocalCluster (processes) is started and alm2map and
 map2alm (split mode, one block per worker) run from NumPy in the client to NumPy in the client,
@@ -106,7 +107,7 @@ def stream_summary(stream, addrs):
     """From a task stream (``get_task_stream``): seconds per task prefix and action (compute,
     transfer, disk-read, ...) and the placement of each layer's block tasks: prefix -> tasks per
     worker (index into the sorted worker addresses). A layer with more tasks on one worker than
-    blocks per worker (1 by default) ran unbalanced."""
+    its share (one block a worker, or K with --m-per-worker K) ran unbalanced."""
     from collections import defaultdict
 
     secs = defaultdict(lambda: defaultdict(float))
@@ -166,6 +167,13 @@ def main():
         "--profile",
         action="store_true",
         help="per task prefix seconds (compute, transfer) and the workers each layer ran on",
+    )
+    p.add_argument(
+        "--m-per-worker",
+        type=int,
+        default=1,
+        help="m blocks per worker (nblocks=(K*W, W)): with K > 1 a worker's first m task can "
+        "start while the pieces of its next move",
     )
     p.add_argument("--out", default=os.environ.get("OUT"))
     a = p.parse_args()
@@ -230,15 +238,16 @@ def main():
             Client(cluster) as client,
         ):
             client.run(skyconv.set_num_threads, t)
-            mb, rb = H.m_blocks(lmax, lmax, w), H.ring_blocks(nside, w)
+            nb = None if a.m_per_worker == 1 else (a.m_per_worker * w, w)
+            mb, rb = H.m_blocks(lmax, lmax, nb[0] if nb else w), H.ring_blocks(nside, w)
             asz = [int(np.sum(lmax + 1 - ms)) for ms in mb]
             psz = [int(H.ring_lengths(nside, r).sum()) for r in rb]
 
-            def synth(x):
-                return dsht.alm2map(x, nside, lmax=lmax, pol=a.pol, device="cpu")
+            def synth(x, nb=nb):
+                return dsht.alm2map(x, nside, lmax=lmax, pol=a.pol, device="cpu", nblocks=nb)
 
-            def anal(x):
-                return dsht.map2alm(x, lmax=lmax, iter=a.iter, pol=a.pol, device="cpu")
+            def anal(x, nb=nb):
+                return dsht.map2alm(x, lmax=lmax, iter=a.iter, pol=a.pol, device="cpu", nblocks=nb)
 
             ts, cs, m, ps = run_split(client, synth, alm, asz, a.repeats, a.profile)
             ta, ca, b, pa = run_split(client, anal, maps2, psz, a.repeats, a.profile)
@@ -253,6 +262,7 @@ def main():
                 ncomp=nc,
                 iter=a.iter,
                 blocks=dsht.last_choice.get("m_blocks"),
+                ring_blocks=dsht.last_choice.get("ring_blocks"),
                 alm2map_s={k: round(v, 3) for k, v in zip(("in", "cluster", "out"), ts)},
                 map2alm_s={k: round(v, 3) for k, v in zip(("in", "cluster", "out"), ta)},
                 alm2map_ratio_e2e=round(sum(ts) / s_single, 3),
@@ -277,7 +287,10 @@ def main():
                         threads=t,
                         seconds_by_prefix=secs,
                         tasks_per_worker=where,
-                        unbalanced=sorted(k for k, v in where.items() if max(v) > 1),
+                        # more tasks on a worker than its share (one, or K m tasks)
+                        unbalanced=sorted(
+                            k for k, v in where.items() if max(v) > -(-sum(v) // len(v))
+                        ),
                     )
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)

@@ -459,7 +459,7 @@ def _alm2leg(
     device: str | None = None,
 ) -> npt.NDArray[np.complex128]: ...  # (ncomp, len(rings), len(ms))
 def _leg2map(
-    leg: npt.NDArray[np.complex128],  # (ncomp, len(rings), mmax+1)
+    leg: list[npt.NDArray[np.complex128]],  # pieces along m: (ncomp, len(rings), width k)
     nside: int,
     rings: npt.NDArray[np.int64],
     device: str | None = None,
@@ -467,12 +467,12 @@ def _leg2map(
 def _map2leg(
     maps: npt.NDArray[np.float64],  # (ncomp, sum of ring lengths)
     nside: int,
-    mmax: int,
+    widths: list[int],  # m per piece, summing to mmax+1
     rings: npt.NDArray[np.int64],
     device: str | None = None,
-) -> npt.NDArray[np.complex128]: ...  # (ncomp, len(rings), mmax+1)
+) -> list[npt.NDArray[np.complex128]]: ...  # pieces along m: (ncomp, len(rings), widths[k])
 def _leg2alm(
-    leg: npt.NDArray[np.complex128],  # (ncomp, len(rings), len(ms))
+    leg: list[npt.NDArray[np.complex128]],  # pieces along rings: (ncomp, rings of k, len(ms))
     nside: int,
     lmax: int,
     ms: npt.NDArray[np.int64],

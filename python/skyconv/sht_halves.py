@@ -106,6 +106,18 @@ def _complex(a, name: str, ndim: int) -> tuple[np.ndarray, bool]:
     return _c(arr, np.complex128), squeeze
 
 
+def _pieces(leg, name: str) -> tuple[list[np.ndarray], bool]:
+    """``leg`` as a list of (ncomp, a, b) C-contiguous complex128 pieces (one array: a list of
+    it) and whether the component axis was absent (then on every piece)."""
+    many = isinstance(leg, (list, tuple))
+    got = [_complex(p, name, 3) for p in (leg if many else [leg])]
+    if not got:
+        raise ShapeError(f"{name} must hold at least one piece")
+    if len({sq for _, sq in got}) != 1 or len({g.shape[0] for g, _ in got}) != 1:
+        raise ShapeError(f"the pieces of {name} must have the same number of components")
+    return [g for g, _ in got], got[0][1]
+
+
 def ring_lengths(nside, rings=None) -> np.ndarray:
     """Number of pixels of each ring.
 
@@ -416,9 +428,11 @@ def leg2map(leg, nside, rings=None, device=None) -> np.ndarray:
 
     Parameters
     ----------
-    leg : array of complex, shape (ncomp, len(rings), mmax + 1) or (len(rings), mmax + 1)
-        Δ_m for every m = 0..mmax on each ring (the m blocks of :func:`alm2leg` joined along
-        the last axis).
+    leg : array of complex, or a list of them
+        Shape (ncomp, len(rings), mmax + 1) or (len(rings), mmax + 1): Δ_m for every
+        m = 0..mmax on each ring. A list holds it in pieces along m (the m
+        blocks of :func:`alm2leg`, one after the other: piece k's last axis holds the m after
+        those of pieces 0..k−1), read where they lie instead of joined into one copy.
     nside : int
         HEALPix resolution.
     rings : array of int, optional
@@ -453,14 +467,15 @@ def leg2map(leg, nside, rings=None, device=None) -> np.ndarray:
     """
     nside = _nside(nside)
     r = _rings(rings, nside)
-    g, squeeze = _complex(leg, "leg", 3)
-    if g.shape[1] != r.size or g.shape[2] < 1:
-        raise ShapeError(f"leg must have shape (ncomp, {r.size}, mmax+1 >= 1), got {g.shape}")
-    out = _core._leg2map(g, nside, r, _device(device))
+    gs, squeeze = _pieces(leg, "leg")
+    if any(g.shape[1] != r.size for g in gs) or sum(g.shape[2] for g in gs) < 1:
+        shapes = [g.shape for g in gs]
+        raise ShapeError(f"leg must have shape (ncomp, {r.size}, mmax+1 >= 1), got {shapes}")
+    out = _core._leg2map(gs, nside, r, _device(device))
     return out[0] if squeeze else out
 
 
-def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
+def map2leg(maps, nside, mmax, rings=None, device=None, widths=None):
     """Ring-FFT stage of the analysis: a block of rings' pixels → their Fourier coefficients.
 
     Parameters
@@ -476,11 +491,15 @@ def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
         Ring indices, distinct; default all rings north to south.
     device : str, optional
         "cpu" (or "auto"/None, which run on the CPU in this build).
+    widths : sequence of int, optional
+        Cut the result along m into pieces of these many m (summing to mmax + 1), written in
+        place (the m blocks of a distributed analysis, with no copy to cut them).
 
     Returns
     -------
-    numpy.ndarray of complex128, shape (ncomp, len(rings), mmax + 1)
+    numpy.ndarray of complex128, shape (ncomp, len(rings), mmax + 1), or a list of them
         Σ_j p_j e^{−i m φ_j} per ring (no quadrature weight; :func:`leg2alm` applies it).
+        With ``widths``: a list, piece k of shape (ncomp, len(rings), widths[k]).
 
     Raises
     ------
@@ -515,8 +534,12 @@ def map2leg(maps, nside, mmax, rings=None, device=None) -> np.ndarray:
         raise ShapeError(
             f"maps must have the rings' {npix} pixels per component, got {arr.shape[1]}"
         )
-    out = _core._map2leg(arr, nside, mmax, r, _device(device))
-    return out[0] if squeeze else out
+    w = [mmax + 1] if widths is None else [int_arg(x, "widths") for x in widths]
+    if min(w, default=-1) < 0 or sum(w) != mmax + 1:
+        raise ArgumentError(f"widths must be >= 0 and sum to mmax + 1 = {mmax + 1}, got {w}")
+    out = _core._map2leg(arr, nside, w, r, _device(device))
+    out = [o[0] if squeeze else o for o in out]
+    return out[0] if widths is None else out
 
 
 def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=None) -> np.ndarray:
@@ -524,9 +547,12 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
 
     Parameters
     ----------
-    leg : array of complex, shape (ncomp, len(rings), len(ms)) or (len(rings), len(ms))
-        The rings' Fourier coefficients of the m in ``ms`` (from :func:`map2leg`, unweighted).
-        Spin 2: the (Q, U) components.
+    leg : array of complex, or a list of them
+        Shape (ncomp, len(rings), len(ms)) or (len(rings), len(ms)): the rings' Fourier
+        coefficients of the m in ``ms`` (from :func:`map2leg`, unweighted).
+        Spin 2: the (Q, U) components. A list holds it in pieces along the rings (piece k: the
+        rings of ``rings`` after those of pieces 0..k−1, e.g. one piece per ring block), read
+        where they lie instead of joined into one copy.
     nside : int
         HEALPix resolution.
     lmax : int
@@ -582,11 +608,12 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
     m = _ms(ms, lmax)
     r = _rings(rings, nside)
     s2 = _spin(spin)
-    g, squeeze = _complex(leg, "leg", 3)
-    if g.shape[1:] != (r.size, m.size):
-        raise ShapeError(f"leg must have shape (ncomp, {r.size}, {m.size}), got {g.shape}")
-    if s2 and g.shape[0] != 2:
-        raise ShapeError(f"spin=2 needs leg with 2 components (Q, U), got {g.shape[0]}")
+    gs, squeeze = _pieces(leg, "leg")
+    if any(g.shape[2] != m.size for g in gs) or sum(g.shape[1] for g in gs) != r.size:
+        shapes = [g.shape for g in gs]
+        raise ShapeError(f"leg must have shape (ncomp, {r.size}, {m.size}), got {shapes}")
+    if s2 and gs[0].shape[0] != 2:
+        raise ShapeError(f"spin=2 needs leg with 2 components (Q, U), got {gs[0].shape[0]}")
     w = None
     if ring_weights is not None:
         w = _c(ring_weights, np.float64)
@@ -597,5 +624,5 @@ def leg2alm(leg, nside, lmax, ms, rings=None, spin=0, ring_weights=None, device=
             )
         if not np.all(np.isfinite(w)):
             raise ArgumentError("ring_weights must be finite")
-    out = _core._leg2alm(g, nside, lmax, m, r, s2, w, _device(device))
+    out = _core._leg2alm(gs, nside, lmax, m, r, s2, w, _device(device))
     return out[0] if squeeze else out

@@ -129,6 +129,34 @@ fn ring_offsets(plan: &Plan, rings: &[usize]) -> Result<(Vec<usize>, usize)> {
     Ok((offs, n))
 }
 
+/// Where each index of an axis of Δ cut into consecutive pieces of `sizes` lies: (piece, index
+/// in the piece). Δ held as pieces (one per block of the other half of a distributed transform)
+/// is read and written in place, not joined into one copy first.
+fn piece_index(sizes: &[usize]) -> Vec<(usize, usize)> {
+    sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &n)| (0..n).map(move |j| (k, j)))
+        .collect()
+}
+
+/// Checks the pieces of Δ of every component: `sizes.len()` pieces each, piece k holding
+/// `sizes[k] * other` elements (the cut axis's `sizes[k]` indices times the other axis's).
+fn check_pieces<P: AsRef<[C64]>>(
+    what: &str,
+    pieces: &[Vec<P>],
+    sizes: &[usize],
+    other: usize,
+) -> Result<()> {
+    for p in pieces {
+        check_len(&format!("{what} (pieces)"), p.len(), sizes.len())?;
+        for (q, &n) in p.iter().zip(sizes) {
+            check_len(what, q.as_ref().len(), n * other)?;
+        }
+    }
+    Ok(())
+}
+
 /// Legendre stage of the synthesis: `alm[c]` (the packed columns of the m in `ms`, lmax of the
 /// plan) → `leg[c]` (rings.len() × ms.len(), row-major): Δ_m(θ_r) = Σ_l a_lm λ_lm(θ_r) (spin 2,
 /// components (E, B) → the (Q, U) ring coefficients). Every element of `leg` is written.
@@ -207,16 +235,35 @@ pub fn leg2map(
     leg: &[&[C64]],
     maps: &mut [&mut [f64]],
 ) -> Result<()> {
+    let pieces: Vec<Vec<&[C64]>> = leg.iter().map(|l| vec![*l]).collect();
+    leg2map_pieces(plan, rings, &[mmax + 1], &pieces, maps)
+}
+
+/// `leg2map` of Δ held as pieces along m: `leg[c][k]` holds the `widths[k]` consecutive m
+/// after those of pieces 0..k on every ring (rings.len() × widths[k], row-major), m = 0..=mmax
+/// in all (the m blocks' pieces of a distributed synthesis, read where they lie).
+pub fn leg2map_pieces(
+    plan: &Plan,
+    rings: &[usize],
+    widths: &[usize],
+    leg: &[Vec<&[C64]>],
+    maps: &mut [&mut [f64]],
+) -> Result<()> {
     let ncomp = leg.len();
     check_len("maps (components)", maps.len(), ncomp)?;
     let (offs, npix) = ring_offsets(plan, rings)?;
-    let nm = mmax + 1;
-    for c in 0..ncomp {
-        check_len("leg", leg[c].len(), rings.len() * nm)?;
-        check_len("maps", maps[c].len(), npix)?;
+    let nm: usize = widths.iter().sum();
+    if nm == 0 {
+        return Err(Error::shape("leg needs at least one m (m = 0)"));
     }
+    let mmax = nm - 1;
+    check_pieces("leg", leg, widths, rings.len())?;
+    for m in maps.iter() {
+        check_len("maps", m.len(), npix)?;
+    }
+    let at = piece_index(widths);
     let ptrs: Vec<Disjoint<f64>> = maps.iter_mut().map(|m| Disjoint(m.as_mut_ptr())).collect();
-    let ptrs = &ptrs;
+    let (ptrs, at) = (&ptrs, &at);
     install(|| {
         (0..rings.len())
             .into_par_iter()
@@ -226,11 +273,15 @@ pub fn leg2map(
                 cpu::twiddles(ring.phi0, nm, &mut fs.tw);
                 let tw = std::mem::take(&mut fs.tw);
                 for (c, p) in ptrs.iter().enumerate() {
-                    let row = &leg[c][i * nm..(i + 1) * nm];
+                    let parts = &leg[c];
                     // SAFETY: ring i's pixels of map c are written by this task only.
                     let dst =
                         unsafe { std::slice::from_raw_parts_mut(p.get().add(offs[i]), ring.nphi) };
-                    cpu::ring_synth(&fft, mmax, &tw, |m| row[m], fs, dst);
+                    let coef = |m: usize| {
+                        let (k, j) = at[m];
+                        parts[k][i * widths[k] + j]
+                    };
+                    cpu::ring_synth(&fft, mmax, &tw, coef, fs, dst);
                 }
                 fs.tw = tw;
             })
@@ -247,16 +298,38 @@ pub fn map2leg(
     maps: &[&[f64]],
     leg: &mut [&mut [C64]],
 ) -> Result<()> {
+    let mut pieces: Vec<Vec<&mut [C64]>> = leg.iter_mut().map(|l| vec![&mut **l]).collect();
+    map2leg_pieces(plan, rings, &[mmax + 1], maps, &mut pieces)
+}
+
+/// `map2leg` writing Δ as pieces along m (the layout of `leg2map_pieces`): piece k of each
+/// component gets the `widths[k]` consecutive m after those of pieces 0..k, m = 0..=mmax in
+/// all (one piece per m block of a distributed analysis, with no cut afterwards).
+pub fn map2leg_pieces(
+    plan: &Plan,
+    rings: &[usize],
+    widths: &[usize],
+    maps: &[&[f64]],
+    leg: &mut [Vec<&mut [C64]>],
+) -> Result<()> {
     let ncomp = maps.len();
     check_len("leg (components)", leg.len(), ncomp)?;
     let (offs, npix) = ring_offsets(plan, rings)?;
-    let nm = mmax + 1;
-    for c in 0..ncomp {
-        check_len("maps", maps[c].len(), npix)?;
-        check_len("leg", leg[c].len(), rings.len() * nm)?;
+    let nm: usize = widths.iter().sum();
+    if nm == 0 {
+        return Err(Error::value("leg needs at least one m (m = 0)"));
     }
-    let ptrs: Vec<Disjoint<C64>> = leg.iter_mut().map(|l| Disjoint(l.as_mut_ptr())).collect();
-    let ptrs = &ptrs;
+    let mmax = nm - 1;
+    check_pieces("leg", leg, widths, rings.len())?;
+    for m in maps {
+        check_len("maps", m.len(), npix)?;
+    }
+    let at = piece_index(widths);
+    let ptrs: Vec<Vec<Disjoint<C64>>> = leg
+        .iter_mut()
+        .map(|p| p.iter_mut().map(|l| Disjoint(l.as_mut_ptr())).collect())
+        .collect();
+    let (ptrs, at) = (&ptrs, &at);
     install(|| {
         (0..rings.len())
             .into_par_iter()
@@ -268,8 +341,9 @@ pub fn map2leg(
                 for (c, p) in ptrs.iter().enumerate() {
                     let pix = &maps[c][offs[i]..offs[i] + ring.nphi];
                     cpu::ring_anal(&fft, mmax, &tw, pix, fs, |m, v| {
-                        // SAFETY: row i of leg c is written by this task only.
-                        unsafe { *p.get().add(i * nm + m) = v }
+                        let (k, j) = at[m];
+                        // SAFETY: row i of each piece of leg c is written by this task only.
+                        unsafe { *p[k].get().add(i * widths[k] + j) = v }
                     });
                 }
                 fs.tw = tw;
@@ -289,15 +363,32 @@ pub fn leg2alm(
     leg: &[&[C64]],
     alm: &mut [&mut [C64]],
 ) -> Result<()> {
+    let pieces: Vec<Vec<&[C64]>> = leg.iter().map(|l| vec![*l]).collect();
+    leg2alm_pieces(plan, spin2, ms, rings, &[rings.len()], &pieces, alm)
+}
+
+/// `leg2alm` of Δ held as pieces along the rings: `leg[c][k]` holds the `sizes[k]` rings of
+/// `rings` after those of pieces 0..k (sizes[k] × ms.len(), row-major) (the ring blocks'
+/// pieces of a distributed analysis, read where they lie).
+pub fn leg2alm_pieces(
+    plan: &Plan,
+    spin2: bool,
+    ms: &[usize],
+    rings: &[usize],
+    sizes: &[usize],
+    leg: &[Vec<&[C64]>],
+    alm: &mut [&mut [C64]],
+) -> Result<()> {
     let ncomp = leg.len();
     let jobs = jobs_of(ncomp, spin2)?;
     check_len("alm (components)", alm.len(), ncomp)?;
     let (offs, nblk) = m_offsets(plan, ms)?;
     let (ch, slots) = ring_chunk(plan, rings)?;
     let (nm, nrg) = (ms.len(), rings.len());
-    for c in 0..ncomp {
-        check_len("leg", leg[c].len(), nrg * nm)?;
-        check_len("alm", alm[c].len(), nblk)?;
+    check_len("leg (rings)", sizes.iter().sum(), nrg)?;
+    check_pieces("leg", leg, sizes, nm)?;
+    for a in alm.iter() {
+        check_len("alm", a.len(), nblk)?;
     }
     for a in alm.iter_mut() {
         a.fill(C64::new(0.0, 0.0));
@@ -308,8 +399,9 @@ pub fn leg2alm(
     let level = cpu::simd_level();
     let nrc = ch.nrc();
     let w: Vec<f64> = rings.iter().map(|&r| plan.weights[r]).collect();
+    let at = piece_index(sizes);
     let ptrs: Vec<Disjoint<C64>> = alm.iter_mut().map(|a| Disjoint(a.as_mut_ptr())).collect();
-    let (ptrs, slots, ch, jobs, w) = (&ptrs, &slots, &ch, &jobs, &w);
+    let (ptrs, slots, ch, jobs, w, at) = (&ptrs, &slots, &ch, &jobs, &w, &at);
     let tile = m_tile(nrc * ncomp);
     install(|| {
         (0..nm.div_ceil(tile)).into_par_iter().for_each_init(
@@ -322,7 +414,8 @@ pub fn leg2alm(
                 // the tile's m read together from each row of leg (see alm2leg)
                 for c in 0..ncomp {
                     for (i, &s) in slots.iter().enumerate() {
-                        let row = &leg[c][i * nm..(i + 1) * nm];
+                        let (k, r) = at[i];
+                        let row = &leg[c][k][r * nm..(r + 1) * nm];
                         for j in j0..j1 {
                             ph[(j - j0) * per + c * nrc + s] = row[j] * w[i];
                         }
@@ -423,6 +516,60 @@ mod tests {
         for (g, w) in alm_sum.iter().zip(&want) {
             assert!((g - w).norm() <= 1e-13, "{g} vs {w}");
         }
+    }
+
+    /// Δ in pieces (widths 5, 0, 9 along m; 7 and the rest of the rings) gives the whole-array
+    /// results bit for bit: map2leg writes the pieces, leg2map and leg2alm read them.
+    #[test]
+    fn pieces_equal_whole_arrays() {
+        let (nside, lay) = (8, AlmLayout::new(21, 13).unwrap());
+        let plan = Plan::new(nside, lay, None).unwrap();
+        let nr = plan.rings.len();
+        let rings: Vec<usize> = (0..nr).rev().collect();
+        let pix: Vec<f64> = (0..plan.npix)
+            .map(|i| ((i * 37) % 101) as f64 - 50.0)
+            .collect();
+        let mut whole = vec![C64::new(0.0, 0.0); nr * 14];
+        map2leg(&plan, &rings, 13, &[&pix], &mut [&mut whole]).unwrap();
+        let widths = [5, 0, 9];
+        let mut bufs: Vec<Vec<C64>> = widths
+            .iter()
+            .map(|w| vec![C64::default(); nr * w])
+            .collect();
+        let mut parts: Vec<Vec<&mut [C64]>> = vec![bufs.iter_mut().map(|b| &mut b[..]).collect()];
+        map2leg_pieces(&plan, &rings, &widths, &[&pix], &mut parts).unwrap();
+        for i in 0..nr {
+            let joined: Vec<C64> = (0..3)
+                .flat_map(|k| bufs[k][i * widths[k]..][..widths[k]].to_vec())
+                .collect();
+            assert_eq!(joined, whole[i * 14..(i + 1) * 14], "ring slot {i}");
+        }
+        let (mut a, mut b) = (vec![0.0; plan.npix], vec![0.0; plan.npix]);
+        leg2map(&plan, &rings, 13, &[&whole], &mut [&mut a]).unwrap();
+        let read: Vec<Vec<&[C64]>> = vec![bufs.iter().map(|v| &v[..]).collect()];
+        leg2map_pieces(&plan, &rings, &widths, &read, &mut [&mut b]).unwrap();
+        assert_eq!(a, b);
+        let ms: Vec<usize> = (0..=13).collect();
+        let (mut x, mut y) = (
+            vec![C64::default(); lay.size()],
+            vec![C64::default(); lay.size()],
+        );
+        leg2alm(&plan, false, &ms, &rings, &[&whole], &mut [&mut x]).unwrap();
+        let by_rings: Vec<Vec<&[C64]>> = vec![vec![&whole[..7 * 14], &whole[7 * 14..]]];
+        leg2alm_pieces(
+            &plan,
+            false,
+            &ms,
+            &rings,
+            &[7, nr - 7],
+            &by_rings,
+            &mut [&mut y],
+        )
+        .unwrap();
+        assert_eq!(x, y);
+        let short: Vec<Vec<&[C64]>> = vec![vec![&whole[..7 * 14]]];
+        let e = leg2alm_pieces(&plan, false, &ms, &rings, &[7], &short, &mut [&mut y]);
+        assert!(matches!(e.unwrap_err(), Error::Shape(_)));
     }
 
     #[test]

@@ -4,14 +4,16 @@ independent tasks.
 
 Split ("split" mode), synthesis: the alm are cut into blocks of m; one task per m block runs the
 Legendre stage (:func:`skyconv.alm2leg`) on all rings and cuts Δ into one C-contiguous piece
-per ring block; one task per ring block takes its pieces (one from each m block: the
-all-to-all, no rechunk) and runs the ring FFTs (:func:`skyconv.leg2map`). The analysis runs
-backwards (``map2leg`` per ring block cut into m-block pieces, ``leg2alm`` per m block over all
-rings). A Jacobi iteration is two task layers: ring tasks compute the residual of the last
-iterate on their rings and its ``map2leg`` pieces, m tasks add their ``leg2alm`` to the iterate
-and (but for the last) run the next synthesis Legendre stage, so the graph has 2·(iter + 1)
-layers, blocks² pieces per exchange and no round trip through the client. Pieces between two
-tasks of one worker stay in its memory; between processes each pickles without a copy.
+per ring block (views for one component); one task per ring block takes its pieces (one from
+each m block: the all-to-all, no rechunk) and runs the ring FFTs (:func:`skyconv.leg2map`) on
+them as a list, read where they lie. The analysis runs backwards: ``map2leg`` per ring block
+writes one piece per m block (no cut afterwards), ``leg2alm`` per m block reads its pieces of
+all rings as a list (no joined copy). A Jacobi iteration is two task layers: ring tasks
+compute the residual of the last iterate on their rings and its ``map2leg`` pieces, m tasks
+add their ``leg2alm`` to the iterate and (but for the last) run the next synthesis Legendre
+stage, so the graph has 2·(iter + 1) layers, blocks² pieces per exchange and no round trip
+through the client. Pieces between two tasks of one worker stay in its memory; between
+processes each pickles without a copy.
 
 By default there is one m block and one ring block per worker process (:func:`split_blocks`):
 a block's task runs on all the worker's threads (each worker's skyconv pool takes its thread
@@ -130,20 +132,23 @@ def _record(mode, nw, ntrans, nm, nr):
 # Task bodies (plain numpy functions of one block)
 
 
-def _leg_task(blk, nside, lmax, ms, pol, device):
-    if pol:
+def _leg_task(blk, nside, lmax, ms, pol, device, rbounds):
+    """Δ of the block's m on all rings, one C-contiguous piece per ring block (``rbounds``)."""
+    if pol:  # each piece is T's and (Q, U)'s rows joined: one copy, no full-size join first
         dev = on_worker("sht.alm2leg", device)
         t = alm2leg(blk[:1], nside, lmax, ms, device=dev)
         eb = alm2leg(blk[1:], nside, lmax, ms, spin=2, device=dev)
-        return np.concatenate([t, eb])
-    return alm2leg(blk, nside, lmax, ms, device=on_worker("sht.alm2leg", device))
+        return tuple(np.concatenate([t[:, lo:hi], eb[:, lo:hi]]) for lo, hi in rbounds)
+    lg = alm2leg(blk, nside, lmax, ms, device=on_worker("sht.alm2leg", device))
+    return _cut(lg, 1, rbounds)
 
 
 def _alm_task(lg, nside, lmax, ms, pol, w, device):
+    """``lg``: Δ of the block's m on all rings, in pieces along the rings (a list)."""
     if pol:
         dev = on_worker("sht.leg2alm", device)
-        t = leg2alm(lg[:1], nside, lmax, ms, ring_weights=w, device=dev)
-        eb = leg2alm(lg[1:], nside, lmax, ms, spin=2, ring_weights=w, device=dev)
+        t = leg2alm([p[:1] for p in lg], nside, lmax, ms, ring_weights=w, device=dev)
+        eb = leg2alm([p[1:] for p in lg], nside, lmax, ms, spin=2, ring_weights=w, device=dev)
         return np.concatenate([t, eb])
     return leg2alm(lg, nside, lmax, ms, ring_weights=w, device=on_worker("sht.leg2alm", device))
 
@@ -182,45 +187,45 @@ def _bounds(blocks) -> np.ndarray:
 
 
 def _cut(a, axis, bounds):
-    """One C-contiguous piece of ``a`` per [lo, hi) along ``axis`` (1: rings, 2: m). A piece that
+    """One C-contiguous piece of ``a`` per [lo, hi) along ``axis`` (1: the rings). A piece that
     already is contiguous is a view (one component cut by rings), else a copy; either pickles
     without a further copy (pickle protocol 5 buffers)."""
     sl = (slice(None),) * axis
     return tuple(np.ascontiguousarray(a[sl + (slice(lo, hi),)]) for lo, hi in bounds)
 
 
-def _join(pieces, axis, own=None):
-    """The pieces of Δ joined along ``axis`` (one piece: itself, aligned). ``own`` = [pos, i]:
-    ``pieces[pos]`` is the whole tuple of the paired task (same block index), take its item i.
-    Depending on that whole tuple makes the task's largest input sit on the paired task's
-    worker, so Dask runs ring block j where m block j ran (and back): one block per worker,
-    not several on the worker holding the largest piece."""
+def _own(pieces, own=None):
+    """The pieces of Δ of one task as a list, each read where it lies (the halves take them
+    as a list: no joined copy). ``own`` = [pos, i]: ``pieces[pos]`` is the whole tuple of the
+    paired task (same block index), take its item i. Depending on that whole tuple makes the
+    task's largest input sit on the paired task's worker, so Dask runs ring block j where m
+    block j ran (and back): one block per worker, not several on the worker holding the
+    largest piece."""
+    pieces = list(pieces)
     if own is not None:
-        pieces = list(pieces)
         pieces[own[0]] = pieces[own[0]][own[1]]
-    if len(pieces) == 1:
-        return _aligned(pieces[0])
-    return np.concatenate(pieces, axis=axis)
+    return pieces
 
 
 def _leg_pieces(blk, nside, lmax, ms, pol, device, rbounds):
     """m task of the synthesis: Δ of the block's m on all rings, cut by ring blocks."""
     _threads_of_worker()
-    return _cut(_leg_task(_aligned(blk), nside, lmax, ms, pol, device), 1, rbounds)
+    return _leg_task(_aligned(blk), nside, lmax, ms, pol, device, rbounds)
 
 
 def _map_of_pieces(pieces, nside, rings, device, own=None):
     """Ring task of the synthesis: the m blocks' pieces of Δ on these rings -> their pixels."""
     _threads_of_worker()
-    return leg2map(_join(pieces, 2, own), nside, rings, device=on_worker("sht.leg2map", device))
+    return leg2map(_own(pieces, own), nside, rings, device=on_worker("sht.leg2map", device))
 
 
 def _pieces_of_map(mp, nside, mmax, rings, mbounds, device):
-    """Ring task of the analysis: the rings' pixels -> their Fourier coefficients, cut by m
-    blocks."""
+    """Ring task of the analysis: the rings' pixels -> their Fourier coefficients, written as
+    one piece per m block (no cut afterwards)."""
     _threads_of_worker()
-    leg = map2leg(mp, nside, mmax, rings, device=on_worker("sht.map2leg", device))
-    return _cut(leg, 2, mbounds)
+    widths = (mbounds[:, 1] - mbounds[:, 0]).tolist()
+    dev = on_worker("sht.map2leg", device)
+    return tuple(map2leg(mp, nside, mmax, rings, device=dev, widths=widths))
 
 
 def _resid_pieces(pieces, clean, nside, mmax, rings, mbounds, device, own=None):
@@ -235,12 +240,12 @@ def _alm_step(prev, pieces, nside, lmax, ms, pol, w, device, rbounds, own=None):
     added to ``prev`` (the last iterate, or None). With ``rbounds`` (another iteration follows)
     it returns (alm block, Δ pieces of the new alm block cut by ring blocks)."""
     _threads_of_worker()
-    alm = _alm_task(_join(pieces, 1, own), nside, lmax, ms, pol, w, device)
+    alm = _alm_task(_own(pieces, own), nside, lmax, ms, pol, w, device)
     if prev is not None:
         alm = prev + alm
     if rbounds is None:
         return alm
-    return (alm,) + _cut(_leg_task(alm, nside, lmax, ms, pol, device), 1, rbounds)
+    return (alm,) + _leg_task(alm, nside, lmax, ms, pol, device, rbounds)
 
 
 _POOL_SET = False
