@@ -15,15 +15,18 @@ stage, so the graph has 2·(iter + 1) layers, blocks² pieces per exchange and n
 through the client. Pieces between two tasks of one worker stay in its memory; between
 processes each pickles without a copy.
 
-By default there is one m block and one ring block per worker process (:func:`split_blocks`):
-a block's task runs on all the worker's threads (each worker's skyconv pool takes its thread
-count on the first task, unless ``SKYCONV_NUM_THREADS`` is set), so a single worker with many
-threads does not exchange anything. With a Distributed client, block b of every layer (m task
-b, ring task b) runs on the b-th worker (sorted addresses, modulo their count): a scheduler
-plugin (:class:`BlockPlacement`, registered once per client) restricts those tasks when their
-graph arrives, loosely (another worker takes a block whose worker is gone). Task annotations
-cannot carry this: dask.array's low-level fusion drops them; left to data locality alone, the
-2-worker run at nside 4096 put both ring blocks on one worker.
+By default there is one ring block per worker process and two m blocks per worker where there
+are several (one where there is one) (:func:`split_blocks`): a block's task runs on all the
+worker's threads (each worker's skyconv pool takes its thread count on the first task, unless
+``SKYCONV_NUM_THREADS`` is set), so a single worker with many threads does not exchange
+anything; with two m tasks a worker, the first one's Legendre sums start while the second one's
+pieces of Δ are still crossing (16 cores, nside 4096, 2 workers × 8 threads: map2alm 1.28× →
+1.07× the single process, bench/NOTES.md, session 13). With a Distributed client, block b of
+every layer (m task b, ring task b) runs on the b-th worker (sorted addresses, modulo their
+count): a scheduler plugin (:class:`BlockPlacement`, registered once per client) restricts those
+tasks when their graph arrives, loosely (another worker takes a block whose worker is gone).
+Task annotations cannot carry this: dask.array's low-level fusion drops them; left to data
+locality alone, the 2-worker run at nside 4096 put both ring blocks on one worker.
 
 Blocks: m blocks are contiguous ranges of m, balanced by work, with the cost of m taken as
 lmax − m + 1 (the length of its Legendre sum): a block of large m holds more m than one of
@@ -89,12 +92,14 @@ def _cluster_info() -> tuple[int, int, int]:
         return os.cpu_count() or 1, 0, 1
 
 
-def split_blocks() -> int:
-    """Default number of m blocks and of ring blocks of a split transform: one per worker
-    process. Each block's task runs on all the worker's threads (skyconv's pool takes the
-    worker's thread count), so a worker of T threads needs one block, not T: fewer pieces of Δ
-    (blocks² of them) and no exchange at all inside one process."""
-    return _cluster_info()[2]
+def split_blocks() -> tuple[int, int]:
+    """Default (m blocks, ring blocks) of a split transform. One ring block per worker
+    process: each block's task runs on all the worker's threads (skyconv's pool takes the
+    worker's thread count), so a worker of T threads needs one block, not T. Two m blocks per
+    worker where there are several workers, so that the exchange overlaps the Legendre sums
+    (block b runs on worker b mod N); one with a single worker (no exchange at all)."""
+    n = _cluster_info()[2]
+    return (2 * n if n > 1 else 1), n
 
 
 def workers() -> int:
@@ -543,7 +548,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
             token="skyconv-stack-alm2map",  # not a split block name (BlockPlacement)
         )
     else:
-        nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
+        nm, nr = nblocks if nblocks is not None else split_blocks()
         mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
         _record(mode, nw, 1 if p else a.shape[0], len(mb), len(rb))
         place_blocks()
@@ -604,7 +609,7 @@ def map2alm(
             token="skyconv-stack-map2alm",  # not a split block name (BlockPlacement)
         )
         return out[0] if lonely else out
-    nm, nr = nblocks if nblocks is not None else (split_blocks(),) * 2
+    nm, nr = nblocks if nblocks is not None else split_blocks()
     mb, rb = m_blocks(lmax, mmax, nm), ring_blocks(nside, nr)
     _record(mode, nw, 1 if p else m.shape[0], len(mb), len(rb))
     place_blocks()
