@@ -269,6 +269,11 @@ impl<'a> Spatial<'a> {
             self.plane_exact(src, m, plan, rms0, bufs, out);
             return;
         }
+        if self.y.is_empty() && self.x.is_empty() {
+            // no passes: the prepared plane itself, rounded to T as below
+            prepare_into(out, src, m, plan, rms0);
+            return;
+        }
         let Planes { a, b, acc, ext, .. } = bufs;
         a.resize(ny * nx, 0.0);
         b.resize(ny * nx, 0.0);
@@ -322,28 +327,24 @@ impl<'a> Spatial<'a> {
             ..
         } = bufs;
         yc.reset(ny, nx);
-        let mut sink = |j: usize, v: &[T]| out[j * nx..(j + 1) * nx].copy_from_slice(v);
         for y0 in (0..ny.div_ceil(STRIP)).rev().map(|k| k * STRIP) {
             let h = STRIP.min(ny - y0);
             let r = y0 * nx..(y0 + h) * nx;
             strip.resize(h * nx, T::default());
             t.resize(h * nx, T::default());
-            for ((d, &x), &mb) in strip.iter_mut().zip(&src[r.clone()]).zip(&m[r]) {
-                *d = T::from_f64(prepared(x, mb, plan.replace, rms0));
-            }
+            prepare_into(strip, &src[r.clone()], &m[r], plan, rms0);
             if !self.x.is_empty() {
                 // the x passes along axis 0 of the transposed strip (nx, h)
                 transpose(strip, t, h, nx);
                 xc.reset(nx, h);
                 u.resize(h * nx, T::default());
-                let mut put = |j: usize, v: &[T]| u[j * h..(j + 1) * h].copy_from_slice(v);
                 for x in (0..nx).rev() {
-                    xc.push(x, &t[x * h..(x + 1) * h], &mut put);
+                    xc.push(x, &t[x * h..(x + 1) * h], u);
                 }
                 transpose(u, strip, nx, h);
             }
             for s in (0..h).rev() {
-                yc.push(y0 + s, &strip[s * nx..(s + 1) * nx], &mut sink);
+                yc.push(y0 + s, &strip[s * nx..(s + 1) * nx], out);
             }
         }
     }
@@ -436,6 +437,25 @@ impl<'a> Spatial<'a> {
                 }
             },
         );
+    }
+}
+
+/// `dst` = the prepared values (`prepared`, in T) of `src` with mask bytes `m`. Runs of 32
+/// voxels with no mask bit set (the bulk) only turn NaN into 0, in vector registers.
+#[inline(always)]
+fn prepare_into<T: Real>(dst: &mut [T], src: &[T], m: &[u8], plan: &Plan, rms0: f64) {
+    const RUN: usize = 32;
+    for ((d, s), m) in dst.chunks_mut(RUN).zip(src.chunks(RUN)).zip(m.chunks(RUN)) {
+        if m.iter().fold(0u8, |a, &b| a | b) == 0 {
+            // `prepared` of an unmasked voxel: NaN → +0, else the value itself
+            for (d, &x) in d.iter_mut().zip(s) {
+                *d = if x.is_nan() { T::default() } else { x };
+            }
+        } else {
+            for ((d, &x), &mb) in d.iter_mut().zip(s).zip(m) {
+                *d = T::from_f64(prepared(x, mb, plan.replace, rms0));
+            }
+        }
     }
 }
 
@@ -797,6 +817,8 @@ fn measure_smoothed<T: Real>(
         zf,
         &ZSpan::whole(),
         || (None, Candidates::new(cap, plan.shape[0])),
+        // inlined into the AVX2 spectral pass (called once per block row)
+        #[inline(always)]
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
             cands.visit::<T>(z * plane + k0, w, m, scale);
@@ -1214,6 +1236,7 @@ fn clip_visitor<'a, T: Real>(
     mp: &'a Disjoint<u8>,
 ) -> impl Fn(&mut Vec<usize>, usize, usize, &[f64], f64) + Sync + 'a {
     let plane = plan.shape[1] * plan.shape[2];
+    #[inline(always)]
     move |fresh: &mut Vec<usize>, z, k0, sums, scale| {
         let base = z * plane + k0;
         let q = quick_bound(level, scale);

@@ -75,6 +75,12 @@ pub fn start<'a, T: Real, const ZERO_NAN: bool>(
     m.iter_mut().for_each(|a| *a = *a * inv);
 }
 
+/// The running mean's step for one element, in T: m + (lo − hi) · (1/w) (absent rows as 0).
+#[inline(always)]
+fn next_mean<T: Real>(m: T, lo: T, hi: T, inv: T) -> T {
+    m + (lo - hi) * inv
+}
+
 /// One step of the running mean down a line, every column at once, in T:
 /// m = m + (lo − hi) · (1/w), an absent row read as 0. `boxcar_line`'s loop body, vectorised.
 #[inline(always)]
@@ -90,16 +96,45 @@ pub fn step<T: Real, const ZERO_NAN: bool>(
         (Some(lo), Some(hi)) => m
             .iter_mut()
             .zip(lo.iter().zip(hi))
-            .for_each(|(a, (&l, &h))| *a = *a + (r(l) - r(h)) * inv),
+            .for_each(|(a, (&l, &h))| *a = next_mean(*a, r(l), r(h), inv)),
         (Some(lo), None) => m
             .iter_mut()
             .zip(lo)
-            .for_each(|(a, &l)| *a = *a + (r(l) - zero) * inv),
+            .for_each(|(a, &l)| *a = next_mean(*a, r(l), zero, inv)),
         (None, Some(hi)) => m
             .iter_mut()
             .zip(hi)
-            .for_each(|(a, &h)| *a = *a + (zero - r(h)) * inv),
-        (None, None) => m.iter_mut().for_each(|a| *a = *a + zero * inv),
+            .for_each(|(a, &h)| *a = next_mean(*a, zero, r(h), inv)),
+        (None, None) => m
+            .iter_mut()
+            .for_each(|a| *a = next_mean(*a, zero, zero, inv)),
+    }
+}
+
+/// `step` from the previous mean `prev` into `m` (a chain keeps each row of means where the
+/// next pass reads it, so the step writes there instead of copying).
+#[inline(always)]
+fn step_from<T: Real, const ZERO_NAN: bool>(
+    m: &mut [T],
+    prev: &[T],
+    lo: Option<&[T]>,
+    hi: Option<&[T]>,
+    inv: T,
+) {
+    let zero = T::default();
+    let r = read::<T, ZERO_NAN>;
+    let m = m.iter_mut().zip(prev);
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => m
+            .zip(lo.iter().zip(hi))
+            .for_each(|((a, &p), (&l, &h))| *a = next_mean(p, r(l), r(h), inv)),
+        (Some(lo), None) => m
+            .zip(lo)
+            .for_each(|((a, &p), &l)| *a = next_mean(p, r(l), zero, inv)),
+        (None, Some(hi)) => m
+            .zip(hi)
+            .for_each(|((a, &p), &h)| *a = next_mean(p, zero, r(h), inv)),
+        (None, None) => m.for_each(|(a, &p)| *a = next_mean(p, zero, zero, inv)),
     }
 }
 
@@ -109,14 +144,13 @@ pub fn boxcar_axis0<T: Real>(src: &[T], dst: &mut [T], rows: usize, cols: usize,
     let mut chain = Chain::new(&[r]);
     chain.reset(rows, cols);
     for i in (0..rows).rev() {
-        chain.push(i, &src[i * cols..(i + 1) * cols], &mut |j, v: &[T]| {
-            dst[j * cols..(j + 1) * cols].copy_from_slice(v)
-        });
+        chain.push(i, &src[i * cols..(i + 1) * cols], dst);
     }
 }
 
 /// One running mean of a `Chain`: its input's last 2r+2 rows in a ring (of a power of two
-/// rows, so a row's slot is a mask away), its mean `m`.
+/// rows, so a row's slot is a mask away). Its means are written where they are read next:
+/// into the next pass's ring, or the chain's output.
 struct Pass<T> {
     r: usize,
     inv: T,
@@ -127,7 +161,6 @@ struct Pass<T> {
     low: isize,
     /// Next output row (−1 when done).
     next: isize,
-    m: Vec<T>,
 }
 
 impl<T: Real> Pass<T> {
@@ -137,16 +170,16 @@ impl<T: Real> Pass<T> {
         self.next >= 0 && self.low <= (self.next - self.r as isize).max(0)
     }
 
+    /// Make output row `next` as `boxcar_axis0` makes it, into `out`, whose row j is at
+    /// `slot(j)` (row next + 1, the previous mean, is read there); returns its index.
     #[inline(always)]
-    fn accept(&mut self, i: usize, row: &[T], cols: usize) {
-        let slot = i & self.wrap;
-        self.ring[slot * cols..(slot + 1) * cols].copy_from_slice(row);
-        self.low = i as isize;
-    }
-
-    /// Make output row `next` into `m`, as `boxcar_axis0` makes it; returns its index.
-    #[inline(always)]
-    fn make(&mut self, rows: usize, cols: usize) -> usize {
+    fn make(
+        &mut self,
+        rows: usize,
+        cols: usize,
+        out: &mut [T],
+        slot: impl Fn(usize) -> usize,
+    ) -> usize {
         let (r, wrap) = (self.r, self.wrap);
         let ring = &self.ring;
         let row = |p: isize| -> Option<&[T]> {
@@ -156,15 +189,21 @@ impl<T: Real> Pass<T> {
             })
         };
         let j = self.next;
+        let at = slot(j as usize) * cols;
         if j == rows as isize - 1 {
-            start::<T, true>(&mut self.m, row, j, r, self.inv);
+            start::<T, true>(&mut out[at..at + cols], row, j, r, self.inv);
         } else {
-            step::<T, true>(
-                &mut self.m,
-                row(j - r as isize),
-                row(j + r as isize + 1),
-                self.inv,
-            );
+            let was = slot(j as usize + 1) * cols;
+            // the two rows are distinct slots: split around the later one
+            let (m, prev) = if at < was {
+                let (a, b) = out.split_at_mut(was);
+                (&mut a[at..at + cols], &b[..cols])
+            } else {
+                let (a, b) = out.split_at_mut(at);
+                (&mut b[..cols], &a[was..was + cols])
+            };
+            let (lo, hi) = (row(j - r as isize), row(j + r as isize + 1));
+            step_from::<T, true>(m, prev, lo, hi, self.inv);
         }
         self.next -= 1;
         j as usize
@@ -174,8 +213,9 @@ impl<T: Real> Pass<T> {
 /// Several boxcars along axis 0 of a (rows, cols) array in one sweep from the last row up:
 /// rows are pushed in descending order, and pass k + 1 makes each row as soon as pass k has
 /// made the rows it needs, so only 2r + 2 rows of each pass's input are held (in a ring, in
-/// cache) instead of whole intermediate arrays. Every element goes through `boxcar_axis0`'s
-/// operations in the same order, so the output is the same bit for bit.
+/// cache) instead of whole intermediate arrays. Each pass writes its means straight into the
+/// next pass's ring (the last into the output), no row copied. Every element goes through
+/// `boxcar_axis0`'s operations in the same order, so the output is the same bit for bit.
 pub struct Chain<T> {
     rows: usize,
     cols: usize,
@@ -194,7 +234,6 @@ impl<T: Real> Chain<T> {
                 wrap: (2 * r + 2).next_power_of_two() - 1,
                 low: 0,
                 next: -1,
-                m: Vec::new(),
             })
             .collect();
         Chain {
@@ -214,33 +253,38 @@ impl<T: Real> Chain<T> {
         (self.rows, self.cols) = (rows, cols);
         for p in &mut self.passes {
             p.ring.resize((p.wrap + 1) * cols, T::default());
-            p.m.resize(cols, T::default());
             p.low = rows as isize;
             p.next = rows as isize - 1;
         }
     }
 
-    /// Input row `i` (rows come in descending order); `sink(j, row)` gets each output row
-    /// made, in descending order.
+    /// Input row `i` (rows come in descending order); each output row made is written to its
+    /// row of `out` (rows, cols), in descending order (the last pass reads its previous row
+    /// there, so `out` is written only by the chain during a sweep).
     #[inline(always)]
-    pub fn push(&mut self, i: usize, row: &[T], sink: &mut impl FnMut(usize, &[T])) {
+    pub fn push(&mut self, i: usize, row: &[T], out: &mut [T]) {
         let (rows, cols, n) = (self.rows, self.cols, self.passes.len());
         if n == 0 {
-            sink(i, row);
+            out[i * cols..(i + 1) * cols].copy_from_slice(row);
             return;
         }
-        self.passes[0].accept(i, row, cols);
+        let first = &mut self.passes[0];
+        let slot = i & first.wrap;
+        first.ring[slot * cols..(slot + 1) * cols].copy_from_slice(row);
+        first.low = i as isize;
         // depth first: each row made goes down the chain before its pass makes the next, so
         // no ring is overwritten while a later pass still needs the row
         let mut k = 0;
         loop {
             if self.passes[k].ready() {
-                let j = self.passes[k].make(rows, cols);
                 if k + 1 == n {
-                    sink(j, &self.passes[k].m);
+                    self.passes[k].make(rows, cols, out, |j| j);
                 } else {
                     let (done, later) = self.passes.split_at_mut(k + 1);
-                    later[0].accept(j, &done[k].m, cols);
+                    let next = &mut later[0];
+                    let wrap = next.wrap;
+                    let j = done[k].make(rows, cols, &mut next.ring, |j| j & wrap);
+                    next.low = j as isize;
                     k += 1;
                 }
             } else if k == 0 {
@@ -399,9 +443,7 @@ mod tests {
         chain.reset(rows, cols);
         let mut got = vec![0.0f32; rows * cols];
         for i in (0..rows).rev() {
-            chain.push(i, &x[i * cols..(i + 1) * cols], &mut |j, v: &[f32]| {
-                got[j * cols..(j + 1) * cols].copy_from_slice(v)
-            });
+            chain.push(i, &x[i * cols..(i + 1) * cols], &mut got);
         }
         let mut want = x.clone();
         for &r in &radii {

@@ -15,7 +15,7 @@ pub const MAD_TO_STD: f64 = 1.482602218505602;
 /// The rounded constant SoFiA 1 uses.
 pub const MAD_TO_STD_SOFIA1: f64 = 1.4826;
 
-const GRAIN: usize = 1 << 16;
+pub(crate) const GRAIN: usize = 1 << 16;
 
 /// The values of `samples` kept by `range` about `center`: x − center, non-finite skipped.
 fn kept(center: f64, range: Range) -> Values {

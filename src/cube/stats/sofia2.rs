@@ -11,7 +11,9 @@
 //!   mean of the two middle values in the element type.
 //! - gauss: see `gauss`.
 
-use super::noise::{kth_nonneg, std_about, MAD_TO_STD};
+use rayon::prelude::*;
+
+use super::noise::{kth_nonneg, std_about, GRAIN, MAD_TO_STD};
 use super::Range;
 
 /// Round to f32 when `single`.
@@ -68,12 +70,24 @@ pub fn mad(samples: &[f64], range: Range, walk: Walk, single: bool) -> Option<f6
         Range::All => usize::MAX,
         _ => walk.cap,
     };
-    let v: Vec<f64> = used
-        .iter()
-        .filter(|&&x| in_range(x, range))
-        .map(|x| x.abs())
-        .take(cap)
+    // the first `cap` in-range |x| of the walk, in order: chunks counted, then each written
+    // to its own place in parallel (no second copy of the kept values)
+    let counts: Vec<usize> = used
+        .par_chunks(GRAIN)
+        .map(|c| c.iter().filter(|&&x| in_range(x, range)).count())
         .collect();
+    let mut v = vec![0.0f64; counts.iter().sum::<usize>().min(cap)];
+    let mut places: Vec<&mut [f64]> = Vec::with_capacity(counts.len());
+    let mut rest = v.as_mut_slice();
+    for &n in &counts {
+        let (head, tail) = rest.split_at_mut(n.min(rest.len()));
+        places.push(head);
+        rest = tail;
+    }
+    used.par_chunks(GRAIN).zip(places).for_each(|(c, out)| {
+        let kept = c.iter().filter(|&&x| in_range(x, range)).map(|x| x.abs());
+        out.iter_mut().zip(kept).for_each(|(o, a)| *o = a);
+    });
     let n = v.len();
     if n == 0 {
         return None;
@@ -244,6 +258,41 @@ mod tests {
             };
             let got = mad(&v[..n], Range::All, w, single).unwrap();
             assert_eq!(got.to_bits(), (MAD_TO_STD * want).to_bits(), "n={n}");
+        }
+    }
+
+    #[test]
+    fn mad_keeps_the_first_cap_values_of_the_walk() {
+        // several parallel chunks: the kept values are the walk's first `cap` in range, in
+        // order, whatever the chunking (against the sequential filter and a full sort)
+        let mut s = 5u64;
+        let v: Vec<f64> = (0..3 * GRAIN + 12345)
+            .map(|i| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // the tail of the walk is much wider: taking it would move the median
+                let wide = if i > GRAIN { 10.0 } else { 1.0 };
+                (((s >> 40) % 20011) as f64 / 10005.0 - 1.0) * wide
+            })
+            .collect();
+        for cap in [1000, GRAIN + 17, usize::MAX] {
+            let w = Walk {
+                cap,
+                ends_at_zero: false,
+            };
+            let mut a: Vec<f64> = v
+                .iter()
+                .filter(|&&x| x < 0.0)
+                .map(|x| x.abs())
+                .take(cap)
+                .collect();
+            a.sort_by(f64::total_cmp);
+            let m = a.len();
+            let want = rnd(rnd(a[m / 2 - 1] + a[m / 2], true) * 0.5, true);
+            let want = if m % 2 == 1 { a[m / 2] } else { want };
+            let got = mad(&v, Range::Negative, w, true).unwrap();
+            assert_eq!(got.to_bits(), (MAD_TO_STD * want).to_bits(), "cap={cap}");
         }
     }
 
