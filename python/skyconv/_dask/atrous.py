@@ -54,7 +54,7 @@ from .. import _core
 from .._utils.device import resolve
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, DeviceError
-from . import select
+from . import cluster, select
 from .device import check as check_device
 from .device import stage
 from .halo import check_known_chunks
@@ -236,13 +236,7 @@ def _fits_one_worker(nbytes: int) -> bool:
     memory limit (False without a Distributed client or without limits)."""
     if SINGLE_TASK_MEMORY_FRACTION <= 0:
         return False
-    try:
-        from distributed import default_client
-
-        workers = default_client().scheduler_info().get("workers", {}).values()
-    except (ImportError, ValueError):
-        return False
-    limits = [w.get("memory_limit") or 0 for w in workers]
+    limits = [w.get("memory_limit") or 0 for w in cluster.workers()]
     return bool(limits) and min(limits) > 0 and nbytes <= SINGLE_TASK_MEMORY_FRACTION * min(limits)
 
 
@@ -354,17 +348,7 @@ def _owners(x):
     Distributed client): the loop's tasks for block i are asked to run there, so every
     array's block i lives beside x's and no worker keeps replicas of other workers' blocks
     (Distributed keeps a replica as long as its key lives)."""
-    try:
-        from distributed import default_client, futures_of
-
-        who = default_client().who_has(futures_of(x))
-    except (ImportError, ValueError):
-        return {}
-    out = {}
-    for key, workers in who.items():
-        if workers and isinstance(key, tuple):
-            out[tuple(key[1:])] = workers[0]
-    return out
+    return cluster.holders(x) or {}
 
 
 def _on(owners, ix):

@@ -59,6 +59,7 @@ import numpy as np
 from .. import _core
 from .._utils.lazy import dask_array
 from ..exceptions import ArgumentTypeError, ShapeError
+from . import cluster
 from .device import check as check_device
 from .device import stage
 from .filters import check_float
@@ -302,13 +303,7 @@ def _groups(shape, planes):
     ny = shape[1]
     if SLAB_GROUPS is not None:
         return max(1, min(int(SLAB_GROUPS), ny))
-    try:
-        from distributed import default_client
-
-        info = default_client().scheduler_info()
-        threads = sum(w.get("nthreads", 1) for w in info["workers"].values())
-    except (ImportError, ValueError):
-        threads = 1
+    threads = cluster.threads()
     if threads < 2:
         return 1
     big = planes * shape[1] * shape[2] // MIN_GROUP_VOXELS
@@ -321,13 +316,10 @@ def _persist_slabs(base):
     a halo and a carry per spectral kernel, instead of up to B − 1 → (base, the worker of
     each slab, or None without a Distributed client). One persist per slab: a layer's
     per-key worker annotations do not survive Dask's graph optimisation."""
-    try:
-        from distributed import default_client
-
-        client = default_client()
-        workers = sorted(client.scheduler_info()["workers"])
-    except (ImportError, ValueError):
+    client = cluster.client()
+    if client is None:
         return base.persist(), None
+    workers = [w["address"] for w in cluster.workers()]
     da = dask_array()
     nb = base.numblocks[0]
     parts = [
@@ -343,15 +335,10 @@ def _persist_slabs(base):
 def _owners(a):
     """The worker holding each block of the persisted z-slabs ``a`` (None where unknown, or
     without a Distributed client)."""
-    try:
-        from distributed import default_client, futures_of, wait
-
-        client = default_client()
-        wait(a)
-        who = client.who_has(futures_of(a))
-    except (ImportError, ValueError):
+    who = cluster.holders(a, wait=True)
+    if who is None:
         return None
-    return [(who.get(k[0][0]) or (None,))[0] for k in a.__dask_keys__()]
+    return [who.get((k,) + (0,) * (a.ndim - 1)) for k in range(a.numblocks[0])]
 
 
 #: The block functions the out-of-core path (``cube_ooc``) runs, as this module's.
@@ -479,12 +466,10 @@ def _slab_clip(args, owners):
 
 def _fits_in_memory(nbytes):
     """Whether a cube of `nbytes` takes < 30 % of the cluster's (or this machine's) memory."""
-    try:
-        from distributed import default_client
-
-        info = default_client().scheduler_info()
-        total = sum(w.get("memory_limit") or 0 for w in info["workers"].values())
-    except (ImportError, ValueError):
+    info = cluster.workers()
+    if info:
+        total = sum(w.get("memory_limit") or 0 for w in info)
+    else:
         try:
             import psutil
         except ImportError:
@@ -504,11 +489,8 @@ def _on_cpu(device) -> bool:
 
     if device == "cpu":
         return True
-    try:
-        from distributed import default_client
-
-        client = default_client()
-    except (ImportError, ValueError):
+    client = cluster.client()
+    if client is None:
         return core() == "cpu"
     try:
         return set(client.run(core).values()) == {"cpu"}

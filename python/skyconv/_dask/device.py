@@ -24,6 +24,7 @@ from collections import Counter
 from contextlib import contextmanager
 
 from .._utils.device import deferred, resolve
+from . import cluster
 
 _LOCK = threading.Lock()
 _LOG: Counter = Counter()
@@ -180,14 +181,7 @@ def gpu_time(client=None) -> dict:
 
 
 def _default_client():
-    try:
-        from distributed import default_client
-    except ImportError:
-        return None
-    try:
-        return default_client()
-    except ValueError:
-        return None
+    return cluster.client()
 
 
 def devices_used(client=None) -> dict:

@@ -57,6 +57,7 @@ from .._utils.lazy import dask_array
 from ..exceptions import ArgumentError, ArgumentTypeError, ShapeError
 from ..healpix import UNSEEN
 from ..sht_halves import alm2leg, leg2alm, leg2map, m_blocks, map2leg, ring_blocks, ring_lengths
+from . import cluster
 from .device import check as check_device
 from .device import on_worker
 
@@ -81,15 +82,11 @@ def _cluster() -> tuple[int, int]:
 def _cluster_info() -> tuple[int, int, int]:
     """(worker threads, smallest memory limit or 0, worker processes) of the current client;
     without one, (CPU count, 0, 1)."""
-    try:
-        from distributed import get_client
-
-        info = get_client().scheduler_info().get("workers", {}).values()
-        n = sum(w.get("nthreads", 1) for w in info)
-        mem = min((w.get("memory_limit") or 0 for w in info), default=0)
-        return max(1, n), int(mem), max(1, len(info))
-    except (ImportError, ValueError):
+    info = cluster.workers()
+    if not info:
         return os.cpu_count() or 1, 0, 1
+    mem = min(w.get("memory_limit") or 0 for w in info)
+    return max(1, cluster.threads()), int(mem), len(info)
 
 
 def split_blocks() -> tuple[int, int]:
