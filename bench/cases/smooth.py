@@ -148,8 +148,9 @@ def plan(method: str, m: np.ndarray, fwhm: float) -> tuple[str, Work, dict]:
             "plan_seconds": round(time.perf_counter() - t0, 2),
         }
     if method == "harmonic":
-        return "harmonic", io + sht_work(nside, lmax), facts
+        return "harmonic", io + sht_work(nside, lmax), {**facts, "ring_part": False}
     if method == "ring":
+        facts["ring_part"] = True
         theta, values = skyconv.smooth.kernel_profile(fwhm=fwhm, tol=TOL)
         return (
             f"ring (θcut {math.degrees(theta[-1]) * 60:.1f}′)",
@@ -160,6 +161,7 @@ def plan(method: str, m: np.ndarray, fwhm: float) -> tuple[str, Work, dict]:
     ks = split.cached_split(window, nside, lmax, TOL, 0, None)
     facts.setdefault("plan_seconds", round(time.perf_counter() - t0, 2))
     facts["split"] = ks.summary()
+    facts["ring_part"] = bool(ks.has_ring)
     work = io + sht_work(nside, ks.lcut)
     if ks.has_ring:
         work = work + ring_work(nside, ks.theta, ks.profile)

@@ -487,15 +487,22 @@ def test_quick_smooth_bench(tmp_path):
         comp = case["comparisons"][0]
         assert comp["skyconv"]["status"] == "ok" and comp["anchor"]["status"] == "ok", name
         assert comp["floor"]["floor_ms"] > 0
-        if name.endswith("_ring"):
+        # Judged by the method that ran: auto's choice (and a split's ring part) follows this
+        # machine's measured cost model, so it differs between machines.
+        ran = case["params"]["runs"]
+        if ran.startswith("ring"):
             # The ring method's weighted pixel sums are closer to the exact smoothing than
             # healpy.smoothing(iter=0) is (the two differ by both quadrature errors).
             assert comp["rel_err_ref"] <= 0.5 * comp["anchor_rel_err_ref"], name
             assert comp["rel_err_ref"] <= 5e-3, name
+        elif case["params"]["ring_part"]:
+            # a split with a ring part: within its accuracy contract (tol 1e-5) of healpy
+            assert comp["rel_err"] <= 1e-5, name
         else:
             assert comp["rel_err"] <= 1e-6, name
         if name.endswith("_auto"):
             assert case["params"]["choice"] in ("harmonic", "ring", "split")
+            assert ran.startswith(case["params"]["choice"]), name
 
 
 @pytest.mark.gpu
