@@ -90,25 +90,11 @@ pub fn step<T: Real, const ZERO_NAN: bool>(
     hi: Option<&[T]>,
     inv: T,
 ) {
-    let zero = T::default();
-    let r = read::<T, ZERO_NAN>;
-    match (lo, hi) {
-        (Some(lo), Some(hi)) => m
-            .iter_mut()
-            .zip(lo.iter().zip(hi))
-            .for_each(|(a, (&l, &h))| *a = next_mean(*a, r(l), r(h), inv)),
-        (Some(lo), None) => m
-            .iter_mut()
-            .zip(lo)
-            .for_each(|(a, &l)| *a = next_mean(*a, r(l), zero, inv)),
-        (None, Some(hi)) => m
-            .iter_mut()
-            .zip(hi)
-            .for_each(|(a, &h)| *a = next_mean(*a, zero, r(h), inv)),
-        (None, None) => m
-            .iter_mut()
-            .for_each(|a| *a = next_mean(*a, zero, zero, inv)),
-    }
+    let pairs = m.iter_mut().map(|a| {
+        let p = *a;
+        (a, p)
+    });
+    advance::<T, ZERO_NAN>(pairs, lo, hi, inv);
 }
 
 /// `step` from the previous mean `prev` into `m` (a chain keeps each row of means where the
@@ -121,20 +107,31 @@ fn step_from<T: Real, const ZERO_NAN: bool>(
     hi: Option<&[T]>,
     inv: T,
 ) {
+    advance::<T, ZERO_NAN>(m.iter_mut().zip(prev.iter().copied()), lo, hi, inv);
+}
+
+/// The step itself, written once for `step` and `step_from`: each (output, previous mean)
+/// pair gets `next_mean` of its column's `lo` and `hi` (an absent row as 0).
+#[inline(always)]
+fn advance<'a, T: Real + 'a, const ZERO_NAN: bool>(
+    pairs: impl Iterator<Item = (&'a mut T, T)>,
+    lo: Option<&[T]>,
+    hi: Option<&[T]>,
+    inv: T,
+) {
     let zero = T::default();
     let r = read::<T, ZERO_NAN>;
-    let m = m.iter_mut().zip(prev);
     match (lo, hi) {
-        (Some(lo), Some(hi)) => m
+        (Some(lo), Some(hi)) => pairs
             .zip(lo.iter().zip(hi))
-            .for_each(|((a, &p), (&l, &h))| *a = next_mean(p, r(l), r(h), inv)),
-        (Some(lo), None) => m
+            .for_each(|((a, p), (&l, &h))| *a = next_mean(p, r(l), r(h), inv)),
+        (Some(lo), None) => pairs
             .zip(lo)
-            .for_each(|((a, &p), &l)| *a = next_mean(p, r(l), zero, inv)),
-        (None, Some(hi)) => m
+            .for_each(|((a, p), &l)| *a = next_mean(p, r(l), zero, inv)),
+        (None, Some(hi)) => pairs
             .zip(hi)
-            .for_each(|((a, &p), &h)| *a = next_mean(p, zero, r(h), inv)),
-        (None, None) => m.for_each(|(a, &p)| *a = next_mean(p, zero, zero, inv)),
+            .for_each(|((a, p), &h)| *a = next_mean(p, zero, r(h), inv)),
+        (None, None) => pairs.for_each(|(a, p)| *a = next_mean(p, zero, zero, inv)),
     }
 }
 
