@@ -2,10 +2,10 @@
 
 The alm are split by m into contiguous blocks balanced by work (the cost of an m is about
 lmax + 1 - m), the map by ring pairs (a northern ring with its southern mirror) into blocks
-balanced by pixels (the device pipeline weighs each m by the ring pairs where its Legendre
-sums are not negligible); each GPU computes the Legendre sums of its m on all rings, an all-to-all
-moves them to the ring blocks, each GPU finishes its rings (map2alm: the same steps backwards,
-Jacobi iterations included).
+balanced by pixels (the device pipeline weighs a polar ring's pixel 3× for its Bluestein FFT,
+and each m by the ring pairs where its Legendre sums are not negligible); each GPU computes the
+Legendre sums of its m on all rings, an all-to-all moves them to the ring blocks, each GPU
+finishes its rings (map2alm: the same steps backwards, Jacobi iterations included).
 
 Distinct GPUs (``devices=[0, 1]``) keep everything on the devices: each uploads only its block
 of alm (or pixels), the rings are processed in rounds of chunks, and the all-to-all of each

@@ -1,6 +1,7 @@
 //! One SHT split over several distinct GPUs of one host with Δ kept on the devices (S2HAT's
 //! scheme): GPU i holds the alm of its m block (`split::m_blocks`), GPU j owns a block of ring
-//! pairs (`pair_blocks`, balanced by pixels: a northern ring stays with its southern mirror).
+//! pairs (`pair_blocks`, balanced by the ring stage's cost: a polar ring's pixel weighs more for
+//! its Bluestein FFT; a northern ring stays with its southern mirror).
 //! The pairs of every block are cut into the same number of chunks ("rounds"). Per round k:
 //!
 //! - alm2map: every GPU computes Δ of its m on the k-th chunk of every pair block (`leg_synth`
@@ -85,15 +86,34 @@ fn sub_range(nc: usize, np: usize, m_first: usize, sub: (usize, usize)) -> (usiz
     (per_m * (sub.0 - m_first), per_m * (sub.1 - sub.0))
 }
 
-/// Contiguous blocks [p0, p1) of the ring pairs, one per worker, with about equal pixel counts
-/// (a pair holds its northern ring and its southern mirror; the equator pair one ring): the
-/// rule of `split::cut`.
+/// A polar ring's pixel in the ring stage, in belt pixels: the polar rings (a length per pair)
+/// go through the Bluestein ring transform (two FFTs of a padded length per ring), the belt
+/// through one batched cuFFT. Session 13's 2-GPU map2alm at nside 8192 (blocks by pixels: GPU 0
+/// held the polar cap, 4 nside² pixels, and 2 nside² of belt; GPU 1 6 nside² of belt) gave ring
+/// stages of 0.16–0.24 s against 0.08 s: 2.5–4 belt pixels a polar pixel.
+const POLAR_PIXEL_COST: f64 = 3.0;
+
+/// Contiguous blocks [p0, p1) of the ring pairs, one per worker, of about equal ring-stage cost
+/// (a pair holds its northern ring and its southern mirror, the equator pair one ring; a pixel
+/// of a polar pair weighs `POLAR_PIXEL_COST`): the rule of `split::cut`.
 pub fn pair_blocks(plan: &Plan, n: usize) -> Vec<(usize, usize)> {
+    split::cut(&pair_costs(plan), n)
+}
+
+/// Each ring pair's ring-stage cost, in belt pixels (see `pair_blocks`).
+fn pair_costs(plan: &Plan) -> Vec<f64> {
     let last = plan.rings.len() - 1;
-    let cost: Vec<f64> = (0..plan.pairs.len())
-        .map(|p| (plan.rings[p].nphi * if last - p == p { 1 } else { 2 }) as f64)
-        .collect();
-    split::cut(&cost, n)
+    let polar_end = plan.nside - 1; // pairs before it are polar (`stages::ring_ffts`)
+    (0..plan.pairs.len())
+        .map(|p| {
+            let px = (plan.rings[p].nphi * if last - p == p { 1 } else { 2 }) as f64;
+            if p < polar_end {
+                px * POLAR_PIXEL_COST
+            } else {
+                px
+            }
+        })
+        .collect()
 }
 
 /// Chunk k of `rounds` of the pair block (p0, p1): (first pair, pairs), possibly empty. When the
@@ -1056,20 +1076,28 @@ mod tests {
     fn pair_blocks_cover_and_balance() {
         let plan = Plan::new(64, AlmLayout::new(10, 10).unwrap(), None).unwrap();
         let npairs = plan.pairs.len();
+        // the cost written out: 2 rings of 4(p+1) pixels a polar pair (weighed), 2 of 256
+        // a belt pair, the equator ring alone
+        let cost = |p: usize| match p {
+            p if p < 63 => 2.0 * 4.0 * (p + 1) as f64 * POLAR_PIXEL_COST,
+            p if p == npairs - 1 => 256.0,
+            _ => 512.0,
+        };
+        let total: f64 = (0..npairs).map(cost).sum();
+        let largest = (0..npairs).map(cost).fold(0.0, f64::max);
         for n in 1..5 {
             let b = pair_blocks(&plan, n);
             assert_eq!((b[0].0, b[n - 1].1), (0, npairs));
             assert!(b.windows(2).all(|w| w[0].1 == w[1].0));
             for &(p0, p1) in &b {
-                let px: usize = [(p0, p1 - p0)]
-                    .iter()
-                    .flat_map(|&(a, k)| pixel_ranges(&plan, a, k))
-                    .map(|r| r.1 - r.0)
-                    .sum();
-                let share = px as f64 / plan.npix as f64;
-                assert!((share - 1.0 / n as f64).abs() < 0.01, "{b:?}");
+                let share = (p0..p1).map(cost).sum::<f64>() / total;
+                // `cut` misses the even share by at most the largest pair's cost
+                assert!((share - 1.0 / n as f64).abs() <= largest / total, "{b:?}");
             }
         }
+        // two GPUs: the first holds most of the polar cap, the second the rest and the belt
+        let b = pair_blocks(&plan, 2);
+        assert!(b[0].1 > 50 && b[0].1 < 63, "{b:?}");
         // more workers than pairs: the last ones are empty, none before
         let tiny = Plan::new(1, AlmLayout::new(2, 2).unwrap(), None).unwrap();
         assert_eq!(pair_blocks(&tiny, 3), vec![(0, 1), (1, 2), (2, 2)]);
