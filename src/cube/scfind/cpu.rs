@@ -824,27 +824,12 @@ fn measure_smoothed<T: Real>(
             cands.visit::<T>(z * plane + k0, w, m, scale);
             plan.sampling
                 .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
-                    let v = if m[off] & BLANK != 0 {
-                        f64::NAN
-                    } else {
-                        round::<T>(w[off] * scale)
-                    };
+                    let v = w_value::<T>(w[off], scale, m[off]);
                     // SAFETY: every slot belongs to exactly one position, visited once.
                     unsafe { *sp.at(slot) = v };
                 });
             if want_ext {
-                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                for (&v, &mb) in w.iter().zip(m) {
-                    if mb & BLANK == 0 && v.is_finite() {
-                        lo = lo.min(v);
-                        hi = hi.max(v);
-                    }
-                }
-                if lo <= hi {
-                    // rounding is monotonic: round the extreme sums
-                    let (lo, hi) = (round::<T>(lo * scale), round::<T>(hi * scale));
-                    *st = merge_extremes(*st, Some((lo, hi)));
-                }
+                *st = merge_extremes(*st, row_extremes::<T>(w, m, scale));
             }
         },
     );
@@ -1300,6 +1285,21 @@ fn w_value<T: Real>(a: f64, scale: f64, m: u8) -> f64 {
     }
 }
 
+/// The smallest and largest W of a row of sums `w` (scaled by `scale`, rounded to T) over its
+/// finite, non-blank voxels; None when there is none. Rounding is monotonic, so only the
+/// extreme sums are rounded.
+#[inline(always)]
+fn row_extremes<T: Real>(w: &[f64], m: &[u8], scale: f64) -> Option<(f64, f64)> {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for (&v, &mb) in w.iter().zip(m) {
+        if mb & BLANK == 0 && v.is_finite() {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+    }
+    (lo <= hi).then(|| (round::<T>(lo * scale), round::<T>(hi * scale)))
+}
+
 /// The one driver of the Dask block passes (`block_w`, `block_sample`, `block_clip`): the
 /// block's source (`block_source`) through `ker`'s spectral pass, every (plane, column block)
 /// of sums handed to `visit` as `spectral` hands them. Not for `BlockInput::Raw`.
@@ -1396,17 +1396,7 @@ pub fn block_sample<T: Real>(
                 }
             }
             if want_ext {
-                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                for (&v, &mb) in w.iter().zip(m) {
-                    if mb & BLANK == 0 && v.is_finite() {
-                        lo = lo.min(v);
-                        hi = hi.max(v);
-                    }
-                }
-                if lo <= hi {
-                    let (lo, hi) = (round::<T>(lo * scale), round::<T>(hi * scale));
-                    *st = merge_extremes(*st, Some((lo, hi)));
-                }
+                *st = merge_extremes(*st, row_extremes::<T>(w, m, scale));
             }
         },
     )?;
