@@ -30,7 +30,11 @@ plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 a
 that holds it: only halos and carries cross between workers. The slabs are read in contiguous
 runs over the workers (fewest slab edges between workers), and each slab's pass is split into
 groups of rows, each group's carry from the same group above: independent chains, which run as
-a wavefront down the workers instead of one slab pass at a time.
+a wavefront down the workers instead of one slab pass at a time. The graph's per-task cost, not
+the data, bounds this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one
+task: it reads its carry and halo from its neighbours' results on its worker (a task of their
+own only across an edge between workers), the clip and one sample task a slab read the kept
+results, and the persisted blocks are the arrays' own keys (no wrapper tasks).
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers the noise call of step 2 also returns the block's W, which stays
@@ -52,6 +56,7 @@ temporary zarr store instead of in-memory rechunks).
 
 from __future__ import annotations
 
+import operator
 import os
 
 import numpy as np
@@ -270,23 +275,17 @@ class _Noise:
         ``keep``, W as a dask array of those chunks, persisted on the workers."""
         import dask
 
-        da = dask_array()
         if not keep:
             return self._noise(self.compute(list(parts.flat)))
         # W stays on the worker that made it (persisted); only the sample comes here
         kept = dask.persist(*parts.flat)
-        ws, small = [], []
+        small = []
         for j, idx in enumerate(np.ndindex(parts.shape)):
             with _pin(owners, idx[0]):
-                ws.append(kept[j][3])
                 small.append(dask.delayed(_sample_of)([kept[j]]))
-        ws = dask.persist(*ws)  # persisted as delayed: see _pinned_blocks
-        w = np.empty(parts.shape, dtype=object)
-        for j, idx in enumerate(np.ndindex(parts.shape)):
-            bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
-            w[idx] = da.from_delayed(ws[j], bshape, dtype=src.dtype,
-                                     meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
-        return self._noise(self.compute(small)), da.block(w.tolist())
+        calls = {idx: (kept[j], 3) for j, idx in enumerate(np.ndindex(parts.shape))}
+        w = _pinned_blocks(operator.getitem, calls, src.chunks, owners, src.dtype)
+        return self._noise(self.compute(small)), w
 
     def _noise(self, results):
         """The core's noise rule on the sample parts ``results`` ((slots, values, (min, max)
@@ -461,31 +460,31 @@ Z_SLABS = True
 def _slab_map(fn, args, owners):
     """``map_blocks(fn, *args)`` → uint8 for arrays ``args[:2]`` of the same chunks, whole
     planes along x: the tasks of slab k on ``owners[k]`` (run now, persisted)."""
+    xa, xb = args[0].to_delayed(), args[1].to_delayed()
+    calls = {idx: (xa[idx], xb[idx], *args[2:]) for idx in np.ndindex(xa.shape)}
+    return _pinned_blocks(fn, calls, args[0].chunks, owners)
+
+
+def _pinned_blocks(fn, calls, chunks, owners, dtype=np.uint8):
+    """The dask array (``chunks``, ``dtype``) whose block idx is ``fn(*calls[idx])``, run on
+    the worker of its slab (``owners[idx[0]]``) and persisted now. The blocks are those
+    tasks' own keys: no wrapper task a block (``from_delayed``/``block`` make two), and no
+    array layer over the pinned tasks, which Dask's graph optimisation would fuse with them,
+    dropping their worker annotations (``_pin``)."""
+    import uuid
+
     import dask
 
-    a, b = args[0], args[1]
-    xa, xb = a.to_delayed(), b.to_delayed()
-    tasks = np.empty(xa.shape, dtype=object)
-    for idx in np.ndindex(xa.shape):
+    name = f"{fn.__name__}-{uuid.uuid4().hex}"
+    tasks = []
+    for idx, args in calls.items():
         with _pin(owners, idx[0]):
-            tasks[idx] = dask.delayed(fn)(xa[idx], xb[idx], *args[2:])
-    return _pinned_blocks(tasks, a.chunks)
-
-
-def _pinned_blocks(tasks, chunks):
-    """The uint8 array of the delayed blocks ``tasks`` (a grid of ``chunks``), persisted as
-    delayed objects first: an array layer over them is fused with them by Dask's graph
-    optimisation, which drops their worker annotations (``_pin``)."""
-    import dask
-
-    da = dask_array()
-    done = dask.persist(*tasks.flat)
-    blocks = np.empty(tasks.shape, dtype=object)
-    for j, idx in enumerate(np.ndindex(tasks.shape)):
-        bshape = tuple(chunks[ax][i] for ax, i in enumerate(idx))
-        blocks[idx] = da.from_delayed(done[j], bshape, dtype=np.uint8,
-                                      meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
-    return da.block(blocks.tolist())
+            tasks.append(dask.delayed(fn)(*args, dask_key_name=(name, *idx)))
+    graph = {}
+    for done in dask.persist(*tasks):
+        graph.update(done.__dask_graph__())
+    meta = np.empty((0,) * len(chunks), dtype)
+    return dask_array().Array(graph, name, chunks, meta=meta)
 
 
 def _slab_clip(args, owners):
@@ -493,15 +492,10 @@ def _slab_clip(args, owners):
     group, the groups' row edges) as :meth:`_Noise.slabs` returns them, the mask in z-slabs,
     then :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`) on the worker
     that holds the slab's results, ``owners[k]`` → the mask in z-slabs (persisted)."""
-    import dask
-
     (parts, rows), m = args[0], args[1]
     ms = m.to_delayed().ravel()
-    tasks = np.empty((len(ms), 1, 1), dtype=object)
-    for k in range(len(ms)):
-        with _pin(owners, k):
-            tasks[k, 0, 0] = dask.delayed(_clip_rows)(list(parts[k]), ms[k], rows, *args[2:])
-    return _pinned_blocks(tasks, m.chunks)
+    calls = {(k, 0, 0): (list(parts[k]), ms[k], rows, *args[2:]) for k in range(len(ms))}
+    return _pinned_blocks(_clip_rows, calls, m.chunks, owners)
 
 
 def _fits_in_memory(nbytes):
