@@ -207,8 +207,10 @@ class _Noise:
     def slabs(self, base, m, spec, stage_args, owners, groups=1):
         """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
         a boxcar of radius r along z) of the z-slabs ``base`` with mask ``m`` (the same
-        chunks), and W, kept where its slabs were made: (noise, (the persisted core results
-        by slab and row group, W at index 3; the groups' row edges)). Per slab the spatial
+        chunks), and W, kept where its slabs were made: (the noise as a persisted delayed
+        value, computed on a worker: the clip reads it there, with no round trip to the
+        client; (the persisted core results by slab and row group, W at index 3; the groups'
+        row edges)). Per slab the spatial
         stage (``stage_args`` = mode, replace, rms0, exact, device), then per group of rows
         (``groups`` of them, as even as the rows allow) one core call (:func:`_slab_core`)
         from the top slab down, each handed the running mean at its top by the same group of
@@ -263,12 +265,13 @@ class _Noise:
         for k in range(len(ss)):
             with _pin(owners, k):
                 small.append(dask.delayed(_sample_of)(list(parts[k])))
-        # one graph: the core results stay on their workers (persisted), the samples come here
-        kept = dask.persist(*parts.flat, *small)
-        n = parts.size
+        rms = dask.delayed(_noise_rule)(small, self.shape, self.sampling, run.noise,
+                                        run.sampling, self.single)  # fmt: skip
+        # one graph: the core results stay on their workers (persisted), the noise is a task
+        kept = dask.persist(*parts.flat, rms)
         for j, idx in enumerate(np.ndindex(parts.shape)):
             parts[idx] = kept[j]
-        return self._noise(self.compute(kept[n:])), (parts, yedges)
+        return kept[-1], (parts, yedges)
 
     def _finish(self, parts, src, keep, owners=None):
         """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
@@ -288,20 +291,27 @@ class _Noise:
         return self._noise(self.compute(small)), w
 
     def _noise(self, results):
-        """The core's noise rule on the sample parts ``results`` ((slots, values, (min, max)
-        or None) each), put in slot order."""
-        kind_s, c = self.sampling
-        size = int(np.prod(self.shape))
-        n = size // c if kind_s == "backward" else -(-size // c)
-        samples = np.full(n, np.nan)
-        lo, hi = np.inf, -np.inf
-        for slots, vals, ext, *_ in results:
-            samples[slots] = vals
-            if ext is not None:
-                lo, hi = min(lo, ext[0]), max(hi, ext[1])
-        ext = (lo, hi) if lo <= hi else None
-        return float(_core._scfind_noise(samples, ext, self.run.noise, self.run.sampling,
-                                         list(self.shape), self.single))  # fmt: skip
+        """The core's noise rule on the sample parts ``results``, here (:func:`_noise_rule`)."""
+        run = self.run
+        return _noise_rule(results, self.shape, self.sampling, run.noise, run.sampling,
+                           self.single)  # fmt: skip
+
+
+def _noise_rule(results, shape, sampling, rule, run_sampling, single):
+    """The core's noise rule ``rule`` on the sample parts ``results`` ((slots, values,
+    (min, max) or None) each; the whole cube's sample of ``sampling`` = (kind, step)), put in
+    slot order: on the client, or as a task whose result the clip tasks read."""
+    kind_s, c = sampling
+    size = int(np.prod(shape))
+    n = size // c if kind_s == "backward" else -(-size // c)
+    samples = np.full(n, np.nan)
+    lo, hi = np.inf, -np.inf
+    for slots, vals, ext, *_ in results:
+        samples[slots] = vals
+        if ext is not None:
+            lo, hi = min(lo, ext[0]), max(hi, ext[1])
+    ext = (lo, hi) if lo <= hi else None
+    return float(_core._scfind_noise(samples, ext, rule, run_sampling, list(shape), single))
 
 
 def _same_worker(owners, i, k):
@@ -671,6 +681,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     run on the z-slabs with a carry instead (:meth:`_Noise.slabs`, :data:`Z_SLABS`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
     kernel's blocks differ."""
+    import dask
+
     da = dask_array()
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     planes, cols = _planes(x, limit), _columns(x, limit)
@@ -718,7 +730,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
                 rms, w = noise(src, mk, spec, kind, rms0, keep=True, owners=on)
             else:
                 rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
-        level = run.threshold * rms
+        if src is None:  # the slab pass's noise is a task's result: the clip reads it there
+            level = dask.delayed(operator.mul)(run.threshold, rms)
+        else:
+            level = run.threshold * rms
         if w is None:
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
         else:
@@ -731,6 +746,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
                               meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
+        if src is None:  # the clip is queued: now the client waits for the noise
+            rms = noise.compute([rms])[0]
         del src, mk, w
         nxt = specs[i + 1] if i + 1 < len(specs) else None
         if nxt is None or nxt[1] > 0 or nxt[3] == "none":
