@@ -16,7 +16,8 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
    in all) and its (min, max); the client puts the sample in walk order and applies the core's
    noise rule (exact median, SoFiA-2's order of the MAD walk, the gauss histogram fit) — one
-   global reduction per kernel;
+   global reduction per kernel (for the z-slab pass below, a task on a worker does it and the
+   clip tasks read its result: no round trip to the client between the sample and the clip);
 3. the clip: one core call per block returns ``mask |= |W| > threshold · noise``; the mask
    (one byte per voxel, bit 7 = blank) is persisted between kernels (SoFiA-2's order
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
