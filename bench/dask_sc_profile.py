@@ -8,8 +8,10 @@ Runs ``skyconv.smooth_and_clip`` (SoFiA-2's 12 kernels, CPU engine) on a float32
 one-thread worker processes, and prints per kernel (between two ``progress`` calls): the wall
 time, the thread-seconds of each task kind (Distributed's task stream, by task name), the
 seconds spent in transfers between workers and the bytes they moved (the workers' own
-counters; at the end, by the task that made them), and the client's blocking calls
-(``dask.compute``). Also the single call on the same cube in memory, once per repeat.
+counters; at the end, by the task that made them), the client's blocking calls
+(``dask.compute``), the graphs the client sent the scheduler (round trips) with their new tasks,
+and the tasks that ran, by kind (the graph's per-task cost bounds the run: bench/NOTES.md,
+session 13). Also the single call on the same cube in memory, once per repeat.
 ``--graphs`` (run alternately, ``--repeats`` times each, on the same cluster): ``wave`` (the
 default graph: z-slabs in contiguous runs over the workers, the slab pass as a wavefront of
 row-group chains), ``chain`` (session 12's: one chain of whole planes, the slabs where the
@@ -57,6 +59,31 @@ def _bytes_by_kind(dask_worker):
     return dict(out)
 
 
+class GraphLog:
+    """A scheduler plugin that logs each graph the client sends: (time, new tasks by kind)."""
+
+    name = "skyconv-graph-log"
+
+    def __init__(self):
+        self.log = []
+
+    def update_graph(self, scheduler, *, tasks=(), **kw):
+        from dask.utils import key_split
+
+        kinds = defaultdict(int)
+        for key in tasks:
+            kinds[key_split(key)] += 1
+        self.log.append((time.time(), dict(kinds)))
+
+
+def _graph_log(dask_scheduler, clear=False):
+    plugin = dask_scheduler.plugins[GraphLog.name]
+    out = list(plugin.log)
+    if clear:
+        plugin.log.clear()
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--size", default="0.15GB")
@@ -68,6 +95,8 @@ def main(argv=None) -> int:
     p.add_argument("--graphs", default="wave",
                    help="comma list of wave, chain, contiguous, columns, twice")  # fmt: skip
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--groups", type=int, default=None,
+                   help="the wave's row groups (SLAB_GROUPS; default: the cluster's)")  # fmt: skip
     a = p.parse_args(argv)
 
     import dask
@@ -104,6 +133,8 @@ def main(argv=None) -> int:
             dcube.SLAB_GROUPS = 1
         elif graph != "wave":
             raise SystemExit(f"unknown graph {graph!r}")
+        if graph == "wave" and a.groups:
+            dcube.SLAB_GROUPS = a.groups
 
     blocking = defaultdict(int)
     compute0 = dask.compute
@@ -120,6 +151,7 @@ def main(argv=None) -> int:
         distributed.Client(cluster) as client,
     ):
         client.run(skyconv.set_num_threads, 1)
+        client.register_plugin(_scheduler_plugin())
         ddev.reset(client)
         for rep in range(a.repeats):
             t = time.perf_counter()
@@ -146,7 +178,8 @@ def main(argv=None) -> int:
                       f"{run['bytes_between_workers'] / 1e9:.3f} GB between workers "
                       f"({run['bytes_between_workers'] / (gb * 1e9):.1f}x the cube); core "
                       f"thread-s {run['core_thread_s']:.1f}; client blocking computes "
-                      f"{run['blocking_computes']}; masks equal: {run['masks_equal']}",
+                      f"{run['blocking_computes']}; {run['tasks_run']} tasks ran, "
+                      f"{run['graphs_sent']} graphs sent; masks equal: {run['masks_equal']}",
                       flush=True)  # fmt: skip
     for graph in graphs:
         mine = [r for r in runs if r["graph"] == graph]
@@ -173,6 +206,7 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
 
     marks = progress_marks
     client.run(_clear_log)
+    client.run_on_scheduler(_graph_log, clear=True)
     b0 = sum(client.run(_bytes_in).values())
     with distributed.get_task_stream(client) as ts:
         t0 = time.time()
@@ -189,34 +223,59 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
             for k, v in part.items():
                 by_kind[k] += v
     stream = ts.data
+    graphs = client.run_on_scheduler(_graph_log)
     rows, core = [], 0.0
     for (_, t_a, b_a), (label, t_b, b_b) in zip(marks, marks[1:]):
-        kinds, wave = defaultdict(float), []
+        kinds, wave, ran = defaultdict(float), [], defaultdict(int)
         for rec in stream:
             for ss in rec.get("startstops", ()):
                 mid = 0.5 * (ss["start"] + ss["stop"])
                 if t_a <= mid < t_b:
                     name = key_split(rec["key"]) if ss["action"] == "compute" else ss["action"]
                     kinds[name] += ss["stop"] - ss["start"]
+                    if ss["action"] == "compute":
+                        ran[name] += 1
                     if "slab_core" in name:
                         wave.append((ss["start"], ss["stop"]))
         busy = sum(kinds.values())
         # the slab pass (the carry chains): its span against its thread-seconds
         span = max(s[1] for s in wave) - min(s[0] for s in wave) if wave else 0.0
         core += sum(v for k, v in kinds.items() if any(c in k for c in CORE))
+        sent = [g for t, g in graphs if t_a <= t < t_b]
+        sent_tasks = defaultdict(int)
+        for g in sent:
+            for k, n in g.items():
+                sent_tasks[k] += n
         rows.append({"step": label, "wall_s": t_b - t_a, "bytes_in": b_b - b_a,
                      "busy_thread_s": busy, "kinds": dict(kinds), "slab_pass_span_s": span,
-                     "slab_tasks": len(wave)})  # fmt: skip
+                     "slab_tasks": len(wave), "tasks_run": dict(ran),
+                     "graphs_sent": len(sent), "graph_tasks": dict(sent_tasks)})  # fmt: skip
         top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:6])
         print(f"{label:>10}: {t_b - t_a:6.2f} s wall, {busy:6.2f} thread-s busy of "
               f"{a.workers * (t_b - t_a):6.2f}; {(b_b - b_a) / 1e6:7.1f} MB between workers; "
               f"slab pass {span:5.2f} s over {len(wave)} tasks; {top}")  # fmt: skip
+        by_n = sorted(ran.items(), key=lambda kv: -kv[1])
+        print(
+            f"{'':>10}  {sum(ran.values())} tasks ran ("
+            + ", ".join(f"{k} {n}" for k, n in by_n)
+            + f"); {len(sent)} graphs sent, {sum(sent_tasks.values())} tasks in them"
+        )
     kinds_moved = dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))
     print("bytes between workers by the task that made them (MB): "
           + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in list(kinds_moved.items())[:10]))  # fmt: skip
+    ran = sum(sum(r["tasks_run"].values()) for r in rows)
+    print(f"tasks ran in all: {ran}; graphs sent: {len(graphs)}")
     return {"dask_s": marks[-1][1] - marks[0][1], "bytes_between_workers": marks[-1][2] - b0,
-            "core_thread_s": core, "steps": rows, "bytes_by_task": kinds_moved,
-            "mask": got}  # fmt: skip
+            "core_thread_s": core, "tasks_run": ran, "graphs_sent": len(graphs), "steps": rows,
+            "bytes_by_task": kinds_moved, "mask": got}  # fmt: skip
+
+
+def _scheduler_plugin():
+    """A :class:`GraphLog` that is a Distributed ``SchedulerPlugin`` (imported here, not at
+    module level: the module imports without Distributed)."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    return type("GraphLogPlugin", (GraphLog, SchedulerPlugin), {})()
 
 
 def _clear_log(dask_worker):

@@ -187,7 +187,7 @@ def spy(monkeypatch):
     def slabs_spy(self, *a, **k):
         seen["slabs"] += 1
         rms, w = slabs(self, *a, **k)
-        seen["groups"].append(w.chunks[1])
+        seen["groups"].append(tuple(int(n) for n in np.diff(w[1])))
         return rms, w
 
     def rechunk_spy(a, chunks):
@@ -260,3 +260,40 @@ def test_slabs_are_contiguous_and_groups_fit_the_cluster(dask_client, monkeypatc
     assert cube._groups((18, 30, 28), 3) == 2
     monkeypatch.setattr(cube, "MIN_GROUP_VOXELS", 1)
     assert cube._groups((18, 30, 28), 3) == 4 and cube._groups((18, 3, 28), 3) == 3
+
+
+def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypatch, rng):
+    """One slab-pass kernel on B = 6 slabs (3 a worker: c = 1 slab edge between the two
+    workers) by J = 3 row groups runs B·J core calls and, besides them, only per slab its
+    spatial stage, its sample part and its clip, and per edge between workers the halo piece
+    each way and the J carries as their own tasks, and the noise and the clip's level as one
+    task each: B·J + 3·B + 2·c + c·J + 2 = 18 + 18 + 2 + 3 + 2 (the graph before made ~9
+    tasks a core call: a getitem for each of the sample's 3 fields, W, the carry, W's and the
+    mask's array wrappers). Masks and noise stay the single call's."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "SLAB_GROUPS", 3)
+    x = make_cube(rng)
+    kw = {"threshold": 3.5, "kernels_xy": (3,), "kernels_z": (3,)}  # one kernel, both parts
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    with get_task_stream(dask_client) as ts:
+        lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(3, 30, 28)),
+                                           return_noise=True, **kw)  # fmt: skip
+        got = dask_client.compute(lazy).result()
+    check(got, ng, want, nw, 0)
+    assert spy["slabs"] == 1
+    ran = {}
+    for rec in ts.data:
+        ran[key_split(rec["key"])] = ran.get(key_split(rec["key"]), 0) + 1
+    b, j, c = 6, 3, 1
+    assert ran["slab_core"] == b * j
+    assert ran["spatial_block"] == ran["sample_of"] == ran["clip_rows"] == b
+    assert ran.get("getitem", 0) == 2 * c + c * j
+    assert ran["noise_rule"] == ran["mul"] == 1  # the noise and the clip's level, on a worker
+    # the rest of the run, a task a slab each: the input's blocks, the slabs persisted (blocks,
+    # concatenate), the zero mask, its preparation, rms0's sample, the output's bit 0; and the
+    # result: no wrapper task a block (the kept results and masks are the arrays' own keys)
+    assert sum(ran.values()) == (b * j + 3 * b + 2 * c + c * j + 2) + 7 * b + 1

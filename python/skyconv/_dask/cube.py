@@ -16,7 +16,8 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
    in all) and its (min, max); the client puts the sample in walk order and applies the core's
    noise rule (exact median, SoFiA-2's order of the MAD walk, the gauss histogram fit) — one
-   global reduction per kernel;
+   global reduction per kernel (for the z-slab pass below, a task on a worker does it and the
+   clip tasks read its result: no round trip to the client between the sample and the clip);
 3. the clip: one core call per block returns ``mask |= |W| > threshold · noise``; the mask
    (one byte per voxel, bit 7 = blank) is persisted between kernels (SoFiA-2's order
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
@@ -30,7 +31,11 @@ plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 a
 that holds it: only halos and carries cross between workers. The slabs are read in contiguous
 runs over the workers (fewest slab edges between workers), and each slab's pass is split into
 groups of rows, each group's carry from the same group above: independent chains, which run as
-a wavefront down the workers instead of one slab pass at a time.
+a wavefront down the workers instead of one slab pass at a time. The graph's per-task cost, not
+the data, bounds this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one
+task: it reads its carry and halo from its neighbours' results on its worker (a task of their
+own only across an edge between workers), the clip and one sample task a slab read the kept
+results, and the persisted blocks are the arrays' own keys (no wrapper tasks).
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers the noise call of step 2 also returns the block's W, which stays
@@ -52,6 +57,7 @@ temporary zarr store instead of in-memory rechunks).
 
 from __future__ import annotations
 
+import operator
 import os
 
 import numpy as np
@@ -94,21 +100,41 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
 def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext, exact,
                device=None, keep=False, rows=None):  # fmt: skip
     """One core call on a z-slab (CPU engine, SoFiA-2's spectral running mean): the slab's
-    sample part from its spatial stage ``pieces`` (its own planes and the halo planes of its
-    neighbours, in z order) and ``carry`` (the running mean over the slab, from the slab
-    above) → (slots, values, (min, max) or None, W or None, the carry for the slab below).
-    With ``rows`` = (y0, y1), only that group of rows of every plane (``carry`` holds its
-    rows only; the pieces and ``mask`` hold all rows): one chain of the wavefront."""
+    sample part from its spatial stage ``pieces`` ((planes, lo, hi): planes lo..hi of the
+    slab's own spatial stage and of its neighbours' halo, in z order; a neighbour on this
+    worker comes whole and is cut here, not by a task of its own) and ``carry`` (the running
+    mean over the slab, from the slab above; or that slab's result, when it is on this worker:
+    its carry read here) → (slots, values, (min, max) or None, W or None, the carry for the
+    slab below). With ``rows`` = (y0, y1), only that group of rows of every plane (``carry``
+    holds its rows only; the pieces and ``mask`` hold all rows): one chain of the wavefront."""
     y0, y1 = (0, shape[1]) if rows is None else rows
-    if y1 - y0 < shape[1]:
-        pieces, mask = [p[:, y0:y1] for p in pieces], mask[:, y0:y1]
-    s = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    ys = slice(None) if y1 - y0 == shape[1] else slice(y0, y1)
+    planes = [p[lo:hi, ys] for p, lo, hi in pieces]
+    # one array of planes z0 - below .. z1 + above, as the core reads them (a copy when there
+    # are halos or row groups: the core takes one C-contiguous array)
+    s = planes[0] if len(planes) == 1 else np.concatenate(planes)
+    if isinstance(carry, tuple):
+        carry = carry[4]
     carry = None if carry is None else _c(carry)
     with stage("scfind.sample", device) as dev:
         return _core._scfind_slab_sample(
-            _c(s), _c(mask), spec, mode, below, carry, z0, list(shape), sampling, ext, exact,
-            dev, keep, y0,
+            _c(s), _c(mask[:, ys]), spec, mode, below, carry, z0, list(shape), sampling, ext,
+            exact, dev, keep, y0,
         )  # fmt: skip
+
+
+def _sample_of(parts):
+    """The sample part of core results ``parts`` (of :func:`_sample_core` or
+    :func:`_slab_core`) on one worker, as one small object: (slots, values, (min, max) or None)
+    — what the client's reduction reads, without the kept W (one task, not one a field)."""
+    if len(parts) == 1:
+        return parts[0][:3]
+    ext = [p[2] for p in parts if p[2] is not None]
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        (min(e[0] for e in ext), max(e[1] for e in ext)) if ext else None,
+    )
 
 
 def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
@@ -120,11 +146,12 @@ def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
         )
 
 
-def _clip_rows(ws, mask, rows, *args):
+def _clip_rows(parts, mask, rows, *args):
     """The clip (:func:`_clip_core` with ``args``) of a z-slab whose W is kept in groups of
-    rows ``ws`` (rows ``rows[j]..rows[j + 1]``, :meth:`_Noise.slabs`): one core call a group →
-    the slab's mask (one task a slab: the mask stays in z-slabs)."""
-    parts = [_clip_core(w, mask[:, y0:y1], *args) for w, y0, y1 in zip(ws, rows, rows[1:])]
+    rows: ``parts``, the core results of its groups (:func:`_slab_core`, W at index 3), rows
+    ``rows[j]..rows[j + 1]`` (:meth:`_Noise.slabs`): one core call a group → the slab's mask
+    (one task a slab: the mask stays in z-slabs)."""
+    parts = [_clip_core(p[3], mask[:, y0:y1], *args) for p, y0, y1 in zip(parts, rows, rows[1:])]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
@@ -181,15 +208,21 @@ class _Noise:
     def slabs(self, base, m, spec, stage_args, owners, groups=1):
         """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
         a boxcar of radius r along z) of the z-slabs ``base`` with mask ``m`` (the same
-        chunks), and W (persisted where its slabs were made; chunks: the slabs' planes by
-        the row groups): per slab the spatial stage (``stage_args`` = mode, replace, rms0,
-        exact, device), then per group of rows (``groups`` of them, as even as the rows
-        allow) one core call (:func:`_slab_core`) from the top slab down, each handed the
-        running mean at its top by the same group of the slab above (its rows of one plane)
-        and its neighbours' r planes below and r + 1 above — no transposition. The groups'
-        chains are independent: they run as a wavefront over the workers (a worker works on
-        its slabs of one chain while the next worker down works on an earlier chain). Every
-        task of slab k runs on ``owners[k]`` (where ``base``'s slab is)."""
+        chunks), and W, kept where its slabs were made: (the noise as a persisted delayed
+        value, computed on a worker: the clip reads it there, with no round trip to the
+        client; (the persisted core results by slab and row group, W at index 3; the groups'
+        row edges)). Per slab the spatial
+        stage (``stage_args`` = mode, replace, rms0, exact, device), then per group of rows
+        (``groups`` of them, as even as the rows allow) one core call (:func:`_slab_core`)
+        from the top slab down, each handed the running mean at its top by the same group of
+        the slab above (its rows of one plane) and its neighbours' r planes below and r + 1
+        above — no transposition. The groups' chains are independent: they run as a
+        wavefront over the workers (a worker works on its slabs of one chain while the next
+        worker down works on an earlier chain). Every task of slab k runs on ``owners[k]``
+        (where ``base``'s slab is). Tasks a kernel (B slabs, J groups, c slab edges between
+        workers): B spatial, B·J core calls, B sample parts; a halo piece and J carries cross
+        an edge between workers as their own tasks (2c + c·J), within a worker the consumer
+        reads its neighbour's results."""
         import dask
 
         run, nz, ny = self.run, self.shape[0], self.shape[1]
@@ -203,72 +236,89 @@ class _Noise:
             with _pin(owners, k):
                 ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
         task = dask.delayed(_slab_core)
-        parts = np.empty((len(ss), len(yedges) - 1, 1), dtype=object)
-        carry = [None] * (len(yedges) - 1)
+        parts = np.empty((len(ss), len(yedges) - 1), dtype=object)
         for k in reversed(range(len(ss))):
             z0, z1 = edges[k], edges[k + 1]
             below, above = min(r, z0), min(r + 1, nz - z1)
             lo, hi = z0 - below, z1 + above
             pieces = []  # the slab's own S and the halo's planes of its neighbours, in z order
             for i, (e0, e1) in enumerate(zip(edges[:-1], edges[1:])):
-                if e0 < hi and e1 > lo:
-                    with _pin(owners, i):
-                        pieces.append(
-                            ss[i] if i == k else ss[i][max(lo, e0) - e0 : min(hi, e1) - e0]
-                        )
+                a, b = max(lo, e0) - e0, min(hi, e1) - e0
+                if a >= b:
+                    continue
+                if _same_worker(owners, i, k):
+                    pieces.append((ss[i], a, b))  # cut by the consumer
+                else:
+                    with _pin(owners, i):  # cut where made: crosses once for all J groups
+                        pieces.append((ss[i][a:b], 0, b - a))
             for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
+                carry = parts[k + 1, j] if k + 1 < len(ss) else None  # the group's above
+                if carry is not None and not _same_worker(owners, k + 1, k):
+                    with _pin(owners, k + 1):  # its carry cut where made: W stays there
+                        carry = carry[4]
                 # chain j first on a worker that holds several chains' tasks: the wavefront
                 with _pin(owners, k), dask.annotate(priority=-j):
-                    parts[k, j, 0] = task(
-                        pieces, ms[k], spec, run.edge_mode, below, carry[j], z0, self.shape,
+                    parts[k, j] = task(
+                        pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape,
                         self.sampling, self.ext, run.exact, self.device, True, rows,
                     )  # fmt: skip
-                carry[j] = parts[k, j, 0][4]
-        return self._finish(parts, base, True, owners, yedges)
+        small = []
+        for k in range(len(ss)):
+            with _pin(owners, k):
+                small.append(dask.delayed(_sample_of)(list(parts[k])))
+        rms = dask.delayed(_noise_rule)(small, self.shape, self.sampling, run.noise,
+                                        run.sampling, self.single)  # fmt: skip
+        # one graph: the core results stay on their workers (persisted), the noise is a task
+        kept = dask.persist(*parts.flat, rms)
+        for j, idx in enumerate(np.ndindex(parts.shape)):
+            parts[idx] = kept[j]
+        return kept[-1], (parts, yedges)
 
-    def _finish(self, parts, src, keep, owners=None, yedges=None):
-        """The noise from the block tasks ``parts`` (in ``src``'s block layout, or z-slabs by
-        the row groups ``yedges``) and, with ``keep``, W as a dask array of those chunks,
-        persisted on the workers."""
+    def _finish(self, parts, src, keep, owners=None):
+        """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
+        ``keep``, W as a dask array of those chunks, persisted on the workers."""
         import dask
 
-        da = dask_array()
+        if not keep:
+            return self._noise(self.compute(list(parts.flat)))
+        # W stays on the worker that made it (persisted); only the sample comes here
+        kept = dask.persist(*parts.flat)
+        small = []
+        for j, idx in enumerate(np.ndindex(parts.shape)):
+            with _pin(owners, idx[0]):
+                small.append(dask.delayed(_sample_of)([kept[j]]))
+        calls = {idx: (kept[j], 3) for j, idx in enumerate(np.ndindex(parts.shape))}
+        w = _pinned_blocks(operator.getitem, calls, src.chunks, owners, src.dtype)
+        return self._noise(self.compute(small)), w
+
+    def _noise(self, results):
+        """The core's noise rule on the sample parts ``results``, here (:func:`_noise_rule`)."""
         run = self.run
-        if keep:
-            # W stays on the worker that made it (persisted); only the sample comes here
-            kept = dask.persist(*parts.flat)
-            ws = []
-            for j, idx in enumerate(np.ndindex(parts.shape)):
-                parts[idx] = kept[j]
-                with _pin(owners, idx[0]):
-                    ws.append(kept[j][3])
-            ws = dask.persist(*ws)  # persisted as delayed: see _pinned_blocks
-            w = np.empty(parts.shape, dtype=object)
-            for j, idx in enumerate(np.ndindex(parts.shape)):
-                if yedges is None:
-                    bshape = tuple(src.chunks[a][i] for a, i in enumerate(idx))
-                else:
-                    rows = yedges[idx[1] + 1] - yedges[idx[1]]
-                    bshape = (src.chunks[0][idx[0]], rows, src.shape[2])
-                w[idx] = da.from_delayed(ws[j], bshape, dtype=src.dtype,
-                                         meta=np.empty((0,) * src.ndim, src.dtype))  # fmt: skip
-            small = [(p[0], p[1], p[2]) for p in parts.flat]
-        else:
-            small = list(parts.flat)
-        results = self.compute(small)
-        kind_s, c = self.sampling
-        size = int(np.prod(self.shape))
-        n = size // c if kind_s == "backward" else -(-size // c)
-        samples = np.full(n, np.nan)
-        lo, hi = np.inf, -np.inf
-        for slots, vals, ext, *_ in results:
-            samples[slots] = vals
-            if ext is not None:
-                lo, hi = min(lo, ext[0]), max(hi, ext[1])
-        ext = (lo, hi) if lo <= hi else None
-        rms = float(_core._scfind_noise(samples, ext, run.noise, run.sampling,
-                                        list(self.shape), self.single))  # fmt: skip
-        return (rms, da.block(w.tolist())) if keep else rms
+        return _noise_rule(results, self.shape, self.sampling, run.noise, run.sampling,
+                           self.single)  # fmt: skip
+
+
+def _noise_rule(results, shape, sampling, rule, run_sampling, single):
+    """The core's noise rule ``rule`` on the sample parts ``results`` ((slots, values,
+    (min, max) or None) each; the whole cube's sample of ``sampling`` = (kind, step)), put in
+    slot order: on the client, or as a task whose result the clip tasks read."""
+    kind_s, c = sampling
+    size = int(np.prod(shape))
+    n = size // c if kind_s == "backward" else -(-size // c)
+    samples = np.full(n, np.nan)
+    lo, hi = np.inf, -np.inf
+    for slots, vals, ext, *_ in results:
+        samples[slots] = vals
+        if ext is not None:
+            lo, hi = min(lo, ext[0]), max(hi, ext[1])
+    ext = (lo, hi) if lo <= hi else None
+    return float(_core._scfind_noise(samples, ext, rule, run_sampling, list(shape), single))
+
+
+def _same_worker(owners, i, k):
+    """Whether slabs i and k are on one worker (always, without a Distributed client: one
+    process)."""
+    return not owners or (owners[i] is not None and owners[i] == owners[k])
 
 
 def _pin(owners, k):
@@ -421,47 +471,42 @@ Z_SLABS = True
 def _slab_map(fn, args, owners):
     """``map_blocks(fn, *args)`` → uint8 for arrays ``args[:2]`` of the same chunks, whole
     planes along x: the tasks of slab k on ``owners[k]`` (run now, persisted)."""
+    xa, xb = args[0].to_delayed(), args[1].to_delayed()
+    calls = {idx: (xa[idx], xb[idx], *args[2:]) for idx in np.ndindex(xa.shape)}
+    return _pinned_blocks(fn, calls, args[0].chunks, owners)
+
+
+def _pinned_blocks(fn, calls, chunks, owners, dtype=np.uint8):
+    """The dask array (``chunks``, ``dtype``) whose block idx is ``fn(*calls[idx])``, run on
+    the worker of its slab (``owners[idx[0]]``) and persisted now. The blocks are those
+    tasks' own keys: no wrapper task a block (``from_delayed``/``block`` make two), and no
+    array layer over the pinned tasks, which Dask's graph optimisation would fuse with them,
+    dropping their worker annotations (``_pin``)."""
+    import uuid
+
     import dask
 
-    a, b = args[0], args[1]
-    xa, xb = a.to_delayed(), b.to_delayed()
-    tasks = np.empty(xa.shape, dtype=object)
-    for idx in np.ndindex(xa.shape):
+    name = f"{fn.__name__}-{uuid.uuid4().hex}"
+    tasks = []
+    for idx, args in calls.items():
         with _pin(owners, idx[0]):
-            tasks[idx] = dask.delayed(fn)(xa[idx], xb[idx], *args[2:])
-    return _pinned_blocks(tasks, a.chunks)
-
-
-def _pinned_blocks(tasks, chunks):
-    """The uint8 array of the delayed blocks ``tasks`` (a grid of ``chunks``), persisted as
-    delayed objects first: an array layer over them is fused with them by Dask's graph
-    optimisation, which drops their worker annotations (``_pin``)."""
-    import dask
-
-    da = dask_array()
-    done = dask.persist(*tasks.flat)
-    blocks = np.empty(tasks.shape, dtype=object)
-    for j, idx in enumerate(np.ndindex(tasks.shape)):
-        bshape = tuple(chunks[ax][i] for ax, i in enumerate(idx))
-        blocks[idx] = da.from_delayed(done[j], bshape, dtype=np.uint8,
-                                      meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
-    return da.block(blocks.tolist())
+            tasks.append(dask.delayed(fn)(*args, dask_key_name=(name, *idx)))
+    graph = {}
+    for done in dask.persist(*tasks):
+        graph.update(done.__dask_graph__())
+    meta = np.empty((0,) * len(chunks), dtype)
+    return dask_array().Array(graph, name, chunks, meta=meta)
 
 
 def _slab_clip(args, owners):
-    """The clip of W kept in z-slabs by row groups (``args`` = W, the mask in z-slabs, then
-    :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`), slab k's on
-    ``owners[k]`` → the mask in z-slabs (persisted)."""
-    import dask
-
-    w, m = args[0], args[1]
-    ws, ms = w.to_delayed(), m.to_delayed().ravel()
-    rows = np.cumsum((0,) + tuple(w.chunks[1])).tolist()
-    tasks = np.empty((len(ms), 1, 1), dtype=object)
-    for k in range(len(ms)):
-        with _pin(owners, k):
-            tasks[k, 0, 0] = dask.delayed(_clip_rows)(list(ws[k, :, 0]), ms[k], rows, *args[2:])
-    return _pinned_blocks(tasks, m.chunks)
+    """The clip of W kept in z-slabs by row groups (``args`` = (the core results by slab and
+    group, the groups' row edges) as :meth:`_Noise.slabs` returns them, the mask in z-slabs,
+    then :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`) on the worker
+    that holds the slab's results, ``owners[k]`` → the mask in z-slabs (persisted)."""
+    (parts, rows), m = args[0], args[1]
+    ms = m.to_delayed().ravel()
+    calls = {(k, 0, 0): (list(parts[k]), ms[k], rows, *args[2:]) for k in range(len(ms))}
+    return _pinned_blocks(_clip_rows, calls, m.chunks, owners)
 
 
 def _fits_in_memory(nbytes):
@@ -637,6 +682,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     run on the z-slabs with a carry instead (:meth:`_Noise.slabs`, :data:`Z_SLABS`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
     kernel's blocks differ."""
+    import dask
+
     da = dask_array()
     rep, mode, exact = tuple(run.replace), run.edge_mode, run.exact
     planes, cols = _planes(x, limit), _columns(x, limit)
@@ -684,7 +731,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
                 rms, w = noise(src, mk, spec, kind, rms0, keep=True, owners=on)
             else:
                 rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
-        level = run.threshold * rms
+        if src is None:  # the slab pass's noise is a task's result: the clip reads it there
+            level = dask.delayed(operator.mul)(run.threshold, rms)
+        else:
+            level = run.threshold * rms
         if w is None:
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
         else:
@@ -697,6 +747,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
                               meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
+        if src is None:  # the clip is queued: now the client waits for the noise
+            rms = noise.compute([rms])[0]
         del src, mk, w
         nxt = specs[i + 1] if i + 1 < len(specs) else None
         if nxt is None or nxt[1] > 0 or nxt[3] == "none":
