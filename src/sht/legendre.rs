@@ -360,8 +360,8 @@ pub fn scaled_if_negligible(v: f64, k: i32) -> (f64, i32) {
     }
 }
 
-/// Most lanes a block may have.
-pub const MAX_LANES: usize = 32;
+/// Most lanes a block may have (the AVX-512 analysis' spin-2 blocks: Z+ and Z− of 32 pairs).
+pub const MAX_LANES: usize = 64;
 
 /// What to do with the values of the two-degree (x²) recurrence: `cur` = ν_{2i} (`prev` the
 /// value before it), N vectors of V::W lanes; lanes whose values are still below the
