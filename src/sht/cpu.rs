@@ -258,13 +258,16 @@ fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
     o
 }
 
-/// `vecs` of eight lane arrays (a plain function, not a closure: closures do not inherit the
-/// caller's target features, so their SIMD loads were calls).
+/// `vecs` of eight lane arrays of a spin-2 block: its pairs fill the first N/2 vectors (N: the
+/// recurrence's, Z+ and Z−), the rest stay zero. A plain function, not a closure: closures do
+/// not inherit the caller's target features, so their SIMD loads were calls.
 #[inline(always)]
 fn vecs8<V: Simd, const N: usize>(a: &[[f64; MAX_LANES]; 8]) -> [[V; N]; 8] {
     let mut o = [[V::splat(0.0); N]; 8];
     for i in 0..8 {
-        o[i] = vecs(&a[i]);
+        for q in 0..N / 2 {
+            o[i][q] = V::load(&a[i][q * V::W..]);
+        }
     }
     o
 }
@@ -551,7 +554,7 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    // 32 spin-2 pairs per block: the partial sums in `tmp` are loaded and stored once per
+    // 32 spin-2 pairs (MAX_LANES) per block: the partial sums in `tmp` are loaded and stored once per
     // degree and block, so more pairs per block means less of that traffic per FMA (16 pairs:
     // 6-9% slower at nside 1024; 8 pairs, or 16 spin-0 lanes, 12-26% slower; 64 spin-0 lanes
     // no faster: bench/NOTES.md, sessions 12 and 14).
