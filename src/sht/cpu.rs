@@ -1084,7 +1084,9 @@ unsafe fn anal_m_avx2(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F4, { L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
+    // 8 spin-2 pairs per block (4 before: 15% slower at nside 512 on this path; 16 pairs 7%
+    // slower than 8: bench/NOTES.md, session 14).
+    anal_m::<F4, { L0 / 4 }, { 4 * L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// Split each alm array into its m columns: result[m][component].
