@@ -258,13 +258,16 @@ fn unvec<V: Simd, const N: usize>(a: &[V; N]) -> [f64; MAX_LANES] {
     o
 }
 
-/// `vecs` of eight lane arrays (a plain function, not a closure: closures do not inherit the
-/// caller's target features, so their SIMD loads were calls).
+/// `vecs` of eight lane arrays of a spin-2 block: its pairs fill the first N/2 vectors (N: the
+/// recurrence's, Z+ and Z−), the rest stay zero. A plain function, not a closure: closures do
+/// not inherit the caller's target features, so their SIMD loads were calls.
 #[inline(always)]
 fn vecs8<V: Simd, const N: usize>(a: &[[f64; MAX_LANES]; 8]) -> [[V; N]; 8] {
     let mut o = [[V::splat(0.0); N]; 8];
     for i in 0..8 {
-        o[i] = vecs(&a[i]);
+        for q in 0..N / 2 {
+            o[i][q] = V::load(&a[i][q * V::W..]);
+        }
     }
     o
 }
@@ -279,7 +282,7 @@ fn wxyz<V: Simd, const N: usize>(a: &[[V; N]; 8]) -> [[f64; MAX_LANES]; 8] {
         u[i] = unvec(&a[i]);
     }
     let mut o = [[0.0; MAX_LANES]; 8];
-    for r in 0..MAX_LANES {
+    for r in 0..N * V::W {
         for h in 0..2 {
             let (sep, sem, sbp, sbm) = (u[h][r], u[2 + h][r], u[4 + h][r], u[6 + h][r]);
             o[h][r] = sep + sem;
@@ -390,12 +393,12 @@ fn scaled_column(src: &[C64], g: &[f64], n: usize, out: &mut Vec<C64>) {
     out.resize(n + 2, C64::new(0.0, 0.0));
 }
 
-/// 1/sin²θ and sin²θ per lane.
+/// 1/sin²θ and sin²θ for the first `n` lanes (the block's, padding included; 1 beyond).
 #[inline(always)]
-fn inv_s2(s: &[f64; MAX_LANES]) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
-    let mut is2 = [0.0; MAX_LANES];
-    let mut s2 = [0.0; MAX_LANES];
-    for r in 0..MAX_LANES {
+fn inv_s2(s: &[f64; MAX_LANES], n: usize) -> ([f64; MAX_LANES], [f64; MAX_LANES]) {
+    let mut is2 = [1.0; MAX_LANES];
+    let mut s2 = [1.0; MAX_LANES];
+    for r in 0..n {
         s2[r] = s[r] * s[r];
         is2[r] = 1.0 / s2[r];
     }
@@ -470,7 +473,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, &sc.st[p..]) {
-                        let (is2, s2) = inv_s2(&s);
+                        let (is2, s2) = inv_s2(&s, l2);
                         let mut vis = S2::<V, N2> {
                             e: &sc.z[0],
                             b: &sc.z[1],
@@ -551,9 +554,11 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    // Fewer lanes per block (16 spin-0, 8 spin-2 pairs) were 12-26% slower: the partial sums
-    // in `tmp` are loaded and stored once per degree and block (bench/NOTES.md, session 12).
-    anal_m::<F8, { 4 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
+    // 32 spin-2 pairs (MAX_LANES) per block: the partial sums in `tmp` are loaded and stored once per
+    // degree and block, so more pairs per block means less of that traffic per FMA (16 pairs:
+    // 6-9% slower at nside 1024; 8 pairs, or 16 spin-0 lanes, 12-26% slower; 64 spin-0 lanes
+    // no faster: bench/NOTES.md, sessions 12 and 14).
+    anal_m::<F8, { 4 * L0 / 8 }, { 16 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// SIMD level: 0 none, 1 AVX2+FMA (4 lanes), 2 AVX-512F (8 lanes): the best the CPU has,
@@ -1018,7 +1023,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, &sc.st[p..]) {
                         any = true;
-                        let (is2, s2) = inv_s2(&s);
+                        let (is2, s2) = inv_s2(&s, l2);
                         let mut inp = [[[0.0; MAX_LANES]; 8]; 2];
                         for r in 0..blk.len() {
                             let (qn, qs) = (at(qi, p + r, false), at(qi, p + r, true));
@@ -1079,7 +1084,9 @@ unsafe fn anal_m_avx2(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    anal_m::<F4, { L0 / 4 }, { 2 * L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
+    // 8 spin-2 pairs per block (4 before: 15% slower at nside 512 on this path; 16 pairs 7%
+    // slower than 8: bench/NOTES.md, session 14).
+    anal_m::<F4, { L0 / 4 }, { 4 * L2 / 4 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
 /// Split each alm array into its m columns: result[m][component].

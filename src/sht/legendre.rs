@@ -360,8 +360,10 @@ pub fn scaled_if_negligible(v: f64, k: i32) -> (f64, i32) {
     }
 }
 
-/// Most lanes a block may have.
+/// Most lanes (ring pairs) a block may have.
 pub const MAX_LANES: usize = 32;
+/// Most lanes one recurrence may run: the spin-2 one runs Z+ and Z− of each pair.
+pub const REC_LANES: usize = 2 * MAX_LANES;
 
 /// What to do with the values of the two-degree (x²) recurrence: `cur` = ν_{2i} (`prev` the
 /// value before it), N vectors of V::W lanes; lanes whose values are still below the
@@ -405,11 +407,11 @@ trait Rec<V: Simd, const N: usize> {
 fn rescale<V: Simd, const N: usize>(
     cur: &mut [V; N],
     prev: &mut [V; N],
-    k: &mut [i32; MAX_LANES],
+    k: &mut [i32; REC_LANES],
     f: &mut [V; N],
 ) -> bool {
     let w = V::W;
-    let (mut c, mut p, mut ff) = ([0.0; MAX_LANES], [0.0; MAX_LANES], [0.0; MAX_LANES]);
+    let (mut c, mut p, mut ff) = ([0.0; REC_LANES], [0.0; REC_LANES], [0.0; REC_LANES]);
     for i in 0..N {
         cur[i].store(&mut c[i * w..]);
         prev[i].store(&mut p[i * w..]);
@@ -482,13 +484,13 @@ fn loose<V: Simd, const N: usize, R: Rec<V, N>>(
 ) -> Option<(usize, [V; N], [V; N])> {
     let w = V::W;
     let lanes = N * w;
-    assert!(lanes <= MAX_LANES && v.len() >= lanes && k.len() >= lanes);
+    assert!(lanes <= REC_LANES && v.len() >= lanes && k.len() >= lanes);
     let n = r.len();
     let zero = V::splat(0.0);
     let mut p0 = [zero; N];
     let mut p1 = [zero; N];
-    let mut kk = [0i32; MAX_LANES];
-    let mut ff = [0.0f64; MAX_LANES];
+    let mut kk = [0i32; REC_LANES];
+    let mut ff = [0.0f64; REC_LANES];
     let mut scaled = false;
     for q in 0..lanes {
         kk[q] = k[q];
@@ -782,12 +784,12 @@ pub fn run_spin2<V: Simd, const N: usize, A: VisitZ<V, N>>(
     let w = V::W;
     let h = N / 2;
     let lanes = h * w;
-    assert!(N.is_multiple_of(2) && 2 * lanes <= MAX_LANES);
+    assert!(N.is_multiple_of(2) && lanes <= MAX_LANES);
     let (n, j0) = (t.n(), t.j0);
     if j0 >= n {
         return; // lmax < 2: no spin-2 functions
     }
-    let (mut x2, mut v2, mut k2) = ([0.0; MAX_LANES], [0.0; MAX_LANES], [0i32; MAX_LANES]);
+    let (mut x2, mut v2, mut k2) = ([0.0; REC_LANES], [0.0; REC_LANES], [0i32; REC_LANES]);
     for r in 0..lanes {
         x2[r] = x[r];
         x2[r + lanes] = x[r];
