@@ -554,10 +554,10 @@ unsafe fn anal_m_avx512(
     sc: &mut LegScratch,
     cols: &mut [&mut [C64]],
 ) {
-    // 32 spin-2 pairs (MAX_LANES) per block: the partial sums in `tmp` are loaded and stored once per
-    // degree and block, so more pairs per block means less of that traffic per FMA (16 pairs:
-    // 6-9% slower at nside 1024; 8 pairs, or 16 spin-0 lanes, 12-26% slower; 64 spin-0 lanes
-    // no faster: bench/NOTES.md, sessions 12 and 14).
+    // 32 spin-2 pairs (MAX_LANES) per block: the partial sums in `tmp` are loaded and stored
+    // once per degree and block, so more pairs per block means less of that traffic per FMA
+    // (16 pairs: 6-9% slower at nside 1024; 8 pairs, or 16 spin-0 lanes, 12-26% slower; 64
+    // spin-0 lanes no faster: bench/NOTES.md, sessions 12 and 14).
     anal_m::<F8, { 4 * L0 / 8 }, { 16 * L2 / 8 }>(plan, ch, jobs, ph, m, sc, cols)
 }
 
