@@ -749,7 +749,9 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         m = m.persist()
         if src is None:  # the clip is queued: now the client waits for the noise
             rms = noise.compute([rms])[0]
-        del src, mk, w
+        # the kernel's W and core results are now wanted only by its queued clips: released
+        # as they finish, before the next kernel makes its own (one kernel's W held, not two)
+        del src, mk, w, cut, level
         nxt = specs[i + 1] if i + 1 < len(specs) else None
         if nxt is None or nxt[1] > 0 or nxt[3] == "none":
             xcols = None
