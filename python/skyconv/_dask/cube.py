@@ -548,8 +548,10 @@ def _fits_in_memory(nbytes):
 
 def _on_cpu(device) -> bool:
     """Whether ``device`` resolves to the CPU engine on every worker (asked once: the workers of
-    the default Distributed client, else this process). A GPU worker's clip smooths its block
-    again on the device rather than reading back a kept W (its PCIe traffic is the bound)."""
+    the default Distributed client, else this process). A GPU worker's clip of a kernel off
+    the z-slab pass smooths its block again on the device rather than reading back a kept W
+    (its PCIe traffic is the bound); the z-slab pass keeps W on every device (its clip would
+    need the carry chain again)."""
     from .._utils.device import resolve
 
     def core(device=device):
