@@ -254,8 +254,15 @@ def main(argv=None) -> int:
                         "single call on one worker); default: the staged loop")  # fmt: skip
     p.add_argument("--single", action="store_true",
                    help="first time the single call on the whole cube in this process")  # fmt: skip
+    p.add_argument("--slab-groups", type=int, default=None,
+                   help="row groups of the S+C z-slab pass (skyconv._dask.cube.SLAB_GROUPS; "
+                        "default: the graph's own, two a Dask thread)")  # fmt: skip
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
+    if a.slab_groups is not None:
+        from skyconv._dask import cube as dcube
+
+        dcube.SLAB_GROUPS = a.slab_groups  # the client builds the graph: set here
     t_start = time.perf_counter()
 
     import numpy as np
@@ -272,7 +279,7 @@ def main(argv=None) -> int:
     wt = write_cube(a.path, shape, chunks)
     gb = 4 * shape[0] * shape[1] * shape[2] / 1e9
     result: dict = {"shape": shape, "chunks": chunks, "gb": gb, "device": a.device,
-                    "write_s": wt, "runs": []}  # fmt: skip
+                    "write_s": wt, "slab_groups": a.slab_groups, "runs": []}  # fmt: skip
 
     def save():
         if a.json:
