@@ -13,8 +13,10 @@ unless ``--no-dask-cuda``; else distributed's SpecCluster of Nannies, which is w
 LocalCUDACluster does for skyconv), runs ``skyconv.smooth_and_clip`` (SoFiA-2's defaults, mask
 written to zarr) and ``skyconv.atrous_denoise`` (dim=3, result persisted then dropped) from the
 zarr store with ``device=--device`` resolved by each task on its worker, and prints: time and
-GB/s of cube processed, the device each Dask stage ran on (``skyconv._dask.device``), each
-worker's peak RSS, and where the workers' time went (Distributed's task stream: thread-seconds
+GB/s of cube processed, the device each Dask stage ran on (``skyconv._dask.device``), per
+GPU its calls' time and the bytes S+C's block calls moved over PCIe, how many S+C kernels ran
+as the z-slab pass (no transposition: ``skyconv._dask.cube._Noise.slabs``), each worker's peak
+RSS, and where the workers' time went (Distributed's task stream: thread-seconds
 in skyconv's stage calls, in Dask's copies/rechunks, in zarr reads, in transfers between
 workers), from which it names the bound. Last: the N-vs-1 throughput ratio of each algorithm.
 
@@ -167,10 +169,19 @@ def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
     import distributed
 
     import skyconv
+    from skyconv._dask import cube as dcube
     from skyconv._dask import device as ddev
 
     ddev.reset(client)
     cube = da.from_zarr(a.path)
+    slab_runs: list = []  # the kernels the client built as the z-slab pass
+    slabs = dcube._Noise.slabs
+
+    def counted(self, *args, **kw):
+        slab_runs.append(1)
+        return slabs(self, *args, **kw)
+
+    dcube._Noise.slabs = counted
     kw = {"kernels_xy": a.kernels_xy, "kernels_z": a.kernels_z} if a.kernels_xy else {}
     with distributed.get_task_stream(client) as ts:
         t = time.perf_counter()
@@ -188,7 +199,9 @@ def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
             info = f"{r.iterations} iterations, noise {r.noise:.4g}"
             del r
         dt = time.perf_counter() - t
+    dcube._Noise.slabs = slabs
     gpus = ddev.gpu_time(client)
+    moved = ddev.bytes_used(client)
     waited = sum(g["waited_s"] for g in gpus.values())
     b = breakdown(ts.data, sum(ddev.seconds_used(client).values()), waited)
     rss = sorted(client.run(_peak_rss).values())
@@ -199,13 +212,21 @@ def one_run(algo: str, n: int, client, a, gb: float, disk: dict) -> dict:
         print(f"  {name}: {g['calls']} calls, admitted {g['admitted_s']:.1f} s of {dt:.1f} s "
               f"({100 * g['admitted_s'] / dt:.0f} %), their threads waited "
               f"{g['waited_s']:.1f} thread-s for it")  # fmt: skip
+    for name, nb in moved.items():
+        print(f"  {name}: {nb / 1e9:.1f} GB over PCIe in the S+C block calls "
+              f"({nb / 1e9 / gb:.1f}x the cube; {nb / 1e9 / max(dt, 1e-9):.2f} GB/s over the "
+              f"run)")  # fmt: skip
+    if algo == "sc":
+        print(f"  z-slab pass: {len(slab_runs)} of the {len(noise.rms)} kernels (SoFiA-2's "
+              f"spectral running mean, no transposition); the rest by blocks")  # fmt: skip
     print("  peak RSS per worker (GB): " + ", ".join(f"{v / 1e9:.2f}" for v in rss))
     print("  thread-s: " + ", ".join(f"{k} {v:.1f}" for k, v in b["kinds"].items()))
     print("  top tasks: " + ", ".join(f"{k} {v:.1f}" for k, v in b["top"].items()))
     print(f"  bound: {why}", flush=True)
     return {"algo": algo, "workers": n, "seconds": dt, "gb_s": gb / dt,
             "devices": ddev.devices_used(client), "core_seconds": ddev.seconds_used(client),
-            "peak_rss": rss, "breakdown": b, "gpu_time": gpus,
+            "peak_rss": rss, "breakdown": b, "gpu_time": gpus, "pcie_bytes": moved,
+            "slab_kernels": len(slab_runs),
             "bound": why}  # fmt: skip
 
 
@@ -233,8 +254,15 @@ def main(argv=None) -> int:
                         "single call on one worker); default: the staged loop")  # fmt: skip
     p.add_argument("--single", action="store_true",
                    help="first time the single call on the whole cube in this process")  # fmt: skip
+    p.add_argument("--slab-groups", type=int, default=None,
+                   help="row groups of the S+C z-slab pass (skyconv._dask.cube.SLAB_GROUPS; "
+                        "default: the graph's own, two a Dask thread)")  # fmt: skip
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
+    if a.slab_groups is not None:
+        from skyconv._dask import cube as dcube
+
+        dcube.SLAB_GROUPS = a.slab_groups  # the client builds the graph: set here
     t_start = time.perf_counter()
 
     import numpy as np
@@ -251,7 +279,7 @@ def main(argv=None) -> int:
     wt = write_cube(a.path, shape, chunks)
     gb = 4 * shape[0] * shape[1] * shape[2] / 1e9
     result: dict = {"shape": shape, "chunks": chunks, "gb": gb, "device": a.device,
-                    "write_s": wt, "runs": []}  # fmt: skip
+                    "write_s": wt, "slab_groups": a.slab_groups, "runs": []}  # fmt: skip
 
     def save():
         if a.json:

@@ -234,7 +234,7 @@ def _scfind_block_sample(
 ]: ...
 
 # _scfind_slab_sample: _scfind_block_sample with input "smoothed" on the z-slab at plane `z0`
-# whose own planes `mask` covers (CPU engine; exact, a boxcar of radius r along z): `s` holds
+# whose own planes `mask` covers (either engine; exact, a boxcar of radius r along z): `s` holds
 # the spatial stage's planes z0 - below .. z0 + nz + above (below = min(r, z0), above =
 # min(r + 1, planes over the slab)), `carry` the running mean at the first plane over the slab
 # (None for the top slab) -> (..., W or None, the carry for the slab below: one (y, x) plane).

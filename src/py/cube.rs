@@ -687,7 +687,7 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
     ))
 }
 
-/// S+C for Dask, one task of a kernel's noise on a z-slab (CPU engine; `exact`, a boxcar
+/// S+C for Dask, one task of a kernel's noise on a z-slab (either engine; `exact`, a boxcar
 /// along z of radius r): `_scfind_block_sample` with input "smoothed" for the slab at plane
 /// `z0` of the whole cube `shape`, whose own planes `mask` covers, from `s`, the spatial
 /// stage's planes z0 − below .. z0 + nz + above (below = min(r, z0), above = min(r + 1,

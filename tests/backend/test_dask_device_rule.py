@@ -100,6 +100,21 @@ def test_gpu_time_counts_the_admissions_of_this_process(monkeypatch):
     assert ddev.gpu_time() == {}
 
 
+def test_copied_counts_the_gpu_calls_arrays_by_gpu(monkeypatch):
+    """bytes_used: the bytes of the arrays a GPU call took and returned (nested in tuples,
+    None and floats counting nothing), per (device, CUDA_VISIBLE_DEVICES); CPU calls add
+    nothing; cleared by reset."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    ddev.reset()
+    a, m = np.zeros((3, 4, 5), np.float32), np.zeros((3, 4, 5), np.uint8)
+    ddev.copied("scfind.sample", "cuda", a, m, None, (np.zeros(7, np.int64), (1.0, 2.0), a))
+    ddev.copied("scfind.clip", "cuda", a, m, m)
+    ddev.copied("scfind.clip", "cpu", a, m, m)
+    assert ddev.bytes_used() == {"cuda (CUDA_VISIBLE_DEVICES=1)": 240 + 60 + 56 + 240 + 240 + 120}
+    ddev.reset()
+    assert ddev.bytes_used() == {}
+
+
 def test_on_worker_cuda_without_gpu_is_a_device_error():
     with pytest.raises(DeviceError):
         ddev.on_worker("s", "cuda")

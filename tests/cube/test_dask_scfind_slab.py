@@ -224,6 +224,25 @@ def test_slab_graph_equals_the_single_call(dask_client, spy, rng, kw, zc, n_slab
     assert all(c[0] != -1 for c in spy["rechunks"])  # never whole-z columns
 
 
+@pytest.mark.parametrize("kw,zc,n_slab", [GRAPHS[0], GRAPHS[3]])
+def test_gpu_workers_take_the_slab_graph(dask_client, spy, monkeypatch, rng, kw, zc, n_slab):
+    """The graph GPU workers take (`_on_cpu` False: the other kernels keep the smoothed cube,
+    not W, and clip by smoothing again), run here on CPU workers: the exact spectral kernels
+    still go through the slab pass (one graph, whatever the device), never whole-z columns
+    for them, and the mask and noise stay the single call's."""
+    from skyconv._dask import cube
+
+    monkeypatch.setattr(cube, "_on_cpu", lambda device: False)
+    x = make_cube(rng)
+    kw = {"threshold": 3.5, **kw}
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(zc, 30, 28)),
+                                       return_noise=True, **kw)  # fmt: skip
+    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
+    assert spy["slabs"] == n_slab
+    assert all(c[0] != -1 for c in spy["rechunks"])
+
+
 @pytest.mark.parametrize("groups", [3, 7, 1000])  # rows 30: groups of 10, of 4 and 5, of 1
 @pytest.mark.parametrize("kw,zc,n_slab", [GRAPHS[0], GRAPHS[2], GRAPHS[3]])
 def test_wavefront_graph_equals_the_single_call(dask_client, spy, monkeypatch, rng, groups, kw,
@@ -297,3 +316,73 @@ def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypat
     # concatenate), the zero mask, its preparation, rms0's sample, the output's bit 0; and the
     # result: no wrapper task a block (the kept results and masks are the arrays' own keys)
     assert sum(ran.values()) == (b * j + 3 * b + 2 * c + c * j + 2) + 7 * b + 1
+
+
+# ------------------------------------------------------------------ GPU (run on the H100s)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("zw", [3, 7, 15])
+@pytest.mark.parametrize("edges", list(EDGES))
+@pytest.mark.parametrize("yedges", ["unequal", "one"])
+def test_gpu_slab_pass_equals_the_cpu_one(rng, dtype, zw, edges, yedges):
+    """precision "sofia2": the GPU engine's spectral running mean is the CPU's bit for bit (as
+    for `_scfind_block_sample`), so every slab call on the GPU (top, middle and bottom slabs,
+    slabs thinner than the halo, row groups, a blank plane, a loud plane) handed the CPU
+    chain's carry gives the CPU call's slots, values, extremes, W and next carry exactly."""
+    shape = (23, 9, 70)
+    s = rng.standard_normal(shape).astype(dtype)
+    s[3] *= 1e4  # a loud plane: a running mean whose rounding carries its history
+    s[17, 4] *= 1e5  # a loud row in one group
+    mask = np.zeros(shape, np.uint8)
+    mask[11] = 0x80  # a blank plane
+    mask[5, 2, 3:40] = 0x80
+    mask[6:9, 3] = 0x80
+    kernel, r, nz = spec(zw), zw // 2, shape[0]
+    edge, yedge = EDGES[edges], YEDGES[yedges]
+    for y0, y1 in zip(yedge[:-1], yedge[1:]):
+        carry = None
+        for k in reversed(range(len(edge) - 1)):
+            z0, z1 = edge[k], edge[k + 1]
+            below, above = min(r, z0), min(r + 1, nz - z1)
+            args = (np.ascontiguousarray(s[z0 - below : z1 + above, y0:y1]),
+                    np.ascontiguousarray(mask[z0:z1, y0:y1]), kernel, MODE, below, carry, z0,
+                    list(shape), SAMPLING, True, True)  # fmt: skip
+            a = _core._scfind_slab_sample(*args, "cpu", True, y0)
+            b = _core._scfind_slab_sample(*args, "cuda", True, y0)
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+            assert a[2] == b[2]
+            np.testing.assert_array_equal(a[3], b[3])  # W: NaN where blank
+            np.testing.assert_array_equal(a[4], b[4])  # the carry for the slab below
+            assert b[4].dtype == dtype and b[4].shape == (y1 - y0, shape[2])
+            c = _core._scfind_slab_sample(*args[:9], False, True, "cuda", False, y0)
+            assert c[2] is None and c[3] is None
+            np.testing.assert_array_equal(c[1], a[1])
+            np.testing.assert_array_equal(c[4], a[4])
+            carry = a[4]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw,zc,n_slab", [GRAPHS[0], GRAPHS[3]])
+def test_gpu_slab_graph_equals_the_single_call(dask_client, spy, rng, kw, zc, n_slab):
+    """The Dask graph on GPU workers (every core call on "cuda") takes the slab pass for the
+    exact spectral kernels and gives the single call's mask voxel for voxel and its noise
+    bit for bit (the CPU's and the GPU's single calls agree for precision "sofia2")."""
+    from skyconv._dask import cube
+    from skyconv._dask import device as ddev
+
+    assert not cube._on_cpu("cuda")
+    ddev.reset(dask_client)
+    x = make_cube(rng)
+    kw = {"threshold": 3.5, **kw}
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    gw, gnw = skyconv.smooth_and_clip(x, device="cuda", return_noise=True, **kw)
+    check(gw, gnw, want, nw, 0)
+    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(zc, 30, 28)), device="cuda",
+                                       return_noise=True, **kw)  # fmt: skip
+    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
+    assert spy["slabs"] == n_slab
+    used = ddev.devices_used(dask_client)
+    assert all(d.startswith("cuda") for d in used["scfind.sample"])

@@ -23,25 +23,27 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
    stays in the layout of the last clip until a kernel needs another.
 
-On CPU workers with the cube in memory, a kernel whose spectral stage is SoFiA-2's running mean
-(precision "sofia2") skips the transposition: its spectral pass runs on the z-slabs themselves,
-from the top slab down, each slab handed the running mean at its top by the slab above (one
-plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 above
+With the cube in memory, a kernel whose spectral stage is SoFiA-2's running mean (precision
+"sofia2") skips the transposition, on CPU and GPU workers alike (one graph; each core call runs on
+its worker's device, whose values for this pass are the CPU engine's): its spectral pass runs on the
+z-slabs themselves, from the top slab down, each slab handed the running mean at its top by the slab
+above (one plane, the "carry") and its neighbours' spatial stage r planes below and r + 1 above
 (:meth:`_Noise.slabs`; the single call's values bit for bit), every task of a slab on the worker
-that holds it: only halos and carries cross between workers. The slabs are read in contiguous
-runs over the workers (fewest slab edges between workers), and each slab's pass is split into
-groups of rows, each group's carry from the same group above: independent chains, which run as
-a wavefront down the workers instead of one slab pass at a time. The graph's per-task cost, not
-the data, bounds this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one
-task: it reads its carry and halo from its neighbours' results on its worker (a task of their
-own only across an edge between workers), the clip and one sample task a slab read the kept
-results, and the persisted blocks are the arrays' own keys (no wrapper tasks).
+that holds it: only halos and carries cross between workers. The slabs are read in contiguous runs
+over the workers (fewest slab edges between workers), and each slab's pass is split into groups of
+rows, each group's carry from the same group above: independent chains, which run as a wavefront
+down the workers instead of one slab pass at a time. The graph's per-task cost, not the data, bounds
+this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one task: it reads its
+carry and halo from its neighbours' results on its worker (a task of their own only across an edge
+between workers), the clip and one sample task a slab read the kept results, and the persisted
+blocks are the arrays' own keys (no wrapper tasks).
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
-once); on CPU workers the noise call of step 2 also returns the block's W, which stays
-(persisted) on the worker that made it until the clip reads it, so each kernel is smoothed
-once; on GPU workers the transposed smoothed cube is persisted instead and the clip smooths
-it again on the device (cheaper than W's trip back over PCIe). Otherwise nothing of the size
+once); on CPU workers (and on any worker for the z-slab pass) the noise call of step 2 also
+returns the block's W, which stays (persisted) on the worker that made it until the clip reads
+it, so each kernel is smoothed once; on GPU workers the transposed smoothed cube of the other
+kernels is persisted instead and the clip smooths it again on the device (cheaper than W's
+trip back over PCIe). Otherwise nothing of the size
 of the cube but the one-byte mask is kept: the clip smooths its block again (step 1 and the
 spectral stage twice per kernel). Every core call runs on the device each worker resolves
 (:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
@@ -67,7 +69,7 @@ from .._utils.lazy import dask_array
 from ..exceptions import ArgumentTypeError, ShapeError
 from . import cluster
 from .device import check as check_device
-from .device import stage
+from .device import copied, stage
 from .filters import check_float
 from .halo import check_known_chunks
 
@@ -82,7 +84,9 @@ def _c(a):
 
 def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
     with stage("scfind.spatial", device) as dev:
-        return _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
+        out = _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
+    copied("scfind.spatial", dev, cube, mask, out)
+    return out
 
 
 def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
@@ -91,22 +95,25 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
     of the whole cube's sample → (slots, values, (min, max) or None, W or None). W (NaN where
     blank) only with ``keep``, for the clip (:func:`_clip_core` with kind "raw")."""
     with stage("scfind.sample", device) as dev:
-        return _core._scfind_block_sample(
+        out = _core._scfind_block_sample(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, list(start), list(shape), sampling,
             ext, exact, dev, keep,
         )  # fmt: skip
+    copied("scfind.sample", dev, x, mask, out)
+    return out
 
 
 def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext, exact,
                device=None, keep=False, rows=None):  # fmt: skip
-    """One core call on a z-slab (CPU engine, SoFiA-2's spectral running mean): the slab's
-    sample part from its spatial stage ``pieces`` ((planes, lo, hi): planes lo..hi of the
-    slab's own spatial stage and of its neighbours' halo, in z order; a neighbour on this
-    worker comes whole and is cut here, not by a task of its own) and ``carry`` (the running
-    mean over the slab, from the slab above; or that slab's result, when it is on this worker:
-    its carry read here) → (slots, values, (min, max) or None, W or None, the carry for the
-    slab below). With ``rows`` = (y0, y1), only that group of rows of every plane (``carry``
-    holds its rows only; the pieces and ``mask`` hold all rows): one chain of the wavefront."""
+    """One core call on a z-slab (SoFiA-2's spectral running mean, on the worker's device):
+    the slab's sample part from its spatial stage ``pieces`` ((planes, lo, hi): planes lo..hi
+    of the slab's own spatial stage and of its neighbours' halo, in z order; a neighbour on
+    this worker comes whole and is cut here, not by a task of its own) and ``carry`` (the
+    running mean over the slab, from the slab above; or that slab's result, when it is on
+    this worker: its carry read here) → (slots, values, (min, max) or None, W or None, the
+    carry for the slab below). With ``rows`` = (y0, y1), only that group of rows of every
+    plane (``carry`` holds its rows only; the pieces and ``mask`` hold all rows): one chain
+    of the wavefront."""
     y0, y1 = (0, shape[1]) if rows is None else rows
     ys = slice(None) if y1 - y0 == shape[1] else slice(y0, y1)
     planes = [p[lo:hi, ys] for p, lo, hi in pieces]
@@ -116,11 +123,14 @@ def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext,
     if isinstance(carry, tuple):
         carry = carry[4]
     carry = None if carry is None else _c(carry)
+    mask = _c(mask[:, ys])
     with stage("scfind.sample", device) as dev:
-        return _core._scfind_slab_sample(
-            _c(s), _c(mask[:, ys]), spec, mode, below, carry, z0, list(shape), sampling, ext,
-            exact, dev, keep, y0,
+        out = _core._scfind_slab_sample(
+            _c(s), mask, spec, mode, below, carry, z0, list(shape), sampling, ext, exact, dev,
+            keep, y0,
         )  # fmt: skip
+    copied("scfind.sample", dev, s, mask, carry, out)
+    return out
 
 
 def _sample_of(parts):
@@ -141,9 +151,11 @@ def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     """One core call: the block's W (as :func:`_sample_core`; kind "raw": ``x`` is W, as
     :func:`_sample_core` kept it) and ``mask |= |W| > level``."""
     with stage("scfind.clip", device) as dev:
-        return _core._scfind_block_clip(
+        out = _core._scfind_block_clip(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
         )
+    copied("scfind.clip", dev, x, mask, out)
+    return out
 
 
 def _clip_rows(parts, mask, rows, *args):
@@ -462,10 +474,21 @@ def _rechunk(a, chunks):
     return a.rechunk(chunks, method=method)
 
 
-#: On CPU workers with W kept, kernels with SoFiA-2's spectral running mean run on z-slabs
-#: with a carry (:meth:`_Noise.slabs`); False: through whole-z columns (the earlier graph,
-#: which bench/dask_sc_profile.py --columns measures against).
+#: With the cube kept in memory, kernels with SoFiA-2's spectral running mean run on z-slabs
+#: with a carry (:meth:`_Noise.slabs`), on CPU and GPU workers; False: through whole-z
+#: columns (the earlier graph, which bench/dask_sc_profile.py --columns measures against).
 Z_SLABS = True
+
+
+def _slab_pass(keep, exact, spec) -> bool:
+    """Whether kernel ``spec`` runs as the z-slab pass (:meth:`_Noise.slabs`): the cube kept
+    in memory (``keep``: the slabs persisted where they are read, W kept between the noise and
+    the clip), SoFiA-2's arithmetic (``exact``), a boxcar along z, its own noise. The workers'
+    device does not enter: the slab call runs on either engine with the same values, so CPU
+    and GPU workers take one graph (on a GPU each (slab, group) call uploads its spatial
+    stage and halo, runs the running mean there and downloads its sample part, W and carry)."""
+    _, _, _, zk, _, use_rms0 = spec
+    return Z_SLABS and keep and exact and zk == "boxcar" and not use_rms0
 
 
 def _slab_map(fn, args, owners):
@@ -525,8 +548,10 @@ def _fits_in_memory(nbytes):
 
 def _on_cpu(device) -> bool:
     """Whether ``device`` resolves to the CPU engine on every worker (asked once: the workers of
-    the default Distributed client, else this process). A GPU worker's clip smooths its block
-    again on the device rather than reading back a kept W (its PCIe traffic is the bound)."""
+    the default Distributed client, else this process). A GPU worker's clip of a kernel off
+    the z-slab pass smooths its block again on the device rather than reading back a kept W
+    (its PCIe traffic is the bound); the z-slab pass keeps W on every device (its clip would
+    need the carry chain again)."""
     from .._utils.device import resolve
 
     def core(device=device):
@@ -678,8 +703,9 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     read once (persisted as z-slabs) and, on CPU workers, the sample call keeps each block's W
     on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
     kept and the clip smooths it again on the device); without, the clip smooths again from
-    the start. On CPU workers with ``keep`` the kernels with SoFiA-2's spectral running mean
-    run on the z-slabs with a carry instead (:meth:`_Noise.slabs`, :data:`Z_SLABS`). The mask
+    the start. With ``keep`` the kernels with SoFiA-2's spectral running mean run on the
+    z-slabs with a carry instead, on CPU and GPU workers alike, W kept (:meth:`_Noise.slabs`,
+    :data:`Z_SLABS`, :func:`_slab_pass`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
     kernel's blocks differ."""
     import dask
@@ -702,7 +728,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         _, sigma, _, zk, _, use_rms0 = spec
         has_xy, has_z = sigma > 0, zk != "none"
         src = None
-        if Z_SLABS and keep_w and exact and zk == "boxcar" and not use_rms0:
+        if _slab_pass(keep, exact, spec):
             # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
             # with the running mean carried down (no transposition, W kept, no mask rechunk)
             mk = _rechunk(m, base.chunks)

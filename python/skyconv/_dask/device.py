@@ -29,6 +29,7 @@ from . import cluster
 _LOCK = threading.Lock()
 _LOG: Counter = Counter()
 _SECONDS: Counter = Counter()
+_BYTES: Counter = Counter()
 
 
 def check(device) -> str | None:
@@ -108,6 +109,55 @@ def stage(name: str, device):
         _count(name, core, time.perf_counter() - t)
 
 
+def copied(name: str, core: str, *parts) -> None:
+    """Add to the log the bytes a GPU call of stage ``name`` moved over PCIe, counted from the
+    arrays it took and returned (``parts``: arrays, tuples of them, None): a Dask block call
+    copies each of its arrays once, up or down (its small index and reduction buffers are
+    about the size of the sample arrays it returns). Nothing for the CPU engine."""
+    if core == "cpu":
+        return
+
+    def size(p):
+        if isinstance(p, (tuple, list)):
+            return sum(size(q) for q in p)
+        return int(getattr(p, "nbytes", 0))
+
+    key = (name, core, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    with _LOCK:
+        _BYTES[key] += size(parts)
+
+
+def _local_bytes() -> tuple:
+    with _LOCK:
+        return os.getpid(), dict(_BYTES)
+
+
+def bytes_used(client=None) -> dict:
+    """Bytes the GPU calls of :func:`copied`'s stages moved over PCIe since the last
+    :func:`reset`, by GPU: {"<device> (CUDA_VISIBLE_DEVICES=<v>)": bytes}.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        As for :func:`devices_used`.
+
+    Returns
+    -------
+    dict
+        Empty when no GPU call was counted.
+    """
+    logs = dict([_local_bytes()])
+    client = client or _default_client()
+    if client is not None:
+        logs.update(client.run(_local_bytes).values())
+    out: dict = {}
+    for log in logs.values():
+        for (_, dev, visible), n in log.items():
+            name = dev if visible is None else f"{dev} (CUDA_VISIBLE_DEVICES={visible})"
+            out[name] = out.get(name, 0) + n
+    return dict(sorted(out.items()))
+
+
 def local_log() -> dict:
     """This process's counts: {(stage, device, CUDA_VISIBLE_DEVICES): tasks}."""
     with _LOCK:
@@ -136,6 +186,7 @@ def _clear() -> None:
     with _LOCK:
         _LOG.clear()
         _SECONDS.clear()
+        _BYTES.clear()
     from .. import _core
 
     _core._gpu_admission_stats(reset=True)
@@ -251,6 +302,6 @@ def summary(client=None) -> str:
 
 
 __all__ = [
-    "check", "devices_used", "gpu_time", "local_log", "on_worker", "reset", "seconds_used", "stage",
-    "summary",
+    "bytes_used", "check", "copied", "devices_used", "gpu_time", "local_log", "on_worker",
+    "reset", "seconds_used", "stage", "summary",
 ]  # fmt: skip

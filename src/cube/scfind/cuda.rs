@@ -1075,10 +1075,11 @@ fn block_pass<T: Real, R>(
     f(&gpu, &mut eng, input == BlockInput::Raw)
 }
 
-/// W down from the device (`eng.cube` if `raw`, else `eng.a`), NaN where `mask` has `BLANK`.
-fn download_w<T: Real>(gpu: &Gpu, eng: &Engine<'_, T>, raw: bool, mask: &[u8]) -> Result<Vec<T>> {
+/// W down from the device (`w` from element `at` on, as many as `mask` has), NaN where
+/// `mask` has `BLANK`.
+fn download_w<T: Real>(gpu: &Gpu, w: &CudaSlice<T>, at: usize, mask: &[u8]) -> Result<Vec<T>> {
     let mut out = crate::backend::alloc::try_vec(mask.len(), T::default(), "the block's W")?;
-    gpu.download(if raw { &eng.cube } else { &eng.a }, &mut out)?;
+    gpu.download_at_on(&gpu.stream, w, at, &mut out)?;
     out.par_iter_mut().zip(mask.par_iter()).for_each(|(v, &m)| {
         if m & BLANK != 0 {
             *v = T::from_f64(f64::NAN);
@@ -1098,7 +1099,7 @@ pub fn block_w<T: Real>(
     input: BlockInput,
 ) -> Result<Vec<T>> {
     block_pass(x, mask, plan, ker, rms0, input, |gpu, eng, raw| {
-        download_w(gpu, eng, raw, mask)
+        download_w(gpu, if raw { &eng.cube } else { &eng.a }, 0, mask)
     })
 }
 
@@ -1119,47 +1120,119 @@ pub fn block_sample<T: Real>(
 ) -> Result<SampleParts<T>> {
     block_pass(x, mask, plan, ker, rms0, input, |gpu, eng, raw| {
         let w = if raw { &eng.cube } else { &eng.a };
-        let mut values = vec![0.0f64; pos.len()];
-        if !pos.is_empty() {
-            let idx: Vec<i64> = pos.iter().map(|&p| p as i64).collect();
-            let didx = gpu.upload(&idx)?;
-            // SAFETY: fully written by gather_at below.
-            let mut dout = unsafe { gpu.alloc::<f64>(pos.len())? };
-            let n = pos.len() as i64;
-            let mut b = gpu.stream.launch_builder(&eng.fns.gather_at);
-            b.arg(w).arg(&eng.mask).arg(&didx).arg(&mut dout).arg(&n);
-            // SAFETY: arguments match gather_at_* in kernels/scfind.cu; every index < the block.
-            unsafe { b.launch(cfg(pos.len())) }?;
-            gpu.download(&dout, &mut values)?;
-        }
-        let mut ext = None;
-        if want_ext {
-            let n = plan.len();
-            let c = cfg(n);
-            let blocks = c.grid_dim.0 as usize;
-            // SAFETY: every entry of the first 2·blocks is written by minmax.
-            let mut partial = unsafe { gpu.alloc::<f64>(2 * blocks)? };
-            let nn = n as i64;
-            let mut b = gpu.stream.launch_builder(&eng.fns.minmax);
-            b.arg(w).arg(&eng.mask).arg(&nn).arg(&mut partial);
-            // SAFETY: arguments match minmax_*; `partial` holds 2·blocks values and blockDim
-            // is THREADS = 256 (the kernel's shared arrays).
-            unsafe { b.launch(c) }?;
-            let mut host = vec![0.0f64; 2 * blocks];
-            gpu.download(&partial, &mut host)?;
-            for p in host.chunks(2) {
-                if p[0] <= p[1] {
-                    ext = merge_extremes(ext, Some((p[0], p[1])));
-                }
+        sample_parts(gpu, &eng.fns, w, &eng.mask, 0, mask, pos, want_ext, keep)
+    })
+}
+
+/// A block's sample part from its W on the device: `w` and `dmask` (the block's mask there)
+/// from element `at` on, as many as `mask` (the block's mask on the host) has; the block's
+/// positions `pos` gathered there and its (min, max) reduced there; only those come back, and
+/// W itself if `keep`.
+#[allow(clippy::too_many_arguments)]
+fn sample_parts<T: Real>(
+    gpu: &Gpu,
+    fns: &Fns,
+    w: &CudaSlice<T>,
+    dmask: &CudaSlice<u8>,
+    at: usize,
+    mask: &[u8],
+    pos: &[usize],
+    want_ext: bool,
+    keep: bool,
+) -> Result<SampleParts<T>> {
+    let mut values = vec![0.0f64; pos.len()];
+    if !pos.is_empty() {
+        let idx: Vec<i64> = pos.iter().map(|&p| (p + at) as i64).collect();
+        let didx = gpu.upload(&idx)?;
+        // SAFETY: fully written by gather_at below.
+        let mut dout = unsafe { gpu.alloc::<f64>(pos.len())? };
+        let n = pos.len() as i64;
+        let mut b = gpu.stream.launch_builder(&fns.gather_at);
+        b.arg(w).arg(dmask).arg(&didx).arg(&mut dout).arg(&n);
+        // SAFETY: arguments match gather_at_* in kernels/scfind.cu; every index < at + the
+        // block's length <= the buffers' lengths.
+        unsafe { b.launch(cfg(pos.len())) }?;
+        gpu.download(&dout, &mut values)?;
+    }
+    let mut ext = None;
+    if want_ext {
+        let n = mask.len();
+        let c = cfg(n);
+        let blocks = c.grid_dim.0 as usize;
+        // SAFETY: every entry of the first 2·blocks is written by minmax.
+        let mut partial = unsafe { gpu.alloc::<f64>(2 * blocks)? };
+        let nn = n as i64;
+        let (wv, mv) = (w.slice(at..at + n), dmask.slice(at..at + n));
+        let mut b = gpu.stream.launch_builder(&fns.minmax);
+        b.arg(&wv).arg(&mv).arg(&nn).arg(&mut partial);
+        // SAFETY: arguments match minmax_*; `partial` holds 2·blocks values and blockDim
+        // is THREADS = 256 (the kernel's shared arrays).
+        unsafe { b.launch(c) }?;
+        let mut host = vec![0.0f64; 2 * blocks];
+        gpu.download(&partial, &mut host)?;
+        for p in host.chunks(2) {
+            if p[0] <= p[1] {
+                ext = merge_extremes(ext, Some((p[0], p[1])));
             }
         }
-        let kept = if keep {
-            Some(download_w(gpu, eng, raw, mask)?)
-        } else {
-            None
-        };
-        Ok((values, ext, kept))
-    })
+    }
+    let kept = if keep {
+        Some(download_w(gpu, w, at, mask)?)
+    } else {
+        None
+    };
+    Ok((values, ext, kept))
+}
+
+/// Dask z-slab pass on the GPU (`super::slab_sample`, checked there): `s` (the spatial
+/// stage's planes of the slab and its halo, `below` of them under the slab) goes up once, the
+/// slab's mask beside its own planes and `carry` (the running mean over the slab, if any) into
+/// the engine's carry; the spectral running mean of radius `r` runs over the slab's planes
+/// from the top down as `run` runs it slab by slab (`smooth_exact`'s carried pass, one launch
+/// of `sofia2_boxcars`, planes outside `s` read as 0); then the block's sample part as
+/// `block_sample` takes it, and the mean at the slab's lowest plane (the next carry) comes
+/// down.
+#[allow(clippy::too_many_arguments)]
+pub fn slab_sample<T: Real>(
+    s: &[T],
+    mask: &[u8],
+    plan: &Plan,
+    r: usize,
+    below: usize,
+    carry: Option<&[T]>,
+    pos: &[usize],
+    want_ext: bool,
+    keep: bool,
+) -> Result<(SampleParts<T>, Vec<T>)> {
+    let gpu = cuda::gpu()?;
+    let _only = gpu.exclusive()?;
+    let [nz, ny, nx] = plan.shape;
+    let plane = ny * nx;
+    let planes = s.len() / plane;
+    // the engine's buffers hold the slab with its halo
+    let halo = Plan {
+        shape: [planes, ny, nx],
+        ..plan.clone()
+    };
+    let mut eng = stage_engine::<T>(&gpu, &halo)?;
+    let at = below * plane;
+    gpu.upload_into(s, &mut eng.a)?;
+    gpu.upload_at_on(&gpu.stream, mask, &mut eng.mask, at)?;
+    if let Some(c) = carry {
+        gpu.upload_into(c, &mut eng.carry)?;
+    }
+    let view = AxisView {
+        outer: 1,
+        n: planes,
+        inner: plane,
+    };
+    eng.boxcars(view, &[r], below + nz - 1, below, carry.is_some(), true)?;
+    let parts = sample_parts(
+        &gpu, &eng.fns, &eng.a, &eng.mask, at, mask, pos, want_ext, keep,
+    )?;
+    let mut next = vec![T::default(); plane];
+    gpu.download(&eng.carry, &mut next)?;
+    Ok((parts, next))
 }
 
 /// Dask block pass on the GPU (`super::block_clip`): W and the clip on the device, the mask

@@ -503,7 +503,7 @@ pub fn block_sample<T: Real>(
 
 /// One Dask task of a kernel's noise on a z-slab (planes `z0..z0 + plan.shape[0]` of the
 /// whole cube `global`), as `block_sample` with `BlockInput::Smoothed`, for SoFiA-2's spectral
-/// running mean (`Plan::exact`, a boxcar along z of radius r), on the CPU engine. The mean
+/// running mean (`Plan::exact`, a boxcar along z of radius r), on `device`. The mean
 /// runs from the cube's last plane down, so a slab cannot start it from a halo: `s` holds the
 /// spatial stage's planes `z0 − below .. z0 + nz + above` with `below` = min(r, z0) and
 /// `above` = min(r + 1, planes over the slab), and `carry` is the mean at the first plane over
@@ -512,7 +512,8 @@ pub fn block_sample<T: Real>(
 /// planes: each column's mean is its own, so a group needs only the carry of the same group
 /// of the slab above, and its sample slots are those of the whole cube's pass there.
 /// Returns the block's sample part (W kept with `keep`; `mask` is the slab's own planes) and
-/// the carry for the slab below (the mean at plane z0): the single call's values bit for bit.
+/// the carry for the slab below (the mean at plane z0): the single call's values bit for bit
+/// (on a GPU: the GPU engine's, which are the CPU's for this pass).
 #[allow(clippy::too_many_arguments)]
 pub fn slab_sample<T: Real>(
     device: Device,
@@ -563,20 +564,25 @@ pub fn slab_sample<T: Real>(
             "carry must be one (y, x) plane, given for every slab but the top one",
         ));
     }
-    if let Device::Cuda(_) = device {
-        return Err(Error::value("z-slab passes run on the CPU engine only"));
-    }
     let (pos, slots) = block_positions(global, [z0, y0, 0], plan.shape, plan.sampling)?;
-    let mut out = vec![T::default(); plane];
-    let span = cpu::ZSpan {
-        below,
-        carry,
-        out: Some(crate::backend::threads::Disjoint(out.as_mut_ptr())),
+    let ((values, extremes, w), out) = match device {
+        Device::Cpu => {
+            let mut out = vec![T::default(); plane];
+            let span = cpu::ZSpan {
+                below,
+                carry,
+                out: Some(crate::backend::threads::Disjoint(out.as_mut_ptr())),
+            };
+            let input = BlockInput::Smoothed;
+            let parts = crate::backend::threads::install(|| {
+                cpu::block_sample(s, mask, plan, ker, 0.0, input, &pos, extremes, keep, &span)
+            })??;
+            (parts, out)
+        }
+        Device::Cuda(o) => crate::backend::cuda::on(o, || {
+            cuda::slab_sample(s, mask, plan, r, below, carry, &pos, extremes, keep)
+        })?,
     };
-    let input = BlockInput::Smoothed;
-    let (values, extremes, w) = crate::backend::threads::install(|| {
-        cpu::block_sample(s, mask, plan, ker, 0.0, input, &pos, extremes, keep, &span)
-    })??;
     let sample = BlockSample {
         slots,
         values,
