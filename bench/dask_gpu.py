@@ -257,12 +257,17 @@ def main(argv=None) -> int:
     p.add_argument("--slab-groups", type=int, default=None,
                    help="row groups of the S+C z-slab pass (skyconv._dask.cube.SLAB_GROUPS; "
                         "default: the graph's own, two a Dask thread)")  # fmt: skip
+    p.add_argument("--gpu-slabs", action="store_true",
+                   help="GPU workers take the S+C z-slab pass (skyconv._dask.cube.Z_SLABS_GPU; "
+                        "default off: the column graph)")  # fmt: skip
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    if a.slab_groups is not None:
-        from skyconv._dask import cube as dcube
+    from skyconv._dask import cube as dcube
 
-        dcube.SLAB_GROUPS = a.slab_groups  # the client builds the graph: set here
+    # the client builds the graph: set here
+    if a.slab_groups is not None:
+        dcube.SLAB_GROUPS = a.slab_groups
+    dcube.Z_SLABS_GPU = a.gpu_slabs
     t_start = time.perf_counter()
 
     import numpy as np
@@ -279,7 +284,8 @@ def main(argv=None) -> int:
     wt = write_cube(a.path, shape, chunks)
     gb = 4 * shape[0] * shape[1] * shape[2] / 1e9
     result: dict = {"shape": shape, "chunks": chunks, "gb": gb, "device": a.device,
-                    "write_s": wt, "slab_groups": a.slab_groups, "runs": []}  # fmt: skip
+                    "write_s": wt, "slab_groups": a.slab_groups, "gpu_slabs": a.gpu_slabs,
+                    "runs": []}  # fmt: skip
 
     def save():
         if a.json:

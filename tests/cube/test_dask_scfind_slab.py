@@ -233,6 +233,7 @@ def test_gpu_workers_take_the_slab_graph(dask_client, spy, monkeypatch, rng, kw,
     from skyconv._dask import cube
 
     monkeypatch.setattr(cube, "_on_cpu", lambda device: False)
+    monkeypatch.setattr(cube, "Z_SLABS_GPU", True)
     x = make_cube(rng)
     kw = {"threshold": 3.5, **kw}
     want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
@@ -366,7 +367,8 @@ def test_gpu_slab_pass_equals_the_cpu_one(rng, dtype, zw, edges, yedges):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kw,zc,n_slab", [GRAPHS[0], GRAPHS[3]])
-def test_gpu_slab_graph_equals_the_single_call(dask_client, spy, rng, kw, zc, n_slab):
+def test_gpu_slab_graph_equals_the_single_call(dask_client, spy, monkeypatch, rng, kw, zc,
+                                               n_slab):  # fmt: skip
     """The Dask graph on GPU workers (every core call on "cuda") takes the slab pass for the
     exact spectral kernels and gives the single call's mask voxel for voxel and its noise
     bit for bit (the CPU's and the GPU's single calls agree for precision "sofia2")."""
@@ -374,6 +376,7 @@ def test_gpu_slab_graph_equals_the_single_call(dask_client, spy, rng, kw, zc, n_
     from skyconv._dask import device as ddev
 
     assert not cube._on_cpu("cuda")
+    monkeypatch.setattr(cube, "Z_SLABS_GPU", True)
     ddev.reset(dask_client)
     x = make_cube(rng)
     kw = {"threshold": 3.5, **kw}

@@ -6,15 +6,24 @@ from __future__ import annotations
 
 
 def client():
-    """The current Distributed client, or None (no Distributed, or no client)."""
+    """The current Distributed client, or None (no Distributed, no client, or a scheduler set
+    in Dask's config that is not this client's: e.g. ``scheduler="synchronous"``, under which
+    a persist through the client would hand the local scheduler futures it cannot read)."""
     try:
         from distributed import default_client
     except ImportError:
         return None
     try:
-        return default_client()
+        c = default_client()
     except ValueError:
         return None
+    import dask
+    from dask.base import get_scheduler
+
+    if dask.config.get("scheduler", None) is not None:
+        if getattr(get_scheduler(), "__self__", None) is not c:
+            return None
+    return c
 
 
 def workers() -> list[dict]:

@@ -479,16 +479,24 @@ def _rechunk(a, chunks):
 #: columns (the earlier graph, which bench/dask_sc_profile.py --columns measures against).
 Z_SLABS = True
 
+#: GPU workers take the z-slab pass too (the CUDA twin of the slab call, bit for bit the CPU's).
+#: Off: on 2 × H200 (session 15, 2 GB cube, 12 kernels) it moved 65× the cube over PCIe from
+#: pageable memory in ~8600 small calls: 1 GPU worker 57.4 s, 2 workers 36.0 s (1.60×), where
+#: the column graph took 26.3 s / 24.6 s (session 11). The slab pass's PCIe bytes a kernel
+#: (S and W up and down per call) must fall first: bench/NOTES.md, session 15, gpuslab.
+Z_SLABS_GPU = False
 
-def _slab_pass(keep, exact, spec) -> bool:
+
+def _slab_pass(keep, exact, spec, device) -> bool:
     """Whether kernel ``spec`` runs as the z-slab pass (:meth:`_Noise.slabs`): the cube kept
     in memory (``keep``: the slabs persisted where they are read, W kept between the noise and
-    the clip), SoFiA-2's arithmetic (``exact``), a boxcar along z, its own noise. The workers'
-    device does not enter: the slab call runs on either engine with the same values, so CPU
-    and GPU workers take one graph (on a GPU each (slab, group) call uploads its spatial
-    stage and halo, runs the running mean there and downloads its sample part, W and carry)."""
+    the clip), SoFiA-2's arithmetic (``exact``), a boxcar along z, its own noise, and CPU
+    workers unless :data:`Z_SLABS_GPU`. The slab call runs on either engine with the same
+    values (on a GPU each (slab, group) call uploads its spatial stage and halo, runs the
+    running mean there and downloads its sample part, W and carry)."""
     _, _, _, zk, _, use_rms0 = spec
-    return Z_SLABS and keep and exact and zk == "boxcar" and not use_rms0
+    on = Z_SLABS and keep and exact and zk == "boxcar" and not use_rms0
+    return on and (Z_SLABS_GPU or _on_cpu(device))
 
 
 def _slab_map(fn, args, owners):
@@ -668,7 +676,7 @@ def smooth_and_clip(
             raise ArgumentTypeError(f"mask must be a boolean or integer array, got dtype {m.dtype}")
         if m.shape != x.shape:
             raise ShapeError(f"mask has shape {m.shape}, the cube has {x.shape}")
-        m = m.rechunk(x.chunks)
+        m = _rechunk(m, x.chunks)
     if ndim == 2:
         x, m = x[None], m[None]
     shape = tuple(int(n) for n in x.shape)
@@ -677,7 +685,7 @@ def smooth_and_clip(
     small = SINGLE_TASK_BYTES if single_task_bytes is None else int(single_task_bytes)
     if x.npartitions == 1 or x.nbytes <= small:
         out, rms0, rms_list = _one_task(x, m, run, dev, progress)
-        return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
+        return _rechunk(out[0] if ndim == 2 else out, in_chunks), rms0, rms_list
     ooc = not _fits_in_memory(x.nbytes) if out_of_core is None else bool(out_of_core)
     noise = _Noise(run, shape, single, _compute, dev)
     if ooc:
@@ -687,12 +695,12 @@ def smooth_and_clip(
             x, m, run, noise, _BLOCKS, limit=limit, scratch=scratch, progress=progress,
             device=dev,
         )  # fmt: skip
-        return (out[0] if ndim == 2 else out).rechunk(in_chunks), rms0, rms_list
+        return _rechunk(out[0] if ndim == 2 else out, in_chunks), rms0, rms_list
     keep = _fits_in_memory(x.nbytes) if keep_smoothed is None else bool(keep_smoothed)
     out, rms0, rms_list = _kernels(x, m, run, noise, limit, keep, dev, progress)
     if ndim == 2:
         out = out[0]
-    return out.rechunk(in_chunks), rms0, rms_list
+    return _rechunk(out, in_chunks), rms0, rms_list
 
 
 def _kernels(x, m, run, noise, limit, keep, dev, progress):
@@ -728,7 +736,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         _, sigma, _, zk, _, use_rms0 = spec
         has_xy, has_z = sigma > 0, zk != "none"
         src = None
-        if _slab_pass(keep, exact, spec):
+        if _slab_pass(keep, exact, spec, dev):
             # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
             # with the running mean carried down (no transposition, W kept, no mask rechunk)
             mk = _rechunk(m, base.chunks)
