@@ -209,18 +209,23 @@ GRAPHS = [
 ]
 
 
+def same_as_single(client, spy, x, kw, chunks, n_slab):
+    """The Dask call on ``x`` in ``chunks`` against the single call: masks identical, noise
+    bit-identical, ``n_slab`` kernels through the slab pass."""
+    kw = {"threshold": 3.5, **kw}
+    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
+    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=chunks), return_noise=True, **kw)
+    check(client.compute(lazy).result(), ng, want, nw, 0)
+    assert spy["slabs"] == n_slab
+
+
 @pytest.mark.parametrize("kw,zc,n_slab", GRAPHS)
 def test_slab_graph_equals_the_single_call(dask_client, spy, rng, kw, zc, n_slab):
     """The Dask graph on CPU workers: masks identical and noise bit-identical to the single
     call, every exact spectral kernel through the slab pass, no rechunk to whole-z columns."""
     x = make_cube(rng)  # sources and NaN block across slab edges, an all-NaN plane (z = 4)
     x[13] = np.nan  # a second NaN plane, at a slab edge for zc = 1, 2
-    kw = {"threshold": 3.5, **kw}
-    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
-    chunks = (zc, 30, 28)
-    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=chunks), return_noise=True, **kw)
-    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
-    assert spy["slabs"] == n_slab
+    same_as_single(dask_client, spy, x, kw, (zc, 30, 28), n_slab)
     assert all(c[0] != -1 for c in spy["rechunks"])  # never whole-z columns
 
 
@@ -234,13 +239,7 @@ def test_gpu_workers_take_the_slab_graph(dask_client, spy, monkeypatch, rng, kw,
 
     monkeypatch.setattr(cube, "_on_cpu", lambda device: False)
     monkeypatch.setattr(cube, "Z_SLABS_GPU", True)
-    x = make_cube(rng)
-    kw = {"threshold": 3.5, **kw}
-    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
-    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(zc, 30, 28)),
-                                       return_noise=True, **kw)  # fmt: skip
-    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
-    assert spy["slabs"] == n_slab
+    same_as_single(dask_client, spy, make_cube(rng), kw, (zc, 30, 28), n_slab)
     assert all(c[0] != -1 for c in spy["rechunks"])
 
 
@@ -253,13 +252,7 @@ def test_wavefront_graph_equals_the_single_call(dask_client, spy, monkeypatch, r
     from skyconv._dask import cube
 
     monkeypatch.setattr(cube, "SLAB_GROUPS", groups)
-    x = make_cube(rng)
-    kw = {"threshold": 3.5, **kw}
-    want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
-    lazy, ng = skyconv.smooth_and_clip(da.from_array(x, chunks=(zc, 30, 28)),
-                                       return_noise=True, **kw)  # fmt: skip
-    check(dask_client.compute(lazy).result(), ng, want, nw, 0)
-    assert spy["slabs"] == n_slab
+    same_as_single(dask_client, spy, make_cube(rng), kw, (zc, 30, 28), n_slab)
     heights = np.diff(np.linspace(0, 30, min(groups, 30) + 1).round()).astype(int)
     assert spy["groups"] == [tuple(heights)] * n_slab
 

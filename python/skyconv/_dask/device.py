@@ -146,14 +146,10 @@ def bytes_used(client=None) -> dict:
     dict
         Empty when no GPU call was counted.
     """
-    logs = dict([_local_bytes()])
-    client = client or _default_client()
-    if client is not None:
-        logs.update(client.run(_local_bytes).values())
     out: dict = {}
-    for log in logs.values():
+    for log in _logs(_local_bytes, client).values():
         for (_, dev, visible), n in log.items():
-            name = dev if visible is None else f"{dev} (CUDA_VISIBLE_DEVICES={visible})"
+            name = _named(dev, visible)
             out[name] = out.get(name, 0) + n
     return dict(sorted(out.items()))
 
@@ -195,7 +191,7 @@ def _clear() -> None:
 def _pid_gpu_time() -> tuple:
     from .. import _core
 
-    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"), _core._gpu_admission_stats()
+    return os.getpid(), (os.environ.get("CUDA_VISIBLE_DEVICES"), _core._gpu_admission_stats())
 
 
 def gpu_time(client=None) -> dict:
@@ -215,15 +211,10 @@ def gpu_time(client=None) -> dict:
         calling threads waited for the GPU, summed, "admitted_s": seconds the GPU was held by
         a call}}; empty when no GPU call ran.
     """
-    logs = dict([(p, (v, s)) for p, v, s in [_pid_gpu_time()]])
-    client = client or _default_client()
-    if client is not None:
-        logs.update({p: (v, s) for p, v, s in client.run(_pid_gpu_time).values()})
     out: dict = {}
-    for visible, stats in logs.values():
+    for visible, stats in _logs(_pid_gpu_time, client).values():
         for ordinal, (calls, waited, admitted) in stats.items():
-            name = f"cuda:{ordinal}" + ("" if visible is None else
-                                        f" (CUDA_VISIBLE_DEVICES={visible})")  # fmt: skip
+            name = _named(f"cuda:{ordinal}", visible)
             d = out.setdefault(name, {"calls": 0, "waited_s": 0.0, "admitted_s": 0.0})
             d["calls"] += calls
             d["waited_s"] += waited
@@ -233,6 +224,21 @@ def gpu_time(client=None) -> dict:
 
 def _default_client():
     return cluster.client()
+
+
+def _logs(local, client=None) -> dict:
+    """``local()`` ((pid, log)) of this process and of each worker of ``client`` (default:
+    the default client, when there is one), by pid: a worker in this process counts once."""
+    out = dict([local()])
+    client = client or _default_client()
+    if client is not None:
+        out.update(client.run(local).values())
+    return out
+
+
+def _named(dev, visible) -> str:
+    """A device's name in the logs' keys, with the worker's CUDA_VISIBLE_DEVICES if set."""
+    return dev if visible is None else f"{dev} (CUDA_VISIBLE_DEVICES={visible})"
 
 
 def devices_used(client=None) -> dict:
@@ -250,15 +256,11 @@ def devices_used(client=None) -> dict:
         {stage: {"<device> (CUDA_VISIBLE_DEVICES=<v>)" or "<device>": tasks}}, e.g.
         ``{"scfind.spatial": {"cuda (CUDA_VISIBLE_DEVICES=0)": 16, ...}}``.
     """
-    logs = {os.getpid(): local_log()}
-    client = client or _default_client()
-    if client is not None:
-        logs.update(client.run(_pid_log).values())  # a worker in this process counts once
     out: dict = {}
-    for log in logs.values():
+    for log in _logs(_pid_log, client).values():
         for (stage, dev, visible), n in log.items():
-            name = dev if visible is None else f"{dev} (CUDA_VISIBLE_DEVICES={visible})"
             per = out.setdefault(stage, {})
+            name = _named(dev, visible)
             per[name] = per.get(name, 0) + n
     return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
@@ -278,12 +280,8 @@ def seconds_used(client=None) -> dict:
     dict
         {stage: seconds} (stages counted by :func:`on_worker` alone are absent).
     """
-    logs = dict([_local_seconds()])
-    client = client or _default_client()
-    if client is not None:
-        logs.update(client.run(_local_seconds).values())
     out: dict = {}
-    for log in logs.values():
+    for log in _logs(_local_seconds, client).values():
         for (name, _, _), secs in log.items():
             if secs > 0:
                 out[name] = out.get(name, 0.0) + secs
