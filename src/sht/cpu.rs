@@ -34,7 +34,10 @@ const CHUNK_BYTES: usize = 256 << 20;
 /// Largest coefficient buffer kept between calls: every chunk's (a fresh one costs the kernel's
 /// zeroing of its pages on every call, and its unmap is a serial stretch with all threads
 /// waiting; bench/NOTES.md, session 10). At most this much stays allocated after a call.
-const KEEP_BYTES: usize = CHUNK_BYTES;
+/// `chunks` rounds a chunk up to whole lane blocks (up to L0 − 1 pairs past `CHUNK_BYTES`):
+/// the slack keeps those buffers too (without it every call at nside ≥ 2048, and T,E,B at
+/// 1024, allocated and faulted in a fresh one per chunk; bench/NOTES.md, session 15 cpusht6).
+const KEEP_BYTES: usize = CHUNK_BYTES + CHUNK_BYTES / 8;
 
 /// One transform inside a call: a spin-0 (T) or spin-2 (E, B -> Q, U) pair of components.
 #[derive(Debug, Clone, Copy)]
