@@ -197,7 +197,7 @@ def main(argv=None) -> int:
 
 
 #: Task names of the core calls (in fused task names too), for the core thread-seconds.
-CORE = ("spatial_block", "sample_core", "slab_core", "clip_core", "prepare_mask")
+CORE = ("spatial_block", "spatial_update", "sample_core", "slab_core", "clip_core", "prepare_mask")
 
 
 def profile(client, a, da, dcube, key_split, skyconv, progress_marks):

@@ -521,18 +521,22 @@ def _slab_pass(keep, exact, spec, device) -> bool:
 def _spatial_stages(base, m, spec, stage_args, owners, prev):
     """The spatial stage of ``spec`` (``stage_args`` = mode, replace, rms0, exact, device) of
     each z-slab of ``base`` with mask ``m`` (delayed, slab k's on ``owners[k]``): from
-    ``prev`` = (spatial kernel, S or W by slab, masks by slab or None, whether W), the last
-    stage of this spatial size kept on the slabs' workers, only the planes whose mask changed
-    are smoothed again (:func:`_spatial_update`; SoFiA-2's kernels run by spatial size, each
-    kernel's mask a superset of the last); a spatial size 0 starts from the cube itself (no
-    voxel masked, W-like: NaN where blank); otherwise the whole slab (:func:`_spatial_block`)."""
+    ``prev`` = (spatial kernel, S by slab or W (z-slabs), the mask (z-slabs) or None, whether
+    W), the last stage of this spatial size kept on the slabs' workers, only the planes whose
+    mask changed are smoothed again (:func:`_spatial_update`; SoFiA-2's kernels run by
+    spatial size, each kernel's mask a superset of the last); a spatial size 0 starts from the
+    cube itself (no voxel masked, W-like: NaN where blank); otherwise the whole slab
+    (:func:`_spatial_block`)."""
     import dask
 
     xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
     if prev is not None and prev[0] != spec[:3]:
         prev = None
     if prev is None and spec[1] == 0:
-        prev = (spec[:3], xs, [None] * len(xs), True)
+        prev = (spec[:3], xs, None, True)
+    if prev is not None:
+        old = prev[1].to_delayed().ravel() if hasattr(prev[1], "to_delayed") else prev[1]
+        pms = [None] * len(xs) if prev[2] is None else prev[2].to_delayed().ravel()
     ss = []
     for k in range(len(xs)):
         with _pin(owners, k):
@@ -540,7 +544,7 @@ def _spatial_stages(base, m, spec, stage_args, owners, prev):
                 ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
             else:
                 ss.append(dask.delayed(_spatial_update)(
-                    prev[1][k], prev[2][k], prev[3], xs[k], ms[k], spec, *stage_args
+                    old[k], pms[k], prev[3], xs[k], ms[k], spec, *stage_args
                 ))  # fmt: skip
     return ss
 
@@ -778,8 +782,9 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     groups = _groups(x.shape, max(base.chunks[0]))  # the wavefront's chains (row groups)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
     # the last spatial stage of this spatial size, kept by slab for the slab pass's next kernel
-    # (:func:`_spatial_stages`): (spatial kernel, S or W by slab, the mask by slab it was
-    # built from or None, whether it is W)
+    # (:func:`_spatial_stages`): (spatial kernel, S by slab or W, the mask it was built from,
+    # whether it is W). The persisted arrays themselves, not their blocks' delayed (which do
+    # not hold the results: their tasks would run again once the arrays are dropped)
     prev = None
     rms_list = []
     for i, spec in enumerate(specs):
@@ -793,7 +798,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             stage_args = (mode, rep, rms0, exact, dev)
             ss = _spatial_stages(base, mk, spec, stage_args, owners, prev)
             rms, w = noise.slabs(ss, mk, spec, owners, groups)
-            prev = (spec[:3], w[2], mk.to_delayed().ravel(), False)
+            prev = (spec[:3], w[2], mk, False)
         else:
             if has_xy and has_z:
                 ms = _rechunk(m, base.chunks)
@@ -817,7 +822,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
                 rms, w = noise(src, mk, spec, kind, rms0, keep=True, owners=on)
                 if on and not has_z:  # W by slab: the start of this size's spatial stages
-                    prev = (spec[:3], w.to_delayed().ravel(), mk.to_delayed().ravel(), True)
+                    prev = (spec[:3], w, mk, True)
             else:
                 rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
         if src is None:  # the slab pass's noise is a task's result: the clip reads it there
