@@ -821,7 +821,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
                 rms, w = rms0, None
             elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
                 rms, w = noise(src, mk, spec, kind, rms0, keep=True, owners=on)
-                if on and not has_z:  # W by slab: the start of this size's spatial stages
+                if not has_z:  # W in z-slabs: the start of this size's spatial stages
                     prev = (spec[:3], w, mk, True)
             else:
                 rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
