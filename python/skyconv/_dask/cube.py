@@ -91,15 +91,15 @@ def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
 
 def _spatial_update(prev, pmask, w, cube, mask, spec, mode, rep, rms0, exact, device=None):
     """The spatial stage of slab ``cube`` with ``mask`` (:func:`_spatial_block`'s, bit for bit)
-    from ``prev``, that of the same spatial kernel built with mask ``pmask`` (None: no voxel
-    masked): a plane's stage reads only that plane of the cube and of the mask, so only the
-    planes whose mask changed are smoothed again (the detections of the kernels in between;
-    one core call). With ``w``, ``prev`` is W of a kernel of this spatial size with no
-    spectral part (or the cube itself, for size 0), which equals its stage except at blank
-    voxels (NaN in W): the planes with a blank voxel are smoothed again too."""
+    from ``prev``, that of the same spatial kernel built with mask ``pmask``: a plane's stage
+    reads only that plane of the cube and of the mask, so only the planes whose mask changed
+    are smoothed again (the detections of the kernels in between; one core call). With
+    ``w``, ``prev`` is W of a kernel of this spatial size with no spectral part, which equals
+    its stage except at blank voxels (NaN in W): the planes with a blank voxel are smoothed
+    again too."""
     mask = _c(mask)
     flat = mask.reshape(len(mask), -1)
-    redo = flat.any(axis=1) if pmask is None else (flat != pmask.reshape(flat.shape)).any(axis=1)
+    redo = (flat != pmask.reshape(flat.shape)).any(axis=1)
     if w:
         redo |= (flat & BLANK).any(axis=1)
     out = np.array(prev, order="C")  # a copy: ``prev`` may still be read (halos, the clip)
@@ -493,6 +493,12 @@ def _rechunk(a, chunks):
     return a.rechunk(chunks, method=method)
 
 
+#: The slab pass builds each kernel's spatial stage from the last of its spatial size, kept on
+#: the slabs' workers, smoothing again only the planes whose mask changed
+#: (:func:`_spatial_stages`); False: from the cube, every plane every kernel (the earlier graph,
+#: which bench/dask_sc_profile.py's ``rebuild`` measures against).
+SPATIAL_REUSE = True
+
 #: With the cube kept in memory, kernels with SoFiA-2's spectral running mean run on z-slabs
 #: with a carry (:meth:`_Noise.slabs`), on CPU and GPU workers; False: through whole-z
 #: columns (the earlier graph, which bench/dask_sc_profile.py --columns measures against).
@@ -521,22 +527,20 @@ def _slab_pass(keep, exact, spec, device) -> bool:
 def _spatial_stages(base, m, spec, stage_args, owners, prev):
     """The spatial stage of ``spec`` (``stage_args`` = mode, replace, rms0, exact, device) of
     each z-slab of ``base`` with mask ``m`` (delayed, slab k's on ``owners[k]``): from
-    ``prev`` = (spatial kernel, S by slab or W (z-slabs), the mask (z-slabs) or None, whether
-    W), the last stage of this spatial size kept on the slabs' workers, only the planes whose
-    mask changed are smoothed again (:func:`_spatial_update`; SoFiA-2's kernels run by
-    spatial size, each kernel's mask a superset of the last); a spatial size 0 starts from the
-    cube itself (no voxel masked, W-like: NaN where blank); otherwise the whole slab
-    (:func:`_spatial_block`)."""
+    ``prev`` = (spatial kernel, S by slab or W (z-slabs), the mask (z-slabs) it was built from,
+    whether W), the last stage of this spatial size kept on the slabs' workers, only the
+    planes whose mask changed are smoothed again (:func:`_spatial_update`; SoFiA-2's kernels
+    run by spatial size, each kernel's mask a superset of the last); otherwise, and for
+    spatial size 0 (a copy with the replacement, where an update's copy and compare measured
+    slower: bench/NOTES.md, session 15, dasks), the whole slab (:func:`_spatial_block`)."""
     import dask
 
     xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
-    if prev is not None and prev[0] != spec[:3]:
+    if not SPATIAL_REUSE or spec[1] == 0 or (prev is not None and prev[0] != spec[:3]):
         prev = None
-    if prev is None and spec[1] == 0:
-        prev = (spec[:3], xs, None, True)
     if prev is not None:
         old = prev[1].to_delayed().ravel() if hasattr(prev[1], "to_delayed") else prev[1]
-        pms = [None] * len(xs) if prev[2] is None else prev[2].to_delayed().ravel()
+        pms = prev[2].to_delayed().ravel()
     ss = []
     for k in range(len(xs)):
         with _pin(owners, k):
@@ -798,7 +802,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             stage_args = (mode, rep, rms0, exact, dev)
             ss = _spatial_stages(base, mk, spec, stage_args, owners, prev)
             rms, w = noise.slabs(ss, mk, spec, owners, groups)
-            prev = (spec[:3], w[2], mk, False)
+            prev = (spec[:3], w[2], mk, False) if sigma > 0 else None
         else:
             if has_xy and has_z:
                 ms = _rechunk(m, base.chunks)
