@@ -93,7 +93,8 @@ def _spatial_update(prev, pmask, w, cube, mask, spec, mode, rep, rms0, exact, de
     """The spatial stage of slab ``cube`` with ``mask`` (:func:`_spatial_block`'s, bit for bit)
     from ``prev``, that of the same spatial kernel built with mask ``pmask``: a plane's stage
     reads only that plane of the cube and of the mask, so only the planes whose mask changed
-    are smoothed again (the detections of the kernels in between; one core call). With
+    are smoothed again (the detections of the kernels in between; one core call a run of
+    them). With
     ``w``, ``prev`` is W of a kernel of this spatial size with no spectral part, which equals
     its stage except at blank voxels (NaN in W): the planes with a blank voxel are smoothed
     again too."""
@@ -102,12 +103,18 @@ def _spatial_update(prev, pmask, w, cube, mask, spec, mode, rep, rms0, exact, de
     redo = (flat != pmask.reshape(flat.shape)).any(axis=1)
     if w:
         redo |= (flat & BLANK).any(axis=1)
-    out = np.array(prev, order="C")  # a copy: ``prev`` may still be read (halos, the clip)
-    planes = np.flatnonzero(redo)
-    if planes.size:
-        out[planes] = _spatial_block(cube[planes], mask[planes], spec, mode, rep, rms0, exact,
-                                     device)  # fmt: skip
-    return out
+    # runs of planes alike: kept ones from ``prev`` (read only: it may still be read by
+    # halos and clips), the others smoothed from views of the slab; one copy into the result
+    edges = np.flatnonzero(np.diff(redo.astype(np.int8))) + 1
+    edges = [0, *edges.tolist(), len(redo)]
+    pieces = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        if redo[a]:
+            pieces.append(_spatial_block(cube[a:b], mask[a:b], spec, mode, rep, rms0, exact,
+                                         device))  # fmt: skip
+        else:
+            pieces.append(prev[a:b])
+    return np.concatenate(pieces) if len(pieces) > 1 else np.array(pieces[0], order="C")
 
 
 def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
