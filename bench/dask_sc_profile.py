@@ -18,7 +18,8 @@ row-group chains), ``chain`` (session 12's: one chain of whole planes, the slabs
 scheduler put them), ``contiguous`` (one chain, the slabs in contiguous runs), ``columns``
 (W kept, the spectral kernels through whole-z columns: before session 12), ``twice`` (the
 clip smooths its block again instead of reading the kept W: before session 11, and the GPU
-workers' graph).
+workers' graph), ``rebuild`` (the slab pass's spatial stage from the cube, every plane every
+kernel: before session 15's dasks).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     p.add_argument("--path", default="/tmp/skyconv-sc-profile/cube.zarr")
     p.add_argument("--json", default=None)
     p.add_argument("--graphs", default="wave",
-                   help="comma list of wave, chain, contiguous, columns, twice")  # fmt: skip
+                   help="comma list: wave, chain, contiguous, columns, twice, rebuild")  # fmt: skip
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--groups", type=int, default=None,
                    help="the wave's row groups (SLAB_GROUPS; default: the cluster's)")  # fmt: skip
@@ -115,16 +116,20 @@ def main(argv=None) -> int:
     gb = np.prod(shape) * 4 / 1e9
     cube = zarr.open_array(a.path, mode="r")[...]
     graphs = [g for g in a.graphs.split(",") if g]
-    defaults = (dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs)
+    defaults = (dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs,
+                dcube.SPATIAL_REUSE)  # fmt: skip
 
     def scattered(base):  # session 12: the slabs where the scheduler puts them
         base = base.persist()
         return base, dcube._owners(base)
 
     def use(graph):
-        dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs = defaults
+        (dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs,
+         dcube.SPATIAL_REUSE) = defaults  # fmt: skip
         if graph == "twice":
             dcube._on_cpu = lambda device: False
+        elif graph == "rebuild":
+            dcube.SPATIAL_REUSE = False
         elif graph == "columns":
             dcube.Z_SLABS = False
         elif graph == "chain":
@@ -197,7 +202,7 @@ def main(argv=None) -> int:
 
 
 #: Task names of the core calls (in fused task names too), for the core thread-seconds.
-CORE = ("spatial_block", "sample_core", "slab_core", "clip_core", "prepare_mask")
+CORE = ("spatial_block", "spatial_update", "sample_core", "slab_core", "clip_core", "prepare_mask")
 
 
 def profile(client, a, da, dcube, key_split, skyconv, progress_marks):

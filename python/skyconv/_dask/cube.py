@@ -89,6 +89,34 @@ def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
     return out
 
 
+def _spatial_update(prev, pmask, w, cube, mask, spec, mode, rep, rms0, exact, device=None):
+    """The spatial stage of slab ``cube`` with ``mask`` (:func:`_spatial_block`'s, bit for bit)
+    from ``prev``, that of the same spatial kernel built with mask ``pmask``: a plane's stage
+    reads only that plane of the cube and of the mask, so only the planes whose mask changed
+    are smoothed again (the detections of the kernels in between; one core call a run of
+    them). With
+    ``w``, ``prev`` is W of a kernel of this spatial size with no spectral part, which equals
+    its stage except at blank voxels (NaN in W): the planes with a blank voxel are smoothed
+    again too."""
+    mask = _c(mask)
+    flat = mask.reshape(len(mask), -1)
+    redo = (flat != pmask.reshape(flat.shape)).any(axis=1)
+    if w:
+        redo |= (flat & BLANK).any(axis=1)
+    # runs of planes alike: kept ones from ``prev`` (read only: it may still be read by
+    # halos and clips), the others smoothed from views of the slab; one copy into the result
+    edges = np.flatnonzero(np.diff(redo.astype(np.int8))) + 1
+    edges = [0, *edges.tolist(), len(redo)]
+    pieces = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        if redo[a]:
+            pieces.append(_spatial_block(cube[a:b], mask[a:b], spec, mode, rep, rms0, exact,
+                                         device))  # fmt: skip
+        else:
+            pieces.append(prev[a:b])
+    return np.concatenate(pieces) if len(pieces) > 1 else np.array(pieces[0], order="C")
+
+
 def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
                   device=None, keep=False):  # fmt: skip
     """One core call: W of the block (``kind`` "raw", "cube" or "smoothed") at its positions
@@ -217,14 +245,15 @@ class _Noise:
                 )  # fmt: skip
         return self._finish(parts, src, keep, owners)
 
-    def slabs(self, base, m, spec, stage_args, owners, groups=1):
+    def slabs(self, ss, m, spec, owners, groups=1):
         """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
-        a boxcar of radius r along z) of the z-slabs ``base`` with mask ``m`` (the same
-        chunks), and W, kept where its slabs were made: (the noise as a persisted delayed
-        value, computed on a worker: the clip reads it there, with no round trip to the
+        a boxcar of radius r along z) of the z-slabs whose spatial stages are ``ss`` (delayed,
+        one a slab, :func:`_spatial_block` or :func:`_spatial_update`) with mask ``m`` (z-slabs
+        of the same planes), and W, kept where its slabs were made: (the noise as a persisted
+        delayed value, computed on a worker: the clip reads it there, with no round trip to the
         client; (the persisted core results by slab and row group, W at index 3; the groups'
-        row edges)). Per slab the spatial
-        stage (``stage_args`` = mode, replace, rms0, exact, device), then per group of rows
+        row edges; ``ss`` persisted, for the next kernel of this spatial size)). Per slab the
+        spatial stage, then per group of rows
         (``groups`` of them, as even as the rows allow) one core call (:func:`_slab_core`)
         from the top slab down, each handed the running mean at its top by the same group of
         the slab above (its rows of one plane) and its neighbours' r planes below and r + 1
@@ -239,14 +268,10 @@ class _Noise:
 
         run, nz, ny = self.run, self.shape[0], self.shape[1]
         r = int(spec[4]) // 2
-        edges = np.cumsum((0,) + tuple(base.chunks[0])).tolist()
+        edges = np.cumsum((0,) + tuple(m.chunks[0])).tolist()
         yedges = np.linspace(0, ny, min(max(int(groups), 1), ny) + 1).round().astype(int)
         yedges = yedges.tolist()
-        xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
-        ss = []
-        for k in range(len(xs)):
-            with _pin(owners, k):
-                ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
+        ms = m.to_delayed().ravel()
         task = dask.delayed(_slab_core)
         parts = np.empty((len(ss), len(yedges) - 1), dtype=object)
         for k in reversed(range(len(ss))):
@@ -280,11 +305,12 @@ class _Noise:
                 small.append(dask.delayed(_sample_of)(list(parts[k])))
         rms = dask.delayed(_noise_rule)(small, self.shape, self.sampling, run.noise,
                                         run.sampling, self.single)  # fmt: skip
-        # one graph: the core results stay on their workers (persisted), the noise is a task
-        kept = dask.persist(*parts.flat, rms)
+        # one graph: the core results and S stay on their workers (persisted), the noise is a
+        # task
+        kept = dask.persist(*parts.flat, *ss, rms)
         for j, idx in enumerate(np.ndindex(parts.shape)):
             parts[idx] = kept[j]
-        return kept[-1], (parts, yedges)
+        return kept[-1], (parts, yedges, list(kept[parts.size : -1]))
 
     def _finish(self, parts, src, keep, owners=None):
         """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
@@ -474,6 +500,12 @@ def _rechunk(a, chunks):
     return a.rechunk(chunks, method=method)
 
 
+#: The slab pass builds each kernel's spatial stage from the last of its spatial size, kept on
+#: the slabs' workers, smoothing again only the planes whose mask changed
+#: (:func:`_spatial_stages`); False: from the cube, every plane every kernel (the earlier graph,
+#: which bench/dask_sc_profile.py's ``rebuild`` measures against).
+SPATIAL_REUSE = True
+
 #: With the cube kept in memory, kernels with SoFiA-2's spectral running mean run on z-slabs
 #: with a carry (:meth:`_Noise.slabs`), on CPU and GPU workers; False: through whole-z
 #: columns (the earlier graph, which bench/dask_sc_profile.py --columns measures against).
@@ -497,6 +529,35 @@ def _slab_pass(keep, exact, spec, device) -> bool:
     _, _, _, zk, _, use_rms0 = spec
     on = Z_SLABS and keep and exact and zk == "boxcar" and not use_rms0
     return on and (Z_SLABS_GPU or _on_cpu(device))
+
+
+def _spatial_stages(base, m, spec, stage_args, owners, prev):
+    """The spatial stage of ``spec`` (``stage_args`` = mode, replace, rms0, exact, device) of
+    each z-slab of ``base`` with mask ``m`` (delayed, slab k's on ``owners[k]``): from
+    ``prev`` = (spatial kernel, S by slab or W (z-slabs), the mask (z-slabs) it was built from,
+    whether W), the last stage of this spatial size kept on the slabs' workers, only the
+    planes whose mask changed are smoothed again (:func:`_spatial_update`; SoFiA-2's kernels
+    run by spatial size, each kernel's mask a superset of the last); otherwise, and for
+    spatial size 0 (a copy with the replacement, where an update's copy and compare measured
+    slower: bench/NOTES.md, session 15, dasks), the whole slab (:func:`_spatial_block`)."""
+    import dask
+
+    xs, ms = base.to_delayed().ravel(), m.to_delayed().ravel()
+    if not SPATIAL_REUSE or spec[1] == 0 or (prev is not None and prev[0] != spec[:3]):
+        prev = None
+    if prev is not None:
+        old = prev[1].to_delayed().ravel() if hasattr(prev[1], "to_delayed") else prev[1]
+        pms = prev[2].to_delayed().ravel()
+    ss = []
+    for k in range(len(xs)):
+        with _pin(owners, k):
+            if prev is None:
+                ss.append(dask.delayed(_spatial_block)(xs[k], ms[k], spec, *stage_args))
+            else:
+                ss.append(dask.delayed(_spatial_update)(
+                    old[k], pms[k], prev[3], xs[k], ms[k], spec, *stage_args
+                ))  # fmt: skip
+    return ss
 
 
 def _slab_map(fn, args, owners):
@@ -531,10 +592,10 @@ def _pinned_blocks(fn, calls, chunks, owners, dtype=np.uint8):
 
 def _slab_clip(args, owners):
     """The clip of W kept in z-slabs by row groups (``args`` = (the core results by slab and
-    group, the groups' row edges) as :meth:`_Noise.slabs` returns them, the mask in z-slabs,
+    group, the groups' row edges, S) as :meth:`_Noise.slabs` returns them, the mask in z-slabs,
     then :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`) on the worker
     that holds the slab's results, ``owners[k]`` → the mask in z-slabs (persisted)."""
-    (parts, rows), m = args[0], args[1]
+    (parts, rows, _), m = args[0], args[1]
     ms = m.to_delayed().ravel()
     calls = {(k, 0, 0): (list(parts[k]), ms[k], rows, *args[2:]) for k in range(len(ms))}
     return _pinned_blocks(_clip_rows, calls, m.chunks, owners)
@@ -731,6 +792,11 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     keep_w = keep and _on_cpu(dev)  # W kept on the workers for the clip (else S, if keep)
     groups = _groups(x.shape, max(base.chunks[0]))  # the wavefront's chains (row groups)
     xcols = None  # the cube in columns, while consecutive spectral-only kernels use it
+    # the last spatial stage of this spatial size, kept by slab for the slab pass's next kernel
+    # (:func:`_spatial_stages`): (spatial kernel, S by slab or W, the mask it was built from,
+    # whether it is W). The persisted arrays themselves, not their blocks' delayed (which do
+    # not hold the results: their tasks would run again once the arrays are dropped)
+    prev = None
     rms_list = []
     for i, spec in enumerate(specs):
         _, sigma, _, zk, _, use_rms0 = spec
@@ -740,7 +806,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             # z-slabs only: the spatial stage per slab, then the spectral pass slab by slab
             # with the running mean carried down (no transposition, W kept, no mask rechunk)
             mk = _rechunk(m, base.chunks)
-            rms, w = noise.slabs(base, mk, spec, (mode, rep, rms0, exact, dev), owners, groups)
+            stage_args = (mode, rep, rms0, exact, dev)
+            ss = _spatial_stages(base, mk, spec, stage_args, owners, prev)
+            rms, w = noise.slabs(ss, mk, spec, owners, groups)
+            prev = (spec[:3], w[2], mk, False) if sigma > 0 else None
         else:
             if has_xy and has_z:
                 ms = _rechunk(m, base.chunks)
@@ -763,6 +832,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
                 rms, w = rms0, None
             elif keep_w:  # smoothed once: W kept on the workers between the noise and the clip
                 rms, w = noise(src, mk, spec, kind, rms0, keep=True, owners=on)
+                if not has_z:  # W in z-slabs: the start of this size's spatial stages
+                    prev = (spec[:3], w, mk, True)
             else:
                 rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
         if src is None:  # the slab pass's noise is a task's result: the clip reads it there
@@ -789,6 +860,10 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
         nxt = specs[i + 1] if i + 1 < len(specs) else None
         if nxt is None or nxt[1] > 0 or nxt[3] == "none":
             xcols = None
+        if prev is not None and (nxt is None or nxt[:3] != prev[0] or not _slab_pass(
+            keep, exact, nxt, dev
+        )):  # fmt: skip
+            prev = None  # kept only for the slab pass of a next kernel of this spatial size
         rms_list.append(float(rms))
         if progress is not None:
             progress(i + 1, len(specs), rms)
