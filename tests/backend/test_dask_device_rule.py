@@ -115,7 +115,9 @@ def test_copied_counts_the_gpu_calls_arrays_by_gpu(monkeypatch):
     assert ddev.bytes_used() == {}
 
 
+@pytest.mark.skipif(HAS_GPU, reason="needs a machine without a GPU")
 def test_on_worker_cuda_without_gpu_is_a_device_error():
+    """A task asked for "cuda" on a worker with no GPU fails with DeviceError, not on the CPU."""
     with pytest.raises(DeviceError):
         ddev.on_worker("s", "cuda")
 
