@@ -103,6 +103,8 @@ def _spatial_update(prev, pmask, w, cube, mask, spec, mode, rep, rms0, exact, de
     redo = (flat != pmask.reshape(flat.shape)).any(axis=1)
     if w:
         redo |= (flat & BLANK).any(axis=1)
+    if not redo.any():  # nothing changed: ``prev`` itself (read only everywhere), no copy
+        return prev
     # runs of planes alike: kept ones from ``prev`` (read only: it may still be read by
     # halos and clips), the others smoothed from views of the slab; one copy into the result
     edges = np.flatnonzero(np.diff(redo.astype(np.int8))) + 1
@@ -114,7 +116,7 @@ def _spatial_update(prev, pmask, w, cube, mask, spec, mode, rep, rms0, exact, de
                                          device))  # fmt: skip
         else:
             pieces.append(prev[a:b])
-    return np.concatenate(pieces) if len(pieces) > 1 else np.array(pieces[0], order="C")
+    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]  # one run: all redone
 
 
 def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, sampling, ext,
