@@ -208,14 +208,12 @@ fn _map2alm_multi<'py>(
                     )));
                 }
             }
-            let clean: Vec<std::borrow::Cow<[f64]>> = m.iter().map(|x| sht::clean_map(x)).collect();
-            let refs: Vec<&[f64]> = clean.iter().map(|c| &c[..]).collect();
             multi::with_stats(&plan, &devices, |st| {
                 multi::map2alm(
                     &plan,
                     pol && m.len() == 3,
                     &devices,
-                    &refs,
+                    &m,
                     iter,
                     &mut alms,
                     st,

@@ -83,8 +83,13 @@ def test_alm2map_equals_one_gpu(devices, ncomp, pol, nside, lmax, mmax, rng):
 @pytest.mark.parametrize("ncomp,pol", [(1, False), (3, True)])
 def test_map2alm_equals_one_gpu(devices, iter, ncomp, pol, rng):
     nside, lmax, mmax = 16, 37, 29
-    maps = rng.normal(size=(ncomp, 12 * nside**2))
-    maps[0, 5] = skyconv.sht.UNSEEN  # counts as 0 on both paths
+    npix = 12 * nside**2
+    maps = rng.normal(size=(ncomp, npix))
+    # UNSEEN counts as 0 on both paths (healpy's tolerance: 1e-5 relative); in the northern
+    # and southern rings of a pair (they go up as two ranges of one slot) and at the equator
+    maps[0, 5] = skyconv.sht.UNSEEN
+    maps[:, npix - 7] = skyconv.sht.UNSEEN * (1 + 3e-6)
+    maps[-1, npix // 2] = skyconv.sht.UNSEEN
     w = 1 + 0.05 * rng.random(2 * nside)
     want = skyconv.map2alm(maps, lmax, mmax, iter=iter, pol=pol, ring_weights=w, device="cuda")
     got = skyconv.map2alm(maps, lmax, mmax, iter=iter, pol=pol, ring_weights=w, devices=devices)
@@ -137,6 +142,12 @@ def test_pipeline_many_rounds(devices, pairs, rng, monkeypatch):
     assert _rel(got, want) <= REL
     ga = skyconv.map2alm(want, lmax, mmax, iter=2, pol=True, devices=devices)
     assert _rel(ga, wa) <= REL
+    # one pass zeroes UNSEEN on the devices, chunk by chunk
+    bad = want.copy()
+    bad[:, ::37] = skyconv.sht.UNSEEN
+    w0 = skyconv.map2alm(bad, lmax, mmax, iter=0, pol=True, device="cuda")
+    g0 = skyconv.map2alm(bad, lmax, mmax, iter=0, pol=True, devices=devices)
+    assert _rel(g0, w0) <= REL
     _check_transport(devices)
 
 

@@ -179,12 +179,7 @@ impl<T: Real> ChunkIo for MapUpload<'_, T> {
                 }
                 let n = (b - a) as i64;
                 if T::CUDA == "f64" {
-                    let f = gpu.function(MODULE, "clean_inplace_f64")?;
-                    let mut l = gpu.stream.launch_builder(&f);
-                    let mut view = map.slice_mut(a..b);
-                    l.arg(&mut view).arg(&n);
-                    // SAFETY: matches clean_inplace_f64; the view holds n values.
-                    unsafe { l.launch(clean_cfg(b - a)) }?;
+                    super::launch::clean_f64(gpu, &gpu.stream, &mut map.slice_mut(a..b))?;
                 } else {
                     let f = gpu.function(MODULE, "clean_f32")?;
                     let mut l = gpu.stream.launch_builder(&f);

@@ -299,3 +299,19 @@ pub(super) fn gather(
 ) -> Result<()> {
     ring_pixels(gpu, "gather", rows, maps, spare, r, p0, n)
 }
+
+/// `clean_inplace_f64` on `stream`: healpy's UNSEEN pixels of `m` set to 0 (the values the CPU
+/// engine's `clean_map` gives), so that maps can go up as they are.
+pub(super) fn clean_f64(gpu: &Gpu, stream: &CudaStream, m: &mut CudaViewMut<f64>) -> Result<()> {
+    let n = m.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let ni = n as i64;
+    let f = gpu.function(MODULE, "clean_inplace_f64")?;
+    let mut b = stream.launch_builder(&f);
+    b.arg(m).arg(&ni);
+    // SAFETY: matches `clean_inplace_f64`; the view holds n values.
+    unsafe { b.launch(crate::backend::cuda::grid_stride(n, 65535 * 16)) }?;
+    Ok(())
+}

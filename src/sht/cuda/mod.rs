@@ -150,11 +150,7 @@ fn upload_clean<T: Real>(gpu: &Gpu, m: &[T]) -> Result<CudaSlice<f64>> {
     let grid = (blocks(m.len(), TPB_MISC).min(65535 * 16), 1, 1);
     if T::CUDA == "f64" {
         let mut d: CudaSlice<f64> = gpu.upload(as_f64_real(m))?;
-        let f = gpu.function(MODULE, "clean_inplace_f64")?;
-        let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&mut d).arg(&n);
-        // SAFETY: matches `clean_inplace_f64`; d holds n values.
-        unsafe { b.launch(cfg(grid, TPB_MISC)) }?;
+        launch::clean_f64(gpu, &gpu.stream, &mut d.slice_mut(0..m.len()))?;
         Ok(d)
     } else {
         let raw: CudaSlice<T> = gpu.upload(m)?;

@@ -115,7 +115,10 @@ pub fn alm2map(
     peer::alm2map(plan, pol, &gpus, alms, maps, st)
 }
 
-/// Analysis with `iter` Jacobi iterations split over `devices` (maps: float64, UNSEEN zeroed).
+/// Analysis with `iter` Jacobi iterations split over `devices` (maps: float64 as given, UNSEEN
+/// pixels included). One pass over distinct GPUs zeroes UNSEEN on the devices as the chunks go
+/// up (`peer::analysis`); the other routes read the maps on the host again (the residuals,
+/// the halves), so they take a copy with UNSEEN zeroed first (`clean_map`).
 pub fn map2alm(
     plan: &Plan,
     pol: bool,
@@ -126,6 +129,19 @@ pub fn map2alm(
     st: &mut Stats,
 ) -> Result<()> {
     check_devices(devices)?;
+    let direct = !repeated(devices) && iter == 0;
+    let clean: Vec<std::borrow::Cow<[f64]>> = maps
+        .iter()
+        .map(|m| {
+            if direct {
+                std::borrow::Cow::Borrowed(*m)
+            } else {
+                crate::sht::clean_map(m)
+            }
+        })
+        .collect();
+    let maps: Vec<&[f64]> = clean.iter().map(|c| &c[..]).collect();
+    let maps = maps.as_slice();
     if repeated(devices) {
         st.transport = TRANSPORT;
         return split::map2alm(&Gpus(devices), plan, pol, maps, iter, alms, st);

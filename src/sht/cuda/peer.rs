@@ -525,6 +525,11 @@ fn produce(p: &Pass, l: &mut Local, j: usize, k: usize) -> Result<()> {
                         let south = unsafe { p.map.range(comp, c, d) };
                         gpu.upload_at_on(&l.io, south, &mut l.b.pix[s][ci], z - a)?;
                     }
+                    // the maps go up as given: UNSEEN pixels are zeroed here, not in a host
+                    // pass over the whole map before the call
+                    let used = (z - a) + d.saturating_sub(c);
+                    let mut slot = l.b.pix[s][ci].slice_mut(0..used);
+                    launch::clean_f64(&gpu, &l.io, &mut slot)?;
                 }
                 l.up_ev.record(&l.io)?;
                 gpu.stream.wait(&l.up_ev)?;
@@ -1017,7 +1022,8 @@ pub fn alm2map(
     Ok(())
 }
 
-/// One analysis pass (no iterations) split over `gpus` of float64 maps with UNSEEN zeroed.
+/// One analysis pass (no iterations) split over `gpus` of float64 maps (UNSEEN pixels are
+/// zeroed on the devices as the chunks go up).
 pub fn analysis(
     plan: &Plan,
     pol: bool,
