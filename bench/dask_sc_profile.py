@@ -213,7 +213,8 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
     client.run(_clear_log)
     client.run_on_scheduler(_graph_log, clear=True)
     b0 = sum(client.run(_bytes_in).values())
-    with distributed.get_task_stream(client) as ts:
+    building = _ClientTime()
+    with distributed.get_task_stream(client) as ts, building:
         t0 = time.time()
         marks.append(("start", t0, b0))
 
@@ -243,6 +244,8 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
                     if "slab_core" in name:
                         wave.append((ss["start"], ss["stop"]))
         busy = sum(kinds.values())
+        # the client building and sending graphs (workers idle unless work is queued)
+        built = sum(b - a for a, b in building.spans if t_a <= 0.5 * (a + b) < t_b)
         # the slab pass (the carry chains): its span against its thread-seconds
         span = max(s[1] for s in wave) - min(s[0] for s in wave) if wave else 0.0
         core += sum(v for k, v in kinds.items() if any(c in k for c in CORE))
@@ -253,12 +256,14 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
                 sent_tasks[k] += n
         rows.append({"step": label, "wall_s": t_b - t_a, "bytes_in": b_b - b_a,
                      "busy_thread_s": busy, "kinds": dict(kinds), "slab_pass_span_s": span,
+                     "client_build_s": built,
                      "slab_tasks": len(wave), "tasks_run": dict(ran),
                      "graphs_sent": len(sent), "graph_tasks": dict(sent_tasks)})  # fmt: skip
         top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:6])
         print(f"{label:>10}: {t_b - t_a:6.2f} s wall, {busy:6.2f} thread-s busy of "
               f"{a.workers * (t_b - t_a):6.2f}; {(b_b - b_a) / 1e6:7.1f} MB between workers; "
-              f"slab pass {span:5.2f} s over {len(wave)} tasks; {top}")  # fmt: skip
+              f"client building graphs {built:5.2f} s; slab pass {span:5.2f} s over "
+              f"{len(wave)} tasks; {top}")  # fmt: skip
         by_n = sorted(ran.items(), key=lambda kv: -kv[1])
         print(
             f"{'':>10}  {sum(ran.values())} tasks ran ("
@@ -273,6 +278,42 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
     return {"dask_s": marks[-1][1] - marks[0][1], "bytes_between_workers": marks[-1][2] - b0,
             "core_thread_s": core, "tasks_run": ran, "graphs_sent": len(graphs), "steps": rows,
             "bytes_by_task": kinds_moved, "mask": got}  # fmt: skip
+
+
+class _ClientTime:
+    """While active, the spans (start, stop) the client spends making delayed tasks
+    (``dask.delayed``'s ``call_function``) and persisting graphs (``dask.persist``: optimised,
+    packed and sent; it does not wait for results), outermost calls only."""
+
+    def __init__(self):
+        self.spans, self.depth = [], 0
+
+    def _timed(self, fn):
+        def wrapper(*args, **kw):
+            self.depth += 1
+            t = time.time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                self.depth -= 1
+                if not self.depth:
+                    self.spans.append((t, time.time()))
+
+        return wrapper
+
+    def __enter__(self):
+        import dask
+        import dask.delayed
+
+        mod = sys.modules["dask.delayed"]
+        self.saved = (mod.call_function, dask.persist)
+        mod.call_function, dask.persist = (self._timed(f) for f in self.saved)
+        return self
+
+    def __exit__(self, *exc):
+        import dask
+
+        sys.modules["dask.delayed"].call_function, dask.persist = self.saved
 
 
 def _scheduler_plugin():

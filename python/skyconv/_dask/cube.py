@@ -133,12 +133,12 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
     return out
 
 
-def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext, exact,
-               device=None, keep=False, rows=None):  # fmt: skip
+def _slab_core(mask, carry, bounds, spec, mode, below, z0, shape, sampling, ext, exact, device,
+               keep, rows, *stages):  # fmt: skip
     """One core call on a z-slab (SoFiA-2's spectral running mean, on the worker's device):
-    the slab's sample part from its spatial stage ``pieces`` ((planes, lo, hi): planes lo..hi
-    of the slab's own spatial stage and of its neighbours' halo, in z order; a neighbour on
-    this worker comes whole and is cut here, not by a task of its own) and ``carry`` (the
+    the slab's sample part from its spatial stage and its neighbours' halo: planes
+    ``bounds[i]`` = (lo, hi) of ``stages[i]``, in z order (a neighbour on this worker comes
+    whole and is cut here, not by a task of its own), and ``carry`` (the
     running mean over the slab, from the slab above; or that slab's result, when it is on
     this worker: its carry read here) → (slots, values, (min, max) or None, W or None, the
     carry for the slab below). With ``rows`` = (y0, y1), only that group of rows of every
@@ -146,7 +146,7 @@ def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext,
     of the wavefront."""
     y0, y1 = (0, shape[1]) if rows is None else rows
     ys = slice(None) if y1 - y0 == shape[1] else slice(y0, y1)
-    planes = [p[lo:hi, ys] for p, lo, hi in pieces]
+    planes = [p[lo:hi, ys] for p, (lo, hi) in zip(stages, bounds)]
     # one array of planes z0 - below .. z1 + above, as the core reads them (a copy when there
     # are halos or row groups: the core takes one C-contiguous array)
     s = planes[0] if len(planes) == 1 else np.concatenate(planes)
@@ -163,7 +163,7 @@ def _slab_core(pieces, mask, spec, mode, below, carry, z0, shape, sampling, ext,
     return out
 
 
-def _sample_of(parts):
+def _sample_of(*parts):
     """The sample part of core results ``parts`` (of :func:`_sample_core` or
     :func:`_slab_core`) on one worker, as one small object: (slots, values, (min, max) or None)
     — what the client's reduction reads, without the kept W (one task, not one a field)."""
@@ -188,11 +188,12 @@ def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     return out
 
 
-def _clip_rows(parts, mask, rows, *args):
-    """The clip (:func:`_clip_core` with ``args``) of a z-slab whose W is kept in groups of
-    rows: ``parts``, the core results of its groups (:func:`_slab_core`, W at index 3), rows
-    ``rows[j]..rows[j + 1]`` (:meth:`_Noise.slabs`): one core call a group → the slab's mask
-    (one task a slab: the mask stays in z-slabs)."""
+def _clip_rows(mask, rows, spec, mode, rep, rms0, exact, kind, level, device, *parts):
+    """The clip (:func:`_clip_core` with ``spec`` … ``device``) of a z-slab whose W is kept in
+    groups of rows: ``parts``, the core results of its groups (:func:`_slab_core`, W at index
+    3), rows ``rows[j]..rows[j + 1]`` (:meth:`_Noise.slabs`): one core call a group → the
+    slab's mask (one task a slab: the mask stays in z-slabs)."""
+    args = (spec, mode, rep, rms0, exact, kind, level, device)
     parts = [_clip_core(p[3], mask[:, y0:y1], *args) for p, y0, y1 in zip(parts, rows, rows[1:])]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
@@ -266,6 +267,8 @@ class _Noise:
         workers): B spatial, B·J core calls, B sample parts; a halo piece and J carries cross
         an edge between workers as their own tasks (2c + c·J), within a worker the consumer
         reads its neighbour's results."""
+        import uuid
+
         import dask
 
         run, nz, ny = self.run, self.shape[0], self.shape[1]
@@ -275,21 +278,24 @@ class _Noise:
         yedges = yedges.tolist()
         ms = m.to_delayed().ravel()
         task = dask.delayed(_slab_core)
+        name = f"slab_core-{uuid.uuid4().hex}"  # keys named here: no token of the arguments
         parts = np.empty((len(ss), len(yedges) - 1), dtype=object)
         for k in reversed(range(len(ss))):
             z0, z1 = edges[k], edges[k + 1]
             below, above = min(r, z0), min(r + 1, nz - z1)
             lo, hi = z0 - below, z1 + above
-            pieces = []  # the slab's own S and the halo's planes of its neighbours, in z order
+            stages, bounds = [], []  # the slab's own S and its neighbours' halo, in z order
             for i, (e0, e1) in enumerate(zip(edges[:-1], edges[1:])):
                 a, b = max(lo, e0) - e0, min(hi, e1) - e0
                 if a >= b:
                     continue
                 if _same_worker(owners, i, k):
-                    pieces.append((ss[i], a, b))  # cut by the consumer
+                    stages.append(ss[i])  # cut by the consumer
+                    bounds.append((a, b))
                 else:
                     with _pin(owners, i):  # cut where made: crosses once for all J groups
-                        pieces.append((ss[i][a:b], 0, b - a))
+                        stages.append(ss[i][a:b])
+                    bounds.append((0, b - a))
             for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
                 carry = parts[k + 1, j] if k + 1 < len(ss) else None  # the group's above
                 if carry is not None and not _same_worker(owners, k + 1, k):
@@ -298,15 +304,20 @@ class _Noise:
                 # chain j first on a worker that holds several chains' tasks: the wavefront
                 with _pin(owners, k), dask.annotate(priority=-j):
                     parts[k, j] = task(
-                        pieces, ms[k], spec, run.edge_mode, below, carry, z0, self.shape,
-                        self.sampling, self.ext, run.exact, self.device, True, rows,
+                        ms[k], carry, bounds, spec, run.edge_mode, below, z0, self.shape,
+                        self.sampling, self.ext, run.exact, self.device, True, rows, *stages,
+                        dask_key_name=(name, k, j),
                     )  # fmt: skip
+        # every delayed input a top-level argument (``*stages``, ``*parts[k]``, ``*small``):
+        # dask.delayed finalises each one nested in a list or tuple alone, its whole graph (a
+        # carry's holds its chain): the client's graph took seconds a kernel (bench/NOTES.md,
+        # session 16, dask7)
         small = []
         for k in range(len(ss)):
             with _pin(owners, k):
-                small.append(dask.delayed(_sample_of)(list(parts[k])))
-        rms = dask.delayed(_noise_rule)(small, self.shape, self.sampling, run.noise,
-                                        run.sampling, self.single)  # fmt: skip
+                small.append(dask.delayed(_sample_of)(*parts[k]))
+        rms = dask.delayed(_noise_rule)(self.shape, self.sampling, run.noise, run.sampling,
+                                        self.single, *small)  # fmt: skip
         # one graph: the core results and S stay on their workers (persisted), the noise is a
         # task
         kept = dask.persist(*parts.flat, *ss, rms)
@@ -326,7 +337,7 @@ class _Noise:
         small = []
         for j, idx in enumerate(np.ndindex(parts.shape)):
             with _pin(owners, idx[0]):
-                small.append(dask.delayed(_sample_of)([kept[j]]))
+                small.append(dask.delayed(_sample_of)(kept[j]))
         calls = {idx: (kept[j], 3) for j, idx in enumerate(np.ndindex(parts.shape))}
         w = _pinned_blocks(operator.getitem, calls, src.chunks, owners, src.dtype)
         return self._noise(self.compute(small)), w
@@ -334,11 +345,11 @@ class _Noise:
     def _noise(self, results):
         """The core's noise rule on the sample parts ``results``, here (:func:`_noise_rule`)."""
         run = self.run
-        return _noise_rule(results, self.shape, self.sampling, run.noise, run.sampling,
-                           self.single)  # fmt: skip
+        return _noise_rule(self.shape, self.sampling, run.noise, run.sampling, self.single,
+                           *results)  # fmt: skip
 
 
-def _noise_rule(results, shape, sampling, rule, run_sampling, single):
+def _noise_rule(shape, sampling, rule, run_sampling, single, *results):
     """The core's noise rule ``rule`` on the sample parts ``results`` ((slots, values,
     (min, max) or None) each; the whole cube's sample of ``sampling`` = (kind, step)), put in
     slot order: on the client, or as a task whose result the clip tasks read."""
@@ -599,7 +610,7 @@ def _slab_clip(args, owners):
     that holds the slab's results, ``owners[k]`` → the mask in z-slabs (persisted)."""
     (parts, rows, _), m = args[0], args[1]
     ms = m.to_delayed().ravel()
-    calls = {(k, 0, 0): (list(parts[k]), ms[k], rows, *args[2:]) for k in range(len(ms))}
+    calls = {(k, 0, 0): (ms[k], rows, *args[2:], *parts[k]) for k in range(len(ms))}
     return _pinned_blocks(_clip_rows, calls, m.chunks, owners)
 
 
