@@ -28,6 +28,12 @@ use super::Plan;
 /// Lanes (ring pairs run together) for spin 0 and spin 2.
 const L0: usize = 8;
 const L2: usize = 4;
+/// Bytes of spin-0 analysis partial sums (`tmp`, 256 B per even degree with AVX-512) one window
+/// of degrees covers: every lane block of a chunk runs over the window before the next, so the
+/// sums stay in L1 (48 KB here) beside the blocks' state; a whole pass per block streamed them
+/// from L2 from lmax ~400 on. Kernel alone 3-8% faster at lmax 1024-4096 (16 and 32 KB alike,
+/// 8 KB slower: bench/NOTES.md, session 16 cpusht7).
+const TILE_BYTES: usize = 16 << 10;
 /// Budget for the per-chunk ring coefficients (each chunk recomputes the per-m tables, so
 /// fewer, larger chunks are cheaper).
 const CHUNK_BYTES: usize = 256 << 20;
@@ -975,12 +981,12 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                 let ne = sc.t.ne();
                 sc.tmp.clear();
                 sc.tmp.resize(4 * V::W * ne, 0.0);
-                let mut any = false;
+                // The chunk's lane blocks: x², inputs, where the recurrence stands.
+                let mut blocks = Vec::new();
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l0).min(np)];
                     if let Some((x, _s, v, k)) = lanes(plan, blk, l0, &sc.st[p..]) {
-                        any = true;
                         let mut inp = [[0.0; MAX_LANES]; 4];
                         for r in 0..blk.len() {
                             let (nn, ss) = (at(mi, p + r, false), at(mi, p + r, true));
@@ -990,13 +996,29 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
                             inp[2][r] = o.re;
                             inp[3][r] = o.im;
                         }
-                        let mut vis = A0::<V, N0> {
-                            tmp: &mut sc.tmp,
-                            inp: [vecs(&inp[0]), vecs(&inp[1]), vecs(&inp[2]), vecs(&inp[3])],
-                        };
-                        leg::run_x2::<V, N0, _>(&sc.t, &vecs(&x.map(|x| x * x)), &v, &k, &mut vis);
+                        blocks.push((
+                            vecs::<V, N0>(&x.map(|x| x * x)),
+                            [vecs(&inp[0]), vecs(&inp[1]), vecs(&inp[2]), vecs(&inp[3])],
+                            leg::Pos::<V, N0>::new(&v, &k),
+                        ));
                     }
                     p += l0;
+                }
+                // Every block over one window of degrees, then the next (`TILE_BYTES`): each
+                // `tmp` entry still gets the blocks' terms in block order.
+                let any = !blocks.is_empty();
+                let win = (TILE_BYTES / (4 * V::W * 8)).max(2) & !1;
+                let mut w0 = 0;
+                while !blocks.is_empty() {
+                    for (x2, inp, pos) in blocks.iter_mut() {
+                        let mut vis = A0::<V, N0> {
+                            tmp: &mut sc.tmp,
+                            inp: *inp,
+                        };
+                        leg::run_x2_to::<V, N0, _>(&sc.t, x2, pos, w0 + win, &mut vis);
+                    }
+                    blocks.retain(|b| !b.2.done());
+                    w0 += win;
                 }
                 if any {
                     // Adjoint of `even_odd`: a_{2i} ← h_{2i} U_i, a_{2i+1} ← T_{2i} with

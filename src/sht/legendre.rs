@@ -466,104 +466,155 @@ fn times<V: Simd, const N: usize>(x: &[V; N], v: &[V; N]) -> [V; N] {
 /// Run a recurrence for N·W lanes from the start values (v, k) (N·W entries each), visiting
 /// every index. Three phases: while every lane is scaled, only the recurrence runs (nothing to
 /// visit); while some are, lanes are visited with the scaled ones masked to zero and a cheap
-/// vectorised overflow test triggers rescaling (`loose`); then a tight loop without tests.
+/// vectorised overflow test triggers rescaling (phase A); then a tight loop without tests.
 #[inline(always)]
 fn drive<V: Simd, const N: usize, R: Rec<V, N>>(r: &mut R, v: &[f64], k: &[i32]) {
-    if let Some((j, p0, p1)) = loose(r, v, k) {
-        tight(r, j, p0, p1);
+    let mut s = Pos::new(v, k);
+    advance(r, &mut s, usize::MAX);
+}
+
+/// Where `drive` stands for one block of lanes, so that it can run over a window of indices at
+/// a time (`advance`) and go on later: the analysis runs every block of a chunk over one window
+/// of degrees before the next, so that the window's partial sums stay in L1 (cpu.rs).
+#[derive(Clone, Copy)]
+pub struct Pos<V: Simd, const N: usize> {
+    /// The next index to visit (even; with `p0` the value at j − 1, `p1` at j).
+    j: usize,
+    p0: [V; N],
+    p1: [V; N],
+    /// Scale exponent per lane, and the mask of lanes in normal range (1, else 0).
+    kk: [i32; REC_LANES],
+    f: [V; N],
+    /// Some lane is scaled; every lane is.
+    scaled: bool,
+    none: bool,
+    done: bool,
+}
+
+impl<V: Simd, const N: usize> Pos<V, N> {
+    /// The start of `drive` from the values (v, k) (N·W entries each).
+    #[inline(always)]
+    pub fn new(v: &[f64], k: &[i32]) -> Self {
+        let w = V::W;
+        let lanes = N * w;
+        assert!(lanes <= REC_LANES && v.len() >= lanes && k.len() >= lanes);
+        let zero = V::splat(0.0);
+        let mut s = Pos {
+            j: 0,
+            p0: [zero; N],
+            p1: [zero; N],
+            kk: [0; REC_LANES],
+            f: [zero; N],
+            scaled: false,
+            none: true,
+            done: false,
+        };
+        let mut ff = [0.0f64; REC_LANES];
+        for q in 0..lanes {
+            s.kk[q] = k[q];
+            ff[q] = if k[q] == 0 { 1.0 } else { 0.0 };
+            s.scaled |= k[q] > 0;
+            s.none &= k[q] > 0;
+        }
+        for i in 0..N {
+            s.p1[i] = V::load(&v[i * w..]);
+            s.f[i] = V::load(&ff[i * w..]);
+        }
+        s
+    }
+
+    /// Whether every index has been visited (or none will be).
+    #[inline(always)]
+    pub fn done(&self) -> bool {
+        self.done
     }
 }
 
-/// The first two phases of `drive`: returns where the tight loop starts (j, value at j − 1,
-/// value at j; every lane in normal range, j not yet visited), or None when done.
+/// Run `drive` on from `s`, visiting the indices below `end` (even) only: the same steps and
+/// visits, in the same order, as one uninterrupted run.
 #[inline(always)]
-fn loose<V: Simd, const N: usize, R: Rec<V, N>>(
-    r: &mut R,
-    v: &[f64],
-    k: &[i32],
-) -> Option<(usize, [V; N], [V; N])> {
-    let w = V::W;
-    let lanes = N * w;
-    assert!(lanes <= REC_LANES && v.len() >= lanes && k.len() >= lanes);
+fn advance<V: Simd, const N: usize, R: Rec<V, N>>(r: &mut R, s: &mut Pos<V, N>, end: usize) {
+    if s.done {
+        return;
+    }
     let n = r.len();
-    let zero = V::splat(0.0);
-    let mut p0 = [zero; N];
-    let mut p1 = [zero; N];
-    let mut kk = [0i32; REC_LANES];
-    let mut ff = [0.0f64; REC_LANES];
-    let mut scaled = false;
-    for q in 0..lanes {
-        kk[q] = k[q];
-        ff[q] = if k[q] == 0 { 1.0 } else { 0.0 };
-        scaled |= k[q] > 0;
-    }
-    let mut f = [zero; N];
-    for i in 0..N {
-        p1[i] = V::load(&v[i * w..]);
-        f[i] = V::load(&ff[i * w..]);
-    }
-    let mut j = 0usize;
-    // Phase 0: every lane scaled, pairs of steps with no visits (j stays even).
-    let mut none = ff[..lanes].iter().all(|&v| v == 0.0);
-    while scaled && none {
-        if j + 2 >= n {
-            // Fewer than two steps left: these lanes never become significant.
-            return None;
+    // Locals, so that the loops keep them in registers.
+    let (mut j, mut p0, mut p1, mut f) = (s.j, s.p0, s.p1, s.f);
+    let (mut kk, mut scaled, mut none) = (s.kk, s.scaled, s.none);
+    let done = 'run: {
+        // Phase 0: every lane scaled, pairs of steps with no visits (j stays even).
+        while scaled && none {
+            if j >= end {
+                break 'run false;
+            }
+            if j + 2 >= n {
+                // Fewer than two steps left: these lanes never become significant.
+                break 'run true;
+            }
+            r.step::<false>(j, &p1, &mut p0);
+            if overflow(&p0) {
+                scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+            }
+            r.step::<false>(j + 1, &p0, &mut p1);
+            if overflow(&p1) {
+                scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+            }
+            none = kk[..N * V::W].iter().all(|&k| k > 0);
+            j += 2;
         }
-        r.step::<false>(j, &p1, &mut p0);
-        if overflow(&p0) {
-            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
-        }
-        r.step::<false>(j + 1, &p0, &mut p1);
-        if overflow(&p1) {
-            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
-        }
-        none = kk[..lanes].iter().all(|&k| k > 0);
-        j += 2;
-    }
-    // Phase A: some lanes scaled; visit with those masked.
-    while scaled && j + 1 < n {
-        r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
-        r.step::<false>(j, &p1, &mut p0);
-        if overflow(&p0) {
-            scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
-        }
-        r.visit::<true, false>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
-        r.step::<false>(j + 1, &p0, &mut p1);
-        if overflow(&p1) {
-            scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
-        }
-        j += 2;
-    }
-    if scaled {
-        if j < n {
+        // Phase A: some lanes scaled; visit with those masked.
+        while scaled && j + 1 < n {
+            if j >= end {
+                break 'run false;
+            }
             r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
+            r.step::<false>(j, &p1, &mut p0);
+            if overflow(&p0) {
+                scaled = rescale(&mut p0, &mut p1, &mut kk, &mut f);
+            }
+            r.visit::<true, false>(j + 1, &masked(&p1, &f), &masked(&p0, &f));
+            r.step::<false>(j + 1, &p0, &mut p1);
+            if overflow(&p1) {
+                scaled = rescale(&mut p1, &mut p0, &mut kk, &mut f);
+            }
+            j += 2;
         }
-        return None;
-    }
-    Some((j, p0, p1))
-}
-
-/// Phase B of `drive`: every lane in normal range; two steps per iteration (even, odd index).
-#[inline(always)]
-fn tight<V: Simd, const N: usize, R: Rec<V, N>>(
-    r: &mut R,
-    mut j: usize,
-    mut p0: [V; N],
-    mut p1: [V; N],
-) {
-    let n = r.len();
-    r.resync(&p0);
-    while j + 1 < n {
-        r.visit::<false, true>(j, &p0, &p1);
-        r.step::<true>(j, &p1, &mut p0);
-        r.visit::<true, true>(j + 1, &p1, &p0);
-        r.step::<true>(j + 1, &p0, &mut p1);
-        j += 2;
-    }
-    if j < n {
-        r.visit::<false, true>(j, &p0, &p1);
-    }
+        if j >= end {
+            break 'run false;
+        }
+        if scaled {
+            if j < n {
+                r.visit::<false, false>(j, &masked(&p0, &f), &masked(&p1, &f));
+            }
+            break 'run true;
+        }
+        // Phase B: every lane in normal range; two steps per iteration (even, odd index).
+        r.resync(&p0);
+        while j + 1 < n && j < end {
+            r.visit::<false, true>(j, &p0, &p1);
+            r.step::<true>(j, &p1, &mut p0);
+            r.visit::<true, true>(j + 1, &p1, &p0);
+            r.step::<true>(j + 1, &p0, &mut p1);
+            j += 2;
+        }
+        if j >= end {
+            break 'run false;
+        }
+        if j < n {
+            r.visit::<false, true>(j, &p0, &p1);
+        }
+        true
+    };
+    *s = Pos {
+        j,
+        p0,
+        p1,
+        kk,
+        f,
+        scaled,
+        none,
+        done,
+    };
 }
 
 /// The one-degree recurrence μ_{l+1} = B_{l+1} (x μ_l) − μ_{l−1} with its visitor; x μ_l is
@@ -684,6 +735,26 @@ pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
         vis,
     };
     drive(&mut r, v, k);
+}
+
+/// `run_x2` from `pos` (`Pos::new` of the start values) up to the index `end` (even): visits
+/// i < `end` that the run has not visited yet, and leaves `pos` where it stopped.
+#[inline(always)]
+pub fn run_x2_to<V: Simd, const N: usize, A: Visit<V, N>>(
+    t: &MTables,
+    x2: &[V; N],
+    pos: &mut Pos<V, N>,
+    end: usize,
+    vis: &mut A,
+) {
+    let ne = t.ne();
+    let mut r = Two {
+        ab: &t.ab[..ne + 2],
+        n: ne,
+        x2,
+        vis,
+    };
+    advance(&mut r, pos, end);
 }
 
 /// What to do with the spin-2 functions at each l (j = l − m): `z` holds Z+ in its first N/2
@@ -837,6 +908,67 @@ mod tests {
         }
     }
 
+    struct Log<const N: usize>(Vec<(usize, [f64; N])>);
+    impl<const N: usize> Visit<S1, N> for Log<N> {
+        fn visit<const ODD: bool>(&mut self, i: usize, _p: &[S1; N], c: &[S1; N]) {
+            assert_eq!(ODD, i % 2 == 1, "parity flag at i={i}");
+            self.0.push((i, c.map(|v| v.0)));
+        }
+    }
+
+    #[test]
+    fn windows_visit_as_one_run() {
+        // `run_x2_to` window by window: the same visits, in the same order and to the bit, as
+        // `run_x2` in one go, also where lanes start scaled (near the poles, large m) and turn
+        // significant inside a window, or never do.
+        let lmax = 700;
+        let fact = ln_factorials(2 * lmax + 1);
+        let norms = mm_norms(lmax);
+        let mut t = MTables::default();
+        let xs: [f64; 4] = [0.9999, 0.999, 0.99, 0.3];
+        let mut scaled_starts = 0;
+        for &m in &[0usize, 3, 150, 400, 699, 700] {
+            t.fill(m, lmax, false);
+            let lb = log2_growth_bound(m, lmax, &fact);
+            let (mut v, mut k) = ([0.0; 4], [0; 4]);
+            for r in 0..4 {
+                let s = ((1.0 - xs[r]) * (1.0 + xs[r])).sqrt();
+                (v[r], k[r]) = start_value(s, m, norms[m], lb);
+                scaled_starts += (k[r] > 0) as usize;
+            }
+            let x2 = xs.map(|x| S1(x * x));
+            let mut one = Log(Vec::new());
+            run_x2::<S1, 4, _>(&t, &x2, &v, &k, &mut one);
+            for win in [2usize, 4, 10, 64] {
+                let mut pos = Pos::<S1, 4>::new(&v, &k);
+                let mut got = Log(Vec::new());
+                let mut end = 0;
+                while !pos.done() {
+                    end += win;
+                    let before = got.0.len();
+                    run_x2_to::<S1, 4, _>(&t, &x2, &mut pos, end, &mut got);
+                    assert!(
+                        got.0[before..]
+                            .iter()
+                            .all(|&(i, _)| i < end && i + win >= end),
+                        "m={m} window {win}: a visit outside [{}, {end})",
+                        end - win
+                    );
+                }
+                assert_eq!(got.0.len(), one.0.len(), "m={m} window {win}");
+                for (a, b) in got.0.iter().zip(&one.0) {
+                    assert_eq!(a.0, b.0, "m={m} window {win}");
+                    for r in 0..4 {
+                        assert_eq!(a.1[r].to_bits(), b.1[r].to_bits(), "m={m} i={} r={r}", a.0);
+                    }
+                }
+            }
+        }
+        assert!(
+            scaled_starts > 0,
+            "no lane started scaled: the test misses phases 0 and A"
+        );
+    }
     #[test]
     fn x2_recurrence_matches_plain_one() {
         let lmax = 300;
