@@ -727,14 +727,7 @@ pub fn run_x2<V: Simd, const N: usize, A: Visit<V, N>>(
     k: &[i32],
     vis: &mut A,
 ) {
-    let ne = t.ne();
-    let mut r = Two {
-        ab: &t.ab[..ne + 2],
-        n: ne,
-        x2,
-        vis,
-    };
-    drive(&mut r, v, k);
+    run_x2_to(t, x2, &mut Pos::new(v, k), usize::MAX, vis);
 }
 
 /// `run_x2` from `pos` (`Pos::new` of the start values) up to the index `end` (even): visits
