@@ -962,6 +962,7 @@ mod tests {
             "no lane started scaled: the test misses phases 0 and A"
         );
     }
+
     #[test]
     fn x2_recurrence_matches_plain_one() {
         let lmax = 300;

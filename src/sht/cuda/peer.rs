@@ -1231,8 +1231,17 @@ mod tests {
             (100, 0, 0),
         ] {
             let subs = sub_blocks(lmax, (m0, m1));
-            assert!(subs.len() <= SUB_SHARES.len() && subs.len() <= m1 - m0);
-            assert_eq!(subs.is_empty(), m1 == m0);
+            // `cut` gives each of the first parts one m while there are fewer m than parts,
+            // so a sub-block is empty exactly when the m run out before its parts
+            let (n, mut first) = (m1 - m0, 0);
+            let want = SUB_SHARES
+                .iter()
+                .filter(|&&w| {
+                    first += w;
+                    n > first - w
+                })
+                .count();
+            assert_eq!(subs.len(), want, "m {m0}..{m1}: {subs:?}");
             let mut at = m0;
             for &(a, b) in &subs {
                 assert_eq!(a, at);
