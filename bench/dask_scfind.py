@@ -91,6 +91,9 @@ def main(argv=None):
     p.add_argument("--json", default=None)
     p.add_argument("--scratch", default=None, help="directory of the out-of-core store")
     p.add_argument("--small", action="store_true", help="the tiny-cube overhead case")
+    p.add_argument("--groups", type=int, default=None,
+                   help="row groups a slab in the slab pass (skyconv._dask.cube.SLAB_GROUPS; "
+                   "default: from the cluster)")  # fmt: skip
     a = p.parse_args(argv)
     if a.small:
         return small(a)
@@ -101,7 +104,11 @@ def main(argv=None):
     from distributed.diagnostics import MemorySampler
 
     import skyconv
+    from skyconv._dask import cube as dcube
     from skyconv._dask import device as ddev
+
+    if a.groups is not None:
+        dcube.SLAB_GROUPS = a.groups
 
     if a.cores:  # one machine of N cores: the workers (spawned later) inherit it
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: a.cores])
@@ -172,6 +179,7 @@ def main(argv=None):
         "chunks": chunks,
         "workers": a.workers,
         "dask_threads_per_worker": a.dask_threads,
+        "slab_groups": a.groups,
         "threads_per_worker": threads,
         "cores": cores,
         "single_s": single,
