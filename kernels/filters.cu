@@ -60,3 +60,192 @@ __device__ void correlate_axis(const T* __restrict__ in, T* __restrict__ out, i6
 
 FILTERS_INSTANTIATE(float, f32)
 FILTERS_INSTANTIATE(double, f64)
+
+// Tiled passes (filters/cuda.rs picks them when their tile fits in shared memory). A block
+// stages the inputs its outputs read in shared memory as double, each converted once and with
+// the boundary extension resolved once per staged element; each thread then computes R outputs
+// that share taps (R consecutive outputs of one phase i mod step), keeping a window of R staged
+// inputs in registers: one shared load per tap for R outputs instead of one global load per tap
+// and output. Every output sums fma(w[j], x[j], acc) for j = 0 .. taps-1 from acc = 0, the order
+// correlate_axis uses, so the results are the same to the bit.
+
+// The value at global row p of a line whose chunk starts at global row in_row0.
+template <typename T>
+__device__ __forceinline__ double staged_value(const T* __restrict__ line, i64 p, i64 in_row0,
+                                               i64 n_global, i64 inner, int mode, double cval) {
+    if (p < 0 || p >= n_global) {
+        p = sc_extend_index(p, n_global, mode);
+        if (p < 0) return cval;
+    }
+    return (double)line[(p - in_row0) * inner];
+}
+
+// Stage values src[m·stride] for m = m0, m0 + dm, ... < need into dst[m·pitch], all inside the
+// array: four loads are issued before the first store, so that each thread keeps several loads
+// in flight (one at a time leaves the pass waiting on memory latency).
+template <typename T>
+__device__ __forceinline__ void stage_rows(const T* __restrict__ src, i64 stride, int need, int m0,
+                                           int dm, double* dst, int pitch) {
+    int m = m0;
+    for (; m + 3 * dm < need; m += 4 * dm) {
+        const double a = (double)src[m * stride];
+        const double b = (double)src[(m + dm) * stride];
+        const double c = (double)src[(m + 2 * dm) * stride];
+        const double d = (double)src[(m + 3 * dm) * stride];
+        dst[m * pitch] = a;
+        dst[(m + dm) * pitch] = b;
+        dst[(m + 2 * dm) * pitch] = c;
+        dst[(m + 3 * dm) * pitch] = d;
+    }
+    for (; m < need; m += dm) dst[m * pitch] = (double)src[m * stride];
+}
+
+// R outputs from staged inputs: output r reads s[(r + j) * d] for tap j.
+template <int R>
+__device__ __forceinline__ void window_sums(const double* s, int d, const double* w, int taps,
+                                            double acc[R]) {
+    double v[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        acc[r] = 0.0;
+        v[r] = s[r * d];
+    }
+    for (int j = 0; j < taps; ++j) {
+        const double wj = w[j];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = fma(wj, v[r], acc[r]);
+#pragma unroll
+        for (int r = 0; r + 1 < R; ++r) v[r] = v[r + 1];
+        if (j + 1 < taps) v[R - 1] = s[(j + R) * d];
+    }
+}
+
+// Along an axis with inner > 1: a block of 32 x 8 threads takes 32 columns (coalesced) and a
+// tile of 8R outputs of one phase p (rows p + (t0 + t)·step): tile q of phase p of slab o is
+// line s = (o·step + p)·qt + q. Shared memory: taps weights, then (8R + taps − 1) rows × 32.
+template <typename T, int R>
+__device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i64 n_out,
+                               i64 inner, i64 n_in, i64 out_row0, i64 in_row0, i64 n_global,
+                               const double* __restrict__ w, int taps, i64 offset, i64 step,
+                               double scale, int mode, double cval, i64 qt, i64 s0, i64 s1,
+                               i64 f0, i64 f1) {
+    extern __shared__ double sh[];
+    const int TR = 8 * R;
+    double* ws = sh;
+    double* tile = sh + ((taps + 1) & ~1);
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int j = ty * 32 + tx; j < taps; j += 256) ws[j] = w[j];
+    const i64 k = f0 + blockIdx.x * 32 + tx;
+    const bool col = k < f1;
+    const int rows = TR + taps - 1;
+    for (i64 s = s0 + blockIdx.y; s < s1; s += gridDim.y) {
+        const i64 op = s / qt;
+        const i64 q = s - op * qt;
+        const i64 o = op / step;
+        const i64 p = op - o * step;
+        const i64 t0 = q * TR;
+        const i64 left = (n_out - p + step - 1) / step - t0;  // outputs of the phase from t0 on
+        const int nt = left < TR ? (int)left : TR;
+        __syncthreads();  // the last tile's reads are done
+        if (nt <= 0) continue;  // the same for the whole block
+        const T* line = in + o * n_in * inner + k;
+        const int need = nt + taps - 1;  // staged rows read by a kept output
+        const i64 first = out_row0 + p + t0 * step + offset;
+        if (col && first >= 0 && first + (i64)(need - 1) * step < n_global)
+            stage_rows(line + (first - in_row0) * inner, step * inner, need, ty, 8, tile + tx, 32);
+        else if (col)
+            for (int m = ty; m < need; m += 8)
+                tile[m * 32 + tx] = staged_value(line, first + (i64)m * step, in_row0, n_global,
+                                                 inner, mode, cval);
+        __syncthreads();
+        const int t = ty * R;
+        if (!col || t >= nt) continue;
+        double acc[R];
+        window_sums<R>(tile + t * 32 + tx, 32, ws, taps, acc);
+        T* dst = out + o * n_out * inner + k;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (t + r < nt) dst[(p + (t0 + t + r) * step) * inner] = (T)(acc[r] * scale);
+        }
+    }
+}
+
+// Along the last axis (inner == 1): a block of 256 threads takes a window of 256·R outputs of
+// one line (window s % nw of line s / nw) and stages its inputs contiguously. Thread c computes
+// outputs c % step + (c / step · R + r)·step (step divides 256), or output c when R == 1 (any
+// step). Shared memory: taps weights, then 256·R + (taps − 1)·step values.
+template <typename T, int R>
+__device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i64 n_out, i64 n_in,
+                               i64 out_row0, i64 in_row0, i64 n_global,
+                               const double* __restrict__ w, int taps, i64 offset, i64 step,
+                               double scale, int mode, double cval, i64 nw, i64 s0, i64 s1) {
+    extern __shared__ double sh[];
+    const int TW = 256 * R;
+    double* ws = sh;
+    double* tile = sh + ((taps + 1) & ~1);
+    const int c = threadIdx.x;
+    for (int j = c; j < taps; j += 256) ws[j] = w[j];
+    const i64 span = (i64)(taps - 1) * step;
+    const int st = (int)step;
+    const int u0 = R == 1 ? c : c % st + (c / st) * R * st;
+    for (i64 s = s0 + blockIdx.x; s < s1; s += gridDim.x) {
+        const i64 o = s / nw;
+        const i64 i0 = (s - o * nw) * TW;
+        const i64 left = n_out - i0;
+        const int nv = left < TW ? (int)left : TW;
+        __syncthreads();
+        const T* line = in + o * n_in;
+        const int need = nv + (int)span;  // staged values read by a kept output
+        const i64 first = out_row0 + i0 + offset;
+        if (first >= 0 && first + need - 1 < n_global)
+            stage_rows(line + (first - in_row0), 1, need, c, 256, tile, 1);
+        else
+            for (int m = c; m < need; m += 256)
+                tile[m] = staged_value(line, first + m, in_row0, n_global, 1, mode, cval);
+        __syncthreads();
+        double acc[R];
+        window_sums<R>(tile + u0, st, ws, taps, acc);
+        T* dst = out + o * n_out + i0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int u = u0 + r * st;
+            if (u < nv) dst[u] = (T)(acc[r] * scale);
+        }
+    }
+}
+
+#define FILTERS_TILED(T, S, R)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256)                                         \
+        correlate_cols##R##_##S(const T* in, T* out, i64 n_out, i64 inner, i64 n_in,           \
+                                i64 out_row0, i64 in_row0, i64 n_global, const double* w,      \
+                                int taps, i64 offset, i64 step, double scale, int mode,        \
+                                double cval, i64 qt, i64 s0, i64 s1, i64 f0, i64 f1) {         \
+        correlate_cols<T, R>(in, out, n_out, inner, n_in, out_row0, in_row0, n_global, w,     \
+                             taps, offset, step, scale, mode, cval, qt, s0, s1, f0, f1);       \
+    }
+
+FILTERS_TILED(float, f32, 1)
+FILTERS_TILED(float, f32, 2)
+FILTERS_TILED(float, f32, 4)
+FILTERS_TILED(float, f32, 8)
+FILTERS_TILED(double, f64, 1)
+FILTERS_TILED(double, f64, 2)
+FILTERS_TILED(double, f64, 4)
+FILTERS_TILED(double, f64, 8)
+
+#define FILTERS_LINE(T, S, R)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                         \
+        correlate_line##R##_##S(const T* in, T* out, i64 n_out, i64 n_in, i64 out_row0,        \
+                                i64 in_row0, i64 n_global, const double* w, int taps,          \
+                                i64 offset, i64 step, double scale, int mode, double cval,     \
+                                i64 nw, i64 s0, i64 s1) {                                      \
+        correlate_line<T, R>(in, out, n_out, n_in, out_row0, in_row0, n_global, w, taps,      \
+                             offset, step, scale, mode, cval, nw, s0, s1);                     \
+    }
+
+FILTERS_LINE(float, f32, 1)
+FILTERS_LINE(float, f32, 3)
+FILTERS_LINE(float, f32, 5)
+FILTERS_LINE(double, f64, 1)
+FILTERS_LINE(double, f64, 3)
+FILTERS_LINE(double, f64, 5)

@@ -212,6 +212,38 @@ def test_gpu_chunked_equals_cpu(rng, monkeypatch, limit):
             assert rel_err(gpu, cpu) <= 1e-12, (shape, axis, limit)
 
 
+# Shapes and filters that take each GPU tile of src/cube/filters/cuda.rs (`Tiled::plan`): lines
+# of 1500 / 900 / 300 values (windows of 5, 3 and 1 outputs a thread), 70 / 40 / 20 / 9 rows of
+# an inner axis (8, 4, 2, 1 outputs a thread), and filters too long for a tile (the per-tap
+# kernel: sigma 30 along an inner axis, 400 along the last).
+TILE_CASES = [
+    ((3, 1500), -1, 2.0),
+    ((2, 900), -1, 2.0),
+    ((4, 300), -1, 2.0),
+    ((70, 3, 40), 0, 2.0),
+    ((40, 33), 0, 2.0),
+    ((20, 50), 0, 2.0),
+    ((9, 70), 0, 1.0),
+    ((130, 40), 0, 30.0),
+    ((2, 4000), -1, 400.0),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, axis, sigma", TILE_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_tiles_match_scipy(rng, shape, axis, sigma, dtype):
+    a = _data(rng, shape, dtype)
+    for mode in MODES:
+        ref = ndi.gaussian_filter1d(a, sigma, axis=axis, mode=mode, cval=0.7)
+        got = filters.gaussian_filter1d(a, sigma, axis=axis, mode=mode, cval=0.7, device="cuda")
+        assert rel_err(got, ref) <= TOL[dtype], (shape, axis, sigma, mode)
+        w = rng.standard_normal(7)
+        ref = ndi.correlate1d(a, w, axis=axis, mode=mode, cval=-2.0, origin=1)
+        got = filters.correlate1d(a, w, axis=axis, mode=mode, cval=-2.0, origin=1, device="cuda")
+        assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, "correlate1d")
+
+
 @pytest.mark.gpu
 def test_gpu_budget_too_small_is_gpu_memory_error(rng, monkeypatch):
     monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", "64")

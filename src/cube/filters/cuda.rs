@@ -104,6 +104,13 @@ fn launch<T: Real>(
         (width, outer * n_out)
     };
     let taps = pass.taps.max(1) as usize;
+    if let Some(tiled) = Tiled::plan(n_out, width, taps, pass.step as usize) {
+        let units = tiled.units(outer, n_out, pass.step as usize);
+        let first = (FIRST_PIECE_TAPS / (tiled.outputs(width) * taps).max(1)).max(1);
+        return pace::run(gpu, units, first, |s| {
+            launch_tiled(gpu, input, view, chunk, pass, out, tiled, s)
+        });
+    }
     if sdim > 1 {
         let first = (FIRST_PIECE_TAPS / (fdim * taps).max(1)).max(1);
         pace::run(gpu, sdim, first, |s| {
@@ -172,6 +179,156 @@ fn launch_piece<T: Real>(
     // SAFETY: argument types and order match `correlate_*` in kernels/filters.cu; the buffers
     // hold the chunk's input rows (with halo) and output rows; `s` and `f` lie inside the
     // chunk's lines and fast dimension.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// Shared memory a block may take without opting in to more (bytes).
+const TILE_SHARED: usize = 48 * 1024;
+
+/// A tiled pass (`correlate_cols*` / `correlate_line*` in kernels/filters.cu): each thread
+/// computes `r` outputs that share taps from inputs its block staged in shared memory, instead of
+/// one global load per tap and output (4-8x the HBM floor per pass, issue 22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tiled {
+    /// Along an inner axis: 32 columns × 8·r outputs of one phase (rows ≡ p mod step) a block.
+    Cols { r: usize },
+    /// Along the last axis: a window of 256·r outputs of one line a block.
+    Line { r: usize },
+}
+
+impl Tiled {
+    /// The tile for `n_out` outputs along the axis and `width` columns, or None when its
+    /// staged inputs do not fit in shared memory (very long filters: the per-tap kernel).
+    fn plan(n_out: usize, width: usize, taps: usize, step: usize) -> Option<Tiled> {
+        let fits = |t: Tiled| t.shared_bytes(taps, step) <= TILE_SHARED;
+        if width == 1 {
+            // r odd: the threads of a warp read shared memory without bank conflicts; r > 1
+            // needs step | 256 (each thread's r outputs are one phase's), and lines long
+            // enough that a window is not mostly idle.
+            let want = match n_out {
+                n if n >= 1280 => 5,
+                n if n >= 768 => 3,
+                _ => 1,
+            };
+            let want = if 256 % step == 0 { want } else { 1 };
+            return [want, 1]
+                .into_iter()
+                .map(|r| Tiled::Line { r })
+                .find(|&t| fits(t));
+        }
+        // r outputs a thread, 8·r a tile: as many as one phase's rows fill.
+        let rows = n_out.div_ceil(step);
+        let want = match rows {
+            n if n >= 64 => 8,
+            n if n >= 32 => 4,
+            n if n >= 16 => 2,
+            _ => 1,
+        };
+        [8, 4, 2, 1]
+            .into_iter()
+            .filter(|&r| r <= want)
+            .map(|r| Tiled::Cols { r })
+            .find(|&t| fits(t))
+    }
+
+    fn shared_bytes(self, taps: usize, step: usize) -> usize {
+        let weights = taps.div_ceil(2) * 2;
+        8 * match self {
+            Tiled::Cols { r } => weights + (8 * r + taps - 1) * 32,
+            Tiled::Line { r } => weights + 256 * r + (taps - 1) * step,
+        }
+    }
+
+    /// Blocks of work (lines of the launch's slow dimension) over the chunk.
+    fn units(self, outer: usize, n_out: usize, step: usize) -> usize {
+        outer * self.per_outer(n_out, step)
+    }
+
+    fn per_outer(self, n_out: usize, step: usize) -> usize {
+        match self {
+            Tiled::Cols { r } => step * n_out.div_ceil(step).div_ceil(8 * r),
+            Tiled::Line { r } => n_out.div_ceil(256 * r),
+        }
+    }
+
+    /// Outputs in one unit at most.
+    fn outputs(self, width: usize) -> usize {
+        match self {
+            Tiled::Cols { r } => 8 * r * width,
+            Tiled::Line { r } => 256 * r,
+        }
+    }
+}
+
+/// One tiled launch over units `s` of the chunk.
+#[allow(clippy::too_many_arguments)]
+fn launch_tiled<T: Real>(
+    gpu: &Gpu,
+    input: &CudaSlice<T>,
+    view: AxisView,
+    chunk: &Chunk,
+    pass: &DevicePass,
+    out: &mut CudaSlice<T>,
+    tiled: Tiled,
+    s: Range<usize>,
+) -> Result<()> {
+    let taps = pass.taps.max(1) as usize;
+    let step = pass.step as usize;
+    let n_out = chunk.rows.len();
+    let width = chunk.cols.len();
+    let (name, grid, block) = match tiled {
+        Tiled::Cols { r } => (
+            format!("correlate_cols{r}_{}", T::CUDA),
+            (width.div_ceil(32) as u32, s.len().min(MAX_GRID_Y) as u32, 1),
+            (32, 8, 1),
+        ),
+        Tiled::Line { r } => (
+            format!("correlate_line{r}_{}", T::CUDA),
+            (s.len().min(i32::MAX as usize) as u32, 1, 1),
+            (THREADS, 1, 1),
+        ),
+    };
+    let func = gpu.function("filters", &name)?;
+    let cfg = LaunchConfig {
+        grid_dim: grid,
+        block_dim: block,
+        shared_mem_bytes: tiled.shared_bytes(taps, step) as u32,
+    };
+    let (n_out, inner, n_in) = (n_out as i64, width as i64, chunk.rows_in.len() as i64);
+    let (out_row0, in_row0) = (chunk.rows.start as i64, chunk.rows_in.start as i64);
+    let n_global = view.n as i64;
+    let per = tiled.per_outer(chunk.rows.len(), step) as i64;
+    let (s0, s1, f0, f1) = (s.start as i64, s.end as i64, 0i64, width as i64);
+    let mut l = gpu.stream.launch_builder(&func);
+    l.arg(input).arg(out).arg(&n_out);
+    if let Tiled::Cols { .. } = tiled {
+        l.arg(&inner);
+    }
+    l.arg(&n_in)
+        .arg(&out_row0)
+        .arg(&in_row0)
+        .arg(&n_global)
+        .arg(&pass.weights)
+        .arg(&pass.taps)
+        .arg(&pass.offset)
+        .arg(&pass.step)
+        .arg(&pass.scale)
+        .arg(&pass.mode)
+        .arg(&pass.cval);
+    // The cols kernel takes the tiles per phase, the line kernel the windows per line.
+    let qt = match tiled {
+        Tiled::Cols { .. } => per / pass.step,
+        Tiled::Line { .. } => per,
+    };
+    l.arg(&qt).arg(&s0).arg(&s1);
+    if let Tiled::Cols { .. } = tiled {
+        l.arg(&f0).arg(&f1);
+    }
+    // SAFETY: argument types and order match `correlate_cols*` / `correlate_line*` in
+    // kernels/filters.cu (the cols kernel takes `inner` after `n_out` and the column range
+    // last); the buffers hold the chunk's input rows (with halo) and output rows; `s` lies
+    // inside the chunk's units and the shared memory is the tile's size.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -369,6 +526,29 @@ pub fn apply_chain<T: Real>(
 mod tests {
     use super::*;
     use crate::cube::filters::{Filter1d, Mode};
+
+    #[test]
+    fn tiles_follow_the_rows_of_a_phase_and_fit_shared_memory() {
+        use Tiled::{Cols, Line};
+        assert_eq!(Tiled::plan(512, 262_144, 5, 1), Some(Cols { r: 8 }));
+        assert_eq!(Tiled::plan(512, 512, 5, 32), Some(Cols { r: 2 }));
+        assert_eq!(Tiled::plan(256, 262_144, 5, 32), Some(Cols { r: 1 }));
+        assert_eq!(Tiled::plan(512, 1, 21, 1), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(900, 1, 5, 32), Some(Line { r: 3 }));
+        assert_eq!(Tiled::plan(4096, 1, 5, 3), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(4096, 1, 5, 512), Some(Line { r: 1 }));
+        // long filters: a smaller tile, then none (the per-tap kernel)
+        assert_eq!(Tiled::plan(512, 64, 161, 1), Some(Cols { r: 2 }));
+        assert_eq!(Tiled::plan(512, 64, 241, 1), None);
+        assert_eq!(Tiled::plan(4000, 1, 3201, 1), None);
+        for t in [Cols { r: 8 }, Line { r: 5 }] {
+            assert!(t.shared_bytes(21, 4) <= TILE_SHARED);
+        }
+        // every output in one unit: units × outputs a unit cover the chunk
+        let t = Cols { r: 2 };
+        assert_eq!(t.units(3, 100, 7), 3 * 7); // 15 rows a phase: one tile of 16
+        assert_eq!(Line { r: 3 }.units(2, 1000, 1), 4);
+    }
 
     #[test]
     fn plan_covers_each_output_once_within_budget() {
