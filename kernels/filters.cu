@@ -121,41 +121,44 @@ __device__ __forceinline__ void window_sums(const double* s, int d, const double
 }
 
 // Along an axis with inner > 1: a block of 32 x 8 threads takes 32 columns (coalesced) and a
-// tile of 8R outputs of one phase p (rows p + (t0 + t)·step): tile q of phase p of slab o is
-// line s = (o·step + p)·qt + q. Shared memory: taps weights, then (8R + taps − 1) rows × 32.
+// tile of 8R outputs of one phase p (rows p + (t0 + t)·step). Grid: x the column blocks, y the
+// tiles q0.. q1 of a phase, z the units u = o·step + p from s0 to s1 (each looping past the
+// grid): no 64-bit division per tile, which at a few outputs a thread cost more than the sums
+// (host launches cut the units, or the tiles when there is one unit). Shared memory:
+// taps weights, then (8R + taps − 1) rows × 32.
 template <typename T, int R>
 __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i64 n_out,
                                i64 inner, i64 n_in, i64 out_row0, i64 in_row0, i64 n_global,
                                const double* __restrict__ w, int taps, i64 offset, i64 step,
-                               double scale, int mode, double cval, i64 qt, i64 s0, i64 s1,
-                               i64 f0, i64 f1) {
+                               double scale, int mode, double cval, i64 s0, i64 s1, i64 q0,
+                               i64 q1) {
     extern __shared__ double sh[];
     const int TR = 8 * R;
     double* ws = sh;
     double* tile = sh + ((taps + 1) & ~1);
     const int tx = threadIdx.x, ty = threadIdx.y;
     for (int j = ty * 32 + tx; j < taps; j += 256) ws[j] = w[j];
-    const i64 k = f0 + blockIdx.x * 32 + tx;
-    const bool col = k < f1;
-    const int rows = TR + taps - 1;
-    for (i64 s = s0 + blockIdx.y; s < s1; s += gridDim.y) {
-        const i64 op = s / qt;
-        const i64 q = s - op * qt;
-        const i64 o = op / step;
-        const i64 p = op - o * step;
-        const i64 t0 = q * TR;
-        const i64 left = (n_out - p + step - 1) / step - t0;  // outputs of the phase from t0 on
-        const int nt = left < TR ? (int)left : TR;
-        __syncthreads();  // the last tile's reads are done
+    const i64 k = blockIdx.x * 32 + tx;
+    const bool col = k < inner;
+    const int st = (int)step, rows_out = (int)n_out;  // n_out + step < 2^31 (filters/cuda.rs)
+    for (i64 u = s0 + blockIdx.z; u < s1; u += gridDim.z)
+    for (i64 q = q0 + blockIdx.y; q < q1; q += gridDim.y) {
+        const int t0 = (int)q * TR;
+        const int oi = (int)u / st;  // u < 2^31 (filters/cuda.rs)
+        const int p = (int)u - oi * st;
+        const i64 o = oi;
+        const int left = (rows_out - p + st - 1) / st - t0;  // outputs of the phase from t0 on
+        const int nt = left < TR ? left : TR;
+        __syncthreads();  // the last tile's reads (and the weights) are done
         if (nt <= 0) continue;  // the same for the whole block
         const T* line = in + o * n_in * inner + k;
         const int need = nt + taps - 1;  // staged rows read by a kept output
-        const i64 first = out_row0 + p + t0 * step + offset;
-        if (col && first >= 0 && first + (i64)(need - 1) * step < n_global)
+        const i64 first = out_row0 + p + (i64)t0 * st + offset;
+        if (col && first >= 0 && first + (i64)(need - 1) * st < n_global)
             stage_rows(line + (first - in_row0) * inner, step * inner, need, ty, 8, tile + tx, 32);
         else if (col)
             for (int m = ty; m < need; m += 8)
-                tile[m * 32 + tx] = staged_value(line, first + (i64)m * step, in_row0, n_global,
+                tile[m * 32 + tx] = staged_value(line, first + (i64)m * st, in_row0, n_global,
                                                  inner, mode, cval);
         __syncthreads();
         const int t = ty * R;
@@ -165,38 +168,41 @@ __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i6
         T* dst = out + o * n_out * inner + k;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            if (t + r < nt) dst[(p + (t0 + t + r) * step) * inner] = (T)(acc[r] * scale);
+            if (t + r < nt) dst[(i64)(p + (t0 + t + r) * st) * inner] = (T)(acc[r] * scale);
         }
     }
 }
 
 // Along the last axis (inner == 1): a block of 256 threads takes a window of 256·R outputs of
-// one line (window s % nw of line s / nw) and stages its inputs contiguously. Thread c computes
-// outputs c % step + (c / step · R + r)·step (step divides 256), or output c when R == 1 (any
-// step). Shared memory: taps weights, then 256·R + (taps − 1)·step values.
+// one line (grid: x the windows w0 .. w1 of a line, y the lines s0 .. s1, each looping past the
+// grid; host launches cut the lines, or the windows of a single line) and stages
+// its inputs contiguously. Thread c computes outputs c % step + (c / step · R + r)·step (step
+// divides 256), or output c when R == 1 (any step). Shared memory: taps weights, then
+// 256·R + (taps − 1)·step values.
 template <typename T, int R>
 __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i64 n_out, i64 n_in,
                                i64 out_row0, i64 in_row0, i64 n_global,
                                const double* __restrict__ w, int taps, i64 offset, i64 step,
-                               double scale, int mode, double cval, i64 nw, i64 s0, i64 s1) {
+                               double scale, int mode, double cval, i64 s0, i64 s1, i64 w0,
+                               i64 w1) {
     extern __shared__ double sh[];
     const int TW = 256 * R;
     double* ws = sh;
     double* tile = sh + ((taps + 1) & ~1);
     const int c = threadIdx.x;
     for (int j = c; j < taps; j += 256) ws[j] = w[j];
-    const i64 span = (i64)(taps - 1) * step;
     const int st = (int)step;
+    const int span = (taps - 1) * st;
     const int u0 = R == 1 ? c : c % st + (c / st) * R * st;
-    for (i64 s = s0 + blockIdx.x; s < s1; s += gridDim.x) {
-        const i64 o = s / nw;
-        const i64 i0 = (s - o * nw) * TW;
+    for (i64 wi = w0 + blockIdx.x; wi < w1; wi += gridDim.x)
+    for (i64 o = s0 + blockIdx.y; o < s1; o += gridDim.y) {
+        const i64 i0 = wi * TW;
         const i64 left = n_out - i0;
         const int nv = left < TW ? (int)left : TW;
+        const int need = nv + span;  // staged values read by a kept output
+        const i64 first = out_row0 + i0 + offset;
         __syncthreads();
         const T* line = in + o * n_in;
-        const int need = nv + (int)span;  // staged values read by a kept output
-        const i64 first = out_row0 + i0 + offset;
         if (first >= 0 && first + need - 1 < n_global)
             stage_rows(line + (first - in_row0), 1, need, c, 256, tile, 1);
         else
@@ -219,9 +225,9 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
         correlate_cols##R##_##S(const T* in, T* out, i64 n_out, i64 inner, i64 n_in,           \
                                 i64 out_row0, i64 in_row0, i64 n_global, const double* w,      \
                                 int taps, i64 offset, i64 step, double scale, int mode,        \
-                                double cval, i64 qt, i64 s0, i64 s1, i64 f0, i64 f1) {         \
+                                double cval, i64 s0, i64 s1, i64 q0, i64 q1) {                 \
         correlate_cols<T, R>(in, out, n_out, inner, n_in, out_row0, in_row0, n_global, w,     \
-                             taps, offset, step, scale, mode, cval, qt, s0, s1, f0, f1);       \
+                             taps, offset, step, scale, mode, cval, s0, s1, q0, q1);           \
     }
 
 FILTERS_TILED(float, f32, 1)
@@ -238,9 +244,9 @@ FILTERS_TILED(double, f64, 8)
         correlate_line##R##_##S(const T* in, T* out, i64 n_out, i64 n_in, i64 out_row0,        \
                                 i64 in_row0, i64 n_global, const double* w, int taps,          \
                                 i64 offset, i64 step, double scale, int mode, double cval,     \
-                                i64 nw, i64 s0, i64 s1) {                                      \
+                                i64 s0, i64 s1, i64 w0, i64 w1) {                              \
         correlate_line<T, R>(in, out, n_out, n_in, out_row0, in_row0, n_global, w, taps,      \
-                             offset, step, scale, mode, cval, nw, s0, s1);                     \
+                             offset, step, scale, mode, cval, s0, s1, w0, w1);                 \
     }
 
 FILTERS_LINE(float, f32, 1)

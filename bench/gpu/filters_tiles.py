@@ -42,7 +42,7 @@ def plan(shape, axis, taps, step):
     n = shape[axis]
     inner = int(np.prod(shape[axis + 1 :]))
     if inner == 1:
-        want = 5 if n >= 1280 else 3 if n >= 768 else 1
+        want = 5 if n >= 1280 else 3 if n >= 512 else 1
         if 256 % step:
             want = 1
         for r in (want, 1):
@@ -85,17 +85,16 @@ def run(cp, mod, x, axis, w, offset, step, mode, cval, kind=None, scale=1.0, for
         f = mod.get_function(f"correlate_cols{r}_{sfx}")
         rows = -(-n // step)
         qt = -(-rows // (8 * r))
-        sdim = outer * step * qt
-        grid = (-(-inner // 32), min(sdim, 65535), 1)
+        units = outer * step
+        grid = (-(-inner // 32), min(qt, 65535), min(units, 65535))
         f(grid, (32, 8, 1), (x, out, i64(n), i64(inner), i64(n)) + common + tail
-          + (i64(qt), i64(0), i64(sdim), i64(0), i64(inner)), shared_mem=smem)  # fmt: skip
+          + (i64(0), i64(units), i64(0), i64(qt)), shared_mem=smem)  # fmt: skip
     else:
         f = mod.get_function(f"correlate_line{r}_{sfx}")
         nw = -(-n // (256 * r))
-        sdim = outer * nw
-        grid = (min(sdim, 2**31 - 1), 1, 1)
+        grid = (nw, min(outer, 65535), 1)
         f(grid, (256, 1, 1), (x, out, i64(n), i64(n)) + common + tail
-          + (i64(nw), i64(0), i64(sdim)), shared_mem=smem)  # fmt: skip
+          + (i64(0), i64(outer), i64(0), i64(nw)), shared_mem=smem)  # fmt: skip
     return out, k, r
 
 

@@ -215,7 +215,8 @@ def test_gpu_chunked_equals_cpu(rng, monkeypatch, limit):
 # Shapes and filters that take each GPU tile of src/cube/filters/cuda.rs (`Tiled::plan`): lines
 # of 1500 / 900 / 300 values (windows of 5, 3 and 1 outputs a thread), 70 / 40 / 20 / 9 rows of
 # an inner axis (8, 4, 2, 1 outputs a thread), and filters too long for a tile (the per-tap
-# kernel: sigma 30 along an inner axis, 400 along the last).
+# kernel: sigma 30 along an inner axis, 400 along the last), and one line alone (launches cut
+# along its windows).
 TILE_CASES = [
     ((3, 1500), -1, 2.0),
     ((2, 900), -1, 2.0),
@@ -226,6 +227,7 @@ TILE_CASES = [
     ((9, 70), 0, 1.0),
     ((130, 40), 0, 30.0),
     ((2, 4000), -1, 400.0),
+    ((5000,), 0, 2.0),
 ]
 
 

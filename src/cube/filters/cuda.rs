@@ -104,12 +104,8 @@ fn launch<T: Real>(
         (width, outer * n_out)
     };
     let taps = pass.taps.max(1) as usize;
-    if let Some(tiled) = Tiled::plan(n_out, width, taps, pass.step as usize) {
-        let units = tiled.units(outer, n_out, pass.step as usize);
-        let first = (FIRST_PIECE_TAPS / (tiled.outputs(width) * taps).max(1)).max(1);
-        return pace::run(gpu, units, first, |s| {
-            launch_tiled(gpu, input, view, chunk, pass, out, tiled, s)
-        });
+    if let Some(tiled) = Tiled::plan(outer, n_out, width, taps, pass.step as usize) {
+        return launch_tiled(gpu, input, view, chunk, pass, out, tiled);
     }
     if sdim > 1 {
         let first = (FIRST_PIECE_TAPS / (fdim * taps).max(1)).max(1);
@@ -198,17 +194,22 @@ enum Tiled {
 }
 
 impl Tiled {
-    /// The tile for `n_out` outputs along the axis and `width` columns, or None when its
-    /// staged inputs do not fit in shared memory (very long filters: the per-tap kernel).
-    fn plan(n_out: usize, width: usize, taps: usize, step: usize) -> Option<Tiled> {
+    /// The tile for `outer` slabs of `n_out` outputs along the axis and `width` columns, or
+    /// None when its staged inputs do not fit in shared memory (very long filters) or the
+    /// kernels' 32-bit tile arithmetic would overflow: then the per-tap kernel runs.
+    fn plan(outer: usize, n_out: usize, width: usize, taps: usize, step: usize) -> Option<Tiled> {
         let fits = |t: Tiled| t.shared_bytes(taps, step) <= TILE_SHARED;
+        if n_out + step >= 1 << 31 || (width > 1 && outer * step >= 1 << 31) {
+            return None;
+        }
         if width == 1 {
             // r odd: the threads of a warp read shared memory without bank conflicts; r > 1
             // needs step | 256 (each thread's r outputs are one phase's), and lines long
-            // enough that a window is not mostly idle.
+            // enough that a window is mostly busy (measured on an H200: 512 values run best
+            // at r = 3, session 17).
             let want = match n_out {
                 n if n >= 1280 => 5,
-                n if n >= 768 => 3,
+                n if n >= 512 => 3,
                 _ => 1,
             };
             let want = if 256 % step == 0 { want } else { 1 };
@@ -240,29 +241,18 @@ impl Tiled {
         }
     }
 
-    /// Blocks of work (lines of the launch's slow dimension) over the chunk.
-    fn units(self, outer: usize, n_out: usize, step: usize) -> usize {
-        outer * self.per_outer(n_out, step)
-    }
-
-    fn per_outer(self, n_out: usize, step: usize) -> usize {
+    /// (units, tiles a unit): the launch's two levels of work. Cols: units are the (slab,
+    /// phase) pairs, tiles the 8·r-row tiles of a phase; Line: units are lines, tiles windows.
+    fn work(self, outer: usize, n_out: usize, step: usize) -> (usize, usize) {
         match self {
-            Tiled::Cols { r } => step * n_out.div_ceil(step).div_ceil(8 * r),
-            Tiled::Line { r } => n_out.div_ceil(256 * r),
-        }
-    }
-
-    /// Outputs in one unit at most.
-    fn outputs(self, width: usize) -> usize {
-        match self {
-            Tiled::Cols { r } => 8 * r * width,
-            Tiled::Line { r } => 256 * r,
+            Tiled::Cols { r } => (outer * step, n_out.div_ceil(step).div_ceil(8 * r)),
+            Tiled::Line { r } => (outer, n_out.div_ceil(256 * r)),
         }
     }
 }
 
-/// One tiled launch over units `s` of the chunk.
-#[allow(clippy::too_many_arguments)]
+/// Queue a tiled pass over the chunk, cut into launches of bounded time (`pace::run`) along its
+/// units, or along the tiles of its single unit.
 fn launch_tiled<T: Real>(
     gpu: &Gpu,
     input: &CudaSlice<T>,
@@ -271,35 +261,76 @@ fn launch_tiled<T: Real>(
     pass: &DevicePass,
     out: &mut CudaSlice<T>,
     tiled: Tiled,
-    s: Range<usize>,
+) -> Result<()> {
+    let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
+    let taps = pass.taps.max(1) as usize;
+    let (units, tiles) = tiled.work(chunk.outer.len(), n_out, pass.step as usize);
+    if units > 1 {
+        let per_unit = (n_out * width).div_ceil(units / chunk.outer.len()).max(1);
+        let first = (FIRST_PIECE_TAPS / (per_unit * taps)).max(1);
+        pace::run(gpu, units, first, |u| {
+            launch_tiles(gpu, input, view, chunk, pass, out, tiled, u, 0..tiles)
+        })
+    } else {
+        let per_tile = (n_out * width).div_ceil(tiles).max(1);
+        let first = (FIRST_PIECE_TAPS / (per_tile * taps)).max(1);
+        pace::run(gpu, tiles, first, |t| {
+            launch_tiles(gpu, input, view, chunk, pass, out, tiled, 0..1, t)
+        })
+    }
+}
+
+/// One tiled launch: units `u` and tiles `t` of each.
+#[allow(clippy::too_many_arguments)]
+fn launch_tiles<T: Real>(
+    gpu: &Gpu,
+    input: &CudaSlice<T>,
+    view: AxisView,
+    chunk: &Chunk,
+    pass: &DevicePass,
+    out: &mut CudaSlice<T>,
+    tiled: Tiled,
+    u: Range<usize>,
+    t: Range<usize>,
 ) -> Result<()> {
     let taps = pass.taps.max(1) as usize;
     let step = pass.step as usize;
-    let n_out = chunk.rows.len();
     let width = chunk.cols.len();
-    let (name, grid, block) = match tiled {
+    let grid = |n: usize, max: usize| n.clamp(1, max) as u32;
+    let (name, grid_dim, block_dim) = match tiled {
         Tiled::Cols { r } => (
             format!("correlate_cols{r}_{}", T::CUDA),
-            (width.div_ceil(32) as u32, s.len().min(MAX_GRID_Y) as u32, 1),
+            (
+                width.div_ceil(32) as u32,
+                grid(t.len(), MAX_GRID_Y),
+                grid(u.len(), MAX_GRID_Y),
+            ),
             (32, 8, 1),
         ),
         Tiled::Line { r } => (
             format!("correlate_line{r}_{}", T::CUDA),
-            (s.len().min(i32::MAX as usize) as u32, 1, 1),
+            (
+                grid(t.len(), i32::MAX as usize),
+                grid(u.len(), MAX_GRID_Y),
+                1,
+            ),
             (THREADS, 1, 1),
         ),
     };
     let func = gpu.function("filters", &name)?;
     let cfg = LaunchConfig {
-        grid_dim: grid,
-        block_dim: block,
+        grid_dim,
+        block_dim,
         shared_mem_bytes: tiled.shared_bytes(taps, step) as u32,
     };
-    let (n_out, inner, n_in) = (n_out as i64, width as i64, chunk.rows_in.len() as i64);
+    let (n_out, inner, n_in) = (
+        chunk.rows.len() as i64,
+        width as i64,
+        chunk.rows_in.len() as i64,
+    );
     let (out_row0, in_row0) = (chunk.rows.start as i64, chunk.rows_in.start as i64);
     let n_global = view.n as i64;
-    let per = tiled.per_outer(chunk.rows.len(), step) as i64;
-    let (s0, s1, f0, f1) = (s.start as i64, s.end as i64, 0i64, width as i64);
+    let (u0, u1, t0, t1) = (u.start as i64, u.end as i64, t.start as i64, t.end as i64);
     let mut l = gpu.stream.launch_builder(&func);
     l.arg(input).arg(out).arg(&n_out);
     if let Tiled::Cols { .. } = tiled {
@@ -315,20 +346,16 @@ fn launch_tiled<T: Real>(
         .arg(&pass.step)
         .arg(&pass.scale)
         .arg(&pass.mode)
-        .arg(&pass.cval);
-    // The cols kernel takes the tiles per phase, the line kernel the windows per line.
-    let qt = match tiled {
-        Tiled::Cols { .. } => per / pass.step,
-        Tiled::Line { .. } => per,
-    };
-    l.arg(&qt).arg(&s0).arg(&s1);
-    if let Tiled::Cols { .. } = tiled {
-        l.arg(&f0).arg(&f1);
-    }
+        .arg(&pass.cval)
+        .arg(&u0)
+        .arg(&u1)
+        .arg(&t0)
+        .arg(&t1);
     // SAFETY: argument types and order match `correlate_cols*` / `correlate_line*` in
-    // kernels/filters.cu (the cols kernel takes `inner` after `n_out` and the column range
-    // last); the buffers hold the chunk's input rows (with halo) and output rows; `s` lies
-    // inside the chunk's units and the shared memory is the tile's size.
+    // kernels/filters.cu (only the cols kernel takes `inner`, after `n_out`); the buffers hold
+    // the chunk's input rows (with halo) and output rows; `u` and `t` lie inside the chunk's
+    // units and tiles (`Tiled::work`), whose indices `Tiled::plan` keeps below 2^31; the shared
+    // memory is the tile's size.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -530,24 +557,28 @@ mod tests {
     #[test]
     fn tiles_follow_the_rows_of_a_phase_and_fit_shared_memory() {
         use Tiled::{Cols, Line};
-        assert_eq!(Tiled::plan(512, 262_144, 5, 1), Some(Cols { r: 8 }));
-        assert_eq!(Tiled::plan(512, 512, 5, 32), Some(Cols { r: 2 }));
-        assert_eq!(Tiled::plan(256, 262_144, 5, 32), Some(Cols { r: 1 }));
-        assert_eq!(Tiled::plan(512, 1, 21, 1), Some(Line { r: 1 }));
-        assert_eq!(Tiled::plan(900, 1, 5, 32), Some(Line { r: 3 }));
-        assert_eq!(Tiled::plan(4096, 1, 5, 3), Some(Line { r: 1 }));
-        assert_eq!(Tiled::plan(4096, 1, 5, 512), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(1, 512, 262_144, 5, 1), Some(Cols { r: 8 }));
+        assert_eq!(Tiled::plan(256, 512, 512, 5, 32), Some(Cols { r: 2 }));
+        assert_eq!(Tiled::plan(1, 256, 262_144, 5, 32), Some(Cols { r: 1 }));
+        assert_eq!(Tiled::plan(9, 300, 1, 21, 1), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(9, 900, 1, 5, 32), Some(Line { r: 3 }));
+        assert_eq!(Tiled::plan(9, 4096, 1, 5, 3), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(9, 4096, 1, 5, 512), Some(Line { r: 1 }));
         // long filters: a smaller tile, then none (the per-tap kernel)
-        assert_eq!(Tiled::plan(512, 64, 161, 1), Some(Cols { r: 2 }));
-        assert_eq!(Tiled::plan(512, 64, 241, 1), None);
-        assert_eq!(Tiled::plan(4000, 1, 3201, 1), None);
+        assert_eq!(Tiled::plan(9, 512, 64, 161, 1), Some(Cols { r: 2 }));
+        assert_eq!(Tiled::plan(9, 512, 64, 241, 1), None);
+        assert_eq!(Tiled::plan(9, 4000, 1, 3201, 1), None);
         for t in [Cols { r: 8 }, Line { r: 5 }] {
             assert!(t.shared_bytes(21, 4) <= TILE_SHARED);
         }
-        // every output in one unit: units × outputs a unit cover the chunk
-        let t = Cols { r: 2 };
-        assert_eq!(t.units(3, 100, 7), 3 * 7); // 15 rows a phase: one tile of 16
-        assert_eq!(Line { r: 3 }.units(2, 1000, 1), 4);
+        assert_eq!(Tiled::plan(9, 512, 1, 5, 1), Some(Line { r: 3 }));
+        // indices past the kernels' 32-bit tile arithmetic: the per-tap kernel
+        assert_eq!(Tiled::plan(1 << 30, 16, 8, 5, 4), None);
+        assert_eq!(Tiled::plan(1, 1 << 31, 1, 5, 1), None);
+        // (units, tiles a unit) cover every output once
+        assert_eq!(Cols { r: 2 }.work(3, 100, 7), (21, 1)); // 15 rows a phase: one 16-row tile
+        assert_eq!(Cols { r: 8 }.work(1, 512, 1), (1, 8));
+        assert_eq!(Line { r: 3 }.work(2, 1000, 1), (2, 2));
     }
 
     #[test]

@@ -406,11 +406,11 @@ mod tests {
         for r in [0usize, 1, 3, 12, 30] {
             let mut got = x.clone();
             boxcar_line::<f64>(&mut got, r, &mut Vec::new());
-            for i in 0..x.len() {
+            for (i, g) in got.iter().enumerate() {
                 let lo = i.saturating_sub(r);
                 let hi = (i + r + 1).min(x.len());
                 let want: f64 = x[lo..hi].iter().sum::<f64>() / (2 * r + 1) as f64;
-                assert!((got[i] - want).abs() < 1e-12, "r={r} i={i}");
+                assert!((g - want).abs() < 1e-12, "r={r} i={i}");
             }
         }
     }
