@@ -37,6 +37,9 @@ this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one tas
 carry and halo from its neighbours' results on its worker (a task of their own only across an edge
 between workers), the clip and one sample task a slab read the kept results, and the persisted
 blocks are the arrays' own keys (no wrapper tasks).
+The chains are two a worker, whatever its threads (:data:`GROUPS_PER_WORKER`): a task's core call
+runs on its worker's whole thread pool (skyconv's threads = the worker's Dask threads), so on one
+machine a few workers of many threads run each kernel as a few large tasks a slab.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers (and on any worker for the z-slab pass) the noise call of step 2 also
@@ -61,6 +64,7 @@ from __future__ import annotations
 
 import operator
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -82,8 +86,20 @@ def _c(a):
     return np.require(a, requirements=("C", "A"))
 
 
+@contextmanager
+def _stage(name, device):
+    """The device of a task's core call (:func:`skyconv._dask.device.stage`); on the CPU
+    engine, the worker's pool first takes its thread count (:func:`cluster.pool_of_worker`:
+    a worker of T Dask threads runs each call on T engine threads). GPU workers' pools are
+    left as they were."""
+    with stage(name, device) as dev:
+        if dev == "cpu":
+            cluster.pool_of_worker()
+        yield dev
+
+
 def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
-    with stage("scfind.spatial", device) as dev:
+    with _stage("scfind.spatial", device) as dev:
         out = _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
     copied("scfind.spatial", dev, cube, mask, out)
     return out
@@ -124,7 +140,7 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
     """One core call: W of the block (``kind`` "raw", "cube" or "smoothed") at its positions
     of the whole cube's sample → (slots, values, (min, max) or None, W or None). W (NaN where
     blank) only with ``keep``, for the clip (:func:`_clip_core` with kind "raw")."""
-    with stage("scfind.sample", device) as dev:
+    with _stage("scfind.sample", device) as dev:
         out = _core._scfind_block_sample(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, list(start), list(shape), sampling,
             ext, exact, dev, keep,
@@ -154,7 +170,7 @@ def _slab_core(mask, carry, bounds, spec, mode, below, z0, shape, sampling, ext,
         carry = carry[4]
     carry = None if carry is None else _c(carry)
     mask = _c(mask[:, ys])
-    with stage("scfind.sample", device) as dev:
+    with _stage("scfind.sample", device) as dev:
         out = _core._scfind_slab_sample(
             _c(s), mask, spec, mode, below, carry, z0, list(shape), sampling, ext, exact, dev,
             keep, y0,
@@ -180,7 +196,7 @@ def _sample_of(*parts):
 def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     """One core call: the block's W (as :func:`_sample_core`; kind "raw": ``x`` is W, as
     :func:`_sample_core` kept it) and ``mask |= |W| > level``."""
-    with stage("scfind.clip", device) as dev:
+    with _stage("scfind.clip", device) as dev:
         out = _core._scfind_block_clip(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
         )
@@ -384,13 +400,19 @@ def _pin(owners, k):
     return dask.annotate(workers=[owners[k]], allow_other_workers=True)
 
 
-#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) per Dask thread of
-#: the cluster: a worker whose slabs lie below another's starts once the first chain reaches
-#: it, so with contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers).
-GROUPS_PER_THREAD = 2
+#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) per worker: a
+#: worker whose slabs lie below another's starts once the first chain reaches it, so with
+#: contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers), and two chains on
+#: a worker let one's serial parts (the slab's copy with its halo) overlap the other's core
+#: call. A worker of several threads counts once: each of its core calls runs on its whole
+#: pool (skyconv's threads = its Dask threads, :func:`cluster.pool_of_worker`), so its chains
+#: need not fill its Dask threads, and fewer, larger tasks cost the scheduler less
+#: (bench/NOTES.md, session 17, dask8). One-thread workers: two chains a thread, as before.
+GROUPS_PER_WORKER = 2
 
-#: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded
-#: machine; bench/NOTES.md, session 13), against ~10 ns a voxel of core work.
+#: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded machine;
+#: bench/NOTES.md, session 13), against ~10 ns a voxel of core work on one thread (~1 ms for
+#: 2**21 voxels on a pool of 16).
 MIN_GROUP_VOXELS = 2**21
 
 #: The number of row groups (None: from the cluster and the slabs; 1: one chain, whole planes).
@@ -399,16 +421,16 @@ SLAB_GROUPS = None
 
 def _groups(shape, planes):
     """How many row groups (chains) the slab pass splits each slab of ``planes`` planes of a
-    cube of ``shape`` into: :data:`GROUPS_PER_THREAD` a Dask thread, none of fewer than
-    :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with a single Dask thread."""
+    cube of ``shape`` into: :data:`GROUPS_PER_WORKER` a worker of the cluster (whatever its
+    threads), none of fewer than :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with
+    a single Dask thread."""
     ny = shape[1]
     if SLAB_GROUPS is not None:
         return max(1, min(int(SLAB_GROUPS), ny))
-    threads = cluster.threads()
-    if threads < 2:
+    if cluster.threads() < 2:
         return 1
     big = planes * shape[1] * shape[2] // MIN_GROUP_VOXELS
-    return max(1, min(ny, GROUPS_PER_THREAD * threads, big))
+    return max(1, min(ny, GROUPS_PER_WORKER * len(cluster.workers()), big))
 
 
 def _persist_slabs(base):
@@ -458,7 +480,7 @@ SINGLE_TASK_BYTES = 16 * 2**20
 def _single_call(x, m, run, device):
     """The single-machine call on one block: (mask bit 0 as uint8, rms0, [rms])."""
     m3 = np.array(m != 0, dtype=np.uint8)
-    with stage("scfind.single", device) as dev:
+    with _stage("scfind.single", device) as dev:
         rms0, rms = _core._scfind(
             _c(x), m3, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
             run.noise, run.sampling, device=dev, exact=run.exact, detected=False,
