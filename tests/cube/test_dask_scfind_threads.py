@@ -24,18 +24,22 @@ from skyconv._dask import cube as dcube  # noqa: E402
         ([1] * 16, 32),  # one-thread workers: two chains a thread, as before
         ([1, 1], 4),
         ([1], 1),  # a single Dask thread: one chain
-        ([16], 2),  # one worker of 16 threads: two chains
-        ([8, 8], 4),
-        ([4] * 4, 8),
+        ([16], 4),  # a worker of several threads: four chains, whatever their number
+        ([2], 4),
+        ([8, 8], 8),
+        ([4] * 4, 16),
+        ([1, 8], 6),
     ],
 )
 def test_groups_follow_the_workers_not_their_threads(monkeypatch, layout, groups):
-    """GROUPS_PER_WORKER chains a worker whatever its threads; none of fewer than
-    MIN_GROUP_VOXELS voxels, at most one a row."""
+    """GROUPS_PER_THREAD chains a one-thread worker, GROUPS_PER_POOL a worker of several
+    threads; none of fewer than MIN_GROUP_VOXELS voxels, at most one a row."""
     info = [{"address": f"w{i}", "nthreads": n} for i, n in enumerate(layout)]
     monkeypatch.setattr(cluster, "workers", lambda: info)
     slab = (63, 1024, 1024)  # a slab of the 8 GB cube: 31 groups of MIN_GROUP_VOXELS
     assert dcube._groups((2000, *slab[1:]), slab[0]) == min(groups, 31)
+    monkeypatch.setattr(dcube, "MIN_GROUP_VOXELS", 2**24)
+    assert dcube._groups((2000, *slab[1:]), slab[0]) == min(groups, 3)
     monkeypatch.setattr(dcube, "MIN_GROUP_VOXELS", 1)
     assert dcube._groups((2000, *slab[1:]), slab[0]) == groups
     assert dcube._groups((2000, 3, 1024), slab[0]) == min(groups, 3)
@@ -43,10 +47,10 @@ def test_groups_follow_the_workers_not_their_threads(monkeypatch, layout, groups
 
 def test_one_worker_of_two_threads(monkeypatch, rng):
     """On one worker of two threads: SoFiA-2's 12 kernels give the single call's mask and
-    noise bit for bit; one slab-pass kernel on B = 6 slabs runs B·J core calls with J = 2
-    chains (GROUPS_PER_WORKER; the rule before gave two a thread: 4) and, besides them, per
-    slab its spatial stage, sample part and clip, and the noise and the clip's level (no
-    edge between workers: no halo or carry task); the worker's pool takes its 2 threads."""
+    noise bit for bit; one slab-pass kernel on B = 6 slabs runs B·J core calls with J = 4
+    chains (GROUPS_PER_POOL) and, besides them, per slab its spatial stage, sample part and
+    clip, and the noise and the clip's level (no edge between workers: no halo or carry
+    task); the worker's pool, set to 1, takes its 2 threads in the first S+C task."""
     from dask.utils import key_split
 
     monkeypatch.setattr(dcube, "SINGLE_TASK_BYTES", 0)
@@ -73,7 +77,7 @@ def test_one_worker_of_two_threads(monkeypatch, rng):
     ran = {}
     for rec in ts.data:  # the one-kernel run
         ran[key_split(rec["key"])] = ran.get(key_split(rec["key"]), 0) + 1
-    b, j = 6, 2
+    b, j = 6, 4
     assert ran["slab_core"] == b * j
     assert ran["spatial_block"] == ran["sample_of"] == ran["clip_rows"] == b
     assert "getitem" not in ran

@@ -37,9 +37,10 @@ this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one tas
 carry and halo from its neighbours' results on its worker (a task of their own only across an edge
 between workers), the clip and one sample task a slab read the kept results, and the persisted
 blocks are the arrays' own keys (no wrapper tasks).
-The chains are two a worker, whatever its threads (:data:`GROUPS_PER_WORKER`): a task's core call
-runs on its worker's whole thread pool (skyconv's threads = the worker's Dask threads), so on one
-machine a few workers of many threads run each kernel as a few large tasks a slab.
+The chains are two a one-thread worker and four a worker of several threads, whatever their number
+(:data:`GROUPS_PER_POOL`): a task's core call runs on its worker's whole thread pool (skyconv's
+threads = the worker's Dask threads), so on one machine a few workers of many threads run each
+kernel as a few large tasks a slab.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers (and on any worker for the z-slab pass) the noise call of step 2 also
@@ -400,15 +401,18 @@ def _pin(owners, k):
     return dask.annotate(workers=[owners[k]], allow_other_workers=True)
 
 
-#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) per worker: a
-#: worker whose slabs lie below another's starts once the first chain reaches it, so with
-#: contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers), and two chains on
-#: a worker let one's serial parts (the slab's copy with its halo) overlap the other's core
-#: call. A worker of several threads counts once: each of its core calls runs on its whole
-#: pool (skyconv's threads = its Dask threads, :func:`cluster.pool_of_worker`), so its chains
-#: need not fill its Dask threads, and fewer, larger tasks cost the scheduler less
-#: (bench/NOTES.md, session 17, dask8). One-thread workers: two chains a thread, as before.
-GROUPS_PER_WORKER = 2
+#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) a one-thread worker
+#: brings: a worker whose slabs lie below another's starts once the first chain reaches it, so
+#: with contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers).
+GROUPS_PER_THREAD = 2
+
+#: Chains a worker of several threads brings, whatever their number: each of its core calls
+#: runs on its whole pool (skyconv's threads = its Dask threads, :func:`cluster.pool_of_worker`),
+#: so its chains need not fill its Dask threads (fewer, larger tasks: ~1/8 of the scheduler's
+#: and the client's work at 1 × 16); four, so that one chain's serial part (its rows' copy with
+#: the halo, Python) overlaps three others' core calls. The 16-core host at 2 GB (bench/NOTES.md,
+#: session 17, dask8): 1 × 16 with 4 chains as fast as with 7, 2 × 8 with 2 slower than with 7.
+GROUPS_PER_POOL = 4
 
 #: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded machine;
 #: bench/NOTES.md, session 13), against ~10 ns a voxel of core work on one thread (~1 ms for
@@ -421,16 +425,18 @@ SLAB_GROUPS = None
 
 def _groups(shape, planes):
     """How many row groups (chains) the slab pass splits each slab of ``planes`` planes of a
-    cube of ``shape`` into: :data:`GROUPS_PER_WORKER` a worker of the cluster (whatever its
-    threads), none of fewer than :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with
-    a single Dask thread."""
+    cube of ``shape`` into: :data:`GROUPS_PER_THREAD` a one-thread worker of the cluster,
+    :data:`GROUPS_PER_POOL` a worker of several threads, none of fewer than
+    :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with a single Dask thread."""
     ny = shape[1]
     if SLAB_GROUPS is not None:
         return max(1, min(int(SLAB_GROUPS), ny))
     if cluster.threads() < 2:
         return 1
     big = planes * shape[1] * shape[2] // MIN_GROUP_VOXELS
-    return max(1, min(ny, GROUPS_PER_WORKER * len(cluster.workers()), big))
+    chains = sum(GROUPS_PER_THREAD if w.get("nthreads", 1) < 2 else GROUPS_PER_POOL
+                 for w in cluster.workers())  # fmt: skip
+    return max(1, min(ny, chains, big))
 
 
 def _persist_slabs(base):
