@@ -1,11 +1,13 @@
 """Where the Dask S+C graph spends its time, kernel by kernel (issue 19).
 
     python bench/dask_sc_profile.py --size 0.15GB --workers 2          # 2 × 1 thread, processes
+    python bench/dask_sc_profile.py --size 0.3GB --workers 1 --threads 2   # 1 × 2 threads
     python bench/dask_sc_profile.py --size 0.1GB --graphs chain,wave --repeats 3 --json out.json
 
 Runs ``skyconv.smooth_and_clip`` (SoFiA-2's 12 kernels, CPU engine) on a float32 zarr cube
 (bench/dask_cube.py, chunks of ``--chunk-planes`` planes) on a LocalCluster of ``--workers``
-one-thread worker processes, and prints per kernel (between two ``progress`` calls): the wall
+worker processes of ``--threads`` Dask threads each (skyconv's pool on a worker: the same count),
+and prints per kernel (between two ``progress`` calls): the wall
 time, the thread-seconds of each task kind (Distributed's task stream, by task name), the
 seconds spent in transfers between workers and the bytes they moved (the workers' own
 counters; at the end, by the task that made them), the client's blocking calls
@@ -47,6 +49,25 @@ def _bytes_in(dask_worker):
             return int(getattr(obj, name))
     log = getattr(dask_worker, "transfer_incoming_log", None) or []
     return int(sum(e.get("total", 0) for e in log))
+
+
+def _cpu_s(dask_worker):
+    """CPU seconds (user + system) of this worker's process so far: every thread of it,
+    skyconv's pool included (a task's stream time counts one Dask thread)."""
+    import psutil
+
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+def _worker_counters(dask_worker):
+    return _bytes_in(dask_worker), _cpu_s(dask_worker)
+
+
+def _counters(client):
+    """(bytes the workers received from each other, their processes' CPU seconds) so far."""
+    got = client.run(_worker_counters)
+    return sum(b for b, _ in got.values()), sum(c for _, c in got.values())
 
 
 def _bytes_by_kind(dask_worker):
@@ -91,6 +112,8 @@ def main(argv=None) -> int:
     p.add_argument("--planes", type=int, default=256)
     p.add_argument("--chunk-planes", type=int, default=32)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="Dask threads a worker, and skyconv's threads on it")  # fmt: skip
     p.add_argument("--path", default="/tmp/skyconv-sc-profile/cube.zarr")
     p.add_argument("--json", default=None)
     p.add_argument("--graphs", default="wave",
@@ -151,11 +174,14 @@ def main(argv=None) -> int:
     runs = []
     with (
         distributed.LocalCluster(
-            n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=a.workers,
+            threads_per_worker=a.threads,
+            processes=True,
+            dashboard_address=None,
         ) as cluster,  # fmt: skip
         distributed.Client(cluster) as client,
     ):
-        client.run(skyconv.set_num_threads, 1)
+        client.run(skyconv.set_num_threads, a.threads)
         client.register_plugin(_scheduler_plugin())
         ddev.reset(client)
         for rep in range(a.repeats):
@@ -178,25 +204,29 @@ def main(argv=None) -> int:
                 run["masks_equal"] = bool(np.array_equal(run.pop("mask"), want))
                 run["ratio"] = run["dask_s"] / single
                 runs.append(run)
-                print(f"[{graph} {rep}] Dask ({a.workers} workers x 1 thread): "
+                print(f"[{graph} {rep}] Dask ({a.workers} workers x {a.threads} threads): "
                       f"{run['dask_s']:.2f} s (ratio {run['ratio']:.2f}); "
                       f"{run['bytes_between_workers'] / 1e9:.3f} GB between workers "
                       f"({run['bytes_between_workers'] / (gb * 1e9):.1f}x the cube); core "
-                      f"thread-s {run['core_thread_s']:.1f}; client blocking computes "
+                      f"thread-s {run['core_thread_s']:.1f}; workers' CPU "
+                      f"{run['worker_cpu_s']:.1f} s; client blocking computes "
                       f"{run['blocking_computes']}; {run['tasks_run']} tasks ran, "
                       f"{run['graphs_sent']} graphs sent; masks equal: {run['masks_equal']}",
                       flush=True)  # fmt: skip
     for graph in graphs:
         mine = [r for r in runs if r["graph"] == graph]
-        keys = ("dask_s", "single_s", "ratio", "core_thread_s", "bytes_between_workers")
+        keys = ("dask_s", "single_s", "ratio", "core_thread_s", "worker_cpu_s",
+                "bytes_between_workers")  # fmt: skip
         med = {k: float(np.median([r[k] for r in mine])) for k in keys}
         print(f"median {graph} ({len(mine)} runs): Dask {med['dask_s']:.2f} s, single "
               f"{med['single_s']:.2f} s, ratio {med['ratio']:.2f}, core thread-s "
-              f"{med['core_thread_s']:.1f}, {med['bytes_between_workers'] / 1e9:.3f} GB between "
+              f"{med['core_thread_s']:.1f}, workers' CPU {med['worker_cpu_s']:.1f} s, "
+              f"{med['bytes_between_workers'] / 1e9:.3f} GB between "
               f"workers")  # fmt: skip
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"shape": shape, "chunks": chunks, "workers": a.workers, "runs": runs}, f,
+            json.dump({"shape": shape, "chunks": chunks, "workers": a.workers,
+                       "threads": a.threads, "runs": runs}, f,
                       indent=1)  # fmt: skip
     return 0 if all(r["masks_equal"] for r in runs) else 1
 
@@ -212,18 +242,18 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
     marks = progress_marks
     client.run(_clear_log)
     client.run_on_scheduler(_graph_log, clear=True)
-    b0 = sum(client.run(_bytes_in).values())
+    b0, c0 = _counters(client)
     building = _ClientTime()
     with distributed.get_task_stream(client) as ts, building:
         t0 = time.time()
-        marks.append(("start", t0, b0))
+        marks.append(("start", t0, b0, c0))
 
         def progress(done, total, rms):
-            marks.append((f"kernel {done}", time.time(), sum(client.run(_bytes_in).values())))
+            marks.append((f"kernel {done}", time.time(), *_counters(client)))
 
         mask = skyconv.smooth_and_clip(da.from_zarr(a.path), device="cpu", progress=progress)
         got = mask.compute()
-        marks.append(("mask out", time.time(), sum(client.run(_bytes_in).values())))
+        marks.append(("mask out", time.time(), *_counters(client)))
         by_kind = defaultdict(int)
         for part in client.run(_bytes_by_kind).values():
             for k, v in part.items():
@@ -231,7 +261,7 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
     stream = ts.data
     graphs = client.run_on_scheduler(_graph_log)
     rows, core = [], 0.0
-    for (_, t_a, b_a), (label, t_b, b_b) in zip(marks, marks[1:]):
+    for (_, t_a, b_a, c_a), (label, t_b, b_b, c_b) in zip(marks, marks[1:]):
         kinds, wave, ran = defaultdict(float), [], defaultdict(int)
         for rec in stream:
             for ss in rec.get("startstops", ()):
@@ -255,13 +285,15 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
             for k, n in g.items():
                 sent_tasks[k] += n
         rows.append({"step": label, "wall_s": t_b - t_a, "bytes_in": b_b - b_a,
+                     "worker_cpu_s": c_b - c_a,
                      "busy_thread_s": busy, "kinds": dict(kinds), "slab_pass_span_s": span,
                      "client_build_s": built,
                      "slab_tasks": len(wave), "tasks_run": dict(ran),
                      "graphs_sent": len(sent), "graph_tasks": dict(sent_tasks)})  # fmt: skip
         top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:6])
         print(f"{label:>10}: {t_b - t_a:6.2f} s wall, {busy:6.2f} thread-s busy of "
-              f"{a.workers * (t_b - t_a):6.2f}; {(b_b - b_a) / 1e6:7.1f} MB between workers; "
+              f"{a.workers * a.threads * (t_b - t_a):6.2f} (workers' CPU {c_b - c_a:6.2f} s); "
+              f"{(b_b - b_a) / 1e6:7.1f} MB between workers; "
               f"client building graphs {built:5.2f} s; slab pass {span:5.2f} s over "
               f"{len(wave)} tasks; {top}")  # fmt: skip
         by_n = sorted(ran.items(), key=lambda kv: -kv[1])
@@ -276,6 +308,7 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
     ran = sum(sum(r["tasks_run"].values()) for r in rows)
     print(f"tasks ran in all: {ran}; graphs sent: {len(graphs)}")
     return {"dask_s": marks[-1][1] - marks[0][1], "bytes_between_workers": marks[-1][2] - b0,
+            "worker_cpu_s": marks[-1][3] - c0,
             "core_thread_s": core, "tasks_run": ran, "graphs_sent": len(graphs), "steps": rows,
             "bytes_by_task": kinds_moved, "mask": got}  # fmt: skip
 

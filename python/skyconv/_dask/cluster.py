@@ -1,8 +1,11 @@
 """What the Dask paths read of the current Distributed cluster: its client and its workers'
 scheduler info (threads, memory limit), in one place. Without Distributed or a client both say
-so (None, an empty list), and each caller keeps its own fallback."""
+so (None, an empty list), and each caller keeps its own fallback. On a worker,
+:func:`pool_of_worker` sizes skyconv's thread pool to the worker's threads."""
 
 from __future__ import annotations
+
+import os
 
 
 def client():
@@ -59,3 +62,28 @@ def holders(x, wait: bool = False) -> dict | None:
         if where and isinstance(key, tuple):
             out[tuple(key[1:])] = where[0]
     return out
+
+
+_POOL_SET = False
+
+
+def pool_of_worker() -> None:
+    """Once per worker process (a task calls it before its core call): skyconv's pool takes
+    the worker's thread count (unless SKYCONV_NUM_THREADS sets it), so that W workers x T
+    threads run W·T engine threads, not W x all cores. The SHT's and S+C's tasks call it."""
+    global _POOL_SET
+    if _POOL_SET:
+        return
+    _POOL_SET = True
+    if os.environ.get("SKYCONV_NUM_THREADS"):
+        return
+    try:
+        from distributed import get_worker
+
+        n = get_worker().state.nthreads
+    except (ImportError, ValueError, AttributeError):
+        return
+    from .._backend import get_num_threads, set_num_threads
+
+    if n >= 1 and get_num_threads() != n:
+        set_num_threads(n)

@@ -37,6 +37,10 @@ this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one tas
 carry and halo from its neighbours' results on its worker (a task of their own only across an edge
 between workers), the clip and one sample task a slab read the kept results, and the persisted
 blocks are the arrays' own keys (no wrapper tasks).
+The chains are two a one-thread worker and four a worker of several threads, whatever their number
+(:data:`GROUPS_PER_POOL`): a task's core call runs on its worker's whole thread pool (skyconv's
+threads = the worker's Dask threads), so on one machine a few workers of many threads run each
+kernel as a few large tasks a slab.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers (and on any worker for the z-slab pass) the noise call of step 2 also
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import operator
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -82,8 +87,20 @@ def _c(a):
     return np.require(a, requirements=("C", "A"))
 
 
+@contextmanager
+def _stage(name, device):
+    """The device of a task's core call (:func:`skyconv._dask.device.stage`); on the CPU
+    engine, the worker's pool first takes its thread count (:func:`cluster.pool_of_worker`:
+    a worker of T Dask threads runs each call on T engine threads). GPU workers' pools are
+    left as they were."""
+    with stage(name, device) as dev:
+        if dev == "cpu":
+            cluster.pool_of_worker()
+        yield dev
+
+
 def _spatial_block(cube, mask, spec, mode, rep, rms0, exact, device=None):
-    with stage("scfind.spatial", device) as dev:
+    with _stage("scfind.spatial", device) as dev:
         out = _core._scfind_spatial(_c(cube), _c(mask), spec, mode, rep, rms0, exact, dev)
     copied("scfind.spatial", dev, cube, mask, out)
     return out
@@ -124,7 +141,7 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
     """One core call: W of the block (``kind`` "raw", "cube" or "smoothed") at its positions
     of the whole cube's sample → (slots, values, (min, max) or None, W or None). W (NaN where
     blank) only with ``keep``, for the clip (:func:`_clip_core` with kind "raw")."""
-    with stage("scfind.sample", device) as dev:
+    with _stage("scfind.sample", device) as dev:
         out = _core._scfind_block_sample(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, list(start), list(shape), sampling,
             ext, exact, dev, keep,
@@ -154,7 +171,7 @@ def _slab_core(mask, carry, bounds, spec, mode, below, z0, shape, sampling, ext,
         carry = carry[4]
     carry = None if carry is None else _c(carry)
     mask = _c(mask[:, ys])
-    with stage("scfind.sample", device) as dev:
+    with _stage("scfind.sample", device) as dev:
         out = _core._scfind_slab_sample(
             _c(s), mask, spec, mode, below, carry, z0, list(shape), sampling, ext, exact, dev,
             keep, y0,
@@ -180,7 +197,7 @@ def _sample_of(*parts):
 def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     """One core call: the block's W (as :func:`_sample_core`; kind "raw": ``x`` is W, as
     :func:`_sample_core` kept it) and ``mask |= |W| > level``."""
-    with stage("scfind.clip", device) as dev:
+    with _stage("scfind.clip", device) as dev:
         out = _core._scfind_block_clip(
             _c(x), _c(mask), spec, mode, rep, rms0, kind, level, exact, dev
         )
@@ -384,13 +401,22 @@ def _pin(owners, k):
     return dask.annotate(workers=[owners[k]], allow_other_workers=True)
 
 
-#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) per Dask thread of
-#: the cluster: a worker whose slabs lie below another's starts once the first chain reaches
-#: it, so with contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers).
+#: Chains of the wavefront (row groups of every slab, :meth:`_Noise.slabs`) a one-thread worker
+#: brings: a worker whose slabs lie below another's starts once the first chain reaches it, so
+#: with contiguous slabs the pass takes ~(J + N − 1)/J of its share (N workers).
 GROUPS_PER_THREAD = 2
 
-#: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded
-#: machine; bench/NOTES.md, session 13), against ~10 ns a voxel of core work.
+#: Chains a worker of several threads brings, whatever their number: each of its core calls
+#: runs on its whole pool (skyconv's threads = its Dask threads, :func:`cluster.pool_of_worker`),
+#: so its chains need not fill its Dask threads (fewer, larger tasks: ~1/8 of the scheduler's
+#: and the client's work at 1 × 16); four, so that one chain's serial part (its rows' copy with
+#: the halo, Python) overlaps three others' core calls. The 16-core host at 2 GB (bench/NOTES.md,
+#: session 17, dask8): 1 × 16 with 4 chains as fast as with 7, 2 × 8 with 2 slower than with 7.
+GROUPS_PER_POOL = 4
+
+#: Fewest voxels of a group task: each costs Dask ~1 ms or more (far more on a loaded machine;
+#: bench/NOTES.md, session 13), against ~10 ns a voxel of core work on one thread (~1 ms for
+#: 2**21 voxels on a pool of 16).
 MIN_GROUP_VOXELS = 2**21
 
 #: The number of row groups (None: from the cluster and the slabs; 1: one chain, whole planes).
@@ -399,16 +425,18 @@ SLAB_GROUPS = None
 
 def _groups(shape, planes):
     """How many row groups (chains) the slab pass splits each slab of ``planes`` planes of a
-    cube of ``shape`` into: :data:`GROUPS_PER_THREAD` a Dask thread, none of fewer than
+    cube of ``shape`` into: :data:`GROUPS_PER_THREAD` a one-thread worker of the cluster,
+    :data:`GROUPS_PER_POOL` a worker of several threads, none of fewer than
     :data:`MIN_GROUP_VOXELS` voxels, at most one a row; one with a single Dask thread."""
     ny = shape[1]
     if SLAB_GROUPS is not None:
         return max(1, min(int(SLAB_GROUPS), ny))
-    threads = cluster.threads()
-    if threads < 2:
+    if cluster.threads() < 2:
         return 1
     big = planes * shape[1] * shape[2] // MIN_GROUP_VOXELS
-    return max(1, min(ny, GROUPS_PER_THREAD * threads, big))
+    chains = sum(GROUPS_PER_THREAD if w.get("nthreads", 1) < 2 else GROUPS_PER_POOL
+                 for w in cluster.workers())  # fmt: skip
+    return max(1, min(ny, chains, big))
 
 
 def _persist_slabs(base):
@@ -458,7 +486,7 @@ SINGLE_TASK_BYTES = 16 * 2**20
 def _single_call(x, m, run, device):
     """The single-machine call on one block: (mask bit 0 as uint8, rms0, [rms])."""
     m3 = np.array(m != 0, dtype=np.uint8)
-    with stage("scfind.single", device) as dev:
+    with _stage("scfind.single", device) as dev:
         rms0, rms = _core._scfind(
             _c(x), m3, run.specs, run.edge_mode, run.threshold, False, tuple(run.replace),
             run.noise, run.sampling, device=dev, exact=run.exact, detected=False,

@@ -211,20 +211,20 @@ def _own(pieces, own=None):
 
 def _leg_pieces(blk, nside, lmax, ms, pol, device, rbounds):
     """m task of the synthesis: Δ of the block's m on all rings, cut by ring blocks."""
-    _threads_of_worker()
+    cluster.pool_of_worker()
     return _leg_task(_aligned(blk), nside, lmax, ms, pol, device, rbounds)
 
 
 def _map_of_pieces(pieces, nside, rings, device, own=None):
     """Ring task of the synthesis: the m blocks' pieces of Δ on these rings -> their pixels."""
-    _threads_of_worker()
+    cluster.pool_of_worker()
     return leg2map(_own(pieces, own), nside, rings, device=on_worker("sht.leg2map", device))
 
 
 def _pieces_of_map(mp, nside, mmax, rings, mbounds, device):
     """Ring task of the analysis: the rings' pixels -> their Fourier coefficients, written as
     one piece per m block (no cut afterwards)."""
-    _threads_of_worker()
+    cluster.pool_of_worker()
     widths = (mbounds[:, 1] - mbounds[:, 0]).tolist()
     dev = on_worker("sht.map2leg", device)
     return tuple(map2leg(mp, nside, mmax, rings, device=dev, widths=widths))
@@ -241,38 +241,13 @@ def _alm_step(prev, pieces, nside, lmax, ms, pol, w, device, rbounds, own=None):
     """m task of the analysis: the ring blocks' pieces (all rings, this block's m) -> alm block,
     added to ``prev`` (the last iterate, or None). With ``rbounds`` (another iteration follows)
     it returns (alm block, Δ pieces of the new alm block cut by ring blocks)."""
-    _threads_of_worker()
+    cluster.pool_of_worker()
     alm = _alm_task(_own(pieces, own), nside, lmax, ms, pol, w, device)
     if prev is not None:
         alm = prev + alm
     if rbounds is None:
         return alm
     return (alm,) + _leg_task(alm, nside, lmax, ms, pol, device, rbounds)
-
-
-_POOL_SET = False
-
-
-def _threads_of_worker():
-    """Once per worker process: skyconv's pool takes the worker's thread count (unless
-    SKYCONV_NUM_THREADS sets it), so that W workers x T threads run W·T engine threads, not
-    W x all cores."""
-    global _POOL_SET
-    if _POOL_SET:
-        return
-    _POOL_SET = True
-    if os.environ.get("SKYCONV_NUM_THREADS"):
-        return
-    try:
-        from distributed import get_worker
-
-        n = get_worker().state.nthreads
-    except (ImportError, ValueError, AttributeError):
-        return
-    from .._backend import get_num_threads, set_num_threads
-
-    if n >= 1 and get_num_threads() != n:
-        set_num_threads(n)
 
 
 def _spec(prefix, tok):
@@ -532,7 +507,7 @@ def alm2map(alms, nside, lmax=None, mmax=None, pol=True, device=None, nblocks=No
         dev = check_device(device)
 
         def single(b):
-            _threads_of_worker()
+            cluster.pool_of_worker()
             core = on_worker("sht.alm2map", dev)
             return _core._alm2map([_aligned(b[0])], nside, lmax, mmax, False, core)
 
@@ -593,7 +568,7 @@ def map2alm(
         dev = check_device(device)
 
         def single(b):  # the engine zeroes UNSEEN pixels
-            _threads_of_worker()
+            cluster.pool_of_worker()
             core = on_worker("sht.map2alm", dev)
             return _core._map2alm([_aligned(b[0])], nside, lmax, mmax, iter, False, w, core)
 

@@ -106,9 +106,17 @@ def cluster(args: argparse.Namespace):
         with client:
             yield client
         return
+    # each one-thread worker's skyconv pool takes its share of the cores (the S+C and SHT tasks
+    # would otherwise size it to the worker's one thread: skyconv._dask.cluster.pool_of_worker)
+    share = max(1, (os.cpu_count() or 1) // args.workers)
+    env = {"SKYCONV_NUM_THREADS": os.environ.get("SKYCONV_NUM_THREADS") or str(share)}
     with (
         distributed.LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            env=env,
         ) as lc,
         distributed.Client(lc) as client,
     ):
