@@ -414,6 +414,37 @@ fn inv_s2(s: &[f64; MAX_LANES], n: usize) -> ([f64; MAX_LANES], [f64; MAX_LANES]
     (is2, s2)
 }
 
+/// `MTables::fill` compiled for the SIMD level of the kernel that calls it, so that its square
+/// roots and divisions vectorise (the same numbers); a function of its own, not inlined: inlined
+/// into the kernel it cost the kernel's loops more than it saved (bench/NOTES.md, session 17
+/// cpusht8).
+#[inline(always)]
+fn fill_tables<V: Simd>(t: &mut MTables, m: usize, lmax: usize, pol: bool) {
+    // SAFETY: V is F8 (W = 8) only in the AVX-512 kernels and F4 (W = 4) only in the AVX2
+    // ones (their own operations need those features), run after simd_level checked the CPU.
+    #[cfg(target_arch = "x86_64")]
+    match V::W {
+        8 => return unsafe { fill_avx512(t, m, lmax, pol) },
+        4 => return unsafe { fill_avx2(t, m, lmax, pol) },
+        _ => {}
+    }
+    t.fill(m, lmax, pol);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[inline(never)]
+unsafe fn fill_avx512(t: &mut MTables, m: usize, lmax: usize, pol: bool) {
+    t.fill(m, lmax, pol);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline(never)]
+unsafe fn fill_avx2(t: &mut MTables, m: usize, lmax: usize, pol: bool) {
+    t.fill(m, lmax, pol);
+}
+
 /// Synthesis Legendre stage for one m over the pairs of a chunk; `cols[i]`: column m of alm
 /// component i (l = m..=lmax); sets every entry of `ph`, laid out as [comp][ring-in-chunk]
 /// (ring 2q = north, 2q+1 = south of the chunk's pair q; zero where all lanes of a block are
@@ -433,7 +464,7 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
     let (l0, l2) = (N0 * V::W, N2 / 2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
-    sc.t.fill(m, lay.lmax, pol);
+    fill_tables::<V>(&mut sc.t, m, lay.lmax, pol);
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
     starts(plan, &ch.pairs, m, lb, &mut sc.st);
@@ -968,7 +999,7 @@ fn anal_m<V: Simd, const N0: usize, const N2: usize>(
     let (l0, l2) = (N0 * V::W, N2 / 2 * V::W);
     let lay = plan.lay;
     let pol = jobs.iter().any(|j| matches!(j, Job::Spin2(..)));
-    sc.t.fill(m, lay.lmax, pol);
+    fill_tables::<V>(&mut sc.t, m, lay.lmax, pol);
     let n = sc.t.n();
     let lb = log2_growth_bound(m, lay.lmax, &plan.ln_fact);
     starts(plan, &ch.pairs, m, lb, &mut sc.st);

@@ -110,8 +110,15 @@ impl MTables {
     }
 
     /// Fill the tables for `m` up to `lmax` (with the spin-2 recurrence's when `pol`).
+    /// Inlined, with the two below, into the CPU engine's per-level copies (cpu.rs
+    /// `fill_tables`), whose target features then vectorise the loops of square roots and
+    /// divisions (the same operations per entry, so the same numbers; compiled for the
+    /// baseline they stayed scalar: ~10 % of a T,E,B synthesis at lmax 4096, bench/NOTES.md,
+    /// session 17 cpusht8). Degrees are converted through i32 (exact), which vectorises where
+    /// usize → f64 did not.
+    #[inline(always)]
     pub fn fill(&mut self, m: usize, lmax: usize, pol: bool) {
-        assert!(m <= lmax);
+        assert!(m <= lmax && lmax < 1 << 30);
         self.m = m;
         self.lmax = lmax;
         let n = lmax + 1 - m;
@@ -128,19 +135,27 @@ impl MTables {
         // Three loops, so that the two with the square roots and divisions vectorise (the same
         // operations in the same order as one loop; only g is a serial product): b first holds
         // sqrt(A_l²), g the C_l.
-        for j in 2..n {
-            let l = (m + j) as f64;
-            let lm2 = (j as f64) * (l + mf); // l² − m²
-            let l1m2 = ((j - 1) as f64) * (l - 1.0 + mf); // (l−1)² − m²
-            let a2 = (4.0 * l * l - 1.0) / lm2;
-            self.g[j] = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
-            self.b[j] = a2.sqrt();
+        let mi = m as i32;
+        if n > 2 {
+            let (b, g) = (&mut self.b[2..n], &mut self.g[2..n]);
+            for (jj, (bj, gj)) in b.iter_mut().zip(g.iter_mut()).enumerate() {
+                let j = jj as i32 + 2;
+                let l = f64::from(mi + j);
+                let lm2 = f64::from(j) * (l + mf); // l² − m²
+                let l1m2 = f64::from(j - 1) * (l - 1.0 + mf); // (l−1)² − m²
+                let a2 = (4.0 * l * l - 1.0) / lm2;
+                *gj = (a2 * l1m2 / (4.0 * (l - 1.0) * (l - 1.0) - 1.0)).sqrt();
+                *bj = a2.sqrt();
+            }
         }
         for j in 2..n {
             self.g[j] *= self.g[j - 2];
         }
-        for j in 2..n {
-            self.b[j] = self.b[j] * self.g[j - 1] / self.g[j];
+        if n > 2 {
+            let g = &self.g[1..n];
+            for (bj, gg) in self.b[2..n].iter_mut().zip(g.windows(2)) {
+                *bj = *bj * gg[0] / gg[1];
+            }
         }
         self.fill_even(n);
         if pol {
@@ -149,6 +164,7 @@ impl MTables {
     }
 
     /// The Wigner-d recurrence of the spin-2 functions (`zab`, `hh`, `invh`; module notes).
+    #[inline(always)]
     fn fill_spin2(&mut self, n: usize) {
         let m = self.m;
         let mf = m as f64;
@@ -175,9 +191,10 @@ impl MTables {
             (a, c)
         };
         // (A_l, C_l) once per l, kept in zab until the K_l are known.
-        for j in j0..n {
-            let (a, c) = coef((m + j) as f64);
-            self.zab[j] = [a, c];
+        let l0i = l0 as i32;
+        for (jj, z) in self.zab[j0..n].iter_mut().enumerate() {
+            let (a, c) = coef(f64::from(l0i + jj as i32));
+            *z = [a, c];
         }
         for j in j0..n {
             self.hh[j] = if j <= j0 + 1 {
@@ -186,18 +203,26 @@ impl MTables {
                 self.zab[j - 1][1] * self.hh[j - 2]
             };
         }
-        for j in j0..n.saturating_sub(1) {
-            let l = (m + j) as f64;
-            let a = self.zab[j][0] * self.hh[j] / self.hh[j + 1];
-            self.zab[j] = [a, a * 2.0 * mf / (l * (l + 1.0))];
+        if n > j0 + 1 {
+            let hh = &self.hh[j0..n];
+            for (jj, (z, h)) in self.zab[j0..n - 1]
+                .iter_mut()
+                .zip(hh.windows(2))
+                .enumerate()
+            {
+                let l = f64::from(l0i + jj as i32);
+                let a = z[0] * h[0] / h[1];
+                *z = [a, a * 2.0 * mf / (l * (l + 1.0))];
+            }
         }
         if n > j0 {
             self.zab[n - 1] = [0.0; 2]; // no step from lmax
         }
-        for j in j0..n {
-            let (k, g) = (self.hh[j], self.g[j]);
-            self.hh[j] = k / (2.0 * g);
-            self.invh[j] = g / k;
+        let (hh, invh, g) = (&mut self.hh[j0..n], &mut self.invh[j0..n], &self.g[j0..n]);
+        for ((h, ih), &g) in hh.iter_mut().zip(invh.iter_mut()).zip(g) {
+            let k = *h;
+            *h = k / (2.0 * g);
+            *ih = g / k;
         }
     }
 }
@@ -210,6 +235,7 @@ impl MTables {
     }
 
     /// The x² recurrence (`ab`, `h`) from `b` (see the module notes).
+    #[inline(always)]
     fn fill_even(&mut self, n: usize) {
         let ne = n.div_ceil(2);
         let b = &self.b;
