@@ -100,6 +100,14 @@ __device__ __forceinline__ void stage_rows(const T* __restrict__ src, i64 stride
     for (; m < need; m += dm) dst[m * pitch] = (double)src[m * stride];
 }
 
+// The filter's weights staged in shared memory by a block of 256 threads; the staged values
+// start after them (at an even index: 16-byte aligned).
+__device__ __forceinline__ double* stage_weights(double* sh, const double* __restrict__ w,
+                                                 int taps, int tid) {
+    for (int j = tid; j < taps; j += 256) sh[j] = w[j];
+    return sh + ((taps + 1) & ~1);
+}
+
 // R outputs from staged inputs: output r reads s[(r + j) * d] for tap j.
 template <int R>
 __device__ __forceinline__ void window_sums(const double* s, int d, const double* w, int taps,
@@ -134,10 +142,9 @@ __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i6
                                i64 q1) {
     extern __shared__ double sh[];
     const int TR = 8 * R;
-    double* ws = sh;
-    double* tile = sh + ((taps + 1) & ~1);
     const int tx = threadIdx.x, ty = threadIdx.y;
-    for (int j = ty * 32 + tx; j < taps; j += 256) ws[j] = w[j];
+    const double* ws = sh;
+    double* tile = stage_weights(sh, w, taps, ty * 32 + tx);
     const i64 k = blockIdx.x * 32 + tx;
     const bool col = k < inner;
     const int st = (int)step, rows_out = (int)n_out;  // n_out + step < 2^31 (filters/cuda.rs)
@@ -187,10 +194,9 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
                                i64 w1) {
     extern __shared__ double sh[];
     const int TW = 256 * R;
-    double* ws = sh;
-    double* tile = sh + ((taps + 1) & ~1);
     const int c = threadIdx.x;
-    for (int j = c; j < taps; j += 256) ws[j] = w[j];
+    const double* ws = sh;
+    double* tile = stage_weights(sh, w, taps, c);
     const int st = (int)step;
     const int span = (taps - 1) * st;
     const int u0 = R == 1 ? c : c % st + (c / st) * R * st;

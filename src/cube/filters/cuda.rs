@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::{extend_index, AxisView, Mode, Pass};
 use crate::backend::cuda::pace;
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchConfig, PushKernelArg};
+use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchArgs, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -41,6 +41,20 @@ impl DevicePass {
             span: f.span(),
             host_mode: pass.mode,
         })
+    }
+}
+
+impl DevicePass {
+    /// Push the filter's arguments, in the order every kernel of kernels/filters.cu takes them
+    /// (after the chunk's geometry): weights, taps, offset, step, scale, mode, cval.
+    fn push<'a>(&'a self, l: &mut LaunchArgs<'a>) {
+        l.arg(&self.weights)
+            .arg(&self.taps)
+            .arg(&self.offset)
+            .arg(&self.step)
+            .arg(&self.scale)
+            .arg(&self.mode)
+            .arg(&self.cval);
     }
 }
 
@@ -160,18 +174,9 @@ fn launch_piece<T: Real>(
         .arg(&n_in)
         .arg(&out_row0)
         .arg(&in_row0)
-        .arg(&n_global)
-        .arg(&pass.weights)
-        .arg(&pass.taps)
-        .arg(&pass.offset)
-        .arg(&pass.step)
-        .arg(&pass.scale)
-        .arg(&pass.mode)
-        .arg(&pass.cval)
-        .arg(&s0)
-        .arg(&s1)
-        .arg(&f0)
-        .arg(&f1);
+        .arg(&n_global);
+    pass.push(&mut l);
+    l.arg(&s0).arg(&s1).arg(&f0).arg(&f1);
     // SAFETY: argument types and order match `correlate_*` in kernels/filters.cu; the buffers
     // hold the chunk's input rows (with halo) and output rows; `s` and `f` lie inside the
     // chunk's lines and fast dimension.
@@ -336,21 +341,9 @@ fn launch_tiles<T: Real>(
     if let Tiled::Cols { .. } = tiled {
         l.arg(&inner);
     }
-    l.arg(&n_in)
-        .arg(&out_row0)
-        .arg(&in_row0)
-        .arg(&n_global)
-        .arg(&pass.weights)
-        .arg(&pass.taps)
-        .arg(&pass.offset)
-        .arg(&pass.step)
-        .arg(&pass.scale)
-        .arg(&pass.mode)
-        .arg(&pass.cval)
-        .arg(&u0)
-        .arg(&u1)
-        .arg(&t0)
-        .arg(&t1);
+    l.arg(&n_in).arg(&out_row0).arg(&in_row0).arg(&n_global);
+    pass.push(&mut l);
+    l.arg(&u0).arg(&u1).arg(&t0).arg(&t1);
     // SAFETY: argument types and order match `correlate_cols*` / `correlate_line*` in
     // kernels/filters.cu (only the cols kernel takes `inner`, after `n_out`); the buffers hold
     // the chunk's input rows (with halo) and output rows; `u` and `t` lie inside the chunk's
