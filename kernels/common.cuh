@@ -3,6 +3,14 @@
 
 typedef long long i64;
 
+// A kernel's dynamic shared memory (sized at launch). The host emulator of tests/cuda_host has
+// no launch-time size: it gives the 48 KB a launch may take without opting in.
+#ifdef __CUDACC_RTC__
+#define SC_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#else
+#define SC_DYNAMIC_SHARED(T, name) __shared__ T name[(48 * 1024) / sizeof(T)]
+#endif
+
 // Boundary modes, numbered as skyconv's Rust `Mode::code`.
 #define SC_MODE_CONSTANT 0
 #define SC_MODE_NEAREST 1

@@ -140,7 +140,7 @@ __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i6
                                const double* __restrict__ w, int taps, i64 offset, i64 step,
                                double scale, int mode, double cval, i64 s0, i64 s1, i64 q0,
                                i64 q1) {
-    extern __shared__ double sh[];
+    SC_DYNAMIC_SHARED(double, sh);
     const int TR = 8 * R;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const double* ws = sh;
@@ -192,7 +192,7 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
                                const double* __restrict__ w, int taps, i64 offset, i64 step,
                                double scale, int mode, double cval, i64 s0, i64 s1, i64 w0,
                                i64 w1) {
-    extern __shared__ double sh[];
+    SC_DYNAMIC_SHARED(double, sh);
     const int TW = 256 * R;
     const int c = threadIdx.x;
     const double* ws = sh;
