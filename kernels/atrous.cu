@@ -182,43 +182,6 @@ __device__ void at_sum(const T* __restrict__ data, i64 len, i64 unit_stride, i64
     if (threadIdx.x == 0) result[u] = part[0];
 }
 
-// Over the whole array: how many values (x, or |x - center| when abs) are below `bound`, and
-// the largest of them as an order-preserving key (0: none). Outputs start at 0. Used for the
-// lower middle value of an even count once the upper one is known.
-template <typename T>
-__device__ void at_below(const T* __restrict__ data, i64 n, double bound, int abs, double center,
-                         unsigned long long* __restrict__ count,
-                         unsigned long long* __restrict__ max_key) {
-    __shared__ unsigned long long cnt_s[256];
-    __shared__ unsigned long long key_s[256];
-    unsigned long long c = 0ull, m = 0ull;
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
-         i += (i64)gridDim.x * blockDim.x) {
-        double v;
-        if (!at_value((double)data[i], abs, center, &v)) continue;
-        if (v < bound) {
-            c += 1ull;
-            const unsigned long long k = at_key(v);
-            m = k > m ? k : m;
-        }
-    }
-    cnt_s[threadIdx.x] = c;
-    key_s[threadIdx.x] = m;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            cnt_s[threadIdx.x] += cnt_s[threadIdx.x + s];
-            const unsigned long long o = key_s[threadIdx.x + s];
-            if (o > key_s[threadIdx.x]) key_s[threadIdx.x] = o;
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        atomicAdd(count, cnt_s[0]);
-        atomicMax(max_key, key_s[0]);
-    }
-}
-
 // Over the whole array, grid-stride: per-block partial sums of x (mode 1) or of
 // (x - center)^2 (mode 2) over the finite values, summed in order on the host (deterministic).
 template <typename T>
@@ -267,11 +230,6 @@ __device__ void at_partial(const T* __restrict__ data, i64 n, double center, int
                                                  const double* center, int abs,                 \
                                                  const int* active, double* result) {           \
         at_select<T>(data, len, unit_stride, elem_stride, kth, center, abs, active, result);     \
-    }                                                                                            \
-    extern "C" __global__ void atrous_below_##S(const T* data, i64 n, double bound, int abs,    \
-                                                double center, unsigned long long* count,       \
-                                                unsigned long long* max_key) {                  \
-        at_below<T>(data, n, bound, abs, center, count, max_key);                                \
     }                                                                                            \
     extern "C" __global__ void atrous_partial_##S(const T* data, i64 n, double center,         \
                                                   int mode, double* partial) {                  \

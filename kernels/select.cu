@@ -1,20 +1,11 @@
-// Data passes of the exact k-th value selection (src/cube/stats): extent, histogram of one
-// refinement level, and gathering of the values left. Value mapping and binning mirror
-// `Values::map` and `Level::bin_of` in src/cube/stats/mod.rs exactly.
-
-#define SEL_BINS 4096
-#define SEL_MAX_LEVELS 8
+// Exact statistics of device arrays (src/cube/stats/cuda.rs): the count of kept values, and
+// the k-th smallest by radix digits of their order-preserving keys. The value mapping mirrors
+// `Values::map` in src/cube/stats/mod.rs and the keys `keys::key` in src/cube/stats/keys.rs.
 
 struct SelParams {
     double center;
     int abs_dev;
     int range;  // 0 all, 1 below centre, 2 above centre
-    int nlevels;
-    int pad;
-    double lo[SEL_MAX_LEVELS];
-    double hi[SEL_MAX_LEVELS];
-    double scale[SEL_MAX_LEVELS];
-    long long bin[SEL_MAX_LEVELS];
 };
 
 __device__ __forceinline__ bool sel_map(double x, const SelParams& p, double* v) {
@@ -26,102 +17,243 @@ __device__ __forceinline__ bool sel_map(double x, const SelParams& p, double* v)
     return true;
 }
 
-__device__ __forceinline__ long long sel_bin(double v, double lo, double hi, double scale) {
-    if (v < lo || v > hi) return -1;
-    const long long b = (long long)((v - lo) * scale);
-    return b > SEL_BINS - 1 ? SEL_BINS - 1 : b;
-}
-
-__device__ __forceinline__ bool sel_inside(double v, const SelParams& p) {
-    for (int l = 0; l < p.nlevels; ++l)
-        if (sel_bin(v, p.lo[l], p.hi[l], p.scale[l]) != p.bin[l]) return false;
-    return true;
-}
-
-// Doubles as unsigned keys whose order is the numeric order, for atomicMin/atomicMax.
+// Doubles as unsigned keys whose order is the numeric order (-0 before +0).
 __device__ __forceinline__ unsigned long long sel_key(double v) {
     const unsigned long long b = (unsigned long long)__double_as_longlong(v);
     return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
 }
 
-// out[0] += count, out[1] = min key, out[2] = max key (host initialises 0, ~0, 0).
+// out[0] += number of kept values (host initialises 0).
 template <typename T>
-__device__ void sel_extent(const T* __restrict__ x, i64 n, SelParams p,
-                           unsigned long long* out) {
-    unsigned long long cnt = 0, mn = ~0ull, mx = 0ull;
+__device__ void sel_count(const T* __restrict__ x, i64 n, SelParams p, unsigned long long* out) {
+    unsigned long long cnt = 0;
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x) {
         double v;
-        if (sel_map((double)x[i], p, &v) && sel_inside(v, p)) {
-            const unsigned long long k = sel_key(v);
-            ++cnt;
-            mn = k < mn ? k : mn;
-            mx = k > mx ? k : mx;
-        }
+        if (sel_map((double)x[i], p, &v)) ++cnt;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        cnt += __shfl_down_sync(0xffffffffu, cnt, o);
-        const unsigned long long a = __shfl_down_sync(0xffffffffu, mn, o);
-        const unsigned long long b = __shfl_down_sync(0xffffffffu, mx, o);
-        mn = a < mn ? a : mn;
-        mx = b > mx ? b : mx;
-    }
-    if ((threadIdx.x & 31) == 0 && cnt > 0) {
-        atomicAdd(out, cnt);
-        atomicMin(out + 1, mn);
-        atomicMax(out + 2, mx);
-    }
-}
-
-// hist[b] += number of kept values inside the chosen levels that fall in bin b of (lo, hi).
-template <typename T>
-__device__ void sel_histogram(const T* __restrict__ x, i64 n, SelParams p, double lo, double hi,
-                              double scale, unsigned long long* hist) {
-    __shared__ unsigned int local[SEL_BINS];
-    for (int b = threadIdx.x; b < SEL_BINS; b += blockDim.x) local[b] = 0;
-    __syncthreads();
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
-         i += (i64)gridDim.x * blockDim.x) {
-        double v;
-        if (sel_map((double)x[i], p, &v) && sel_inside(v, p)) {
-            const long long b = sel_bin(v, lo, hi, scale);
-            if (b >= 0) atomicAdd(local + b, 1u);
-        }
-    }
-    __syncthreads();
-    for (int b = threadIdx.x; b < SEL_BINS; b += blockDim.x)
-        if (local[b]) atomicAdd(hist + b, (unsigned long long)local[b]);
-}
-
-// Appends kept values inside the chosen levels to out (up to cap); count gets the total.
-template <typename T>
-__device__ void sel_gather(const T* __restrict__ x, i64 n, SelParams p, double* out,
-                           unsigned long long* count, unsigned long long cap) {
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
-         i += (i64)gridDim.x * blockDim.x) {
-        double v;
-        if (sel_map((double)x[i], p, &v) && sel_inside(v, p)) {
-            const unsigned long long slot = atomicAdd(count, 1ull);
-            if (slot < cap) out[slot] = v;
-        }
-    }
+    for (int o = 16; o > 0; o >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, o);
+    if ((threadIdx.x & 31) == 0 && cnt > 0) atomicAdd(out, cnt);
 }
 
 #define SEL_INSTANTIATE(T, S)                                                                   \
-    extern "C" __global__ void sel_extent_##S(const T* x, i64 n, SelParams p,                  \
-                                              unsigned long long* out) {                       \
-        sel_extent<T>(x, n, p, out);                                                            \
-    }                                                                                           \
-    extern "C" __global__ void sel_histogram_##S(const T* x, i64 n, SelParams p, double lo,    \
-                                                 double hi, double scale,                      \
-                                                 unsigned long long* hist) {                   \
-        sel_histogram<T>(x, n, p, lo, hi, scale, hist);                                         \
-    }                                                                                           \
-    extern "C" __global__ void sel_gather_##S(const T* x, i64 n, SelParams p, double* out,     \
-                                              unsigned long long* count,                       \
-                                              unsigned long long cap) {                        \
-        sel_gather<T>(x, n, p, out, count, cap);                                                \
+    extern "C" __global__ void sel_count_##S(const T* x, i64 n, SelParams p,                   \
+                                             unsigned long long* out) {                        \
+        sel_count<T>(x, n, p, out);                                                             \
     }
 
 SEL_INSTANTIATE(float, f32)
 SEL_INSTANTIATE(double, f64)
+
+// ---- Exact selection by radix digits of the order-preserving keys (src/cube/stats/cuda.rs,
+// `select_ranks_device`): the whole selection runs on the device (a histogram pass per digit,
+// then one block picks the digit), so a median costs a few passes and one round trip. Two
+// ranks are followed at once (a median's two middle values): their prefixes are counted in
+// the same pass, in one histogram while they agree. Keys are 64 bits (sel_key of the mapped
+// double) or, for float32 values taken as they are, the 32-bit key of the float itself (the
+// same order; every step in 32-bit integers).
+
+#define RDX_BITS 12
+#define RDX_BINS (1 << RDX_BITS)
+// Tag of a value for the histograms: (which prefix) << RDX_BITS | digit, or RDX_NONE.
+#define RDX_NONE 0xffffffffu
+#define RDX_LOADS 4
+// The first digit's width and its copies (RDX_COPIES << RDX_FIRST_BITS == 2 * RDX_BINS).
+#define RDX_FIRST_BITS 11
+#define RDX_COPIES 4
+
+// Device state of one selection: u64 words, in this order (STATE_WORDS in cuda.rs).
+struct RdxState {
+    unsigned long long prefix[2];  // key bits above `shift` chosen so far, per rank
+    unsigned long long rank[2];    // the rank left among the keys with that prefix
+    unsigned long long missing;    // set when a rank lies past the last kept value
+    unsigned long long value[2];   // the selected keys, once the last digit is chosen
+    unsigned long long pad;
+    unsigned long long hist[2][RDX_BINS];
+};
+
+__device__ __forceinline__ unsigned long long rdx_top(unsigned long long k, int shift,
+                                                      int kbits) {
+    return shift >= kbits ? 0ull : (k >> shift);
+}
+
+// The key of value q of a float32 array taken as it is (false: not finite).
+__device__ __forceinline__ bool rdx_key32(float x, unsigned long long* k) {
+    const unsigned int u = __float_as_uint(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) return false;
+    *k = (u >> 31) ? (unsigned long long)(~u) : (unsigned long long)(u | 0x80000000u);
+    return true;
+}
+
+// Counts the kept values whose key starts with each rank's prefix (the key bits at and above
+// `shift`), by key bits [shift - bits, shift). A warp moves as one, RDX_LOADS loads in flight a
+// lane (a memory-bound pass). The first digit (sign and exponent: few distinct values, whose
+// shared counters would serialise) is counted in RDX_COPIES copies of its RDX_FIRST_BITS-bit
+// histogram, one a lane mod RDX_COPIES; a later digit, which few values of a warp reach
+// unless they tie, adds equal tags once (__match_any_sync where a lane counts a value).
+template <typename T, bool K32>
+__device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int shift, int bits,
+                              RdxState* st) {
+    __shared__ unsigned int local[2 * RDX_BINS];
+    const int kbits = K32 ? 32 : 64;
+    const bool first = shift >= kbits;  // bits == RDX_FIRST_BITS (the host's rule)
+    const unsigned long long p0 = st->prefix[0], p1 = st->prefix[1];
+    const int two = p0 != p1;
+    for (int b = threadIdx.x; b < 2 * RDX_BINS; b += blockDim.x) local[b] = 0u;
+    __syncthreads();
+    const int low = shift - bits, lane = threadIdx.x & 31;
+    const unsigned int copy = first ? (unsigned int)(lane % RDX_COPIES) << RDX_FIRST_BITS : 0u;
+    const unsigned long long digit = (1ull << bits) - 1ull;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
+         base += RDX_LOADS * stride) {
+        T xv[RDX_LOADS];
+#pragma unroll
+        for (int q = 0; q < RDX_LOADS; ++q) {
+            const i64 i = base + lane + q * stride;
+            xv[q] = i < n ? x[i] : (T)nan("");
+        }
+#pragma unroll
+        for (int q = 0; q < RDX_LOADS; ++q) {
+            unsigned int tag = RDX_NONE;
+            unsigned long long k;
+            bool kept;
+            if (K32) {
+                kept = rdx_key32((float)xv[q], &k);
+            } else {
+                double v;
+                kept = sel_map((double)xv[q], p, &v);
+                k = sel_key(v);
+            }
+            if (kept) {
+                const unsigned long long top = rdx_top(k, shift, kbits);
+                const unsigned int d = (unsigned int)((k >> low) & digit);
+                if (top == p0)
+                    tag = d;
+                else if (two && top == p1)
+                    tag = RDX_BINS + d;
+            }
+            if (first) {
+                if (tag != RDX_NONE) atomicAdd(&local[copy + tag], 1u);
+            } else if (__ballot_sync(0xffffffffu, tag != RDX_NONE)) {
+                const unsigned int peers = __match_any_sync(0xffffffffu, tag);
+                if (tag != RDX_NONE && lane == __ffs(peers) - 1)
+                    atomicAdd(&local[tag], __popc(peers));
+            }
+        }
+    }
+    __syncthreads();
+    if (first) {
+        for (int b = threadIdx.x; b < (1 << RDX_FIRST_BITS); b += blockDim.x) {
+            unsigned int c = 0u;
+#pragma unroll
+            for (int r = 0; r < RDX_COPIES; ++r) c += local[(r << RDX_FIRST_BITS) + b];
+            if (c) atomicAdd(&st->hist[0][b], (unsigned long long)c);
+        }
+        return;
+    }
+    for (int b = threadIdx.x; b < RDX_BINS; b += blockDim.x) {
+        if (local[b]) atomicAdd(&st->hist[0][b], (unsigned long long)local[b]);
+        if (two && local[RDX_BINS + b])
+            atomicAdd(&st->hist[1][b], (unsigned long long)local[RDX_BINS + b]);
+    }
+}
+
+// One block of 1024 threads: each rank's digit from its histogram (an exclusive scan of the
+// counts), the prefixes and ranks for the next pass, the histograms cleared. After the last
+// digit (shift == bits) the prefixes are the selected keys.
+__device__ void rdx_choose(RdxState* st, int shift, int bits, int kbits) {
+    __shared__ unsigned long long warp_sum[32];
+    __shared__ unsigned long long chosen[2][2];  // (digit, count below it) per rank
+    __shared__ int found[2];
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int per = RDX_BINS / 1024;
+    const int two = st->prefix[0] != st->prefix[1];
+    for (int j = 0; j < 2; ++j) {
+        const unsigned long long* h = st->hist[two ? j : 0];
+        unsigned long long c[RDX_BINS / 1024];
+        unsigned long long sum = 0ull;
+        for (int q = 0; q < per; ++q) {
+            c[q] = h[t * per + q];
+            sum += c[q];
+        }
+        // Exclusive scan of the threads' sums: within each warp, then over the warps.
+        unsigned long long incl = sum;
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned long long y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += y;
+        }
+        if (lane == 31) warp_sum[warp] = incl;
+        if (t == 0) found[j] = 0;
+        __syncthreads();
+        if (warp == 0) {
+            unsigned long long w = warp_sum[lane], wi = w;
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned long long y = __shfl_up_sync(0xffffffffu, wi, o);
+                if (lane >= o) wi += y;
+            }
+            warp_sum[lane] = wi - w;
+        }
+        __syncthreads();
+        unsigned long long below = warp_sum[warp] + incl - sum;
+        const unsigned long long r = st->rank[j];
+        for (int q = 0; q < per; ++q) {
+            if (below <= r && r < below + c[q]) {
+                chosen[j][0] = (unsigned long long)(t * per + q);
+                chosen[j][1] = below;
+                found[j] = 1;
+            }
+            below += c[q];
+        }
+        __syncthreads();
+    }
+    for (int b = t; b < 2 * RDX_BINS; b += blockDim.x) (&st->hist[0][0])[b] = 0ull;
+    if (t < 2) {
+        // Both ranks' scans have read the prefixes (the syncs above) before either changes.
+        const int j = t;
+        if (!found[j]) {
+            st->missing = 1ull;
+        } else {
+            const unsigned long long pre = shift >= kbits ? 0ull : st->prefix[j];
+            const unsigned long long next = (pre << bits) | chosen[j][0];
+            st->rank[j] -= chosen[j][1];
+            st->prefix[j] = next;
+            if (shift == bits) st->value[j] = next;
+        }
+    }
+}
+
+__device__ void rdx_start(RdxState* st, unsigned long long k0, unsigned long long k1) {
+    for (int b = threadIdx.x; b < 2 * RDX_BINS; b += blockDim.x) (&st->hist[0][0])[b] = 0ull;
+    if (threadIdx.x == 0) {
+        st->prefix[0] = st->prefix[1] = 0ull;
+        st->rank[0] = k0;
+        st->rank[1] = k1;
+        st->missing = 0ull;
+        st->value[0] = st->value[1] = 0ull;
+    }
+}
+
+extern "C" __global__ void rdx_start_state(RdxState* st, unsigned long long k0,
+                                           unsigned long long k1) {
+    rdx_start(st, k0, k1);
+}
+
+extern "C" __global__ void rdx_choose_digit(RdxState* st, int shift, int bits, int kbits) {
+    rdx_choose(st, shift, bits, kbits);
+}
+
+#define RDX_INSTANTIATE(T, S)                                                                   \
+    extern "C" __global__ void rdx_histogram_##S(const T* x, i64 n, SelParams p, int shift,    \
+                                                 int bits, RdxState* st) {                      \
+        rdx_histogram<T, false>(x, n, p, shift, bits, st);                                      \
+    }
+
+RDX_INSTANTIATE(float, f32)
+RDX_INSTANTIATE(double, f64)
+
+// float32 values as they are (Values::FINITE), on their 32-bit keys.
+extern "C" __global__ void rdx_histogram_key32_f32(const float* x, i64 n, SelParams p, int shift,
+                                                   int bits, RdxState* st) {
+    rdx_histogram<float, true>(x, n, p, shift, bits, st);
+}

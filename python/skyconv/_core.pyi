@@ -86,6 +86,15 @@ def _select_kth(
     range: str = "all",
     device: str | None = None,
 ) -> float | None: ...
+def _select_pair(
+    data: FloatArray,
+    k0: int,
+    k1: int,
+    center: float = 0.0,
+    abs: bool = False,
+    range: str = "all",
+    device: str | None = None,
+) -> tuple[float, float] | None: ...  # ranks k0 and k1 (the GPU follows both in one selection)
 
 # Key passes of the distributed exact selection (skyconv._dask.select): the finite values of
 # data (or |data - center|, float64) whose order-preserving 64-bit key starts with prefix (its

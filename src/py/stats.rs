@@ -10,16 +10,39 @@ use crate::py::arrays::{parts, with_float, FloatArray};
 use crate::py::errors::{compute, compute_on, to_pyerr};
 use crate::real::Real;
 
-fn kth<T: Real>(dev: Device, data: &[T], k: usize, vals: Values) -> crate::Result<Option<f64>> {
+/// The values of ranks `ks` (None when a rank is past the last kept value), on `dev`: the
+/// CPU's refinement once a rank, the GPU's radix selection following both ranks at once.
+fn ranks<T: Real>(
+    dev: Device,
+    data: &[T],
+    ks: [usize; 2],
+    vals: Values,
+) -> crate::Result<Option<[f64; 2]>> {
     match dev {
-        Device::Cpu => Ok(stats::select_kth(data, k, vals)),
+        Device::Cpu => Ok(stats::select_kth(data, ks[0], vals)
+            .zip(stats::select_kth(data, ks[1], vals))
+            .map(|(a, b)| [a, b])),
         Device::Cuda(o) => {
             let gpu = cuda::gpu_on(o)?;
             let _only = gpu.exclusive()?;
             let d = gpu.upload(data)?;
-            stats::select_kth_device(&gpu, &d, data.len(), k, vals)
+            stats::select_ranks_device(&gpu, &d, data.len(), ks, vals)
         }
     }
+}
+
+fn values_of(center: f64, abs: bool, range: &str) -> PyResult<Values> {
+    let range = match range {
+        "all" => Range::All,
+        "negative" => Range::Negative,
+        "positive" => Range::Positive,
+        other => {
+            return Err(crate::py::errors::value_err(format!(
+                "range must be 'all', 'negative' or 'positive', got {other:?}"
+            )))
+        }
+    };
+    Ok(Values { center, abs, range })
 }
 
 /// The k-th smallest (0-based) of the values selected by (center, abs, range), or None.
@@ -34,22 +57,31 @@ fn _select_kth(
     range: &str,
     device: Option<&str>,
 ) -> PyResult<Option<f64>> {
-    let range = match range {
-        "all" => Range::All,
-        "negative" => Range::Negative,
-        "positive" => Range::Positive,
-        other => {
-            return Err(crate::py::errors::value_err(format!(
-                "range must be 'all', 'negative' or 'positive', got {other:?}"
-            )))
-        }
-    };
-    let vals = Values { center, abs, range };
+    Ok(_select_pair(py, data, k, k, center, abs, range, device)?.map(|p| p.0))
+}
+
+/// The `k0`-th and `k1`-th smallest (0-based) of the values selected by (center, abs, range),
+/// or None when either rank is past the last of them.
+#[pyfunction]
+#[pyo3(signature = (data, k0, k1, center=0.0, abs=false, range="all", device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _select_pair(
+    py: Python<'_>,
+    data: FloatArray<'_>,
+    k0: usize,
+    k1: usize,
+    center: f64,
+    abs: bool,
+    range: &str,
+    device: Option<&str>,
+) -> PyResult<Option<(f64, f64)>> {
+    let vals = values_of(center, abs, range)?;
     let dev = backend::resolve(device).map_err(to_pyerr)?;
-    with_float!(data, a => {
+    let got = with_float!(data, a => {
         let (_, d) = parts(&a, "data")?;
-        compute_on(py, dev, || kth(dev, d, k, vals))
-    })
+        compute_on(py, dev, || ranks(dev, d, [k0, k1], vals))
+    })?;
+    Ok(got.map(|v| (v[0], v[1])))
 }
 
 /// `Values` for a key pass: the finite values, or |x − center| when `center` is given.
@@ -113,6 +145,7 @@ fn _key_values<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_select_kth, m)?)?;
+    m.add_function(wrap_pyfunction!(_select_pair, m)?)?;
     m.add_function(wrap_pyfunction!(_key_counts, m)?)?;
     m.add_function(wrap_pyfunction!(_key_values, m)?)?;
     Ok(())

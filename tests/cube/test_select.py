@@ -54,3 +54,56 @@ def test_select_heavy_ties(rng, device):
 def test_select_bad_range():
     with pytest.raises(ValueError, match="range"):
         _core._select_kth(np.ones(3), 0, 0.0, False, "middle", "cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_select_pair_matches_sort(rng, device, dtype):
+    """Two ranks in one selection (a median's middle values): equal, adjacent, far apart, on
+    either side of zero and of a digit boundary, and past the end."""
+    n = 200_001
+    a = (rng.standard_normal(n) * 3).astype(dtype)
+    a[rng.integers(0, n, n // 20)] = np.nan
+    a[10:20] = -0.0
+    a[20:30] = 0.0
+    for center, absdev, rng_name in [(0.0, False, "all"), (0.7, True, "all")]:
+        ref = _reference(a, center, absdev, rng_name)
+        m = len(ref)
+        zero = max(int(np.searchsorted(ref, 0.0)), 1)
+        for k0, k1 in [(m // 2 - 1, m // 2), (5, 5), (0, m - 1), (zero - 1, zero), (m - 2, m - 1)]:
+            got = _core._select_pair(a, k0, k1, center, absdev, rng_name, device)
+            assert got == (ref[k0], ref[k1]), (center, absdev, k0, k1)
+        assert _core._select_pair(a, 0, m, center, absdev, rng_name, device) is None
+
+
+def test_select_pair_float32_keys(device):
+    """float32 values selected from their own 35 key bits: neighbours one ulp apart, the
+    extremes of the type, subnormals and both zeros."""
+    f = np.finfo(np.float32)
+    one = np.float32(1.0)
+    a = np.array(
+        [
+            one,
+            np.nextafter(one, np.float32(2)),
+            np.nextafter(one, np.float32(0)),
+            -one,
+            np.nextafter(-one, np.float32(0)),
+            f.max,
+            -f.max,
+            f.tiny,
+            f.smallest_subnormal,
+            -f.smallest_subnormal,
+            0.0,
+            -0.0,
+            np.nan,
+            np.inf,
+            -np.inf,
+        ],
+        dtype=np.float32,
+    )
+    # total order: -0 before +0, as the keys (and the CPU refinement) have it
+    ref = sorted(a[np.isfinite(a)].astype(np.float64), key=lambda v: (v, not np.signbit(v)))
+    for k in range(len(ref)):
+        got = _core._select_pair(a, k, len(ref) - 1 - k, device=device)
+        assert got is not None
+        assert got[0] == ref[k] and got[1] == ref[len(ref) - 1 - k], k
+        assert np.signbit(got[0]) == np.signbit(ref[k]), k

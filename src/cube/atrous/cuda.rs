@@ -7,15 +7,14 @@
 //! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
 //! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
 
-use super::unitstats::unkey;
 use super::{drive, median_of, middle_ranks, Buf, Engine, Outcome, Plan, Progress, Stat};
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::transfer::prefault_serial;
+use crate::backend::cuda::transfer::prefault_apart;
 use crate::backend::cuda::{
     self, grid_stride, CudaSlice, Gpu, LaunchConfig, PushKernelArg, THREADS,
 };
 use crate::cube::filters::{apply_device, DevicePass};
-use crate::cube::stats::{count_device, select_kth_device, Values};
+use crate::cube::stats::{count_device, select_ranks_device, Values};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -25,6 +24,10 @@ use crate::real::Real;
 const MAX_BLOCKS: usize = 8192;
 /// Arrays of the data's size held on the device.
 const ARRAYS: usize = 5;
+/// Threads that fault the output's pages in while the device iterates: one took longer than
+/// the GPU work of a 256×512² cube (268 MB at ~3.5 GB/s: 77 ms against ~40), and the call
+/// waited for it before its download.
+const PREFAULT_THREADS: usize = 4;
 
 struct Dev<'a, T: Real> {
     gpu: &'a Gpu,
@@ -77,37 +80,6 @@ impl<T: Real> Dev<'_, T> {
         gpu.download(&d_part, &mut part)?;
         Ok(part.iter().sum())
     }
-
-    /// (number of values below `bound`, the largest of them) over the whole of `data`.
-    fn below(
-        &self,
-        data: &CudaSlice<T>,
-        bound: f64,
-        abs: bool,
-        center: f64,
-    ) -> Result<(usize, f64)> {
-        let gpu = self.gpu;
-        let f = self.kernel("below")?;
-        let mut d_count = gpu.alloc_zeros::<u64>(1)?;
-        let mut d_key = gpu.alloc_zeros::<u64>(1)?;
-        let (n, abs) = (self.n as i64, abs as i32);
-        let cfg = grid_stride(self.n, 4096);
-        let mut l = gpu.stream.launch_builder(&f);
-        l.arg(data)
-            .arg(&n)
-            .arg(&bound)
-            .arg(&abs)
-            .arg(&center)
-            .arg(&mut d_count)
-            .arg(&mut d_key);
-        // SAFETY: matches atrous_below_* (256 threads, as its shared arrays assume); data holds
-        // n elements, the outputs one each.
-        unsafe { l.launch(cfg) }?;
-        let (mut count, mut key) = ([0u64], [0u64]);
-        gpu.download(&d_count, &mut count)?;
-        gpu.download(&d_key, &mut key)?;
-        Ok((count[0] as usize, unkey(key[0])))
-    }
 }
 
 impl<T: Real> Engine for Dev<'_, T> {
@@ -140,16 +112,9 @@ impl<T: Real> Engine for Dev<'_, T> {
                     };
                     let n = arg[0] as usize;
                     let (k_lo, k_hi) = middle_ranks(n);
-                    match select_kth_device(gpu, data, self.n, k_hi, vals)? {
+                    match select_ranks_device(gpu, data, self.n, [k_lo, k_hi], vals)? {
                         None => f64::NAN,
-                        Some(hi) if k_lo == k_hi => hi,
-                        Some(hi) => {
-                            // The lower middle value is the largest below `hi` when exactly
-                            // k_hi values lie below it, else it ties with `hi`.
-                            let (below, max_below) = self.below(data, hi, abs, center[0])?;
-                            let lo = if below == k_hi { max_below } else { hi };
-                            median_of(n, lo, hi)
-                        }
+                        Some([lo, hi]) => median_of(n, lo, hi),
                     }
                 }
                 Stat::Sum { .. } => unreachable!(),
@@ -356,7 +321,7 @@ fn run_resident<T: Real>(
     // in. The helper runs alone, not on the pool: this thread is one of the pool's workers and
     // blocks in `join`, so a job queued on a one-thread pool would never run.
     let (outcome, faulted) = std::thread::scope(|sc| {
-        let pages = sc.spawn(|| prefault_serial(&mut *out));
+        let pages = sc.spawn(|| prefault_apart(&mut *out, PREFAULT_THREADS));
         let outcome = drive(&mut e, plan, progress);
         (outcome, pages.join())
     });

@@ -19,7 +19,7 @@ use super::{
     Replace, SampleParts, Statistic, BLANK, DETECTED, MASKED,
 };
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::transfer::prefault_serial;
+use crate::backend::cuda::transfer::prefault_apart;
 use crate::backend::cuda::{
     self, grid_stride, CudaFunction, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
@@ -319,7 +319,7 @@ fn resident<T: Real>(
     let slabs = std::slice::from_ref(s);
     let out = if eng.mask_clear {
         std::thread::scope(|sc| {
-            let pages = sc.spawn(|| prefault_serial(&mut *mask));
+            let pages = sc.spawn(|| prefault_apart(&mut *mask, 1));
             let out = eng.run_all(cube, &mut [], slabs, progress);
             if let Err(panic) = pages.join() {
                 std::panic::resume_unwind(panic);

@@ -1,14 +1,31 @@
-//! GPU engine of the statistics: the refinement's data passes as kernels (`kernels/select.cu`)
-//! over a device-resident array; only histograms (4096 counts) and the last few values come
-//! back to the host.
+//! GPU engine of the statistics over a device-resident array (`kernels/select.cu`): the count
+//! of kept values, and exact k-th values by radix selection on the order-preserving keys of
+//! `keys::key` — per key digit one histogram pass over the data and one small kernel that picks
+//! the digit holding the rank, all on the device, so a selection costs its passes and a single
+//! round trip (the host's `refine` would need one per level). Two ranks are followed at once
+//! (the two middle values of a median).
 
-use super::{refine, Level, Source, Values, BINS, MAX_LEVELS};
+use super::{keys, Values};
 use crate::backend::cuda::{grid_stride, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
 /// Blocks per launch (grid-stride loops): enough to fill a large GPU several times over.
 const MAX_BLOCKS: usize = 1024;
+/// Key bits per histogram pass (`RDX_BITS` in kernels/select.cu), and of the first pass
+/// (`RDX_FIRST_BITS`: its histogram is kept in several copies against contention).
+const DIGIT_BITS: u32 = 12;
+const FIRST_BITS: u32 = 11;
+/// u64 words of `struct RdxState` in kernels/select.cu: 8 words, then two histograms.
+const STATE_WORDS: usize = 8 + 2 * (1 << DIGIT_BITS);
+/// Threads of `rdx_choose_digit` (it scans 4096 counts, four a thread).
+const CHOOSE_THREADS: u32 = 1024;
+
+/// The float32 order-preserving key's value (as `rdx_key32` in kernels/select.cu builds it).
+fn value32(k: u64) -> f64 {
+    let k = k as u32;
+    f32::from_bits(if k >> 31 == 1 { k & !(1 << 31) } else { !k }) as f64
+}
 
 /// Mirrors `struct SelParams` in kernels/select.cu.
 #[repr(C)]
@@ -17,132 +34,17 @@ struct SelParams {
     center: f64,
     abs_dev: i32,
     range: i32,
-    nlevels: i32,
-    pad: i32,
-    lo: [f64; MAX_LEVELS],
-    hi: [f64; MAX_LEVELS],
-    scale: [f64; MAX_LEVELS],
-    bin: [i64; MAX_LEVELS],
 }
 
 // SAFETY: plain-old-data with the same C layout as the kernel's struct.
 unsafe impl DeviceRepr for SelParams {}
 
 impl SelParams {
-    fn new(vals: Values, levels: &[Level]) -> Self {
-        let mut p = SelParams {
+    fn new(vals: Values) -> Self {
+        SelParams {
             center: vals.center,
             abs_dev: vals.abs as i32,
             range: vals.range_code(),
-            nlevels: levels.len() as i32,
-            pad: 0,
-            lo: [0.0; MAX_LEVELS],
-            hi: [0.0; MAX_LEVELS],
-            scale: [0.0; MAX_LEVELS],
-            bin: [0; MAX_LEVELS],
-        };
-        for (i, l) in levels.iter().enumerate() {
-            p.lo[i] = l.lo;
-            p.hi[i] = l.hi;
-            p.scale[i] = l.scale;
-            p.bin[i] = l.bin as i64;
-        }
-        p
-    }
-}
-
-fn decode_key(k: u64) -> f64 {
-    let bits = if k >> 63 == 1 { k & !(1u64 << 63) } else { !k };
-    f64::from_bits(bits)
-}
-
-struct Device<'a, T> {
-    gpu: &'a Gpu,
-    data: &'a CudaSlice<T>,
-    n: usize,
-    vals: Values,
-}
-
-impl<T: Real> Device<'_, T> {
-    fn config(&self) -> LaunchConfig {
-        grid_stride(self.n, MAX_BLOCKS)
-    }
-}
-
-impl<T: Real> Source for Device<'_, T> {
-    fn extent(&self, levels: &[Level]) -> Result<(usize, f64, f64)> {
-        let f = self
-            .gpu
-            .function("select", &format!("sel_extent_{}", T::CUDA))?;
-        let mut out = self.gpu.upload_small(&[0u64, u64::MAX, 0u64])?;
-        let p = SelParams::new(self.vals, levels);
-        let n = self.n as i64;
-        let mut l = self.gpu.stream.launch_builder(&f);
-        l.arg(self.data).arg(&n).arg(&p).arg(&mut out);
-        // SAFETY: arguments match sel_extent_* in kernels/select.cu; data holds n elements.
-        unsafe { l.launch(self.config()) }?;
-        let mut host = [0u64; 3];
-        self.gpu.download(&out, &mut host)?;
-        if host[0] == 0 {
-            return Ok((0, f64::INFINITY, f64::NEG_INFINITY));
-        }
-        Ok((host[0] as usize, decode_key(host[1]), decode_key(host[2])))
-    }
-
-    fn histogram(&self, levels: &[Level], level: &Level) -> Result<Vec<u64>> {
-        let f = self
-            .gpu
-            .function("select", &format!("sel_histogram_{}", T::CUDA))?;
-        let mut hist = self.gpu.alloc_zeros::<u64>(BINS)?;
-        let p = SelParams::new(self.vals, levels);
-        let n = self.n as i64;
-        let mut l = self.gpu.stream.launch_builder(&f);
-        l.arg(self.data)
-            .arg(&n)
-            .arg(&p)
-            .arg(&level.lo)
-            .arg(&level.hi)
-            .arg(&level.scale)
-            .arg(&mut hist);
-        // SAFETY: arguments match sel_histogram_* in kernels/select.cu.
-        unsafe { l.launch(self.config()) }?;
-        let mut host = vec![0u64; BINS];
-        self.gpu.download(&hist, &mut host)?;
-        Ok(host)
-    }
-
-    fn gather(&self, levels: &[Level]) -> Result<Vec<f64>> {
-        let f = self
-            .gpu
-            .function("select", &format!("sel_gather_{}", T::CUDA))?;
-        let p = SelParams::new(self.vals, levels);
-        let n = self.n as i64;
-        let mut cap = 1usize << 16;
-        loop {
-            // SAFETY: only the first `count` slots are read back.
-            let mut out = unsafe { self.gpu.alloc::<f64>(cap)? };
-            let mut count = self.gpu.alloc_zeros::<u64>(1)?;
-            let cap64 = cap as u64;
-            let mut l = self.gpu.stream.launch_builder(&f);
-            l.arg(self.data)
-                .arg(&n)
-                .arg(&p)
-                .arg(&mut out)
-                .arg(&mut count)
-                .arg(&cap64);
-            // SAFETY: arguments match sel_gather_* in kernels/select.cu.
-            unsafe { l.launch(self.config()) }?;
-            let mut got = [0u64];
-            self.gpu.download(&count, &mut got)?;
-            let got = got[0] as usize;
-            if got <= cap {
-                let mut host = vec![0f64; got];
-                if got > 0 {
-                    self.gpu.download(&out, &mut host)?;
-                }
-                return Ok(host);
-            }
-            cap = got;
         }
     }
 }
@@ -165,8 +67,78 @@ pub fn count_device<T: Real>(
     vals: Values,
 ) -> Result<usize> {
     check_len(data, n)?;
-    let src = Device { gpu, data, n, vals };
-    Ok(src.extent(&[])?.0)
+    let f = gpu.function("select", &format!("sel_count_{}", T::CUDA))?;
+    let mut out = gpu.alloc_zeros::<u64>(1)?;
+    let (p, n64) = (SelParams::new(vals), n as i64);
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(data).arg(&n64).arg(&p).arg(&mut out);
+    // SAFETY: arguments match sel_count_* in kernels/select.cu; data holds n elements.
+    unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+    let mut host = [0u64];
+    gpu.download(&out, &mut host)?;
+    Ok(host[0] as usize)
+}
+
+/// The kept values of 0-based ranks `ranks` (in ascending order of the values) among the first
+/// `n` device values, or None when a rank is not below the number of kept values. Exact: the
+/// values themselves, as `Values::map` gives them.
+pub fn select_ranks_device<T: Real>(
+    gpu: &Gpu,
+    data: &CudaSlice<T>,
+    n: usize,
+    ranks: [usize; 2],
+    vals: Values,
+) -> Result<Option<[f64; 2]>> {
+    check_len(data, n)?;
+    // float32 values taken as they are: 32-bit keys of the floats themselves (3 passes, not 6:
+    // 11, 12 and 9 key bits; 64-bit keys 11, 4 × 12 and 5).
+    let key32 = T::CUDA == "f32" && vals == Values::FINITE;
+    let (kbits, name) = if key32 {
+        (32u32, "rdx_histogram_key32_f32".to_string())
+    } else {
+        (64, format!("rdx_histogram_{}", T::CUDA))
+    };
+    let start = gpu.function("select", "rdx_start_state")?;
+    let hist = gpu.function("select", &name)?;
+    let choose = gpu.function("select", "rdx_choose_digit")?;
+    let one_block = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (CHOOSE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: rdx_start_state writes every word the later kernels read.
+    let mut st = unsafe { gpu.alloc::<u64>(STATE_WORDS)? };
+    let (k0, k1) = (ranks[0] as u64, ranks[1] as u64);
+    let mut l = gpu.stream.launch_builder(&start);
+    l.arg(&mut st).arg(&k0).arg(&k1);
+    // SAFETY: matches rdx_start_state; st holds a RdxState.
+    unsafe { l.launch(one_block) }?;
+    let (p, n64) = (SelParams::new(vals), n as i64);
+    let mut shift = kbits;
+    while shift > 0 {
+        let bits = if shift == kbits {
+            FIRST_BITS
+        } else {
+            DIGIT_BITS.min(shift)
+        };
+        let (s, b, kb) = (shift as i32, bits as i32, kbits as i32);
+        let mut l = gpu.stream.launch_builder(&hist);
+        l.arg(data).arg(&n64).arg(&p).arg(&s).arg(&b).arg(&mut st);
+        // SAFETY: matches rdx_histogram_* (whole warps); data holds n elements.
+        unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+        let mut l = gpu.stream.launch_builder(&choose);
+        l.arg(&mut st).arg(&s).arg(&b).arg(&kb);
+        // SAFETY: matches rdx_choose_digit, which needs exactly 1024 threads in one block.
+        unsafe { l.launch(one_block) }?;
+        shift -= bits;
+    }
+    let mut head = [0u64; 8];
+    gpu.download(&st, &mut head)?;
+    if head[4] != 0 {
+        return Ok(None);
+    }
+    let value = if key32 { value32 } else { keys::value };
+    Ok(Some([value(head[5]), value(head[6])]))
 }
 
 /// The k-th smallest kept value among the first `n` device values.
@@ -177,6 +149,5 @@ pub fn select_kth_device<T: Real>(
     k: usize,
     vals: Values,
 ) -> Result<Option<f64>> {
-    check_len(data, n)?;
-    refine(&Device { gpu, data, n, vals }, k)
+    Ok(select_ranks_device(gpu, data, n, [k, k], vals)?.map(|v| v[0]))
 }

@@ -1,7 +1,9 @@
-//! Robust statistics of large arrays, exact and without sorting or copying the array: the k-th
-//! smallest value is found by histogram refinement (count values per bin in parallel, keep the
-//! bin holding rank k, repeat until few values remain, then select among those). The driver is
-//! written once (`refine`); the CPU and the GPU only provide the three data passes (`Source`).
+//! Robust statistics of large arrays, exact and without sorting or copying the array. On the
+//! CPU the k-th smallest value is found by histogram refinement (count values per bin in
+//! parallel, keep the bin holding rank k, repeat until few values remain, then select among
+//! those: `refine` over the data passes of a `Source`). On the GPU it is found by radix digits
+//! of the values' order-preserving keys (`keys`), every step on the device (`cuda`): a host
+//! step per level would cost a round trip each. Both are exact, so both give the same values.
 //! Medians, MADs and noise estimates of every family are built on `select_kth`.
 
 mod cpu;
@@ -9,7 +11,7 @@ mod cuda;
 pub mod keys;
 
 pub use cpu::{count, select_kth};
-pub use cuda::{count_device, select_kth_device};
+pub use cuda::{count_device, select_kth_device, select_ranks_device};
 
 use crate::error::Result;
 

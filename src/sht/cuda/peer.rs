@@ -44,7 +44,7 @@ use super::setup::{geo, group_list, note_used, work_for, Group, Work, LEG_BLOCK_
 use super::stages::{comps_mut, ring_ffts};
 use crate::backend::cancel::Token;
 use crate::backend::cuda::peer::{self, copy_2d, enable_peers, timing_event};
-use crate::backend::cuda::transfer::prefault_serial;
+use crate::backend::cuda::transfer::prefault_apart;
 use crate::backend::cuda::{self, CudaEvent, CudaSlice, CudaStream, Gpu};
 use crate::error::{human, Error, Result};
 use crate::sht::split::{self, Stats};
@@ -753,7 +753,7 @@ fn prefault_output(p: &Pass, j: usize) {
             let (x0, x1) = (p.plan.lay.mstart(p.mb[j].0), p.plan.lay.mstart(p.mb[j].1));
             for &comp in &p.grp.comps {
                 // SAFETY: GPU j's alm are written only by its thread, after this returns.
-                prefault_serial(unsafe { p.alm.range(comp, 2 * x0, 2 * x1) });
+                prefault_apart(unsafe { p.alm.range(comp, 2 * x0, 2 * x1) }, 1);
             }
         }
         Dir::Synth => {
@@ -765,7 +765,7 @@ fn prefault_output(p: &Pass, j: usize) {
                 for &comp in &p.grp.comps {
                     if z > a {
                         // SAFETY: as above; the last chunk drains after this returns.
-                        prefault_serial(unsafe { p.map.range(comp, a, z) });
+                        prefault_apart(unsafe { p.map.range(comp, a, z) }, 1);
                     }
                 }
             }
