@@ -95,6 +95,11 @@ pub fn apply_device<T: Real>(
 /// rate seen on an H200 (wide reflected filters, ~1.6e9/s); later pieces adapt to
 /// `pace::TARGET_MS`.
 const FIRST_PIECE_TAPS: usize = 1 << 26;
+/// The same for the tiled kernels, which read taps from shared memory: ~40 ms at 1e11 tap-reads
+/// a second, ten times under the slowest tiled pass measured on an H100 (à trous's z pass at
+/// step 32, 3e11/s), so a cube's pass is one launch and needs no timed wait (a wait per pass
+/// left the GPU idle between the passes of an à trous scale).
+const FIRST_PIECE_TILED_TAPS: usize = 1 << 32;
 
 /// Queue the chunk's filtering, cut into launches of bounded time (`pace::run`) along the
 /// slow dimension (lines), or along the fast one when there is a single line.
@@ -272,13 +277,13 @@ fn launch_tiled<T: Real>(
     let (units, tiles) = tiled.work(chunk.outer.len(), n_out, pass.step as usize);
     if units > 1 {
         let per_unit = (n_out * width).div_ceil(units / chunk.outer.len()).max(1);
-        let first = (FIRST_PIECE_TAPS / (per_unit * taps)).max(1);
+        let first = (FIRST_PIECE_TILED_TAPS / (per_unit * taps)).max(1);
         pace::run(gpu, units, first, |u| {
             launch_tiles(gpu, input, view, chunk, pass, out, tiled, u, 0..tiles)
         })
     } else {
         let per_tile = (n_out * width).div_ceil(tiles).max(1);
-        let first = (FIRST_PIECE_TAPS / (per_tile * taps)).max(1);
+        let first = (FIRST_PIECE_TILED_TAPS / (per_tile * taps)).max(1);
         pace::run(gpu, tiles, first, |t| {
             launch_tiles(gpu, input, view, chunk, pass, out, tiled, 0..1, t)
         })
