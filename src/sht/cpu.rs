@@ -109,9 +109,13 @@ static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
 
 fn take_buffer(len: usize) -> Vec<C64> {
     let mut b = std::mem::take(&mut *BUFFER.lock().unwrap_or_else(|e| e.into_inner()));
-    if b.len() >= len {
-        // Every entry a stage reads is written by the stage before it: no need to clear.
-        b.truncate(len);
+    if b.capacity() >= len {
+        // Every entry a stage reads is written by the stage before it: no need to clear. By
+        // capacity, not length: a call's last chunk is mostly smaller and leaves the buffer
+        // truncated, and testing the length made the next call's first chunk allocate and fault
+        // in a fresh one (T,E,B at nside 1024-2048, bench/NOTES.md, session 18 cpusht9); the
+        // zeros past the length are written to pages already mapped.
+        b.resize(len, C64::new(0.0, 0.0));
         return b;
     }
     zeroed(len)
