@@ -580,10 +580,11 @@ unsafe fn synth_m_avx512(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    // 8-wide vectors, twice the lanes per block (more independent recurrences in flight);
-    // spin 2: 16 pairs per block, two vectors each of Z+ and Z− (8 pairs: 15 % slower per
-    // degree in a loop microbenchmark, bench/NOTES.md, session 18 cpusht9).
-    synth_m::<F8, { 4 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
+    // 8-wide vectors. Spin 0: 24 lanes per block (three vectors: 32 lanes spilled five of the
+    // loop's zmm registers; a lane's result does not depend on its block, so the same
+    // numbers). Spin 2: 16 pairs per block, two vectors each of Z+ and Z− (8 pairs: 15 % slower
+    // per degree in a loop microbenchmark). bench/NOTES.md, session 18 cpusht9.
+    synth_m::<F8, { 3 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]
