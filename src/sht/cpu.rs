@@ -109,9 +109,13 @@ static BUFFER: Mutex<Vec<C64>> = Mutex::new(Vec::new());
 
 fn take_buffer(len: usize) -> Vec<C64> {
     let mut b = std::mem::take(&mut *BUFFER.lock().unwrap_or_else(|e| e.into_inner()));
-    if b.len() >= len {
-        // Every entry a stage reads is written by the stage before it: no need to clear.
-        b.truncate(len);
+    if b.capacity() >= len {
+        // Every entry a stage reads is written by the stage before it: no need to clear. By
+        // capacity, not length: a call's last chunk is mostly smaller and leaves the buffer
+        // truncated, and testing the length made the next call's first chunk allocate and fault
+        // in a fresh one (T,E,B at nside 1024-2048, bench/NOTES.md, session 18 cpusht9); the
+        // zeros past the length are written to pages already mapped.
+        b.resize(len, C64::new(0.0, 0.0));
         return b;
     }
     zeroed(len)
@@ -281,28 +285,6 @@ fn vecs8<V: Simd, const N: usize>(a: &[[f64; MAX_LANES]; 8]) -> [[V; N]; 8] {
     o
 }
 
-/// Spin-2 synthesis sums per lane: from [SE+, SE−, SB+, SB−] (re, im each; the sums of the
-/// E and B columns against Z±, see `S2`) to [W, X, Y, Z] = [Σ E F1, Σ B F2, Σ B F1, Σ E F2]
-/// (times sin²θ).
-#[inline(always)]
-fn wxyz<V: Simd, const N: usize>(a: &[[V; N]; 8]) -> [[f64; MAX_LANES]; 8] {
-    let mut u = [[0.0; MAX_LANES]; 8];
-    for i in 0..8 {
-        u[i] = unvec(&a[i]);
-    }
-    let mut o = [[0.0; MAX_LANES]; 8];
-    for r in 0..N * V::W {
-        for h in 0..2 {
-            let (sep, sem, sbp, sbm) = (u[h][r], u[2 + h][r], u[4 + h][r], u[6 + h][r]);
-            o[h][r] = sep + sem;
-            o[2 + h][r] = sbp - sbm;
-            o[4 + h][r] = sbp + sbm;
-            o[6 + h][r] = sep - sem;
-        }
-    }
-    o
-}
-
 // ------------------------------------------------------------------------------------------
 // Synthesis visitors
 
@@ -349,38 +331,69 @@ fn even_odd(c: &[C64], t: &MTables, out: &mut Vec<[C64; 2]>) {
     }
 }
 
+/// The folded sums below give healpy's spin-2 signs only where SQ2 = SQ1 and SU2 = −SU1.
+const _: () = assert!(SQ2 == SQ1 && SU2 == -SU1);
+
+/// Spin-2 synthesis sums of a block. With P_j = e_j + i b_j and M_j = e_j − i b_j (e, b: the E
+/// and B columns times g_l H_l / 2, so that Σ_l a_l F_l = Σ_l a_l (Z+ ± Z−) / sin²θ), healpy's
+/// signs (Q_m = SQ1 ΣE F1 + SQ2 i ΣB F2, U_m = SU1 ΣB F1 + SU2 i ΣE F2, legendre.rs) and the
+/// parity Z±(−x) = (−1)^j Z∓(x) give, per pair and times 1/sin²θ:
+/// north Q = SQ1 (A + B), U = SU1 i (B − A); south Q = SQ1 (C + D), U = SU1 i (C − D), with
+/// A = Σ P Z+, B = Σ M Z−, C = Σ (−1)^j M Z+, D = Σ (−1)^j P Z−. The parity goes into the sign
+/// of the FMA, so a vector of pairs needs 8 sums (sums per parity needed 16), which leaves the
+/// registers for two vectors of pairs per block: four recurrences in flight (bench/NOTES.md,
+/// session 18 cpusht9).
 struct S2<'a, V: Simd, const N: usize> {
-    /// The E and B columns times g_l H_l / 2 (so that Σ_l a_l F_l = Σ_l e_l (Z+ ± Z−) / sin²θ).
-    e: &'a [C64],
-    b: &'a [C64],
-    /// [parity][SE+ re, SE+ im, SE− re, SE− im, SB+ re, SB+ im, SB− re, SB− im]: Σ e Z±, Σ b Z±.
-    acc: [[[V; N]; 8]; 2],
+    /// [P_j, M_j] per j.
+    pm: &'a [[C64; 2]],
+    /// [A re, A im, B re, B im, C re, C im, D re, D im], per vector of pairs (the first N/2).
+    acc: [[V; N]; 8],
 }
 
 impl<V: Simd, const N: usize> VisitZ<V, N> for S2<'_, V, N> {
     #[inline(always)]
     fn visit<const ODD: bool>(&mut self, j: usize, z: &[V; N]) {
-        let (e, b) = (self.e[j], self.b[j]);
-        let (er, ei, br, bi) = (
-            V::splat(e.re),
-            V::splat(e.im),
-            V::splat(b.re),
-            V::splat(b.im),
+        let [p, m] = self.pm[j];
+        let (pr, pi, mr, mi) = (
+            V::splat(p.re),
+            V::splat(p.im),
+            V::splat(m.re),
+            V::splat(m.im),
         );
-        let acc = &mut self.acc[ODD as usize];
+        let a = &mut self.acc;
         let h = N / 2;
         for i in 0..h {
             let (zp, zm) = (z[i], z[i + h]);
-            acc[0][i] = er.mul_add(zp, acc[0][i]);
-            acc[1][i] = ei.mul_add(zp, acc[1][i]);
-            acc[2][i] = er.mul_add(zm, acc[2][i]);
-            acc[3][i] = ei.mul_add(zm, acc[3][i]);
-            acc[4][i] = br.mul_add(zp, acc[4][i]);
-            acc[5][i] = bi.mul_add(zp, acc[5][i]);
-            acc[6][i] = br.mul_add(zm, acc[6][i]);
-            acc[7][i] = bi.mul_add(zm, acc[7][i]);
+            a[0][i] = pr.mul_add(zp, a[0][i]);
+            a[1][i] = pi.mul_add(zp, a[1][i]);
+            a[2][i] = mr.mul_add(zm, a[2][i]);
+            a[3][i] = mi.mul_add(zm, a[3][i]);
+            if ODD {
+                a[4][i] = mr.neg_mul_add(zp, a[4][i]);
+                a[5][i] = mi.neg_mul_add(zp, a[5][i]);
+                a[6][i] = pr.neg_mul_add(zm, a[6][i]);
+                a[7][i] = pi.neg_mul_add(zm, a[7][i]);
+            } else {
+                a[4][i] = mr.mul_add(zp, a[4][i]);
+                a[5][i] = mi.mul_add(zp, a[5][i]);
+                a[6][i] = pr.mul_add(zm, a[6][i]);
+                a[7][i] = pi.mul_add(zm, a[7][i]);
+            }
         }
     }
+}
+
+/// [P_j, M_j] = [e_j + i b_j, e_j − i b_j] of the E and B columns `e`, `b` (μ form) times
+/// H_j / 2 (`hh`), for `S2`.
+fn plus_minus(e: &[C64], b: &[C64], hh: &[f64], out: &mut Vec<[C64; 2]>) {
+    out.clear();
+    out.extend(e.iter().zip(b).zip(hh).map(|((e, b), &h)| {
+        let (e, b) = (e * h, b * h);
+        [
+            C64::new(e.re - b.im, e.im + b.re),
+            C64::new(e.re + b.im, e.im - b.re),
+        ]
+    }));
 }
 
 /// Per-thread scratch of the Legendre stage.
@@ -388,8 +401,8 @@ impl<V: Simd, const N: usize> VisitZ<V, N> for S2<'_, V, N> {
 pub(super) struct LegScratch {
     t: MTables,
     a: Vec<Vec<C64>>,
-    /// Spin 2: the E and B columns times H/2 (see `S2`).
-    z: [Vec<C64>; 2],
+    /// Spin 2: the E and B columns times H/2, as [P, M] (see `S2`).
+    pm: Vec<[C64; 2]>,
     eo: Vec<[C64; 2]>,
     tmp: Vec<f64>,
     /// This m's start values per pair of the chunk (`starts`).
@@ -505,38 +518,27 @@ fn synth_m<V: Simd, const N0: usize, const N2: usize>(
                 }
             }
             Job::Spin2([ei, bi], [qi, ui]) => {
-                for (z, ci) in sc.z.iter_mut().zip([ei, bi]) {
-                    z.clear();
-                    z.extend(sc.a[ci].iter().zip(&sc.t.hh).map(|(a, &h)| a * h));
-                }
+                plus_minus(&sc.a[ei], &sc.a[bi], &sc.t.hh, &mut sc.pm);
+                let su = C64::new(0.0, SU1);
                 let mut p = 0;
                 while p < np {
                     let blk = &ch.pairs[p..(p + l2).min(np)];
                     if let Some((x, s, v, k)) = lanes(plan, blk, l2, &sc.st[p..]) {
                         let (is2, s2) = inv_s2(&s, l2);
                         let mut vis = S2::<V, N2> {
-                            e: &sc.z[0],
-                            b: &sc.z[1],
-                            acc: [[[V::splat(0.0); N2]; 8]; 2],
+                            pm: &sc.pm,
+                            acc: [[V::splat(0.0); N2]; 8],
                         };
                         leg::run_spin2::<V, N2, _>(&sc.t, &x, &s2, &v, &k, &mut vis);
-                        // W = Σ E F1, X = Σ B F2, Y = Σ B F1, Z = Σ E F2 from the sums over Z±.
-                        let ev = wxyz(&vis.acc[0]);
-                        let od = wxyz(&vis.acc[1]);
-                        let c = |a: &[[f64; MAX_LANES]; 8], i: usize, r: usize| {
-                            C64::new(a[i][r], a[i + 1][r]) * is2[r]
-                        };
-                        let iu = C64::new(0.0, 1.0);
+                        let acc = vis.acc.map(|a| unvec(&a));
+                        let c = |i: usize, r: usize| C64::new(acc[i][r], acc[i + 1][r]) * is2[r];
                         for r in 0..blk.len() {
                             let pl = p + r;
-                            let (we, wo) = (c(&ev, 0, r), c(&od, 0, r));
-                            let (xe, xo) = (c(&ev, 2, r), c(&od, 2, r));
-                            let (ye, yo) = (c(&ev, 4, r), c(&od, 4, r));
-                            let (ze, zo) = (c(&ev, 6, r), c(&od, 6, r));
-                            ph[qi * nrc + 2 * pl] = SQ1 * (we + wo) + SQ2 * iu * (xe + xo);
-                            ph[qi * nrc + 2 * pl + 1] = SQ1 * (we - wo) + SQ2 * iu * (xo - xe);
-                            ph[ui * nrc + 2 * pl] = SU1 * (ye + yo) + SU2 * iu * (ze + zo);
-                            ph[ui * nrc + 2 * pl + 1] = SU1 * (ye - yo) + SU2 * iu * (zo - ze);
+                            let (a, b, cc, d) = (c(0, r), c(2, r), c(4, r), c(6, r));
+                            ph[qi * nrc + 2 * pl] = SQ1 * (a + b);
+                            ph[qi * nrc + 2 * pl + 1] = SQ1 * (cc + d);
+                            ph[ui * nrc + 2 * pl] = su * (b - a);
+                            ph[ui * nrc + 2 * pl + 1] = su * (cc - d);
                         }
                     } else {
                         for r in 2 * p..2 * (p + blk.len()) {
@@ -578,8 +580,11 @@ unsafe fn synth_m_avx512(
     sc: &mut LegScratch,
     ph: &mut [C64],
 ) {
-    // 8-wide vectors, twice the lanes per block (more independent recurrences in flight).
-    synth_m::<F8, { 4 * L0 / 8 }, { 4 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
+    // 8-wide vectors. Spin 0: 24 lanes per block (three vectors: 32 lanes spilled five of the
+    // loop's zmm registers; a lane's result does not depend on its block, so the same
+    // numbers). Spin 2: 16 pairs per block, two vectors each of Z+ and Z− (8 pairs: 15 % slower
+    // per degree in a loop microbenchmark). bench/NOTES.md, session 18 cpusht9.
+    synth_m::<F8, { 3 * L0 / 8 }, { 8 * L2 / 8 }>(plan, ch, jobs, cols, m, sc, ph)
 }
 
 #[cfg(target_arch = "x86_64")]

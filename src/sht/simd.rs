@@ -17,6 +17,8 @@ pub trait Simd: Copy + Send + Sync + 'static {
     fn mul_add(self, b: Self, c: Self) -> Self;
     /// self·b − c (fused where available).
     fn mul_sub(self, b: Self, c: Self) -> Self;
+    /// c − self·b (fused where available; the same number as (−self)·b + c).
+    fn neg_mul_add(self, b: Self, c: Self) -> Self;
     /// Whether some lane has |x| > t.
     fn any_abs_gt(self, t: f64) -> bool;
     /// Sum of the lanes.
@@ -65,6 +67,10 @@ impl Simd for S1 {
     #[inline(always)]
     fn mul_sub(self, b: Self, c: Self) -> Self {
         S1(self.0 * b.0 - c.0)
+    }
+    #[inline(always)]
+    fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        S1(c.0 - self.0 * b.0)
     }
     #[inline(always)]
     fn any_abs_gt(self, t: f64) -> bool {
@@ -131,6 +137,10 @@ mod avx512 {
         #[inline(always)]
         fn mul_sub(self, b: Self, c: Self) -> Self {
             unsafe { F8(_mm512_fmsub_pd(self.0, b.0, c.0)) }
+        }
+        #[inline(always)]
+        fn neg_mul_add(self, b: Self, c: Self) -> Self {
+            unsafe { F8(_mm512_fnmadd_pd(self.0, b.0, c.0)) }
         }
         #[inline(always)]
         fn any_abs_gt(self, t: f64) -> bool {
@@ -211,6 +221,10 @@ mod avx {
         #[inline(always)]
         fn mul_sub(self, b: Self, c: Self) -> Self {
             unsafe { F4(_mm256_fmsub_pd(self.0, b.0, c.0)) }
+        }
+        #[inline(always)]
+        fn neg_mul_add(self, b: Self, c: Self) -> Self {
+            unsafe { F4(_mm256_fnmadd_pd(self.0, b.0, c.0)) }
         }
         #[inline(always)]
         fn any_abs_gt(self, t: f64) -> bool {
