@@ -44,10 +44,15 @@ kernel as a few large tasks a slab.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers (and on any worker for the z-slab pass) the noise call of step 2 also
-returns the block's W, which stays (persisted) on the worker that made it until the clip reads
-it, so each kernel is smoothed once; on GPU workers the transposed smoothed cube of the other
-kernels is persisted instead and the clip smooths it again on the device (cheaper than W's
-trip back over PCIe). Otherwise nothing of the size
+returns what the clip needs, which stays (persisted) on the worker that made it until the clip
+reads it, so each kernel is smoothed once: the block's W, or in the z-slab pass on CPU workers
+what the single CPU call keeps for its clip, the clip candidates (per column block of the
+spectral pass, the ~1/128 of its voxels with the largest |W| above a floor; the clip decides a
+block from its list when the level is above its floor and otherwise runs that block's
+spectral pass again from the slab's spatial stage, halo and carry, as the single call does:
+W is never written, and the clip reads a few per cent of the bytes). On GPU workers the
+transposed smoothed cube of the other kernels is persisted instead and the clip smooths it
+again on the device (cheaper than W's trip back over PCIe). Otherwise nothing of the size
 of the cube but the one-byte mask is kept: the clip smooths its block again (step 1 and the
 spectral stage twice per kernel). Every core call runs on the device each worker resolves
 (:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
@@ -724,8 +729,8 @@ def _on_cpu(device) -> bool:
     """Whether ``device`` resolves to the CPU engine on every worker (asked once: the workers of
     the default Distributed client, else this process). A GPU worker's clip of a kernel off
     the z-slab pass smooths its block again on the device rather than reading back a kept W
-    (its PCIe traffic is the bound); the z-slab pass keeps W on every device (its clip would
-    need the carry chain again)."""
+    (its PCIe traffic is the bound); the z-slab pass keeps the clip candidates on CPU workers
+    and W on GPU workers (their engine keeps no candidates)."""
     from .._utils.device import resolve
 
     def core(device=device):
@@ -878,8 +883,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
     kept and the clip smooths it again on the device); without, the clip smooths again from
     the start. With ``keep`` the kernels with SoFiA-2's spectral running mean run on the
-    z-slabs with a carry instead, on CPU and GPU workers alike, W kept (:meth:`_Noise.slabs`,
-    :data:`Z_SLABS`, :func:`_slab_pass`). The mask
+    z-slabs with a carry instead, the clip candidates kept on CPU workers, W on GPU workers
+    (:meth:`_Noise.slabs`, :data:`Z_SLABS`, :func:`_slab_pass`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
     kernel's blocks differ."""
     import dask

@@ -819,7 +819,7 @@ fn measure_smoothed<T: Real>(
         plan,
         zf,
         &ZSpan::whole(),
-        || (None, Candidates::for_planes(plan.shape[0])),
+        || (None, Candidates::for_planes(plan.shape[0], 256)),
         // inlined into the AVX2 spectral pass (called once per block row)
         #[inline(always)]
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
@@ -872,9 +872,10 @@ impl Candidates {
     }
 
     /// The list of a column block of `planes` planes (`BLOCK` columns): room for 1/128 of its
-    /// voxels, so that a clip level above the bulk of the noise is decided from it.
-    fn for_planes(planes: usize) -> Self {
-        Candidates::new((planes * BLOCK / 128).max(256), planes)
+    /// voxels, so that a clip level above the bulk of the noise is decided from it, and for
+    /// `least` at least (the single call: 256).
+    fn for_planes(planes: usize, least: usize) -> Self {
+        Candidates::new((planes * BLOCK / 128).max(least), planes)
     }
 
     fn list(&self) -> CandidateList<'_> {
@@ -1427,6 +1428,12 @@ pub fn block_w<T: Real>(
     Ok(w.unwrap_or_default())
 }
 
+/// Fewest candidates a column block of a Dask block pass keeps. Not the single call's 256: the
+/// share of the block the list may hold sets how low its floor stays and so how many voxels
+/// its visit takes, and a slab of 4 planes (the 8 GB graph's shape, bench/NOTES.md session 18)
+/// would keep 1/16 of its voxels (its slab call took 2× the CPU of one keeping W).
+const SLAB_LEAST: usize = 32;
+
 /// A block's sample part on the CPU engine: `super::SampleParts` and the clip candidates.
 pub(crate) type CpuSampleParts<T> = (
     Vec<f64>,
@@ -1481,7 +1488,7 @@ pub fn block_sample<T: Real>(
         rms0,
         input,
         span,
-        || (None, Candidates::for_planes(plan.shape[0])),
+        || (None, Candidates::for_planes(plan.shape[0], SLAB_LEAST)),
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let base = z * plane + k0;
             let m = &mask[base..base + w.len()];
