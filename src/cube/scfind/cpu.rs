@@ -1489,6 +1489,8 @@ pub fn block_sample<T: Real>(
         input,
         span,
         || (None, Candidates::for_planes(plan.shape[0], SLAB_LEAST)),
+        // inlined into the AVX2 spectral pass (called once per block row), as the single call's
+        #[inline(always)]
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let base = z * plane + k0;
             let m = &mask[base..base + w.len()];
