@@ -1,12 +1,13 @@
 """dask9: the A/B runs' totals (bench/dask_sc_profile.py JSON): Dask wall, workers' CPU, and
-the task-stream thread-s of the slab calls and the clips summed over the kernels."""
+the task-stream thread-s of the slab calls and the clips summed over the kernels (RUNS: the
+folder of the JSON files, default this one)."""
 
 import glob
 import json
 import os
 import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = os.environ.get("RUNS", os.path.dirname(os.path.abspath(__file__)))
 for tag in sys.argv[1:]:
     for b in ("main", "branch"):
         for f in sorted(glob.glob(f"{here}/dask9-{tag}-{b}-r*.json")):
