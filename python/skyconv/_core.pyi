@@ -246,9 +246,11 @@ def _scfind_block_sample(
 # whose own planes `mask` covers (either engine; exact, a boxcar of radius r along z): `s` holds
 # the spatial stage's planes z0 - below .. z0 + nz + above (below = min(r, z0), above =
 # min(r + 1, planes over the slab)), `carry` the running mean at the first plane over the slab
-# (None for the top slab) -> (..., W or None, the carry for the slab below: one (y, x) plane).
-# With `y0`, the slab is the group of rows y0 .. y0 + ny (of `s`, `mask` and `carry`; whole
-# rows of x) of the cube's planes: one chain of the Dask graph's wavefront.
+# (None for the top slab) -> (..., kept, the carry for the slab below: one (y, x) plane).
+# kept: W with `keep`; with `candidates` (CPU engine) the single call's clip candidates for
+# _scfind_slab_clip, `ClipCandidates`; else None. With `y0`, the slab is the group of rows
+# y0 .. y0 + ny (of `s`, `mask` and `carry`; whole rows of x) of the cube's planes: one chain of
+# the Dask graph's wavefront.
 def _scfind_slab_sample(
     s: FloatArray,
     mask: npt.NDArray[np.uint8],
@@ -264,13 +266,46 @@ def _scfind_slab_sample(
     device: str | None = None,
     keep: bool = False,
     y0: int = 0,
+    candidates: bool = False,
 ) -> tuple[
     npt.NDArray[np.int64],
     npt.NDArray[np.float64],
     tuple[float, float] | None,
-    FloatArray | None,
+    FloatArray | ClipCandidates | None,
     FloatArray,
 ]: ...
+
+# The clip candidates of a slab call, one list a column block of the engine's spectral pass
+# (blocks of 1024 flat (y, x) columns): (floor, ends, idx, val); block b's voxels are
+# idx[ends[b - 1]:ends[b]] (flat indices in the slab) with W there (val): every voxel of those
+# columns, not blank, with |W| > floor[b].
+ClipCandidates = tuple[
+    npt.NDArray[np.float64],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.float64],
+]
+
+# _scfind_slab_clip: the clip of a z-slab (CPU engine) from the candidates its
+# _scfind_slab_sample kept (arguments as there): `mask` with bit 0 added where |W| > `level`;
+# a column block whose floor is under `level` is decided from its list, any other by its
+# spectral pass again over `s` with `below` and `carry` (the slab call's inputs: the same W).
+# Without `s`, None when a block needs that pass.
+def _scfind_slab_clip(
+    mask: npt.NDArray[np.uint8],
+    kernel: tuple[str, float, float, str, float, bool],
+    mode: str,
+    level: float,
+    candidates: ClipCandidates,
+    z0: int,
+    shape: list[int],
+    y0: int = 0,
+    s: FloatArray | None = None,
+    below: int = 0,
+    carry: FloatArray | None = None,
+    exact: bool = True,
+    device: str | None = None,
+) -> npt.NDArray[np.uint8] | None: ...
 def _scfind_block_clip(
     x: FloatArray,
     mask: npt.NDArray[np.uint8],

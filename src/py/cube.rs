@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 
 use crate::backend;
 use crate::cube::filters::Mode;
-use crate::cube::scfind::{self, kernels, BlockInput, Kernel, NoiseRule, Plan, Replace, Statistic};
+use crate::cube::scfind::{
+    self, kernels, BlockInput, ClipCandidates, Keep, Kernel, NoiseRule, Plan, Replace, Statistic,
+};
 use crate::cube::stats::noise::{
     fit_gaussian, gauss_about_zero, histogram, mad_about, std_about, Fitter, MAD_TO_STD,
 };
@@ -639,6 +641,34 @@ type SlabSampleOut<'py> = (
     Bound<'py, PyAny>,
 );
 
+/// The clip candidates as Python holds them: (floor, ends, idx, val), one-dimensional arrays
+/// of float64, uint64, uint64, float64 (`ClipCandidates`).
+type CandidateArrays<'py> = (
+    PyReadonlyArrayDyn<'py, f64>,
+    PyReadonlyArrayDyn<'py, usize>,
+    PyReadonlyArrayDyn<'py, usize>,
+    PyReadonlyArrayDyn<'py, f64>,
+);
+
+fn candidates_to_py<'py>(py: Python<'py>, c: ClipCandidates) -> PyResult<Bound<'py, PyAny>> {
+    let arrays = (
+        c.floor.into_pyarray(py),
+        c.ends.into_pyarray(py),
+        c.idx.into_pyarray(py),
+        c.val.into_pyarray(py),
+    );
+    Ok(arrays.into_pyobject(py)?.into_any())
+}
+
+fn candidates_from_py(c: &CandidateArrays<'_>) -> PyResult<ClipCandidates> {
+    Ok(ClipCandidates {
+        floor: parts(&c.0, "candidates' floor")?.1.to_vec(),
+        ends: parts(&c.1, "candidates' ends")?.1.to_vec(),
+        idx: parts(&c.2, "candidates' idx")?.1.to_vec(),
+        val: parts(&c.3, "candidates' val")?.1.to_vec(),
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn slab_sample_typed<'py, T: Real + numpy::Element>(
     py: Python<'py>,
@@ -650,7 +680,7 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
     start: (usize, usize),
     shape: &[usize],
     samp: (&str, usize),
-    flags: (bool, bool),
+    flags: (bool, Keep),
 ) -> PyResult<SlabSampleOut<'py>> {
     let (_, data) = parts(a, "s")?;
     let (mshape, m) = parts(mask, "mask")?;
@@ -670,9 +700,10 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
         )
     })?;
     let slots: Vec<i64> = out.slots.iter().map(|&k| k as i64).collect();
-    let w = match out.w {
-        Some(w) => Some(w.into_pyarray(py).reshape(mask.shape())?.into_any()),
-        None => None,
+    let kept = match (out.w, out.candidates) {
+        (Some(w), _) => Some(w.into_pyarray(py).reshape(mask.shape())?.into_any()),
+        (None, Some(c)) => Some(candidates_to_py(py, c)?),
+        (None, None) => None,
     };
     let next = next
         .into_pyarray(py)
@@ -682,7 +713,7 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
         slots.into_pyarray(py),
         out.values.into_pyarray(py),
         out.extremes,
-        w,
+        kept,
         next,
     ))
 }
@@ -692,12 +723,14 @@ fn slab_sample_typed<'py, T: Real + numpy::Element>(
 /// `z0` of the whole cube `shape`, whose own planes `mask` covers, from `s`, the spatial
 /// stage's planes z0 − below .. z0 + nz + above (below = min(r, z0), above = min(r + 1,
 /// planes over the slab)), and `carry`, the running mean at the first plane over the slab
-/// (None for the top slab) -> (slots, values, extremes, W or None, the carry for the slab
-/// below, one (y, x) plane in `s`'s dtype). With `y0`, the slab is the group of rows y0 ..
+/// (None for the top slab) -> (slots, values, extremes, kept, the carry for the slab below,
+/// one (y, x) plane in `s`'s dtype). kept: W with `keep`; with `candidates` (CPU engine) the
+/// single call's clip candidates for `_scfind_slab_clip` (floor, ends, idx, val: float64,
+/// uint64, uint64, float64 arrays); else None. With `y0`, the slab is the group of rows y0 ..
 /// y0 + ny (`mask`'s, `s`'s and `carry`'s rows; whole rows of x) of the cube's planes.
 #[pyfunction]
 #[pyo3(signature = (s, mask, kernel, mode, below, carry, z0, shape, sampling, extremes,
-                    exact=true, device=None, keep=false, y0=0))]
+                    exact=true, device=None, keep=false, y0=0, candidates=false))]
 #[allow(clippy::too_many_arguments)]
 fn _scfind_slab_sample<'py>(
     py: Python<'py>,
@@ -715,6 +748,7 @@ fn _scfind_slab_sample<'py>(
     device: Option<&str>,
     keep: bool,
     y0: usize,
+    candidates: bool,
 ) -> PyResult<SlabSampleOut<'py>> {
     let args = BlockArgs {
         spec: &kernel,
@@ -725,10 +759,105 @@ fn _scfind_slab_sample<'py>(
         exact,
         device,
     };
+    let keep = match (keep, candidates) {
+        (true, true) => {
+            return Err(to_pyerr(Error::value(
+                "keep W or the clip candidates, not both",
+            )))
+        }
+        (true, false) => Keep::W,
+        (false, true) => Keep::Candidates,
+        (false, false) => Keep::Nothing,
+    };
     let samp = (sampling.0.as_str(), sampling.1);
     with_float!(s, a => slab_sample_typed(
         py, &a, &mask, &args, below, carry.as_ref(), (z0, y0), &shape, samp, (extremes, keep)
     ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn slab_clip_typed<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    s: Option<&PyReadonlyArrayDyn<'py, T>>,
+    mask: &PyReadonlyArrayDyn<'py, u8>,
+    args: &BlockArgs<'_>,
+    below: usize,
+    carry: Option<&Bound<'py, PyAny>>,
+    start: (usize, usize),
+    shape: &[usize],
+    cands: &ClipCandidates,
+    level: f64,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let (mshape, m) = parts(mask, "mask")?;
+    let plan =
+        stage_plan(&mshape, args.spec, args.mode, args.replace, args.exact).map_err(to_pyerr)?;
+    let global = shape3(shape).map_err(to_pyerr)?;
+    let dev = backend::resolve(args.device).map_err(to_pyerr)?;
+    let data = match s {
+        Some(s) => Some(parts(s, "s")?.1),
+        None => None,
+    };
+    let carry: Option<PyReadonlyArrayDyn<'py, T>> = carry.map(|c| c.extract()).transpose()?;
+    let cdata = match &carry {
+        Some(c) => Some(parts(c, "carry")?.1),
+        None => None,
+    };
+    let out = compute_on(py, dev, || {
+        scfind::slab_clip(
+            dev, data, m, &plan, global, start.0, start.1, below, cdata, cands, level,
+        )
+    })?;
+    match out {
+        Some(v) => Ok(Some(v.into_pyarray(py).reshape(mask.shape())?.into_any())),
+        None => Ok(None),
+    }
+}
+
+/// S+C for Dask, one task's clip of a z-slab (CPU engine) from the clip candidates its
+/// `_scfind_slab_sample` kept (`candidates`; `mask`, `kernel`, `mode`, `z0`, `shape`, `y0`,
+/// `exact` as there): `mask` with bit 0 added where W is above `level`, decided as the single
+/// call decides it — a column block whose list holds every voxel above `level` from the list,
+/// any other by its spectral pass again over `s` with `below` and `carry` (the slab call's
+/// own inputs: the same W bit for bit). Without `s`, None when a block needs that pass (call
+/// again with `s`, `below` and `carry`).
+#[pyfunction]
+#[pyo3(signature = (mask, kernel, mode, level, candidates, z0, shape, y0=0, s=None, below=0,
+                    carry=None, exact=true, device=None))]
+#[allow(clippy::too_many_arguments)]
+fn _scfind_slab_clip<'py>(
+    py: Python<'py>,
+    mask: PyReadonlyArrayDyn<'py, u8>,
+    kernel: KernelSpec,
+    mode: &str,
+    level: f64,
+    candidates: CandidateArrays<'py>,
+    z0: usize,
+    shape: Vec<usize>,
+    y0: usize,
+    s: Option<FloatArray<'py>>,
+    below: usize,
+    carry: Option<Bound<'py, PyAny>>,
+    exact: bool,
+    device: Option<&str>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let args = BlockArgs {
+        spec: &kernel,
+        mode,
+        replace: ("none", 0.0),
+        rms0: 0.0,
+        input: "smoothed",
+        exact,
+        device,
+    };
+    let cands = candidates_from_py(&candidates)?;
+    let at = (z0, y0);
+    match s {
+        Some(s) => with_float!(s, a => slab_clip_typed(
+            py, Some(&a), &mask, &args, below, carry.as_ref(), at, &shape, &cands, level
+        )),
+        // no spectral pass: the element type is not read
+        None => slab_clip_typed::<f32>(py, None, &mask, &args, 0, None, at, &shape, &cands, level),
+    }
 }
 
 fn block_clip_typed<'py, T: Real + numpy::Element>(
@@ -831,6 +960,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_scfind_block_sample, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind_block_clip, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind_slab_sample, m)?)?;
+    m.add_function(wrap_pyfunction!(_scfind_slab_clip, m)?)?;
     m.add_function(wrap_pyfunction!(_scfind, m)?)?;
     m.add_function(wrap_pyfunction!(_stat, m)?)?;
     m.add_function(wrap_pyfunction!(_histogram, m)?)?;

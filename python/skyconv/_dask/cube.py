@@ -44,10 +44,15 @@ kernel as a few large tasks a slab.
 
 When the cube takes less than 30 % of the cluster's memory it is persisted as z-slabs (read
 once); on CPU workers (and on any worker for the z-slab pass) the noise call of step 2 also
-returns the block's W, which stays (persisted) on the worker that made it until the clip reads
-it, so each kernel is smoothed once; on GPU workers the transposed smoothed cube of the other
-kernels is persisted instead and the clip smooths it again on the device (cheaper than W's
-trip back over PCIe). Otherwise nothing of the size
+returns what the clip needs, which stays (persisted) on the worker that made it until the clip
+reads it, so each kernel is smoothed once: the block's W, or in the z-slab pass on CPU workers
+what the single CPU call keeps for its clip, the clip candidates (per column block of the
+spectral pass, the ~1/128 of its voxels with the largest |W| above a floor; the clip decides a
+block from its list when the level is above its floor and otherwise runs that block's
+spectral pass again from the slab's spatial stage, halo and carry, as the single call does:
+W is never written, and the clip reads a few per cent of the bytes). On GPU workers the
+transposed smoothed cube of the other kernels is persisted instead and the clip smooths it
+again on the device (cheaper than W's trip back over PCIe). Otherwise nothing of the size
 of the cube but the one-byte mask is kept: the clip smooths its block again (step 1 and the
 spectral stage twice per kernel). Every core call runs on the device each worker resolves
 (:mod:`skyconv._dask.device`): a worker that sees a GPU runs it on the GPU engine (``device``
@@ -150,6 +155,17 @@ def _sample_core(x, mask, spec, mode, rep, rms0, exact, kind, start, shape, samp
     return out
 
 
+def _slab_planes(stages, bounds, rows, ny):
+    """The planes a slab call reads, as one array (planes z0 − below .. z1 + above, the slab's
+    own spatial stage and its neighbours' halo): ``stages[i]``'s planes ``bounds[i]`` =
+    (lo, hi), in z order, rows ``rows`` = (y0, y1) of ``ny`` (a copy when there are halos or
+    row groups: the core takes one C-contiguous array)."""
+    y0, y1 = rows
+    ys = slice(None) if y1 - y0 == ny else slice(y0, y1)
+    planes = [p[lo:hi, ys] for p, (lo, hi) in zip(stages, bounds)]
+    return _c(planes[0] if len(planes) == 1 else np.concatenate(planes))
+
+
 def _slab_core(mask, carry, bounds, spec, mode, below, z0, shape, sampling, ext, exact, device,
                keep, rows, *stages):  # fmt: skip
     """One core call on a z-slab (SoFiA-2's spectral running mean, on the worker's device):
@@ -157,27 +173,26 @@ def _slab_core(mask, carry, bounds, spec, mode, below, z0, shape, sampling, ext,
     ``bounds[i]`` = (lo, hi) of ``stages[i]``, in z order (a neighbour on this worker comes
     whole and is cut here, not by a task of its own), and ``carry`` (the
     running mean over the slab, from the slab above; or that slab's result, when it is on
-    this worker: its carry read here) → (slots, values, (min, max) or None, W or None, the
-    carry for the slab below). With ``rows`` = (y0, y1), only that group of rows of every
-    plane (``carry`` holds its rows only; the pieces and ``mask`` hold all rows): one chain
-    of the wavefront."""
+    this worker: its carry read here) → (slots, values, (min, max) or None, kept, the carry
+    for the slab below, ``carry`` itself). kept: with ``keep`` "candidates" (CPU engine) the
+    single call's clip candidates (:func:`_clip_group` decides from them; ``carry`` is
+    returned for its spectral pass where they do not decide), else W. With ``rows`` =
+    (y0, y1), only that group of rows of every plane (``carry`` holds its rows only; the
+    pieces and ``mask`` hold all rows): one chain of the wavefront."""
     y0, y1 = (0, shape[1]) if rows is None else rows
-    ys = slice(None) if y1 - y0 == shape[1] else slice(y0, y1)
-    planes = [p[lo:hi, ys] for p, (lo, hi) in zip(stages, bounds)]
-    # one array of planes z0 - below .. z1 + above, as the core reads them (a copy when there
-    # are halos or row groups: the core takes one C-contiguous array)
-    s = planes[0] if len(planes) == 1 else np.concatenate(planes)
+    s = _slab_planes(stages, bounds, (y0, y1), shape[1])
     if isinstance(carry, tuple):
         carry = carry[4]
     carry = None if carry is None else _c(carry)
-    mask = _c(mask[:, ys])
+    mask = _c(mask[:, y0:y1])
+    cands = keep == "candidates"
     with _stage("scfind.sample", device) as dev:
         out = _core._scfind_slab_sample(
-            _c(s), mask, spec, mode, below, carry, z0, list(shape), sampling, ext, exact, dev,
-            keep, y0,
+            s, mask, spec, mode, below, carry, z0, list(shape), sampling, ext, exact, dev,
+            not cands, y0, cands,
         )  # fmt: skip
     copied("scfind.sample", dev, s, mask, carry, out)
-    return out
+    return (*out, carry)
 
 
 def _sample_of(*parts):
@@ -205,14 +220,41 @@ def _clip_core(x, mask, spec, mode, rep, rms0, exact, kind, level, device=None):
     return out
 
 
-def _clip_rows(mask, rows, spec, mode, rep, rms0, exact, kind, level, device, *parts):
-    """The clip (:func:`_clip_core` with ``spec`` … ``device``) of a z-slab whose W is kept in
-    groups of rows: ``parts``, the core results of its groups (:func:`_slab_core`, W at index
-    3), rows ``rows[j]..rows[j + 1]`` (:meth:`_Noise.slabs`): one core call a group → the
-    slab's mask (one task a slab: the mask stays in z-slabs)."""
-    args = (spec, mode, rep, rms0, exact, kind, level, device)
-    parts = [_clip_core(p[3], mask[:, y0:y1], *args) for p, y0, y1 in zip(parts, rows, rows[1:])]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+def _clip_rows(mask, rows, level, spec, mode, rep, rms0, exact, device, read, n, *rest):
+    """The clip of a z-slab whose slab pass (:func:`_slab_core`) kept its results in groups of
+    rows: ``rest[:n]``, the core results of its groups, rows ``rows[j]..rows[j + 1]``
+    (:meth:`_Noise.slabs`); one core call a group → the slab's mask (one task a slab: the
+    mask stays in z-slabs). With ``read`` = (the cube's shape, z0, below, bounds), the
+    results hold the single call's clip candidates (CPU engine): :func:`_clip_group` with
+    the slab's planes ``rest[n:]``; with None, W (:func:`_clip_core`, kind "raw")."""
+    parts, stages = rest[:n], rest[n:]
+    out = []
+    for p, y0, y1 in zip(parts, rows, rows[1:]):
+        m = mask[:, y0:y1]
+        if read is None:
+            out.append(_clip_core(p[3], m, spec, mode, rep, rms0, exact, "raw", level, device))
+        else:
+            out.append(_clip_group(m, p, (y0, y1), level, spec, mode, exact, device, read, stages))
+    return out[0] if len(out) == 1 else np.concatenate(out, axis=1)
+
+
+def _clip_group(mask, part, rows, level, spec, mode, exact, device, read, stages):
+    """The clip of one group of rows of a z-slab (CPU engine) from the clip candidates its
+    core call kept (``part``, :func:`_slab_core`'s result), as the single call decides it
+    (``_core._scfind_slab_clip``): each column block whose candidates hold every voxel above
+    ``level`` from them, the others by the spectral pass over that block again, from the
+    planes the core call read (``stages`` cut by ``read`` = (the cube's shape, z0, below,
+    bounds): the slab's spatial stage and its neighbours' halo) and its carry, so the same W
+    bit for bit. A second core call, with those planes, only when a block needs them."""
+    shape, z0, below, bounds = read
+    args = (_c(mask), spec, mode, float(level), part[3], z0, list(shape), int(rows[0]))
+    with _stage("scfind.clip", device) as dev:
+        got = _core._scfind_slab_clip(*args, exact=exact, device=dev)
+        if got is None:  # a block its candidates do not decide: its spectral pass again
+            s = _slab_planes(stages, bounds, rows, shape[1])
+            got = _core._scfind_slab_clip(*args, s=s, below=below, carry=part[5], exact=exact,
+                                          device=dev)  # fmt: skip
+    return got
 
 
 def _prepare_mask(cube, mask):
@@ -265,14 +307,18 @@ class _Noise:
                 )  # fmt: skip
         return self._finish(parts, src, keep, owners)
 
-    def slabs(self, ss, m, spec, owners, groups=1):
+    def slabs(self, ss, m, spec, owners, groups=1, candidates=False):
         """The noise of W = ``spec``'s both stages (its spectral stage SoFiA-2's running mean,
         a boxcar of radius r along z) of the z-slabs whose spatial stages are ``ss`` (delayed,
         one a slab, :func:`_spatial_block` or :func:`_spatial_update`) with mask ``m`` (z-slabs
-        of the same planes), and W, kept where its slabs were made: (the noise as a persisted
-        delayed value, computed on a worker: the clip reads it there, with no round trip to the
-        client; (the persisted core results by slab and row group, W at index 3; the groups'
-        row edges; ``ss`` persisted, for the next kernel of this spatial size)). Per slab the
+        of the same planes), and what the clip reads, kept where its slabs were made: W, or
+        with ``candidates`` (CPU workers) the single call's clip candidates. Returns (the noise
+        as a persisted delayed value, computed on a worker: the clip reads it there, with no
+        round trip to the client; (the persisted core results by slab and row group, W or the
+        candidates at index 3; the groups' row edges; ``ss`` persisted, for the next kernel of
+        this spatial size; with ``candidates``, by slab the planes its core calls read, for
+        the clip's spectral pass where the candidates do not decide: (z0, below, bounds, the
+        persisted stages), else None)). Per slab the
         spatial stage, then per group of rows
         (``groups`` of them, as even as the rows allow) one core call (:func:`_slab_core`)
         from the top slab down, each handed the running mean at its top by the same group of
@@ -297,6 +343,9 @@ class _Noise:
         task = dask.delayed(_slab_core)
         name = f"slab_core-{uuid.uuid4().hex}"  # keys named here: no token of the arguments
         parts = np.empty((len(ss), len(yedges) - 1), dtype=object)
+        keep = "candidates" if candidates else True
+        reads = [None] * len(ss)  # by slab: (z0, below, bounds, stages) its core calls read
+        cuts = []  # the halo pieces cut where made (kept too: the clip may read them again)
         for k in reversed(range(len(ss))):
             z0, z1 = edges[k], edges[k + 1]
             below, above = min(r, z0), min(r + 1, nz - z1)
@@ -312,7 +361,9 @@ class _Noise:
                 else:
                     with _pin(owners, i):  # cut where made: crosses once for all J groups
                         stages.append(ss[i][a:b])
+                    cuts.append(stages[-1])
                     bounds.append((0, b - a))
+            reads[k] = (z0, below, bounds, stages)
             for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
                 carry = parts[k + 1, j] if k + 1 < len(ss) else None  # the group's above
                 if carry is not None and not _same_worker(owners, k + 1, k):
@@ -322,7 +373,7 @@ class _Noise:
                 with _pin(owners, k), dask.annotate(priority=-j):
                     parts[k, j] = task(
                         ms[k], carry, bounds, spec, run.edge_mode, below, z0, self.shape,
-                        self.sampling, self.ext, run.exact, self.device, True, rows, *stages,
+                        self.sampling, self.ext, run.exact, self.device, keep, rows, *stages,
                         dask_key_name=(name, k, j),
                     )  # fmt: skip
         # every delayed input a top-level argument (``*stages``, ``*parts[k]``, ``*small``):
@@ -336,11 +387,19 @@ class _Noise:
         rms = dask.delayed(_noise_rule)(self.shape, self.sampling, run.noise, run.sampling,
                                         self.single, *small)  # fmt: skip
         # one graph: the core results and S stay on their workers (persisted), the noise is a
-        # task
-        kept = dask.persist(*parts.flat, *ss, rms)
+        # task; with candidates the halo pieces too (the clip's spectral pass may read them)
+        cuts = cuts if candidates else []
+        kept = dask.persist(*parts.flat, *ss, *cuts, rms)
         for j, idx in enumerate(np.ndindex(parts.shape)):
             parts[idx] = kept[j]
-        return kept[-1], (parts, yedges, list(kept[parts.size : -1]))
+        stages = kept[parts.size : parts.size + len(ss) + len(cuts)]
+        if candidates:  # each slab's pieces, persisted: the same keys, held until its clip
+            now = {d.key: p for d, p in zip([*ss, *cuts], stages)}
+            reads = [(z0, below, bounds, [now[d.key] for d in st])
+                     for z0, below, bounds, st in reads]  # fmt: skip
+        else:
+            reads = None
+        return kept[-1], (parts, yedges, list(stages[: len(ss)]), reads)
 
     def _finish(self, parts, src, keep, owners=None):
         """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
@@ -631,14 +690,24 @@ def _pinned_blocks(fn, calls, chunks, owners, dtype=np.uint8):
     return dask_array().Array(graph, name, chunks, meta=meta)
 
 
-def _slab_clip(args, owners):
-    """The clip of W kept in z-slabs by row groups (``args`` = (the core results by slab and
-    group, the groups' row edges, S) as :meth:`_Noise.slabs` returns them, the mask in z-slabs,
-    then :func:`_clip_core`'s arguments): one task a slab (:func:`_clip_rows`) on the worker
+def _slab_clip(kept, m, spec, mode, rep, rms0, exact, level, device, shape, owners):
+    """The clip of a slab pass's results, kept in z-slabs by row groups (``kept`` = (the core
+    results by slab and group, the groups' row edges, S, the planes each slab's calls read or
+    None) as :meth:`_Noise.slabs` returns them; ``m`` the mask in z-slabs; ``spec`` the
+    kernel, of the cube of ``shape``): one task a slab (:func:`_clip_rows`) on the worker
     that holds the slab's results, ``owners[k]`` → the mask in z-slabs (persisted)."""
-    (parts, rows, _), m = args[0], args[1]
+    parts, rows, _, reads = kept
     ms = m.to_delayed().ravel()
-    calls = {(k, 0, 0): (ms[k], rows, *args[2:], *parts[k]) for k in range(len(ms))}
+    calls = {}
+    for k in range(len(ms)):
+        n = len(parts[k])
+        if reads is None:  # W: read as it is
+            args = (_RAW, mode, rep, rms0, exact, device, None, n, *parts[k])
+        else:  # the candidates, and the planes their spectral pass may read again
+            z0, below, bounds, stages = reads[k]
+            read = (shape, z0, below, bounds)
+            args = (spec, mode, rep, rms0, exact, device, read, n, *parts[k], *stages)
+        calls[(k, 0, 0)] = (ms[k], rows, level, *args)
     return _pinned_blocks(_clip_rows, calls, m.chunks, owners)
 
 
@@ -660,8 +729,8 @@ def _on_cpu(device) -> bool:
     """Whether ``device`` resolves to the CPU engine on every worker (asked once: the workers of
     the default Distributed client, else this process). A GPU worker's clip of a kernel off
     the z-slab pass smooths its block again on the device rather than reading back a kept W
-    (its PCIe traffic is the bound); the z-slab pass keeps W on every device (its clip would
-    need the carry chain again)."""
+    (its PCIe traffic is the bound); the z-slab pass keeps the clip candidates on CPU workers
+    and W on GPU workers (their engine keeps no candidates)."""
     from .._utils.device import resolve
 
     def core(device=device):
@@ -814,8 +883,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     on its worker for the clip (smoothed once a kernel; on GPU workers the smoothed cube is
     kept and the clip smooths it again on the device); without, the clip smooths again from
     the start. With ``keep`` the kernels with SoFiA-2's spectral running mean run on the
-    z-slabs with a carry instead, on CPU and GPU workers alike, W kept (:meth:`_Noise.slabs`,
-    :data:`Z_SLABS`, :func:`_slab_pass`). The mask
+    z-slabs with a carry instead, the clip candidates kept on CPU workers, W on GPU workers
+    (:meth:`_Noise.slabs`, :data:`Z_SLABS`, :func:`_slab_pass`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
     kernel's blocks differ."""
     import dask
@@ -849,7 +918,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             mk = _rechunk(m, base.chunks)
             stage_args = (mode, rep, rms0, exact, dev)
             ss = _spatial_stages(base, mk, spec, stage_args, owners, prev)
-            rms, w = noise.slabs(ss, mk, spec, owners, groups)
+            rms, w = noise.slabs(ss, mk, spec, owners, groups, candidates=keep_w)
             prev = (spec[:3], w[2], mk, False) if sigma > 0 else None
         else:
             if has_xy and has_z:
@@ -885,8 +954,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             cut = (src, mk, spec, mode, rep, rms0, exact, kind, level, dev)
         else:
             cut = (w, mk, _RAW, mode, rep, rms0, exact, "raw", level, dev)
-        if src is None:  # z-slabs, W in row groups: each clip where its slab is
-            m = _slab_clip(cut, owners)
+        if src is None:  # z-slabs, results in row groups: each clip where its slab is
+            m = _slab_clip(w, mk, spec, mode, rep, rms0, exact, level, dev, noise.shape, owners)
         elif src is base and owners:  # z-slabs: each clip where its slab is
             m = _slab_map(_clip_core, cut, owners)
         else:

@@ -12,13 +12,13 @@ use rayon::prelude::*;
 
 use super::running::{self, transpose, Chain};
 use super::{
-    exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, BlockInput, Kernel,
-    Outcome, Plan, Progress, SampleParts, BLANK, DETECTED, MASKED,
+    exact_spatial, exact_spectral, extremes_or_nan, merge_extremes, prepared, BlockInput,
+    ClipCandidates, Keep, Kernel, Outcome, Plan, Progress, BLANK, DETECTED, MASKED,
 };
 use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
 use crate::cube::stats::sample::gather;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::real::Real;
 
 /// A weight and the rows (or samples) on either side of the centre it multiplies.
@@ -112,7 +112,11 @@ fn run_inner<T: Real>(
         };
         crate::backend::cancel::check()?;
         fresh = match cands {
-            Some(c) => clip_candidates(&s, mask, plan, &zf, plan.level(rms), c),
+            Some(c) => {
+                let (level, whole) = (plan.level(rms), ZSpan::whole());
+                let list = |b: usize| c[b].list();
+                clip_candidates(&s, mask, plan, &zf, &whole, level, c.len(), list, FOUND)
+            }
             None => clip(&s, mask, plan, &zf, plan.level(rms)),
         };
         trace.mark("clip");
@@ -810,13 +814,12 @@ fn measure_smoothed<T: Real>(
     let plane = plan.shape[1] * plan.shape[2];
     let mut samples = vec![f64::NAN; n];
     let sp = Disjoint(samples.as_mut_ptr());
-    let cap = (plan.shape[0] * BLOCK / 128).max(256);
     let parts = spectral(
         s,
         plan,
         zf,
         &ZSpan::whole(),
-        || (None, Candidates::new(cap, plan.shape[0])),
+        || (None, Candidates::for_planes(plan.shape[0], 256)),
         // inlined into the AVX2 spectral pass (called once per block row)
         #[inline(always)]
         |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
@@ -868,6 +871,17 @@ impl Candidates {
         }
     }
 
+    /// The list of a column block of `planes` planes (`BLOCK` columns): room for 1/128 of its
+    /// voxels, so that a clip level above the bulk of the noise is decided from it, and for
+    /// `least` at least (the single call: 256).
+    fn for_planes(planes: usize, least: usize) -> Self {
+        Candidates::new((planes * BLOCK / 128).max(least), planes)
+    }
+
+    fn list(&self) -> CandidateList<'_> {
+        (self.floor, &self.idx, &self.val)
+    }
+
     /// Take the voxels of one row of sums `w` (W = round_T(w · scale)) starting at `base`.
     #[inline(always)]
     fn visit<T: Real>(&mut self, base: usize, w: &[f64], m: &[u8], scale: f64) {
@@ -911,6 +925,62 @@ impl Candidates {
         }
         self.idx.truncate(keep);
         self.val.truncate(keep);
+    }
+}
+
+/// The column blocks' candidates of a Dask block as one object (`super::ClipCandidates`).
+fn pack(cands: Vec<Candidates>) -> ClipCandidates {
+    let n = cands.iter().map(|c| c.idx.len()).sum();
+    let mut out = ClipCandidates {
+        floor: Vec::with_capacity(cands.len()),
+        ends: Vec::with_capacity(cands.len()),
+        idx: Vec::with_capacity(n),
+        val: Vec::with_capacity(n),
+    };
+    for c in cands {
+        out.floor.push(c.floor);
+        out.idx.extend_from_slice(&c.idx);
+        out.val.extend_from_slice(&c.val);
+        out.ends.push(out.idx.len());
+    }
+    out
+}
+
+impl ClipCandidates {
+    /// Column block b's list.
+    fn list(&self, b: usize) -> CandidateList<'_> {
+        let start = if b == 0 { 0 } else { self.ends[b - 1] };
+        let r = start..self.ends[b];
+        (self.floor[b], &self.idx[r.clone()], &self.val[r])
+    }
+
+    /// Refuse lists that are not a block of `plan.shape`'s: each column block's list within
+    /// its own columns (the clip marks the blocks in parallel).
+    fn check(&self, plan: &Plan) -> Result<()> {
+        let plane = plan.shape[1] * plan.shape[2];
+        let blocks = plane.div_ceil(BLOCK);
+        let bad = |what: &str| Err(Error::shape(format!("clip candidates: {what}")));
+        if self.floor.len() != blocks || self.ends.len() != blocks {
+            return bad(&format!(
+                "{blocks} column blocks expected, got {}",
+                self.floor.len()
+            ));
+        }
+        if self.idx.len() != self.val.len() || self.ends.last() != Some(&self.idx.len()) {
+            return bad("the lists' lengths differ");
+        }
+        if self.ends.windows(2).any(|e| e[0] > e[1]) {
+            return bad("the block ends are not in order");
+        }
+        let n = plan.len();
+        let outside = (0..blocks).into_par_iter().any(|b| {
+            let (_, idx, _) = self.list(b);
+            idx.iter().any(|&i| i >= n || (i % plane) / BLOCK != b)
+        });
+        if outside {
+            return bad("a voxel outside its column block");
+        }
+        Ok(())
     }
 }
 
@@ -1169,43 +1239,62 @@ fn prefetch<T>(v: &[T]) {
     let _ = v;
 }
 
+/// The bits the single call's clip sets (a Dask clip sets `MASKED` alone).
+const FOUND: u8 = MASKED | DETECTED;
+
 /// Add every voxel with |W| above `level` to the mask; returns the voxels newly `MASKED`.
 fn clip<T: Real>(s: &[T], mask: &mut [u8], plan: &Plan, zf: &Filter1d, level: f64) -> Vec<usize> {
     let mp = Disjoint(mask.as_mut_ptr());
-    let visit = clip_visitor::<T>(plan, level, &mp);
+    let visit = clip_visitor::<T>(plan, level, &mp, FOUND);
     spectral(s, plan, zf, &ZSpan::whole(), Vec::new, visit).concat()
 }
 
-/// `clip` from the noise pass's candidates: a block whose list is complete at `level` (level
-/// above its floor) is decided from the list, the others by `clip`'s pass over that block.
-fn clip_candidates<T: Real>(
+/// Whether a column block's candidates (`Candidates`, floor `floor`) decide the clip at
+/// `level`: they hold every voxel with |W| above the floor, so a level above it.
+#[inline(always)]
+fn decided(level: f64, floor: f64) -> bool {
+    level > floor
+}
+
+/// One column block's candidates as the clip reads them: (floor, flat indices, W).
+type CandidateList<'a> = (f64, &'a [usize], &'a [f64]);
+
+/// `clip` from the noise pass's candidates (`list(b)`: column block b's, of `blocks`): a
+/// block whose list decides `level` (`decided`) is clipped from the list, the others by
+/// `clip`'s pass over that block of `s` (`span`: its place along z). Sets `mark`; returns the
+/// voxels newly `MASKED`.
+#[allow(clippy::too_many_arguments)]
+fn clip_candidates<'c, T: Real>(
     s: &[T],
     mask: &mut [u8],
     plan: &Plan,
     zf: &Filter1d,
+    span: &ZSpan<'_, T>,
     level: f64,
-    cands: Vec<Candidates>,
+    blocks: usize,
+    list: impl Fn(usize) -> CandidateList<'c> + Sync,
+    mark: u8,
 ) -> Vec<usize> {
     let mp = Disjoint(mask.as_mut_ptr());
-    let visit = clip_visitor::<T>(plan, level, &mp);
-    let parts: Vec<Vec<usize>> = cands
+    let visit = clip_visitor::<T>(plan, level, &mp, mark);
+    let parts: Vec<Vec<usize>> = (0..blocks)
         .into_par_iter()
-        .enumerate()
-        .map(|(b, c)| {
+        .map(|b| {
             let mut fresh = Vec::new();
-            if level > c.floor {
-                for (&i, &w) in c.idx.iter().zip(&c.val) {
+            let (floor, idx, val) = list(b);
+            if decided(level, floor) {
+                for (&i, &w) in idx.iter().zip(val) {
                     if plan.above(w, level) {
                         // SAFETY: block b's candidates lie in its own columns.
                         let mb = unsafe { &mut *mp.at(i) };
                         if *mb & MASKED == 0 {
                             fresh.push(i);
                         }
-                        *mb |= MASKED | DETECTED;
+                        *mb |= mark;
                     }
                 }
             } else {
-                spectral_one(s, plan, zf, &ZSpan::whole(), b, &mut fresh, &visit);
+                spectral_one(s, plan, zf, span, b, &mut fresh, &visit);
             }
             fresh
         })
@@ -1213,12 +1302,13 @@ fn clip_candidates<T: Real>(
     parts.concat()
 }
 
-/// The clip's visitor for `spectral`: marks the non-blank voxels above `level` `MASKED |
-/// DETECTED` and lists those that were not `MASKED`.
+/// The clip's visitor for `spectral`: marks the non-blank voxels above `level` with `mark`
+/// and lists those that were not `MASKED`.
 fn clip_visitor<'a, T: Real>(
     plan: &'a Plan,
     level: f64,
     mp: &'a Disjoint<u8>,
+    mark: u8,
 ) -> impl Fn(&mut Vec<usize>, usize, usize, &[f64], f64) + Sync + 'a {
     let plane = plan.shape[1] * plan.shape[2];
     #[inline(always)]
@@ -1232,7 +1322,7 @@ fn clip_visitor<'a, T: Real>(
                 if *mb & MASKED == 0 {
                     fresh.push(base + c);
                 }
-                *mb |= MASKED | DETECTED;
+                *mb |= mark;
             }
             q
         });
@@ -1334,14 +1424,30 @@ pub fn block_w<T: Real>(
     input: BlockInput,
 ) -> Result<Vec<T>> {
     let whole = ZSpan::whole();
-    let (_, _, w) = block_sample(x, mask, plan, ker, rms0, input, &[], false, true, &whole)?;
+    let (_, _, w, _) = block_sample(x, mask, plan, ker, rms0, input, &[], false, Keep::W, &whole)?;
     Ok(w.unwrap_or_default())
 }
 
+/// Fewest candidates a column block of a Dask block pass keeps. Not the single call's 256: the
+/// share of the block the list may hold sets how low its floor stays and so how many voxels
+/// its visit takes, and a slab of 4 planes (the 8 GB graph's shape, bench/NOTES.md session 18)
+/// would keep 1/16 of its voxels (its slab call took 2× the CPU of one keeping W).
+const SLAB_LEAST: usize = 32;
+
+/// A block's sample part on the CPU engine: `super::SampleParts` and the clip candidates.
+pub(crate) type CpuSampleParts<T> = (
+    Vec<f64>,
+    Option<(f64, f64)>,
+    Option<Vec<T>>,
+    Option<ClipCandidates>,
+);
+
 /// A Dask task's part of the noise sample (see `super::block_sample`): W at the block's
 /// sample positions `pos` (sorted) and the block's (min, max) of W, from the spectral pass's
-/// sums as `measure_smoothed` takes them, and W itself if `keep` (else no W array is written).
-/// `span`: the block's place along z (a z-slab with halo and carry: `Smoothed` only).
+/// sums as `measure_smoothed` takes them, and what `keep` asks for the block's clip: W itself
+/// (else no W array is written) or the single call's clip candidates (`Candidates`, one list
+/// a column block, gathered as `measure_smoothed` gathers them). `span`: the block's place
+/// along z (a z-slab with halo and carry: `Smoothed` only).
 #[allow(clippy::too_many_arguments)]
 pub fn block_sample<T: Real>(
     x: &[T],
@@ -1352,19 +1458,23 @@ pub fn block_sample<T: Real>(
     input: BlockInput,
     pos: &[usize],
     want_ext: bool,
-    keep: bool,
+    keep: Keep,
     span: &ZSpan<'_, T>,
-) -> Result<SampleParts<T>> {
+) -> Result<CpuSampleParts<T>> {
+    let (keep_w, keep_c) = (keep == Keep::W, keep == Keep::Candidates);
     if input == BlockInput::Raw {
+        if keep_c {
+            return Err(Error::value("a raw block keeps no clip candidates"));
+        }
         // the single call's first sample: the cube's own values (NaN stays NaN)
         let values = pos.par_iter().map(|&i| x[i].to_f64()).collect();
         let ext = if want_ext { extremes(x) } else { None };
-        return Ok((values, ext, keep.then(|| x.to_vec())));
+        return Ok((values, ext, keep_w.then(|| x.to_vec()), None));
     }
     let plane = plan.shape[1] * plan.shape[2];
     let mut values = vec![f64::NAN; pos.len()];
     let vp = Disjoint(values.as_mut_ptr());
-    let mut kept = if keep {
+    let mut kept = if keep_w {
         crate::backend::alloc::try_vec(plan.len(), T::default(), "the block's W")?
     } else {
         Vec::new()
@@ -1378,8 +1488,10 @@ pub fn block_sample<T: Real>(
         rms0,
         input,
         span,
-        || None,
-        |st: &mut Option<(f64, f64)>, z, k0, w, scale| {
+        || (None, Candidates::for_planes(plan.shape[0], SLAB_LEAST)),
+        // inlined into the AVX2 spectral pass (called once per block row), as the single call's
+        #[inline(always)]
+        |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
             let base = z * plane + k0;
             let m = &mask[base..base + w.len()];
             let a = pos.partition_point(|&p| p < base);
@@ -1389,23 +1501,60 @@ pub fn block_sample<T: Real>(
                 // SAFETY: each position lies in exactly one (plane, column block) visit.
                 unsafe { *vp.at(j) = w_value::<T>(w[off], scale, m[off]) };
             }
-            if keep {
+            if keep_w {
                 for (c, (&a, &mb)) in w.iter().zip(m).enumerate() {
                     // SAFETY: each task owns columns k0..k0+len of every plane.
                     unsafe { *kp.at(base + c) = T::from_f64(w_value::<T>(a, scale, mb)) };
                 }
+            }
+            if keep_c {
+                cands.visit::<T>(base, w, m, scale);
             }
             if want_ext {
                 *st = merge_extremes(*st, row_extremes::<T>(w, m, scale));
             }
         },
     )?;
+    let (parts, cands): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
     let ext = if want_ext {
         parts.into_iter().fold(None, merge_extremes)
     } else {
         None
     };
-    Ok((values, ext, keep.then_some(kept)))
+    Ok((
+        values,
+        ext,
+        keep_w.then_some(kept),
+        keep_c.then(|| pack(cands)),
+    ))
+}
+
+/// A z-slab's clip from the candidates its sample pass kept (see `super::slab_clip`): a copy
+/// of `mask` with `MASKED` added where W is above `level`, decided from each column block's
+/// list as the single call's clip decides it (`clip_candidates`), the other blocks by the
+/// spectral pass over them again, from `s` with `span` (the slab's halo and carry, as its
+/// sample pass had them). None when a block needs that pass and `s` is None.
+pub fn slab_clip<T: Real>(
+    s: Option<&[T]>,
+    mask: &[u8],
+    plan: &Plan,
+    ker: &Kernel,
+    span: &ZSpan<'_, T>,
+    level: f64,
+    cands: &ClipCandidates,
+) -> Result<Option<Vec<u8>>> {
+    cands.check(plan)?;
+    let again = cands.floor.iter().any(|&f| !decided(level, f));
+    let s = match s {
+        Some(s) => s,
+        None if again => return Ok(None),
+        None => &[],
+    };
+    let mut out = mask.to_vec();
+    let zf = ker.z.clone().unwrap_or_else(identity);
+    let (blocks, list) = (cands.floor.len(), |b: usize| cands.list(b));
+    clip_candidates(s, &mut out, plan, &zf, span, level, blocks, list, MASKED);
+    Ok(Some(out))
 }
 
 /// A Dask task's clip (see `super::block_clip`): a copy of `mask` with `MASKED` added where
@@ -1429,36 +1578,10 @@ pub fn block_clip<T: Real>(
         });
         return Ok(out);
     }
-    let plane = plan.shape[1] * plan.shape[2];
     let mp = Disjoint(out.as_mut_ptr());
-    block_pass(
-        x,
-        mask,
-        plan,
-        ker,
-        rms0,
-        input,
-        &ZSpan::whole(),
-        || (),
-        |_: &mut (), z, k0, sums, scale| {
-            let base = z * plane + k0;
-            // as in `clip`: sums at or below q cannot clear the level once rounded
-            let q = if level > 0.0 {
-                level / scale * (1.0 - 1e-6)
-            } else {
-                -1.0
-            };
-            for (c, &a) in sums.iter().enumerate() {
-                if a.abs() > q {
-                    // SAFETY: each task owns columns k0..k0+len of every plane.
-                    let mb = unsafe { &mut *mp.at(base + c) };
-                    if *mb & BLANK == 0 && plan.above(round::<T>(a * scale), level) {
-                        *mb |= MASKED;
-                    }
-                }
-            }
-        },
-    )?;
+    let visit = clip_visitor::<T>(plan, level, &mp, MASKED);
+    let whole = ZSpan::whole();
+    block_pass(x, mask, plan, ker, rms0, input, &whole, Vec::new, visit)?;
     Ok(out)
 }
 

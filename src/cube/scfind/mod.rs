@@ -402,15 +402,43 @@ pub enum BlockInput {
 /// W at a block's sample positions, the block's (min, max) of W and W itself, if asked for.
 pub(crate) type SampleParts<T> = (Vec<f64>, Option<(f64, f64)>, Option<Vec<T>>);
 
+/// What a Dask block's sample pass keeps for the block's clip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Nothing: the clip smooths the block again.
+    Nothing,
+    /// W itself: the clip reads it (`BlockInput::Raw`).
+    W,
+    /// The single call's clip candidates (CPU engine, `ClipCandidates`): the clip decides
+    /// from them once the noise is known, smoothing again only the column blocks they do not
+    /// decide (`slab_clip`).
+    Candidates,
+}
+
+/// The clip candidates of a Dask block's sample pass, those the single call keeps (CPU
+/// engine): one list a column block of the spectral pass (the block's (y, x) plane, flat,
+/// in runs of the engine's block width), block b's voxels `idx[ends[b − 1]..ends[b]]` (flat
+/// indices in the block) with W there (`val`, rounded to the element type): every voxel of
+/// those columns, not blank, with |W| above `floor[b]`. A clip level above `floor[b]` is
+/// decided from the list; any other needs the block's spectral pass again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClipCandidates {
+    pub floor: Vec<f64>,
+    pub ends: Vec<usize>,
+    pub idx: Vec<usize>,
+    pub val: Vec<f64>,
+}
+
 /// A block's part of the noise sample: the slots (ranks in the whole cube's sample) of the
 /// sampled positions inside the block, their values, the block's (min, max) of W, and the
-/// block's W (NaN where blank) when kept for its clip.
+/// block's W (NaN where blank) or its clip candidates when kept for its clip.
 #[derive(Debug, Clone)]
 pub struct BlockSample<T> {
     pub slots: Vec<usize>,
     pub values: Vec<f64>,
     pub extremes: Option<(f64, f64)>,
     pub w: Option<Vec<T>>,
+    pub candidates: Option<ClipCandidates>,
 }
 
 /// The positions of `sampling` over the whole cube (`global`, (z, y, x)) that lie in the block
@@ -484,9 +512,11 @@ pub fn block_sample<T: Real>(
         match device {
             Device::Cpu => crate::backend::threads::install(|| {
                 let whole = cpu::ZSpan::whole();
-                cpu::block_sample(
+                let keep = if keep { Keep::W } else { Keep::Nothing };
+                let (v, e, w, _) = cpu::block_sample(
                     x, mask, plan, ker, rms0, input, &pos, extremes, keep, &whole,
-                )
+                )?;
+                Ok::<_, Error>((v, e, w))
             })??,
             Device::Cuda(o) => crate::backend::cuda::on(o, || {
                 cuda::block_sample(x, mask, plan, ker, rms0, input, &pos, extremes, keep)
@@ -498,6 +528,7 @@ pub fn block_sample<T: Real>(
         values,
         extremes,
         w,
+        candidates: None,
     })
 }
 
@@ -511,9 +542,10 @@ pub fn block_sample<T: Real>(
 /// The slab may be a group of rows `y0..y0 + plan.shape[1]` (whole rows of x) of the cube's
 /// planes: each column's mean is its own, so a group needs only the carry of the same group
 /// of the slab above, and its sample slots are those of the whole cube's pass there.
-/// Returns the block's sample part (W kept with `keep`; `mask` is the slab's own planes) and
-/// the carry for the slab below (the mean at plane z0): the single call's values bit for bit
-/// (on a GPU: the GPU engine's, which are the CPU's for this pass).
+/// Returns the block's sample part (with `keep`: W, or on the CPU engine the clip candidates
+/// for `slab_clip`; `mask` is the slab's own planes) and the carry for the slab below (the
+/// mean at plane z0): the single call's values bit for bit (on a GPU: the GPU engine's,
+/// which are the CPU's for this pass).
 #[allow(clippy::too_many_arguments)]
 pub fn slab_sample<T: Real>(
     device: Device,
@@ -526,9 +558,121 @@ pub fn slab_sample<T: Real>(
     below: usize,
     carry: Option<&[T]>,
     extremes: bool,
-    keep: bool,
+    keep: Keep,
 ) -> Result<(BlockSample<T>, Vec<T>)> {
-    let ker = block_checks(mask.len(), mask.len(), plan)?;
+    let r = slab_checks(
+        plan,
+        mask.len(),
+        Some(s.len()),
+        global,
+        z0,
+        y0,
+        below,
+        carry,
+    )?;
+    let plane = plan.shape[1] * plan.shape[2];
+    let (pos, slots) = block_positions(global, [z0, y0, 0], plan.shape, plan.sampling)?;
+    let ker = &plan.kernels[0];
+    let ((values, extremes, w, candidates), out) = match device {
+        Device::Cpu => {
+            let mut out = vec![T::default(); plane];
+            let span = cpu::ZSpan {
+                below,
+                carry,
+                out: Some(crate::backend::threads::Disjoint(out.as_mut_ptr())),
+            };
+            let input = BlockInput::Smoothed;
+            let parts = crate::backend::threads::install(|| {
+                cpu::block_sample(s, mask, plan, ker, 0.0, input, &pos, extremes, keep, &span)
+            })??;
+            (parts, out)
+        }
+        Device::Cuda(o) => {
+            if keep == Keep::Candidates {
+                return Err(Error::value(
+                    "the clip candidates of a z-slab pass are the CPU engine's: a GPU keeps W",
+                ));
+            }
+            let keep = keep == Keep::W;
+            let ((v, e, w), out) = crate::backend::cuda::on(o, || {
+                cuda::slab_sample(s, mask, plan, r, below, carry, &pos, extremes, keep)
+            })?;
+            ((v, e, w, None), out)
+        }
+    };
+    let sample = BlockSample {
+        slots,
+        values,
+        extremes,
+        w,
+        candidates,
+    };
+    Ok((sample, out))
+}
+
+/// One Dask task's clip of a z-slab from the candidates its `slab_sample` kept (CPU engine;
+/// the arguments as there): a copy of `mask` with `MASKED` added where W is above `level`
+/// (`plan.above`), decided as the single call decides it: a column block whose list holds
+/// every voxel above the level (the level above the list's floor) from the list, any other
+/// by its spectral pass again over `s` with `below` and `carry` — the sample pass's inputs,
+/// so the same W bit for bit. `s` may be None: then the result is None when a block needs
+/// that pass (the caller assembles `s` and calls again).
+#[allow(clippy::too_many_arguments)]
+pub fn slab_clip<T: Real>(
+    device: Device,
+    s: Option<&[T]>,
+    mask: &[u8],
+    plan: &Plan,
+    global: [usize; 3],
+    z0: usize,
+    y0: usize,
+    below: usize,
+    carry: Option<&[T]>,
+    cands: &ClipCandidates,
+    level: f64,
+) -> Result<Option<Vec<u8>>> {
+    slab_checks(
+        plan,
+        mask.len(),
+        s.map(|s| s.len()),
+        global,
+        z0,
+        y0,
+        below,
+        carry,
+    )?;
+    if level.is_nan() {
+        return Err(Error::value("the clip level is NaN"));
+    }
+    if device != Device::Cpu {
+        return Err(Error::value(
+            "the clip from candidates runs on the CPU engine (GPU workers keep W)",
+        ));
+    }
+    let span = cpu::ZSpan {
+        below,
+        carry,
+        out: None,
+    };
+    let ker = &plan.kernels[0];
+    crate::backend::threads::install(|| cpu::slab_clip(s, mask, plan, ker, &span, level, cands))?
+}
+
+/// The checks of a z-slab call (`slab_sample`, `slab_clip`; `s_len`: the spatial stage's
+/// length, None for a clip from candidates alone: then `below` and `carry` are not read) →
+/// the z filter's radius r.
+#[allow(clippy::too_many_arguments)]
+fn slab_checks<T>(
+    plan: &Plan,
+    mask_len: usize,
+    s_len: Option<usize>,
+    global: [usize; 3],
+    z0: usize,
+    y0: usize,
+    below: usize,
+    carry: Option<&[T]>,
+) -> Result<usize> {
+    let ker = block_checks(mask_len, mask_len, plan)?;
     let r = match &ker.z {
         Some(zf) if exact_spectral(zf, plan) => zf.taps() / 2,
         _ => {
@@ -547,16 +691,19 @@ pub fn slab_sample<T: Real>(
             plan.shape
         )));
     }
+    let Some(s_len) = s_len else {
+        return Ok(r); // no spectral pass: no halo, no carry
+    };
     let top = z0 + nz;
     let want = (r.min(z0), (r + 1).min(global[0] - top));
-    if s.len() != (want.0 + nz + want.1) * plane || below != want.0 {
+    let planes = want.0 + nz + want.1;
+    if s_len != planes * plane || below != want.0 {
         return Err(Error::shape(format!(
             "the slab at planes {z0}..{top} needs the spatial stage with {} planes below and \
-             {} above ({} planes), got {} planes with {below} below",
+             {} above ({planes} planes), got {} planes with {below} below",
             want.0,
             want.1,
-            want.0 + nz + want.1,
-            s.len() / plane
+            s_len / plane,
         )));
     }
     if carry.is_some() != (top < global[0]) || carry.is_some_and(|c| c.len() != plane) {
@@ -564,32 +711,7 @@ pub fn slab_sample<T: Real>(
             "carry must be one (y, x) plane, given for every slab but the top one",
         ));
     }
-    let (pos, slots) = block_positions(global, [z0, y0, 0], plan.shape, plan.sampling)?;
-    let ((values, extremes, w), out) = match device {
-        Device::Cpu => {
-            let mut out = vec![T::default(); plane];
-            let span = cpu::ZSpan {
-                below,
-                carry,
-                out: Some(crate::backend::threads::Disjoint(out.as_mut_ptr())),
-            };
-            let input = BlockInput::Smoothed;
-            let parts = crate::backend::threads::install(|| {
-                cpu::block_sample(s, mask, plan, ker, 0.0, input, &pos, extremes, keep, &span)
-            })??;
-            (parts, out)
-        }
-        Device::Cuda(o) => crate::backend::cuda::on(o, || {
-            cuda::slab_sample(s, mask, plan, r, below, carry, &pos, extremes, keep)
-        })?,
-    };
-    let sample = BlockSample {
-        slots,
-        values,
-        extremes,
-        w,
-    };
-    Ok((sample, out))
+    Ok(r)
 }
 
 /// One Dask task of a kernel's clip on `device`: `mask` with `MASKED` added where the
