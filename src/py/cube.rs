@@ -528,6 +528,27 @@ struct BlockArgs<'a> {
     device: Option<&'a str>,
 }
 
+impl<'a> BlockArgs<'a> {
+    /// A z-slab of the spatial stage's planes (the slab pass's sample and clip calls): nothing
+    /// replaced, input "smoothed".
+    fn smoothed_slab(
+        spec: &'a KernelSpec,
+        mode: &'a str,
+        exact: bool,
+        device: Option<&'a str>,
+    ) -> Self {
+        BlockArgs {
+            spec,
+            mode,
+            replace: ("none", 0.0),
+            rms0: 0.0,
+            input: "smoothed",
+            exact,
+            device,
+        }
+    }
+}
+
 /// The block's plan, its data and mask slices, input kind and device.
 type BlockSetup<'a, T> = (Plan, &'a [T], &'a [u8], BlockInput, backend::Device);
 
@@ -750,15 +771,7 @@ fn _scfind_slab_sample<'py>(
     y0: usize,
     candidates: bool,
 ) -> PyResult<SlabSampleOut<'py>> {
-    let args = BlockArgs {
-        spec: &kernel,
-        mode,
-        replace: ("none", 0.0),
-        rms0: 0.0,
-        input: "smoothed",
-        exact,
-        device,
-    };
+    let args = BlockArgs::smoothed_slab(&kernel, mode, exact, device);
     let keep = match (keep, candidates) {
         (true, true) => {
             return Err(to_pyerr(Error::value(
@@ -840,15 +853,7 @@ fn _scfind_slab_clip<'py>(
     exact: bool,
     device: Option<&str>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let args = BlockArgs {
-        spec: &kernel,
-        mode,
-        replace: ("none", 0.0),
-        rms0: 0.0,
-        input: "smoothed",
-        exact,
-        device,
-    };
+    let args = BlockArgs::smoothed_slab(&kernel, mode, exact, device);
     let cands = candidates_from_py(&candidates)?;
     let at = (z0, y0);
     match s {
