@@ -19,9 +19,15 @@ fn ranks<T: Real>(
     vals: Values,
 ) -> crate::Result<Option<[f64; 2]>> {
     match dev {
-        Device::Cpu => Ok(stats::select_kth(data, ks[0], vals)
-            .zip(stats::select_kth(data, ks[1], vals))
-            .map(|(a, b)| [a, b])),
+        Device::Cpu => {
+            let first = stats::select_kth(data, ks[0], vals);
+            let second = if ks[1] == ks[0] {
+                first
+            } else {
+                stats::select_kth(data, ks[1], vals)
+            };
+            Ok(first.zip(second).map(|(a, b)| [a, b]))
+        }
         Device::Cuda(o) => {
             let gpu = cuda::gpu_on(o)?;
             let _only = gpu.exclusive()?;
