@@ -1,7 +1,7 @@
 //! CUDA engine of Smooth-and-Clip. The cube and the mask go to the GPU once; for every kernel
 //! the replacement (`kernels/scfind.cu`), the smoothing (`kernels/filters.cu`), the noise
 //! sample, the extremes and the clipping run on the device; the noise statistic is taken over
-//! the sample (medians through `stats::select_kth_device`); only the mask comes back.
+//! the sample (medians through `stats::select_ranks_device`); only the mask comes back.
 //!
 //! A cube larger than GPU memory is processed in z-slabs with halos of the largest spectral
 //! reach (halo planes taken with the boundary mode, so every mode matches the one-piece
@@ -26,7 +26,7 @@ use crate::backend::cuda::{
 use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
 use crate::cube::stats::noise::MAD_TO_STD;
 use crate::cube::stats::sample::Sampling;
-use crate::cube::stats::{count_device, select_kth_device, Values};
+use crate::cube::stats::{count_device, select_ranks_device, Values};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -846,19 +846,16 @@ impl<'a, T: Real> Engine<'a, T> {
                 range,
             };
             let n = count_device(self.gpu, &self.samples, ns, vals)?;
-            let kth = |k: usize| -> Result<f64> {
-                select_kth_device(self.gpu, &self.samples, ns, k, vals)?
-                    .ok_or_else(|| Error::Internal("rank beyond the sample".into()))
-            };
-            let med = match n {
-                0 => {
-                    return Err(Error::value(
-                        "cannot measure the noise: no finite values in the sample",
-                    ))
-                }
-                n if n % 2 == 1 => kth(n / 2)?,
-                n => 0.5 * (kth(n / 2 - 1)? + kth(n / 2)?),
-            };
+            if n == 0 {
+                return Err(Error::value(
+                    "cannot measure the noise: no finite values in the sample",
+                ));
+            }
+            // both middle ranks in one selection (the same rank twice for an odd count)
+            let [below, mid] =
+                select_ranks_device(self.gpu, &self.samples, ns, [(n - 1) / 2, n / 2], vals)?
+                    .ok_or_else(|| Error::Internal("rank beyond the sample".into()))?;
+            let med = if n % 2 == 1 { mid } else { 0.5 * (below + mid) };
             return Ok(MAD_TO_STD * med);
         }
         if let NoiseRule::Sofia2Exact {

@@ -7,13 +7,13 @@
 //! count is the mean of the two middle values, in the element type. Here: per-chunk counts of
 //! the in-range values (`sc_range_counts`) find the slot after the cap-th in-range value, and
 //! the k-th values of that prefix come from the exact device selection
-//! (`stats::select_kth_device`, the same values the host sort finds). In-range infinities
+//! (`stats::select_ranks_device`, the same values the host sort finds). In-range infinities
 //! (which the device selection skips) send the caller back to the host rule.
 
 use crate::backend::cuda::{CudaSlice, Gpu, LaunchConfig, PushKernelArg};
 use crate::cube::stats::noise::MAD_TO_STD;
 use crate::cube::stats::sofia2::Walk;
-use crate::cube::stats::{select_kth_device, Range, Values};
+use crate::cube::stats::{select_ranks_device, Range, Values};
 use crate::error::Result;
 
 /// Sample slots per block of `sc_range_counts`.
@@ -135,17 +135,16 @@ pub(super) fn sofia2_mad(
         abs: true,
         range,
     };
-    let kth = |k: usize| select_kth_device(gpu, samples, end, k, vals);
-    let Some(mid) = kth(kept / 2)? else {
+    // Both middle ranks in one selection: the largest of the lower half is what the host rule
+    // takes after its partition for an even count.
+    let half = kept / 2;
+    let below = if kept % 2 == 1 { half } else { half - 1 };
+    let Some([below, mid]) = select_ranks_device(gpu, samples, end, [below, half], vals)? else {
         return Ok(None);
     };
     let med = if kept % 2 == 1 {
         mid
     } else {
-        // the largest of the lower half, as the host rule takes it after its partition
-        let Some(below) = kth(kept / 2 - 1)? else {
-            return Ok(None);
-        };
         let r = |v: f64| if single { v as f32 as f64 } else { v };
         r(r(below + mid) * 0.5)
     };

@@ -140,14 +140,3 @@ pub fn select_ranks_device<T: Real>(
     let value = if key32 { value32 } else { keys::value };
     Ok(Some([value(head[5]), value(head[6])]))
 }
-
-/// The k-th smallest kept value among the first `n` device values.
-pub fn select_kth_device<T: Real>(
-    gpu: &Gpu,
-    data: &CudaSlice<T>,
-    n: usize,
-    k: usize,
-    vals: Values,
-) -> Result<Option<f64>> {
-    Ok(select_ranks_device(gpu, data, n, [k, k], vals)?.map(|v| v[0]))
-}

@@ -11,7 +11,7 @@ mod cuda;
 pub mod keys;
 
 pub use cpu::{count, select_kth};
-pub use cuda::{count_device, select_kth_device, select_ranks_device};
+pub use cuda::{count_device, select_ranks_device};
 
 use crate::error::Result;
 
