@@ -5,8 +5,6 @@
 // Units: voxel i belongs to unit (i / unit_div) % units; element k of unit u sits at
 // u * unit_stride + k * elem_stride.
 
-__device__ __forceinline__ bool sc_finite(double x) { return isfinite(x); }
-
 __device__ __forceinline__ i64 at_unit(i64 i, i64 unit_div, i64 units) {
     return (i / unit_div) % units;
 }
@@ -27,15 +25,8 @@ template <typename T>
 __device__ void at_split(const T* __restrict__ in, T* __restrict__ c, const T* __restrict__ s,
                          T* __restrict__ w, i64 n) {
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
-         i += (i64)gridDim.x * blockDim.x) {
-        if (sc_finite((double)in[i])) {
-            const T wi = (T)((double)c[i] - (double)s[i]);
-            w[i] = wi;
-            c[i] = (T)((double)c[i] - (double)wi);
-        } else {
-            w[i] = (T)nan("");
-        }
-    }
+         i += (i64)gridDim.x * blockDim.x)
+        sc_atrous_split<T>(in[i], c[i], s[i], w + i, c + i);
 }
 
 // out += w where the unit is active and |w| > thr[unit] (NaN w never passes).

@@ -11,6 +11,23 @@ typedef long long i64;
 #define SC_DYNAMIC_SHARED(T, name) __shared__ T name[(48 * 1024) / sizeof(T)]
 #endif
 
+__device__ __forceinline__ bool sc_finite(double x) { return isfinite(x); }
+
+// One voxel of an à trous scale, from its data value x, its plane value c and s, the smoothed
+// value of c there: w = c − s and c = c − w (in double, rounded once to T, as the CPU engine);
+// blanks (non-finite x) get w = NaN and keep c. Written once for atrous.cu's split pass and for
+// the filter pass of filters.cu that fuses it into its stores.
+template <typename T>
+__device__ __forceinline__ void sc_atrous_split(T x, T c, T s, T* w, T* c_out) {
+    if (sc_finite((double)x)) {
+        const T wi = (T)((double)c - (double)s);
+        *w = wi;
+        *c_out = (T)((double)c - (double)wi);
+    } else {
+        *w = (T)nan("");
+    }
+}
+
 // Boundary modes, numbered as skyconv's Rust `Mode::code`.
 #define SC_MODE_CONSTANT 0
 #define SC_MODE_NEAREST 1

@@ -128,18 +128,67 @@ __device__ __forceinline__ void window_sums(const double* s, int d, const double
     }
 }
 
+// How a tiled pass stores its outputs r (flat index at + r·stride of `out`; those with
+// first + r·inc < bound): as they are, or (the à trous scale's last pass, src/cube/atrous/cuda.rs) as the wavelet plane
+// out = c − v with c updated in place, which saves writing the smoothed plane and reading it
+// back. `fetch` runs before the sums, so that the loads it issues wait behind them.
+template <typename T>
+struct StorePlain {
+    template <int R>
+    struct Ahead {};
+    template <int R>
+    __device__ __forceinline__ void fetch(Ahead<R>&, i64, i64, int, int, int) const {}
+    template <int R>
+    __device__ __forceinline__ void put(T* out, const Ahead<R>&, i64 at, i64 stride, int first,
+                                        int inc, int bound, const double* acc,
+                                        double scale) const {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (first + r * inc < bound) out[at + r * stride] = (T)(acc[r] * scale);
+    }
+};
+template <typename T>
+struct StoreSplit {
+    T* c;
+    const T* data;
+    template <int R>
+    struct Ahead {
+        T x[R], c[R];
+    };
+    template <int R>
+    __device__ __forceinline__ void fetch(Ahead<R>& a, i64 at, i64 stride, int first, int inc,
+                                          int bound) const {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (first + r * inc < bound) {
+                a.x[r] = data[at + r * stride];
+                a.c[r] = c[at + r * stride];
+            }
+    }
+    template <int R>
+    __device__ __forceinline__ void put(T* out, const Ahead<R>& a, i64 at, i64 stride, int first,
+                                        int inc, int bound, const double* acc,
+                                        double scale) const {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (first + r * inc < bound)
+                sc_atrous_split<T>(a.x[r], a.c[r], (T)(acc[r] * scale), out + at + r * stride,
+                                   c + at + r * stride);
+    }
+};
+
 // Along an axis with inner > 1: a block of 32 x 8 threads takes 32 columns (coalesced) and a
 // tile of 8R outputs of one phase p (rows p + (t0 + t)·step). Grid: x the column blocks, y the
 // tiles q0.. q1 of a phase, z the units u = o·step + p from s0 to s1 (each looping past the
 // grid): no 64-bit division per tile, which at a few outputs a thread cost more than the sums
 // (host launches cut the units, or the tiles when there is one unit). Shared memory:
 // taps weights, then (8R + taps − 1) rows × 32.
-template <typename T, int R>
+template <typename T, int R, class Store>
 __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i64 n_out,
                                i64 inner, i64 n_in, i64 out_row0, i64 in_row0, i64 n_global,
                                const double* __restrict__ w, int taps, i64 offset, i64 step,
                                double scale, int mode, double cval, i64 s0, i64 s1, i64 q0,
-                               i64 q1) {
+                               i64 q1, Store store) {
     SC_DYNAMIC_SHARED(double, sh);
     const int TR = 8 * R;
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -170,13 +219,13 @@ __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i6
         __syncthreads();
         const int t = ty * R;
         if (!col || t >= nt) continue;
+        const i64 at = o * n_out * inner + k + (i64)(p + (t0 + t) * st) * inner;
+        const i64 stride = (i64)st * inner;
+        typename Store::template Ahead<R> ahead;
+        store.template fetch<R>(ahead, at, stride, t, 1, nt);
         double acc[R];
         window_sums<R>(tile + t * 32 + tx, 32, ws, taps, acc);
-        T* dst = out + o * n_out * inner + k;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            if (t + r < nt) dst[(i64)(p + (t0 + t + r) * st) * inner] = (T)(acc[r] * scale);
-        }
+        store.template put<R>(out, ahead, at, stride, t, 1, nt, acc, scale);
     }
 }
 
@@ -186,12 +235,12 @@ __device__ void correlate_cols(const T* __restrict__ in, T* __restrict__ out, i6
 // its inputs contiguously. Thread c computes outputs c % step + (c / step · R + r)·step (step
 // divides 256), or output c when R == 1 (any step). Shared memory: taps weights, then
 // 256·R + (taps − 1)·step values.
-template <typename T, int R>
+template <typename T, int R, class Store>
 __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i64 n_out, i64 n_in,
                                i64 out_row0, i64 in_row0, i64 n_global,
                                const double* __restrict__ w, int taps, i64 offset, i64 step,
                                double scale, int mode, double cval, i64 s0, i64 s1, i64 w0,
-                               i64 w1) {
+                               i64 w1, Store store) {
     SC_DYNAMIC_SHARED(double, sh);
     const int TW = 256 * R;
     const int c = threadIdx.x;
@@ -215,17 +264,118 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
             for (int m = c; m < need; m += 256)
                 tile[m] = staged_value(line, first + m, in_row0, n_global, 1, mode, cval);
         __syncthreads();
+        const i64 at = o * n_out + i0 + u0;
+        typename Store::template Ahead<R> ahead;
+        store.template fetch<R>(ahead, at, st, u0, st, nv);
         double acc[R];
         window_sums<R>(tile + u0, st, ws, taps, acc);
-        T* dst = out + o * n_out + i0;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int u = u0 + r * st;
-            if (u < nv) dst[u] = (T)(acc[r] * scale);
+        store.template put<R>(out, ahead, at, st, u0, st, nv, acc, scale);
+    }
+}
+
+// Along an inner axis short enough that C columns of the whole axis fit in shared memory (as T):
+// each input is read once, the boundary is resolved by index, and there are no phase tiles (at
+// à trous's wide steps those held few outputs a block). A block of 256 threads takes column
+// c = tid % C of a block of C and the rows g, g + G, … (g = tid / C, G = 256 / C): a warp's loads
+// and stores are 32 / G·... contiguous runs of C values. 1-D grid over the (slab, column block)
+// pairs b0 .. b1, looping past the grid. Shared memory: taps weights, then n·C values of T.
+template <typename T, int C, class Store>
+__device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i64 n, i64 inner,
+                                const double* __restrict__ w, int taps, i64 offset, i64 step,
+                                double scale, int mode, double cval, i64 b0, i64 b1,
+                                Store store) {
+    SC_DYNAMIC_SHARED(double, sh);
+    const int tid = threadIdx.x;
+    const double* ws = sh;
+    T* tile = (T*)stage_weights(sh, w, taps, tid);
+    const int G = 256 / C;
+    const int c = tid % C, g = tid / C;
+    const i64 blocks = (inner + C - 1) / C;
+    const int nn = (int)n, st = (int)step, off = (int)offset;  // n·C fits shared memory
+    const int span = (taps - 1) * st;
+    for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
+        const i64 o = b / blocks;
+        const i64 k = (b - o * blocks) * C + c;
+        const bool col = k < inner;
+        const T* line = in + o * n * inner + k;
+        __syncthreads();  // the last item's reads (and the weights) are done
+        if (col) {
+#pragma unroll 4
+            for (int m = g; m < nn; m += G) tile[m * C + c] = line[(i64)m * inner];
+        }
+        __syncthreads();
+        if (!col) continue;
+        const i64 base = o * n * inner + k;
+        for (int i = g; i < nn; i += G) {
+            const int p0 = i + off;
+            typename Store::template Ahead<1> ahead;
+            store.template fetch<1>(ahead, base + (i64)i * inner, 0, 0, 0, 1);
+            double acc = 0.0;
+            if (p0 >= 0 && p0 + span < nn) {
+                const T* x = tile + p0 * C + c;
+                for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)x[j * st * C], acc);
+            } else {
+                for (int j = 0; j < taps; ++j) {
+                    const i64 q = sc_extend_index(p0 + j * st, n, mode);
+                    const double v = q < 0 ? cval : (double)tile[q * C + c];
+                    acc = fma(ws[j], v, acc);
+                }
+            }
+            store.template put<1>(out, ahead, base + (i64)i * inner, 0, 0, 0, 1, &acc, scale);
         }
     }
 }
 
+// Along the last axis, whole lines: L lines of n values staged in shared memory (as T) a block,
+// each input read once and the boundary resolved by index; the warps run along a line, so
+// loads, stores and shared reads are contiguous. 1-D grid over the groups of L lines b0 .. b1,
+// looping past the grid. Shared memory: taps weights, then L·n values of T.
+template <typename T, int L, class Store>
+__device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i64 lines, i64 n,
+                                const double* __restrict__ w, int taps, i64 offset, i64 step,
+                                double scale, int mode, double cval, i64 b0, i64 b1,
+                                Store store) {
+    SC_DYNAMIC_SHARED(double, sh);
+    const int tid = threadIdx.x;
+    const double* ws = sh;
+    T* tile = (T*)stage_weights(sh, w, taps, tid);
+    const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
+    const int span = (taps - 1) * st;
+    for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
+        const i64 o0 = b * L;
+        const int nl = lines - o0 < L ? (int)(lines - o0) : L;
+        __syncthreads();  // the last item's reads (and the weights) are done
+        for (int l = 0; l < nl; ++l) {
+            const T* line = in + (o0 + l) * n;
+#pragma unroll 4
+            for (int m = tid; m < nn; m += 256) tile[l * nn + m] = line[m];
+        }
+        __syncthreads();
+        for (int l = 0; l < nl; ++l) {
+            const T* row = tile + l * nn;
+            const i64 base = (o0 + l) * n;
+            for (int i = tid; i < nn; i += 256) {
+                const int p0 = i + off;
+                typename Store::template Ahead<1> ahead;
+                store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
+                double acc = 0.0;
+                if (p0 >= 0 && p0 + span < nn) {
+                    for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)row[p0 + j * st], acc);
+                } else {
+                    for (int j = 0; j < taps; ++j) {
+                        const i64 q = sc_extend_index(p0 + j * st, n, mode);
+                        const double v = q < 0 ? cval : (double)row[q];
+                        acc = fma(ws[j], v, acc);
+                    }
+                }
+                store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
+            }
+        }
+    }
+}
+
+// Each tiled kernel twice: plain stores, and (`_split`) the à trous split fused into them, with
+// the smooth plane c and the data (blanks) as two more arguments.
 #define FILTERS_TILED(T, S, R)                                                                 \
     extern "C" __global__ void __launch_bounds__(256)                                         \
         correlate_cols##R##_##S(const T* in, T* out, i64 n_out, i64 inner, i64 n_in,           \
@@ -233,7 +383,16 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
                                 int taps, i64 offset, i64 step, double scale, int mode,        \
                                 double cval, i64 s0, i64 s1, i64 q0, i64 q1) {                 \
         correlate_cols<T, R>(in, out, n_out, inner, n_in, out_row0, in_row0, n_global, w,     \
-                             taps, offset, step, scale, mode, cval, s0, s1, q0, q1);           \
+                             taps, offset, step, scale, mode, cval, s0, s1, q0, q1,            \
+                             StorePlain<T>());                                                 \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) correlate_cols##R##_split_##S(           \
+        const T* in, T* out, i64 n_out, i64 inner, i64 n_in, i64 out_row0, i64 in_row0,        \
+        i64 n_global, const double* w, int taps, i64 offset, i64 step, double scale, int mode, \
+        double cval, i64 s0, i64 s1, i64 q0, i64 q1, T* c, const T* data) {                    \
+        correlate_cols<T, R>(in, out, n_out, inner, n_in, out_row0, in_row0, n_global, w,     \
+                             taps, offset, step, scale, mode, cval, s0, s1, q0, q1,            \
+                             StoreSplit<T>{c, data});                                          \
     }
 
 FILTERS_TILED(float, f32, 1)
@@ -252,7 +411,16 @@ FILTERS_TILED(double, f64, 8)
                                 i64 offset, i64 step, double scale, int mode, double cval,     \
                                 i64 s0, i64 s1, i64 w0, i64 w1) {                              \
         correlate_line<T, R>(in, out, n_out, n_in, out_row0, in_row0, n_global, w, taps,      \
-                             offset, step, scale, mode, cval, s0, s1, w0, w1);                 \
+                             offset, step, scale, mode, cval, s0, s1, w0, w1,                  \
+                             StorePlain<T>());                                                 \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) correlate_line##R##_split_##S(           \
+        const T* in, T* out, i64 n_out, i64 n_in, i64 out_row0, i64 in_row0, i64 n_global,     \
+        const double* w, int taps, i64 offset, i64 step, double scale, int mode, double cval,  \
+        i64 s0, i64 s1, i64 w0, i64 w1, T* c, const T* data) {                                 \
+        correlate_line<T, R>(in, out, n_out, n_in, out_row0, in_row0, n_global, w, taps,      \
+                             offset, step, scale, mode, cval, s0, s1, w0, w1,                  \
+                             StoreSplit<T>{c, data});                                          \
     }
 
 FILTERS_LINE(float, f32, 1)
@@ -261,3 +429,45 @@ FILTERS_LINE(float, f32, 5)
 FILTERS_LINE(double, f64, 1)
 FILTERS_LINE(double, f64, 3)
 FILTERS_LINE(double, f64, 5)
+
+#define FILTERS_WHOLE(T, S, C)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) correlate_whole##C##_##S(                \
+        const T* in, T* out, i64 n, i64 inner, const double* w, int taps, i64 offset,          \
+        i64 step, double scale, int mode, double cval, i64 b0, i64 b1) {                       \
+        correlate_whole<T, C>(in, out, n, inner, w, taps, offset, step, scale, mode, cval, b0, \
+                              b1, StorePlain<T>());                                            \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) correlate_whole##C##_split_##S(          \
+        const T* in, T* out, i64 n, i64 inner, const double* w, int taps, i64 offset,          \
+        i64 step, double scale, int mode, double cval, i64 b0, i64 b1, T* c, const T* data) {  \
+        correlate_whole<T, C>(in, out, n, inner, w, taps, offset, step, scale, mode, cval, b0, \
+                              b1, StoreSplit<T>{c, data});                                     \
+    }
+
+FILTERS_WHOLE(float, f32, 32)
+FILTERS_WHOLE(float, f32, 16)
+FILTERS_WHOLE(float, f32, 8)
+FILTERS_WHOLE(double, f64, 32)
+FILTERS_WHOLE(double, f64, 16)
+FILTERS_WHOLE(double, f64, 8)
+
+#define FILTERS_LINES(T, S, L)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) correlate_lines##L##_##S(                \
+        const T* in, T* out, i64 lines, i64 n, const double* w, int taps, i64 offset,          \
+        i64 step, double scale, int mode, double cval, i64 b0, i64 b1) {                       \
+        correlate_lines<T, L>(in, out, lines, n, w, taps, offset, step, scale, mode, cval, b0, \
+                              b1, StorePlain<T>());                                            \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) correlate_lines##L##_split_##S(          \
+        const T* in, T* out, i64 lines, i64 n, const double* w, int taps, i64 offset,          \
+        i64 step, double scale, int mode, double cval, i64 b0, i64 b1, T* c, const T* data) {  \
+        correlate_lines<T, L>(in, out, lines, n, w, taps, offset, step, scale, mode, cval, b0, \
+                              b1, StoreSplit<T>{c, data});                                     \
+    }
+
+FILTERS_LINES(float, f32, 8)
+FILTERS_LINES(float, f32, 2)
+FILTERS_LINES(float, f32, 1)
+FILTERS_LINES(double, f64, 8)
+FILTERS_LINES(double, f64, 2)
+FILTERS_LINES(double, f64, 1)

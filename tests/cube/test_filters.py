@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -244,6 +246,41 @@ def test_gpu_tiles_match_scipy(rng, shape, axis, sigma, dtype):
         ref = ndi.correlate1d(a, w, axis=axis, mode=mode, cval=-2.0, origin=1)
         got = filters.correlate1d(a, w, axis=axis, mode=mode, cval=-2.0, origin=1, device="cuda")
         assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, "correlate1d")
+
+
+# Shapes that take the whole-axis tiles (`Tiled::whole`: 8, 16 or 32 columns of an inner axis,
+# 1, 2 or 8 last-axis lines, a partial last block) and filters of ≤ 8 taps, which use them.
+WHOLE_CASES = [
+    ((7, 33, 45), 0),
+    ((7, 33, 45), 1),
+    ((5, 700, 20), 1),
+    ((40, 9, 8), 0),
+    ((9, 300), 1),
+    ((3, 2500), 1),
+    ((2, 7000), 1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, axis", WHOLE_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, dtype):
+    """The whole-axis tiles give the bits of the phase / window tiles (SKYCONV_FILTER_WHOLE=0)."""
+    a = _data(rng, shape, dtype)
+    w = rng.standard_normal(7)
+    for mode in MODES:
+        for origin in (-1, 0, 2):
+            kw = {"axis": axis, "mode": mode, "device": "cuda"}
+            calls = [
+                partial(filters.correlate1d, a, w, cval=-2.0, origin=origin, **kw),
+                partial(filters.uniform_filter1d, a, 4, cval=0.5, origin=origin // 2, **kw),
+            ]
+            for call in calls:
+                monkeypatch.setenv("SKYCONV_FILTER_WHOLE", "0")
+                ref = call()
+                monkeypatch.delenv("SKYCONV_FILTER_WHOLE")
+                got = call()
+                np.testing.assert_array_equal(got, ref, err_msg=f"{shape} {axis} {mode} {origin}")
 
 
 @pytest.mark.gpu

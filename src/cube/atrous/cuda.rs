@@ -13,7 +13,7 @@ use crate::backend::cuda::transfer::prefault_apart;
 use crate::backend::cuda::{
     self, grid_stride, CudaSlice, Gpu, LaunchConfig, PushKernelArg, THREADS,
 };
-use crate::cube::filters::{apply_device, DevicePass};
+use crate::cube::filters::{apply_device, apply_device_split, can_split, DevicePass, Split};
 use crate::cube::stats::{count_device, select_ranks_device, Values};
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -214,6 +214,25 @@ impl<T: Real> Engine for Dev<'_, T> {
         let gpu = self.gpu;
         let views: Vec<_> = self.plan.passes[s - 1].iter().map(|(_, v)| *v).collect();
         let p = &self.passes[s - 1];
+        let last = p.len() - 1;
+        if last > 0 && can_split::<T>(views[last], &p[last]) {
+            // The split fused into the last pass (c → s (→ w) → the wavelet plane, c updated in
+            // place): the smoothed plane is never written nor read back. The last pass's input
+            // is not c, which it updates.
+            apply_device(gpu, &self.c, views[0], &p[0], &mut self.s)?;
+            let mut split = Split {
+                c: &mut self.c,
+                data: &self.input,
+            };
+            if last == 1 {
+                apply_device_split(gpu, &self.s, views[1], &p[1], &mut self.w, &mut split)?;
+            } else {
+                apply_device(gpu, &self.s, views[1], &p[1], &mut self.w)?;
+                apply_device_split(gpu, &self.w, views[2], &p[2], &mut self.s, &mut split)?;
+                std::mem::swap(&mut self.s, &mut self.w);
+            }
+            return Ok(());
+        }
         match p.len() {
             1 => apply_device(gpu, &self.c, views[0], &p[0], &mut self.s)?,
             2 => {

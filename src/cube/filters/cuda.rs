@@ -69,6 +69,16 @@ struct Chunk {
 }
 
 impl Chunk {
+    /// The whole view in one chunk.
+    fn whole(view: AxisView) -> Chunk {
+        Chunk {
+            outer: 0..view.outer,
+            rows: 0..view.n,
+            rows_in: 0..view.n,
+            cols: 0..view.inner,
+        }
+    }
+
     fn full_width(&self, inner: usize) -> bool {
         self.cols.len() == inner
     }
@@ -82,13 +92,60 @@ pub fn apply_device<T: Real>(
     pass: &DevicePass,
     out: &mut CudaSlice<T>,
 ) -> Result<()> {
-    let whole = Chunk {
-        outer: 0..view.outer,
-        rows: 0..view.n,
-        rows_in: 0..view.n,
-        cols: 0..view.inner,
+    launch(gpu, input, view, &Chunk::whole(view), pass, out)
+}
+
+/// The à trous split fused into a pass's stores (`StoreSplit` in kernels/filters.cu): the pass
+/// writes the wavelet plane `out = c − smoothed` and updates `c` to `c − out`, in place; voxels
+/// where `data` is not finite (blanks) get NaN and keep `c`. Both hold the view's elements.
+pub struct Split<'a, T> {
+    pub c: &'a mut CudaSlice<T>,
+    pub data: &'a CudaSlice<T>,
+}
+
+/// The tile of a fused split pass over the whole view; phase tiles along an inner axis hold at
+/// most 4 outputs a thread, since each keeps its data and plane values through the sums (8 took
+/// 110 registers and ran slower than the split apart, session 19 call 2).
+fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
+    tile_of::<T>(view, &Chunk::whole(view), pass).map(|t| match t {
+        Tiled::Cols { r } => Tiled::Cols { r: r.min(4) },
+        other => other,
+    })
+}
+
+/// Whether `apply_device_split` can run this pass over the whole view (a tiled pass).
+pub fn can_split<T: Real>(view: AxisView, pass: &DevicePass) -> bool {
+    split_tile::<T>(view, pass).is_some()
+}
+
+/// `apply_device` with the à trous split fused into its stores (`Split`); the caller checks
+/// `can_split` first. `input` must not be `split.c`: other blocks still read it.
+pub fn apply_device_split<T: Real>(
+    gpu: &Gpu,
+    input: &CudaSlice<T>,
+    view: AxisView,
+    pass: &DevicePass,
+    out: &mut CudaSlice<T>,
+    split: &mut Split<'_, T>,
+) -> Result<()> {
+    let Some(tiled) = split_tile::<T>(view, pass) else {
+        return Err(Error::Internal(
+            "the à trous split needs a tiled pass (can_split)".into(),
+        ));
     };
-    launch(gpu, input, view, &whole, pass, out)
+    if view.outer == 0 || view.n == 0 || view.inner == 0 {
+        return Ok(());
+    }
+    launch_tiled(
+        gpu,
+        input,
+        view,
+        &Chunk::whole(view),
+        pass,
+        out,
+        tiled,
+        Some(split),
+    )
 }
 
 /// Tap-reads (elements × taps) in the first piece of a paced launch: ~40 ms at the slowest
@@ -100,6 +157,29 @@ const FIRST_PIECE_TAPS: usize = 1 << 26;
 /// step 32, 3e11/s), so a cube's pass is one launch and needs no timed wait (a wait per pass
 /// left the GPU idle between the passes of an à trous scale).
 const FIRST_PIECE_TILED_TAPS: usize = 1 << 32;
+
+/// Filters of at most this many taps take the whole-axis tiles when they fit. Those read each
+/// input once but each output's taps from shared memory, where the phase tiles share the taps of
+/// a thread's r outputs: at 5 taps (à trous) the whole-axis passes were 1.2–2× faster, at 17
+/// (a Gaussian of σ 2) up to 1.3× slower along an inner axis (session 19, call 3).
+const WHOLE_MAX_TAPS: usize = 8;
+
+/// The tile for a pass over `chunk`: the whole axis when the chunk covers it and its columns,
+/// the filter is short or the phase tiles would hold at most 2 outputs a thread (wide steps),
+/// and it fits; else a tile of `Tiled::plan`, or None for the per-tap kernel.
+fn tile_of<T: Real>(view: AxisView, chunk: &Chunk, pass: &DevicePass) -> Option<Tiled> {
+    let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
+    let taps = pass.taps.max(1) as usize;
+    let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, pass.step as usize);
+    let whole_axis =
+        chunk.rows == (0..view.n) && chunk.rows_in == chunk.rows && chunk.full_width(view.inner);
+    let short = taps <= WHOLE_MAX_TAPS || matches!(phase, Some(Tiled::Cols { r }) if r <= 2);
+    whole_axis
+        .then_some(short)
+        .filter(|&s| s)
+        .and_then(|_| Tiled::whole(n_out, width, taps, std::mem::size_of::<T>()))
+        .or(phase)
+}
 
 /// Queue the chunk's filtering, cut into launches of bounded time (`pace::run`) along the
 /// slow dimension (lines), or along the fast one when there is a single line.
@@ -122,10 +202,10 @@ fn launch<T: Real>(
     } else {
         (width, outer * n_out)
     };
-    let taps = pass.taps.max(1) as usize;
-    if let Some(tiled) = Tiled::plan(outer, n_out, width, taps, pass.step as usize) {
-        return launch_tiled(gpu, input, view, chunk, pass, out, tiled);
+    if let Some(tiled) = tile_of::<T>(view, chunk, pass) {
+        return launch_tiled(gpu, input, view, chunk, pass, out, tiled, None);
     }
+    let taps = pass.taps.max(1) as usize;
     if sdim > 1 {
         let first = (FIRST_PIECE_TAPS / (fdim * taps).max(1)).max(1);
         pace::run(gpu, sdim, first, |s| {
@@ -201,6 +281,11 @@ enum Tiled {
     Cols { r: usize },
     /// Along the last axis: a window of 256·r outputs of one line a block.
     Line { r: usize },
+    /// Along an inner axis of `n` rows, whole: `c` columns of it staged in shared memory a block
+    /// (`elem` bytes a value), each input read once.
+    Whole { c: usize, n: usize, elem: usize },
+    /// Along the last axis, whole lines of `n` values: `l` of them staged a block.
+    Lines { l: usize, n: usize, elem: usize },
 }
 
 impl Tiled {
@@ -243,26 +328,58 @@ impl Tiled {
             .find(|&t| fits(t))
     }
 
-    fn shared_bytes(self, taps: usize, step: usize) -> usize {
-        let weights = taps.div_ceil(2) * 2;
-        8 * match self {
-            Tiled::Cols { r } => weights + (8 * r + taps - 1) * 32,
-            Tiled::Line { r } => weights + 256 * r + (taps - 1) * step,
+    /// The whole-axis tile for a chunk that covers the view's axis and columns (`n` rows,
+    /// `width` columns, values of `elem` bytes): along an inner axis the widest of 32, 16 or 8
+    /// columns, along the last one the most of 8, 2 or 1 lines, whose staged values fit in
+    /// shared memory; None when none does (or `SKYCONV_FILTER_WHOLE=0`, for comparisons).
+    fn whole(n: usize, width: usize, taps: usize, elem: usize) -> Option<Tiled> {
+        let off = matches!(
+            crate::backend::env::switch_var("SKYCONV_FILTER_WHOLE"),
+            Ok(Some(false))
+        );
+        if off || n >= 1 << 31 || (width > 1 && width < 8) {
+            return None;
         }
+        let fits = |t: &Tiled| t.shared_bytes(taps, 1) <= TILE_SHARED;
+        if width == 1 {
+            return [8, 2, 1]
+                .into_iter()
+                .map(|l| Tiled::Lines { l, n, elem })
+                .find(fits);
+        }
+        [32, 16, 8]
+            .into_iter()
+            .filter(|&c| c <= width)
+            .map(|c| Tiled::Whole { c, n, elem })
+            .find(fits)
+    }
+
+    fn shared_bytes(self, taps: usize, step: usize) -> usize {
+        let weights = 8 * taps.div_ceil(2) * 2;
+        weights
+            + match self {
+                Tiled::Cols { r } => 8 * (8 * r + taps - 1) * 32,
+                Tiled::Line { r } => 8 * (256 * r + (taps - 1) * step),
+                Tiled::Whole { c, n, elem } => n * c * elem,
+                Tiled::Lines { l, n, elem } => n * l * elem,
+            }
     }
 
     /// (units, tiles a unit): the launch's two levels of work. Cols: units are the (slab,
     /// phase) pairs, tiles the 8·r-row tiles of a phase; Line: units are lines, tiles windows.
-    fn work(self, outer: usize, n_out: usize, step: usize) -> (usize, usize) {
+    fn work(self, outer: usize, n_out: usize, width: usize, step: usize) -> (usize, usize) {
         match self {
             Tiled::Cols { r } => (outer * step, n_out.div_ceil(step).div_ceil(8 * r)),
             Tiled::Line { r } => (outer, n_out.div_ceil(256 * r)),
+            Tiled::Whole { c, .. } => (outer * width.div_ceil(c), 1),
+            Tiled::Lines { l, .. } => (outer.div_ceil(l), 1),
         }
     }
 }
 
 /// Queue a tiled pass over the chunk, cut into launches of bounded time (`pace::run`) along its
-/// units, or along the tiles of its single unit.
+/// units, or along the tiles of its single unit; `split` fuses the à trous split (whole view).
+#[allow(clippy::too_many_arguments)]
 fn launch_tiled<T: Real>(
     gpu: &Gpu,
     input: &CudaSlice<T>,
@@ -271,21 +388,35 @@ fn launch_tiled<T: Real>(
     pass: &DevicePass,
     out: &mut CudaSlice<T>,
     tiled: Tiled,
+    mut split: Option<&mut Split<'_, T>>,
 ) -> Result<()> {
     let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
     let taps = pass.taps.max(1) as usize;
-    let (units, tiles) = tiled.work(chunk.outer.len(), n_out, pass.step as usize);
+    let (units, tiles) = tiled.work(chunk.outer.len(), n_out, width, pass.step as usize);
     if units > 1 {
-        let per_unit = (n_out * width).div_ceil(units / chunk.outer.len()).max(1);
+        let per_unit = (chunk.outer.len() * n_out * width).div_ceil(units).max(1);
         let first = (FIRST_PIECE_TILED_TAPS / (per_unit * taps)).max(1);
         pace::run(gpu, units, first, |u| {
-            launch_tiles(gpu, input, view, chunk, pass, out, tiled, u, 0..tiles)
+            let split = split.as_deref_mut();
+            launch_tiles(
+                gpu,
+                input,
+                view,
+                chunk,
+                pass,
+                out,
+                tiled,
+                split,
+                u,
+                0..tiles,
+            )
         })
     } else {
         let per_tile = (n_out * width).div_ceil(tiles).max(1);
         let first = (FIRST_PIECE_TILED_TAPS / (per_tile * taps)).max(1);
         pace::run(gpu, tiles, first, |t| {
-            launch_tiles(gpu, input, view, chunk, pass, out, tiled, 0..1, t)
+            let split = split.as_deref_mut();
+            launch_tiles(gpu, input, view, chunk, pass, out, tiled, split, 0..1, t)
         })
     }
 }
@@ -300,6 +431,7 @@ fn launch_tiles<T: Real>(
     pass: &DevicePass,
     out: &mut CudaSlice<T>,
     tiled: Tiled,
+    split: Option<&mut Split<'_, T>>,
     u: Range<usize>,
     t: Range<usize>,
 ) -> Result<()> {
@@ -307,9 +439,10 @@ fn launch_tiles<T: Real>(
     let step = pass.step as usize;
     let width = chunk.cols.len();
     let grid = |n: usize, max: usize| n.clamp(1, max) as u32;
+    let fused = if split.is_some() { "_split" } else { "" };
     let (name, grid_dim, block_dim) = match tiled {
         Tiled::Cols { r } => (
-            format!("correlate_cols{r}_{}", T::CUDA),
+            format!("correlate_cols{r}{fused}_{}", T::CUDA),
             (
                 width.div_ceil(32) as u32,
                 grid(t.len(), MAX_GRID_Y),
@@ -318,12 +451,22 @@ fn launch_tiles<T: Real>(
             (32, 8, 1),
         ),
         Tiled::Line { r } => (
-            format!("correlate_line{r}_{}", T::CUDA),
+            format!("correlate_line{r}{fused}_{}", T::CUDA),
             (
                 grid(t.len(), i32::MAX as usize),
                 grid(u.len(), MAX_GRID_Y),
                 1,
             ),
+            (THREADS, 1, 1),
+        ),
+        Tiled::Whole { c, .. } => (
+            format!("correlate_whole{c}{fused}_{}", T::CUDA),
+            (grid(u.len(), i32::MAX as usize), 1, 1),
+            (THREADS, 1, 1),
+        ),
+        Tiled::Lines { l, .. } => (
+            format!("correlate_lines{l}{fused}_{}", T::CUDA),
+            (grid(u.len(), i32::MAX as usize), 1, 1),
             (THREADS, 1, 1),
         ),
     };
@@ -341,16 +484,35 @@ fn launch_tiles<T: Real>(
     let (out_row0, in_row0) = (chunk.rows.start as i64, chunk.rows_in.start as i64);
     let n_global = view.n as i64;
     let (u0, u1, t0, t1) = (u.start as i64, u.end as i64, t.start as i64, t.end as i64);
+    let lines = chunk.outer.len() as i64;
     let mut l = gpu.stream.launch_builder(&func);
-    l.arg(input).arg(out).arg(&n_out);
-    if let Tiled::Cols { .. } = tiled {
-        l.arg(&inner);
+    l.arg(input).arg(out);
+    if let Tiled::Whole { .. } | Tiled::Lines { .. } = tiled {
+        // the chunk is the whole axis and all its columns (`tile_of`)
+        if let Tiled::Lines { .. } = tiled {
+            l.arg(&lines).arg(&n_out);
+        } else {
+            l.arg(&n_out).arg(&inner);
+        }
+        pass.push(&mut l);
+        l.arg(&u0).arg(&u1);
+    } else {
+        l.arg(&n_out);
+        if let Tiled::Cols { .. } = tiled {
+            l.arg(&inner);
+        }
+        l.arg(&n_in).arg(&out_row0).arg(&in_row0).arg(&n_global);
+        pass.push(&mut l);
+        l.arg(&u0).arg(&u1).arg(&t0).arg(&t1);
     }
-    l.arg(&n_in).arg(&out_row0).arg(&in_row0).arg(&n_global);
-    pass.push(&mut l);
-    l.arg(&u0).arg(&u1).arg(&t0).arg(&t1);
-    // SAFETY: argument types and order match `correlate_cols*` / `correlate_line*` in
-    // kernels/filters.cu (only the cols kernel takes `inner`, after `n_out`); the buffers hold
+    if let Some(split) = split {
+        l.arg(&mut *split.c).arg(split.data);
+    }
+    // SAFETY: argument types and order match `correlate_cols*` / `correlate_line*` /
+    // `correlate_whole*` / `correlate_lines*` in kernels/filters.cu (the cols and whole kernels
+    // take `inner` after `n_out`, the lines ones the lines before it; the whole and lines ones
+    // take no row offsets and no tiles; the `_split` ones
+    // take c and data last, which hold the whole view, as does the chunk then); the buffers hold
     // the chunk's input rows (with halo) and output rows; `u` and `t` lie inside the chunk's
     // units and tiles (`Tiled::work`), whose indices `Tiled::plan` keeps below 2^31; the shared
     // memory is the tile's size.
@@ -574,9 +736,69 @@ mod tests {
         assert_eq!(Tiled::plan(1 << 30, 16, 8, 5, 4), None);
         assert_eq!(Tiled::plan(1, 1 << 31, 1, 5, 1), None);
         // (units, tiles a unit) cover every output once
-        assert_eq!(Cols { r: 2 }.work(3, 100, 7), (21, 1)); // 15 rows a phase: one 16-row tile
-        assert_eq!(Cols { r: 8 }.work(1, 512, 1), (1, 8));
-        assert_eq!(Line { r: 3 }.work(2, 1000, 1), (2, 2));
+        assert_eq!(Cols { r: 2 }.work(3, 100, 64, 7), (21, 1)); // 15 rows a phase: one 16-row tile
+        assert_eq!(Cols { r: 8 }.work(1, 512, 64, 1), (1, 8));
+        assert_eq!(Line { r: 3 }.work(2, 1000, 1, 1), (2, 2));
+    }
+
+    #[test]
+    fn whole_axis_tiles_fit_shared_memory_and_cover_the_view() {
+        use Tiled::{Lines, Whole};
+        // à trous's cube: z (256 rows) in 32 columns, y (512) in 16, x lines 8 at a time
+        assert_eq!(
+            Tiled::whole(256, 262_144, 5, 4),
+            Some(Whole {
+                c: 32,
+                n: 256,
+                elem: 4
+            })
+        );
+        assert_eq!(
+            Tiled::whole(512, 512, 5, 4),
+            Some(Whole {
+                c: 16,
+                n: 512,
+                elem: 4
+            })
+        );
+        assert_eq!(
+            Tiled::whole(512, 1, 5, 4),
+            Some(Lines {
+                l: 8,
+                n: 512,
+                elem: 4
+            })
+        );
+        assert_eq!(
+            Tiled::whole(5000, 1, 5, 8),
+            Some(Lines {
+                l: 1,
+                n: 5000,
+                elem: 8
+            })
+        );
+        // too long to stage, or too few columns to fill a warp's run
+        assert_eq!(Tiled::whole(2000, 64, 5, 4), None);
+        assert_eq!(Tiled::whole(7000, 1, 5, 8), None);
+        assert_eq!(Tiled::whole(100, 5, 5, 4), None);
+        for t in [Tiled::whole(1500, 8, 7, 4), Tiled::whole(6000, 1, 7, 8)] {
+            assert!(t.unwrap().shared_bytes(7, 1) <= TILE_SHARED);
+        }
+        let z = Whole {
+            c: 32,
+            n: 256,
+            elem: 4,
+        };
+        assert_eq!(z.work(1, 256, 262_144, 32), (8192, 1));
+        assert_eq!(
+            Lines {
+                l: 8,
+                n: 512,
+                elem: 4
+            }
+            .work(131_073, 512, 1, 1),
+            (16_385, 1)
+        );
     }
 
     #[test]

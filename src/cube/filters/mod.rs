@@ -390,4 +390,4 @@ pub fn apply_chain<T: Real>(
 }
 
 pub use cpu::apply as apply_cpu;
-pub use cuda::{apply_device, DevicePass};
+pub use cuda::{apply_device, apply_device_split, can_split, DevicePass, Split};
