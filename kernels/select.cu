@@ -68,7 +68,7 @@ struct RdxState {
     unsigned long long rank[2];    // the rank left among the keys with that prefix
     unsigned long long missing;    // set when a rank lies past the last kept value
     unsigned long long value[2];   // the selected keys, once the last digit is chosen
-    unsigned long long pad;
+    unsigned long long overflow;   // set when rdx_gather found more keys than its buffer holds
     unsigned long long hist[2][RDX_BINS];
 };
 
@@ -85,17 +85,23 @@ __device__ __forceinline__ bool rdx_key32(float x, unsigned long long* k) {
     return true;
 }
 
+// Where a histogram pass takes its keys from: the 64-bit key of each mapped value, the 32-bit
+// key of each float32 value, or keys rdx_gather kept (0: an empty slot; no kept key is 0).
+#define RDX_MAPPED 0
+#define RDX_FLOAT32 1
+#define RDX_GATHERED 2
+
 // Counts the kept values whose key starts with each rank's prefix (the key bits at and above
 // `shift`), by key bits [shift - bits, shift). A warp moves as one, RDX_LOADS loads in flight a
 // lane (a memory-bound pass). The first digit (sign and exponent: few distinct values, whose
 // shared counters would serialise) is counted in RDX_COPIES copies of its RDX_FIRST_BITS-bit
 // histogram, one a lane mod RDX_COPIES; a later digit, which few values of a warp reach
 // unless they tie, adds equal tags once (__match_any_sync where a lane counts a value).
-template <typename T, bool K32>
+template <typename T, int KEY>
 __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int shift, int bits,
                               RdxState* st) {
     __shared__ unsigned int local[2 * RDX_BINS];
-    const int kbits = K32 ? 32 : 64;
+    const int kbits = KEY == RDX_FLOAT32 ? 32 : 64;
     const bool first = shift >= kbits;  // bits == RDX_FIRST_BITS (the host's rule)
     const unsigned long long p0 = st->prefix[0], p1 = st->prefix[1];
     const int two = p0 != p1;
@@ -111,14 +117,17 @@ __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int s
 #pragma unroll
         for (int q = 0; q < RDX_LOADS; ++q) {
             const i64 i = base + lane + q * stride;
-            xv[q] = i < n ? x[i] : (T)nan("");
+            xv[q] = i < n ? x[i] : (KEY == RDX_GATHERED ? (T)0 : (T)nan(""));
         }
 #pragma unroll
         for (int q = 0; q < RDX_LOADS; ++q) {
             unsigned int tag = RDX_NONE;
             unsigned long long k;
             bool kept;
-            if (K32) {
+            if (KEY == RDX_GATHERED) {
+                k = (unsigned long long)xv[q];
+                kept = k != 0ull;
+            } else if (KEY == RDX_FLOAT32) {
                 kept = rdx_key32((float)xv[q], &k);
             } else {
                 double v;
@@ -156,6 +165,51 @@ __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int s
         if (local[b]) atomicAdd(&st->hist[0][b], (unsigned long long)local[b]);
         if (two && local[RDX_BINS + b])
             atomicAdd(&st->hist[1][b], (unsigned long long)local[RDX_BINS + b]);
+    }
+}
+
+// Keeps the 64-bit keys of the kept values that start with either rank's prefix (the key bits
+// at and above `shift`) in keys[0 .. cap) (zeroed by the host), so that the later digits are
+// counted over those few instead of the whole array; more than cap sets st->overflow (the host
+// then selects over the whole array again).
+template <typename T>
+__device__ void rdx_gather(const T* __restrict__ x, i64 n, SelParams p, int shift, RdxState* st,
+                           unsigned long long* __restrict__ keys, i64 cap,
+                           unsigned long long* __restrict__ count) {
+    const unsigned long long p0 = st->prefix[0], p1 = st->prefix[1];
+    const int lane = threadIdx.x & 31;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
+         base += RDX_LOADS * stride) {
+        T xv[RDX_LOADS];
+#pragma unroll
+        for (int q = 0; q < RDX_LOADS; ++q) {
+            const i64 i = base + lane + q * stride;
+            xv[q] = i < n ? x[i] : (T)nan("");
+        }
+#pragma unroll
+        for (int q = 0; q < RDX_LOADS; ++q) {
+            double v;
+            unsigned long long k = 0ull;
+            bool keep = false;
+            if (sel_map((double)xv[q], p, &v)) {
+                k = sel_key(v);
+                const unsigned long long top = rdx_top(k, shift, 64);
+                keep = top == p0 || top == p1;
+            }
+            const unsigned int mask = __ballot_sync(0xffffffffu, keep);
+            if (!mask) continue;
+            unsigned long long first = 0ull;
+            if (lane == __ffs(mask) - 1) first = atomicAdd(count, (unsigned long long)__popc(mask));
+            first = __shfl_sync(0xffffffffu, first, __ffs(mask) - 1);
+            if (keep) {
+                const unsigned long long at = first + __popc(mask & ((1u << lane) - 1u));
+                if (at < (unsigned long long)cap)
+                    keys[at] = k;
+                else
+                    st->overflow = 1ull;
+            }
+        }
     }
 }
 
@@ -231,6 +285,7 @@ __device__ void rdx_start(RdxState* st, unsigned long long k0, unsigned long lon
         st->rank[1] = k1;
         st->missing = 0ull;
         st->value[0] = st->value[1] = 0ull;
+        st->overflow = 0ull;
     }
 }
 
@@ -246,7 +301,12 @@ extern "C" __global__ void rdx_choose_digit(RdxState* st, int shift, int bits, i
 #define RDX_INSTANTIATE(T, S)                                                                   \
     extern "C" __global__ void rdx_histogram_##S(const T* x, i64 n, SelParams p, int shift,    \
                                                  int bits, RdxState* st) {                      \
-        rdx_histogram<T, false>(x, n, p, shift, bits, st);                                      \
+        rdx_histogram<T, RDX_MAPPED>(x, n, p, shift, bits, st);                                 \
+    }                                                                                           \
+    extern "C" __global__ void rdx_gather_##S(const T* x, i64 n, SelParams p, int shift,       \
+                                              RdxState* st, unsigned long long* keys, i64 cap,  \
+                                              unsigned long long* count) {                      \
+        rdx_gather<T>(x, n, p, shift, st, keys, cap, count);                                    \
     }
 
 RDX_INSTANTIATE(float, f32)
@@ -255,5 +315,12 @@ RDX_INSTANTIATE(double, f64)
 // float32 values as they are (Values::FINITE), on their 32-bit keys.
 extern "C" __global__ void rdx_histogram_key32_f32(const float* x, i64 n, SelParams p, int shift,
                                                    int bits, RdxState* st) {
-    rdx_histogram<float, true>(x, n, p, shift, bits, st);
+    rdx_histogram<float, RDX_FLOAT32>(x, n, p, shift, bits, st);
+}
+
+// The later digits over the keys rdx_gather kept.
+extern "C" __global__ void rdx_histogram_gathered(const unsigned long long* keys, i64 n,
+                                                  SelParams p, int shift, int bits,
+                                                  RdxState* st) {
+    rdx_histogram<unsigned long long, RDX_GATHERED>(keys, n, p, shift, bits, st);
 }

@@ -107,3 +107,24 @@ def test_select_pair_float32_keys(device):
         assert got is not None
         assert got[0] == ref[k] and got[1] == ref[len(ref) - 1 - k], k
         assert np.signbit(got[0]) == np.signbit(ref[k]), k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_select_over_gathered_keys(rng, dtype):
+    """Above 4 Mi values the device selection counts its last four 64-bit digits over the keys
+    it kept after two (`GATHER_MIN` in src/cube/stats/cuda.rs): MADs, ranks straddling the
+    prefix, past the end; and quantised data, whose ties overflow the buffer and select over
+    the whole array again."""
+    n = 5_000_001
+    smooth = (rng.standard_normal(n) * 3).astype(dtype)
+    smooth[rng.integers(0, n, n // 50)] = np.nan
+    steps = np.round(rng.standard_normal(n)).astype(dtype)  # ~9 values: ties past the buffer
+    for a in (smooth, steps):
+        for center, absdev, rng_name in [(0.25, True, "all"), (0.0, False, "all")]:
+            ref = _reference(a, center, absdev, rng_name)
+            m = len(ref)
+            for k0, k1 in [(m // 2 - 1, m // 2), (7, m // 3), (0, m - 1)]:
+                got = _core._select_pair(a, k0, k1, center, absdev, rng_name, "cuda")
+                assert got == (ref[k0], ref[k1]), (dtype, center, absdev, k0, k1)
+            assert _core._select_pair(a, 0, m, center, absdev, rng_name, "cuda") is None

@@ -3,7 +3,8 @@
 //! `keys::key` — per key digit one histogram pass over the data and one small kernel that picks
 //! the digit holding the rank, all on the device, so a selection costs its passes and a single
 //! round trip (the host's `refine` would need one per level). Two ranks are followed at once
-//! (the two middle values of a median).
+//! (the two middle values of a median). Large 64-bit selections count their last four digits
+//! over the few keys that share the first two digits' prefixes (`GATHER_MIN`).
 
 use super::{keys, Values};
 use crate::backend::cuda::{grid_stride, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg};
@@ -20,6 +21,15 @@ const FIRST_BITS: u32 = 11;
 const STATE_WORDS: usize = 8 + 2 * (1 << DIGIT_BITS);
 /// Threads of `rdx_choose_digit` (it scans 4096 counts, four a thread).
 const CHOOSE_THREADS: u32 = 1024;
+/// 64-bit selections over at least this many values keep, once two digits are chosen (23 key
+/// bits: sign, exponent and 11 bits of the significand), the keys that start with either
+/// prefix in a buffer of `GATHER_CAP` (`rdx_gather`), and count the four later digits over it
+/// instead of the whole array: a MAD's middle values share that prefix with ~1e-4 of a
+/// Gaussian sample. Ties beyond the buffer (e.g. quantised data) select over the array again.
+const GATHER_MIN: usize = 1 << 22;
+const GATHER_CAP: usize = 1 << 20;
+/// Key bits chosen before the gather (the first digit and one more).
+const GATHER_AT: u32 = 64 - FIRST_BITS - DIGIT_BITS;
 
 /// The float32 order-preserving key's value (as `rdx_key32` in kernels/select.cu builds it).
 fn value32(k: u64) -> f64 {
@@ -90,6 +100,25 @@ pub fn select_ranks_device<T: Real>(
     vals: Values,
 ) -> Result<Option<[f64; 2]>> {
     check_len(data, n)?;
+    let key32 = T::CUDA == "f32" && vals == Values::FINITE;
+    if !key32 && n >= GATHER_MIN {
+        if let Some(found) = select_ranks(gpu, data, n, ranks, vals, true)? {
+            return Ok(found);
+        }
+    }
+    Ok(select_ranks(gpu, data, n, ranks, vals, false)?.flatten())
+}
+
+/// `select_ranks_device` with the later digits counted over the gathered keys (`gather`), or
+/// over the whole array; None when the gathered keys overflowed their buffer.
+fn select_ranks<T: Real>(
+    gpu: &Gpu,
+    data: &CudaSlice<T>,
+    n: usize,
+    ranks: [usize; 2],
+    vals: Values,
+    gather: bool,
+) -> Result<Option<Option<[f64; 2]>>> {
     // float32 values taken as they are: 32-bit keys of the floats themselves (3 passes, not 6:
     // 11, 12 and 9 key bits; 64-bit keys 11, 4 × 12 and 5).
     let key32 = T::CUDA == "f32" && vals == Values::FINITE;
@@ -114,6 +143,8 @@ pub fn select_ranks_device<T: Real>(
     // SAFETY: matches rdx_start_state; st holds a RdxState.
     unsafe { l.launch(one_block) }?;
     let (p, n64) = (SelParams::new(vals), n as i64);
+    // the gathered keys and their count, alive until the state is read back
+    let mut kept: Option<[CudaSlice<u64>; 2]> = None;
     let mut shift = kbits;
     while shift > 0 {
         let bits = if shift == kbits {
@@ -122,10 +153,22 @@ pub fn select_ranks_device<T: Real>(
             DIGIT_BITS.min(shift)
         };
         let (s, b, kb) = (shift as i32, bits as i32, kbits as i32);
-        let mut l = gpu.stream.launch_builder(&hist);
-        l.arg(data).arg(&n64).arg(&p).arg(&s).arg(&b).arg(&mut st);
-        // SAFETY: matches rdx_histogram_* (whole warps); data holds n elements.
-        unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+        if gather && shift == GATHER_AT {
+            kept = Some(gather_keys(gpu, data, n, &p, s, &mut st)?);
+        }
+        if let Some([keys, _]) = &kept {
+            let f = gpu.function("select", "rdx_histogram_gathered")?;
+            let cap = GATHER_CAP as i64;
+            let mut l = gpu.stream.launch_builder(&f);
+            l.arg(keys).arg(&cap).arg(&p).arg(&s).arg(&b).arg(&mut st);
+            // SAFETY: matches rdx_histogram_gathered; keys holds GATHER_CAP keys.
+            unsafe { l.launch(grid_stride(GATHER_CAP, MAX_BLOCKS)) }?;
+        } else {
+            let mut l = gpu.stream.launch_builder(&hist);
+            l.arg(data).arg(&n64).arg(&p).arg(&s).arg(&b).arg(&mut st);
+            // SAFETY: matches rdx_histogram_* (whole warps); data holds n elements.
+            unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+        }
         let mut l = gpu.stream.launch_builder(&choose);
         l.arg(&mut st).arg(&s).arg(&b).arg(&kb);
         // SAFETY: matches rdx_choose_digit, which needs exactly 1024 threads in one block.
@@ -134,9 +177,41 @@ pub fn select_ranks_device<T: Real>(
     }
     let mut head = [0u64; 8];
     gpu.download(&st, &mut head)?;
-    if head[4] != 0 {
+    if head[7] != 0 {
         return Ok(None);
     }
+    if head[4] != 0 {
+        return Ok(Some(None));
+    }
     let value = if key32 { value32 } else { keys::value };
-    Ok(Some([value(head[5]), value(head[6])]))
+    Ok(Some(Some([value(head[5]), value(head[6])])))
+}
+
+/// The 64-bit keys of the kept values that start with either rank's prefix (bits at and above
+/// `shift`), in a zeroed buffer of `GATHER_CAP` (`rdx_gather`; past it the state's overflow
+/// flag is set), and their count.
+fn gather_keys<T: Real>(
+    gpu: &Gpu,
+    data: &CudaSlice<T>,
+    n: usize,
+    p: &SelParams,
+    shift: i32,
+    st: &mut CudaSlice<u64>,
+) -> Result<[CudaSlice<u64>; 2]> {
+    let f = gpu.function("select", &format!("rdx_gather_{}", T::CUDA))?;
+    let mut keys = gpu.alloc_zeros::<u64>(GATHER_CAP)?;
+    let mut count = gpu.alloc_zeros::<u64>(1)?;
+    let (n64, cap) = (n as i64, GATHER_CAP as i64);
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(data)
+        .arg(&n64)
+        .arg(p)
+        .arg(&shift)
+        .arg(st)
+        .arg(&mut keys)
+        .arg(&cap)
+        .arg(&mut count);
+    // SAFETY: matches rdx_gather_* (whole warps); data holds n elements, keys GATHER_CAP.
+    unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+    Ok([keys, count])
 }
