@@ -44,6 +44,14 @@ __device__ __forceinline__ i64 sc_mod(i64 a, i64 m) {
 // periodic for the symmetric modes).
 __device__ __forceinline__ i64 sc_extend_index(i64 p, i64 n, int mode) {
     if (p >= 0 && p < n) return p;
+    // One reflection or wrap (a halo shorter than the line, every filter pass of à trous): the
+    // general rule's 64-bit modulo cost more than the taps of a whole-axis tile's edge outputs.
+    if (p >= -n && p < 2 * n && n > 1) {
+        const bool low = p < 0;
+        if (mode == SC_MODE_REFLECT) return low ? -p - 1 : 2 * n - 1 - p;
+        if (mode == SC_MODE_WRAP) return low ? p + n : p - n;
+        if (mode == SC_MODE_MIRROR && p > -n && p < 2 * n - 1) return low ? -p : 2 * n - 2 - p;
+    }
     switch (mode) {
     case SC_MODE_NEAREST:
         return p < 0 ? 0 : n - 1;
