@@ -16,8 +16,10 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
    in all) and its (min, max); the client puts the sample in walk order and applies the core's
    noise rule (exact median, SoFiA-2's order of the MAD walk, the gauss histogram fit) — one
-   global reduction per kernel (for the z-slab pass below, a task on a worker does it and the
-   clip tasks read its result: no round trip to the client between the sample and the clip);
+   global reduction per kernel (with the cube kept on CPU workers, below, a task on a worker
+   does it and the clip tasks read its result, and the client sends kernel k + 1's graph
+   before it reads kernel k's noise, :data:`KERNELS_AHEAD`: no round trip to the client
+   between the sample and the clip, nor between two kernels);
 3. the clip: one core call per block returns ``mask |= |W| > threshold · noise``; the mask
    (one byte per voxel, bit 7 = blank) is persisted between kernels (SoFiA-2's order
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
@@ -905,7 +907,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     z-slabs with a carry instead, the clip candidates kept on CPU workers, W on GPU workers
     (:meth:`_Noise.slabs`, :data:`Z_SLABS`, :func:`_slab_pass`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
-    kernel's blocks differ."""
+    kernel's blocks differ. Where a kernel's noise is a task's result (CPU workers, ``keep``),
+    the client reads it only after the next kernel's graph is sent (:data:`KERNELS_AHEAD`)."""
     import dask
 
     da = dask_array()
