@@ -20,8 +20,12 @@ row-group chains), ``chain`` (session 12's: one chain of whole planes, the slabs
 scheduler put them), ``contiguous`` (one chain, the slabs in contiguous runs), ``columns``
 (W kept, the spectral kernels through whole-z columns: before session 12), ``twice`` (the
 clip smooths its block again instead of reading the kept W: before session 11, and the GPU
-workers' graph), ``rebuild`` (the slab pass's spatial stage from the cube, every plane every
-kernel: before session 15's dasks).
+workers' graph), ``wait`` (the client reads each kernel's noise before it builds the next:
+before session 19), ``all`` (every kernel's graph sent before any noise is read), ``rebuild``
+(the slab pass's spatial stage from the cube, every plane every kernel: before session 15's
+dasks). Per step also the phases (each task kind's first start, last stop, thread-s) and the
+seconds no task ran on any worker; per kernel's noise (its global barrier) the gaps to its
+clip and to the next kernel's first task.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ def main(argv=None) -> int:
     p.add_argument("--path", default="/tmp/skyconv-sc-profile/cube.zarr")
     p.add_argument("--json", default=None)
     p.add_argument("--graphs", default="wave",
-                   help="comma list: wave, chain, contiguous, columns, twice, rebuild")  # fmt: skip
+                   help="comma list: wave, wait, all, chain, contiguous, columns, twice, "
+                        "rebuild")  # fmt: skip
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--groups", type=int, default=None,
                    help="the wave's row groups (SLAB_GROUPS; default: the cluster's)")  # fmt: skip
@@ -140,7 +145,7 @@ def main(argv=None) -> int:
     cube = zarr.open_array(a.path, mode="r")[...]
     graphs = [g for g in a.graphs.split(",") if g]
     defaults = (dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs,
-                dcube.SPATIAL_REUSE)  # fmt: skip
+                dcube.SPATIAL_REUSE, getattr(dcube, "KERNELS_AHEAD", None))  # fmt: skip
 
     def scattered(base):  # session 12: the slabs where the scheduler puts them
         base = base.persist()
@@ -148,8 +153,12 @@ def main(argv=None) -> int:
 
     def use(graph):
         (dcube._on_cpu, dcube.Z_SLABS, dcube.SLAB_GROUPS, dcube._persist_slabs,
-         dcube.SPATIAL_REUSE) = defaults  # fmt: skip
-        if graph == "twice":
+         dcube.SPATIAL_REUSE, dcube.KERNELS_AHEAD) = defaults  # fmt: skip
+        if graph == "wait":
+            dcube.KERNELS_AHEAD = 0
+        elif graph == "all":
+            dcube.KERNELS_AHEAD = 1000
+        elif graph == "twice":
             dcube._on_cpu = lambda device: False
         elif graph == "rebuild":
             dcube.SPATIAL_REUSE = False
@@ -159,9 +168,9 @@ def main(argv=None) -> int:
             dcube.SLAB_GROUPS, dcube._persist_slabs = 1, scattered
         elif graph == "contiguous":
             dcube.SLAB_GROUPS = 1
-        elif graph != "wave":
+        elif graph not in ("wave", "wait", "all"):
             raise SystemExit(f"unknown graph {graph!r}")
-        if graph == "wave" and a.groups:
+        if graph in ("wave", "wait", "all") and a.groups:
             dcube.SLAB_GROUPS = a.groups
 
     blocking = defaultdict(int)
@@ -296,12 +305,24 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
               f"{(b_b - b_a) / 1e6:7.1f} MB between workers; "
               f"client building graphs {built:5.2f} s; slab pass {span:5.2f} s over "
               f"{len(wave)} tasks; {top}")  # fmt: skip
+        phases, idle = _phases(stream, t_a, t_b, key_split)
+        rows[-1].update(phases=phases, all_idle_s=idle)
+        print(f"{'':>10}  phases (s from the step's start: first start-last stop, thread-s): "
+              + ", ".join(f"{k} {v[0]:.2f}-{v[1]:.2f} {v[2]:.2f}" for k, v in phases.items())
+              + f"; no task running anywhere {idle:.2f} s")  # fmt: skip
         by_n = sorted(ran.items(), key=lambda kv: -kv[1])
         print(
             f"{'':>10}  {sum(ran.values())} tasks ran ("
             + ", ".join(f"{k} {n}" for k, n in by_n)
             + f"); {len(sent)} graphs sent, {sum(sent_tasks.values())} tasks in them"
         )
+    gaps = _barriers(stream, key_split)
+    for g in gaps:
+        print(f"  barrier at {g['t'] - marks[0][1]:6.2f} s: last sample task -> noise done "
+              f"{g['sample_to_noise']:.3f} s, noise done -> first clip {g['noise_to_clip']:.3f} s, "
+              f"-> next kernel's first task {g['noise_to_next']:.3f} s")  # fmt: skip
+    idle = sum(r["all_idle_s"] for r in rows)
+    print(f"no task running anywhere: {idle:.2f} s of {marks[-1][1] - marks[0][1]:.2f}")
     kinds_moved = dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))
     print("bytes between workers by the task that made them (MB): "
           + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in list(kinds_moved.items())[:10]))  # fmt: skip
@@ -310,7 +331,55 @@ def profile(client, a, da, dcube, key_split, skyconv, progress_marks):
     return {"dask_s": marks[-1][1] - marks[0][1], "bytes_between_workers": marks[-1][2] - b0,
             "worker_cpu_s": marks[-1][3] - c0,
             "core_thread_s": core, "tasks_run": ran, "graphs_sent": len(graphs), "steps": rows,
-            "bytes_by_task": kinds_moved, "mask": got}  # fmt: skip
+            "bytes_by_task": kinds_moved, "all_idle_s": idle, "barriers": gaps,
+            "mask": got}  # fmt: skip
+
+
+def _phases(stream, t_a, t_b, key_split):
+    """Per task kind computed in [t_a, t_b) (by a task's middle): (first start, last stop)
+    from t_a and its thread-s, in order of first start; and the seconds of [t_a, t_b) in which
+    no task ran on any worker (the whole cluster idle: waits on the client, round trips)."""
+    spans, kinds = [], {}
+    for rec in stream:
+        for ss in rec.get("startstops", ()):
+            a, b = ss["start"], ss["stop"]
+            if ss["action"] != "compute" or not t_a <= 0.5 * (a + b) < t_b:
+                continue
+            spans.append((a, b))
+            k = key_split(rec["key"])
+            lo, hi, busy = kinds.get(k, (np.inf, -np.inf, 0.0))
+            kinds[k] = (min(lo, a - t_a), max(hi, b - t_a), busy + b - a)
+    covered, end = 0.0, t_a
+    for a, b in sorted(spans):
+        a, b = max(a, end), min(b, t_b)
+        if b > a:
+            covered += b - a
+            end = b
+    return dict(sorted(kinds.items(), key=lambda kv: kv[1][0])), (t_b - t_a) - covered
+
+
+#: Task kinds of a kernel's noise sample (before its noise rule) and of its next kernel's start.
+SAMPLE = ("slab_core", "sample_core", "sample_of")
+START = ("spatial_block", "spatial_update", "slab_core", "sample_core")
+
+
+def _barriers(stream, key_split):
+    """Per noise rule task (a kernel's global barrier), in time order: from the last sample
+    task before it to its end, from its end to the first clip and to the first task of the
+    next kernel (spatial stage or sample call) after it."""
+    done = []
+    for rec in stream:
+        for ss in rec.get("startstops", ()):
+            if ss["action"] == "compute":
+                done.append((ss["start"], ss["stop"], key_split(rec["key"])))
+    out = []
+    for _, t, _ in sorted(d for d in done if d[2] == "_noise_rule" or d[2] == "noise_rule"):
+        last = max((b for a, b, k in done if b <= t and any(s in k for s in SAMPLE)), default=t)
+        clip = min((a for a, b, k in done if a >= t and "clip" in k), default=np.inf)
+        nxt = min((a for a, b, k in done if a >= t and any(s in k for s in START)), default=np.inf)
+        out.append({"t": t, "sample_to_noise": t - last, "noise_to_clip": clip - t,
+                    "noise_to_next": nxt - t})  # fmt: skip
+    return out
 
 
 class _ClientTime:

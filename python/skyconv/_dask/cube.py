@@ -16,8 +16,10 @@ and every task that touches the cube is one core call (no NumPy pass over the cu
    its voxels of the sample (flat indices size − c, size − 2c, … or 0, c, 2c, …: ≤ ~10⁶ values
    in all) and its (min, max); the client puts the sample in walk order and applies the core's
    noise rule (exact median, SoFiA-2's order of the MAD walk, the gauss histogram fit) — one
-   global reduction per kernel (for the z-slab pass below, a task on a worker does it and the
-   clip tasks read its result: no round trip to the client between the sample and the clip);
+   global reduction per kernel (with the cube kept on CPU workers, below, a task on a worker
+   does it and the clip tasks read its result, and the client sends kernel k + 1's graph
+   before it reads kernel k's noise, :data:`KERNELS_AHEAD`: no round trip to the client
+   between the sample and the clip, nor between two kernels);
 3. the clip: one core call per block returns ``mask |= |W| > threshold · noise``; the mask
    (one byte per voxel, bit 7 = blank) is persisted between kernels (SoFiA-2's order
    dependency: kernel k smooths the cube with the voxels found by kernels < k replaced) and
@@ -384,8 +386,7 @@ class _Noise:
         for k in range(len(ss)):
             with _pin(owners, k):
                 small.append(dask.delayed(_sample_of)(*parts[k]))
-        rms = dask.delayed(_noise_rule)(self.shape, self.sampling, run.noise, run.sampling,
-                                        self.single, *small)  # fmt: skip
+        rms = self._rule_of(small)
         # one graph: the core results and S stay on their workers (persisted), the noise is a
         # task; with candidates the halo pieces too (the clip's spectral pass may read them)
         cuts = cuts if candidates else []
@@ -403,12 +404,14 @@ class _Noise:
 
     def _finish(self, parts, src, keep, owners=None):
         """The noise from the block tasks ``parts`` (in ``src``'s block layout) and, with
-        ``keep``, W as a dask array of those chunks, persisted on the workers."""
+        ``keep``, W as a dask array of those chunks, persisted on the workers: then the noise
+        is a persisted delayed value, computed on a worker (:meth:`slabs`'s): the clip reads it
+        there, and the client queues the next kernel without waiting for it."""
         import dask
 
         if not keep:
             return self._noise(self.compute(list(parts.flat)))
-        # W stays on the worker that made it (persisted); only the sample comes here
+        # W stays on the worker that made it (persisted); only the sample parts leave it
         kept = dask.persist(*parts.flat)
         small = []
         for j, idx in enumerate(np.ndindex(parts.shape)):
@@ -416,7 +419,17 @@ class _Noise:
                 small.append(dask.delayed(_sample_of)(kept[j]))
         calls = {idx: (kept[j], 3) for j, idx in enumerate(np.ndindex(parts.shape))}
         w = _pinned_blocks(operator.getitem, calls, src.chunks, owners, src.dtype)
-        return self._noise(self.compute(small)), w
+        # persisted: the client holds the result until it reads it (never computed twice)
+        return dask.persist(self._rule_of(small))[0], w
+
+    def _rule_of(self, small):
+        """The noise rule on the sample parts ``small`` (delayed, top-level arguments: see
+        :meth:`slabs`) as a delayed task."""
+        import dask
+
+        run = self.run
+        return dask.delayed(_noise_rule)(self.shape, self.sampling, run.noise, run.sampling,
+                                         self.single, *small)  # fmt: skip
 
     def _noise(self, results):
         """The core's noise rule on the sample parts ``results``, here (:func:`_noise_rule`)."""
@@ -599,6 +612,14 @@ def _rechunk(a, chunks):
         return target
     return a.rechunk(chunks, method=method)
 
+
+#: Kernels queued ahead of the one whose noise the client reads (:func:`_kernels`): with the
+#: cube kept in memory on CPU workers every kernel's noise is a task's result that its clip
+#: tasks read on the workers, so the client builds and sends kernel k + 1's graph while kernel k
+#: runs and reads kernel k's noise (for ``progress`` and the result) only then; the workers
+#: no longer wait between kernels for the client's round trip and graph building
+#: (bench/NOTES.md, session 19, dask10). 0: each kernel's noise read before the next is built.
+KERNELS_AHEAD = 1
 
 #: The slab pass builds each kernel's spatial stage from the last of its spatial size, kept on
 #: the slabs' workers, smoothing again only the planes whose mask changed
@@ -886,7 +907,8 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     z-slabs with a carry instead, the clip candidates kept on CPU workers, W on GPU workers
     (:meth:`_Noise.slabs`, :data:`Z_SLABS`, :func:`_slab_pass`). The mask
     stays in the layout of the last clip and is rechunked (1 byte a voxel) only when the next
-    kernel's blocks differ."""
+    kernel's blocks differ. Where a kernel's noise is a task's result (CPU workers, ``keep``),
+    the client reads it only after the next kernel's graph is sent (:data:`KERNELS_AHEAD`)."""
     import dask
 
     da = dask_array()
@@ -907,7 +929,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
     # whether it is W). The persisted arrays themselves, not their blocks' delayed (which do
     # not hold the results: their tasks would run again once the arrays are dropped)
     prev = None
-    rms_list = []
+    rms_list, queued = [], []  # the noise read, and that of the kernels queued since (delayed)
     for i, spec in enumerate(specs):
         _, sigma, _, zk, _, use_rms0 = spec
         has_xy, has_z = sigma > 0, zk != "none"
@@ -946,7 +968,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
                     prev = (spec[:3], w, mk, True)
             else:
                 rms, w = noise(src, mk, spec, kind, rms0, owners=on), None
-        if src is None:  # the slab pass's noise is a task's result: the clip reads it there
+        if dask.is_dask_collection(rms):  # a task's result on a worker: the clip reads it there
             level = dask.delayed(operator.mul)(run.threshold, rms)
         else:
             level = run.threshold * rms
@@ -962,8 +984,7 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             m = da.map_blocks(_clip_core, *cut, dtype=np.uint8,
                               meta=np.empty((0, 0, 0), np.uint8))  # fmt: skip
         m = m.persist()
-        if src is None:  # the clip is queued: now the client waits for the noise
-            rms = noise.compute([rms])[0]
+        queued.append(rms)
         # the kernel's W and core results are now wanted only by its queued clips: released
         # as they finish, before the next kernel makes its own (one kernel's W held, not two)
         del src, mk, w, cut, level
@@ -974,9 +995,16 @@ def _kernels(x, m, run, noise, limit, keep, dev, progress):
             keep, exact, nxt, dev
         )):  # fmt: skip
             prev = None  # kept only for the slab pass of a next kernel of this spatial size
-        rms_list.append(float(rms))
-        if progress is not None:
-            progress(i + 1, len(specs), rms)
+        # the noise of kernel k is read once kernel k + KERNELS_AHEAD is queued: the workers go
+        # from kernel k's clips to the next kernel's tasks without waiting for the client
+        while queued and (len(queued) > KERNELS_AHEAD or nxt is None
+                          or not dask.is_dask_collection(queued[0])):  # fmt: skip
+            rms = queued.pop(0)
+            if dask.is_dask_collection(rms):
+                rms = noise.compute([rms])[0]
+            rms_list.append(float(rms))
+            if progress is not None:
+                progress(len(rms_list), len(specs), rms)
     out = (m & np.uint8(1)).astype(np.uint8)
     return out, float(rms0), rms_list
 
