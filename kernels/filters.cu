@@ -430,44 +430,31 @@ FILTERS_LINE(double, f64, 1)
 FILTERS_LINE(double, f64, 3)
 FILTERS_LINE(double, f64, 5)
 
-#define FILTERS_WHOLE(T, S, C)                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) correlate_whole##C##_##S(                \
-        const T* in, T* out, i64 n, i64 inner, const double* w, int taps, i64 offset,          \
-        i64 step, double scale, int mode, double cval, i64 b0, i64 b1) {                       \
-        correlate_whole<T, C>(in, out, n, inner, w, taps, offset, step, scale, mode, cval, b0, \
-                              b1, StorePlain<T>());                                            \
+// The whole-axis kernels, plain and `_split`: KIND whole (a, b = n, inner; K columns) or lines
+// (a, b = lines, n; K lines).
+#define FILTERS_STAGED(KIND, T, S, K)                                                          \
+    extern "C" __global__ void __launch_bounds__(256) correlate_##KIND##K##_##S(               \
+        const T* in, T* out, i64 a, i64 b, const double* w, int taps, i64 offset, i64 step,    \
+        double scale, int mode, double cval, i64 b0, i64 b1) {                                 \
+        correlate_##KIND<T, K>(in, out, a, b, w, taps, offset, step, scale, mode, cval, b0,   \
+                               b1, StorePlain<T>());                                           \
     }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) correlate_whole##C##_split_##S(          \
-        const T* in, T* out, i64 n, i64 inner, const double* w, int taps, i64 offset,          \
-        i64 step, double scale, int mode, double cval, i64 b0, i64 b1, T* c, const T* data) {  \
-        correlate_whole<T, C>(in, out, n, inner, w, taps, offset, step, scale, mode, cval, b0, \
-                              b1, StoreSplit<T>{c, data});                                     \
+    extern "C" __global__ void __launch_bounds__(256) correlate_##KIND##K##_split_##S(         \
+        const T* in, T* out, i64 a, i64 b, const double* w, int taps, i64 offset, i64 step,    \
+        double scale, int mode, double cval, i64 b0, i64 b1, T* c, const T* data) {            \
+        correlate_##KIND<T, K>(in, out, a, b, w, taps, offset, step, scale, mode, cval, b0,   \
+                               b1, StoreSplit<T>{c, data});                                    \
     }
 
-FILTERS_WHOLE(float, f32, 32)
-FILTERS_WHOLE(float, f32, 16)
-FILTERS_WHOLE(float, f32, 8)
-FILTERS_WHOLE(double, f64, 32)
-FILTERS_WHOLE(double, f64, 16)
-FILTERS_WHOLE(double, f64, 8)
-
-#define FILTERS_LINES(T, S, L)                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) correlate_lines##L##_##S(                \
-        const T* in, T* out, i64 lines, i64 n, const double* w, int taps, i64 offset,          \
-        i64 step, double scale, int mode, double cval, i64 b0, i64 b1) {                       \
-        correlate_lines<T, L>(in, out, lines, n, w, taps, offset, step, scale, mode, cval, b0, \
-                              b1, StorePlain<T>());                                            \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) correlate_lines##L##_split_##S(          \
-        const T* in, T* out, i64 lines, i64 n, const double* w, int taps, i64 offset,          \
-        i64 step, double scale, int mode, double cval, i64 b0, i64 b1, T* c, const T* data) {  \
-        correlate_lines<T, L>(in, out, lines, n, w, taps, offset, step, scale, mode, cval, b0, \
-                              b1, StoreSplit<T>{c, data});                                     \
-    }
-
-FILTERS_LINES(float, f32, 8)
-FILTERS_LINES(float, f32, 2)
-FILTERS_LINES(float, f32, 1)
-FILTERS_LINES(double, f64, 8)
-FILTERS_LINES(double, f64, 2)
-FILTERS_LINES(double, f64, 1)
+FILTERS_STAGED(whole, float, f32, 32)
+FILTERS_STAGED(whole, float, f32, 16)
+FILTERS_STAGED(whole, float, f32, 8)
+FILTERS_STAGED(whole, double, f64, 32)
+FILTERS_STAGED(whole, double, f64, 16)
+FILTERS_STAGED(whole, double, f64, 8)
+FILTERS_STAGED(lines, float, f32, 8)
+FILTERS_STAGED(lines, float, f32, 2)
+FILTERS_STAGED(lines, float, f32, 1)
+FILTERS_STAGED(lines, double, f64, 8)
+FILTERS_STAGED(lines, double, f64, 2)
+FILTERS_STAGED(lines, double, f64, 1)

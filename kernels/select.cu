@@ -85,6 +85,19 @@ __device__ __forceinline__ bool rdx_key32(float x, unsigned long long* k) {
     return true;
 }
 
+// A warp's RDX_LOADS values of a grid-stride pass from `base` (the warp's first index): lane
+// `lane` loads base + lane + q·stride, or `fill` past n. Issued together, so that each lane
+// has RDX_LOADS loads in flight.
+template <typename T>
+__device__ __forceinline__ void rdx_load(const T* __restrict__ x, i64 n, i64 base, int lane,
+                                         i64 stride, T fill, T xv[RDX_LOADS]) {
+#pragma unroll
+    for (int q = 0; q < RDX_LOADS; ++q) {
+        const i64 i = base + lane + q * stride;
+        xv[q] = i < n ? x[i] : fill;
+    }
+}
+
 // Where a histogram pass takes its keys from: the 64-bit key of each mapped value, the 32-bit
 // key of each float32 value, or keys rdx_gather kept (0: an empty slot; no kept key is 0).
 #define RDX_MAPPED 0
@@ -114,11 +127,7 @@ __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int s
     for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
          base += RDX_LOADS * stride) {
         T xv[RDX_LOADS];
-#pragma unroll
-        for (int q = 0; q < RDX_LOADS; ++q) {
-            const i64 i = base + lane + q * stride;
-            xv[q] = i < n ? x[i] : (KEY == RDX_GATHERED ? (T)0 : (T)nan(""));
-        }
+        rdx_load<T>(x, n, base, lane, stride, KEY == RDX_GATHERED ? (T)0 : (T)nan(""), xv);
 #pragma unroll
         for (int q = 0; q < RDX_LOADS; ++q) {
             unsigned int tag = RDX_NONE;
@@ -182,11 +191,7 @@ __device__ void rdx_gather(const T* __restrict__ x, i64 n, SelParams p, int shif
     for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
          base += RDX_LOADS * stride) {
         T xv[RDX_LOADS];
-#pragma unroll
-        for (int q = 0; q < RDX_LOADS; ++q) {
-            const i64 i = base + lane + q * stride;
-            xv[q] = i < n ? x[i] : (T)nan("");
-        }
+        rdx_load<T>(x, n, base, lane, stride, (T)nan(""), xv);
 #pragma unroll
         for (int q = 0; q < RDX_LOADS; ++q) {
             double v;

@@ -19,19 +19,8 @@ from skyconv._dask import cube as dcube  # noqa: E402
 EVERY = {"threshold": 3.5, "statistic": "mad", "flux_range": "negative"}
 
 
-@pytest.fixture(scope="module")
-def client():
-    with (
-        distributed.LocalCluster(
-            processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
-        ) as lc,
-        distributed.Client(lc) as c,
-    ):
-        yield c
-
-
 @pytest.mark.parametrize("ahead", [1, 0, 12])
-def test_next_kernel_queued_before_the_noise_is_read(monkeypatch, rng, client, ahead):
+def test_next_kernel_queued_before_the_noise_is_read(monkeypatch, rng, dask_client, ahead):
     """When the client reads kernel k's noise (its only blocking call in the kernel loop),
     the clips of kernels ≤ k + ``ahead`` (at most 12) are already queued — a kernel's clip is
     the last of its graph; with 0, only kernel k's (the order before session 19). Every
@@ -59,12 +48,12 @@ def test_next_kernel_queued_before_the_noise_is_read(monkeypatch, rng, client, a
     x = make_cube(rng)
     want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **EVERY)
     seen = []
-    with distributed.get_task_stream(client) as ts:
+    with distributed.get_task_stream(dask_client) as ts:
         lazy, ng = skyconv.smooth_and_clip(
             da.from_array(x, chunks=(3, 30, 28)), return_noise=True,
             progress=lambda *a: seen.append(a), **EVERY,
         )  # fmt: skip
-        got = client.compute(lazy).result()
+        got = dask_client.compute(lazy).result()
     check(got, ng, want, nw, 0)
     assert queued == (["_clip_core"] + ["_clip_rows"] * 3) * 3  # (0, z), (3, z), (6, z)
     # rms0 (no clip queued yet), then the noise of kernels 2..12 (kernel 1 clips at rms0)
