@@ -29,7 +29,10 @@ __device__ void at_split(const T* __restrict__ in, T* __restrict__ c, const T* _
         sc_atrous_split<T>(in[i], c[i], s[i], w + i, c + i);
 }
 
-// out += w where the unit is active and |w| > thr[unit] (NaN w never passes).
+// Whether a wavelet coefficient is added to the output: |w| > thr (NaN w never is).
+__device__ __forceinline__ bool at_passes(double wi, double thr) { return fabs(wi) > thr; }
+
+// out += w where the unit is active and w passes thr[unit].
 template <typename T>
 __device__ void at_add(const T* __restrict__ w, T* __restrict__ out,
                        const double* __restrict__ thr, const int* __restrict__ active, i64 n,
@@ -38,21 +41,31 @@ __device__ void at_add(const T* __restrict__ w, T* __restrict__ out,
          i += (i64)gridDim.x * blockDim.x) {
         const i64 u = at_unit(i, unit_div, units);
         const double wi = (double)w[i];
-        if (active[u] && fabs(wi) > thr[u]) out[i] = (T)((double)out[i] + wi);
+        if (active[u] && at_passes(wi, thr[u])) out[i] = (T)((double)out[i] + wi);
     }
 }
 
-// out += c in active units; r = input - out (NaN at blanks).
+// The iteration's end in active units: out += each kept plane ws[j] where |ws[j]| > thr[j·units
+// + unit], in scale order (the adds the host deferred: each plane and out read once, not once a
+// scale; the same roundings as at_add, so the same bits), then out += c; r = input - out (NaN
+// at blanks). r may be ws[k - 1]: each voxel's planes are read before its r is written.
 template <typename T>
 __device__ void at_finish(const T* __restrict__ in, const T* __restrict__ c, T* __restrict__ out,
-                          T* __restrict__ r, const int* __restrict__ active, i64 n, i64 unit_div,
-                          i64 units) {
+                          T* r, const unsigned long long* __restrict__ ws, int k,
+                          const double* __restrict__ thr, const int* __restrict__ active, i64 n,
+                          i64 unit_div, i64 units) {
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x) {
         const double x = (double)in[i];
         if (sc_finite(x)) {
             T o = out[i];
-            if (active[at_unit(i, unit_div, units)]) {
+            const i64 u = at_unit(i, unit_div, units);
+            if (active[u]) {
+#pragma unroll 8  // the planes' loads do not wait on each other's adds
+                for (int j = 0; j < k; ++j) {
+                    const double wi = (double)((const T*)ws[j])[i];
+                    if (at_passes(wi, thr[j * units + u])) o = (T)((double)o + wi);
+                }
                 o = (T)((double)o + (double)c[i]);
                 out[i] = o;
             }
@@ -208,10 +221,10 @@ __device__ void at_partial(const T* __restrict__ data, i64 n, double center, int
                                               i64 units) {                                       \
         at_add<T>(w, out, thr, active, n, unit_div, units);                                      \
     }                                                                                            \
-    extern "C" __global__ void atrous_finish_##S(const T* in, const T* c, T* out, T* r,        \
-                                                 const int* active, i64 n, i64 unit_div,        \
-                                                 i64 units) {                                    \
-        at_finish<T>(in, c, out, r, active, n, unit_div, units);                                 \
+    extern "C" __global__ void atrous_finish_##S(                                              \
+        const T* in, const T* c, T* out, T* r, const unsigned long long* ws, int k,            \
+        const double* thr, const int* active, i64 n, i64 unit_div, i64 units) {                \
+        at_finish<T>(in, c, out, r, ws, k, thr, active, n, unit_div, units);                   \
     }                                                                                            \
     extern "C" __global__ void atrous_blank_##S(const T* in, T* out, i64 n) {                  \
         at_blank<T>(in, out, n);                                                                 \

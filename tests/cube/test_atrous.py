@@ -439,6 +439,31 @@ def test_gpu_large_single_unit_uses_device_selection(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dim", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_deferred_adds_do_not_change_the_bits(rng, monkeypatch, dim, dtype):
+    """With room for the wavelet planes, the CUDA engine adds them all in the iteration's
+    finish instead of one pass a scale; with room for none or some, it adds at once those it
+    cannot keep. The same roundings in the same order: the same bits whatever the budget."""
+    x = noisy(rng, (40, 48, 44), blanks=True, dtype=dtype)
+    plane = x.nbytes
+    need = 5 * plane + 64 * (48 * 44 if dim == 1 else 1) + (16 << 20)  # cuda.rs bytes_needed
+    runs = []
+    for spares in (None, 0, 1, 2):  # None: no limit (a plane kept for every scale)
+        if spares is None:
+            monkeypatch.delenv("SKYCONV_GPU_MEMORY_LIMIT", raising=False)
+        else:
+            monkeypatch.setenv("SKYCONV_GPU_MEMORY_LIMIT", str(need + spares * plane))
+        runs.append(atrous_denoise(x, dim=dim, device="cuda"))
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.data, runs[0].data)
+        np.testing.assert_array_equal(r.iterations, runs[0].iterations)
+        np.testing.assert_array_equal(r.noise, runs[0].noise)
+    cpu = atrous_denoise(x, dim=dim, device="cpu")
+    assert rel_err(runs[0].data, cpu.data) <= 1e-5
+
+
+@pytest.mark.gpu
 def test_gpu_dim2_chunks_when_memory_is_short(rng, monkeypatch):
     x = noisy(rng, (7, 33, 35), blanks=True, dtype=np.float32)
     full = atrous_denoise(x, dim=2, device="cuda")

@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
     const i64 n = L.n;
 
     std::vector<double> out(n, 0.0), c(n), s(n), w(n);
+    std::vector<std::vector<double>> planes;  // the deferred adds' planes and thresholds
+    std::vector<double> plane_thr;
     std::vector<double> count(L.units, 0.0);
     for (i64 i = 0; i < n; ++i)
         if (std::isfinite(x[i])) count[(i / L.unit_div) % L.units] += 1;
@@ -151,14 +153,26 @@ int main(int argc, char** argv) {
                 auto med = medians(w, L, count, none, 0, active);
                 std::vector<double> thr(L.units);
                 for (i64 u = 0; u < L.units; ++u) thr[u] = med[u] + snr * sigma0[u] * factors[sc];
-                simt::launch(blocks(n), TPB, [&] {
-                    at_add<double>(w.data(), out.data(), thr.data(), active.data(), n, L.unit_div, L.units);
-                });
+                if (sc == 1) {  // added at once (cuda.rs with no spare left)
+                    simt::launch(blocks(n), TPB, [&] {
+                        at_add<double>(w.data(), out.data(), thr.data(), active.data(), n, L.unit_div, L.units);
+                    });
+                } else {  // deferred to the finish
+                    planes.push_back(w);
+                    plane_thr.insert(plane_thr.end(), thr.begin(), thr.end());
+                }
             }
         }
+        std::vector<unsigned long long> ptrs;
+        for (auto& pl : planes) ptrs.push_back((unsigned long long)pl.data());
+        ptrs.push_back(0);
+        plane_thr.push_back(0.0);
         simt::launch(blocks(n), TPB, [&] {
-            at_finish<double>(x.data(), c.data(), out.data(), w.data(), active.data(), n, L.unit_div, L.units);
+            at_finish<double>(x.data(), c.data(), out.data(), w.data(), ptrs.data(), (int)planes.size(),
+                              plane_thr.data(), active.data(), n, L.unit_div, L.units);
         });
+        planes.clear();
+        plane_thr.clear();
         auto sig = sigmas(w, L, count, active);
         for (i64 u = 0; u < L.units; ++u) {
             if (!active[u]) continue;

@@ -2,7 +2,10 @@
 //! per-unit statistics (a few numbers per unit) and the result cross the bus.
 //!
 //! Memory: five arrays of the data's size (input, output, smooth c, two work arrays) plus a
-//! few f64 per unit. When that exceeds the backend's budget (`Gpu::budget`: 80 % of the free
+//! few f64 per unit, and when the budget leaves room, up to one more per thresholded scale of
+//! an iteration: each scale's wavelet plane is kept and its add deferred to the iteration's
+//! finish, which adds them all in one pass (the output and each plane read once, not once a
+//! scale; the same roundings in the same order, so the same bits). When that exceeds the backend's budget (`Gpu::budget`: 80 % of the free
 //! memory, capped by `SKYCONV_GPU_MEMORY_LIMIT`), channel maps (dim 2) are processed in chunks of
 //! whole maps, which are independent, so no halo is needed; for dim 1 and dim 3 the call fails
 //! with a `GpuMemoryError` stating how much memory is needed (use `device="cpu"`).
@@ -39,6 +42,15 @@ struct Dev<'a, T: Real> {
     s: CudaSlice<T>,
     w: CudaSlice<T>,
     passes: Vec<Vec<DevicePass>>,
+    /// The planes whose add waits for the iteration's finish, in scale order, each with its
+    /// thresholds (per unit), for the units `deferred_active` (see `add`).
+    deferred: Vec<(CudaSlice<T>, Vec<f64>)>,
+    deferred_active: Vec<bool>,
+    /// Whether `w` is the last deferred plane (it moves to `deferred` when the next scale
+    /// needs `w`, taking a spare in its place).
+    w_deferred: Option<Vec<f64>>,
+    /// Arrays of the data's size for the deferred planes (empty: every add runs at once).
+    spare: Vec<CudaSlice<T>>,
 }
 
 fn elementwise(n: usize) -> LaunchConfig {
@@ -211,6 +223,7 @@ impl<T: Real> Engine for Dev<'_, T> {
     }
 
     fn scale(&mut self, s: usize) -> Result<()> {
+        self.free_w()?;
         let gpu = self.gpu;
         let views: Vec<_> = self.plan.passes[s - 1].iter().map(|(_, v)| *v).collect();
         let p = &self.passes[s - 1];
@@ -259,13 +272,81 @@ impl<T: Real> Engine for Dev<'_, T> {
     }
 
     fn add(&mut self, thr: &[f64], active: &[bool]) -> Result<()> {
+        if self.w_deferred.is_some()
+            || (!self.deferred.is_empty() && self.deferred_active != active)
+        {
+            self.flush()?; // not expected (one add a scale, one set of units an iteration)
+        }
+        // Deferred even with no spare: the next scale then adds it before writing w, and the
+        // iteration's last plane is added by the finish.
+        self.deferred_active = active.to_vec();
+        self.w_deferred = Some(thr.to_vec());
+        Ok(())
+    }
+
+    fn finish(&mut self, active: &[bool]) -> Result<()> {
+        if (self.w_deferred.is_some() || !self.deferred.is_empty())
+            && self.deferred_active != active
+        {
+            self.flush()?;
+        }
+        // The deferred planes, in scale order: the moved ones, then w.
+        let mut ptrs: Vec<u64> = self
+            .deferred
+            .iter()
+            .map(|(p, _)| self.gpu.dptr(p))
+            .collect();
+        let mut thr: Vec<f64> = self.deferred.iter().flat_map(|(_, t)| t.clone()).collect();
+        if let Some(t) = self.w_deferred.take() {
+            ptrs.push(self.gpu.dptr(&self.w));
+            thr.extend(t);
+        }
+        let k = ptrs.len() as i32;
+        ptrs.push(0); // never empty on the device
+        thr.push(0.0);
+        let lay = &self.plan.layout;
+        let d_ptrs = self.gpu.upload_small(&ptrs)?;
+        let d_thr = self.gpu.upload_small(&thr)?;
+        let d_active = self.gpu.upload_small(&flags(active))?;
+        let f = self.kernel("finish")?;
+        let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
+        let mut l = self.gpu.stream.launch_builder(&f);
+        l.arg(&self.input)
+            .arg(&self.c)
+            .arg(&mut self.out)
+            .arg(&mut self.w)
+            .arg(&d_ptrs)
+            .arg(&k)
+            .arg(&d_thr)
+            .arg(&d_active)
+            .arg(&n)
+            .arg(&div)
+            .arg(&units);
+        // SAFETY: matches atrous_finish_*; active holds `units` entries, thr k·units (+1), and
+        // each of the k pointers is a live array of n elements (the deferred planes, or w,
+        // which the kernel writes only after reading it).
+        unsafe { l.launch(elementwise(self.n)) }?;
+        let moved: Vec<_> = self.deferred.drain(..).map(|(p, _)| p).collect();
+        self.spare.extend(moved);
+        Ok(())
+    }
+}
+
+impl<T: Real> Dev<'_, T> {
+    /// out += plane (w when None) where the unit is active and |plane| > thr[unit], now.
+    fn add_now(
+        &mut self,
+        plane: Option<&CudaSlice<T>>,
+        thr: &[f64],
+        active: &[bool],
+    ) -> Result<()> {
         let lay = &self.plan.layout;
         let d_thr = self.gpu.upload_small(thr)?;
         let d_active = self.gpu.upload_small(&flags(active))?;
         let f = self.kernel("add")?;
         let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
         let mut l = self.gpu.stream.launch_builder(&f);
-        l.arg(&self.w)
+        l.arg(plane.unwrap_or(&self.w))
             .arg(&mut self.out)
             .arg(&d_thr)
             .arg(&d_active)
@@ -277,23 +358,36 @@ impl<T: Real> Engine for Dev<'_, T> {
         Ok(())
     }
 
-    fn finish(&mut self, active: &[bool]) -> Result<()> {
-        let lay = &self.plan.layout;
-        let d_active = self.gpu.upload_small(&flags(active))?;
-        let f = self.kernel("finish")?;
-        let (n, div, units) = (self.n as i64, lay.unit_div as i64, lay.units as i64);
-        let mut l = self.gpu.stream.launch_builder(&f);
-        l.arg(&self.input)
-            .arg(&self.c)
-            .arg(&mut self.out)
-            .arg(&mut self.w)
-            .arg(&d_active)
-            .arg(&n)
-            .arg(&div)
-            .arg(&units);
-        // SAFETY: matches atrous_finish_*; active holds `units` entries.
-        unsafe { l.launch(elementwise(self.n)) }?;
+    /// Every deferred add now, in scale order (the planes back to the spares).
+    fn flush(&mut self) -> Result<()> {
+        let active = std::mem::take(&mut self.deferred_active);
+        for (plane, thr) in std::mem::take(&mut self.deferred) {
+            self.add_now(Some(&plane), &thr, &active)?;
+            self.spare.push(plane);
+        }
+        if let Some(thr) = self.w_deferred.take() {
+            self.add_now(None, &thr, &active)?;
+        }
         Ok(())
+    }
+
+    /// Before a scale writes w: a deferred w moves to `deferred`, a spare taking its place (or,
+    /// with none left, every deferred add runs now).
+    fn free_w(&mut self) -> Result<()> {
+        let Some(thr) = self.w_deferred.take() else {
+            return Ok(());
+        };
+        match self.spare.pop() {
+            Some(buf) => {
+                let plane = std::mem::replace(&mut self.w, buf);
+                self.deferred.push((plane, thr));
+                Ok(())
+            }
+            None => {
+                self.w_deferred = Some(thr);
+                self.flush()
+            }
+        }
     }
 }
 
@@ -311,6 +405,7 @@ fn run_resident<T: Real>(
     gpu: &Gpu,
     input: &[T],
     plan: &Plan,
+    spares: usize,
     out: &mut [T],
     progress: &mut dyn FnMut(Progress) -> Result<()>,
 ) -> Result<Outcome> {
@@ -334,6 +429,13 @@ fn run_resident<T: Real>(
         w: unsafe { gpu.alloc::<T>(n)? },
         input: d_in,
         passes,
+        deferred: Vec::new(),
+        deferred_active: Vec::new(),
+        w_deferred: None,
+        spare: (0..spares)
+            // SAFETY: a spare is written by a scale's passes before any read.
+            .map(|_| unsafe { gpu.alloc::<T>(n) })
+            .collect::<Result<_>>()?,
     };
     // While the device iterates (the host mostly waits on it), a helper thread maps the
     // output's pages: the download then copies into resident pages instead of faulting them
@@ -376,7 +478,12 @@ pub fn run<T: Real>(
     let free = gpu.budget()?;
     let need = bytes_needed::<T>(input.len(), lay.units);
     if need <= free {
-        return run_resident(&gpu, input, plan, out, progress);
+        // Spares for the deferred adds: one fewer than the thresholded scales of an iteration
+        // (the last plane stays in w), as many as the budget holds.
+        let kept = (1..=plan.loop_scales).filter(|&s| plan.kept(s)).count();
+        let plane = std::mem::size_of_val(input);
+        let spares = kept.saturating_sub(1).min((free - need) / plane.max(1));
+        return run_resident(&gpu, input, plan, spares, out, progress);
     }
     let per_map = bytes_needed::<T>(lay.len, 1);
     if lay.dim != 2 || lay.units < 2 || per_map > free {
@@ -410,7 +517,7 @@ pub fn run<T: Real>(
         shape[0] = count;
         let sub = super::Plan::new(&shape, &plan.params)?;
         let (a, b) = (first * lay.len, (first + count) * lay.len);
-        let part = run_resident(&gpu, &input[a..b], &sub, &mut out[a..b], progress)?;
+        let part = run_resident(&gpu, &input[a..b], &sub, 0, &mut out[a..b], progress)?;
         outcome.iterations.extend(part.iterations);
         outcome.noise.extend(part.noise);
         outcome.input_noise.extend(part.input_noise);
