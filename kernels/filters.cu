@@ -273,6 +273,77 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
     }
 }
 
+// Copy count words src[m] → dst[m] with a block of 256 threads, four loads issued before the
+// first store (several loads in flight a thread, as stage_rows).
+template <typename W>
+__device__ __forceinline__ void stage_copy(W* dst, const W* __restrict__ src, int count,
+                                           int tid) {
+    int m = tid;
+    for (; m + 768 < count; m += 1024) {
+        const W a = src[m], b = src[m + 256], c = src[m + 512], d = src[m + 768];
+        dst[m] = a;
+        dst[m + 256] = b;
+        dst[m + 512] = c;
+        dst[m + 768] = d;
+    }
+    for (; m < count; m += 256) dst[m] = src[m];
+}
+
+__device__ __forceinline__ bool sc_aligned16(const void* p) {
+    return ((unsigned long long)p & 15ull) == 0ull;
+}
+
+// Stage `count` contiguous values (whole lines) into shared memory: in 16-byte words when both
+// ends allow it (a warp moves 512 bytes a load), else value by value.
+template <typename T>
+__device__ __forceinline__ void stage_run(T* dst, const T* __restrict__ src, int count, int tid) {
+    if (sc_aligned16(src) && sc_aligned16(dst) && (count * (int)sizeof(T)) % 16 == 0)
+        stage_copy<uint4>((uint4*)dst, (const uint4*)src, count * (int)sizeof(T) / 16, tid);
+    else
+        stage_copy<T>(dst, src, count, tid);
+}
+
+// Stage `rows` rows of C contiguous values (row m at src + m·pitch) into tile[m·C ..] in
+// 16-byte words: src and pitch·sizeof(T) 16-byte aligned (the caller checks). Word m of the
+// tile is word m % P of row m / P.
+template <typename T, int C>
+__device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src, i64 pitch,
+                                              int rows, int tid) {
+    constexpr int V = 16 / (int)sizeof(T), P = C / V;
+    const int count = rows * P;
+    uint4* d = (uint4*)tile;
+    auto at = [&](int m) { return *(const uint4*)(src + (i64)(m / P) * pitch + (m % P) * V); };
+    int m = tid;
+    for (; m + 768 < count; m += 1024) {
+        const uint4 a = at(m), b = at(m + 256), c = at(m + 512), e = at(m + 768);
+        d[m] = a;
+        d[m + 256] = b;
+        d[m + 512] = c;
+        d[m + 768] = e;
+    }
+    for (; m < count; m += 256) d[m] = at(m);
+}
+
+// One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
+// p0 = i + offset by step st, the boundary resolved by index (span = (taps − 1)·st).
+template <typename T>
+__device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int span,
+                                              int n, const double* ws, int taps, int mode,
+                                              double cval) {
+    double acc = 0.0;
+    if (p0 >= 0 && p0 + span < n) {
+        const T* y = x + p0 * pitch;
+        for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
+    } else {
+        for (int j = 0; j < taps; ++j) {
+            const i64 q = sc_extend_index(p0 + j * st, n, mode);
+            const double v = q < 0 ? cval : (double)x[q * pitch];
+            acc = fma(ws[j], v, acc);
+        }
+    }
+    return acc;
+}
+
 // Along an inner axis short enough that C columns of the whole axis fit in shared memory (as T):
 // each input is read once, the boundary is resolved by index, and there are no phase tiles (at
 // à trous's wide steps those held few outputs a block). A block of 256 threads takes column
@@ -298,8 +369,12 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
         const i64 k = (b - o * blocks) * C + c;
         const bool col = k < inner;
         const T* line = in + o * n * inner + k;
+        const T* row0 = line - c;  // the block's first column
         __syncthreads();  // the last item's reads (and the weights) are done
-        if (col) {
+        if ((b - o * blocks + 1) * C <= inner && sc_aligned16(row0) &&
+            (inner * (i64)sizeof(T)) % 16 == 0) {
+            stage_columns<T, C>(tile, row0, inner, nn, tid);
+        } else if (col) {
 #pragma unroll 4
             for (int m = g; m < nn; m += G) tile[m * C + c] = line[(i64)m * inner];
         }
@@ -307,20 +382,10 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
         if (!col) continue;
         const i64 base = o * n * inner + k;
         for (int i = g; i < nn; i += G) {
-            const int p0 = i + off;
             typename Store::template Ahead<1> ahead;
             store.template fetch<1>(ahead, base + (i64)i * inner, 0, 0, 0, 1);
-            double acc = 0.0;
-            if (p0 >= 0 && p0 + span < nn) {
-                const T* x = tile + p0 * C + c;
-                for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)x[j * st * C], acc);
-            } else {
-                for (int j = 0; j < taps; ++j) {
-                    const i64 q = sc_extend_index(p0 + j * st, n, mode);
-                    const double v = q < 0 ? cval : (double)tile[q * C + c];
-                    acc = fma(ws[j], v, acc);
-                }
-            }
+            double acc =
+                staged_taps<T>(tile + c, C, i + off, st, span, nn, ws, taps, mode, cval);
             store.template put<1>(out, ahead, base + (i64)i * inner, 0, 0, 0, 1, &acc, scale);
         }
     }
@@ -345,29 +410,15 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
         const i64 o0 = b * L;
         const int nl = lines - o0 < L ? (int)(lines - o0) : L;
         __syncthreads();  // the last item's reads (and the weights) are done
-        for (int l = 0; l < nl; ++l) {
-            const T* line = in + (o0 + l) * n;
-#pragma unroll 4
-            for (int m = tid; m < nn; m += 256) tile[l * nn + m] = line[m];
-        }
+        stage_run<T>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
         __syncthreads();
         for (int l = 0; l < nl; ++l) {
             const T* row = tile + l * nn;
             const i64 base = (o0 + l) * n;
             for (int i = tid; i < nn; i += 256) {
-                const int p0 = i + off;
                 typename Store::template Ahead<1> ahead;
                 store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
-                double acc = 0.0;
-                if (p0 >= 0 && p0 + span < nn) {
-                    for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)row[p0 + j * st], acc);
-                } else {
-                    for (int j = 0; j < taps; ++j) {
-                        const i64 q = sc_extend_index(p0 + j * st, n, mode);
-                        const double v = q < 0 ? cval : (double)row[q];
-                        acc = fma(ws[j], v, acc);
-                    }
-                }
+                double acc = staged_taps<T>(row, 1, i + off, st, span, nn, ws, taps, mode, cval);
                 store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
             }
         }
