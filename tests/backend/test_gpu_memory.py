@@ -105,3 +105,46 @@ def test_an_allocation_past_the_card_names_its_bytes():
         skyconv.alm2map(alm, nside, lmax=8, device="cuda")
     assert isinstance(info.value, skyconv.SkyconvError)
     assert "bytes" in str(info.value), str(info.value)
+
+
+POOL_CHILD = """
+import numpy as np
+import skyconv
+
+x = np.random.default_rng(2).standard_normal((40, 64, 64)).astype(np.float32)
+ref = skyconv.atrous_denoise(x, device="cpu").data
+try:
+    runs = [skyconv.atrous_denoise(x, device="cuda").data for _ in range(3)]
+except skyconv.SkyconvError as e:
+    print(type(e).__name__, "|", e)
+else:
+    same = all(np.array_equal(r, runs[0]) for r in runs)
+    err = float(np.max(np.abs(runs[0] - ref)) / np.max(np.abs(ref)))
+    print("ok", same, err <= 1e-5)
+"""
+
+
+@pytest.mark.parametrize(
+    "keep, expect",
+    [
+        (None, "ok True True"),
+        ("0", "ok True True"),
+        ("64", "ok True True"),
+        ("lots", "ArgumentError"),
+    ],
+)
+def test_the_device_pool_setting(keep, expect):
+    """SKYCONV_GPU_POOL_MB (MiB of freed GPU memory kept for the next calls, read when the
+    process opens the GPU): any whole number gives the same results as the CPU engine, call
+    after call; anything else is an ArgumentError naming the variable."""
+    env = dict(os.environ)
+    env.pop("SKYCONV_GPU_POOL_MB", None)
+    if keep is not None:
+        env["SKYCONV_GPU_POOL_MB"] = keep
+    out = subprocess.run([sys.executable, "-c", POOL_CHILD], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-800:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith(expect), line
+    if keep == "lots":
+        assert "SKYCONV_GPU_POOL_MB" in line, line

@@ -7,6 +7,7 @@
 pub mod admit;
 pub mod cache;
 pub mod compile;
+pub mod device_pool;
 pub mod fft;
 pub mod fft_api;
 pub mod host_pool;
@@ -246,6 +247,8 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
         let stream = ctx.new_stream_with_priority(greatest)?;
         let copy = ctx.new_stream()?;
         let arch = ctx.compute_capability()?;
+        let (_, total) = ctx.mem_get_info()?;
+        device_pool::keep_freed(ctx.cu_device(), total)?;
         Ok(Gpu {
             ctx,
             stream,
@@ -264,10 +267,10 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
 
 /// Wait for all work on the opened GPUs among `ordinals` (errors ignored) after a call that
 /// failed or was interrupted. Its buffers were freed stream-ordered (`cuMemFreeAsync`), and the
-/// default memory pool returns freed memory to the device only at a synchronisation; a call
-/// cut short may have queued its frees after its last one, so without this the process would
-/// keep that memory reserved (a different amount for each point of interruption) until its
-/// next GPU call.
+/// default memory pool returns freed memory beyond what it keeps (`device_pool`) to the device
+/// only at a synchronisation; a call cut short may have queued its frees after its last one, so
+/// without this the process would keep that memory reserved (a different amount for each point
+/// of interruption) until its next GPU call. Then the pool gives back all it kept.
 pub fn settle(ordinals: &[u32]) {
     let open: Vec<Arc<Gpu>> = {
         let gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -278,6 +281,7 @@ pub fn settle(ordinals: &[u32]) {
     };
     for g in open {
         let _ = g.ctx.synchronize();
+        device_pool::give_back(g.ctx.cu_device());
     }
 }
 
@@ -406,10 +410,12 @@ impl Gpu {
         Ok(self.ctx.mem_get_info()?)
     }
 
-    /// Bytes a call may allocate on the device now: 80% of the free memory, capped by
+    /// Bytes a call may allocate on the device now: 80% of the free memory (with what the
+    /// memory pool keeps for reuse, `device_pool`), capped by
     /// `SKYCONV_GPU_MEMORY_LIMIT` (bytes; lets tests force the chunked paths on any GPU).
     pub fn budget(&self) -> Result<usize> {
         let (free, _) = self.mem_info()?;
+        let free = free + device_pool::reusable(self.ctx.cu_device())?;
         let mut budget = free / 10 * 8;
         if let Some(limit) = crate::backend::env::usize_var(
             "SKYCONV_GPU_MEMORY_LIMIT",
