@@ -268,6 +268,8 @@ pub fn compute_in<T: Send>(
         });
         if out.is_err() || token.is_set() {
             crate::backend::cuda::settle(&gpus);
+        } else {
+            crate::backend::cuda::keep_again(&gpus);
         }
         out
     });

@@ -1,9 +1,10 @@
 //! The device's default memory pool (every `Gpu::alloc` is a stream-ordered `cuMemAllocAsync`
 //! from it) keeps what calls free, up to `SKYCONV_GPU_POOL_MB` MiB (default: half the GPU's
 //! memory; `0`: give everything back at each synchronisation, CUDA's default). Given back,
-//! the next call maps the pages again: on an H100 a 256×512² à trous call (five arrays of
-//! 268 MB) spent milliseconds a call unmapping the last call's arrays and mapping its own.
-//! What the pool keeps counts as free in `Gpu::budget` (`reusable`).
+//! the next call maps the pages again: a 256×512² à trous call (five to ten arrays of 268 MB)
+//! took 47.7–49.3 ms end to end giving back, 41.0–41.9 keeping (H200, session 20 call 2).
+//! What the pool keeps counts as free in `Gpu::budget` (`reusable`). After a call that failed
+//! or was interrupted the pool gives everything back until a call succeeds (`settle`).
 
 use cudarc::driver::sys as dsys;
 
@@ -27,17 +28,22 @@ fn attribute(pool: dsys::CUmemoryPool, attr: dsys::CUmemPool_attribute) -> Resul
     Ok(v)
 }
 
-/// Set how much freed memory the pool of `dev` (of `total` bytes) keeps.
-pub fn keep_freed(dev: dsys::CUdevice, total: usize) -> Result<()> {
+/// How much freed memory the pool of a device of `total` bytes keeps: `SKYCONV_GPU_POOL_MB`,
+/// else half of it.
+pub fn keep_of(total: usize) -> Result<u64> {
     let mb = crate::backend::env::usize_var(
         "SKYCONV_GPU_POOL_MB",
         0,
         "a whole number of MiB (0 gives freed GPU memory back at once)",
     )?;
-    let mut keep: u64 = match mb {
+    Ok(match mb {
         Some(mb) => (mb as u64).saturating_mul(1 << 20),
         None => total as u64 / 2,
-    };
+    })
+}
+
+/// Let the pool of `dev` keep up to `keep` bytes of freed memory past a synchronisation.
+pub fn keep_freed(dev: dsys::CUdevice, mut keep: u64) -> Result<()> {
     let pool = pool(dev)?;
     // SAFETY: the release threshold is a 64-bit value.
     unsafe {
@@ -66,9 +72,12 @@ pub fn reusable(dev: dsys::CUdevice) -> Result<usize> {
     Ok(reserved.saturating_sub(used) as usize)
 }
 
-/// Give back everything the pool of `dev` keeps (after a call that failed or was interrupted:
-/// the memory it held is not a size the next call is likely to reuse).
+/// Give back everything the pool of `dev` keeps, and what is freed until `keep_freed` is
+/// called again (after a call that failed or was interrupted: some of its buffers may be freed
+/// only after it returned, and the memory a process holds should not depend on where a call
+/// was cut).
 pub fn give_back(dev: dsys::CUdevice) {
+    let _ = keep_freed(dev, 0);
     if let Ok(pool) = pool(dev) {
         // SAFETY: a valid pool; trimming only releases unused memory.
         let _ = unsafe { dsys::cuMemPoolTrimTo(pool, 0) };

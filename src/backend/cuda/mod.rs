@@ -25,6 +25,7 @@ pub mod transfer;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result as dr, sys as dsys, CudaContext, CudaModule};
@@ -173,6 +174,10 @@ pub struct Gpu {
     pid: u32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     staging: Mutex<Option<transfer::Staging>>,
+    /// Freed memory the device pool keeps for the next call (`device_pool`).
+    pool_keep: u64,
+    /// Whether `settle` set the pool to give freed memory back (until a call succeeds).
+    pool_given_back: AtomicBool,
 }
 
 /// The process's GPUs by ordinal, each created on first use.
@@ -248,7 +253,8 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
         let copy = ctx.new_stream()?;
         let arch = ctx.compute_capability()?;
         let (_, total) = ctx.mem_get_info()?;
-        device_pool::keep_freed(ctx.cu_device(), total)?;
+        let pool_keep = device_pool::keep_of(total)?;
+        device_pool::keep_freed(ctx.cu_device(), pool_keep)?;
         Ok(Gpu {
             ctx,
             stream,
@@ -258,6 +264,8 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
             pid: std::process::id(),
             modules: Mutex::new(HashMap::new()),
             staging: Mutex::new(None),
+            pool_keep,
+            pool_given_back: AtomicBool::new(false),
         })
     })?;
     let gpu = Arc::new(gpu);
@@ -270,7 +278,8 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
 /// default memory pool returns freed memory beyond what it keeps (`device_pool`) to the device
 /// only at a synchronisation; a call cut short may have queued its frees after its last one, so
 /// without this the process would keep that memory reserved (a different amount for each point
-/// of interruption) until its next GPU call. Then the pool gives back all it kept.
+/// of interruption) until its next GPU call. Then the pool gives back all it kept, and what is
+/// freed until a call succeeds (`keep_again`).
 pub fn settle(ordinals: &[u32]) {
     let open: Vec<Arc<Gpu>> = {
         let gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -282,6 +291,18 @@ pub fn settle(ordinals: &[u32]) {
     for g in open {
         let _ = g.ctx.synchronize();
         device_pool::give_back(g.ctx.cu_device());
+        g.pool_given_back.store(true, Ordering::Relaxed);
+    }
+}
+
+/// After a call that succeeded on `ordinals`: a pool that `settle` set to give freed memory
+/// back keeps it again.
+pub fn keep_again(ordinals: &[u32]) {
+    let gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
+    for g in ordinals.iter().filter_map(|o| gpus.get(o)) {
+        if g.pool_given_back.swap(false, Ordering::Relaxed) {
+            let _ = device_pool::keep_freed(g.ctx.cu_device(), g.pool_keep);
+        }
     }
 }
 
