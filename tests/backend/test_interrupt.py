@@ -66,6 +66,10 @@ class _Child:
     def __init__(self, name: str, device: str, repeat: int):
         self.device = device
         env = dict(os.environ, SKYCONV_NUM_THREADS=os.environ.get("SKYCONV_NUM_THREADS", "2"))
+        # The device pool gives freed memory back at once: kept memory (by design, up to
+        # SKYCONV_GPU_POOL_MB; test_gpu_memory.py) would read as growth when a signal lands
+        # after a call that ended, before Python raises (session 20 call 2: 562 → 1074 MiB).
+        env["SKYCONV_GPU_POOL_MB"] = "0"
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "_long_calls.py"), name, device, str(repeat)],
             stdout=subprocess.PIPE,
