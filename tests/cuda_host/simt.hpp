@@ -36,6 +36,18 @@ using std::isnan;
 #define __shared__ static
 #define __launch_bounds__(...)
 
+// CUDA's 16-byte vector types, as the kernels use them (whole-word copies).
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(16) double2 {
+    double x, y;
+};
+inline double2 make_double2(double x, double y) { return {x, y}; }
+
 namespace simt {
 
 struct Dim3 {
