@@ -303,6 +303,46 @@ __device__ __forceinline__ void stage_run(T* dst, const T* __restrict__ src, int
         stage_copy<T>(dst, src, count, tid);
 }
 
+// Stage `count` contiguous values (whole lines) into shared memory as double, each converted
+// once: float32 in 16-byte words (four values a load) when the source allows it.
+template <typename T>
+__device__ __forceinline__ void stage_run_wide(double* dst, const T* __restrict__ src, int count,
+                                               int tid) {
+    if (sizeof(T) == 8) {
+        stage_run<double>(dst, (const double*)src, count, tid);
+        return;
+    }
+    const float* f = (const float*)src;
+    if (sc_aligned16(f) && count % 4 == 0) {
+        const float4* s4 = (const float4*)f;
+        double2* d2 = (double2*)dst;  // 16-byte aligned (stage_weights)
+        auto put = [&](int m, float4 v) {
+            d2[2 * m] = make_double2(v.x, v.y);
+            d2[2 * m + 1] = make_double2(v.z, v.w);
+        };
+        const int words = count / 4;
+        int m = tid;
+        for (; m + 768 < words; m += 1024) {
+            const float4 a = s4[m], b = s4[m + 256], c = s4[m + 512], d = s4[m + 768];
+            put(m, a);
+            put(m + 256, b);
+            put(m + 512, c);
+            put(m + 768, d);
+        }
+        for (; m < words; m += 256) put(m, s4[m]);
+        return;
+    }
+    int m = tid;
+    for (; m + 768 < count; m += 1024) {
+        const float a = f[m], b = f[m + 256], c = f[m + 512], d = f[m + 768];
+        dst[m] = a;
+        dst[m + 256] = b;
+        dst[m + 512] = c;
+        dst[m + 768] = d;
+    }
+    for (; m < count; m += 256) dst[m] = f[m];
+}
+
 // Stage `rows` rows of C contiguous values (row m at src + m·pitch) into tile[m·C ..] in
 // 16-byte words: src and pitch·sizeof(T) 16-byte aligned (the caller checks). Word m of the
 // tile is word m % P of row m / P.
@@ -391,10 +431,10 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     }
 }
 
-// Along the last axis, whole lines: L lines of n values staged in shared memory (as T) a block,
+// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a block,
 // each input read once and the boundary resolved by index; the warps run along a line, so
 // loads, stores and shared reads are contiguous. 1-D grid over the groups of L lines b0 .. b1,
-// looping past the grid. Shared memory: taps weights, then L·n values of T.
+// looping past the grid. Shared memory: taps weights, then L·n doubles.
 template <typename T, int L, class Store>
 __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i64 lines, i64 n,
                                 const double* __restrict__ w, int taps, i64 offset, i64 step,
@@ -403,22 +443,23 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
     SC_DYNAMIC_SHARED(double, sh);
     const int tid = threadIdx.x;
     const double* ws = sh;
-    T* tile = (T*)stage_weights(sh, w, taps, tid);
+    double* tile = stage_weights(sh, w, taps, tid);
     const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
     const int span = (taps - 1) * st;
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o0 = b * L;
         const int nl = lines - o0 < L ? (int)(lines - o0) : L;
         __syncthreads();  // the last item's reads (and the weights) are done
-        stage_run<T>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
+        stage_run_wide<T>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
         __syncthreads();
         for (int l = 0; l < nl; ++l) {
-            const T* row = tile + l * nn;
+            const double* row = tile + l * nn;
             const i64 base = (o0 + l) * n;
             for (int i = tid; i < nn; i += 256) {
                 typename Store::template Ahead<1> ahead;
                 store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
-                double acc = staged_taps<T>(row, 1, i + off, st, span, nn, ws, taps, mode, cval);
+                double acc =
+                    staged_taps<double>(row, 1, i + off, st, span, nn, ws, taps, mode, cval);
                 store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
             }
         }

@@ -330,7 +330,7 @@ impl Tiled {
 
     /// The whole-axis tile for a chunk that covers the view's axis and columns (`n` rows,
     /// `width` columns, values of `elem` bytes): along an inner axis the widest of 32, 16 or 8
-    /// columns, along the last one the most of 8, 2 or 1 lines, whose staged values fit in
+    /// columns, along the last one the most of 8, 2 or 1 lines (staged as double), whose staged values fit in
     /// shared memory; None when none does (or `SKYCONV_FILTER_WHOLE=0`, for comparisons).
     fn whole(n: usize, width: usize, taps: usize, elem: usize) -> Option<Tiled> {
         let off = matches!(
@@ -342,9 +342,10 @@ impl Tiled {
         }
         let fits = |t: &Tiled| t.shared_bytes(taps, 1) <= TILE_SHARED;
         if width == 1 {
+            // Lines are staged as double (each value converted once, not once a tap).
             return [8, 2, 1]
                 .into_iter()
-                .map(|l| Tiled::Lines { l, n, elem })
+                .map(|l| Tiled::Lines { l, n, elem: 8 })
                 .find(fits);
         }
         [32, 16, 8]
