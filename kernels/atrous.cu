@@ -56,17 +56,30 @@ __device__ void at_finish(const T* __restrict__ in, const T* __restrict__ c, T* 
                           i64 unit_div, i64 units) {
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x) {
-        const double x = (double)in[i];
+        // in, out and c loaded together (not out and c after the test of in)
+        const T xi = in[i], oi = out[i], ci = c[i];
+        const double x = (double)xi;
         if (sc_finite(x)) {
-            T o = out[i];
+            T o = oi;
             const i64 u = at_unit(i, unit_div, units);
             if (active[u]) {
-#pragma unroll 8  // the planes' loads do not wait on each other's adds
-                for (int j = 0; j < k; ++j) {
+                // Four planes' values loaded before their adds (each add waits on the last).
+                int j = 0;
+                for (; j + 4 <= k; j += 4) {
+                    T v[4];
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) v[q] = ((const T*)ws[j + q])[i];
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const double wi = (double)v[q];
+                        if (at_passes(wi, thr[(j + q) * units + u])) o = (T)((double)o + wi);
+                    }
+                }
+                for (; j < k; ++j) {
                     const double wi = (double)((const T*)ws[j])[i];
                     if (at_passes(wi, thr[j * units + u])) o = (T)((double)o + wi);
                 }
-                o = (T)((double)o + (double)c[i]);
+                o = (T)((double)o + (double)ci);
                 out[i] = o;
             }
             r[i] = (T)(x - (double)o);
