@@ -273,74 +273,47 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
     }
 }
 
-// Copy count words src[m] → dst[m] with a block of 256 threads, four loads issued before the
-// first store (several loads in flight a thread, as stage_rows).
-template <typename W>
-__device__ __forceinline__ void stage_copy(W* dst, const W* __restrict__ src, int count,
-                                           int tid) {
+// put(m, get(m)) for m = tid, tid + 256, ... < count (a block of 256 threads), four gets issued
+// before the first put (several loads in flight a thread, as stage_rows).
+template <class Get, class Put>
+__device__ __forceinline__ void stage_each(int count, int tid, Get get, Put put) {
     int m = tid;
     for (; m + 768 < count; m += 1024) {
-        const W a = src[m], b = src[m + 256], c = src[m + 512], d = src[m + 768];
-        dst[m] = a;
-        dst[m + 256] = b;
-        dst[m + 512] = c;
-        dst[m + 768] = d;
+        const auto a = get(m), b = get(m + 256), c = get(m + 512), d = get(m + 768);
+        put(m, a);
+        put(m + 256, b);
+        put(m + 512, c);
+        put(m + 768, d);
     }
-    for (; m < count; m += 256) dst[m] = src[m];
+    for (; m < count; m += 256) put(m, get(m));
 }
 
 __device__ __forceinline__ bool sc_aligned16(const void* p) {
     return ((unsigned long long)p & 15ull) == 0ull;
 }
 
-// Stage `count` contiguous values (whole lines) into shared memory: in 16-byte words when both
-// ends allow it (a warp moves 512 bytes a load), else value by value.
-template <typename T>
-__device__ __forceinline__ void stage_run(T* dst, const T* __restrict__ src, int count, int tid) {
-    if (sc_aligned16(src) && sc_aligned16(dst) && (count * (int)sizeof(T)) % 16 == 0)
-        stage_copy<uint4>((uint4*)dst, (const uint4*)src, count * (int)sizeof(T) / 16, tid);
-    else
-        stage_copy<T>(dst, src, count, tid);
-}
-
-// Stage `count` contiguous values (whole lines) into shared memory as double, each converted
-// once: float32 in 16-byte words (four values a load) when the source allows it.
-template <typename T>
-__device__ __forceinline__ void stage_run_wide(double* dst, const T* __restrict__ src, int count,
-                                               int tid) {
-    if (sizeof(T) == 8) {
-        stage_run<double>(dst, (const double*)src, count, tid);
-        return;
+// Stage `count` contiguous values (whole lines) into shared memory as D (T, or double: each
+// value converted once): in 16-byte words (uint4, or four floats a load) when both ends allow
+// it (a warp moves 512 bytes a load), else value by value.
+template <typename T, typename D>
+__device__ __forceinline__ void stage_run(D* dst, const T* __restrict__ src, int count, int tid) {
+    auto one = [&](int m) { return src[m]; };
+    auto put_one = [&](int m, T v) { dst[m] = (D)v; };
+    if (!sc_aligned16(src) || !sc_aligned16(dst) || (count * (int)sizeof(T)) % 16 != 0) {
+        stage_each(count, tid, one, put_one);
+    } else if (sizeof(T) == sizeof(D)) {
+        const uint4* s = (const uint4*)src;
+        uint4* d = (uint4*)dst;
+        stage_each(count * (int)sizeof(T) / 16, tid, [&](int m) { return s[m]; },
+                   [&](int m, uint4 v) { d[m] = v; });
+    } else {  // float → double
+        const float4* s = (const float4*)src;
+        double2* d = (double2*)dst;
+        stage_each(count / 4, tid, [&](int m) { return s[m]; }, [&](int m, float4 v) {
+            d[2 * m] = make_double2(v.x, v.y);
+            d[2 * m + 1] = make_double2(v.z, v.w);
+        });
     }
-    const float* f = (const float*)src;
-    if (sc_aligned16(f) && count % 4 == 0) {
-        const float4* s4 = (const float4*)f;
-        double2* d2 = (double2*)dst;  // 16-byte aligned (stage_weights)
-        auto put = [&](int m, float4 v) {
-            d2[2 * m] = make_double2(v.x, v.y);
-            d2[2 * m + 1] = make_double2(v.z, v.w);
-        };
-        const int words = count / 4;
-        int m = tid;
-        for (; m + 768 < words; m += 1024) {
-            const float4 a = s4[m], b = s4[m + 256], c = s4[m + 512], d = s4[m + 768];
-            put(m, a);
-            put(m + 256, b);
-            put(m + 512, c);
-            put(m + 768, d);
-        }
-        for (; m < words; m += 256) put(m, s4[m]);
-        return;
-    }
-    int m = tid;
-    for (; m + 768 < count; m += 1024) {
-        const float a = f[m], b = f[m + 256], c = f[m + 512], d = f[m + 768];
-        dst[m] = a;
-        dst[m + 256] = b;
-        dst[m + 512] = c;
-        dst[m + 768] = d;
-    }
-    for (; m < count; m += 256) dst[m] = f[m];
 }
 
 // Stage `rows` rows of C contiguous values (row m at src + m·pitch) into tile[m·C ..] in
@@ -350,18 +323,10 @@ template <typename T, int C>
 __device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src, i64 pitch,
                                               int rows, int tid) {
     constexpr int V = 16 / (int)sizeof(T), P = C / V;
-    const int count = rows * P;
     uint4* d = (uint4*)tile;
-    auto at = [&](int m) { return *(const uint4*)(src + (i64)(m / P) * pitch + (m % P) * V); };
-    int m = tid;
-    for (; m + 768 < count; m += 1024) {
-        const uint4 a = at(m), b = at(m + 256), c = at(m + 512), e = at(m + 768);
-        d[m] = a;
-        d[m + 256] = b;
-        d[m + 512] = c;
-        d[m + 768] = e;
-    }
-    for (; m < count; m += 256) d[m] = at(m);
+    stage_each(rows * P, tid,
+               [&](int m) { return *(const uint4*)(src + (i64)(m / P) * pitch + (m % P) * V); },
+               [&](int m, uint4 v) { d[m] = v; });
 }
 
 // One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
@@ -450,7 +415,7 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
         const i64 o0 = b * L;
         const int nl = lines - o0 < L ? (int)(lines - o0) : L;
         __syncthreads();  // the last item's reads (and the weights) are done
-        stage_run_wide<T>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
+        stage_run<T, double>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
         __syncthreads();
         for (int l = 0; l < nl; ++l) {
             const double* row = tile + l * nn;
