@@ -36,9 +36,9 @@ over the workers (fewest slab edges between workers), and each slab's pass is sp
 rows, each group's carry from the same group above: independent chains, which run as a wavefront
 down the workers instead of one slab pass at a time. The graph's per-task cost, not the data, bounds
 this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one task: it reads its
-carry and halo from its neighbours' results on its worker (a task of their own only across an edge
-between workers), the clip and one sample task a slab read the kept results, and the persisted
-blocks are the arrays' own keys (no wrapper tasks).
+carry and halo from its neighbours' results (a halo, and with W kept a carry, a task of its own
+only across an edge between workers), the clip and one sample task a slab read the kept results,
+and the persisted blocks are the arrays' own keys (no wrapper tasks).
 The chains are two a one-thread worker and four a worker of several threads, whatever their number
 (:data:`GROUPS_PER_POOL`): a task's core call runs on its worker's whole thread pool (skyconv's
 threads = the worker's Dask threads), so on one machine a few workers of many threads run each
@@ -329,9 +329,11 @@ class _Noise:
         wavefront over the workers (a worker works on its slabs of one chain while the next
         worker down works on an earlier chain). Every task of slab k runs on ``owners[k]``
         (where ``base``'s slab is). Tasks a kernel (B slabs, J groups, c slab edges between
-        workers): B spatial, B·J core calls, B sample parts; a halo piece and J carries cross
-        an edge between workers as their own tasks (2c + c·J), within a worker the consumer
-        reads its neighbour's results."""
+        workers): B spatial, B·J core calls, B sample parts; a halo piece crosses an edge
+        between workers as its own task (2c); with ``candidates`` each group reads its carry from
+        the whole result above, on its worker or across an edge, else the J carries cross an
+        edge as their own tasks (c·J), and within a worker the consumer reads its neighbour's
+        results."""
         import uuid
 
         import dask
@@ -368,8 +370,13 @@ class _Noise:
             reads[k] = (z0, below, bounds, stages)
             for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
                 carry = parts[k + 1, j] if k + 1 < len(ss) else None  # the group's above
-                if carry is not None and not _same_worker(owners, k + 1, k):
-                    with _pin(owners, k + 1):  # its carry cut where made: W stays there
+                # across an edge between workers: with the candidates, the whole result (the
+                # candidates and two carries, ~0.5-0.8 MB a group at the 8 GB graph's shape),
+                # where a task of its own cutting the carry cost each chain a scheduler hop
+                # and the kernel c·J tasks (bench/NOTES.md, session 20, dask11); with W, the
+                # carry cut where made (W stays there)
+                if carry is not None and not candidates and not _same_worker(owners, k + 1, k):
+                    with _pin(owners, k + 1):
                         carry = carry[4]
                 # chain j first on a worker that holds several chains' tasks: the wavefront
                 with _pin(owners, k), dask.annotate(priority=-j):
