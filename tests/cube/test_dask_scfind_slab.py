@@ -291,6 +291,13 @@ def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypat
     from skyconv._dask import cube
 
     monkeypatch.setattr(cube, "SLAB_GROUPS", 3)
+    graphs, graph = [], cube._Layer.graph
+
+    def spy_graph(self, name, dependencies):
+        graphs.append((graph(self, name, dependencies), name))
+        return graphs[-1][0]
+
+    monkeypatch.setattr(cube._Layer, "graph", spy_graph)
     x = make_cube(rng)
     kw = {"threshold": 3.5, "kernels_xy": (3,), "kernels_z": (3,)}  # one kernel, both parts
     want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
@@ -312,6 +319,19 @@ def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypat
     # concatenate), the zero mask, its preparation, rms0's sample, the output's bit 0; and the
     # result: no wrapper task a block (the kept results and masks are the arrays' own keys)
     assert sum(ran.values()) == (b * j + 3 * b + 2 * c + 2) + 7 * b + 1
+    # the pass's tasks are one layer of the graph (built as a dict), each pinned by per-key
+    # annotations to the worker that holds its slab (3 a worker, by address), chain j's core
+    # calls at priority −j
+    (layer,) = [g.layers[name] for g, name in graphs]
+    notes = layer.annotations
+    workers = sorted(dask_client.scheduler_info()["workers"])
+    assert {key_split(key) for key in layer} == {"slab_core", "getitem", "sample_of"}
+    for key in layer:
+        k = key[1]  # a core call's and a sample part's slab; a halo piece's source slab
+        assert notes["workers"](key) == [workers[k * 2 // b]]
+        assert notes["allow_other_workers"](key) is True
+        want_priority = -key[2] if key_split(key) == "slab_core" and key[2] else None
+        assert notes["priority"](key) == want_priority
 
 
 # ------------------------------------------------------------------ GPU (run on the H100s)
