@@ -366,11 +366,12 @@ class _Noise:
                 if _same_worker(owners, i, k):
                     stages.append(ss[i].key)  # cut by the consumer
                     bounds.append((a, b))
-                else:  # cut where made: crosses once for all J groups
-                    key = (cut, i, k)
-                    layer.add(key, i, operator.getitem, layer.ref(ss[i].key), slice(a, b))
+                else:  # cut where made: crosses once for all J groups (and for every
+                    key = (cut, i, a, b)  # slab that reads the same planes of it)
+                    if key not in layer.tasks:
+                        layer.add(key, i, operator.getitem, layer.ref(ss[i].key), slice(a, b))
+                        cuts.append(key)
                     stages.append(key)
-                    cuts.append(key)
                     bounds.append((0, b - a))
             reads[k] = (z0, below, bounds, stages)
             for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
