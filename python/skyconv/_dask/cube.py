@@ -395,19 +395,23 @@ class _Noise:
         for k in range(len(ss)):
             layer.add((small_name, k), k, _sample_of, *map(layer.ref, keys[k]))
         graph = layer.graph(name, [*ss, *ms])
-        parts = np.empty(keys.shape, dtype=object)
-        for idx in np.ndindex(keys.shape):
-            parts[idx] = layer.delayed(keys[idx], graph, name)
+        # the core results as one collection, an array of B × J blocks (each a core call's
+        # result tuple; never computed as an array): dask.persist merges (and optimises) each
+        # collection's whole graph alone — ~1000 delayed values sharing this graph took
+        # seconds a kernel (bench/NOTES.md, session 20, dask11)
+        grid = dask_array().Array(graph, name, tuple((1,) * n for n in keys.shape),
+                                  meta=np.empty((0, 0), dtype=object))  # fmt: skip
         cuts = [layer.delayed(key, graph, name) for key in cuts]
         small = [layer.delayed((small_name, k), graph, name) for k in range(len(ss))]
         rms = self._rule_of(small)
         # one graph: the core results and S stay on their workers (persisted), the noise is a
-        # task; with candidates the halo pieces too (the clip's spectral pass may read them)
+        # task; with candidates the halo pieces too (the clip's spectral pass may read them).
+        # Not optimised: every task of it is needed (nothing to cull), and no fusing may
+        # rename the keys the clip reads
         cuts = cuts if candidates else []
-        kept = dask.persist(*parts.flat, *ss, *cuts, rms)
-        for j, idx in enumerate(np.ndindex(parts.shape)):
-            parts[idx] = kept[j]
-        stages = kept[parts.size : parts.size + len(ss) + len(cuts)]
+        kept = dask.persist(grid, *ss, *cuts, rms, optimize_graph=False)
+        parts = kept[0].to_delayed(optimize_graph=False)
+        stages = kept[1 : 1 + len(ss) + len(cuts)]
         if candidates:  # each slab's pieces, persisted: the same keys, held until its clip
             now = {d.key: p for d, p in zip([*ss, *cuts], stages)}
             reads = [(z0, below, bounds, [now[key] for key in st])
