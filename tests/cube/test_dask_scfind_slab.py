@@ -279,16 +279,25 @@ def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypat
     """One slab-pass kernel on B = 6 slabs (3 a worker: c = 1 slab edge between the two
     workers) by J = 3 row groups runs B·J core calls and, besides them, only per slab its
     spatial stage, its sample part and its clip, and per edge between workers the halo piece
-    each way and the J carries as their own tasks, and the noise and the clip's level as one
-    task each: B·J + 3·B + 2·c + c·J + 2 = 18 + 18 + 2 + 3 + 2 (the graph before made ~9
-    tasks a core call: a getitem for each of the sample's 3 fields, W, the carry, W's and the
-    mask's array wrappers). Masks and noise stay the single call's."""
+    each way as its own task, and the noise and the clip's level as one task each:
+    B·J + 3·B + 2·c + 2 = 18 + 18 + 2 + 2. A group below the edge reads its carry from the
+    whole result above (the clip candidates on CPU workers, not W): no c·J carry getitems
+    (session 20; before, 2·c + c·J getitems). The graph before session 16 made ~9 tasks a core
+    call (a getitem for each of the sample's 3 fields, W, the carry, W's and the mask's array
+    wrappers). Masks and noise stay the single call's."""
     from dask.utils import key_split
     from distributed import get_task_stream
 
     from skyconv._dask import cube
 
     monkeypatch.setattr(cube, "SLAB_GROUPS", 3)
+    graphs, graph = [], cube._Layer.graph
+
+    def spy_graph(self, name, dependencies):
+        graphs.append((graph(self, name, dependencies), name))
+        return graphs[-1][0]
+
+    monkeypatch.setattr(cube._Layer, "graph", spy_graph)
     x = make_cube(rng)
     kw = {"threshold": 3.5, "kernels_xy": (3,), "kernels_z": (3,)}  # one kernel, both parts
     want, nw = skyconv.smooth_and_clip(x, device="cpu", return_noise=True, **kw)
@@ -304,12 +313,25 @@ def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypat
     b, j, c = 6, 3, 1
     assert ran["slab_core"] == b * j
     assert ran["spatial_block"] == ran["sample_of"] == ran["clip_rows"] == b
-    assert ran.get("getitem", 0) == 2 * c + c * j
+    assert ran.get("getitem", 0) == 2 * c  # the halo pieces only: no carry cut at the edge
     assert ran["noise_rule"] == ran["mul"] == 1  # the noise and the clip's level, on a worker
     # the rest of the run, a task a slab each: the input's blocks, the slabs persisted (blocks,
     # concatenate), the zero mask, its preparation, rms0's sample, the output's bit 0; and the
     # result: no wrapper task a block (the kept results and masks are the arrays' own keys)
-    assert sum(ran.values()) == (b * j + 3 * b + 2 * c + c * j + 2) + 7 * b + 1
+    assert sum(ran.values()) == (b * j + 3 * b + 2 * c + 2) + 7 * b + 1
+    # the pass's tasks are one layer of the graph (built as a dict), each pinned by per-key
+    # annotations to the worker that holds its slab (3 a worker, by address), chain j's core
+    # calls at priority −j
+    (layer,) = [g.layers[name] for g, name in graphs]
+    notes = layer.annotations
+    workers = sorted(dask_client.scheduler_info()["workers"])
+    assert {key_split(key) for key in layer} == {"slab_core", "getitem", "sample_of"}
+    for key in layer:
+        k = key[1]  # a core call's and a sample part's slab; a halo piece's source slab
+        assert notes["workers"](key) == [workers[k * 2 // b]]
+        assert notes["allow_other_workers"](key) is True
+        want_priority = -key[2] if key_split(key) == "slab_core" and key[2] else None
+        assert notes["priority"](key) == want_priority
 
 
 # ------------------------------------------------------------------ GPU (run on the H100s)

@@ -36,9 +36,9 @@ over the workers (fewest slab edges between workers), and each slab's pass is sp
 rows, each group's carry from the same group above: independent chains, which run as a wavefront
 down the workers instead of one slab pass at a time. The graph's per-task cost, not the data, bounds
 this pass (bench/NOTES.md, sessions 13 and 14), so each (slab, group) is one task: it reads its
-carry and halo from its neighbours' results on its worker (a task of their own only across an edge
-between workers), the clip and one sample task a slab read the kept results, and the persisted
-blocks are the arrays' own keys (no wrapper tasks).
+carry and halo from its neighbours' results (a halo, and with W kept a carry, a task of its own
+only across an edge between workers), the clip and one sample task a slab read the kept results,
+and the persisted blocks are the arrays' own keys (no wrapper tasks).
 The chains are two a one-thread worker and four a worker of several threads, whatever their number
 (:data:`GROUPS_PER_POOL`): a task's core call runs on its worker's whole thread pool (skyconv's
 threads = the worker's Dask threads), so on one machine a few workers of many threads run each
@@ -329,9 +329,11 @@ class _Noise:
         wavefront over the workers (a worker works on its slabs of one chain while the next
         worker down works on an earlier chain). Every task of slab k runs on ``owners[k]``
         (where ``base``'s slab is). Tasks a kernel (B slabs, J groups, c slab edges between
-        workers): B spatial, B·J core calls, B sample parts; a halo piece and J carries cross
-        an edge between workers as their own tasks (2c + c·J), within a worker the consumer
-        reads its neighbour's results."""
+        workers): B spatial, B·J core calls, B sample parts; a halo piece crosses an edge
+        between workers as its own task (2c); with ``candidates`` each group reads its carry from
+        the whole result above, on its worker or across an edge, else the J carries cross an
+        edge as their own tasks (c·J), and within a worker the consumer reads its neighbour's
+        results."""
         import uuid
 
         import dask
@@ -342,11 +344,15 @@ class _Noise:
         yedges = np.linspace(0, ny, min(max(int(groups), 1), ny) + 1).round().astype(int)
         yedges = yedges.tolist()
         ms = m.to_delayed().ravel()
-        task = dask.delayed(_slab_core)
-        name = f"slab_core-{uuid.uuid4().hex}"  # keys named here: no token of the arguments
-        parts = np.empty((len(ss), len(yedges) - 1), dtype=object)
+        # the whole pass one layer of tasks named here (no token of the arguments): built in
+        # time linear in its tasks, where a dask.delayed call a task merged the graphs of its
+        # inputs (a carry's holds its chain: O(B²·J) a kernel; bench/NOTES.md, session 20)
+        hexa = uuid.uuid4().hex
+        name, cut, small_name = f"slab_core-{hexa}", f"getitem-{hexa}", f"sample_of-{hexa}"
+        layer = _Layer(owners)
+        keys = np.empty((len(ss), len(yedges) - 1), dtype=object)
         keep = "candidates" if candidates else True
-        reads = [None] * len(ss)  # by slab: (z0, below, bounds, stages) its core calls read
+        reads = [None] * len(ss)  # by slab: (z0, below, bounds, stage keys) its calls read
         cuts = []  # the halo pieces cut where made (kept too: the clip may read them again)
         for k in reversed(range(len(ss))):
             z0, z1 = edges[k], edges[k + 1]
@@ -358,45 +364,57 @@ class _Noise:
                 if a >= b:
                     continue
                 if _same_worker(owners, i, k):
-                    stages.append(ss[i])  # cut by the consumer
+                    stages.append(ss[i].key)  # cut by the consumer
                     bounds.append((a, b))
-                else:
-                    with _pin(owners, i):  # cut where made: crosses once for all J groups
-                        stages.append(ss[i][a:b])
-                    cuts.append(stages[-1])
+                else:  # cut where made: crosses once for all J groups (and for every
+                    key = (cut, i, a, b)  # slab that reads the same planes of it)
+                    if key not in layer.tasks:
+                        layer.add(key, i, operator.getitem, layer.ref(ss[i].key), slice(a, b))
+                        cuts.append(key)
+                    stages.append(key)
                     bounds.append((0, b - a))
             reads[k] = (z0, below, bounds, stages)
             for j, rows in enumerate(zip(yedges[:-1], yedges[1:])):
-                carry = parts[k + 1, j] if k + 1 < len(ss) else None  # the group's above
-                if carry is not None and not _same_worker(owners, k + 1, k):
-                    with _pin(owners, k + 1):  # its carry cut where made: W stays there
-                        carry = carry[4]
+                carry = keys[k + 1, j] if k + 1 < len(ss) else None  # the group's above
+                # across an edge between workers: with the candidates, the whole result (the
+                # candidates and two carries, ~0.5-0.8 MB a group at the 8 GB graph's shape),
+                # where a task of its own cutting the carry cost each chain a scheduler hop
+                # and the kernel c·J tasks (bench/NOTES.md, session 20, dask11); with W, the
+                # carry cut where made (W stays there)
+                if carry is not None and not candidates and not _same_worker(owners, k + 1, k):
+                    layer.add((cut, "carry", k + 1, j), k + 1, operator.getitem,
+                              layer.ref(carry), 4)  # fmt: skip
+                    carry = (cut, "carry", k + 1, j)
                 # chain j first on a worker that holds several chains' tasks: the wavefront
-                with _pin(owners, k), dask.annotate(priority=-j):
-                    parts[k, j] = task(
-                        ms[k], carry, bounds, spec, run.edge_mode, below, z0, self.shape,
-                        self.sampling, self.ext, run.exact, self.device, keep, rows, *stages,
-                        dask_key_name=(name, k, j),
-                    )  # fmt: skip
-        # every delayed input a top-level argument (``*stages``, ``*parts[k]``, ``*small``):
-        # dask.delayed finalises each one nested in a list or tuple alone, its whole graph (a
-        # carry's holds its chain): the client's graph took seconds a kernel (bench/NOTES.md,
-        # session 16, dask7)
-        small = []
+                keys[k, j] = (name, k, j)
+                layer.add(
+                    keys[k, j], k, _slab_core, layer.ref(ms[k].key), layer.ref(carry), bounds,
+                    spec, run.edge_mode, below, z0, self.shape, self.sampling, self.ext,
+                    run.exact, self.device, keep, rows, *map(layer.ref, stages), priority=-j,
+                )  # fmt: skip
         for k in range(len(ss)):
-            with _pin(owners, k):
-                small.append(dask.delayed(_sample_of)(*parts[k]))
+            layer.add((small_name, k), k, _sample_of, *map(layer.ref, keys[k]))
+        graph = layer.graph(name, [*ss, *ms])
+        # the core results as one collection, an array of B × J blocks (each a core call's
+        # result tuple; never computed as an array): dask.persist merges (and optimises) each
+        # collection's whole graph alone — ~1000 delayed values sharing this graph took
+        # seconds a kernel (bench/NOTES.md, session 20, dask11)
+        grid = dask_array().Array(graph, name, tuple((1,) * n for n in keys.shape),
+                                  meta=np.empty((0, 0), dtype=object))  # fmt: skip
+        cuts = [layer.delayed(key, graph, name) for key in cuts]
+        small = [layer.delayed((small_name, k), graph, name) for k in range(len(ss))]
         rms = self._rule_of(small)
         # one graph: the core results and S stay on their workers (persisted), the noise is a
-        # task; with candidates the halo pieces too (the clip's spectral pass may read them)
+        # task; with candidates the halo pieces too (the clip's spectral pass may read them).
+        # Not optimised: every task of it is needed (nothing to cull), and no fusing may
+        # rename the keys the clip reads
         cuts = cuts if candidates else []
-        kept = dask.persist(*parts.flat, *ss, *cuts, rms)
-        for j, idx in enumerate(np.ndindex(parts.shape)):
-            parts[idx] = kept[j]
-        stages = kept[parts.size : parts.size + len(ss) + len(cuts)]
+        kept = dask.persist(grid, *ss, *cuts, rms, optimize_graph=False)
+        parts = kept[0].to_delayed(optimize_graph=False)
+        stages = kept[1 : 1 + len(ss) + len(cuts)]
         if candidates:  # each slab's pieces, persisted: the same keys, held until its clip
             now = {d.key: p for d, p in zip([*ss, *cuts], stages)}
-            reads = [(z0, below, bounds, [now[d.key] for d in st])
+            reads = [(z0, below, bounds, [now[key] for key in st])
                      for z0, below, bounds, st in reads]  # fmt: skip
         else:
             reads = None
@@ -453,6 +471,52 @@ def _noise_rule(shape, sampling, rule, run_sampling, single, *results):
             lo, hi = min(lo, ext[0]), max(hi, ext[1])
     ext = (lo, hi) if lo <= hi else None
     return float(_core._scfind_noise(samples, ext, rule, run_sampling, list(shape), single))
+
+
+class _Layer:
+    """Tasks of one graph layer, built as a plain dict (:meth:`_Noise.slabs`): each task on
+    the worker of its slab (``owners``, as :func:`_pin`) with an optional priority, as the
+    layer's per-key annotations."""
+
+    def __init__(self, owners):
+        self.owners, self.tasks, self.where, self.priority = owners, {}, {}, {}
+
+    @staticmethod
+    def ref(key):
+        """A task's input that is the result of task ``key`` (None stays None)."""
+        from dask._task_spec import TaskRef
+
+        return None if key is None else TaskRef(key)
+
+    def add(self, key, k, fn, *args, priority=None):
+        """Task ``key``: ``fn(*args)`` on slab k's worker."""
+        from dask._task_spec import Task
+
+        self.tasks[key] = Task(key, fn, *args)
+        if self.owners and self.owners[k] is not None:
+            self.where[key] = [self.owners[k]]
+        if priority:
+            self.priority[key] = priority
+
+    def graph(self, name, dependencies):
+        """The layer as graph ``name`` over the graphs of the collections ``dependencies``."""
+        from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+        notes = {}
+        if self.where:  # per key (dict.get: None where a task has no worker)
+            notes["workers"] = self.where.get
+            notes["allow_other_workers"] = dict.fromkeys(self.where, True).get
+        if self.priority:
+            notes["priority"] = self.priority.get
+        layer = MaterializedLayer(self.tasks, annotations=notes or None)
+        return HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
+
+    @staticmethod
+    def delayed(key, graph, name):
+        """Task ``key`` of ``graph``'s layer ``name`` as a delayed value."""
+        from dask.delayed import Delayed
+
+        return Delayed(key, graph, layer=name)
 
 
 def _same_worker(owners, i, k):
