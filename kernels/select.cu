@@ -103,6 +103,33 @@ __device__ __forceinline__ void rdx_load(const T* __restrict__ x, i64 n, i64 bas
 #define RDX_MAPPED 0
 #define RDX_FLOAT32 1
 #define RDX_GATHERED 2
+#define RDX_GATHERED32 3  // kept 32-bit keys (of float32 values), in 64-bit slots
+
+// Bits of a mode's keys.
+template <int KEY>
+__device__ __forceinline__ int rdx_kbits() {
+    return KEY == RDX_FLOAT32 || KEY == RDX_GATHERED32 ? 32 : 64;
+}
+
+// The key of one value for a mode (false: the value is not kept).
+template <typename T, int KEY>
+__device__ __forceinline__ bool rdx_key_of(T x, const SelParams& p, unsigned long long* k) {
+    if (KEY == RDX_GATHERED || KEY == RDX_GATHERED32) {
+        *k = (unsigned long long)x;
+        return *k != 0ull;
+    }
+    if (KEY == RDX_FLOAT32) return rdx_key32((float)x, k);
+    double v;
+    if (!sel_map((double)x, p, &v)) return false;
+    *k = sel_key(v);
+    return true;
+}
+
+// What a pass loads past the end: a value no mode keeps.
+template <typename T, int KEY>
+__device__ __forceinline__ T rdx_fill() {
+    return KEY == RDX_GATHERED || KEY == RDX_GATHERED32 ? (T)0 : (T)nan("");
+}
 
 // Counts the kept values whose key starts with each rank's prefix (the key bits at and above
 // `shift`), by key bits [shift - bits, shift). A warp moves as one, RDX_LOADS loads in flight a
@@ -114,7 +141,7 @@ template <typename T, int KEY>
 __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int shift, int bits,
                               RdxState* st) {
     __shared__ unsigned int local[2 * RDX_BINS];
-    const int kbits = KEY == RDX_FLOAT32 ? 32 : 64;
+    const int kbits = rdx_kbits<KEY>();
     const bool first = shift >= kbits;  // bits == RDX_FIRST_BITS (the host's rule)
     const unsigned long long p0 = st->prefix[0], p1 = st->prefix[1];
     const int two = p0 != p1;
@@ -127,23 +154,12 @@ __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int s
     for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
          base += RDX_LOADS * stride) {
         T xv[RDX_LOADS];
-        rdx_load<T>(x, n, base, lane, stride, KEY == RDX_GATHERED ? (T)0 : (T)nan(""), xv);
+        rdx_load<T>(x, n, base, lane, stride, rdx_fill<T, KEY>(), xv);
 #pragma unroll
         for (int q = 0; q < RDX_LOADS; ++q) {
             unsigned int tag = RDX_NONE;
             unsigned long long k;
-            bool kept;
-            if (KEY == RDX_GATHERED) {
-                k = (unsigned long long)xv[q];
-                kept = k != 0ull;
-            } else if (KEY == RDX_FLOAT32) {
-                kept = rdx_key32((float)xv[q], &k);
-            } else {
-                double v;
-                kept = sel_map((double)xv[q], p, &v);
-                k = sel_key(v);
-            }
-            if (kept) {
+            if (rdx_key_of<T, KEY>(xv[q], p, &k)) {
                 const unsigned long long top = rdx_top(k, shift, kbits);
                 const unsigned int d = (unsigned int)((k >> low) & digit);
                 if (top == p0)
@@ -194,11 +210,9 @@ __device__ void rdx_gather(const T* __restrict__ x, i64 n, SelParams p, int shif
         rdx_load<T>(x, n, base, lane, stride, (T)nan(""), xv);
 #pragma unroll
         for (int q = 0; q < RDX_LOADS; ++q) {
-            double v;
             unsigned long long k = 0ull;
             bool keep = false;
-            if (sel_map((double)xv[q], p, &v)) {
-                k = sel_key(v);
+            if (rdx_key_of<T, RDX_MAPPED>(xv[q], p, &k)) {
                 const unsigned long long top = rdx_top(k, shift, 64);
                 keep = top == p0 || top == p1;
             }
@@ -329,3 +343,123 @@ extern "C" __global__ void rdx_histogram_gathered(const unsigned long long* keys
                                                   RdxState* st) {
     rdx_histogram<unsigned long long, RDX_GATHERED>(keys, n, p, shift, bits, st);
 }
+
+// The later digits over kept 32-bit keys (the bracket of a float32 selection).
+extern "C" __global__ void rdx_histogram_gathered32(const unsigned long long* keys, i64 n,
+                                                    SelParams p, int shift, int bits,
+                                                    RdxState* st) {
+    rdx_histogram<unsigned long long, RDX_GATHERED32>(keys, n, p, shift, bits, st);
+}
+
+// ---- Bracketed selection (`select_bracketed` in src/cube/stats/cuda.rs). Over a large array
+// the ranks' values are first bracketed by a spread sample of its keys (selected over the
+// sample by the passes above); one pass over the array then counts the keys below the bracket
+// and keeps those inside it, and the digits are chosen over the kept keys alone: one pass over
+// the array instead of one a digit. When the sample misled the bracket (the ranks fall outside
+// it, or it holds more keys than the buffer), the host selects over the whole array again.
+
+// keys[i] (i < s) = the key of the value at a Weyl sequence's position i (spread over the
+// array, never in step with its rows), or 0 when that value is not kept.
+template <typename T, int KEY>
+__device__ void rdx_sample(const T* __restrict__ x, i64 n, SelParams p,
+                           unsigned long long* __restrict__ keys, i64 s) {
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < s;
+         i += (i64)gridDim.x * blockDim.x) {
+        const double f = (double)i * 0.6180339887498949;
+        const i64 pos = (i64)((f - floor(f)) * (double)n);
+        const i64 at = pos < n ? pos : n - 1;
+        unsigned long long k;
+        keys[i] = rdx_key_of<T, KEY>(x[at], p, &k) ? k : 0ull;
+    }
+}
+
+// Keys a warp stages in shared memory before one atomic claims their place in the buffer
+// (room for two iterations' RDX_LOADS keys a lane), for blocks of up to RDX_STAGE_WARPS warps
+// (grid_stride's 256 threads).
+#define RDX_STAGE (64 * RDX_LOADS)
+#define RDX_STAGE_WARPS 8
+
+// Moves a warp's `fill` staged keys to their place in the buffer (tally[0] counts them).
+__device__ __forceinline__ void rdx_flush(const unsigned long long* mine, int fill,
+                                          unsigned long long* __restrict__ keys, i64 cap,
+                                          unsigned long long* __restrict__ tally, int lane) {
+    unsigned long long at = 0ull;
+    if (lane == 0) at = atomicAdd(&tally[0], (unsigned long long)fill);
+    at = __shfl_sync(0xffffffffu, at, 0);
+    for (int j = lane; j < fill; j += 32)
+        if (at + j < (unsigned long long)cap) keys[at + j] = mine[j];
+    __syncwarp();
+}
+
+// Counts the kept keys below the bracket [lo, hi] (tally[1]) and keeps those inside it in
+// keys[0 .. cap) (tally[0] counts them all, past cap too). lo and hi are the sample's
+// selected keys (`sample->value`), or open: the smallest key, or the largest (also when the
+// sample's upper rank lay past its kept keys).
+template <typename T, int KEY>
+__device__ void rdx_bracket(const T* __restrict__ x, i64 n, SelParams p,
+                            const RdxState* __restrict__ sample, int lo_open, int hi_open,
+                            unsigned long long* __restrict__ keys, i64 cap,
+                            unsigned long long* __restrict__ tally) {
+    __shared__ unsigned long long stage[RDX_STAGE_WARPS][RDX_STAGE];
+    const unsigned long long lo = lo_open ? 0ull : sample->value[0];
+    const unsigned long long hi = hi_open || sample->value[1] == 0ull ? ~0ull : sample->value[1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned long long* mine = stage[warp];
+    int fill = 0;  // the same in every lane of a warp
+    unsigned long long below = 0ull;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
+         base += RDX_LOADS * stride) {
+        T xv[RDX_LOADS];
+        rdx_load<T>(x, n, base, lane, stride, rdx_fill<T, KEY>(), xv);
+#pragma unroll
+        for (int q = 0; q < RDX_LOADS; ++q) {
+            unsigned long long k = 0ull;
+            const bool kept = rdx_key_of<T, KEY>(xv[q], p, &k);
+            below += kept && k < lo;
+            const bool in = kept && k >= lo && k <= hi;
+            const unsigned int m = __ballot_sync(0xffffffffu, in);
+            if (in) mine[fill + __popc(m & ((1u << lane) - 1u))] = k;
+            fill += __popc(m);
+        }
+        if (fill > RDX_STAGE - 32 * RDX_LOADS) {
+            __syncwarp();
+            rdx_flush(mine, fill, keys, cap, tally, lane);
+            fill = 0;
+        }
+    }
+    __syncwarp();
+    if (fill) rdx_flush(mine, fill, keys, cap, tally, lane);
+    for (int o = 16; o > 0; o >>= 1) below += __shfl_down_sync(0xffffffffu, below, o);
+    if (lane == 0 && below) atomicAdd(&tally[1], below);
+}
+
+// Settles the bracket: each rank made relative to the kept keys, or st->overflow set when a
+// rank lies outside them or they overflowed their buffer (the host then selects over the array).
+extern "C" __global__ void rdx_bracket_settle(RdxState* st, const unsigned long long* tally,
+                                              i64 cap) {
+    if (threadIdx.x != 0) return;
+    const unsigned long long kept = tally[0], below = tally[1];
+    if (kept > (unsigned long long)cap || st->rank[0] < below || st->rank[1] >= below + kept) {
+        st->overflow = 1ull;
+        return;
+    }
+    st->rank[0] -= below;
+    st->rank[1] -= below;
+}
+
+#define RDX_BRACKET_INSTANTIATE(T, S, KEY)                                                      \
+    extern "C" __global__ void rdx_sample_##S(const T* x, i64 n, SelParams p,                  \
+                                              unsigned long long* keys, i64 s) {               \
+        rdx_sample<T, KEY>(x, n, p, keys, s);                                                   \
+    }                                                                                           \
+    extern "C" __global__ void rdx_bracket_##S(const T* x, i64 n, SelParams p,                 \
+                                               const RdxState* sample, int lo_open,            \
+                                               int hi_open, unsigned long long* keys, i64 cap, \
+                                               unsigned long long* tally) {                    \
+        rdx_bracket<T, KEY>(x, n, p, sample, lo_open, hi_open, keys, cap, tally);               \
+    }
+
+RDX_BRACKET_INSTANTIATE(float, f32, RDX_MAPPED)
+RDX_BRACKET_INSTANTIATE(double, f64, RDX_MAPPED)
+RDX_BRACKET_INSTANTIATE(float, key32_f32, RDX_FLOAT32)

@@ -5,7 +5,7 @@
 // (seeded by simt::seed), so a kernel whose result depends on the interleaving of threads shows
 // it when run twice with different seeds. Supported: threadIdx/blockIdx/blockDim/gridDim (.x),
 // __shared__ (static storage: blocks do not overlap), __syncthreads, __syncwarp, and the
-// full-warp collectives __shfl_sync, __shfl_down_sync, __ballot_sync, __match_any_sync; atomics
+// full-warp collectives __shfl_sync, __shfl_down_sync, __shfl_up_sync, __ballot_sync, __match_any_sync; atomics
 // (trivially atomic: one fiber runs at a time). A warp collective with a lane that has exited,
 // lanes of one warp waiting at different collectives, a mask other than 0xffffffff and a
 // deadlock all abort with a message, as they are undefined or wrong on a GPU.
@@ -55,7 +55,7 @@ struct Dim3 {
 };
 
 enum Wait { RUN = 0, BAR, WARP, DONE };
-enum Op { SHFL, SHFL_DOWN, BALLOT, MATCH_ANY, SYNCWARP };
+enum Op { SHFL, SHFL_DOWN, SHFL_UP, BALLOT, MATCH_ANY, SYNCWARP };
 
 // Context switch. On x86-64 a few instructions (callee-saved registers and the stack pointer);
 // elsewhere ucontext, whose swapcontext also saves the signal mask with a system call (slow).
@@ -201,6 +201,7 @@ inline bool resolve_warp(int w) {
         switch (op) {
         case SHFL: f.res = g_fib[lo + (f.arg & 31)].val; break;
         case SHFL_DOWN: f.res = (l + f.arg < 32) ? g_fib[lo + l + f.arg].val : f.val; break;
+        case SHFL_UP: f.res = (l >= f.arg) ? g_fib[lo + l - f.arg].val : f.val; break;
         case BALLOT: f.res = ballot; break;
         case MATCH_ANY: {
             uint64_t m = 0;
@@ -308,6 +309,10 @@ template <typename T>
 inline T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
     return simt::unbits<T>(simt::collective(simt::SHFL_DOWN, simt::bits(v), (int)delta, mask));
 }
+template <typename T>
+inline T __shfl_up_sync(unsigned mask, T v, unsigned delta) {
+    return simt::unbits<T>(simt::collective(simt::SHFL_UP, simt::bits(v), (int)delta, mask));
+}
 inline unsigned __ballot_sync(unsigned mask, int pred) {
     return (unsigned)simt::collective(simt::BALLOT, pred ? 1 : 0, 0, mask);
 }
@@ -320,8 +325,13 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 
+// The added value converts to the counter's type, as CUDA's overloads take it.
 template <typename T>
-inline T atomicAdd(T* p, T v) {
+struct simt_same {
+    using type = T;
+};
+template <typename T>
+inline T atomicAdd(T* p, typename simt_same<T>::type v) {
     T old = *p;
     *p = old + v;
     return old;
@@ -341,3 +351,4 @@ inline T atomicMax(T* p, T v) {
 
 inline double __longlong_as_double(long long x) { return simt::unbits<double>((uint64_t)x); }
 inline long long __double_as_longlong(double x) { return (long long)simt::bits(x); }
+inline unsigned int __float_as_uint(float x) { return (unsigned int)simt::bits(x); }

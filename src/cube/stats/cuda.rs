@@ -100,13 +100,117 @@ pub fn select_ranks_device<T: Real>(
     vals: Values,
 ) -> Result<Option<[f64; 2]>> {
     check_len(data, n)?;
-    let key32 = T::CUDA == "f32" && vals == Values::FINITE;
-    if !key32 && n >= GATHER_MIN {
+    if let Some(plan) = Bracket::plan(n) {
+        if let Some(found) = select_bracketed(gpu, data, n, ranks, vals, plan)? {
+            return Ok(found);
+        }
+    }
+    if !is_key32::<T>(vals) && n >= GATHER_MIN {
         if let Some(found) = select_ranks(gpu, data, n, ranks, vals, true)? {
             return Ok(found);
         }
     }
     Ok(select_ranks(gpu, data, n, ranks, vals, false)?.flatten())
+}
+
+/// float32 values taken as they are select on the 32-bit keys of the floats themselves (3
+/// digits: 11, 12 and 9 key bits; 64-bit keys 11, 4 × 12 and 5).
+fn is_key32<T: Real>(vals: Values) -> bool {
+    T::CUDA == "f32" && vals == Values::FINITE
+}
+
+/// The selection state `rdx_start_state` starts for ranks `ranks`.
+fn new_state(gpu: &Gpu, ranks: [u64; 2]) -> Result<CudaSlice<u64>> {
+    let start = gpu.function("select", "rdx_start_state")?;
+    // SAFETY: rdx_start_state writes every word the later kernels read.
+    let mut st = unsafe { gpu.alloc::<u64>(STATE_WORDS)? };
+    let mut l = gpu.stream.launch_builder(&start);
+    l.arg(&mut st).arg(&ranks[0]).arg(&ranks[1]);
+    // SAFETY: matches rdx_start_state; st holds a RdxState.
+    unsafe { l.launch(one_block()) }?;
+    Ok(st)
+}
+
+/// One block of `CHOOSE_THREADS` (the state kernels).
+fn one_block() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (CHOOSE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Chooses the digits of the state's ranks, most significant first: `pass(shift, bits, st)`
+/// counts the keys by the `bits` key bits below `shift`, then `rdx_choose_digit` picks the
+/// digit holding each rank.
+fn choose_digits(
+    gpu: &Gpu,
+    st: &mut CudaSlice<u64>,
+    kbits: u32,
+    mut pass: impl FnMut(i32, i32, &mut CudaSlice<u64>) -> Result<()>,
+) -> Result<()> {
+    let choose = gpu.function("select", "rdx_choose_digit")?;
+    let mut shift = kbits;
+    while shift > 0 {
+        let bits = if shift == kbits {
+            FIRST_BITS
+        } else {
+            DIGIT_BITS.min(shift)
+        };
+        let (s, b, kb) = (shift as i32, bits as i32, kbits as i32);
+        pass(s, b, st)?;
+        let mut l = gpu.stream.launch_builder(&choose);
+        l.arg(&mut *st).arg(&s).arg(&b).arg(&kb);
+        // SAFETY: matches rdx_choose_digit, which needs exactly 1024 threads in one block.
+        unsafe { l.launch(one_block()) }?;
+        shift -= bits;
+    }
+    Ok(())
+}
+
+/// A digit pass over `len` kept keys (`rdx_gather`'s or `rdx_bracket`'s buffer, or a sample;
+/// 0 marks an empty slot), 32-bit keys (`key32`) or 64-bit ones.
+fn kept_pass(
+    gpu: &Gpu,
+    keys: &CudaSlice<u64>,
+    len: usize,
+    key32: bool,
+    (shift, bits): (i32, i32),
+    st: &mut CudaSlice<u64>,
+) -> Result<()> {
+    let name = if key32 {
+        "rdx_histogram_gathered32"
+    } else {
+        "rdx_histogram_gathered"
+    };
+    let f = gpu.function("select", name)?;
+    let (p, len64) = (SelParams::new(Values::FINITE), len as i64);
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(keys)
+        .arg(&len64)
+        .arg(&p)
+        .arg(&shift)
+        .arg(&bits)
+        .arg(st);
+    // SAFETY: matches rdx_histogram_gathered{,32}; keys holds len keys.
+    unsafe { l.launch(grid_stride(len, MAX_BLOCKS)) }?;
+    Ok(())
+}
+
+/// The selected values once the state's last digit is chosen: None when the kept keys
+/// overflowed their buffer (or a bracket missed its ranks), Some(None) when a rank lies past
+/// the last kept value.
+fn read_state(gpu: &Gpu, st: &CudaSlice<u64>, key32: bool) -> Result<Option<Option<[f64; 2]>>> {
+    let mut head = [0u64; 8];
+    gpu.download(st, &mut head)?;
+    if head[7] != 0 {
+        return Ok(None);
+    }
+    if head[4] != 0 {
+        return Ok(Some(None));
+    }
+    let value = if key32 { value32 } else { keys::value };
+    Ok(Some(Some([value(head[5]), value(head[6])])))
 }
 
 /// `select_ranks_device` with the later digits counted over the gathered keys (`gather`), or
@@ -119,72 +223,139 @@ fn select_ranks<T: Real>(
     vals: Values,
     gather: bool,
 ) -> Result<Option<Option<[f64; 2]>>> {
-    // float32 values taken as they are: 32-bit keys of the floats themselves (3 passes, not 6:
-    // 11, 12 and 9 key bits; 64-bit keys 11, 4 × 12 and 5).
-    let key32 = T::CUDA == "f32" && vals == Values::FINITE;
+    let key32 = is_key32::<T>(vals);
     let (kbits, name) = if key32 {
         (32u32, "rdx_histogram_key32_f32".to_string())
     } else {
         (64, format!("rdx_histogram_{}", T::CUDA))
     };
-    let start = gpu.function("select", "rdx_start_state")?;
     let hist = gpu.function("select", &name)?;
-    let choose = gpu.function("select", "rdx_choose_digit")?;
-    let one_block = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (CHOOSE_THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    // SAFETY: rdx_start_state writes every word the later kernels read.
-    let mut st = unsafe { gpu.alloc::<u64>(STATE_WORDS)? };
-    let (k0, k1) = (ranks[0] as u64, ranks[1] as u64);
-    let mut l = gpu.stream.launch_builder(&start);
-    l.arg(&mut st).arg(&k0).arg(&k1);
-    // SAFETY: matches rdx_start_state; st holds a RdxState.
-    unsafe { l.launch(one_block) }?;
+    let mut st = new_state(gpu, [ranks[0] as u64, ranks[1] as u64])?;
     let (p, n64) = (SelParams::new(vals), n as i64);
     // the gathered keys and their count, alive until the state is read back
     let mut kept: Option<[CudaSlice<u64>; 2]> = None;
-    let mut shift = kbits;
-    while shift > 0 {
-        let bits = if shift == kbits {
-            FIRST_BITS
-        } else {
-            DIGIT_BITS.min(shift)
-        };
-        let (s, b, kb) = (shift as i32, bits as i32, kbits as i32);
-        if gather && shift == GATHER_AT {
-            kept = Some(gather_keys(gpu, data, n, &p, s, &mut st)?);
+    choose_digits(gpu, &mut st, kbits, |s, b, st| {
+        if gather && s == GATHER_AT as i32 {
+            kept = Some(gather_keys(gpu, data, n, &p, s, st)?);
         }
         if let Some([keys, _]) = &kept {
-            let f = gpu.function("select", "rdx_histogram_gathered")?;
-            let cap = GATHER_CAP as i64;
-            let mut l = gpu.stream.launch_builder(&f);
-            l.arg(keys).arg(&cap).arg(&p).arg(&s).arg(&b).arg(&mut st);
-            // SAFETY: matches rdx_histogram_gathered; keys holds GATHER_CAP keys.
-            unsafe { l.launch(grid_stride(GATHER_CAP, MAX_BLOCKS)) }?;
-        } else {
-            let mut l = gpu.stream.launch_builder(&hist);
-            l.arg(data).arg(&n64).arg(&p).arg(&s).arg(&b).arg(&mut st);
-            // SAFETY: matches rdx_histogram_* (whole warps); data holds n elements.
-            unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+            return kept_pass(gpu, keys, GATHER_CAP, false, (s, b), st);
         }
-        let mut l = gpu.stream.launch_builder(&choose);
-        l.arg(&mut st).arg(&s).arg(&b).arg(&kb);
-        // SAFETY: matches rdx_choose_digit, which needs exactly 1024 threads in one block.
-        unsafe { l.launch(one_block) }?;
-        shift -= bits;
+        let mut l = gpu.stream.launch_builder(&hist);
+        l.arg(data).arg(&n64).arg(&p).arg(&s).arg(&b).arg(st);
+        // SAFETY: matches rdx_histogram_* (whole warps); data holds n elements.
+        unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+        Ok(())
+    })?;
+    read_state(gpu, &st, key32)
+}
+
+/// The shape of a bracketed selection over `n` values (`rdx_sample`, `rdx_bracket` in
+/// kernels/select.cu): `sample` keys at spread positions, the bracket `margin` sample ranks
+/// either side of the ranks' expected places among them, and a buffer of `cap` keys for the
+/// values inside the bracket.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Bracket {
+    sample: usize,
+    margin: usize,
+    cap: usize,
+}
+
+/// Selections over at least this many values are bracketed first (below it the digit passes
+/// over the array cost less than the sample's).
+const BRACKET_MIN: usize = 1 << 22;
+
+impl Bracket {
+    fn plan(n: usize) -> Option<Bracket> {
+        if n < BRACKET_MIN {
+            return None;
+        }
+        let sample = (n / 64).next_power_of_two().clamp(1 << 14, 1 << 20);
+        // A kept value's place among the sample keys varies by at most sqrt(sample) / 2 (one
+        // standard deviation of a binomial count): the margin is ten of those.
+        let margin = 5 * (sample as f64).sqrt().ceil() as usize;
+        // The bracket spans ~2·margin sample ranks, i.e. 2·margin·n / sample values: room for
+        // half as many again.
+        let cap = (3 * margin * (n / sample + 1)).next_power_of_two();
+        Some(Bracket {
+            sample,
+            margin,
+            cap,
+        })
     }
-    let mut head = [0u64; 8];
-    gpu.download(&st, &mut head)?;
-    if head[7] != 0 {
-        return Ok(None);
-    }
-    if head[4] != 0 {
-        return Ok(Some(None));
-    }
-    let value = if key32 { value32 } else { keys::value };
-    Ok(Some(Some([value(head[5]), value(head[6])])))
+}
+
+/// `select_ranks_device` through a bracket from a sample (`Bracket`): one pass over the array,
+/// then the digits over the keys inside the bracket. None when the bracket misses a rank or
+/// overflows its buffer (the caller then selects over the array).
+fn select_bracketed<T: Real>(
+    gpu: &Gpu,
+    data: &CudaSlice<T>,
+    n: usize,
+    ranks: [usize; 2],
+    vals: Values,
+    plan: Bracket,
+) -> Result<Option<Option<[f64; 2]>>> {
+    let key32 = is_key32::<T>(vals);
+    let (kbits, kind) = if key32 {
+        (32u32, "key32_f32".to_string())
+    } else {
+        (64, T::CUDA.to_string())
+    };
+    let Bracket {
+        sample: s,
+        margin,
+        cap,
+    } = plan;
+    let (p, n64, s64, cap64) = (SelParams::new(vals), n as i64, s as i64, cap as i64);
+    // SAFETY: rdx_sample writes each of the s keys.
+    let mut sample = unsafe { gpu.alloc::<u64>(s)? };
+    let f = gpu.function("select", &format!("rdx_sample_{kind}"))?;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(data).arg(&n64).arg(&p).arg(&mut sample).arg(&s64);
+    // SAFETY: matches rdx_sample_*; data holds n elements, sample s keys.
+    unsafe { l.launch(grid_stride(s, MAX_BLOCKS)) }?;
+    // The ranks' expected places among the sample keys, widened by the margin.
+    let place = |k: usize| (k as f64 * s as f64 / n as f64) as usize;
+    let lo_open = place(ranks[0]) < margin;
+    let hi_open = place(ranks[1]) + margin >= s - 1;
+    let lo = if lo_open { 0 } else { place(ranks[0]) - margin };
+    let hi = if hi_open {
+        s - 1
+    } else {
+        place(ranks[1]) + margin
+    };
+    let mut bounds = new_state(gpu, [lo as u64, hi as u64])?;
+    choose_digits(gpu, &mut bounds, kbits, |sh, b, st| {
+        kept_pass(gpu, &sample, s, key32, (sh, b), st)
+    })?;
+    let mut kept = gpu.alloc_zeros::<u64>(cap)?;
+    let mut tally = gpu.alloc_zeros::<u64>(2)?;
+    let f = gpu.function("select", &format!("rdx_bracket_{kind}"))?;
+    let (lo_open, hi_open) = (lo_open as i32, hi_open as i32);
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(data)
+        .arg(&n64)
+        .arg(&p)
+        .arg(&bounds)
+        .arg(&lo_open)
+        .arg(&hi_open)
+        .arg(&mut kept)
+        .arg(&cap64)
+        .arg(&mut tally);
+    // SAFETY: matches rdx_bracket_* (blocks of THREADS = 8 warps, RDX_STAGE_WARPS); data holds
+    // n elements, kept cap keys, tally 2 counts.
+    unsafe { l.launch(grid_stride(n, MAX_BLOCKS)) }?;
+    let mut st = new_state(gpu, [ranks[0] as u64, ranks[1] as u64])?;
+    let settle = gpu.function("select", "rdx_bracket_settle")?;
+    let mut l = gpu.stream.launch_builder(&settle);
+    l.arg(&mut st).arg(&tally).arg(&cap64);
+    // SAFETY: matches rdx_bracket_settle (one thread works); st holds a RdxState.
+    unsafe { l.launch(one_block()) }?;
+    choose_digits(gpu, &mut st, kbits, |sh, b, st| {
+        kept_pass(gpu, &kept, cap, key32, (sh, b), st)
+    })?;
+    read_state(gpu, &st, key32)
 }
 
 /// The 64-bit keys of the kept values that start with either rank's prefix (bits at and above
