@@ -4,6 +4,7 @@
 // Usage: atrous_emu DIR; reads DIR/x.bin (float64 data), DIR/i64.bin, DIR/f64.bin (the
 // parameters written by tests/test_atrous_cuda_host.py); writes DIR/out.bin and DIR/iters.bin.
 #include "simt.hpp"
+#include "emu_io.hpp"
 
 #include <string>
 
@@ -17,28 +18,12 @@ static std::string g_dir;
 
 template <typename T>
 std::vector<T> load(const char* name) {
-    std::string path = g_dir + "/" + name + ".bin";
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        std::fprintf(stderr, "cannot open %s\n", path.c_str());
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long bytes = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<T> v(bytes / sizeof(T));
-    size_t got = std::fread(v.data(), sizeof(T), v.size(), f);
-    std::fclose(f);
-    v.resize(got);
-    return v;
+    return read_bin<T>(g_dir + "/" + name + ".bin");
 }
 
 template <typename T>
 void save(const char* name, const std::vector<T>& v) {
-    std::string path = g_dir + "/" + name + ".bin";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    std::fwrite(v.data(), sizeof(T), v.size(), f);
-    std::fclose(f);
+    write_bin(g_dir + "/" + name + ".bin", v);
 }
 
 static const unsigned TPB = 256;

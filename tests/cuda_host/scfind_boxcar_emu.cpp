@@ -11,6 +11,7 @@
 // in ascending z), writes DIR/out.bin (the cube's type: the smoothed cube's interior planes). The
 // values are prepared first (prepare, or folded into the first transpose), as the engine does.
 #include "simt.hpp"
+#include "emu_io.hpp"
 
 #include <algorithm>
 #include <string>
@@ -28,18 +29,7 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 
 template <typename T>
 static std::vector<T> load(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        std::fprintf(stderr, "cannot open %s\n", path.c_str());
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long bytes = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<T> v(bytes / sizeof(T));
-    if (std::fread(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(3);
-    std::fclose(f);
-    return v;
+    return read_bin<T>(path);
 }
 
 // The kernels for element type T (the f32/f64 entry points of the .cu file, suffix SFX).

@@ -7,6 +7,7 @@
 // status (0 found, 1 a rank past the kept values, 2 the bracket missed: the host would select
 // over the array), value0, value1, keys kept, keys below).
 #include "simt.hpp"
+#include "emu_io.hpp"
 
 #include <string>
 
@@ -17,20 +18,7 @@ static std::string g_dir;
 
 template <typename T>
 std::vector<T> load(const char* name) {
-    std::string path = g_dir + "/" + name + ".bin";
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        std::fprintf(stderr, "cannot open %s\n", path.c_str());
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long bytes = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<T> v(bytes / sizeof(T));
-    size_t got = std::fread(v.data(), sizeof(T), v.size(), f);
-    std::fclose(f);
-    v.resize(got);
-    return v;
+    return read_bin<T>(g_dir + "/" + name + ".bin");
 }
 
 static const unsigned TPB = 256;
@@ -126,9 +114,6 @@ int main(int argc, char** argv) {
         run<float, RDX_MAPPED>(load<float>("x"), a, center, out);
     else
         run<float, RDX_FLOAT32>(load<float>("x"), a, center, out);
-    std::string path = g_dir + "/out.bin";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    std::fwrite(out, sizeof(double), 5, f);
-    std::fclose(f);
+    write_bin(g_dir + "/out.bin", out, 5);
     return 0;
 }

@@ -8,6 +8,7 @@
 // ring, 1 = forward / inverse transform it; default all) and phase.bin (i64 t0, t1: the phase
 // launch's tiles; default all); map.bin then holds the block's packed rings at `first`.
 #include "simt.hpp"
+#include "emu_io.hpp"
 
 #include <algorithm>
 #include <string>
@@ -27,20 +28,8 @@ static std::string g_dir;
 
 template <typename T>
 std::vector<T> load(const char* name) {
-    std::string path = g_dir + "/" + name + ".bin";
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        std::fprintf(stderr, "cannot open %s\n", path.c_str());
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long bytes = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<T> v(bytes / sizeof(T) + 1);  // +1: never empty
-    size_t got = std::fread(v.data(), sizeof(T), bytes / sizeof(T), f);
-    std::fclose(f);
-    v.resize(got);
-    if (v.empty()) v.push_back(T());
+    std::vector<T> v = read_bin<T>(g_dir + "/" + name + ".bin");
+    if (v.empty()) v.push_back(T());  // never empty: kernels take .data() of every array
     return v;
 }
 
@@ -147,10 +136,7 @@ int main(int argc, char** argv) {
             out[first[r] + t] = acc;
         }
     }
-    std::string path = g_dir + "/out.bin";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    std::fwrite(out.data(), sizeof(double), out.size(), f);
-    std::fclose(f);
+    write_bin(g_dir + "/out.bin", out);
     std::printf("ok %lld pixels\n", (long long)npix);
     return 0;
 }

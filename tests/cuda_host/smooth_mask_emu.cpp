@@ -5,6 +5,7 @@
 // below THR) and DIR/out_inplace.bin (the same written over num); prints the prep's bad flag
 // (a mask value outside [0, 1]).
 #include "simt.hpp"
+#include "emu_io.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -22,27 +23,7 @@ inline void sincospi(double x, double* s, double* c) {
 #include "common.cuh"
 #include "smooth.cu"
 
-static std::vector<double> load(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        std::fprintf(stderr, "cannot open %s\n", path.c_str());
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long bytes = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<double> v(bytes / sizeof(double));
-    size_t got = std::fread(v.data(), sizeof(double), v.size(), f);
-    std::fclose(f);
-    v.resize(got);
-    return v;
-}
-
-static void save(const std::string& path, const std::vector<double>& v) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    std::fwrite(v.data(), sizeof(double), v.size(), f);
-    std::fclose(f);
-}
+static std::vector<double> load(const std::string& path) { return read_bin<double>(path); }
 
 int main(int argc, char** argv) {
     if (argc < 4) return 2;
@@ -55,20 +36,20 @@ int main(int argc, char** argv) {
     // a small grid: the grid-stride loops must cover n with fewer threads than pixels
     int bad = 0;
     simt::launch(3u, 64u, [&] { smooth_mask_prep(m.data(), w.data(), has_mask, n, &bad); });
-    save(dir + "/mw.bin", m);
-    save(dir + "/w.bin", w);
+    write_bin(dir + "/mw.bin", m);
+    write_bin(dir + "/w.bin", w);
     auto num = load(dir + "/num.bin");
     auto den = load(dir + "/den.bin");
     std::vector<double> out(num.size(), 0.0);
     simt::launch(2u, 32u, [&] {
         smooth_mask_divide(num.data(), den.data(), thr, (i64)num.size(), out.data());
     });
-    save(dir + "/out.bin", out);
+    write_bin(dir + "/out.bin", out);
     // in place (out = num), as a single beam runs it
     simt::launch(2u, 32u, [&] {
         smooth_mask_divide(num.data(), den.data(), thr, (i64)num.size(), num.data());
     });
-    save(dir + "/out_inplace.bin", num);
+    write_bin(dir + "/out_inplace.bin", num);
     std::printf("ok %lld pixels bad %d\n", (long long)n, bad);
     return 0;
 }
