@@ -159,7 +159,9 @@ def SCfinder_mem(
         specs.append(spec)
         labels.append(label)
     cube3 = a.reshape((1,) + a.shape) if a.ndim == 2 else a
-    work = np.ascontiguousarray(mask > 0, dtype=np.uint8).reshape(cube3.shape)
+    # One byte a voxel, written in one pass (no bool temporary and copy of it).
+    work = np.empty(cube3.shape, np.uint8)
+    np.greater(mask.reshape(cube3.shape), 0, out=work.view(np.bool_))
     stride = sofia1_stride(a.shape)
 
     def report(i, rms):
@@ -182,8 +184,9 @@ def SCfinder_mem(
         fitter=scipy_fitter(),
         device=device,
     )
-    found = (work & 2).astype(bool).reshape(mask.shape)
-    mask |= found
+    # The engine returns MASKED (1) | DETECTED (2) only: DETECTED becomes SoFiA's 1, in place.
+    np.right_shift(work, 1, out=work)
+    np.bitwise_or(mask, work.reshape(mask.shape), out=mask, casting="unsafe")
 
 
 def install() -> bool:

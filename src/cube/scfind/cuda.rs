@@ -24,7 +24,6 @@ use crate::backend::cuda::{
     self, grid_stride, CudaFunction, CudaSlice, DeviceRepr, Gpu, LaunchConfig, PushKernelArg,
 };
 use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
-use crate::cube::stats::noise::MAD_TO_STD;
 use crate::cube::stats::sample::Sampling;
 use crate::cube::stats::{count_device, select_ranks_device, Values};
 use crate::error::{Error, Result};
@@ -835,28 +834,22 @@ impl<'a, T: Real> Engine<'a, T> {
         let plan = self.plan;
         let ns = plan.sampling.len(plan.shape);
         let ext = plan.noise.needs_extremes().then(|| extremes_or_nan(ext));
-        if let NoiseRule::Sofia2 {
-            stat: Statistic::Mad,
-            range,
-        } = plan.noise
-        {
+        if let Some((range, factor)) = plan.noise.plain_mad() {
             let vals = Values {
                 center: 0.0,
                 abs: true,
                 range,
             };
+            // No value counts: the host's rule words the error (SoFiA 1 names the flux range).
             let n = count_device(self.gpu, &self.samples, ns, vals)?;
-            if n == 0 {
-                return Err(Error::value(
-                    "cannot measure the noise: no finite values in the sample",
-                ));
+            if n > 0 {
+                // both middle ranks in one selection (the same rank twice for an odd count)
+                let [below, mid] =
+                    select_ranks_device(self.gpu, &self.samples, ns, [(n - 1) / 2, n / 2], vals)?
+                        .ok_or_else(|| Error::Internal("rank beyond the sample".into()))?;
+                let med = if n % 2 == 1 { mid } else { 0.5 * (below + mid) };
+                return Ok(factor * med);
             }
-            // both middle ranks in one selection (the same rank twice for an odd count)
-            let [below, mid] =
-                select_ranks_device(self.gpu, &self.samples, ns, [(n - 1) / 2, n / 2], vals)?
-                    .ok_or_else(|| Error::Internal("rank beyond the sample".into()))?;
-            let med = if n % 2 == 1 { mid } else { 0.5 * (below + mid) };
-            return Ok(MAD_TO_STD * med);
         }
         if let NoiseRule::Sofia2Exact {
             stat: Statistic::Mad,

@@ -16,9 +16,11 @@ pub mod running;
 
 use crate::backend::Device;
 use crate::cube::filters::{Filter1d, Mode};
-use crate::cube::stats::noise::{gauss_about_zero, mad_about, std_about, Fitter, MAD_TO_STD};
+use crate::cube::stats::noise::{
+    gauss_about_zero, mad_about, std_about, Fitter, MAD_TO_STD, MAD_TO_STD_SOFIA1,
+};
 use crate::cube::stats::sample::Sampling;
-use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Rms};
+use crate::cube::stats::sofia1::{sofia1_rms, Sofia1Mode, Sofia1Rms};
 use crate::cube::stats::sofia2::{self, Walk};
 use crate::cube::stats::Range;
 use crate::error::{Error, Result};
@@ -125,6 +127,22 @@ impl NoiseRule {
             NoiseRule::Sofia1(p) => p.needs_extremes(),
             NoiseRule::Sofia2Exact { stat, .. } => *stat == Statistic::Gauss,
             NoiseRule::Sofia2 { .. } => false,
+        }
+    }
+
+    /// `Some((range, factor))` when the rule is `factor · median |x|` of the sample's values in
+    /// `range` (no clip, no fit): SoFiA 2's `mad` and SoFiA 1's `mad` without `twoPass`. Such
+    /// a rule can be taken where the sample lies (the GPU engine selects on the device).
+    pub fn plain_mad(&self) -> Option<(Range, f64)> {
+        match *self {
+            NoiseRule::Sofia2 {
+                stat: Statistic::Mad,
+                range,
+            } => Some((range, MAD_TO_STD)),
+            NoiseRule::Sofia1(p) if p.mode == Sofia1Mode::Mad && !p.two_pass => {
+                Some((p.range, MAD_TO_STD_SOFIA1))
+            }
+            _ => None,
         }
     }
 
