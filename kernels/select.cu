@@ -131,6 +131,29 @@ __device__ __forceinline__ T rdx_fill() {
     return KEY == RDX_GATHERED || KEY == RDX_GATHERED32 ? (T)0 : (T)nan("");
 }
 
+// Visits every value of x[0 .. n) once: `visit(kept, key)` for each value a lane loads, a warp
+// moving as one (every lane of a warp visits at the same step, so `visit` may use warp votes),
+// RDX_LOADS loads in flight a lane (the passes are memory-bound); `step()` after each round of
+// loads, also in step across the warp. Past the end a lane visits rdx_fill's value (not kept).
+template <typename T, int KEY, typename Visit, typename Step>
+__device__ __forceinline__ void rdx_sweep(const T* __restrict__ x, i64 n, const SelParams& p,
+                                          Visit visit, Step step) {
+    const int lane = threadIdx.x & 31;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
+         base += RDX_LOADS * stride) {
+        T xv[RDX_LOADS];
+        rdx_load<T>(x, n, base, lane, stride, rdx_fill<T, KEY>(), xv);
+#pragma unroll
+        for (int q = 0; q < RDX_LOADS; ++q) {
+            unsigned long long k = 0ull;
+            const bool kept = rdx_key_of<T, KEY>(xv[q], p, &k);
+            visit(kept, k);
+        }
+        step();
+    }
+}
+
 // Counts the kept values whose key starts with each rank's prefix (the key bits at and above
 // `shift`), by key bits [shift - bits, shift). A warp moves as one, RDX_LOADS loads in flight a
 // lane (a memory-bound pass). The first digit (sign and exponent: few distinct values, whose
@@ -150,16 +173,11 @@ __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int s
     const int low = shift - bits, lane = threadIdx.x & 31;
     const unsigned int copy = first ? (unsigned int)(lane % RDX_COPIES) << RDX_FIRST_BITS : 0u;
     const unsigned long long digit = (1ull << bits) - 1ull;
-    const i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
-         base += RDX_LOADS * stride) {
-        T xv[RDX_LOADS];
-        rdx_load<T>(x, n, base, lane, stride, rdx_fill<T, KEY>(), xv);
-#pragma unroll
-        for (int q = 0; q < RDX_LOADS; ++q) {
+    rdx_sweep<T, KEY>(
+        x, n, p,
+        [&](bool kept, unsigned long long k) {
             unsigned int tag = RDX_NONE;
-            unsigned long long k;
-            if (rdx_key_of<T, KEY>(xv[q], p, &k)) {
+            if (kept) {
                 const unsigned long long top = rdx_top(k, shift, kbits);
                 const unsigned int d = (unsigned int)((k >> low) & digit);
                 if (top == p0)
@@ -174,8 +192,8 @@ __device__ void rdx_histogram(const T* __restrict__ x, i64 n, SelParams p, int s
                 if (tag != RDX_NONE && lane == __ffs(peers) - 1)
                     atomicAdd(&local[tag], __popc(peers));
             }
-        }
-    }
+        },
+        [] {});
     __syncthreads();
     if (first) {
         for (int b = threadIdx.x; b < (1 << RDX_FIRST_BITS); b += blockDim.x) {
@@ -203,21 +221,16 @@ __device__ void rdx_gather(const T* __restrict__ x, i64 n, SelParams p, int shif
                            unsigned long long* __restrict__ count) {
     const unsigned long long p0 = st->prefix[0], p1 = st->prefix[1];
     const int lane = threadIdx.x & 31;
-    const i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
-         base += RDX_LOADS * stride) {
-        T xv[RDX_LOADS];
-        rdx_load<T>(x, n, base, lane, stride, (T)nan(""), xv);
-#pragma unroll
-        for (int q = 0; q < RDX_LOADS; ++q) {
-            unsigned long long k = 0ull;
+    rdx_sweep<T, RDX_MAPPED>(
+        x, n, p,
+        [&](bool kept, unsigned long long k) {
             bool keep = false;
-            if (rdx_key_of<T, RDX_MAPPED>(xv[q], p, &k)) {
+            if (kept) {
                 const unsigned long long top = rdx_top(k, shift, 64);
                 keep = top == p0 || top == p1;
             }
             const unsigned int mask = __ballot_sync(0xffffffffu, keep);
-            if (!mask) continue;
+            if (!mask) return;
             unsigned long long first = 0ull;
             if (lane == __ffs(mask) - 1) first = atomicAdd(count, (unsigned long long)__popc(mask));
             first = __shfl_sync(0xffffffffu, first, __ffs(mask) - 1);
@@ -228,8 +241,8 @@ __device__ void rdx_gather(const T* __restrict__ x, i64 n, SelParams p, int shif
                 else
                     st->overflow = 1ull;
             }
-        }
-    }
+        },
+        [] {});
 }
 
 // One block of 1024 threads: each rank's digit from its histogram (an exclusive scan of the
@@ -407,27 +420,22 @@ __device__ void rdx_bracket(const T* __restrict__ x, i64 n, SelParams p,
     unsigned long long* mine = stage[warp];
     int fill = 0;  // the same in every lane of a warp
     unsigned long long below = 0ull;
-    const i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
-         base += RDX_LOADS * stride) {
-        T xv[RDX_LOADS];
-        rdx_load<T>(x, n, base, lane, stride, rdx_fill<T, KEY>(), xv);
-#pragma unroll
-        for (int q = 0; q < RDX_LOADS; ++q) {
-            unsigned long long k = 0ull;
-            const bool kept = rdx_key_of<T, KEY>(xv[q], p, &k);
+    rdx_sweep<T, KEY>(
+        x, n, p,
+        [&](bool kept, unsigned long long k) {
             below += kept && k < lo;
             const bool in = kept && k >= lo && k <= hi;
             const unsigned int m = __ballot_sync(0xffffffffu, in);
             if (in) mine[fill + __popc(m & ((1u << lane) - 1u))] = k;
             fill += __popc(m);
-        }
-        if (fill > RDX_STAGE - 32 * RDX_LOADS) {
-            __syncwarp();
-            rdx_flush(mine, fill, keys, cap, tally, lane);
-            fill = 0;
-        }
-    }
+        },
+        [&] {
+            if (fill > RDX_STAGE - 32 * RDX_LOADS) {
+                __syncwarp();
+                rdx_flush(mine, fill, keys, cap, tally, lane);
+                fill = 0;
+            }
+        });
     __syncwarp();
     if (fill) rdx_flush(mine, fill, keys, cap, tally, lane);
     for (int o = 16; o > 0; o >>= 1) below += __shfl_down_sync(0xffffffffu, below, o);
@@ -436,6 +444,7 @@ __device__ void rdx_bracket(const T* __restrict__ x, i64 n, SelParams p,
 
 // Settles the bracket: each rank made relative to the kept keys, or st->overflow set when a
 // rank lies outside them or they overflowed their buffer (the host then selects over the array).
+// One warp is launched; thread 0 works.
 extern "C" __global__ void rdx_bracket_settle(RdxState* st, const unsigned long long* tally,
                                               i64 cap) {
     if (threadIdx.x != 0) return;

@@ -85,7 +85,7 @@ static void run(const std::vector<T>& x, const std::vector<i64>& a, double cente
                             kept.data(), cap, tally.data());
     });
     auto st = new_state((unsigned long long)k0, (unsigned long long)k1);
-    simt::launch(1, 1024, [&] { rdx_bracket_settle((RdxState*)st.data(), tally.data(), cap); });
+    simt::launch(1, 32, [&] { rdx_bracket_settle((RdxState*)st.data(), tally.data(), cap); });
     choose_kept(st, kept, kbits);
     const RdxState* s = (const RdxState*)st.data();
     out[3] = (double)tally[0];

@@ -350,8 +350,13 @@ fn select_bracketed<T: Real>(
     let settle = gpu.function("select", "rdx_bracket_settle")?;
     let mut l = gpu.stream.launch_builder(&settle);
     l.arg(&mut st).arg(&tally).arg(&cap64);
-    // SAFETY: matches rdx_bracket_settle (one thread works); st holds a RdxState.
-    unsafe { l.launch(one_block()) }?;
+    let one = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: matches rdx_bracket_settle (one warp, thread 0 works); st holds a RdxState.
+    unsafe { l.launch(one) }?;
     choose_digits(gpu, &mut st, kbits, |sh, b, st| {
         kept_pass(gpu, &kept, cap, key32, (sh, b), st)
     })?;
