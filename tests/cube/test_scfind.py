@@ -515,6 +515,32 @@ def test_gpu_equals_cpu(rng, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("flux", ["all", "negative", "positive"])
+def test_gpu_compat_mad_on_device_equals_cpu(rng, flux):
+    """SoFiA 1's mad is selected on the device (no sample download): same masks as the CPU's
+    for every flux range, and the CPU's error when no value lies in the range."""
+    cube = make_cube(rng, shape=(40, 48, 56))
+    masks = []
+    for device in ("cpu", "cuda"):
+        m = np.zeros(cube.shape, np.int16)
+        kw = {"threshold": 4.0, "rmsMode": "mad", "fluxRange": flux, "device": device}
+        sofia.SCfinder_mem(cube, m, {}, 0, kernels=KERNELS, **kw)
+        masks.append(m)
+    assert masks[0].sum() > 50
+    assert (masks[0] != masks[1]).sum() <= 3
+    positive = np.abs(cube) + 1.0
+    errors = []
+    for device in ("cpu", "cuda"):
+        with pytest.raises(ValueError, match="no negative fluxes") as e:
+            sofia.SCfinder_mem(
+                positive, np.zeros(cube.shape, np.uint8), {}, 0, kernels=KERNELS,
+                rmsMode="mad", fluxRange="negative", device=device,
+            )  # fmt: skip
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("spectral", ["boxcar", "gaussian"])
 def test_gpu_slabbed_equals_unslabbed(rng, spectral):
     from skyconv.cube import smooth_and_clip
