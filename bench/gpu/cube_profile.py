@@ -1,10 +1,11 @@
 """Stage profile of the GPU cube calls (issue 22): S+C on the bench's 2 GB and 256 MB cubes
-(bench.cases.cube, the default 12 kernels) and à trous 3-D on 256x512² (bench.cases.atrous),
+(bench.cases.cube, the default 12 kernels), SoFiA 1's drop-in ``SCfinder_mem`` on the 256 MB
+cube (``compat``) and à trous 3-D on 256x512² (bench.cases.atrous),
 end to end from NumPy and ``skyconv.last_profile()`` per stage, median of --repeats calls after
 one warm-up; the mask (and à trous output) checksum, so that two wheels can be compared. Run it
 once per wheel (PYTHONPATH picks the wheel) on the same machine.
 
-Usage: python3 bench/gpu/cube_profile.py [--repeats 3] [--only scfind_2gb,scfind,atrous]
+Usage: python3 bench/gpu/cube_profile.py [--repeats 3] [--only scfind_2gb,scfind,compat,atrous]
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def profile(name, fn, x, repeats):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--only", default="scfind_2gb,scfind,atrous")
+    p.add_argument("--only", default="scfind_2gb,scfind,compat,atrous")
     a = p.parse_args()
     import skyconv
 
@@ -83,6 +84,9 @@ def main():
         profile("scfind_2gb", scfind, cube_case.make_cube(cube_case.SHAPE_2G), a.repeats)
     if "scfind" in only:
         profile("scfind_256mb", scfind, cube_case.make_cube(cube_case.SHAPE), a.repeats)
+    if "compat" in only:
+        cube = cube_case.make_cube(cube_case.SHAPE)
+        profile("scfind_compat_256mb", cube_case.skyconv_compat("cuda"), cube, a.repeats)
     if "atrous" in only:
         profile("atrous_recon3d", atrous, atrous_case.make_cube((256, 512, 512)), a.repeats)
 
