@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 import sys
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import _core
 from .._arrays import float_array
+from .._backend import get_num_threads
 from .._errors import ShapeError
 from .._utils.lazy import is_dask_array
 from ..exceptions import (
@@ -73,6 +75,19 @@ def _kernel_spec(kernel, kernelUnit, header):
         elif kt == "g":
             zk, zv = "gaussian", kz / FWHM_CONST
     return ("gaussian", sy, sx, zk, zv, False), (kx, ky, kz, kt)
+
+
+def _by_planes(fn, n):
+    """``fn(lo, hi)`` over slices of the first axis's ``n`` planes on skyconv's threads: NumPy
+    releases the GIL, so the mask's passes and their first-touch page faults (most of their
+    time on a fresh array) spread over the cores."""
+    parts = min(get_num_threads(), n)
+    if parts <= 1:
+        fn(0, n)
+        return
+    edges = [n * i // parts for i in range(parts + 1)]
+    with ThreadPoolExecutor(parts) as pool:
+        list(pool.map(fn, edges[:-1], edges[1:]))
 
 
 def SCfinder_mem(
@@ -159,9 +174,14 @@ def SCfinder_mem(
         specs.append(spec)
         labels.append(label)
     cube3 = a.reshape((1,) + a.shape) if a.ndim == 2 else a
-    # One byte a voxel, written in one pass (no bool temporary and copy of it).
+    # One byte a voxel, MASKED where the mask is > 0, written in one pass (no temporaries).
     work = np.empty(cube3.shape, np.uint8)
-    np.greater(mask.reshape(cube3.shape), 0, out=work.view(np.bool_))
+    flat = work.reshape(mask.shape)  # a view: work is contiguous
+
+    def load(lo, hi):
+        np.greater(mask[lo:hi], 0, out=flat[lo:hi].view(np.bool_))
+
+    _by_planes(load, mask.shape[0])
     stride = sofia1_stride(a.shape)
 
     def report(i, rms):
@@ -184,9 +204,13 @@ def SCfinder_mem(
         fitter=scipy_fitter(),
         device=device,
     )
+
     # The engine returns MASKED (1) | DETECTED (2) only: DETECTED becomes SoFiA's 1, in place.
-    np.right_shift(work, 1, out=work)
-    np.bitwise_or(mask, work.reshape(mask.shape), out=mask, casting="unsafe")
+    def store(lo, hi):
+        found = np.right_shift(flat[lo:hi], 1, out=flat[lo:hi])
+        np.bitwise_or(mask[lo:hi], found, out=mask[lo:hi], casting="unsafe")
+
+    _by_planes(store, mask.shape[0])
 
 
 def install() -> bool:
