@@ -206,6 +206,29 @@ extern "C" __global__ void sc_range_counts(const double* __restrict__ s, i64 n, 
     if (threadIdx.x == 0) counts[blockIdx.x] = part[0];
 }
 
+// SoFiA 1's noise histograms (src/cube/stats/sofia1.rs) over the sample where it lies:
+// counts[k] += the values x with edges[k] <= x < edges[k + 1] (the last bin closed), k found as
+// the host's `noise::histogram` finds it (the number of edges <= x, less one, edges ascending);
+// NaN and values outside [edges[0], edges[nb]] are not counted.
+extern "C" __global__ void sc_edge_histogram(const double* __restrict__ s, i64 n,
+                                             const double* __restrict__ edges, int nb,
+                                             unsigned long long* __restrict__ counts) {
+    const double lo = edges[0], hi = edges[nb];
+    SC_GRID_STRIDE(i, n) {
+        const double x = s[i];
+        if (!(x >= lo && x <= hi)) continue;
+        int a = 0, b = nb + 1;  // the first edge > x lies in [a, b)
+        while (a < b) {
+            const int m = (a + b) >> 1;
+            if (edges[m] <= x)
+                a = m + 1;
+            else
+                b = m;
+        }
+        atomicAdd(&counts[a - 1 < nb - 1 ? a - 1 : nb - 1], 1ull);
+    }
+}
+
 // Keep only the bits `keep` of every mask byte (the mask as it goes down to the host).
 extern "C" __global__ void keep_bits(unsigned char* mask, i64 n, int keep) {
     SC_GRID_STRIDE(i, n) { mask[i] &= (unsigned char)keep; }

@@ -14,6 +14,7 @@ use std::ops::Range as Span;
 
 use rayon::prelude::*;
 
+use super::cuda_sofia1::DeviceSample;
 use super::{
     extremes_or_nan, merge_extremes, BlockInput, Kernel, NoiseRule, Outcome, Plan, Progress,
     Replace, SampleParts, Statistic, BLANK, DETECTED, MASKED,
@@ -25,6 +26,7 @@ use crate::backend::cuda::{
 };
 use crate::cube::filters::{apply_device, extend_index, AxisView, DevicePass, Pass};
 use crate::cube::stats::sample::Sampling;
+use crate::cube::stats::sofia1::sofia1_fit;
 use crate::cube::stats::{count_device, select_ranks_device, Values};
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -862,6 +864,16 @@ impl<'a, T: Real> Engine<'a, T> {
                 super::cuda_mad::sofia2_mad(self.gpu, &self.samples, ns, range, walk, single)?
             {
                 return Ok(rms);
+            }
+        }
+        if let NoiseRule::Sofia1(p) = plan.noise {
+            if p.needs_extremes() {
+                let sample = DeviceSample {
+                    gpu: self.gpu,
+                    values: &self.samples,
+                    n: ns,
+                };
+                return sofia1_fit(&sample, ext, &p, plan.fitter.as_ref());
             }
         }
         let mut host = vec![0.0f64; ns];

@@ -11,6 +11,7 @@
 mod cpu;
 mod cuda;
 mod cuda_mad;
+mod cuda_sofia1;
 pub mod kernels;
 pub mod running;
 

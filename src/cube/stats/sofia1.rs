@@ -77,11 +77,72 @@ pub fn numpy_arange(start: f64, stop: f64, step: f64, single: bool) -> Vec<f64> 
         .collect()
 }
 
+/// Counts of a sample by bin edges, as [`histogram`] counts them: the sample may lie on the
+/// host or on the device (the GPU engine counts its sample there and moves the counts alone).
+pub trait Binned {
+    fn histogram(&self, edges: &[f64]) -> Result<Vec<u64>>;
+}
+
+impl Binned for [f64] {
+    fn histogram(&self, edges: &[f64]) -> Result<Vec<u64>> {
+        Ok(histogram(self, edges))
+    }
+}
+
+/// SoFiA's refusal of a one-sided flux range with no value in it (infinities count, NaN does
+/// not): the values below 0 are those in [−inf, −min subnormal], above 0 in [min subnormal, inf].
+fn check_range<S: Binned + ?Sized>(s: &S, range: Range) -> Result<()> {
+    let tiny = f64::from_bits(1);
+    let (edges, side) = match range {
+        Range::Negative => ([f64::NEG_INFINITY, -tiny], "negative"),
+        Range::Positive => ([tiny, f64::INFINITY], "positive"),
+        Range::All => return Ok(()),
+    };
+    if s.histogram(&edges)?[0] == 0 {
+        return Err(fail(&format!(
+            "cannot measure noise from {side} flux values; no {side} fluxes found in data cube"
+        )));
+    }
+    Ok(())
+}
+
 /// GetRMS on `samples` (the sampled sub-cube, NaN allowed). `extremes` = (nanmin, nanmax) of
 /// the whole cube, needed by `Negative` and `Gauss`; `fitter` fits their Gaussians (None:
 /// the built-in one).
 pub fn sofia1_rms(
     samples: &[f64],
+    extremes: Option<(f64, f64)>,
+    p: &Sofia1Rms,
+    fitter: Option<&Fitter>,
+) -> Result<f64> {
+    let none = || fail("no finite values to measure the noise on");
+    match p.mode {
+        Sofia1Mode::Negative | Sofia1Mode::Gauss => sofia1_fit(samples, extremes, p, fitter),
+        Sofia1Mode::Mad => {
+            check_range(samples, p.range)?;
+            let rms =
+                MAD_TO_STD_SOFIA1 * mad_about(samples, 0.0, p.range, None).ok_or_else(none)?;
+            if p.two_pass {
+                let m = mad_about(samples, 0.0, p.range, Some(5.0 * rms)).ok_or_else(none)?;
+                return Ok(MAD_TO_STD_SOFIA1 * m);
+            }
+            Ok(rms)
+        }
+        Sofia1Mode::Std => {
+            check_range(samples, p.range)?;
+            let rms = std_about(samples, 0.0, p.range, None).ok_or_else(none)?;
+            if p.two_pass {
+                return std_about(samples, 0.0, p.range, Some(5.0 * rms)).ok_or_else(none);
+            }
+            Ok(rms)
+        }
+    }
+}
+
+/// GetRMS's histogram fits (`Negative`, `Gauss`), which see the sample through its
+/// histograms alone (`s` on the host or the device).
+pub fn sofia1_fit<S: Binned + ?Sized>(
+    s: &S,
     extremes: Option<(f64, f64)>,
     p: &Sofia1Rms,
     fitter: Option<&Fitter>,
@@ -94,51 +155,12 @@ pub fn sofia1_rms(
             &builtin
         }
     };
-    let count_in = |r: Range| {
-        samples
-            .iter()
-            .filter(|x| match r {
-                Range::Negative => **x < 0.0,
-                Range::Positive => **x > 0.0,
-                Range::All => true,
-            })
-            .count()
-    };
-    match p.range {
-        Range::Negative if count_in(Range::Negative) == 0 => return Err(fail(
-            "cannot measure noise from negative flux values; no negative fluxes found in data cube",
-        )),
-        Range::Positive if count_in(Range::Positive) == 0 => return Err(fail(
-            "cannot measure noise from positive flux values; no positive fluxes found in data cube",
-        )),
-        _ => {}
-    }
-    let none = || fail("no finite values to measure the noise on");
+    check_range(s, p.range)?;
+    let (min, max) = extremes.ok_or_else(|| Error::Internal("extremes missing".into()))?;
     match p.mode {
-        Sofia1Mode::Mad => {
-            let rms =
-                MAD_TO_STD_SOFIA1 * mad_about(samples, 0.0, p.range, None).ok_or_else(none)?;
-            if p.two_pass {
-                let m = mad_about(samples, 0.0, p.range, Some(5.0 * rms)).ok_or_else(none)?;
-                return Ok(MAD_TO_STD_SOFIA1 * m);
-            }
-            Ok(rms)
-        }
-        Sofia1Mode::Std => {
-            let rms = std_about(samples, 0.0, p.range, None).ok_or_else(none)?;
-            if p.two_pass {
-                return std_about(samples, 0.0, p.range, Some(5.0 * rms)).ok_or_else(none);
-            }
-            Ok(rms)
-        }
-        Sofia1Mode::Negative => {
-            let (min, _) = extremes.ok_or_else(|| Error::Internal("extremes missing".into()))?;
-            negative_fit(samples, min, p, fitter)
-        }
-        Sofia1Mode::Gauss => {
-            let (min, max) = extremes.ok_or_else(|| Error::Internal("extremes missing".into()))?;
-            gauss_fit(samples, min, max, p, fitter)
-        }
+        Sofia1Mode::Negative => negative_fit(s, min, p, fitter),
+        Sofia1Mode::Gauss => gauss_fit(s, min, max, p, fitter),
+        m => Err(Error::Internal(format!("{m:?} is not a histogram fit"))),
     }
 }
 
@@ -149,13 +171,18 @@ fn negative_bins(min: f64, nrbins: f64, single: bool) -> Vec<f64> {
     numpy_arange(min, stop, step, single)
 }
 
-fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
+fn negative_fit<S: Binned + ?Sized>(
+    s: &S,
+    min: f64,
+    p: &Sofia1Rms,
+    fitter: &Fitter,
+) -> Result<f64> {
     if min.is_nan() || min >= 0.0 {
         return Err(fail("cannot estimate noise from Gaussian fit to negative flux histogram; no negative fluxes found in data cube"));
     }
     let nrbins = ((p.size as f64 / 1e5).ceil() as usize).max(100);
     let mut edges = negative_bins(min, nrbins as f64, p.single);
-    let mut hist = histogram(samples, &edges);
+    let mut hist = s.histogram(&edges)?;
     let total: u64 = hist.iter().sum();
     let mut summed = 0usize;
     while summed < hist.len()
@@ -166,7 +193,7 @@ fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Re
     if summed > 0 {
         let nr = nrbins as f64 / (summed + 1) as f64;
         edges = negative_bins(min, nr, p.single);
-        hist = histogram(samples, &edges);
+        hist = s.histogram(&edges)?;
     }
     let x = centres(&edges);
     let y: Vec<f64> = hist.iter().map(|&c| c as f64).collect();
@@ -186,7 +213,13 @@ fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Re
     Ok(fitter.fit(&x, &y, amp, s0)?.1.abs())
 }
 
-fn gauss_fit(samples: &[f64], min: f64, max: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
+fn gauss_fit<S: Binned + ?Sized>(
+    s: &S,
+    min: f64,
+    max: f64,
+    p: &Sofia1Rms,
+    fitter: &Fitter,
+) -> Result<f64> {
     if min.is_nan() || max.is_nan() || min >= max {
         return Err(fail(
             "maximum not greater than minimum; cannot determine noise level",
@@ -222,10 +255,7 @@ fn gauss_fit(samples: &[f64], min: f64, max: f64, p: &Sofia1Rms, fitter: &Fitter
     let width = (hi - lo) / 100.0;
     let edges = numpy_arange(lo, hi, width, false);
     let x = centres(&edges);
-    let y: Vec<f64> = histogram(samples, &edges)
-        .iter()
-        .map(|&c| c as f64)
-        .collect();
+    let y: Vec<f64> = s.histogram(&edges)?.iter().map(|&c| c as f64).collect();
     let total: f64 = y.iter().sum();
     let mom2 = (x.iter().zip(&y).map(|(a, b)| a * a * b).sum::<f64>() / total).sqrt();
     let amp = y.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
