@@ -1,9 +1,10 @@
 """Stage profile of the GPU cube calls (issue 22): S+C on the bench's 2 GB and 256 MB cubes
 (bench.cases.cube, the default 12 kernels), SoFiA 1's drop-in ``SCfinder_mem`` on the 256 MB
-cube (``compat``) and à trous 3-D on 256x512² (bench.cases.atrous),
-end to end from NumPy and ``skyconv.last_profile()`` per stage, median of --repeats calls after
-one warm-up; the mask (and à trous output) checksum, so that two wheels can be compared. Run it
-once per wheel (PYTHONPATH picks the wheel) on the same machine.
+cube with the bench's mad noise and with SoFiA 1's default (the fit to the negative
+histogram; ``compat``), and à trous 3-D on 256x512² (bench.cases.atrous), end to end from
+NumPy and ``skyconv.last_profile()`` per stage, median of --repeats calls after one warm-up;
+the mask (and à trous output) checksum, so that two wheels can be compared. Run it once per
+wheel (PYTHONPATH picks the wheel) on the same machine.
 
 Usage: python3 bench/gpu/cube_profile.py [--repeats 3] [--only scfind_2gb,scfind,compat,atrous]
 """
@@ -38,6 +39,18 @@ def scfind(cube):
         flux_range="negative",
         device="cuda",
     )
+
+
+def compat_negative(cube):
+    """The drop-in with SoFiA 1's default noise (Gaussian fit to the negative histogram)."""
+    from skyconv.compat import sofia
+
+    mask = np.zeros(cube.shape, np.uint8)
+    sofia.SCfinder_mem(
+        cube, mask, {}, 0, kernels=cube_case.KERNELS, threshold=cube_case.THRESHOLD,
+        maskScaleXY=2.0, rmsMode="negative", device="cuda",
+    )  # fmt: skip
+    return mask
 
 
 def atrous(cube):
@@ -87,6 +100,7 @@ def main():
     if "compat" in only:
         cube = cube_case.make_cube(cube_case.SHAPE)
         profile("scfind_compat_256mb", cube_case.skyconv_compat("cuda"), cube, a.repeats)
+        profile("scfind_compat_negative_256mb", compat_negative, cube, a.repeats)
     if "atrous" in only:
         profile("atrous_recon3d", atrous, atrous_case.make_cube((256, 512, 512)), a.repeats)
 
