@@ -17,7 +17,7 @@ use super::{
 };
 use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
-use crate::cube::stats::sample::gather;
+use crate::cube::stats::sample::gather_as;
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -74,12 +74,15 @@ fn run_inner<T: Real>(
     mask: &mut [u8],
     progress: Progress<'_>,
 ) -> Result<Outcome> {
-    let samples = gather(cube, plan.shape, plan.sampling);
+    // samples in T (an f32 cube's in f32: exact, half the bytes), measured in place
+    let mut samples = gather_as::<T, T>(cube, plan.shape, plan.sampling);
     let ext = plan
         .noise
         .needs_extremes()
         .then(|| extremes_or_nan(extremes(cube)));
-    let rms0 = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+    let rms0 = plan
+        .noise
+        .measure_in_place(&mut samples, ext, plan.fitter.as_ref())?;
     drop(samples);
     let mut s: Vec<T> = vec![T::default(); cube.len()];
     let mut outcome = Outcome {
@@ -104,9 +107,12 @@ fn run_inner<T: Real>(
         let (rms, cands) = if ker.use_rms0 {
             (rms0, None)
         } else {
-            let ((samples, ext), cands) = measure_smoothed(&s, mask, plan, &zf);
+            let ((mut samples, ext), cands) = measure_smoothed(&s, mask, plan, &zf);
             trace.mark("sample");
-            let r = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+            let r = plan
+                .noise
+                .measure_in_place(&mut samples, ext, plan.fitter.as_ref())?;
+            drop(samples);
             trace.mark("statistic");
             (r, cands)
         };
@@ -782,8 +788,9 @@ fn sparse_samples<T: Real>(
     }
 }
 
-/// The noise sample and, if the rule needs them, its (nanmin, nanmax).
-type NoiseSample = (Vec<f64>, Option<(f64, f64)>);
+/// The noise sample (W is rounded to T, so T holds it exactly) and, if the rule needs them,
+/// its (nanmin, nanmax).
+type NoiseSample<T> = (Vec<T>, Option<(f64, f64)>);
 
 /// The noise sample of the smoothed cube, if the rule needs them its (nanmin, nanmax), and
 /// (from a full pass) each column block's clip candidates. A sparse sample with a short
@@ -794,7 +801,7 @@ fn measure_smoothed<T: Real>(
     mask: &[u8],
     plan: &Plan,
     zf: &Filter1d,
-) -> (NoiseSample, Option<Vec<Candidates>>) {
+) -> (NoiseSample<T>, Option<Vec<Candidates>>) {
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
     // Point by point, each tap of each sample costs a cache line; the full pass streams the
@@ -804,15 +811,24 @@ fn measure_smoothed<T: Real>(
         && !exact_spectral(zf, plan)
         && n.saturating_mul(zf.taps()).saturating_mul(per_line) < s.len()
     {
-        let mut samples = vec![0.0f64; n];
+        let mut samples = vec![T::default(); n];
         samples
             .par_chunks_mut(SAMPLE_CHUNK)
             .enumerate()
-            .for_each(|(ci, out)| sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, out));
+            .for_each_init(
+                || vec![0.0f64; SAMPLE_CHUNK],
+                |acc, (ci, out)| {
+                    let acc = &mut acc[..out.len()];
+                    sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, acc);
+                    out.iter_mut()
+                        .zip(acc.iter())
+                        .for_each(|(o, &v)| *o = T::from_f64(v));
+                },
+            );
         return ((samples, None), None);
     }
     let plane = plan.shape[1] * plan.shape[2];
-    let mut samples = vec![f64::NAN; n];
+    let mut samples = vec![T::from_f64(f64::NAN); n];
     let sp = Disjoint(samples.as_mut_ptr());
     let parts = spectral(
         s,
@@ -827,7 +843,7 @@ fn measure_smoothed<T: Real>(
             cands.visit::<T>(z * plane + k0, w, m, scale);
             plan.sampling
                 .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
-                    let v = w_value::<T>(w[off], scale, m[off]);
+                    let v = T::from_f64(w_value::<T>(w[off], scale, m[off]));
                     // SAFETY: every slot belongs to exactly one position, visited once.
                     unsafe { *sp.at(slot) = v };
                 });

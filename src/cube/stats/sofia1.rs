@@ -5,6 +5,7 @@
 use super::noise::{centres, histogram, mad_about, std_about, Fitter, MAD_TO_STD_SOFIA1};
 use super::Range;
 use crate::error::{Error, Result};
+use crate::real::Real;
 
 /// SoFiA 1's `rmsMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,8 +81,8 @@ pub fn numpy_arange(start: f64, stop: f64, step: f64, single: bool) -> Vec<f64> 
 /// GetRMS on `samples` (the sampled sub-cube, NaN allowed). `extremes` = (nanmin, nanmax) of
 /// the whole cube, needed by `Negative` and `Gauss`; `fitter` fits their Gaussians (None:
 /// the built-in one).
-pub fn sofia1_rms(
-    samples: &[f64],
+pub fn sofia1_rms<S: Real>(
+    samples: &[S],
     extremes: Option<(f64, f64)>,
     p: &Sofia1Rms,
     fitter: Option<&Fitter>,
@@ -98,8 +99,8 @@ pub fn sofia1_rms(
         samples
             .iter()
             .filter(|x| match r {
-                Range::Negative => **x < 0.0,
-                Range::Positive => **x > 0.0,
+                Range::Negative => x.to_f64() < 0.0,
+                Range::Positive => x.to_f64() > 0.0,
                 Range::All => true,
             })
             .count()
@@ -149,7 +150,7 @@ fn negative_bins(min: f64, nrbins: f64, single: bool) -> Vec<f64> {
     numpy_arange(min, stop, step, single)
 }
 
-fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
+fn negative_fit<S: Real>(samples: &[S], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
     if min.is_nan() || min >= 0.0 {
         return Err(fail("cannot estimate noise from Gaussian fit to negative flux histogram; no negative fluxes found in data cube"));
     }
@@ -186,7 +187,13 @@ fn negative_fit(samples: &[f64], min: f64, p: &Sofia1Rms, fitter: &Fitter) -> Re
     Ok(fitter.fit(&x, &y, amp, s0)?.1.abs())
 }
 
-fn gauss_fit(samples: &[f64], min: f64, max: f64, p: &Sofia1Rms, fitter: &Fitter) -> Result<f64> {
+fn gauss_fit<S: Real>(
+    samples: &[S],
+    min: f64,
+    max: f64,
+    p: &Sofia1Rms,
+    fitter: &Fitter,
+) -> Result<f64> {
     if min.is_nan() || max.is_nan() || min >= max {
         return Err(fail(
             "maximum not greater than minimum; cannot determine noise level",
