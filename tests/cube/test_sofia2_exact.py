@@ -182,6 +182,19 @@ def test_cadence_above_one(rng):
         check(cube, kernels_xy=(0, 4), kernels_z=(0, 5), statistic=statistic, flux_range=flux)
 
 
+def test_mad_in_place_over_blank_stretches_of_the_sample(rng):
+    """The CPU engine keeps a float32 cube's sample in float32 and selects SoFiA-2's MAD in the
+    sample itself (each 65536-slot chunk compacted, then joined): whole chunks of the sample
+    blank (NaN planes) or without a negative value, between chunks that keep values, with the
+    one-sided cap; the mask and every noise value as the reference's."""
+    shape = (40, 200, 250)  # cadence 2: a sample of 1e6 slots, 16 chunks
+    cube = make_cube(rng, shape=shape, nan=False)
+    cube[8:16] = np.nan  # ~200k slots: whole chunks with nothing kept
+    cube[24:28] = np.abs(cube[24:28]) + 0.1  # chunks with no negative value
+    for statistic, flux in (("mad", "negative"), ("mad", "full"), ("mad", "positive")):
+        check(cube, kernels_xy=(0, 3), kernels_z=(0, 3), statistic=statistic, flux_range=flux)
+
+
 def test_cadence_multiple_of_row_rule(rng):
     # size // 999983 = 4, a multiple of nx = 2: cadence 3
     shape = (2, 999983, 2)

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::backend::threads::Disjoint;
 use crate::cube::filters::{extend_index, Filter1d, Mode};
-use crate::cube::stats::sample::gather;
+use crate::cube::stats::sample::gather_as;
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -74,12 +74,15 @@ fn run_inner<T: Real>(
     mask: &mut [u8],
     progress: Progress<'_>,
 ) -> Result<Outcome> {
-    let samples = gather(cube, plan.shape, plan.sampling);
+    // samples in T (an f32 cube's in f32: exact, half the bytes), measured in place
+    let mut samples = gather_as::<T, T>(cube, plan.shape, plan.sampling);
     let ext = plan
         .noise
         .needs_extremes()
         .then(|| extremes_or_nan(extremes(cube)));
-    let rms0 = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+    let rms0 = plan
+        .noise
+        .measure_in_place(&mut samples, ext, plan.fitter.as_ref())?;
     drop(samples);
     let mut s: Vec<T> = vec![T::default(); cube.len()];
     let mut outcome = Outcome {
@@ -104,9 +107,12 @@ fn run_inner<T: Real>(
         let (rms, cands) = if ker.use_rms0 {
             (rms0, None)
         } else {
-            let ((samples, ext), cands) = measure_smoothed(&s, mask, plan, &zf);
+            let ((mut samples, ext), cands) = measure_smoothed(&s, mask, plan, &zf);
             trace.mark("sample");
-            let r = plan.noise.measure(&samples, ext, plan.fitter.as_ref())?;
+            let r = plan
+                .noise
+                .measure_in_place(&mut samples, ext, plan.fitter.as_ref())?;
+            drop(samples);
             trace.mark("statistic");
             (r, cands)
         };
@@ -782,8 +788,9 @@ fn sparse_samples<T: Real>(
     }
 }
 
-/// The noise sample and, if the rule needs them, its (nanmin, nanmax).
-type NoiseSample = (Vec<f64>, Option<(f64, f64)>);
+/// The noise sample (W is rounded to T, so T holds it exactly) and, if the rule needs them,
+/// its (nanmin, nanmax).
+type NoiseSample<T> = (Vec<T>, Option<(f64, f64)>);
 
 /// The noise sample of the smoothed cube, if the rule needs them its (nanmin, nanmax), and
 /// (from a full pass) each column block's clip candidates. A sparse sample with a short
@@ -794,7 +801,7 @@ fn measure_smoothed<T: Real>(
     mask: &[u8],
     plan: &Plan,
     zf: &Filter1d,
-) -> (NoiseSample, Option<Vec<Candidates>>) {
+) -> (NoiseSample<T>, Option<Vec<Candidates<T>>>) {
     let n = plan.sampling.len(plan.shape);
     let want_ext = plan.noise.needs_extremes();
     // Point by point, each tap of each sample costs a cache line; the full pass streams the
@@ -804,15 +811,24 @@ fn measure_smoothed<T: Real>(
         && !exact_spectral(zf, plan)
         && n.saturating_mul(zf.taps()).saturating_mul(per_line) < s.len()
     {
-        let mut samples = vec![0.0f64; n];
+        let mut samples = vec![T::default(); n];
         samples
             .par_chunks_mut(SAMPLE_CHUNK)
             .enumerate()
-            .for_each(|(ci, out)| sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, out));
+            .for_each_init(
+                || vec![0.0f64; SAMPLE_CHUNK],
+                |acc, (ci, out)| {
+                    let acc = &mut acc[..out.len()];
+                    sparse_samples(s, mask, plan, zf, ci * SAMPLE_CHUNK, acc);
+                    out.iter_mut()
+                        .zip(acc.iter())
+                        .for_each(|(o, &v)| *o = T::from_f64(v));
+                },
+            );
         return ((samples, None), None);
     }
     let plane = plan.shape[1] * plan.shape[2];
-    let mut samples = vec![f64::NAN; n];
+    let mut samples = vec![T::from_f64(f64::NAN); n];
     let sp = Disjoint(samples.as_mut_ptr());
     let parts = spectral(
         s,
@@ -822,12 +838,12 @@ fn measure_smoothed<T: Real>(
         || (None, Candidates::for_planes(plan.shape[0], 256)),
         // inlined into the AVX2 spectral pass (called once per block row)
         #[inline(always)]
-        |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
+        |(st, cands): &mut (Option<(f64, f64)>, Candidates<T>), z, k0, w, scale| {
             let m = &mask[z * plane + k0..z * plane + k0 + w.len()];
-            cands.visit::<T>(z * plane + k0, w, m, scale);
+            cands.visit(z * plane + k0, w, m, scale);
             plan.sampling
                 .for_each_in_row(plan.shape, z, k0, w.len(), |off, slot| {
-                    let v = w_value::<T>(w[off], scale, m[off]);
+                    let v = T::from_f64(w_value::<T>(w[off], scale, m[off]));
                     // SAFETY: every slot belongs to exactly one position, visited once.
                     unsafe { *sp.at(slot) = v };
                 });
@@ -846,19 +862,19 @@ fn measure_smoothed<T: Real>(
 /// After the noise pass it holds every voxel of the block with |W| > floor, so a clip level
 /// above `floor` is decided from the list without a second pass over the block. Any floor
 /// keeps that true; the raise only sets how often the list refills (see `raise`).
-struct Candidates {
+/// W is kept in T (it is rounded to T: exact), in lists sized once (`cap`): every column
+/// block's list lives until the clip, so their bytes add up to a few % of the cube.
+struct Candidates<T> {
     floor: f64,
     cap: usize,
     /// planes of the block and voxels offered so far: the share of the block already seen
     rows: usize,
     seen: usize,
     idx: Vec<usize>,
-    val: Vec<f64>,
-    /// scratch for `raise`'s selection
-    mag: Vec<f64>,
+    val: Vec<T>,
 }
 
-impl Candidates {
+impl<T: Real> Candidates<T> {
     fn new(cap: usize, rows: usize) -> Self {
         Candidates {
             floor: 0.0,
@@ -867,7 +883,6 @@ impl Candidates {
             seen: 0,
             idx: Vec::new(),
             val: Vec::new(),
-            mag: Vec::new(),
         }
     }
 
@@ -878,21 +893,27 @@ impl Candidates {
         Candidates::new((planes * BLOCK / 128).max(least), planes)
     }
 
-    fn list(&self) -> CandidateList<'_> {
+    fn list(&self) -> CandidateList<'_, T> {
         (self.floor, &self.idx, &self.val)
     }
 
     /// Take the voxels of one row of sums `w` (W = round_T(w · scale)) starting at `base`.
     #[inline(always)]
-    fn visit<T: Real>(&mut self, base: usize, w: &[f64], m: &[u8], scale: f64) {
+    fn visit(&mut self, base: usize, w: &[f64], m: &[u8], scale: f64) {
         self.seen += w.len();
         let total = self.rows * w.len();
         // sums at or below the bound cannot pass the floor once rounded (see `clip`)
         scan_above(w, quick_bound(self.floor, scale), |c, a| {
             let v = round::<T>(a * scale);
             if v.abs() > self.floor && m[c] & BLANK == 0 {
+                if self.idx.capacity() == 0 {
+                    // the list fills on its first rows (the floor starts at 0): room for
+                    // `cap` once, not a doubling past it
+                    self.idx.reserve_exact(self.cap);
+                    self.val.reserve_exact(self.cap);
+                }
                 self.idx.push(base + c);
-                self.val.push(v);
+                self.val.push(T::from_f64(v));
                 if self.idx.len() >= self.cap {
                     self.raise(total);
                 }
@@ -909,15 +930,14 @@ impl Candidates {
         let want = (2 * self.cap * self.seen / total.max(1))
             .max(8)
             .min(len / 2);
-        self.mag.clear();
-        self.mag.extend(self.val.iter().map(|v| v.abs()));
-        let (_, &mut t, _) = self
-            .mag
-            .select_nth_unstable_by(len - 1 - want, f64::total_cmp);
+        // scratch for the selection, freed at once (kept, it would double every list)
+        let mut mag: Vec<f64> = self.val.iter().map(|v| v.to_f64().abs()).collect();
+        let (_, &mut t, _) = mag.select_nth_unstable_by(len - 1 - want, f64::total_cmp);
+        drop(mag);
         self.floor = self.floor.max(t);
         let mut keep = 0;
         for j in 0..len {
-            if self.val[j].abs() > self.floor {
+            if self.val[j].to_f64().abs() > self.floor {
                 self.idx[keep] = self.idx[j];
                 self.val[keep] = self.val[j];
                 keep += 1;
@@ -929,7 +949,7 @@ impl Candidates {
 }
 
 /// The column blocks' candidates of a Dask block as one object (`super::ClipCandidates`).
-fn pack(cands: Vec<Candidates>) -> ClipCandidates {
+fn pack<T: Real>(cands: Vec<Candidates<T>>) -> ClipCandidates {
     let n = cands.iter().map(|c| c.idx.len()).sum();
     let mut out = ClipCandidates {
         floor: Vec::with_capacity(cands.len()),
@@ -940,7 +960,7 @@ fn pack(cands: Vec<Candidates>) -> ClipCandidates {
     for c in cands {
         out.floor.push(c.floor);
         out.idx.extend_from_slice(&c.idx);
-        out.val.extend_from_slice(&c.val);
+        out.val.extend(c.val.iter().map(|v| v.to_f64()));
         out.ends.push(out.idx.len());
     }
     out
@@ -948,7 +968,7 @@ fn pack(cands: Vec<Candidates>) -> ClipCandidates {
 
 impl ClipCandidates {
     /// Column block b's list.
-    fn list(&self, b: usize) -> CandidateList<'_> {
+    fn list(&self, b: usize) -> CandidateList<'_, f64> {
         let start = if b == 0 { 0 } else { self.ends[b - 1] };
         let r = start..self.ends[b];
         (self.floor[b], &self.idx[r.clone()], &self.val[r])
@@ -1257,14 +1277,14 @@ fn decided(level: f64, floor: f64) -> bool {
 }
 
 /// One column block's candidates as the clip reads them: (floor, flat indices, W).
-type CandidateList<'a> = (f64, &'a [usize], &'a [f64]);
+type CandidateList<'a, V> = (f64, &'a [usize], &'a [V]);
 
 /// `clip` from the noise pass's candidates (`list(b)`: column block b's, of `blocks`): a
 /// block whose list decides `level` (`decided`) is clipped from the list, the others by
 /// `clip`'s pass over that block of `s` (`span`: its place along z). Sets `mark`; returns the
 /// voxels newly `MASKED`.
 #[allow(clippy::too_many_arguments)]
-fn clip_candidates<'c, T: Real>(
+fn clip_candidates<'c, T: Real, V: Real>(
     s: &[T],
     mask: &mut [u8],
     plan: &Plan,
@@ -1272,7 +1292,7 @@ fn clip_candidates<'c, T: Real>(
     span: &ZSpan<'_, T>,
     level: f64,
     blocks: usize,
-    list: impl Fn(usize) -> CandidateList<'c> + Sync,
+    list: impl Fn(usize) -> CandidateList<'c, V> + Sync,
     mark: u8,
 ) -> Vec<usize> {
     let mp = Disjoint(mask.as_mut_ptr());
@@ -1284,7 +1304,7 @@ fn clip_candidates<'c, T: Real>(
             let (floor, idx, val) = list(b);
             if decided(level, floor) {
                 for (&i, &w) in idx.iter().zip(val) {
-                    if plan.above(w, level) {
+                    if plan.above(w.to_f64(), level) {
                         // SAFETY: block b's candidates lie in its own columns.
                         let mb = unsafe { &mut *mp.at(i) };
                         if *mb & MASKED == 0 {
@@ -1491,7 +1511,7 @@ pub fn block_sample<T: Real>(
         || (None, Candidates::for_planes(plan.shape[0], SLAB_LEAST)),
         // inlined into the AVX2 spectral pass (called once per block row), as the single call's
         #[inline(always)]
-        |(st, cands): &mut (Option<(f64, f64)>, Candidates), z, k0, w, scale| {
+        |(st, cands): &mut (Option<(f64, f64)>, Candidates<T>), z, k0, w, scale| {
             let base = z * plane + k0;
             let m = &mask[base..base + w.len()];
             let a = pos.partition_point(|&p| p < base);
@@ -1508,7 +1528,7 @@ pub fn block_sample<T: Real>(
                 }
             }
             if keep_c {
-                cands.visit::<T>(base, w, m, scale);
+                cands.visit(base, w, m, scale);
             }
             if want_ext {
                 *st = merge_extremes(*st, row_extremes::<T>(w, m, scale));
@@ -1597,10 +1617,10 @@ mod tests {
         let mask: Vec<u8> = (0..rows * width)
             .map(|i| if i % 97 == 0 { BLANK } else { 0 })
             .collect();
-        let mut c = Candidates::new(300, rows);
+        let mut c = Candidates::<f32>::new(300, rows);
         for z in 0..rows {
             let w: Vec<f64> = (0..width).map(|x| val(z * width + x)).collect();
-            c.visit::<f32>(z * width, &w, &mask[z * width..(z + 1) * width], 1.0);
+            c.visit(z * width, &w, &mask[z * width..(z + 1) * width], 1.0);
         }
         assert!(c.floor > 0.0 && c.idx.len() < 300);
         let want: Vec<usize> = (0..rows * width)
@@ -1610,7 +1630,7 @@ mod tests {
         got.sort_unstable();
         assert_eq!(got, want);
         for (&i, &v) in c.idx.iter().zip(&c.val) {
-            assert_eq!(v, val(i) as f32 as f64);
+            assert_eq!(v, val(i) as f32);
         }
     }
 }

@@ -878,7 +878,8 @@ impl<'a, T: Real> Engine<'a, T> {
         }
         let mut host = vec![0.0f64; ns];
         self.gpu.download(&self.samples, &mut host)?;
-        plan.noise.measure(&host, ext, plan.fitter.as_ref())
+        plan.noise
+            .measure_in_place(&mut host, ext, plan.fitter.as_ref())
     }
 
     /// Mark the slab interior's voxels above `level` (W in `a`) as NEW | DETECTED.

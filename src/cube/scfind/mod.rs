@@ -147,10 +147,33 @@ impl NoiseRule {
         }
     }
 
-    /// The noise from the sampled values (NaN allowed) and the cube's (nanmin, nanmax).
-    pub fn measure(
+    /// `measure` with the sample as the estimator's scratch (its values are overwritten):
+    /// SoFiA-2's MAD selects among the sample's own slots instead of a copy of the kept |x|.
+    pub fn measure_in_place<S: Real>(
         &self,
-        samples: &[f64],
+        samples: &mut [S],
+        extremes: Option<(f64, f64)>,
+        fitter: Option<&Fitter>,
+    ) -> Result<f64> {
+        if let NoiseRule::Sofia2Exact {
+            stat: Statistic::Mad,
+            range,
+            walk,
+            single,
+        } = *self
+        {
+            return sofia2::mad_in_place(samples, range, walk, single).ok_or_else(|| {
+                Error::value("cannot measure the noise: no finite values in the sample")
+            });
+        }
+        self.measure(samples, extremes, fitter)
+    }
+
+    /// The noise from the sampled values (NaN allowed; f64, or the cube's f32 when that is
+    /// what was sampled: every value is read as its exact f64) and the cube's (nanmin, nanmax).
+    pub fn measure<S: Real>(
+        &self,
+        samples: &[S],
         extremes: Option<(f64, f64)>,
         fitter: Option<&Fitter>,
     ) -> Result<f64> {

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use super::{Range, Values};
 use crate::error::{Error, Result};
+use crate::real::Real;
 
 /// MAD → standard deviation of a Gaussian, 1/Φ⁻¹(3/4) (SoFiA 2's constant).
 pub const MAD_TO_STD: f64 = 1.482602218505602;
@@ -27,14 +28,14 @@ fn kept(center: f64, range: Range) -> Values {
 }
 
 /// Number of values kept and Σ (x − center)², summed in fixed chunks (deterministic).
-fn sum_squares(samples: &[f64], vals: Values, clip: Option<f64>) -> (usize, f64) {
+fn sum_squares<S: Real>(samples: &[S], vals: Values, clip: Option<f64>) -> (usize, f64) {
     let parts: Vec<(usize, f64)> = samples
         .par_chunks(GRAIN)
         .map(|c| {
             let mut n = 0usize;
             let mut s = 0.0f64;
             for &x in c {
-                if let Some(d) = vals.map(x) {
+                if let Some(d) = vals.map(x.to_f64()) {
                     if clip.is_none_or(|t| d.abs() < t) {
                         n += 1;
                         s += d * d;
@@ -50,8 +51,14 @@ fn sum_squares(samples: &[f64], vals: Values, clip: Option<f64>) -> (usize, f64)
 }
 
 /// sqrt(Σ (x − center)² / n) over the finite values in `range` (about `center`); with `clip`,
-/// only values with |x − center| < clip count. None if no value counts.
-pub fn std_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) -> Option<f64> {
+/// only values with |x − center| < clip count. None if no value counts. (The sample may be
+/// kept in the cube's element type: every estimator reads it through `to_f64`.)
+pub fn std_about<S: Real>(
+    samples: &[S],
+    center: f64,
+    range: Range,
+    clip: Option<f64>,
+) -> Option<f64> {
     let (n, s) = sum_squares(samples, kept(center, range), clip);
     (n > 0).then(|| (s / n as f64).sqrt())
 }
@@ -59,7 +66,12 @@ pub fn std_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) 
 /// Median of |x − center| over the finite values in `range` (unscaled); with `clip`, only
 /// values with |x − center| < clip count. None if no value counts. The kept deviations are
 /// copied (the sample is small) and the middle found by selection.
-pub fn mad_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) -> Option<f64> {
+pub fn mad_about<S: Real>(
+    samples: &[S],
+    center: f64,
+    range: Range,
+    clip: Option<f64>,
+) -> Option<f64> {
     let vals = Values {
         center,
         abs: true,
@@ -69,7 +81,7 @@ pub fn mad_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) 
         .par_chunks(GRAIN)
         .map(|c| {
             c.iter()
-                .filter_map(|&x| vals.map(x).filter(|d| clip.is_none_or(|t| *d < t)))
+                .filter_map(|&x| vals.map(x.to_f64()).filter(|d| clip.is_none_or(|t| *d < t)))
                 .collect()
         })
         .collect();
@@ -78,8 +90,9 @@ pub fn mad_about(samples: &[f64], center: f64, range: Range, clip: Option<f64>) 
 
 /// The k-th smallest of values >= 0 (sign bit clear: their bit patterns sort like the values,
 /// as `f64::total_cmp` orders them, +inf and +NaN last): one histogram pass over the top 16
-/// bits, then a selection among the values of that bin only.
-pub(crate) fn kth_nonneg(v: &[f64], k: usize) -> f64 {
+/// bits, then a selection among the values of that bin only. Values in f32 are taken as
+/// their (exact) f64, so the answer does not depend on the element type.
+pub(crate) fn kth_nonneg<S: Real>(v: &[S], k: usize) -> f64 {
     const SHIFT: u32 = 48;
     let hist = v
         .par_chunks(GRAIN)
@@ -87,7 +100,7 @@ pub(crate) fn kth_nonneg(v: &[f64], k: usize) -> f64 {
             || vec![0u32; 1 << 16],
             |mut h, c| {
                 for &x in c {
-                    h[(x.to_bits() >> SHIFT) as usize] += 1;
+                    h[(x.to_f64().to_bits() >> SHIFT) as usize] += 1;
                 }
                 h
             },
@@ -112,7 +125,7 @@ pub(crate) fn kth_nonneg(v: &[f64], k: usize) -> f64 {
         .par_chunks(GRAIN)
         .map(|c| {
             c.iter()
-                .map(|x| x.to_bits())
+                .map(|x| x.to_f64().to_bits())
                 .filter(|b| (b >> SHIFT) as usize == bin)
                 .collect()
         })
@@ -149,7 +162,7 @@ pub fn median_owned(mut v: Vec<f64>) -> Option<f64> {
 
 /// Counts of the finite samples in the bins given by increasing `edges`, with NumPy's rule:
 /// bin i holds edges[i] <= x < edges[i+1], the last bin also x == edges[last].
-pub fn histogram(samples: &[f64], edges: &[f64]) -> Vec<u64> {
+pub fn histogram<S: Real>(samples: &[S], edges: &[f64]) -> Vec<u64> {
     let nb = edges.len().saturating_sub(1);
     if nb == 0 {
         return Vec::new();
@@ -159,7 +172,8 @@ pub fn histogram(samples: &[f64], edges: &[f64]) -> Vec<u64> {
         .par_chunks(GRAIN)
         .map(|c| {
             let mut h = vec![0u64; nb];
-            for &x in c {
+            for x in c {
+                let x = x.to_f64();
                 if !(x >= lo && x <= hi) {
                     continue;
                 }
@@ -295,7 +309,7 @@ pub fn centres(edges: &[f64]) -> Vec<f64> {
 /// skyconv's Gaussian-fit estimator: σ₀ = 1.4826·MAD about 0, a histogram of bin width σ₀/10
 /// over ±5σ₀ (one side only for a negative or positive range), and the width of the
 /// zero-centred Gaussian fitted to it. None if no value counts; σ₀ if all are equal.
-pub fn gauss_about_zero(samples: &[f64], range: Range) -> Result<Option<f64>> {
+pub fn gauss_about_zero<S: Real>(samples: &[S], range: Range) -> Result<Option<f64>> {
     let Some(mad) = mad_about(samples, 0.0, range, None) else {
         return Ok(None);
     };

@@ -142,11 +142,17 @@ impl Sampling {
 
 /// The sampled values of `data` (shape (z, y, x)) as f64, in sample order.
 pub fn gather<T: Real>(data: &[T], shape: [usize; 3], sampling: Sampling) -> Vec<f64> {
+    gather_as(data, shape, sampling)
+}
+
+/// `gather` into element type `S` (exact for S = T or f64: the CPU S+C keeps an f32 cube's
+/// sample in f32, half the bytes).
+pub fn gather_as<T: Real, S: Real>(data: &[T], shape: [usize; 3], sampling: Sampling) -> Vec<S> {
     let n = sampling.len(shape);
     (0..n)
         .into_par_iter()
         .with_min_len(1 << 14)
-        .map(|k| data[sampling.index(shape, k)].to_f64())
+        .map(|k| S::from_f64(data[sampling.index(shape, k)].to_f64()))
         .collect()
 }
 

@@ -5,6 +5,7 @@
 use super::noise::{centres, histogram, mad_about, std_about, Fitter, MAD_TO_STD_SOFIA1};
 use super::Range;
 use crate::error::{Error, Result};
+use crate::real::Real;
 
 /// SoFiA 1's `rmsMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +84,7 @@ pub trait Binned {
     fn histogram(&self, edges: &[f64]) -> Result<Vec<u64>>;
 }
 
-impl Binned for [f64] {
+impl<S: Real> Binned for [S] {
     fn histogram(&self, edges: &[f64]) -> Result<Vec<u64>> {
         Ok(histogram(self, edges))
     }
@@ -109,8 +110,8 @@ fn check_range<S: Binned + ?Sized>(s: &S, range: Range) -> Result<()> {
 /// GetRMS on `samples` (the sampled sub-cube, NaN allowed). `extremes` = (nanmin, nanmax) of
 /// the whole cube, needed by `Negative` and `Gauss`; `fitter` fits their Gaussians (None:
 /// the built-in one).
-pub fn sofia1_rms(
-    samples: &[f64],
+pub fn sofia1_rms<S: Real>(
+    samples: &[S],
     extremes: Option<(f64, f64)>,
     p: &Sofia1Rms,
     fitter: Option<&Fitter>,

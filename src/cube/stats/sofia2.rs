@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use super::noise::{kth_nonneg, std_about, GRAIN, MAD_TO_STD};
 use super::Range;
+use crate::real::Real;
 
 /// Round to f32 when `single`.
 #[inline(always)]
@@ -55,49 +56,77 @@ impl Walk {
 }
 
 /// SoFiA-2's standard deviation about 0.
-pub fn std(samples: &[f64], range: Range) -> Option<f64> {
+pub fn std<S: Real>(samples: &[S], range: Range) -> Option<f64> {
     std_about(samples, 0.0, range, None)
 }
 
-/// SoFiA-2's MAD about 0, scaled by 1.482602218505602.
-pub fn mad(samples: &[f64], range: Range, walk: Walk, single: bool) -> Option<f64> {
-    let used = if walk.ends_at_zero && !samples.is_empty() {
-        &samples[..samples.len() - 1]
+/// The part of the sample SoFiA-2's MAD walks: all but a last slot at element 0.
+fn walked<S>(samples: &mut [S], walk: Walk) -> &mut [S] {
+    let n = samples.len();
+    if walk.ends_at_zero && n > 0 {
+        &mut samples[..n - 1]
     } else {
         samples
-    };
-    let cap = match range {
+    }
+}
+
+/// The most values the MAD keeps for `range`.
+fn mad_cap(range: Range, walk: Walk) -> usize {
+    match range {
         Range::All => usize::MAX,
         _ => walk.cap,
-    };
-    // the first `cap` in-range |x| of the walk, in order: chunks counted, then each written
-    // to its own place in parallel (no second copy of the kept values)
-    let counts: Vec<usize> = used
-        .par_chunks(GRAIN)
-        .map(|c| c.iter().filter(|&&x| in_range(x, range)).count())
-        .collect();
-    let mut v = vec![0.0f64; counts.iter().sum::<usize>().min(cap)];
-    let mut places: Vec<&mut [f64]> = Vec::with_capacity(counts.len());
-    let mut rest = v.as_mut_slice();
-    for &n in &counts {
-        let (head, tail) = rest.split_at_mut(n.min(rest.len()));
-        places.push(head);
-        rest = tail;
     }
-    used.par_chunks(GRAIN).zip(places).for_each(|(c, out)| {
-        let kept = c.iter().filter(|&&x| in_range(x, range)).map(|x| x.abs());
-        out.iter_mut().zip(kept).for_each(|(o, a)| *o = a);
-    });
-    let n = v.len();
+}
+
+/// SoFiA-2's MAD about 0, scaled by 1.482602218505602 (the sample left as it is: a copy of
+/// the kept |x| is made; `mad_in_place` reuses the sample instead).
+pub fn mad<S: Real>(samples: &[S], range: Range, walk: Walk, single: bool) -> Option<f64> {
+    let mut v = samples.to_vec();
+    mad_in_place(&mut v, range, walk, single)
+}
+
+/// `mad` with the sample as its own scratch (its values are overwritten): each chunk moves its
+/// in-range |x| to its front in walk order (in parallel), the chunks' runs then slide down
+/// into one run, cut at the first `cap` of the walk, and the median is selected there. The
+/// kept set is `mad`'s, so is the median; no second array of the sample's size is made.
+pub fn mad_in_place<S: Real>(
+    samples: &mut [S],
+    range: Range,
+    walk: Walk,
+    single: bool,
+) -> Option<f64> {
+    let used = walked(samples, walk);
+    let cap = mad_cap(range, walk);
+    let counts: Vec<usize> = used
+        .par_chunks_mut(GRAIN)
+        .map(|c| {
+            let mut k = 0;
+            for j in 0..c.len() {
+                let x = c[j].to_f64();
+                if in_range(x, range) {
+                    c[k] = S::from_f64(x.abs()); // exact: |x| of an S is an S
+                    k += 1;
+                }
+            }
+            k
+        })
+        .collect();
+    let mut n = 0usize;
+    for (i, &k) in counts.iter().enumerate() {
+        let take = k.min(cap - n);
+        used.copy_within(i * GRAIN..i * GRAIN + take, n);
+        n += take;
+    }
+    let v = &used[..n];
     if n == 0 {
         return None;
     }
     // |x| has its sign bit clear, so `kth_nonneg` gives the `total_cmp` order statistics
-    let mid = kth_nonneg(&v, n / 2);
+    let mid = kth_nonneg(v, n / 2);
     let med = if n % 2 == 1 {
         mid
     } else {
-        rnd(rnd(kth_nonneg(&v, n / 2 - 1) + mid, single) * 0.5, single)
+        rnd(rnd(kth_nonneg(v, n / 2 - 1) + mid, single) * 0.5, single)
     };
     Some(MAD_TO_STD * med)
 }
@@ -107,10 +136,11 @@ pub const GAUSS_BINS: usize = 101;
 
 /// Counts of the finite in-range samples in `GAUSS_BINS` bins over [−limit, limit] (bin
 /// floor((x + limit)/width), values outside left out, x = limit in the last bin).
-fn gauss_histogram(samples: &[f64], range: Range, limit: f64) -> Vec<u64> {
+fn gauss_histogram<S: Real>(samples: &[S], range: Range, limit: f64) -> Vec<u64> {
     let width = 2.0 * limit / GAUSS_BINS as f64;
     let mut h = vec![0u64; GAUSS_BINS];
-    for &x in samples {
+    for x in samples {
+        let x = x.to_f64();
         if !in_range(x, range) || !x.is_finite() || x < -limit || x > limit {
             continue;
         }
@@ -137,7 +167,12 @@ fn centre(i: usize, limit: f64) -> f64 {
 /// 4. σ = sqrt(−1/(2b)) (f64).
 ///
 /// None when fewer than two bins can be fitted or the slope is not negative.
-pub fn gauss(samples: &[f64], range: Range, extremes: (f64, f64), single: bool) -> Option<f64> {
+pub fn gauss<S: Real>(
+    samples: &[S],
+    range: Range,
+    extremes: (f64, f64),
+    single: bool,
+) -> Option<f64> {
     let limit = extremes.0.abs().max(extremes.1.abs());
     if !(limit.is_finite() && limit > 0.0) {
         return None;
@@ -293,6 +328,55 @@ mod tests {
             let want = if m % 2 == 1 { a[m / 2] } else { want };
             let got = mad(&v, Range::Negative, w, true).unwrap();
             assert_eq!(got.to_bits(), (MAD_TO_STD * want).to_bits(), "cap={cap}");
+        }
+    }
+
+    #[test]
+    fn mad_in_place_on_f32_equals_f64() {
+        // an f32 sample (as the CPU S+C keeps an f32 cube's) with a whole chunk of no
+        // negative value between others and a last slot at element 0: the same MAD as the
+        // f64 copy of the sample, for every cap
+        let mut s = 3u64;
+        let v: Vec<f32> = (0..4 * GRAIN + 999)
+            .map(|i| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let x = ((s >> 40) % 20011) as f32 / 10005.0 - 1.0;
+                if (GRAIN..2 * GRAIN).contains(&i) {
+                    x.abs() + 0.5 // chunk 1 keeps nothing
+                } else {
+                    x * (1 + i / GRAIN) as f32
+                }
+            })
+            .collect();
+        let v64: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+        for cap in [10, GRAIN + 3, 2 * GRAIN + 5, usize::MAX] {
+            for range in [Range::Negative, Range::All] {
+                let w = Walk {
+                    cap,
+                    ends_at_zero: true,
+                };
+                let want = mad(&v64, range, w, true).unwrap();
+                let mut scratch = v.clone();
+                let got = mad_in_place(&mut scratch, range, w, true).unwrap();
+                assert_eq!(got.to_bits(), want.to_bits(), "cap={cap} {range:?}");
+                // and against the sequential rule: the walk's first `cap` in range
+                let mut a: Vec<f64> = v64[..v64.len() - 1]
+                    .iter()
+                    .filter(|&&x| in_range(x, range))
+                    .map(|x| x.abs())
+                    .take(if range == Range::All { usize::MAX } else { cap })
+                    .collect();
+                a.sort_by(f64::total_cmp);
+                let m = a.len();
+                let med = if m % 2 == 1 {
+                    a[m / 2]
+                } else {
+                    rnd(rnd(a[m / 2 - 1] + a[m / 2], true) * 0.5, true)
+                };
+                assert_eq!(got.to_bits(), (MAD_TO_STD * med).to_bits(), "cap={cap}");
+            }
         }
     }
 
