@@ -393,6 +393,31 @@ __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, c
     }
 }
 
+// Tile column c <- input position t0 + c of the warp's 32 lines from l0 (plane n-1-t0-c; 0
+// beyond the line), prepared with `prep` (mask laid out as src). All 32 loads are issued before
+// the first is used (one at a time, each would wait for the memory's latency).
+template <typename T>
+__device__ __forceinline__ void sc_row_tile(const T* __restrict__ src,
+                                            const unsigned char* __restrict__ mask, T (*t)[33],
+                                            const ScBoxcars& p, i64 l0, int rows, i64 t0,
+                                            int lane) {
+    const i64 n = p.n;
+    const i64 i = n - 1 - t0 - lane;
+    const T* a = src + l0 * n + i;
+    T v[32];
+    unsigned char mk[32];
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+        const bool in = k < rows && i >= 0;
+        v[k] = in ? a[k * n] : (T)0;
+        mk[k] = in && p.prep ? mask[l0 * n + i + k * n] : (unsigned char)0;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 32; ++k) t[k][lane] = p.prep ? sc_prepared(v[k], mk[k], p.kind, p.value) : v[k];
+    __syncwarp();
+}
+
 // Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
 #define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
 
@@ -424,26 +449,7 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
         T m[SC_MAX_BOXCARS];
         int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
         sc_rings(p, 0, my, W * 32, head, base, m);
-        // tile column c <- input position t0 + c (plane n-1-t0-c; 0 beyond the line)
-        // (all 32 loads issued before the first is used: one at a time, each would wait for
-        // the memory's latency)
-        auto load = [&](i64 t0) {
-            const i64 i = n - 1 - t0 - lane;
-            const T* a = src + l0 * n + i;
-            T v[32];
-            unsigned char mk[32];
-#pragma unroll
-            for (int k = 0; k < 32; ++k) {
-                const bool in = k < rows && i >= 0;
-                v[k] = in ? a[k * n] : (T)0;
-                mk[k] = in && p.prep ? mask[l0 * n + i + k * n] : (unsigned char)0;
-            }
-            __syncwarp();
-#pragma unroll
-            for (int k = 0; k < 32; ++k)
-                t[k][lane] = p.prep ? sc_prepared(v[k], mk[k], p.kind, p.value) : v[k];
-            __syncwarp();
-        };
+        auto load = [&](i64 t0) { sc_row_tile(src, mask, t, p, l0, rows, t0, lane); };
         // input position t0 + c of this lane's line through the passes; the output (position
         // t0 + c - lag) replaces it in the tile
         auto run = [&](i64 t0, int cols) {
@@ -459,6 +465,165 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
         for (i64 q0 = 0; q0 < n; q0 += 32) {
             load(q0 + lag);
             run(q0 + lag, 32);
+            __syncwarp();
+            const i64 i = n - 1 - q0 - lane;
+            T* o = dst + l0 * n + i;
+            if (i >= 0) {
+#pragma unroll 8
+                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
+            }
+        }
+    }
+}
+
+// ---- Boxcars of one radius R with the rings in registers (compile time R) ----
+// The same arithmetic as sc_cascade, in the same order, for chains whose passes share one
+// radius (SoFiA-2's spatial Gaussians: n boxcars of radius r; its spectral boxcar: one), up to
+// MP passes (p.passes at run time). Every pass is fed in order, position t of pass 0 being pass
+// k's position t - kR; a pass fed before its own start (t - kR < 0) or past the line's end
+// (> top) reads 0, as the ring slots and sc_at of the generic kernels do, so the shift register
+// of the last 2R+1 inputs (oldest first) holds those zeros exactly where the generic ring holds
+// its zeroed slots. The steps of a chunk are unrolled (the shifts are then renamings, no
+// moves); the few checked steps at the ends of a line run in a loop.
+#define SC_FIXED_MAX_R 4         // radii of the fused chains (up to SC_MAX_BOXCARS passes)
+#define SC_FIXED_MAX_R_SINGLE 8  // radii of a single pass along lines (the spectral boxcar)
+
+template <typename T, int R, int MP>
+struct ScFixedChain {
+    static constexpr int L = 2 * R + 1;
+    T ring[MP][L];
+    T m[MP];
+    T inv;
+    int P;
+
+    __device__ __forceinline__ void reset(const ScBoxcars& p) {
+        inv = (T)p.inv[0];
+        P = p.passes;
+#pragma unroll
+        for (int k = 0; k < MP; ++k) {
+            m[k] = (T)0;
+#pragma unroll
+            for (int c = 0; c < L; ++c) ring[k][c] = (T)0;
+        }
+    }
+
+    // Feed v, pass 0's input at position t, through the passes; returns the last pass's output
+    // at position t - P*R (meaningful when that is >= 0). CHECK = false only where every pass
+    // is past its first output (t >= P*R + 1) and t <= top.
+    template <bool CHECK>
+    __device__ __forceinline__ T step(T v, int t, int top) {
+#pragma unroll
+        for (int k = 0; k < MP; ++k) {
+            if (k >= P) break;
+            const int tin = t - k * R;
+            T u = v != v ? (T)0 : v;
+            if (CHECK && (tin < 0 || tin > top)) u = (T)0;
+            const T old = ring[k][0];
+#pragma unroll
+            for (int c = 0; c + 1 < L; ++c) ring[k][c] = ring[k][c + 1];
+            ring[k][L - 1] = u;
+            if (CHECK && tin - R <= 0) {
+                if (tin - R == 0) {
+                    // the window -R..R, oldest first (positions above the top hold 0)
+                    T acc = (T)0;
+#pragma unroll
+                    for (int c = 0; c < L; ++c) acc = sc_add(acc, ring[k][c]);
+                    m[k] = sc_mul(acc, inv);
+                }
+            } else {
+                m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
+            }
+            v = m[k];
+        }
+        return v;
+    }
+};
+
+// Steps of an unrolled chunk of sofia2_boxcar_lines_fixed: a multiple of 2R+1 (the shift
+// registers end a chunk where they started), at least 8 loads in flight a thread.
+template <int R>
+struct ScFixedSteps {
+    static constexpr int L = 2 * R + 1;
+    static constexpr int U = L * ((8 + L - 1) / L);
+};
+
+// p.passes (<= MP) boxcars of radius R over whole lines (top = n-1, bottom = 0) of (outer, n,
+// inner), one thread per line (neighbouring threads: neighbouring lines, coalesced for inner >
+// 1); no carry in, carry_out (the running mean at plane 0) with has_carry_out. Each value is
+// read once (the generic kernel reads pass 1's input twice). Requires n + P*R < 2^31.
+template <typename T, int R, int MP>
+__device__ void sofia2_boxcar_lines_fixed(const T* __restrict__ src, T* __restrict__ dst,
+                                          const ScBoxcars p, T* __restrict__ carry_out) {
+    constexpr int U = ScFixedSteps<R>::U;
+    const int top = (int)p.n - 1, lag = p.passes * R, end = top + lag;
+    const i64 inner = p.inner, lines = p.outer * inner;
+    SC_GRID_STRIDE(line, lines) {
+        const i64 o = line / inner, j = line - o * inner;
+        // position t: plane top - t
+        const T* s = src + (o * p.n + top) * inner + j;
+        T* d = dst + (o * p.n + top) * inner + j;
+        ScFixedChain<T, R, MP> ch;
+        ch.reset(p);
+        int t = 0;
+        // checked steps while a pass has no output yet, then unrolled chunks, then the end
+        const int fast = lag + 1;
+        for (; t < fast && t <= end; ++t) {
+            const T w = ch.template step<true>(t <= top ? s[-(i64)t * inner] : (T)0, t, top);
+            const int q = t - lag;
+            if (q < 0) continue;
+            d[-(i64)q * inner] = w;
+            if (q == top && p.has_carry_out) carry_out[line] = w;
+        }
+        for (; t + U - 1 <= top; t += U) {
+            T v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = s[-(i64)(t + u) * inner];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                d[-(i64)(t + u - lag) * inner] = ch.template step<false>(v[u], t + u, top);
+        }
+        for (; t <= end; ++t) {
+            const T w = ch.template step<true>(t <= top ? s[-(i64)t * inner] : (T)0, t, top);
+            const int q = t - lag;
+            d[-(i64)q * inner] = w;
+            if (q == top && p.has_carry_out) carry_out[line] = w;
+        }
+    }
+}
+
+// sofia2_boxcar_rows for p.passes (<= MP) passes of radius R, the rings in registers
+// (ScFixedChain): the same tiles, launch and results. Requires n + P*R < 2^31.
+template <typename T, int R, int MP>
+__device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
+                                         const unsigned char* __restrict__ mask,
+                                         T* __restrict__ dst, const ScBoxcars p) {
+    constexpr int W = SC_ROW_WARPS(T);
+    __shared__ T tile[W][32][33];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const i64 n = p.n, lines = p.outer;
+    const int top = (int)n - 1, lag = p.passes * R;
+    T(*t)[33] = tile[warp];
+    const i64 groups = (lines + 31) / 32;
+    for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
+        const i64 l0 = g * 32;
+        const int rows = lines - l0 < 32 ? (int)(lines - l0) : 32;
+        ScFixedChain<T, R, MP> ch;
+        ch.reset(p);
+        sc_row_tile(src, mask, t, p, l0, rows, 0, lane);
+#pragma unroll 1
+        for (int c = 0; c < lag; ++c) (void)ch.template step<true>(t[lane][c], c, top);
+        for (int q0 = 0; q0 < (int)n; q0 += 32) {
+            const int t0 = q0 + lag;
+            sc_row_tile(src, mask, t, p, l0, rows, t0, lane);
+            if (t0 > lag && t0 + 31 <= top) {
+#pragma unroll
+                for (int c = 0; c < 32; ++c)
+                    t[lane][c] = ch.template step<false>(t[lane][c], t0 + c, top);
+            } else {
+#pragma unroll 1
+                for (int c = 0; c < 32; ++c)
+                    t[lane][c] = ch.template step<true>(t[lane][c], t0 + c, top);
+            }
             __syncwarp();
             const i64 i = n - 1 - q0 - lane;
             T* o = dst + l0 * n + i;
@@ -544,3 +709,28 @@ __device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __r
 
 SC_INSTANTIATE(float, f32)
 SC_INSTANTIATE(double, f64)
+
+// The register-ring boxcars: sofia2_boxcar_{rows,lines}_r<R>_<S> for R <= SC_FIXED_MAX_R (up
+// to SC_MAX_BOXCARS passes), and sofia2_boxcar_line_r<R>_<S> (one pass along lines) for R up
+// to SC_FIXED_MAX_R_SINGLE (the Rust side's fixed_groups picks them).
+#define SC_FIXED_LINES(T, S, R, MP, NAME)                                                       \
+    extern "C" __global__ void __launch_bounds__(256) NAME##_r##R##_##S(                        \
+        const T* src, T* dst, ScBoxcars p, T* carry_out) {                                      \
+        sofia2_boxcar_lines_fixed<T, R, MP>(src, dst, p, carry_out);                            \
+    }
+#define SC_FIXED_ROWS(T, S, R)                                                                  \
+    extern "C" __global__ void sofia2_boxcar_rows_r##R##_##S(const T* src,                      \
+                                                             const unsigned char* mask, T* dst, \
+                                                             ScBoxcars p) {                     \
+        sofia2_boxcar_rows_fixed<T, R, SC_MAX_BOXCARS>(src, mask, dst, p);                      \
+    }
+#define SC_FIXED_TYPE(T, S)                                                                     \
+    SC_FIXED_ROWS(T, S, 1) SC_FIXED_ROWS(T, S, 2) SC_FIXED_ROWS(T, S, 3) SC_FIXED_ROWS(T, S, 4) \
+    SC_FIXED_LINES(T, S, 1, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
+    SC_FIXED_LINES(T, S, 2, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
+    SC_FIXED_LINES(T, S, 3, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
+    SC_FIXED_LINES(T, S, 4, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
+    SC_FIXED_LINES(T, S, 5, 1, sofia2_boxcar_line) SC_FIXED_LINES(T, S, 6, 1, sofia2_boxcar_line) \
+    SC_FIXED_LINES(T, S, 7, 1, sofia2_boxcar_line) SC_FIXED_LINES(T, S, 8, 1, sofia2_boxcar_line)
+SC_FIXED_TYPE(float, f32)
+SC_FIXED_TYPE(double, f64)

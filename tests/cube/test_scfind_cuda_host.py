@@ -3,7 +3,9 @@ of an axis fused into one sweep) tested without a GPU: compiled for the host and
 emulator (tests/cuda_host/scfind_boxcar_emu.cpp) in the order and launch groups
 src/cube/scfind/cuda.rs uses, in one piece and in z-slabs that carry the spectral running mean;
 the smoothed cube must equal the plain float32 reference (one boxcar after the other) bit for
-bit. The values are prepared first (NaN and blanks as 0, masked voxels replaced), by the
+bit, both through the generic kernels and through the register-ring ones
+(sofia2_boxcar_{rows,lines}_fixed, chains of one radius: SoFiA-2's default). The values are
+prepared first (NaN and blanks as 0, masked voxels replaced), by the
 prepare pass or on the way in the first transpose, as the engine does. Skipped when no C++
 compiler is found."""
 
@@ -67,10 +69,17 @@ def prepared(cube, mask, kind, value):
         ((5, 70, 45), [2] * 3, [2] * 3, 1, 2, SIGN, F64),  # x 3, y 2 + 1 launches
         ((3, 11, 45), [8, 1], [3, 1], 0, None, COPYSIGN, F64),  # x: ring of 17: transposed
         ((4, 9, 30), [1, 1, 1, 1, 1], [1] * 4, 3, 2, NONE, F64),
+        # long lines: the register-ring kernels' unchecked chunks (rows of 100: 32 + lag < 68)
+        ((40, 80, 100), [2] * 3, [2] * 3, 7, None, SIGN, F32),  # SoFiA-2's default, size 6
+        ((33, 71, 100), [1] * 3, [1] * 3, 3, None, COPYSIGN, F32),  # size 3, spectral 7
+        ((30, 40, 97), [4] * 4, [3] * 6, 8, None, NONE, F32),  # 4 passes; 3 + 3; radius 8
+        ((25, 37, 70), [2] * 6, [1, 1, 2, 2, 2], 5, None, SIGN, F64),
+        ((20, 50, 64), [3] * 5, [4] * 7, 6, 7, COPYSIGN, F64),  # slabs: spectral carried
     ],
 )
+@pytest.mark.parametrize("mode", ["generic", "fixed"])
 def test_sofia2_boxcars_kernel_matches_reference(
-    emu, tmp_path, rng, shape, rx, ry, rz, step, kind, dtype
+    emu, tmp_path, rng, shape, rx, ry, rz, step, kind, dtype, mode
 ):
     cube = rng.normal(size=shape).astype(dtype)
     cube[1, 2, :] = np.nan
@@ -85,7 +94,9 @@ def test_sofia2_boxcars_kernel_matches_reference(
     sl = slabs(shape[0], step, rz)
     params = [*shape, rz, len(sl), len(rx), *rx, len(ry), *ry] + [v for s in sl for v in s]
     np.array(params, dtype=np.int64).tofile(tmp_path / "params.bin")
-    run = subprocess.run([str(emu), str(tmp_path)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(emu), str(tmp_path), mode], capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     got = np.fromfile(tmp_path / "out.bin", dtype=dtype).reshape(shape)
     want = prepared(cube, mask, kind, 2.5)

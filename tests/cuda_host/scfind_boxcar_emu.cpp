@@ -4,7 +4,10 @@
 // on the planes transposed by sc_transpose, and back), the y boxcars, then the spectral
 // running mean carried from the slab above. Slabs hold planes z0-lo .. z1+hi-1 (zero planes
 // outside the cube, the constant boundary). Usage:
-// scfind_boxcar_emu DIR; reads DIR/cube.bin (float32 or float64), DIR/mask.bin (uint8, the
+// scfind_boxcar_emu DIR [fixed]; with `fixed`, the chains the register-ring kernels take
+// (sofia2_boxcar_{rows,lines}_fixed, cut into launches as fixed_groups in cuda.rs: runs of one
+// radius, at most SC_MAX_BOXCARS passes a launch, whole lines without a carry in) run in them,
+// the rest as without it. Reads DIR/cube.bin (float32 or float64), DIR/mask.bin (uint8, the
 // mask bits), DIR/replace.bin (f64: the replacement kind and value, the element size in bytes),
 // DIR/params.bin (i64: nz ny nx rz
 // nslabs, the count then the radii of the x boxcars, the same for y, then z0 z1 lo hi per slab
@@ -57,6 +60,70 @@ SC_EMU_ENTRY_POINTS(float, f32)
 SC_EMU_ENTRY_POINTS(double, f64)
 #undef SC_EMU_ENTRY_POINTS
 
+static bool g_fixed = false;
+
+// The register-ring kernel of radius p.r[0] (the instantiations of the .cu file).
+template <typename T, int R, int MP>
+static void fixed_launch(bool rows, const T* s, const unsigned char* m, T* d, ScBoxcars p, T* co,
+                         unsigned grid, unsigned block) {
+    if (p.passes > MP) std::abort();
+    simt::launch(grid, block, [&] {
+        if (rows)
+            sofia2_boxcar_rows_fixed<T, R, MP>(s, m, d, p);
+        else
+            sofia2_boxcar_lines_fixed<T, R, MP>(s, d, p, co);
+    });
+}
+template <typename T>
+static void fixed(bool rows, const T* s, const unsigned char* m, T* d, ScBoxcars p, T* co,
+                  unsigned grid, unsigned block) {
+    constexpr int MP = SC_MAX_BOXCARS;
+    switch (p.r[0]) {
+    case 1: return fixed_launch<T, 1, MP>(rows, s, m, d, p, co, grid, block);
+    case 2: return fixed_launch<T, 2, MP>(rows, s, m, d, p, co, grid, block);
+    case 3: return fixed_launch<T, 3, MP>(rows, s, m, d, p, co, grid, block);
+    case 4: return fixed_launch<T, 4, MP>(rows, s, m, d, p, co, grid, block);
+    }
+    if (rows) std::abort();
+    switch (p.r[0]) {
+    case 5: return fixed_launch<T, 5, 1>(false, s, m, d, p, co, grid, block);
+    case 6: return fixed_launch<T, 6, 1>(false, s, m, d, p, co, grid, block);
+    case 7: return fixed_launch<T, 7, 1>(false, s, m, d, p, co, grid, block);
+    case 8: return fixed_launch<T, 8, 1>(false, s, m, d, p, co, grid, block);
+    }
+    std::abort();
+}
+
+// cuda.rs's fixed_cut: (radius, passes) launches, or an empty vector when a radius has no
+// register-ring kernel.
+static std::vector<std::pair<i64, int>> fixed_cut(const std::vector<i64>& rs, bool lines) {
+    std::vector<std::pair<i64, int>> out;
+    size_t start = 0;
+    while (start < rs.size()) {
+        const i64 r = rs[start];
+        size_t end = start;
+        while (end < rs.size() && rs[end] == r) ++end;
+        const int m = (int)(end - start);
+        const bool single = lines && m == 1 && r <= SC_FIXED_MAX_R_SINGLE;
+        if (r == 0 || (r > SC_FIXED_MAX_R && !single)) return {};
+        const int k = (m + SC_MAX_BOXCARS - 1) / SC_MAX_BOXCARS;
+        for (int i = 0; i < k; ++i) out.push_back({r, m / k + (i < m % k ? 1 : 0)});
+        start = end;
+    }
+    return out;
+}
+
+template <typename T>
+static ScBoxcars fixed_args(i64 r, int passes) {
+    ScBoxcars p{};
+    for (int k = 0; k < passes; ++k) {
+        p.r[k] = r;
+        p.inv[k] = (double)(T)(1.0 / (double)(2 * r + 1));
+    }
+    p.passes = passes;
+    return p;
+}
+
 template <typename T>
 static const int LINE_SLOTS = SC_LINE_RING_BYTES / sizeof(T);
 template <typename T>
@@ -88,6 +155,25 @@ template <typename T>
 static void passes(std::vector<T>& a, std::vector<T>& b, i64 outer, i64 n, i64 inner,
                    const std::vector<i64>& rs, i64 top, i64 bottom, std::vector<T>& cin,
                    int has_in, std::vector<T>& cout, int has_out) {
+    const auto cut = fixed_cut(rs, true);
+    if (g_fixed && !has_in && top == n - 1 && bottom == 0 && !cut.empty() &&
+        (!has_out || cut.size() == 1)) {
+        for (auto [r, np] : cut) {
+            ScBoxcars p = fixed_args<T>(r, np);
+            p.outer = outer;
+            p.n = n;
+            p.inner = inner;
+            p.top = top;
+            p.bottom = bottom;
+            p.has_carry_out = has_out;
+            const i64 lines = outer * inner;
+            const unsigned grid = (unsigned)std::min<i64>((lines + 63) / 64, 16);
+            fixed<T>(false, a.data(), nullptr, b.data(), p, cout.data(), grid, 64);
+            std::swap(a, b);
+            if (has_out) std::swap(cin, cout);
+        }
+        return;
+    }
     size_t k = 0;
     while (k < rs.size()) {
         ScBoxcars p = group<T>(rs, k, false, has_in || has_out, LINE_SLOTS<T>);
@@ -114,6 +200,28 @@ template <typename T>
 static void rows_passes(std::vector<T>& a, std::vector<T>& b, i64 rows, i64 n,
                         const std::vector<i64>& rs, const T* src, const unsigned char* mask,
                         int kind, double value) {
+    const auto cut = fixed_cut(rs, false);
+    if (g_fixed && !cut.empty()) {
+        bool first = true;
+        for (auto [r, np] : cut) {
+            ScBoxcars p = fixed_args<T>(r, np);
+            p.outer = rows;
+            p.n = n;
+            p.inner = 1;
+            p.top = n - 1;
+            p.bottom = 0;
+            p.prep = first;
+            p.kind = kind;
+            p.value = value;
+            const int warps = SC_ROW_WARPS(T);
+            const i64 groups = (rows + 31) / 32;
+            const unsigned grid = (unsigned)std::min<i64>((groups + warps - 1) / warps, 2);
+            fixed<T>(true, first ? src : a.data(), mask, b.data(), p, nullptr, grid, 32 * warps);
+            std::swap(a, b);
+            first = false;
+        }
+        return;
+    }
     size_t k = 0;
     bool first = true;
     while (k < rs.size()) {
@@ -209,6 +317,7 @@ static int run(const std::string& dir, const std::vector<i64>& p, int kind, doub
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
     const std::string dir = argv[1];
+    g_fixed = argc > 2 && std::string(argv[2]) == "fixed";
     const auto p = load<i64>(dir + "/params.bin");
     const auto rep = load<double>(dir + "/replace.bin");  // kind, value, element size
     const int kind = (int)rep[0];

@@ -104,6 +104,44 @@ fn boxcar_groups(radii: &[usize], first_fed: bool, slots: usize) -> Vec<&[usize]
     groups
 }
 
+/// Radii of the register-ring boxcar kernels (`sofia2_boxcar_{rows,lines,line}_r<R>_*`;
+/// SC_FIXED_MAX_R and SC_FIXED_MAX_R_SINGLE in kernels/scfind.cu): chains of up to MAX_BOXCARS
+/// passes of one radius up to FIXED_MAX_R, and single passes along lines up to
+/// FIXED_MAX_R_SINGLE.
+const FIXED_MAX_R: usize = 4;
+const FIXED_MAX_R_SINGLE: usize = 8;
+
+/// The launches (radius, passes) of the register-ring kernels for a chain of boxcars of radii
+/// `radii`: runs of equal radii, each cut into the fewest launches of at most MAX_BOXCARS passes
+/// (as even as possible; the results do not depend on the cut); `lines`: the lines kernel (a
+/// lone pass may be wider). None when a radius has no such kernel (the generic kernels then
+/// run the whole chain) or with `SKYCONV_SC_FIXED=0` (for comparisons).
+fn fixed_groups(radii: &[usize], lines: bool) -> Result<Option<Vec<(usize, usize)>>> {
+    if crate::backend::env::switch_var("SKYCONV_SC_FIXED")? == Some(false) {
+        return Ok(None);
+    }
+    Ok(fixed_cut(radii, lines))
+}
+
+/// `fixed_groups` without the switch.
+fn fixed_cut(radii: &[usize], lines: bool) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < radii.len() {
+        let r = radii[start];
+        let end = start + radii[start..].iter().take_while(|&&x| x == r).count();
+        let m = end - start;
+        let single = lines && m == 1 && r <= FIXED_MAX_R_SINGLE;
+        if r == 0 || (r > FIXED_MAX_R && !single) {
+            return None;
+        }
+        let k = m.div_ceil(MAX_BOXCARS);
+        out.extend((0..k).map(|i| (r, m / k + usize::from(i < m % k))));
+        start = end;
+    }
+    Some(out)
+}
+
 /// The kernel arguments of one launch of `radii` over `view`, planes top..=bottom.
 fn boxcar_args<T: Real>(view: AxisView, radii: &[usize], top: usize, bottom: usize) -> ScBoxcars {
     let mut p = ScBoxcars {
@@ -573,12 +611,25 @@ impl<'a, T: Real> Engine<'a, T> {
         carry_in: bool,
         carry_out: bool,
     ) -> Result<()> {
+        let lines = view.outer * view.inner;
+        let whole = !carry_in && top + 1 == view.n && bottom == 0 && view.n < 1 << 30;
+        if whole {
+            match fixed_groups(radii, true)? {
+                Some(g) if !carry_out || g.len() == 1 => {
+                    for (r, passes) in g {
+                        let p = boxcar_args::<T>(view, &vec![r; passes], top, bottom);
+                        self.lines_fixed(p, lines, carry_out)?;
+                    }
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         let groups = if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
             radii.chunks(1).collect()
         } else {
             boxcar_groups(radii, false, line_ring_slots::<T>())
         };
-        let lines = view.outer * view.inner;
         for g in groups {
             let mut p = boxcar_args::<T>(view, g, top, bottom);
             p.has_carry_in = carry_in as i32;
@@ -598,6 +649,41 @@ impl<'a, T: Real> Engine<'a, T> {
             if carry_out {
                 std::mem::swap(&mut self.carry, &mut self.carry_next);
             }
+        }
+        Ok(())
+    }
+
+    /// One launch of `sofia2_boxcar_lines_r<R>` (`p.r[0]`, up to MAX_BOXCARS passes; a single
+    /// pass of a wider radius: `sofia2_boxcar_line_r<R>`) over the whole
+    /// lines of `a` into `b`, then swap; with `carry_out` the running mean at plane 0 goes to
+    /// `carry_next` (then swapped into `carry`).
+    fn lines_fixed(&mut self, mut p: ScBoxcars, lines: usize, carry_out: bool) -> Result<()> {
+        p.has_carry_out = carry_out as i32;
+        let (r, kind) = (
+            p.r[0],
+            if p.r[0] as usize > FIXED_MAX_R {
+                "line"
+            } else {
+                "lines"
+            },
+        );
+        let name = format!("sofia2_boxcar_{kind}_r{r}_{}", T::CUDA);
+        let f = self.gpu.function("scfind", &name)?;
+        let mut bld = self.gpu.stream.launch_builder(&f);
+        bld.arg(&self.a)
+            .arg(&mut self.b)
+            .arg(&p)
+            .arg(&mut self.carry_next);
+        // SAFETY: arguments match sofia2_boxcar_lines_fixed (kernels/scfind.cu) through the
+        // instantiation named by p's radius and passes (fixed_groups: one radius, at most
+        // MAX_BOXCARS passes, within the instantiated radii); a and b hold outer·n·inner
+        // elements of whole lines (top = n−1, bottom = 0, n < 2^30), carry_next one plane
+        // (written only with has_carry_out: the z pass, outer = 1); blockDim is THREADS = 256
+        // (the kernel's launch bound).
+        unsafe { bld.launch(cfg(lines)) }?;
+        std::mem::swap(&mut self.a, &mut self.b);
+        if carry_out {
+            std::mem::swap(&mut self.carry, &mut self.carry_next);
         }
         Ok(())
     }
@@ -640,7 +726,34 @@ impl<'a, T: Real> Engine<'a, T> {
             shared_mem_bytes: 0,
         };
         let mut prep = prep;
-        for g in boxcar_groups(radii, true, slots) {
+        let fixed = match fixed_groups(radii, false)? {
+            Some(g) if nx < 1 << 30 => g,
+            _ => Vec::new(),
+        };
+        for &(r, passes) in &fixed {
+            let mut p = boxcar_args::<T>(v, &vec![r; passes], nx - 1, 0);
+            if let Some((kind, value)) = prep.take() {
+                (p.prep, p.kind, p.value) = (1, kind, value);
+            }
+            let src = if p.prep != 0 { &self.cube } else { &self.a };
+            let f = self
+                .gpu
+                .function("scfind", &format!("sofia2_boxcar_rows_r{r}_{}", T::CUDA))?;
+            let mut bld = self.gpu.stream.launch_builder(&f);
+            bld.arg(src).arg(&self.mask).arg(&mut self.b).arg(&p);
+            // SAFETY: arguments match sofia2_boxcar_rows_fixed (kernels/scfind.cu) through the
+            // instantiation named by r and passes (fixed_groups: within the instantiated
+            // radii, at most MAX_BOXCARS passes); the cube, the mask, a and b hold
+            // planes·ny·nx elements of whole rows (nx < 2^30); blockDim is 32·SC_ROW_WARPS(T).
+            unsafe { bld.launch(launch) }?;
+            std::mem::swap(&mut self.a, &mut self.b);
+        }
+        let generic = if fixed.is_empty() {
+            boxcar_groups(radii, true, slots)
+        } else {
+            Vec::new()
+        };
+        for g in generic {
             let mut p = boxcar_args::<T>(v, g, nx - 1, 0);
             if let Some((kind, value)) = prep.take() {
                 (p.prep, p.kind, p.value) = (1, kind, value);
@@ -1360,6 +1473,24 @@ mod tests {
         assert_eq!(g(&[4; 6], true, 32), [3, 3]); // 3 rings of 9
         assert_eq!(g(&[4; 6], true, 16), [1; 6]);
         assert_eq!(g(&[1, 6, 1], true, 16), [2, 1]); // 3 + 13, then 16 + 3 > 16
+    }
+
+    #[test]
+    fn fixed_cut_keeps_runs_and_radii() {
+        assert_eq!(fixed_cut(&[1, 1, 1], false), Some(vec![(1, 3)]));
+        assert_eq!(fixed_cut(&[2; 6], false), Some(vec![(2, 3), (2, 3)]));
+        assert_eq!(fixed_cut(&[3; 5], true), Some(vec![(3, 3), (3, 2)]));
+        assert_eq!(fixed_cut(&[4; 9], true), Some(vec![(4, 3); 3]));
+        assert_eq!(
+            fixed_cut(&[1, 2, 2, 1], false),
+            Some(vec![(1, 1), (2, 2), (1, 1)])
+        );
+        assert_eq!(fixed_cut(&[7], true), Some(vec![(7, 1)]));
+        assert_eq!(fixed_cut(&[7], false), None); // rows: radius 4 at most
+        assert_eq!(fixed_cut(&[9], true), None);
+        assert_eq!(fixed_cut(&[5, 5], true), None); // a chain: radius 4 at most
+        assert_eq!(fixed_cut(&[0], true), None);
+        assert_eq!(fixed_cut(&[], true), Some(vec![]));
     }
 
     #[test]
