@@ -26,6 +26,40 @@ def _gauss(x, a, s):
 # ------------------------------------------------------------------ SoFiA 1.3.2
 
 
+def _gauss_fit(finite, lo, width, n_edges):
+    """SoFiA 1's "gauss" fit to the histogram over the first ``n_edges`` of its arange edges."""
+    edges = np.arange(lo, lo + 102 * width, width)[:n_edges]
+    x = (edges[:-1] + edges[1:]) / 2.0
+    h = np.histogram(finite, bins=edges)[0]
+    mom2 = np.sqrt(np.sum(x * x * h) / np.sum(h))
+    return abs(optimize.curve_fit(_gauss, x, h, p0=[h.max(), mom2])[0][1])
+
+
+def gauss_edge_cliff(cube, flux_range="all"):
+    """SoFiA 1's "gauss" histogram takes ``np.arange(lo, hi, (hi - lo) / 100)`` as its edges,
+    100 or 101 of them as (hi - lo) / width rounds, so the count can turn on the last bits of
+    the cube's extremes: two smoothings 1e-16 apart then fit σ up to ~0.3 % apart. Returns
+    [σ with 100 edges, σ with 101] where moving the extreme by up to 8 ulp changes the count,
+    else None."""
+    lo0, hi0 = float(np.nanmin(cube)), float(np.nanmax(cube))
+
+    def bounds(k):
+        lo, hi = lo0 + k * np.spacing(lo0), hi0 + k * np.spacing(hi0)
+        if flux_range == "negative":
+            return lo, 0.0
+        if flux_range == "positive":
+            return 0.0, hi
+        m = min(abs(lo), abs(hi))
+        return -m, m
+
+    counts = {len(np.arange(lo, hi, (hi - lo) / 100.0)) for lo, hi in map(bounds, range(-8, 9))}
+    if len(counts) == 1:
+        return None
+    lo, hi = bounds(0)
+    finite = cube[~np.isnan(cube)]
+    return [_gauss_fit(finite, lo, (hi - lo) / 100.0, n) for n in (100, 101)]
+
+
 def sofia1_rms(cube, rms_mode="negative", flux_range="all", sample=1):
     """SoFiA 1's GetRMS with zoom 1 and no second pass."""
     c = cube[np.newaxis] if cube.ndim == 2 else cube
@@ -68,11 +102,7 @@ def sofia1_rms(cube, rms_mode="negative", flux_range="all", sample=1):
             m = min(abs(lo), abs(hi))
             lo, hi = -m, m
         width = (hi - lo) / 100.0
-        edges = np.arange(lo, hi, width)
-        x = (edges[:-1] + edges[1:]) / 2.0
-        h = np.histogram(finite, bins=edges)[0]
-        mom2 = np.sqrt(np.sum(x * x * h) / np.sum(h))
-        return abs(optimize.curve_fit(_gauss, x, h, p0=[h.max(), mom2])[0][1])
+        return _gauss_fit(finite, lo, width, len(np.arange(lo, hi, width)))
     if rms_mode == "mad":
         if flux_range == "all":
             return 1.4826 * np.nanmedian(np.abs(sub))
@@ -98,7 +128,9 @@ def sofia1_scfind(
 ):
     """SoFiA 1.3.2's SCfinder_mem on ``cube`` (any float dtype); ORs into ``mask``.
 
-    Returns (rms0, [rms per kernel], [smoothed cubes if keep])."""
+    Returns (rms0, [rms per kernel], kept): kept (with ``keep``) holds for each kernel the
+    smoothed cube, its clip level and the lowest and highest level that the cube's last bits
+    could give (they differ only on ``gauss_edge_cliff``)."""
     c = cube[np.newaxis] if cube.ndim == 2 else cube
     m = mask.reshape(c.shape)
     nan = np.isnan(c)
@@ -129,7 +161,9 @@ def sofia1_scfind(
         with np.errstate(invalid="ignore"):
             m |= (np.abs(s) >= threshold * r).astype(m.dtype)
         if keep:
-            kept.append((s, threshold * r))
+            both = gauss_edge_cliff(s, fluxRange) if rmsMode == "gauss" else None
+            levels = [threshold * x for x in both] if both else [threshold * r]
+            kept.append((s, threshold * r, min(levels), max(levels)))
     return float(rms), noise, kept
 
 
