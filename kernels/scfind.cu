@@ -591,30 +591,125 @@ __device__ void sofia2_boxcar_lines_fixed(const T* __restrict__ src, T* __restri
     }
 }
 
+// An asynchronous copy (cp.async, sm_80 on) of `size` bytes to shared memory: the first n from
+// global src, zeros after (n = 0 reads nothing; src must still be a valid address). Loads in
+// flight hold no registers. It lands by the thread's next sc_copy_wait; before that neither dst
+// may be read nor src's memory relied upon. The host emulator lands it at random up to then.
+__device__ __forceinline__ void sc_copy_async(void* dst, const void* src, unsigned n,
+                                              unsigned size) {
+#if defined(__CUDACC_RTC__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (size == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(n)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n)
+                     : "memory");
+#elif defined(__CUDACC_RTC__)
+    for (unsigned b = 0; b < size; ++b)
+        ((unsigned char*)dst)[b] = b < n ? ((const unsigned char*)src)[b] : 0;
+#else
+    simt::async_copy(dst, src, n, size);
+#endif
+}
+
+// This thread's asynchronous copies have landed (other lanes see them after a __syncwarp).
+__device__ __forceinline__ void sc_copy_wait() {
+#if defined(__CUDACC_RTC__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#elif !defined(__CUDACC_RTC__)
+    simt::async_wait();
+#endif
+}
+
+// Mask words a lane copies for its line's 32 positions of a tile (4-byte aligned, the bytes
+// wanted start at 0..3 in them).
+#define SC_ROW_MASK_WORDS 9
+
+// sofia2_boxcar_rows_fixed's tile: the copies of input positions t0 .. t0+31 of the warp's 32
+// lines from l0 into t (as sc_row_tile, unprepared), and with p.prep the mask bytes of this
+// lane's line into mw: word j holds bytes 4(w0 + j) .. of the mask, w0 = floor(a / 4) for a the
+// byte of position t0+31; only words with bytes of the line at t0 .. top are read, and only up
+// to the byte of t0 (the rest zero), so that nothing outside the mask is (mask 4-byte aligned).
+template <typename T>
+__device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
+                                                  const unsigned char* __restrict__ mask,
+                                                  T (*t)[33], unsigned* mw, const ScBoxcars& p,
+                                                  i64 l0, int rows, i64 t0, int lane) {
+    const i64 n = p.n;
+    const i64 i = n - 1 - t0 - lane;
+    const T* a = src + l0 * n + i;
+#pragma unroll 8
+    for (int k = 0; k < 32; ++k) {
+        const bool in = k < rows && i >= 0;
+        sc_copy_async(&t[k][lane], in ? a + k * n : src, in ? sizeof(T) : 0, sizeof(T));
+    }
+    if (p.prep) {
+        const i64 line = (l0 + lane) * n, hi = line + n - 1 - t0;
+        const i64 lo = line + (n - 32 - t0 > 0 ? n - 32 - t0 : 0), w0 = (line + n - 32 - t0) >> 2;
+        const bool any = lane < rows && t0 < n;
+#pragma unroll
+        for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) {
+            const i64 b = 4 * (w0 + j), m = hi + 1 - b;
+            const bool in = any && b + 3 >= lo && m > 0;
+            sc_copy_async(mw + j, in ? mask + b : mask, in ? (m < 4 ? (unsigned)m : 4u) : 0u, 4);
+        }
+    }
+}
+
 // sofia2_boxcar_rows for p.passes (<= MP) passes of radius R, the rings in registers
-// (ScFixedChain): the same tiles, launch and results. Requires n + P*R < 2^31.
+// (ScFixedChain): the same tiles, launch and results. Requires n + P*R < 2^31. The tiles are
+// double-buffered and copied asynchronously: a warp's next tile is in flight while it runs and
+// stores the current one (loads no longer wait behind the running means). With p.prep the
+// values are prepared in the tile once it has landed (each lane its own line, from the mask
+// words of sc_row_tile_async); positions past the line's end may then hold anything, but the
+// checked steps read them as 0.
 template <typename T, int R, int MP>
 __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
                                          const unsigned char* __restrict__ mask,
                                          T* __restrict__ dst, const ScBoxcars p) {
     constexpr int W = SC_ROW_WARPS(T);
-    __shared__ T tile[W][32][33];
+    __shared__ T tile[2][W][32][33];
+    __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 n = p.n, lines = p.outer;
     const int top = (int)n - 1, lag = p.passes * R;
-    T(*t)[33] = tile[warp];
+    unsigned* mw = mwords[warp][lane];
     const i64 groups = (lines + 31) / 32;
     for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
         const i64 l0 = g * 32;
         const int rows = lines - l0 < 32 ? (int)(lines - l0) : 32;
+        auto copy = [&](int b, int t0) {
+            sc_row_tile_async(src, mask, tile[b][warp], mw, p, l0, rows, t0, lane);
+        };
+        // wait for tile b (input positions t0 ..), then prepare this lane's line of it
+        auto land = [&](int b, int t0) {
+            sc_copy_wait();
+            __syncwarp();
+            if (p.prep) {
+                T* v = tile[b][warp][lane];
+                const unsigned char* mb = (const unsigned char*)mw;
+                const int off = (int)(((l0 + lane) * n + n - 32 - t0) & 3);
+#pragma unroll 4
+                for (int c = 0; c < 32; ++c)
+                    v[c] = sc_prepared(v[c], mb[off + 31 - c], p.kind, p.value);
+                __syncwarp();  // the mask words are copied over next
+            }
+        };
         ScFixedChain<T, R, MP> ch;
         ch.reset(p);
-        sc_row_tile(src, mask, t, p, l0, rows, 0, lane);
+        __syncwarp();  // the last group's stores have read the tiles
+        copy(0, 0);
+        land(0, 0);
+        copy(1, lag);
 #pragma unroll 1
-        for (int c = 0; c < lag; ++c) (void)ch.template step<true>(t[lane][c], c, top);
-        for (int q0 = 0; q0 < (int)n; q0 += 32) {
+        for (int c = 0; c < lag; ++c) (void)ch.template step<true>(tile[0][warp][lane][c], c, top);
+        int b = 1;
+        for (int q0 = 0; q0 < (int)n; q0 += 32, b ^= 1) {
             const int t0 = q0 + lag;
-            sc_row_tile(src, mask, t, p, l0, rows, t0, lane);
+            land(b, t0);
+            if (q0 + 32 < (int)n) copy(b ^ 1, t0 + 32);
+            T(*t)[33] = tile[b][warp];
             if (t0 > lag && t0 + 31 <= top) {
 #pragma unroll
                 for (int c = 0; c < 32; ++c)

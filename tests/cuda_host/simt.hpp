@@ -6,8 +6,10 @@
 // it when run twice with different seeds. Supported: threadIdx/blockIdx/blockDim/gridDim (.x),
 // __shared__ (static storage: blocks do not overlap), __syncthreads, __syncwarp, and the
 // full-warp collectives __shfl_sync, __shfl_down_sync, __shfl_up_sync, __ballot_sync, __match_any_sync; atomics
-// (trivially atomic: one fiber runs at a time). A warp collective with a lane that has exited,
-// lanes of one warp waiting at different collectives, a mask other than 0xffffffff and a
+// (trivially atomic: one fiber runs at a time); asynchronous copies to shared memory (cp.async:
+// simt::async_copy, landing at random, at once or at the thread's next simt::async_wait). A
+// warp collective with a lane that has exited, lanes of one warp waiting at different
+// collectives, a mask other than 0xffffffff and a
 // deadlock all abort with a message, as they are undefined or wrong on a GPU.
 //
 // Include this before the .cu file; launch with simt::launch(grid, block, [&] { kernel(args); }).
@@ -101,6 +103,13 @@ struct Fiber {
     uint64_t val = 0;  // value given to a collective
     int arg = 0;       // source lane / delta
     uint64_t res = 0;  // result of the collective
+    // asynchronous copies not landed yet: destination, source, bytes read, bytes written
+    struct Copy {
+        void* dst;
+        const void* src;
+        unsigned n, size;
+    };
+    std::vector<Copy> pending;
 };
 
 inline Dim3 g_block, g_bdim, g_gdim;
@@ -136,6 +145,7 @@ inline void switch_to(Ctx& from, Ctx& to) {
 
 inline void entry() {
     (*g_body)();
+    if (!g_cur->pending.empty()) fail("asynchronous copies never waited for");
     g_cur->wait = DONE;
     switch_to(g_cur->ctx, g_sched);
     fail("a finished fiber was resumed");
@@ -226,6 +236,7 @@ inline void run_block(unsigned nthreads) {
         if (f.stack.size() != STACK) f.stack.resize(STACK);
         f.idx = Dim3{t, 0, 0};
         f.wait = RUN;
+        f.pending.clear();
         make_context(f.ctx, f.stack);
     }
     std::vector<unsigned> order(nthreads);
@@ -273,6 +284,30 @@ inline void launch(unsigned grid, unsigned block, const std::function<void()>& b
         run_block(block);
     }
     g_body = nullptr;
+}
+
+// One copy lands: n bytes of src, then zeros up to size.
+inline void land(const Fiber::Copy& c) {
+    std::memcpy(c.dst, c.src, c.n);
+    std::memset((char*)c.dst + c.n, 0, c.size - c.n);
+}
+
+// cp.async of `size` bytes to shared dst: the first n from src, zeros after. It lands at once or
+// only at this thread's next async_wait (as late as a GPU may), at random: a read of dst before
+// the wait, or a copy into memory other threads still read, then shows.
+inline void async_copy(void* dst, const void* src, unsigned n, unsigned size) {
+    if (n > size) fail("async copy: more bytes read than written");
+    const Fiber::Copy c{dst, src, n, size};
+    if (next_rand() & 1)
+        land(c);
+    else
+        g_cur->pending.push_back(c);
+}
+
+// cp.async.wait_all: this thread's copies have landed.
+inline void async_wait() {
+    for (const auto& c : g_cur->pending) land(c);
+    g_cur->pending.clear();
 }
 
 template <typename T>
