@@ -663,7 +663,8 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
 // stores the current one (loads no longer wait behind the running means). With p.prep the
 // values are prepared in the tile once it has landed (each lane its own line, from the mask
 // words of sc_row_tile_async); positions past the line's end may then hold anything, but the
-// checked steps read them as 0.
+// checked steps read them as 0. A lane's copies write its own column of a tile, which the other
+// lanes read only in the steps (the __syncwarp after them orders the next copies into it).
 template <typename T, int R, int MP>
 __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
                                          const unsigned char* __restrict__ mask,
@@ -698,7 +699,6 @@ __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
         };
         ScFixedChain<T, R, MP> ch;
         ch.reset(p);
-        __syncwarp();  // the last group's stores have read the tiles
         copy(0, 0);
         land(0, 0);
         copy(1, lag);
