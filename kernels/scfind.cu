@@ -808,9 +808,10 @@ SC_INSTANTIATE(double, f64)
 // The register-ring boxcars: sofia2_boxcar_{rows,lines}_r<R>_<S> for R <= SC_FIXED_MAX_R (up
 // to SC_MAX_BOXCARS passes), and sofia2_boxcar_line_r<R>_<S> (one pass along lines) for R up
 // to SC_FIXED_MAX_R_SINGLE (the Rust side's fixed_groups picks them).
+// (the lines kernels take sofia2_boxcars' arguments: no carry in, whole lines)
 #define SC_FIXED_LINES(T, S, R, MP, NAME)                                                       \
     extern "C" __global__ void __launch_bounds__(256) NAME##_r##R##_##S(                        \
-        const T* src, T* dst, ScBoxcars p, T* carry_out) {                                      \
+        const T* src, T* dst, ScBoxcars p, const T* /* carry_in */, T* carry_out) {             \
         sofia2_boxcar_lines_fixed<T, R, MP>(src, dst, p, carry_out);                            \
     }
 #define SC_FIXED_ROWS(T, S, R)                                                                  \

@@ -178,12 +178,25 @@ struct Fns {
     boxcar: CudaFunction,
     rows: CudaFunction,
     transpose: CudaFunction,
+    /// `sofia2_boxcar_rows_r<R>` for R = 1..=FIXED_MAX_R.
+    rows_fixed: Vec<CudaFunction>,
+    /// `sofia2_boxcar_lines_r<R>` for R = 1..=FIXED_MAX_R, then `sofia2_boxcar_line_r<R>` up
+    /// to FIXED_MAX_R_SINGLE.
+    lines_fixed: Vec<CudaFunction>,
 }
 
 impl Fns {
     fn new<T: Real>(gpu: &Gpu) -> Result<Self> {
         let f = |name: &str| gpu.function("scfind", &format!("{name}_{}", T::CUDA));
+        let lines = |r: usize| match r <= FIXED_MAX_R {
+            true => f(&format!("sofia2_boxcar_lines_r{r}")),
+            false => f(&format!("sofia2_boxcar_line_r{r}")),
+        };
         Ok(Fns {
+            rows_fixed: (1..=FIXED_MAX_R)
+                .map(|r| f(&format!("sofia2_boxcar_rows_r{r}")))
+                .collect::<Result<_>>()?,
+            lines_fixed: (1..=FIXED_MAX_R_SINGLE).map(lines).collect::<Result<_>>()?,
             init_blank: f("init_blank")?,
             prepare: f("prepare")?,
             gather: f("gather")?,
@@ -613,77 +626,60 @@ impl<'a, T: Real> Engine<'a, T> {
     ) -> Result<()> {
         let lines = view.outer * view.inner;
         let whole = !carry_in && top + 1 == view.n && bottom == 0 && view.n < 1 << 30;
-        if whole {
-            match fixed_groups(radii, true)? {
-                Some(g) if !carry_out || g.len() == 1 => {
-                    for (r, passes) in g {
-                        let p = boxcar_args::<T>(view, &vec![r; passes], top, bottom);
-                        self.lines_fixed(p, lines, carry_out)?;
-                    }
-                    return Ok(());
-                }
-                _ => {}
-            }
-        }
-        let groups = if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
-            radii.chunks(1).collect()
+        let fixed = match fixed_groups(radii, true)? {
+            Some(g) if whole && (!carry_out || g.len() == 1) => g,
+            _ => Vec::new(),
+        };
+        let launches: Vec<(CudaFunction, ScBoxcars)> = if !fixed.is_empty() {
+            fixed
+                .iter()
+                .map(|&(r, passes)| {
+                    let p = boxcar_args::<T>(view, &vec![r; passes], top, bottom);
+                    (self.fns.lines_fixed[r - 1].clone(), p)
+                })
+                .collect()
+        } else if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
+            radii
+                .chunks(1)
+                .map(|g| {
+                    (
+                        self.fns.boxcar.clone(),
+                        boxcar_args::<T>(view, g, top, bottom),
+                    )
+                })
+                .collect()
         } else {
             boxcar_groups(radii, false, line_ring_slots::<T>())
+                .into_iter()
+                .map(|g| {
+                    (
+                        self.fns.boxcar.clone(),
+                        boxcar_args::<T>(view, g, top, bottom),
+                    )
+                })
+                .collect()
         };
-        for g in groups {
-            let mut p = boxcar_args::<T>(view, g, top, bottom);
+        for (f, mut p) in launches {
             p.has_carry_in = carry_in as i32;
             p.has_carry_out = carry_out as i32;
-            let mut bld = self.gpu.stream.launch_builder(&self.fns.boxcar);
+            let mut bld = self.gpu.stream.launch_builder(&f);
             bld.arg(&self.a)
                 .arg(&mut self.b)
                 .arg(&p)
                 .arg(&self.carry)
                 .arg(&mut self.carry_next);
-            // SAFETY: arguments match sofia2_boxcars_* in kernels/scfind.cu; a and b hold
-            // outer·n·inner elements, carry one plane (the z pass only: outer = 1); several
-            // passes only over whole lines without carries, the rings of passes 2.. within
-            // line_ring_slots; blockDim is THREADS = 256 (the kernel's ring).
+            // SAFETY: arguments match sofia2_boxcars_* and sofia2_boxcar_line{s,}_r<R>_* in
+            // kernels/scfind.cu (the latter: one radius R, the instantiation's, at most
+            // MAX_BOXCARS passes, whole lines with n < 2^30 and no carry in: fixed_groups and
+            // `whole`); a and b hold outer·n·inner elements, carry one plane (the z pass only:
+            // outer = 1); the generic kernel's several passes only over whole lines without
+            // carries, the rings of passes 2.. within line_ring_slots; blockDim is THREADS =
+            // 256 (the generic kernel's ring, the fixed kernels' launch bound).
             unsafe { bld.launch(cfg(lines)) }?;
             std::mem::swap(&mut self.a, &mut self.b);
             if carry_out {
                 std::mem::swap(&mut self.carry, &mut self.carry_next);
             }
-        }
-        Ok(())
-    }
-
-    /// One launch of `sofia2_boxcar_lines_r<R>` (`p.r[0]`, up to MAX_BOXCARS passes; a single
-    /// pass of a wider radius: `sofia2_boxcar_line_r<R>`) over the whole
-    /// lines of `a` into `b`, then swap; with `carry_out` the running mean at plane 0 goes to
-    /// `carry_next` (then swapped into `carry`).
-    fn lines_fixed(&mut self, mut p: ScBoxcars, lines: usize, carry_out: bool) -> Result<()> {
-        p.has_carry_out = carry_out as i32;
-        let (r, kind) = (
-            p.r[0],
-            if p.r[0] as usize > FIXED_MAX_R {
-                "line"
-            } else {
-                "lines"
-            },
-        );
-        let name = format!("sofia2_boxcar_{kind}_r{r}_{}", T::CUDA);
-        let f = self.gpu.function("scfind", &name)?;
-        let mut bld = self.gpu.stream.launch_builder(&f);
-        bld.arg(&self.a)
-            .arg(&mut self.b)
-            .arg(&p)
-            .arg(&mut self.carry_next);
-        // SAFETY: arguments match sofia2_boxcar_lines_fixed (kernels/scfind.cu) through the
-        // instantiation named by p's radius and passes (fixed_groups: one radius, at most
-        // MAX_BOXCARS passes, within the instantiated radii); a and b hold outer·n·inner
-        // elements of whole lines (top = n−1, bottom = 0, n < 2^30), carry_next one plane
-        // (written only with has_carry_out: the z pass, outer = 1); blockDim is THREADS = 256
-        // (the kernel's launch bound).
-        unsafe { bld.launch(cfg(lines)) }?;
-        std::mem::swap(&mut self.a, &mut self.b);
-        if carry_out {
-            std::mem::swap(&mut self.carry, &mut self.carry_next);
         }
         Ok(())
     }
@@ -725,44 +721,36 @@ impl<'a, T: Real> Engine<'a, T> {
             block_dim: (32 * warps as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut prep = prep;
         let fixed = match fixed_groups(radii, false)? {
             Some(g) if nx < 1 << 30 => g,
             _ => Vec::new(),
         };
-        for &(r, passes) in &fixed {
-            let mut p = boxcar_args::<T>(v, &vec![r; passes], nx - 1, 0);
+        let launches: Vec<(CudaFunction, ScBoxcars)> = if fixed.is_empty() {
+            boxcar_groups(radii, true, slots)
+                .into_iter()
+                .map(|g| (self.fns.rows.clone(), boxcar_args::<T>(v, g, nx - 1, 0)))
+                .collect()
+        } else {
+            fixed
+                .iter()
+                .map(|&(r, passes)| {
+                    let p = boxcar_args::<T>(v, &vec![r; passes], nx - 1, 0);
+                    (self.fns.rows_fixed[r - 1].clone(), p)
+                })
+                .collect()
+        };
+        let mut prep = prep;
+        for (f, mut p) in launches {
             if let Some((kind, value)) = prep.take() {
                 (p.prep, p.kind, p.value) = (1, kind, value);
             }
             let src = if p.prep != 0 { &self.cube } else { &self.a };
-            let f = self
-                .gpu
-                .function("scfind", &format!("sofia2_boxcar_rows_r{r}_{}", T::CUDA))?;
             let mut bld = self.gpu.stream.launch_builder(&f);
             bld.arg(src).arg(&self.mask).arg(&mut self.b).arg(&p);
-            // SAFETY: arguments match sofia2_boxcar_rows_fixed (kernels/scfind.cu) through the
-            // instantiation named by r and passes (fixed_groups: within the instantiated
-            // radii, at most MAX_BOXCARS passes); the cube, the mask, a and b hold
-            // planes·ny·nx elements of whole rows (nx < 2^30); blockDim is 32·SC_ROW_WARPS(T).
-            unsafe { bld.launch(launch) }?;
-            std::mem::swap(&mut self.a, &mut self.b);
-        }
-        let generic = if fixed.is_empty() {
-            boxcar_groups(radii, true, slots)
-        } else {
-            Vec::new()
-        };
-        for g in generic {
-            let mut p = boxcar_args::<T>(v, g, nx - 1, 0);
-            if let Some((kind, value)) = prep.take() {
-                (p.prep, p.kind, p.value) = (1, kind, value);
-            }
-            let src = if p.prep != 0 { &self.cube } else { &self.a };
-            let mut bld = self.gpu.stream.launch_builder(&self.fns.rows);
-            bld.arg(src).arg(&self.mask).arg(&mut self.b).arg(&p);
-            // SAFETY: arguments match sofia2_boxcar_rows_* in kernels/scfind.cu; the cube,
-            // the mask, a and b hold planes·ny·nx elements; every pass's ring fits (checked
+            // SAFETY: arguments match sofia2_boxcar_rows_* and sofia2_boxcar_rows_r<R>_* in
+            // kernels/scfind.cu (the latter: one radius R, the instantiation's, at most
+            // MAX_BOXCARS passes, nx < 2^30: fixed_groups); the cube, the mask, a and b hold
+            // planes·ny·nx elements of whole rows; every generic pass's ring fits (checked
             // above and by boxcar_groups); blockDim is 32·SC_ROW_WARPS(T).
             unsafe { bld.launch(launch) }?;
             std::mem::swap(&mut self.a, &mut self.b);
