@@ -509,12 +509,15 @@ struct ScFixedChain {
 
     // Feed v, pass 0's input at position t, through the passes; returns the last pass's output
     // at position t - P*R (meaningful when that is >= 0). CHECK = false only where every pass
-    // is past its first output (t >= P*R + 1) and t <= top.
+    // is past its first output (t >= P*R + 1) and t <= top. There every one of the MP passes
+    // runs and those from P on are not selected (their rings fill with values never read): a
+    // branch a pass and step kept the compiler from overlapping the steps of an unrolled chunk.
     template <bool CHECK>
     __device__ __forceinline__ T step(T v, int t, int top) {
 #pragma unroll
         for (int k = 0; k < MP; ++k) {
-            if (k >= P) break;
+            if (CHECK && k >= P) break;
+            const T in = v;
             const int tin = t - k * R;
             T u = v != v ? (T)0 : v;
             if (CHECK && (tin < 0 || tin > top)) u = (T)0;
@@ -533,7 +536,7 @@ struct ScFixedChain {
             } else {
                 m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
             }
-            v = m[k];
+            v = CHECK || k < P ? m[k] : in;
         }
         return v;
     }
