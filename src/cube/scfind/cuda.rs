@@ -638,26 +638,20 @@ impl<'a, T: Real> Engine<'a, T> {
                     (self.fns.lines_fixed[r - 1].clone(), p)
                 })
                 .collect()
-        } else if carry_in || carry_out || top + 1 != view.n || bottom != 0 {
-            radii
-                .chunks(1)
-                .map(|g| {
-                    (
-                        self.fns.boxcar.clone(),
-                        boxcar_args::<T>(view, g, top, bottom),
-                    )
-                })
-                .collect()
         } else {
-            boxcar_groups(radii, false, line_ring_slots::<T>())
-                .into_iter()
-                .map(|g| {
-                    (
-                        self.fns.boxcar.clone(),
-                        boxcar_args::<T>(view, g, top, bottom),
-                    )
-                })
-                .collect()
+            // whole lines without carries share launches; otherwise one pass a launch
+            let groups = if !carry_in && !carry_out && top + 1 == view.n && bottom == 0 {
+                boxcar_groups(radii, false, line_ring_slots::<T>())
+            } else {
+                radii.chunks(1).collect()
+            };
+            let generic = |g| {
+                (
+                    self.fns.boxcar.clone(),
+                    boxcar_args::<T>(view, g, top, bottom),
+                )
+            };
+            groups.into_iter().map(generic).collect()
         };
         for (f, mut p) in launches {
             p.has_carry_in = carry_in as i32;
