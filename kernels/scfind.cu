@@ -422,207 +422,6 @@ __device__ void sofia2_boxcars(const T* __restrict__ src, T* __restrict__ dst, c
     }
 }
 
-// Tile column c <- input position t0 + c of the warp's 32 lines from l0 (plane n-1-t0-c; 0
-// beyond the line), prepared with `prep` (mask laid out as src). All 32 loads are issued before
-// the first is used (one at a time, each would wait for the memory's latency).
-template <typename T>
-__device__ __forceinline__ void sc_row_tile(const T* __restrict__ src,
-                                            const unsigned char* __restrict__ mask, T (*t)[33],
-                                            const ScBoxcars& p, i64 l0, int rows, i64 t0,
-                                            int lane) {
-    const i64 n = p.n;
-    const i64 i = n - 1 - t0 - lane;
-    const T* a = src + l0 * n + i;
-    T v[32];
-    unsigned char mk[32];
-#pragma unroll
-    for (int k = 0; k < 32; ++k) {
-        const bool in = k < rows && i >= 0;
-        v[k] = in ? a[k * n] : (T)0;
-        mk[k] = in && p.prep ? mask[l0 * n + i + k * n] : (unsigned char)0;
-    }
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < 32; ++k) t[k][lane] = p.prep ? sc_prepared(v[k], mk[k], p.kind, p.value) : v[k];
-    __syncwarp();
-}
-
-// Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
-#define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
-
-// The fused boxcars along contiguous lines (inner = 1, whole lines, no carries), every pass
-// ring-fed: each warp takes 32 lines, one a lane, and moves them 32 positions at a time
-// through a 32x32 tile in shared memory, so that loads and stores are coalesced (no
-// transposes). The tile column of an input position is overwritten by the output of the same
-// column: outputs lag inputs by the sum of the radii, and the tiles are offset by it. With
-// `prep`, the values are prepared on the way in (mask laid out as src). Launch: blockDim.x =
-// 32 * SC_ROW_WARPS(T); the radii's rings within SC_ROW_RING_BYTES / sizeof(T) slots.
-template <typename T>
-__device__ void sofia2_boxcar_rows(const T* __restrict__ src,
-                                   const unsigned char* __restrict__ mask, T* __restrict__ dst,
-                                   const ScBoxcars p) {
-    constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
-    __shared__ T tile[W][32][33];
-    __shared__ T ring[RS][W * 32];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const i64 n = p.n, lines = p.outer;
-    i64 lag = 0;  // the last pass's output position trails the input's by this much
-#pragma unroll
-    for (int k = 0; k < SC_MAX_BOXCARS; ++k) lag += k < p.passes ? p.r[k] : 0;
-    T(*t)[33] = tile[warp];
-    T* my = &ring[0][threadIdx.x];
-    const i64 groups = (lines + 31) / 32;
-    for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
-        const i64 l0 = g * 32;
-        const int rows = lines - l0 < 32 ? (int)(lines - l0) : 32;
-        T m[SC_MAX_BOXCARS];
-        int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
-        sc_rings(p, 0, my, W * 32, head, base, m);
-        auto load = [&](i64 t0) { sc_row_tile(src, mask, t, p, l0, rows, t0, lane); };
-        // input position t0 + c of this lane's line through the passes; the output (position
-        // t0 + c - lag) replaces it in the tile
-        auto run = [&](i64 t0, int cols) {
-            for (int c = 0; c < cols; ++c) {
-                T v = t[lane][c];
-                i64 q = t0 + c;
-                sc_cascade(p, 0, my, W * 32, head, base, m, v, q);
-                t[lane][c] = v;
-            }
-        };
-        load(0);
-        run(0, (int)lag);  // lag < 32: no output yet
-        for (i64 q0 = 0; q0 < n; q0 += 32) {
-            load(q0 + lag);
-            run(q0 + lag, 32);
-            __syncwarp();
-            const i64 i = n - 1 - q0 - lane;
-            T* o = dst + l0 * n + i;
-            if (i >= 0) {
-#pragma unroll 8
-                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
-            }
-        }
-    }
-}
-
-// ---- Boxcars of one radius R with the rings in registers (compile time R) ----
-// The same arithmetic as sc_cascade, in the same order, for chains whose passes share one
-// radius (SoFiA-2's spatial Gaussians: n boxcars of radius r; its spectral boxcar: one), up to
-// MP passes (p.passes at run time). Every pass is fed in order, position t of pass 0 being pass
-// k's position t - kR; a pass fed before its own start (t - kR < 0) or past the line's end
-// (> top) reads 0, as the ring slots and sc_at of the generic kernels do, so the shift register
-// of the last 2R+1 inputs (oldest first) holds those zeros exactly where the generic ring holds
-// its zeroed slots. The steps of a chunk are unrolled (the shifts are then renamings, no
-// moves); the few checked steps at the ends of a line run in a loop.
-#define SC_FIXED_MAX_R 4         // radii of the fused chains (up to SC_MAX_BOXCARS passes)
-#define SC_FIXED_MAX_R_SINGLE 8  // radii of a single pass along lines (the spectral boxcar)
-
-template <typename T, int R, int MP>
-struct ScFixedChain {
-    static constexpr int L = 2 * R + 1;
-    T ring[MP][L];
-    T m[MP];
-    T inv;
-    int P;
-
-    __device__ __forceinline__ void reset(const ScBoxcars& p) {
-        inv = (T)p.inv[0];
-        P = p.passes;
-#pragma unroll
-        for (int k = 0; k < MP; ++k) {
-            m[k] = (T)0;
-#pragma unroll
-            for (int c = 0; c < L; ++c) ring[k][c] = (T)0;
-        }
-    }
-
-    // Feed v, pass 0's input at position t, through the passes; returns the last pass's output
-    // at position t - P*R (meaningful when that is >= 0). CHECK = false only where every pass
-    // is past its first output (t >= P*R + 1) and t <= top. There every one of the MP passes
-    // runs and those from P on are not selected (their rings fill with values never read): a
-    // branch a pass and step kept the compiler from overlapping the steps of an unrolled chunk.
-    template <bool CHECK>
-    __device__ __forceinline__ T step(T v, int t, int top) {
-#pragma unroll
-        for (int k = 0; k < MP; ++k) {
-            if (CHECK && k >= P) break;
-            const T in = v;
-            const int tin = t - k * R;
-            T u = v != v ? (T)0 : v;
-            if (CHECK && (tin < 0 || tin > top)) u = (T)0;
-            const T old = ring[k][0];
-#pragma unroll
-            for (int c = 0; c + 1 < L; ++c) ring[k][c] = ring[k][c + 1];
-            ring[k][L - 1] = u;
-            if (CHECK && tin - R <= 0) {
-                if (tin - R == 0) {
-                    // the window -R..R, oldest first (positions above the top hold 0)
-                    T acc = (T)0;
-#pragma unroll
-                    for (int c = 0; c < L; ++c) acc = sc_add(acc, ring[k][c]);
-                    m[k] = sc_mul(acc, inv);
-                }
-            } else {
-                m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
-            }
-            v = CHECK || k < P ? m[k] : in;
-        }
-        return v;
-    }
-};
-
-// Steps of an unrolled chunk of sofia2_boxcar_lines_fixed: a multiple of 2R+1 (the shift
-// registers end a chunk where they started), at least 8 loads in flight a thread.
-template <int R>
-struct ScFixedSteps {
-    static constexpr int L = 2 * R + 1;
-    static constexpr int U = L * ((8 + L - 1) / L);
-};
-
-// p.passes (<= MP) boxcars of radius R over whole lines (top = n-1, bottom = 0) of (outer, n,
-// inner), one thread per line (neighbouring threads: neighbouring lines, coalesced for inner >
-// 1); no carry in, carry_out (the running mean at plane 0) with has_carry_out. Each value is
-// read once (the generic kernel reads pass 1's input twice). Requires n + P*R < 2^31.
-template <typename T, int R, int MP>
-__device__ void sofia2_boxcar_lines_fixed(const T* __restrict__ src, T* __restrict__ dst,
-                                          const ScBoxcars p, T* __restrict__ carry_out) {
-    constexpr int U = ScFixedSteps<R>::U;
-    const int top = (int)p.n - 1, lag = p.passes * R, end = top + lag;
-    const i64 inner = p.inner, lines = p.outer * inner;
-    SC_GRID_STRIDE(line, lines) {
-        const i64 o = line / inner, j = line - o * inner;
-        // position t: plane top - t
-        const T* s = src + (o * p.n + top) * inner + j;
-        T* d = dst + (o * p.n + top) * inner + j;
-        ScFixedChain<T, R, MP> ch;
-        ch.reset(p);
-        int t = 0;
-        // checked steps while a pass has no output yet, then unrolled chunks, then the end
-        const int fast = lag + 1;
-        for (; t < fast && t <= end; ++t) {
-            const T w = ch.template step<true>(t <= top ? s[-(i64)t * inner] : (T)0, t, top);
-            const int q = t - lag;
-            if (q < 0) continue;
-            d[-(i64)q * inner] = w;
-            if (q == top && p.has_carry_out) carry_out[line] = w;
-        }
-        for (; t + U - 1 <= top; t += U) {
-            T v[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = s[-(i64)(t + u) * inner];
-#pragma unroll
-            for (int u = 0; u < U; ++u)
-                d[-(i64)(t + u - lag) * inner] = ch.template step<false>(v[u], t + u, top);
-        }
-        for (; t <= end; ++t) {
-            const T w = ch.template step<true>(t <= top ? s[-(i64)t * inner] : (T)0, t, top);
-            const int q = t - lag;
-            d[-(i64)q * inner] = w;
-            if (q == top && p.has_carry_out) carry_out[line] = w;
-        }
-    }
-}
-
 // An asynchronous copy (cp.async, sm_80 on) of `size` bytes to shared memory: the first n from
 // global src, zeros after (n = 0 reads nothing; src must still be a valid address). Loads in
 // flight hold no registers. It lands by the thread's next sc_copy_wait; before that neither dst
@@ -658,11 +457,14 @@ __device__ __forceinline__ void sc_copy_wait() {
 // wanted start at 0..3 in them).
 #define SC_ROW_MASK_WORDS 9
 
-// sofia2_boxcar_rows_fixed's tile: the copies of input positions t0 .. t0+31 of the warp's 32
-// lines from l0 into t (as sc_row_tile, unprepared), and with p.prep the mask bytes of this
+// The row kernels' tile: copies of input positions t0 .. t0+31 of the warp's 32 lines from l0
+// into t (column c <- position t0 + c, plane n-1-t0-c; 0 beyond the line), issued here and
+// landed (and prepared) by sc_row_tile_land; with p.prep the mask bytes of this
 // lane's line into mw: word j holds bytes 4(w0 + j) .. of the mask, w0 = floor(a / 4) for a the
-// byte of position t0+31; only words with bytes of the line at t0 .. top are read, and only up
-// to the byte of t0 (the rest zero), so that nothing outside the mask is (mask 4-byte aligned).
+// byte of position t0+31; where all 32 positions are in the line and the words in the mask they
+// are copied whole, else only words with bytes of the line at t0 .. top are read, and only up
+// to the byte of t0 (the rest zero), so that nothing outside the mask is (mask 4-byte aligned,
+// p.outer * n bytes).
 template <typename T>
 __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
                                                   const unsigned char* __restrict__ mask,
@@ -670,16 +472,31 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
                                                   i64 l0, int rows, i64 t0, int lane) {
     const i64 n = p.n;
     const i64 i = n - 1 - t0 - lane;
-    const T* a = src + l0 * n + i;
+    const T* a = src + l0 * n + (i >= 0 ? i : 0);
+    if (i >= 0 && rows == 32) {
+        // every copy in bounds: a pointer stepped a row at a time (an address a copy, where
+        // the checked form below spends a dozen instructions on each)
 #pragma unroll 8
-    for (int k = 0; k < 32; ++k) {
-        const bool in = k < rows && i >= 0;
-        sc_copy_async(&t[k][lane], in ? a + k * n : src, in ? sizeof(T) : 0, sizeof(T));
+        for (int k = 0; k < 32; ++k, a += n) sc_copy_async(&t[k][lane], a, sizeof(T), sizeof(T));
+    } else {
+#pragma unroll 1
+        for (int k = 0; k < 32; ++k) {
+            const bool in = k < rows && i >= 0;
+            sc_copy_async(&t[k][lane], in ? a + k * n : src, in ? sizeof(T) : 0, sizeof(T));
+        }
     }
     if (p.prep) {
         const i64 line = (l0 + lane) * n, hi = line + n - 1 - t0;
         const i64 lo = line + (n - 32 - t0 > 0 ? n - 32 - t0 : 0), w0 = (line + n - 32 - t0) >> 2;
         const bool any = lane < rows && t0 < n;
+        if (any && n - 32 - t0 >= 0 && w0 >= 0 && 4 * (w0 + SC_ROW_MASK_WORDS) <= p.outer * n) {
+            // the 32 positions inside the line and every word inside the mask: whole words
+            // (bytes of the neighbouring lines in the first and last are never used)
+            const unsigned* a = (const unsigned*)mask + w0;
+#pragma unroll
+            for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) sc_copy_async(mw + j, a + j, 4, 4);
+            return;
+        }
 #pragma unroll
         for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) {
             const i64 b = 4 * (w0 + j), m = hi + 1 - b;
@@ -689,7 +506,205 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
     }
 }
 
-// sofia2_boxcar_rows for p.passes (<= MP) passes of radius R, the rings in registers
+// Wait for this lane's copies of sc_row_tile_async (tile t, input positions t0 ..), then, with
+// p.prep, prepare this lane's line of the tile from its mask words mw. The tile is then ready
+// for every lane's steps.
+template <typename T>
+__device__ __forceinline__ void sc_row_tile_land(T (*t)[33], const unsigned* mw,
+                                                 const ScBoxcars& p, i64 l0, i64 t0, int lane) {
+    sc_copy_wait();
+    __syncwarp();
+    if (p.prep) {
+        T* v = t[lane];
+        const unsigned char* mb = (const unsigned char*)mw;
+        const int off = (int)(((l0 + lane) * p.n + p.n - 32 - t0) & 3);
+#pragma unroll 4
+        for (int c = 0; c < 32; ++c) v[c] = sc_prepared(v[c], mb[off + 31 - c], p.kind, p.value);
+        __syncwarp();  // the mask words are copied over next
+    }
+}
+
+// Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
+#define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
+
+// The fused boxcars along contiguous lines (inner = 1, whole lines, no carries), every pass
+// ring-fed: each warp takes 32 lines, one a lane, and moves them 32 positions at a time
+// through a 32x32 tile in shared memory, so that loads and stores are coalesced (no
+// transposes). The tile column of an input position is overwritten by the output of the same
+// column: outputs lag inputs by the sum of the radii, and the tiles are offset by it. With
+// `prep`, the values are prepared on the way in (mask laid out as src). Launch: blockDim.x =
+// 32 * SC_ROW_WARPS(T); the radii's rings within SC_ROW_RING_BYTES / sizeof(T) slots.
+template <typename T>
+__device__ void sofia2_boxcar_rows(const T* __restrict__ src,
+                                   const unsigned char* __restrict__ mask, T* __restrict__ dst,
+                                   const ScBoxcars p) {
+    constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
+    __shared__ T tile[W][32][33];
+    __shared__ T ring[RS][W * 32];
+    __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const i64 n = p.n, lines = p.outer;
+    i64 lag = 0;  // the last pass's output position trails the input's by this much
+#pragma unroll
+    for (int k = 0; k < SC_MAX_BOXCARS; ++k) lag += k < p.passes ? p.r[k] : 0;
+    T(*t)[33] = tile[warp];
+    T* my = &ring[0][threadIdx.x];
+    const i64 groups = (lines + 31) / 32;
+    for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
+        const i64 l0 = g * 32;
+        const int rows = lines - l0 < 32 ? (int)(lines - l0) : 32;
+        T m[SC_MAX_BOXCARS];
+        int head[SC_MAX_BOXCARS], base[SC_MAX_BOXCARS];
+        sc_rings(p, 0, my, W * 32, head, base, m);
+        auto load = [&](i64 t0) {
+            __syncwarp();  // every lane's steps are done with the tile
+            sc_row_tile_async(src, mask, t, mwords[warp][lane], p, l0, rows, t0, lane);
+            sc_row_tile_land(t, mwords[warp][lane], p, l0, t0, lane);
+        };
+        // input position t0 + c of this lane's line through the passes; the output (position
+        // t0 + c - lag) replaces it in the tile
+        auto run = [&](i64 t0, int cols) {
+            for (int c = 0; c < cols; ++c) {
+                T v = t[lane][c];
+                i64 q = t0 + c;
+                sc_cascade(p, 0, my, W * 32, head, base, m, v, q);
+                t[lane][c] = v;
+            }
+        };
+        load(0);
+        run(0, (int)lag);  // lag < 32: no output yet
+        for (i64 q0 = 0; q0 < n; q0 += 32) {
+            load(q0 + lag);
+            run(q0 + lag, 32);
+            __syncwarp();
+            const i64 i = n - 1 - q0 - lane;
+            T* o = dst + l0 * n + i;
+            if (i >= 0) {
+#pragma unroll 8
+                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
+            }
+        }
+    }
+}
+
+// ---- Boxcars of one radius R with the rings in registers (compile time R) ----
+// The same arithmetic as sc_cascade, in the same order, for chains of P passes that share one
+// radius (SoFiA-2's spatial Gaussians: n boxcars of radius r; its spectral boxcar: one); R and
+// P are compile-time, so that an unrolled step is the passes' arithmetic and nothing else (a
+// kernel of more passes than the chain's, its extra results not selected, spent a quarter of a
+// 3-boxcar chain's steps on a fourth pass, and three quarters of a spectral boxcar's). Every
+// pass is fed in order, position t of pass 0 being pass k's position t - kR; a pass fed before
+// its own start (t - kR < 0) or past the line's end (> top) reads 0, as the ring slots and
+// sc_at of the generic kernels do, so the shift register of the last 2R+1 inputs (oldest
+// first) holds those zeros exactly where the generic ring holds its zeroed slots. The steps of
+// a chunk are unrolled (the shifts are then renamings, no moves); the few checked steps at the
+// ends of a line run in a loop.
+#define SC_FIXED_MAX_R 4         // radii of the fused chains (up to SC_MAX_BOXCARS passes)
+#define SC_FIXED_MAX_R_SINGLE 8  // radii of a single pass along lines (the spectral boxcar)
+
+template <typename T, int R, int P>
+struct ScFixedChain {
+    static constexpr int L = 2 * R + 1;
+    static constexpr int LAG = P * R;  // the last pass's output trails pass 0's input
+    T ring[P][L];
+    T m[P];
+    T inv;
+
+    __device__ __forceinline__ void reset(const ScBoxcars& p) {
+        inv = (T)p.inv[0];
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            m[k] = (T)0;
+#pragma unroll
+            for (int c = 0; c < L; ++c) ring[k][c] = (T)0;
+        }
+    }
+
+    // Feed v, pass 0's input at position t, through the passes; returns the last pass's output
+    // at position t - LAG (meaningful when that is >= 0). CHECK = false only where every pass
+    // is past its first output (t >= LAG + 1) and t <= top.
+    template <bool CHECK>
+    __device__ __forceinline__ T step(T v, int t, int top) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            const int tin = t - k * R;
+            T u = v != v ? (T)0 : v;
+            if (CHECK && (tin < 0 || tin > top)) u = (T)0;
+            const T old = ring[k][0];
+#pragma unroll
+            for (int c = 0; c + 1 < L; ++c) ring[k][c] = ring[k][c + 1];
+            ring[k][L - 1] = u;
+            if (CHECK && tin - R <= 0) {
+                if (tin - R == 0) {
+                    // the window -R..R, oldest first (positions above the top hold 0)
+                    T acc = (T)0;
+#pragma unroll
+                    for (int c = 0; c < L; ++c) acc = sc_add(acc, ring[k][c]);
+                    m[k] = sc_mul(acc, inv);
+                }
+            } else {
+                m[k] = sc_add(m[k], sc_mul(sc_sub(u, old), inv));
+            }
+            v = m[k];
+        }
+        return v;
+    }
+};
+
+// Steps of an unrolled chunk of sofia2_boxcar_lines_fixed: a multiple of 2R+1 (the shift
+// registers end a chunk where they started), at least 8 loads in flight a thread.
+template <int R>
+struct ScFixedSteps {
+    static constexpr int L = 2 * R + 1;
+    static constexpr int U = L * ((8 + L - 1) / L);
+};
+
+// P boxcars of radius R (p.passes = P) over whole lines (top = n-1, bottom = 0) of (outer, n,
+// inner), one thread per line (neighbouring threads: neighbouring lines, coalesced for inner >
+// 1); no carry in, carry_out (the running mean at plane 0) with has_carry_out. Each value is
+// read once (the generic kernel reads pass 1's input twice). Requires n + P*R < 2^31.
+template <typename T, int R, int P>
+__device__ void sofia2_boxcar_lines_fixed(const T* __restrict__ src, T* __restrict__ dst,
+                                          const ScBoxcars p, T* __restrict__ carry_out) {
+    constexpr int U = ScFixedSteps<R>::U;
+    constexpr int lag = ScFixedChain<T, R, P>::LAG;
+    const int top = (int)p.n - 1, end = top + lag;
+    const i64 inner = p.inner, lines = p.outer * inner;
+    SC_GRID_STRIDE(line, lines) {
+        const i64 o = line / inner, j = line - o * inner;
+        // position t: plane top - t
+        const T* s = src + (o * p.n + top) * inner + j;
+        T* d = dst + (o * p.n + top) * inner + j;
+        ScFixedChain<T, R, P> ch;
+        ch.reset(p);
+        int t = 0;
+        // checked steps while a pass has no output yet, then unrolled chunks, then the end
+        const int fast = lag + 1;
+        for (; t < fast && t <= end; ++t) {
+            const T w = ch.template step<true>(t <= top ? s[-(i64)t * inner] : (T)0, t, top);
+            const int q = t - lag;
+            if (q < 0) continue;
+            d[-(i64)q * inner] = w;
+            if (q == top && p.has_carry_out) carry_out[line] = w;
+        }
+        for (; t + U - 1 <= top; t += U) {
+            T v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = s[-(i64)(t + u) * inner];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                d[-(i64)(t + u - lag) * inner] = ch.template step<false>(v[u], t + u, top);
+        }
+        for (; t <= end; ++t) {
+            const T w = ch.template step<true>(t <= top ? s[-(i64)t * inner] : (T)0, t, top);
+            const int q = t - lag;
+            d[-(i64)q * inner] = w;
+            if (q == top && p.has_carry_out) carry_out[line] = w;
+        }
+    }
+}
+
+// sofia2_boxcar_rows for P passes (p.passes = P) of radius R, the rings in registers
 // (ScFixedChain): the same tiles, launch and results. Requires n + P*R < 2^31. The tiles are
 // double-buffered and copied asynchronously: a warp's next tile is in flight while it runs and
 // stores the current one (loads no longer wait behind the running means). With p.prep the
@@ -697,7 +712,7 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
 // words of sc_row_tile_async); positions past the line's end may then hold anything, but the
 // checked steps read them as 0. A lane's copies write its own column of a tile, which the other
 // lanes read only in the steps (the __syncwarp after them orders the next copies into it).
-template <typename T, int R, int MP>
+template <typename T, int R, int P>
 __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
                                          const unsigned char* __restrict__ mask,
                                          T* __restrict__ dst, const ScBoxcars p) {
@@ -706,7 +721,8 @@ __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
     __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 n = p.n, lines = p.outer;
-    const int top = (int)n - 1, lag = p.passes * R;
+    constexpr int lag = ScFixedChain<T, R, P>::LAG;
+    const int top = (int)n - 1;
     unsigned* mw = mwords[warp][lane];
     const i64 groups = (lines + 31) / 32;
     for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
@@ -716,20 +732,8 @@ __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
             sc_row_tile_async(src, mask, tile[b][warp], mw, p, l0, rows, t0, lane);
         };
         // wait for tile b (input positions t0 ..), then prepare this lane's line of it
-        auto land = [&](int b, int t0) {
-            sc_copy_wait();
-            __syncwarp();
-            if (p.prep) {
-                T* v = tile[b][warp][lane];
-                const unsigned char* mb = (const unsigned char*)mw;
-                const int off = (int)(((l0 + lane) * n + n - 32 - t0) & 3);
-#pragma unroll 4
-                for (int c = 0; c < 32; ++c)
-                    v[c] = sc_prepared(v[c], mb[off + 31 - c], p.kind, p.value);
-                __syncwarp();  // the mask words are copied over next
-            }
-        };
-        ScFixedChain<T, R, MP> ch;
+        auto land = [&](int b, int t0) { sc_row_tile_land(tile[b][warp], mw, p, l0, t0, lane); };
+        ScFixedChain<T, R, P> ch;
         ch.reset(p);
         copy(0, 0);
         land(0, 0);
@@ -837,28 +841,27 @@ __device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __r
 SC_INSTANTIATE(float, f32)
 SC_INSTANTIATE(double, f64)
 
-// The register-ring boxcars: sofia2_boxcar_{rows,lines}_r<R>_<S> for R <= SC_FIXED_MAX_R (up
-// to SC_MAX_BOXCARS passes), and sofia2_boxcar_line_r<R>_<S> (one pass along lines) for R up
-// to SC_FIXED_MAX_R_SINGLE (the Rust side's fixed_groups picks them).
-// (the lines kernels take sofia2_boxcars' arguments: no carry in, whole lines)
-#define SC_FIXED_LINES(T, S, R, MP, NAME)                                                       \
-    extern "C" __global__ void __launch_bounds__(256) NAME##_r##R##_##S(                        \
+// The register-ring boxcars: sofia2_boxcar_{rows,lines}_r<R>p<P>_<S> for R <= SC_FIXED_MAX_R
+// and P <= SC_MAX_BOXCARS, and sofia2_boxcar_lines_r<R>p1_<S> (one pass along lines) for R up
+// to SC_FIXED_MAX_R_SINGLE (the Rust side's fixed_groups picks them). The lines kernels take
+// sofia2_boxcars' arguments (no carry in: whole lines).
+#define SC_FIXED_LINES(T, S, R, P)                                                              \
+    extern "C" __global__ void __launch_bounds__(256) sofia2_boxcar_lines_r##R##p##P##_##S(     \
         const T* src, T* dst, ScBoxcars p, const T* /* carry_in */, T* carry_out) {             \
-        sofia2_boxcar_lines_fixed<T, R, MP>(src, dst, p, carry_out);                            \
+        sofia2_boxcar_lines_fixed<T, R, P>(src, dst, p, carry_out);                             \
     }
-#define SC_FIXED_ROWS(T, S, R)                                                                  \
-    extern "C" __global__ void sofia2_boxcar_rows_r##R##_##S(const T* src,                      \
-                                                             const unsigned char* mask, T* dst, \
-                                                             ScBoxcars p) {                     \
-        sofia2_boxcar_rows_fixed<T, R, SC_MAX_BOXCARS>(src, mask, dst, p);                      \
+#define SC_FIXED_ROWS(T, S, R, P)                                                               \
+    extern "C" __global__ void sofia2_boxcar_rows_r##R##p##P##_##S(                             \
+        const T* src, const unsigned char* mask, T* dst, ScBoxcars p) {                         \
+        sofia2_boxcar_rows_fixed<T, R, P>(src, mask, dst, p);                                   \
     }
+#define SC_FIXED_CHAINS(T, S, R)                                                                \
+    SC_FIXED_ROWS(T, S, R, 1) SC_FIXED_ROWS(T, S, R, 2) SC_FIXED_ROWS(T, S, R, 3)               \
+    SC_FIXED_ROWS(T, S, R, 4) SC_FIXED_LINES(T, S, R, 1) SC_FIXED_LINES(T, S, R, 2)             \
+    SC_FIXED_LINES(T, S, R, 3) SC_FIXED_LINES(T, S, R, 4)
 #define SC_FIXED_TYPE(T, S)                                                                     \
-    SC_FIXED_ROWS(T, S, 1) SC_FIXED_ROWS(T, S, 2) SC_FIXED_ROWS(T, S, 3) SC_FIXED_ROWS(T, S, 4) \
-    SC_FIXED_LINES(T, S, 1, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
-    SC_FIXED_LINES(T, S, 2, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
-    SC_FIXED_LINES(T, S, 3, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
-    SC_FIXED_LINES(T, S, 4, SC_MAX_BOXCARS, sofia2_boxcar_lines)                                \
-    SC_FIXED_LINES(T, S, 5, 1, sofia2_boxcar_line) SC_FIXED_LINES(T, S, 6, 1, sofia2_boxcar_line) \
-    SC_FIXED_LINES(T, S, 7, 1, sofia2_boxcar_line) SC_FIXED_LINES(T, S, 8, 1, sofia2_boxcar_line)
+    SC_FIXED_CHAINS(T, S, 1) SC_FIXED_CHAINS(T, S, 2) SC_FIXED_CHAINS(T, S, 3)                  \
+    SC_FIXED_CHAINS(T, S, 4) SC_FIXED_LINES(T, S, 5, 1) SC_FIXED_LINES(T, S, 6, 1)              \
+    SC_FIXED_LINES(T, S, 7, 1) SC_FIXED_LINES(T, S, 8, 1)
 SC_FIXED_TYPE(float, f32)
 SC_FIXED_TYPE(double, f64)

@@ -62,27 +62,38 @@ SC_EMU_ENTRY_POINTS(double, f64)
 
 static bool g_fixed = false;
 
-// The register-ring kernel of radius p.r[0] (the instantiations of the .cu file).
-template <typename T, int R, int MP>
+// The register-ring kernel of radius p.r[0] and p.passes passes (the instantiations of the .cu
+// file).
+template <typename T, int R, int P>
 static void fixed_launch(bool rows, const T* s, const unsigned char* m, T* d, ScBoxcars p, T* co,
                          unsigned grid, unsigned block) {
-    if (p.passes > MP) std::abort();
+    if (p.passes != P) std::abort();
     simt::launch(grid, block, [&] {
         if (rows)
-            sofia2_boxcar_rows_fixed<T, R, MP>(s, m, d, p);
+            sofia2_boxcar_rows_fixed<T, R, P>(s, m, d, p);
         else
-            sofia2_boxcar_lines_fixed<T, R, MP>(s, d, p, co);
+            sofia2_boxcar_lines_fixed<T, R, P>(s, d, p, co);
     });
+}
+template <typename T, int R>
+static void fixed_passes(bool rows, const T* s, const unsigned char* m, T* d, ScBoxcars p, T* co,
+                         unsigned grid, unsigned block) {
+    switch (p.passes) {
+    case 1: return fixed_launch<T, R, 1>(rows, s, m, d, p, co, grid, block);
+    case 2: return fixed_launch<T, R, 2>(rows, s, m, d, p, co, grid, block);
+    case 3: return fixed_launch<T, R, 3>(rows, s, m, d, p, co, grid, block);
+    case 4: return fixed_launch<T, R, 4>(rows, s, m, d, p, co, grid, block);
+    }
+    std::abort();
 }
 template <typename T>
 static void fixed(bool rows, const T* s, const unsigned char* m, T* d, ScBoxcars p, T* co,
                   unsigned grid, unsigned block) {
-    constexpr int MP = SC_MAX_BOXCARS;
     switch (p.r[0]) {
-    case 1: return fixed_launch<T, 1, MP>(rows, s, m, d, p, co, grid, block);
-    case 2: return fixed_launch<T, 2, MP>(rows, s, m, d, p, co, grid, block);
-    case 3: return fixed_launch<T, 3, MP>(rows, s, m, d, p, co, grid, block);
-    case 4: return fixed_launch<T, 4, MP>(rows, s, m, d, p, co, grid, block);
+    case 1: return fixed_passes<T, 1>(rows, s, m, d, p, co, grid, block);
+    case 2: return fixed_passes<T, 2>(rows, s, m, d, p, co, grid, block);
+    case 3: return fixed_passes<T, 3>(rows, s, m, d, p, co, grid, block);
+    case 4: return fixed_passes<T, 4>(rows, s, m, d, p, co, grid, block);
     }
     if (rows) std::abort();
     switch (p.r[0]) {

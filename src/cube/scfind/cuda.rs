@@ -104,10 +104,10 @@ fn boxcar_groups(radii: &[usize], first_fed: bool, slots: usize) -> Vec<&[usize]
     groups
 }
 
-/// Radii of the register-ring boxcar kernels (`sofia2_boxcar_{rows,lines,line}_r<R>_*`;
-/// SC_FIXED_MAX_R and SC_FIXED_MAX_R_SINGLE in kernels/scfind.cu): chains of up to MAX_BOXCARS
-/// passes of one radius up to FIXED_MAX_R, and single passes along lines up to
-/// FIXED_MAX_R_SINGLE.
+/// Radii of the register-ring boxcar kernels (`sofia2_boxcar_{rows,lines}_r<R>p<P>_*`, one a
+/// radius and pass count; SC_FIXED_MAX_R and SC_FIXED_MAX_R_SINGLE in kernels/scfind.cu):
+/// chains of up to MAX_BOXCARS passes of one radius up to FIXED_MAX_R, and single passes along
+/// lines up to FIXED_MAX_R_SINGLE.
 const FIXED_MAX_R: usize = 4;
 const FIXED_MAX_R_SINGLE: usize = 8;
 
@@ -178,25 +178,31 @@ struct Fns {
     boxcar: CudaFunction,
     rows: CudaFunction,
     transpose: CudaFunction,
-    /// `sofia2_boxcar_rows_r<R>` for R = 1..=FIXED_MAX_R.
-    rows_fixed: Vec<CudaFunction>,
-    /// `sofia2_boxcar_lines_r<R>` for R = 1..=FIXED_MAX_R, then `sofia2_boxcar_line_r<R>` up
-    /// to FIXED_MAX_R_SINGLE.
-    lines_fixed: Vec<CudaFunction>,
+    /// `sofia2_boxcar_rows_r<R>p<P>`: `rows_fixed[R - 1][P - 1]` for R = 1..=FIXED_MAX_R, P =
+    /// 1..=MAX_BOXCARS.
+    rows_fixed: Vec<Vec<CudaFunction>>,
+    /// `sofia2_boxcar_lines_r<R>p<P>`, indexed as `rows_fixed`, and for R up to
+    /// FIXED_MAX_R_SINGLE the single pass (P = 1) alone.
+    lines_fixed: Vec<Vec<CudaFunction>>,
 }
 
 impl Fns {
     fn new<T: Real>(gpu: &Gpu) -> Result<Self> {
         let f = |name: &str| gpu.function("scfind", &format!("{name}_{}", T::CUDA));
-        let lines = |r: usize| match r <= FIXED_MAX_R {
-            true => f(&format!("sofia2_boxcar_lines_r{r}")),
-            false => f(&format!("sofia2_boxcar_line_r{r}")),
+        // the kernels of `axis` (rows or lines) for radius r: one a pass count
+        let fixed = |axis: &str, r: usize| {
+            let passes = if r <= FIXED_MAX_R { MAX_BOXCARS } else { 1 };
+            (1..=passes)
+                .map(|p| f(&format!("sofia2_boxcar_{axis}_r{r}p{p}")))
+                .collect::<Result<Vec<_>>>()
         };
         Ok(Fns {
             rows_fixed: (1..=FIXED_MAX_R)
-                .map(|r| f(&format!("sofia2_boxcar_rows_r{r}")))
+                .map(|r| fixed("rows", r))
                 .collect::<Result<_>>()?,
-            lines_fixed: (1..=FIXED_MAX_R_SINGLE).map(lines).collect::<Result<_>>()?,
+            lines_fixed: (1..=FIXED_MAX_R_SINGLE)
+                .map(|r| fixed("lines", r))
+                .collect::<Result<_>>()?,
             init_blank: f("init_blank")?,
             prepare: f("prepare")?,
             gather: f("gather")?,
@@ -635,7 +641,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 .iter()
                 .map(|&(r, passes)| {
                     let p = boxcar_args::<T>(view, &vec![r; passes], top, bottom);
-                    (self.fns.lines_fixed[r - 1].clone(), p)
+                    (self.fns.lines_fixed[r - 1][passes - 1].clone(), p)
                 })
                 .collect()
         } else {
@@ -662,9 +668,9 @@ impl<'a, T: Real> Engine<'a, T> {
                 .arg(&p)
                 .arg(&self.carry)
                 .arg(&mut self.carry_next);
-            // SAFETY: arguments match sofia2_boxcars_* and sofia2_boxcar_line{s,}_r<R>_* in
-            // kernels/scfind.cu (the latter: one radius R, the instantiation's, at most
-            // MAX_BOXCARS passes, whole lines with n < 2^30 and no carry in: fixed_groups and
+            // SAFETY: arguments match sofia2_boxcars_* and sofia2_boxcar_lines_r<R>p<P>_* in
+            // kernels/scfind.cu (the latter: P passes of one radius R, the instantiation's,
+            // whole lines with n < 2^30 and no carry in: fixed_groups and
             // `whole`); a and b hold outer·n·inner elements, carry one plane (the z pass only:
             // outer = 1); the generic kernel's several passes only over whole lines without
             // carries, the rings of passes 2.. within line_ring_slots; blockDim is THREADS =
@@ -729,7 +735,7 @@ impl<'a, T: Real> Engine<'a, T> {
                 .iter()
                 .map(|&(r, passes)| {
                     let p = boxcar_args::<T>(v, &vec![r; passes], nx - 1, 0);
-                    (self.fns.rows_fixed[r - 1].clone(), p)
+                    (self.fns.rows_fixed[r - 1][passes - 1].clone(), p)
                 })
                 .collect()
         };
@@ -741,9 +747,9 @@ impl<'a, T: Real> Engine<'a, T> {
             let src = if p.prep != 0 { &self.cube } else { &self.a };
             let mut bld = self.gpu.stream.launch_builder(&f);
             bld.arg(src).arg(&self.mask).arg(&mut self.b).arg(&p);
-            // SAFETY: arguments match sofia2_boxcar_rows_* and sofia2_boxcar_rows_r<R>_* in
-            // kernels/scfind.cu (the latter: one radius R, the instantiation's, at most
-            // MAX_BOXCARS passes, nx < 2^30: fixed_groups); the cube, the mask, a and b hold
+            // SAFETY: arguments match sofia2_boxcar_rows_* and sofia2_boxcar_rows_r<R>p<P>_* in
+            // kernels/scfind.cu (the latter: P passes of one radius R, the instantiation's,
+            // nx < 2^30: fixed_groups); the cube, the mask, a and b hold
             // planes·ny·nx elements of whole rows; every generic pass's ring fits (checked
             // above and by boxcar_groups); blockDim is 32·SC_ROW_WARPS(T).
             unsafe { bld.launch(launch) }?;
