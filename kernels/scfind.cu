@@ -27,17 +27,17 @@ __device__ void init_blank(const T* __restrict__ cube, unsigned char* __restrict
     }
 }
 
-// The value the smoothing sees: 0 for blanks, the replacement for masked voxels.
+// The value the smoothing sees: 0 for blanks and NaN, the replacement for masked voxels
+// (copysign(value, x), or for kind SIGN ±value by the sign of x, x itself for ±0), rounded to T.
+// Selects, no branches: the row kernels prepare a tile's 32 values a lane in a row. Rounding is
+// symmetric, so ±(T)value and copysign((T)value, x) are the rounded ±value and copysign(value, x).
 template <typename T>
 __device__ __forceinline__ T sc_prepared(T x, unsigned char m, int kind, double value) {
-    if ((m & SC_BLANK) || isnan((double)x)) return (T)0;
-    if ((m & SC_MASKED) && kind != SC_REPLACE_NONE) {
-        const double xd = (double)x;
-        if (kind == SC_REPLACE_COPYSIGN) return (T)copysign(value, xd);
-        if (xd > 0.0) return (T)value;
-        if (xd < 0.0) return (T)(-value);
-    }
-    return x;
+    const T v = (T)value;
+    const bool copy = kind == SC_REPLACE_COPYSIGN;
+    const T signed_v = copy ? copysign(v, x) : (x < (T)0 ? -v : v);
+    const bool rep = (m & SC_MASKED) && kind != SC_REPLACE_NONE && (copy || x != (T)0);
+    return (m & SC_BLANK) || x != x ? (T)0 : (rep ? signed_v : x);
 }
 
 // w[4q .. 4q+3] (w 16-byte aligned for T = float: one vector load under NVRTC).
@@ -516,10 +516,22 @@ __device__ __forceinline__ void sc_row_tile_land(T (*t)[33], const unsigned* mw,
     __syncwarp();
     if (p.prep) {
         T* v = t[lane];
-        const unsigned char* mb = (const unsigned char*)mw;
-        const int off = (int)(((l0 + lane) * p.n + p.n - 32 - t0) & 3);
-#pragma unroll 4
-        for (int c = 0; c < 32; ++c) v[c] = sc_prepared(v[c], mb[off + 31 - c], p.kind, p.value);
+        // position c's mask byte is byte off + 31 - c of the words: positions 4j .. 4j+3 are
+        // the bytes 3 .. 0 of words 7-j and 8-j shifted down by off bytes
+        const int sh = 8 * (int)(((l0 + lane) * p.n + p.n - 32 - t0) & 3);
+        unsigned w[SC_ROW_MASK_WORDS];
+#pragma unroll
+        for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) w[j] = mw[j];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const unsigned q =
+                (unsigned)((((unsigned long long)w[8 - j] << 32) | w[7 - j]) >> sh);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int c = 4 * j + u;
+                v[c] = sc_prepared(v[c], (unsigned char)(q >> (24 - 8 * u)), p.kind, p.value);
+            }
+        }
         __syncwarp();  // the mask words are copied over next
     }
 }
