@@ -282,7 +282,7 @@ __device__ __forceinline__ T sc_at(const T* __restrict__ s, i64 p, i64 n, i64 in
 #define SC_MAX_BOXCARS 4
 // Shared ring bytes per thread (2r+1 slots of T per ring-fed pass). sofia2_boxcars: 16 KB a
 // block of 256, so that the SM keeps a large L1 (its second read of each value hits it);
-// sofia2_boxcar_rows: 16 KB a block of 128 or 64, beside its 16 KB of tiles.
+// sofia2_boxcar_rows: 16 KB a block of 128 or 64, beside its 16.5 KB of tiles.
 #define SC_LINE_RING_BYTES 64
 #define SC_ROW_RING_BYTES 128
 // Steps whose loads are issued together (they do not depend on the running means).
@@ -453,38 +453,6 @@ __device__ __forceinline__ void sc_copy_wait() {
 #endif
 }
 
-// A warp's 32x32 tile of the row kernels: column c of line k (of the warp's 32 lines) at
-// k*32 + c with its 16-byte group of columns XORed with k % 8. A lane's 16-byte accesses to its
-// own line (the steps) and the warp's accesses to one column of every line (copies, stores)
-// then meet no bank conflicts, without a pad (which would break the 16-byte alignment).
-template <typename T>
-struct alignas(16) ScRowTile {
-    static constexpr int E = 16 / (int)sizeof(T);  // columns in 16 bytes
-    T v[32 * 32];
-    __device__ __forceinline__ T& operator()(int k, int c) {
-        return v[k * 32 + ((c / E) ^ (k & 7)) * E + c % E];
-    }
-    // columns c0 .. c0+E-1 of line k (c0 a multiple of E) to x, and back: one access each
-    __device__ __forceinline__ void load(int k, int c0, T* x) {
-        union {
-            uint4 q;
-            T e[E];
-        } u;
-        u.q = *reinterpret_cast<const uint4*>(&(*this)(k, c0));
-#pragma unroll
-        for (int e = 0; e < E; ++e) x[e] = u.e[e];
-    }
-    __device__ __forceinline__ void store(int k, int c0, const T* x) {
-        union {
-            uint4 q;
-            T e[E];
-        } u;
-#pragma unroll
-        for (int e = 0; e < E; ++e) u.e[e] = x[e];
-        *reinterpret_cast<uint4*>(&(*this)(k, c0)) = u.q;
-    }
-};
-
 // Mask words a lane copies for its line's 32 positions of a tile (4-byte aligned, the bytes
 // wanted start at 0..3 in them).
 #define SC_ROW_MASK_WORDS 9
@@ -500,9 +468,8 @@ struct alignas(16) ScRowTile {
 template <typename T>
 __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
                                                   const unsigned char* __restrict__ mask,
-                                                  ScRowTile<T>& t, unsigned* mw,
-                                                  const ScBoxcars& p, i64 l0, int rows, i64 t0,
-                                                  int lane) {
+                                                  T (*t)[33], unsigned* mw, const ScBoxcars& p,
+                                                  i64 l0, int rows, i64 t0, int lane) {
     const i64 n = p.n;
     const i64 i = n - 1 - t0 - lane;
     const T* a = src + l0 * n + (i >= 0 ? i : 0);
@@ -510,12 +477,12 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
         // every copy in bounds: a pointer stepped a row at a time (an address a copy, where
         // the checked form below spends a dozen instructions on each)
 #pragma unroll 8
-        for (int k = 0; k < 32; ++k, a += n) sc_copy_async(&t(k, lane), a, sizeof(T), sizeof(T));
+        for (int k = 0; k < 32; ++k, a += n) sc_copy_async(&t[k][lane], a, sizeof(T), sizeof(T));
     } else {
 #pragma unroll 1
         for (int k = 0; k < 32; ++k) {
             const bool in = k < rows && i >= 0;
-            sc_copy_async(&t(k, lane), in ? a + k * n : src, in ? sizeof(T) : 0, sizeof(T));
+            sc_copy_async(&t[k][lane], in ? a + k * n : src, in ? sizeof(T) : 0, sizeof(T));
         }
     }
     if (p.prep) {
@@ -543,32 +510,27 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
 // p.prep, prepare this lane's line of the tile from its mask words mw. The tile is then ready
 // for every lane's steps.
 template <typename T>
-__device__ __forceinline__ void sc_row_tile_land(ScRowTile<T>& t, const unsigned* mw,
+__device__ __forceinline__ void sc_row_tile_land(T (*t)[33], const unsigned* mw,
                                                  const ScBoxcars& p, i64 l0, i64 t0, int lane) {
-    constexpr int E = ScRowTile<T>::E;
     sc_copy_wait();
     __syncwarp();
     if (p.prep) {
+        T* v = t[lane];
         // position c's mask byte is byte off + 31 - c of the words: positions 4j .. 4j+3 are
         // the bytes 3 .. 0 of words 7-j and 8-j shifted down by off bytes
         const int sh = 8 * (int)(((l0 + lane) * p.n + p.n - 32 - t0) & 3);
-        unsigned w[SC_ROW_MASK_WORDS], q[8];
+        unsigned w[SC_ROW_MASK_WORDS];
 #pragma unroll
         for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) w[j] = mw[j];
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
-            q[j] = (unsigned)((((unsigned long long)w[8 - j] << 32) | w[7 - j]) >> sh);
+        for (int j = 0; j < 8; ++j) {
+            const unsigned q =
+                (unsigned)((((unsigned long long)w[8 - j] << 32) | w[7 - j]) >> sh);
 #pragma unroll
-        for (int c0 = 0; c0 < 32; c0 += E) {
-            T x[E];
-            t.load(lane, c0, x);
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                const int c = c0 + e;
-                const unsigned char m = (unsigned char)(q[c / 4] >> (24 - 8 * (c % 4)));
-                x[e] = sc_prepared(x[e], m, p.kind, p.value);
+            for (int u = 0; u < 4; ++u) {
+                const int c = 4 * j + u;
+                v[c] = sc_prepared(v[c], (unsigned char)(q >> (24 - 8 * u)), p.kind, p.value);
             }
-            t.store(lane, c0, x);
         }
         __syncwarp();  // the mask words are copied over next
     }
@@ -576,9 +538,6 @@ __device__ __forceinline__ void sc_row_tile_land(ScRowTile<T>& t, const unsigned
 
 // Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
 #define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
-// Blocks of sofia2_boxcar_rows_fixed an SM holds by its shared memory (two tiles and the mask
-// words a warp, ~38 KB a block): the registers are bounded to match.
-#define SC_ROW_BLOCKS(T) (sizeof(T) == 4 ? 5 : 6)
 
 // The fused boxcars along contiguous lines (inner = 1, whole lines, no carries), every pass
 // ring-fed: each warp takes 32 lines, one a lane, and moves them 32 positions at a time
@@ -592,8 +551,7 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
                                    const unsigned char* __restrict__ mask, T* __restrict__ dst,
                                    const ScBoxcars p) {
     constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
-    constexpr int E = ScRowTile<T>::E;
-    __shared__ ScRowTile<T> tile[W];
+    __shared__ T tile[W][32][33];
     __shared__ T ring[RS][W * 32];
     __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -601,7 +559,7 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
     i64 lag = 0;  // the last pass's output position trails the input's by this much
 #pragma unroll
     for (int k = 0; k < SC_MAX_BOXCARS; ++k) lag += k < p.passes ? p.r[k] : 0;
-    ScRowTile<T>& t = tile[warp];
+    T(*t)[33] = tile[warp];
     T* my = &ring[0][threadIdx.x];
     const i64 groups = (lines + 31) / 32;
     for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
@@ -618,16 +576,11 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
         // input position t0 + c of this lane's line through the passes; the output (position
         // t0 + c - lag) replaces it in the tile
         auto run = [&](i64 t0, int cols) {
-            for (int c0 = 0; c0 < cols; c0 += E) {
-                T x[E];
-                t.load(lane, c0, x);
-#pragma unroll
-                for (int e = 0; e < E; ++e) {
-                    if (c0 + e >= cols) break;
-                    i64 q = t0 + c0 + e;
-                    sc_cascade(p, 0, my, W * 32, head, base, m, x[e], q);
-                }
-                t.store(lane, c0, x);
+            for (int c = 0; c < cols; ++c) {
+                T v = t[lane][c];
+                i64 q = t0 + c;
+                sc_cascade(p, 0, my, W * 32, head, base, m, v, q);
+                t[lane][c] = v;
             }
         };
         load(0);
@@ -640,7 +593,7 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
             T* o = dst + l0 * n + i;
             if (i >= 0) {
 #pragma unroll 8
-                for (int k = 0; k < rows; ++k) o[k * n] = t(k, lane);
+                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
             }
         }
     }
@@ -775,8 +728,8 @@ template <typename T, int R, int P>
 __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
                                          const unsigned char* __restrict__ mask,
                                          T* __restrict__ dst, const ScBoxcars p) {
-    constexpr int W = SC_ROW_WARPS(T), E = ScRowTile<T>::E;
-    __shared__ ScRowTile<T> tile[2][W];
+    constexpr int W = SC_ROW_WARPS(T);
+    __shared__ T tile[2][W][32][33];
     __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 n = p.n, lines = p.outer;
@@ -798,40 +751,28 @@ __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
         land(0, 0);
         copy(1, lag);
 #pragma unroll 1
-        for (int c = 0; c < lag; ++c) (void)ch.template step<true>(tile[0][warp](lane, c), c, top);
+        for (int c = 0; c < lag; ++c) (void)ch.template step<true>(tile[0][warp][lane][c], c, top);
         int b = 1;
         for (int q0 = 0; q0 < (int)n; q0 += 32, b ^= 1) {
             const int t0 = q0 + lag;
             land(b, t0);
             if (q0 + 32 < (int)n) copy(b ^ 1, t0 + 32);
-            ScRowTile<T>& t = tile[b][warp];
+            T(*t)[33] = tile[b][warp];
             if (t0 > lag && t0 + 31 <= top) {
 #pragma unroll
-                for (int c0 = 0; c0 < 32; c0 += E) {
-                    T x[E];
-                    t.load(lane, c0, x);
-#pragma unroll
-                    for (int e = 0; e < E; ++e)
-                        x[e] = ch.template step<false>(x[e], t0 + c0 + e, top);
-                    t.store(lane, c0, x);
-                }
+                for (int c = 0; c < 32; ++c)
+                    t[lane][c] = ch.template step<false>(t[lane][c], t0 + c, top);
             } else {
 #pragma unroll 1
-                for (int c0 = 0; c0 < 32; c0 += E) {
-                    T x[E];
-                    t.load(lane, c0, x);
-#pragma unroll
-                    for (int e = 0; e < E; ++e)
-                        x[e] = ch.template step<true>(x[e], t0 + c0 + e, top);
-                    t.store(lane, c0, x);
-                }
+                for (int c = 0; c < 32; ++c)
+                    t[lane][c] = ch.template step<true>(t[lane][c], t0 + c, top);
             }
             __syncwarp();
             const i64 i = n - 1 - q0 - lane;
             T* o = dst + l0 * n + i;
             if (i >= 0) {
 #pragma unroll 8
-                for (int k = 0; k < rows; ++k) o[k * n] = t(k, lane);
+                for (int k = 0; k < rows; ++k) o[k * n] = t[k][lane];
             }
         }
     }
@@ -922,8 +863,7 @@ SC_INSTANTIATE(double, f64)
         sofia2_boxcar_lines_fixed<T, R, P>(src, dst, p, carry_out);                             \
     }
 #define SC_FIXED_ROWS(T, S, R, P)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * SC_ROW_WARPS(T), SC_ROW_BLOCKS(T))         \
-        sofia2_boxcar_rows_r##R##p##P##_##S(                             \
+    extern "C" __global__ void sofia2_boxcar_rows_r##R##p##P##_##S(                             \
         const T* src, const unsigned char* mask, T* dst, ScBoxcars p) {                         \
         sofia2_boxcar_rows_fixed<T, R, P>(src, mask, dst, p);                                   \
     }
