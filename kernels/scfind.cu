@@ -526,6 +526,15 @@ __device__ __forceinline__ void sc_row_tile_land(T (*t)[33], const unsigned* mw,
         for (int j = 0; j < 8; ++j) {
             const unsigned q =
                 (unsigned)((((unsigned long long)w[8 - j] << 32) | w[7 - j]) >> sh);
+            if (q == 0) {
+                // no mask bit on the 4 positions (most of a cube): NaN to 0 is all
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const T x = v[4 * j + u];
+                    v[4 * j + u] = x != x ? (T)0 : x;
+                }
+                continue;
+            }
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 const int c = 4 * j + u;
