@@ -459,9 +459,8 @@ __device__ __forceinline__ void sc_copy_wait() {
 
 // The row kernels' tile: copies of input positions t0 .. t0+31 of the warp's 32 lines from l0
 // into t (column c <- position t0 + c, plane n-1-t0-c; 0 beyond the line), issued here and
-// landed (and prepared) by sc_row_tile_land; with p.prep the mask bytes of this lane's line
-// into the registers mw (plain loads: a 9-word array a lane in shared memory kept the row kernels
-// at 5 blocks an SM, 6 without it): word j holds bytes 4(w0 + j) .. of the mask, w0 = floor(a / 4) for a the
+// landed (and prepared) by sc_row_tile_land; with p.prep the mask bytes of this
+// lane's line into mw: word j holds bytes 4(w0 + j) .. of the mask, w0 = floor(a / 4) for a the
 // byte of position t0+31; where all 32 positions are in the line and the words in the mask they
 // are copied whole, else only words with bytes of the line at t0 .. top are read, and only up
 // to the byte of t0 (the rest zero), so that nothing outside the mask is (mask 4-byte aligned,
@@ -469,9 +468,8 @@ __device__ __forceinline__ void sc_copy_wait() {
 template <typename T>
 __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
                                                   const unsigned char* __restrict__ mask,
-                                                  T (*t)[33], unsigned (&mw)[SC_ROW_MASK_WORDS],
-                                                  const ScBoxcars& p, i64 l0, int rows, i64 t0,
-                                                  int lane) {
+                                                  T (*t)[33], unsigned* mw, const ScBoxcars& p,
+                                                  i64 l0, int rows, i64 t0, int lane) {
     const i64 n = p.n;
     const i64 i = n - 1 - t0 - lane;
     const T* a = src + l0 * n + (i >= 0 ? i : 0);
@@ -496,19 +494,14 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
             // (bytes of the neighbouring lines in the first and last are never used)
             const unsigned* a = (const unsigned*)mask + w0;
 #pragma unroll
-            for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) mw[j] = a[j];
+            for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) sc_copy_async(mw + j, a + j, 4, 4);
             return;
         }
 #pragma unroll
         for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) {
             const i64 b = 4 * (w0 + j), m = hi + 1 - b;
-            mw[j] = 0;
-            if (!(any && b + 3 >= lo && m > 0)) continue;
-            if (m >= 4) {
-                mw[j] = *(const unsigned*)(mask + b);
-            } else {
-                for (int e = 0; e < (int)m; ++e) mw[j] |= (unsigned)mask[b + e] << (8 * e);
-            }
+            const bool in = any && b + 3 >= lo && m > 0;
+            sc_copy_async(mw + j, in ? mask + b : mask, in ? (m < 4 ? (unsigned)m : 4u) : 0u, 4);
         }
     }
 }
@@ -517,8 +510,7 @@ __device__ __forceinline__ void sc_row_tile_async(const T* __restrict__ src,
 // p.prep, prepare this lane's line of the tile from its mask words mw. The tile is then ready
 // for every lane's steps.
 template <typename T>
-__device__ __forceinline__ void sc_row_tile_land(T (*t)[33],
-                                                 const unsigned (&mw)[SC_ROW_MASK_WORDS],
+__device__ __forceinline__ void sc_row_tile_land(T (*t)[33], const unsigned* mw,
                                                  const ScBoxcars& p, i64 l0, i64 t0, int lane) {
     sc_copy_wait();
     __syncwarp();
@@ -527,10 +519,13 @@ __device__ __forceinline__ void sc_row_tile_land(T (*t)[33],
         // position c's mask byte is byte off + 31 - c of the words: positions 4j .. 4j+3 are
         // the bytes 3 .. 0 of words 7-j and 8-j shifted down by off bytes
         const int sh = 8 * (int)(((l0 + lane) * p.n + p.n - 32 - t0) & 3);
+        unsigned w[SC_ROW_MASK_WORDS];
+#pragma unroll
+        for (int j = 0; j < SC_ROW_MASK_WORDS; ++j) w[j] = mw[j];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const unsigned q =
-                (unsigned)((((unsigned long long)mw[8 - j] << 32) | mw[7 - j]) >> sh);
+                (unsigned)((((unsigned long long)w[8 - j] << 32) | w[7 - j]) >> sh);
             if (q == 0) {
                 // no mask bit on the 4 positions (most of a cube): NaN to 0 is all
 #pragma unroll
@@ -546,14 +541,12 @@ __device__ __forceinline__ void sc_row_tile_land(T (*t)[33],
                 v[c] = sc_prepared(v[c], (unsigned char)(q >> (24 - 8 * u)), p.kind, p.value);
             }
         }
+        __syncwarp();  // the mask words are copied over next
     }
 }
 
 // Warps a block of sofia2_boxcar_rows: the shared tiles and rings stay within 48 KB.
 #define SC_ROW_WARPS(T) (16 / (int)sizeof(T))
-// Blocks of sofia2_boxcar_rows_fixed an SM holds by its shared memory (two tiles a warp, 34 KB
-// a block): the registers are bounded to match.
-#define SC_ROW_BLOCKS 6
 
 // The fused boxcars along contiguous lines (inner = 1, whole lines, no carries), every pass
 // ring-fed: each warp takes 32 lines, one a lane, and moves them 32 positions at a time
@@ -569,6 +562,7 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
     constexpr int W = SC_ROW_WARPS(T), RS = SC_ROW_RING_BYTES / sizeof(T);
     __shared__ T tile[W][32][33];
     __shared__ T ring[RS][W * 32];
+    __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 n = p.n, lines = p.outer;
     i64 lag = 0;  // the last pass's output position trails the input's by this much
@@ -585,9 +579,8 @@ __device__ void sofia2_boxcar_rows(const T* __restrict__ src,
         sc_rings(p, 0, my, W * 32, head, base, m);
         auto load = [&](i64 t0) {
             __syncwarp();  // every lane's steps are done with the tile
-            unsigned mw[SC_ROW_MASK_WORDS];
-            sc_row_tile_async(src, mask, t, mw, p, l0, rows, t0, lane);
-            sc_row_tile_land(t, mw, p, l0, t0, lane);
+            sc_row_tile_async(src, mask, t, mwords[warp][lane], p, l0, rows, t0, lane);
+            sc_row_tile_land(t, mwords[warp][lane], p, l0, t0, lane);
         };
         // input position t0 + c of this lane's line through the passes; the output (position
         // t0 + c - lag) replaces it in the tile
@@ -746,11 +739,12 @@ __device__ void sofia2_boxcar_rows_fixed(const T* __restrict__ src,
                                          T* __restrict__ dst, const ScBoxcars p) {
     constexpr int W = SC_ROW_WARPS(T);
     __shared__ T tile[2][W][32][33];
+    __shared__ unsigned mwords[W][32][SC_ROW_MASK_WORDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 n = p.n, lines = p.outer;
     constexpr int lag = ScFixedChain<T, R, P>::LAG;
     const int top = (int)n - 1;
-    unsigned mw[SC_ROW_MASK_WORDS];  // the mask words of the tile copied last
+    unsigned* mw = mwords[warp][lane];
     const i64 groups = (lines + 31) / 32;
     for (i64 g = (i64)blockIdx.x * W + warp; g < groups; g += (i64)gridDim.x * W) {
         const i64 l0 = g * 32;
@@ -878,9 +872,8 @@ SC_INSTANTIATE(double, f64)
         sofia2_boxcar_lines_fixed<T, R, P>(src, dst, p, carry_out);                             \
     }
 #define SC_FIXED_ROWS(T, S, R, P)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * SC_ROW_WARPS(T), SC_ROW_BLOCKS)            \
-        sofia2_boxcar_rows_r##R##p##P##_##S(const T* src, const unsigned char* mask, T* dst,    \
-                                            ScBoxcars p) {                                      \
+    extern "C" __global__ void sofia2_boxcar_rows_r##R##p##P##_##S(                             \
+        const T* src, const unsigned char* mask, T* dst, ScBoxcars p) {                         \
         sofia2_boxcar_rows_fixed<T, R, P>(src, mask, dst, p);                                   \
     }
 #define SC_FIXED_CHAINS(T, S, R)                                                                \
