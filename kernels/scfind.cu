@@ -527,12 +527,10 @@ __device__ __forceinline__ void sc_row_tile_land(T (*t)[33], const unsigned* mw,
             const unsigned q =
                 (unsigned)((((unsigned long long)w[8 - j] << 32) | w[7 - j]) >> sh);
             if (q == 0) {
-                // no mask bit on the 4 positions (most of a cube): NaN to 0 is all
+                // no mask bit on the 4 positions (most of a cube): the rule with the mask byte
+                // a constant 0 folds to NaN -> 0
 #pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    const T x = v[4 * j + u];
-                    v[4 * j + u] = x != x ? (T)0 : x;
-                }
+                for (int u = 0; u < 4; ++u) v[4 * j + u] = sc_prepared(v[4 * j + u], 0, p.kind, p.value);
                 continue;
             }
 #pragma unroll
@@ -859,9 +857,6 @@ __device__ void sc_transpose(const T* __restrict__ src, const unsigned char* __r
         clip<T>(w, mask, n, level, inclusive, bits, vec);                                       \
     }
 
-SC_INSTANTIATE(float, f32)
-SC_INSTANTIATE(double, f64)
-
 // The register-ring boxcars: sofia2_boxcar_{rows,lines}_r<R>p<P>_<S> for R <= SC_FIXED_MAX_R
 // and P <= SC_MAX_BOXCARS, and sofia2_boxcar_lines_r<R>p1_<S> (one pass along lines) for R up
 // to SC_FIXED_MAX_R_SINGLE (the Rust side's fixed_groups picks them). The lines kernels take
@@ -876,13 +871,18 @@ SC_INSTANTIATE(double, f64)
         const T* src, const unsigned char* mask, T* dst, ScBoxcars p) {                         \
         sofia2_boxcar_rows_fixed<T, R, P>(src, mask, dst, p);                                   \
     }
-#define SC_FIXED_CHAINS(T, S, R)                                                                \
-    SC_FIXED_ROWS(T, S, R, 1) SC_FIXED_ROWS(T, S, R, 2) SC_FIXED_ROWS(T, S, R, 3)               \
-    SC_FIXED_ROWS(T, S, R, 4) SC_FIXED_LINES(T, S, R, 1) SC_FIXED_LINES(T, S, R, 2)             \
-    SC_FIXED_LINES(T, S, R, 3) SC_FIXED_LINES(T, S, R, 4)
-#define SC_FIXED_TYPE(T, S)                                                                     \
-    SC_FIXED_CHAINS(T, S, 1) SC_FIXED_CHAINS(T, S, 2) SC_FIXED_CHAINS(T, S, 3)                  \
-    SC_FIXED_CHAINS(T, S, 4) SC_FIXED_LINES(T, S, 5, 1) SC_FIXED_LINES(T, S, 6, 1)              \
-    SC_FIXED_LINES(T, S, 7, 1) SC_FIXED_LINES(T, S, 8, 1)
-SC_FIXED_TYPE(float, f32)
-SC_FIXED_TYPE(double, f64)
+#define SC_ROWS_f32(R, P) SC_FIXED_ROWS(float, f32, R, P)
+#define SC_ROWS_f64(R, P) SC_FIXED_ROWS(double, f64, R, P)
+#define SC_LINES_f32(R, P) SC_FIXED_LINES(float, f32, R, P)
+#define SC_LINES_f64(R, P) SC_FIXED_LINES(double, f64, R, P)
+
+// NVRTC spends ~0.3 s a register-ring kernel and there are 72, of which a call uses a few: they
+// are compiled on demand, a call's own set in a module of their own (src/cube/scfind/
+// cuda_fixed.rs defines SC_FIXED_LIST as, e.g., SC_ROWS_f32(1, 3) SC_LINES_f32(7, 1)). The
+// module built without SC_FIXED_LIST holds every other kernel.
+#ifdef SC_FIXED_LIST
+SC_FIXED_LIST
+#else
+SC_INSTANTIATE(float, f32)
+SC_INSTANTIATE(double, f64)
+#endif

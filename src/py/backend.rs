@@ -265,7 +265,8 @@ fn _dma_direct(py: Python<'_>, address: usize, nbytes: usize) -> PyResult<bool> 
     })
 }
 
-/// Compile every module in kernels/ with NVRTC for sm_{major}{minor}; returns {module: bytes}.
+/// Compile every module in kernels/ (and its variants) with NVRTC for sm_{major}{minor};
+/// returns {module or "module+variant": bytes}.
 #[pyfunction]
 fn _compile_kernels(py: Python<'_>, major: i32, minor: i32) -> PyResult<Bound<'_, PyDict>> {
     let out = crate::py::errors::compute(py, || cuda::compile_all((major, minor)))?;

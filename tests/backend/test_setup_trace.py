@@ -317,3 +317,38 @@ def test_gpu_warmup_creates_the_context_and_loads_modules():
     assert sorted(skyconv.warmup("cuda")) == sorted(
         ["filters", "select", "scfind", "atrous", "grid", "sht", "ringfft", "smooth"]
     )
+
+
+_SC_CHILD = """
+import json, numpy as np, skyconv
+c = np.random.default_rng(3).standard_normal((32, 64, 64)).astype(np.float32)
+c[16, 30:34, 30:34] += 8.0
+skyconv.warmup("cuda", modules=["scfind", "select"], fft=False)
+skyconv.setup_trace(clear=True)
+m = skyconv.smooth_and_clip(c, device="cuda")
+warm = [e["stage"] + " " + e["detail"] for e in skyconv.setup_trace(clear=True)]
+m64 = skyconv.smooth_and_clip(c.astype(np.float64), device="cuda")
+f64 = [e["stage"] + " " + e["detail"] for e in skyconv.setup_trace(clear=True)]
+ref = skyconv.smooth_and_clip(c, device="cpu")
+ref64 = skyconv.smooth_and_clip(c.astype(np.float64), device="cpu")
+print(json.dumps({"warm": warm, "f64": f64, "found": int(m.sum()), "same": bool(
+    np.array_equal(m, ref)), "same64": bool(np.array_equal(m64, ref64))}))
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_warmup_covers_a_default_smooth_and_clip(tmp_path):
+    """S+C's register-ring boxcars are compiled on demand, a call's own set (cuda_fixed.rs):
+    `warmup` compiles the set of SoFiA-2's default kernels on float32, so such a call then
+    loads and compiles nothing (with `select`, its noise's medians, warmed too); a float64
+    cube needs its own set (one variant module)."""
+    _gpu_or_skip()
+    out = subprocess.run(
+        [sys.executable, "-c", _SC_CHILD], capture_output=True, text=True, env=_env(tmp_path)
+    )
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["found"] > 0 and r["same"] and r["same64"]
+    assert not any(s.startswith(("nvrtc compile", "module ")) for s in r["warm"]), r["warm"]
+    compiled = [s for s in r["f64"] if s.startswith("nvrtc compile")]
+    assert len(compiled) == 1 and "scfind" in compiled[0], r["f64"]

@@ -10,15 +10,33 @@ pub fn version() -> Result<(i32, i32)> {
     toolkit::nvrtc_version()
 }
 
+/// NVRTC's options for `arch`, with the macros `defines` ("NAME=VALUE" each) defined: a module
+/// compiled with definitions is a variant of it (its own CUBIN, its own cache entry).
+pub fn options(arch: (i32, i32), defines: &[String]) -> Vec<String> {
+    let mut opts = nvrtc::options(arch);
+    opts.extend(defines.iter().map(|d| format!("-D{d}")));
+    opts
+}
+
 /// Compile one translation unit to a CUBIN for `sm_{major}{minor}` (no cache).
-pub fn compile_cubin(name: &str, source: &str, arch: (i32, i32)) -> Result<Vec<u8>> {
-    toolkit::nvrtc()?.compile(name, source, &nvrtc::options(arch))
+pub fn compile_cubin(
+    name: &str,
+    source: &str,
+    arch: (i32, i32),
+    defines: &[String],
+) -> Result<Vec<u8>> {
+    toolkit::nvrtc()?.compile(name, source, &options(arch, defines))
 }
 
 /// `compile_cubin` through the on-disk cache: (cubin, whether it came from the cache).
 /// NVRTC is opened only on a miss.
-pub fn compile_cached(name: &str, source: &str, arch: (i32, i32)) -> Result<(Vec<u8>, bool)> {
-    let opts = nvrtc::options(arch);
+pub fn compile_cached(
+    name: &str,
+    source: &str,
+    arch: (i32, i32),
+    defines: &[String],
+) -> Result<(Vec<u8>, bool)> {
+    let opts = options(arch, defines);
     let key = cache::key(source, &opts, arch, version()?);
     let found = trace::timed(
         "module cache read",

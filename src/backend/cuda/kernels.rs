@@ -24,3 +24,25 @@ pub fn translation_unit(module: &str) -> Option<String> {
             format!("#line 1 \"common.cuh\"\n{COMMON}\n#line 1 \"{name}.cu\"\n{src}")
         })
 }
+
+/// The variants of `module` (macro definitions for `Gpu::module_with`) that `compile_all`
+/// compiles besides it, so that every kernel a family instantiates on demand is checked:
+/// (label, definitions).
+pub fn variants(module: &str) -> Vec<(&'static str, Vec<String>)> {
+    match module {
+        "scfind" => vec![(
+            "register-ring boxcars",
+            crate::cube::scfind::cuda_fixed::every_kernel_defines(),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// The variants of `module` that `skyconv.warmup` loads besides it (those the default call of
+/// a family compiles on demand): definitions for `Gpu::module_with`.
+pub fn warm_variants(module: &str) -> Vec<Vec<String>> {
+    match module {
+        "scfind" => vec![crate::cube::scfind::cuda_fixed::sofia2_default_defines()],
+        _ => Vec::new(),
+    }
+}

@@ -172,7 +172,8 @@ pub struct Gpu {
     /// The device's ordinal (`cuda:N`).
     pub ordinal: u32,
     pid: u32,
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Loaded modules by name, a variant's name followed by its definitions.
+    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     staging: Mutex<Option<transfer::Staging>>,
     /// Freed memory the device pool keeps for the next call (`device_pool`).
     pool_keep: u64,
@@ -324,38 +325,45 @@ impl Gpu {
     /// Kernel module `module`, loaded into this context on first use (from the CUBIN cache, or
     /// compiled by NVRTC on a miss).
     pub fn module(&self, module: &'static str) -> Result<Arc<CudaModule>> {
-        Ok({
-            let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-            match mods.get(module) {
-                Some(m) => m.clone(),
-                None => {
-                    let src = kernels::translation_unit(module)
-                        .ok_or_else(|| Error::Internal(format!("no kernel module {module}")))?;
-                    let (cubin, cached) = compile::compile_cached(module, &src, self.arch)?;
-                    let kib = cubin.len() >> 10;
-                    let loaded = trace::timed(
-                        "module load",
-                        || format!("{module} ({kib} KiB CUBIN)"),
-                        || self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)),
-                    );
-                    let m = match loaded {
-                        Ok(m) => m,
-                        // A cached CUBIN the driver refuses: compile afresh (and re-cache).
-                        Err(_) if cached => {
-                            let cubin = compile::compile_cubin(module, &src, self.arch)?;
-                            let opts = nvrtc::options(self.arch);
-                            let key = cache::key(&src, &opts, self.arch, compile::version()?);
-                            let _ = cache::store(&key, &cubin);
-                            self.ctx
-                                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?
-                        }
-                        Err(e) => return Err(e.into()),
-                    };
-                    mods.insert(module, m.clone());
-                    m
-                }
+        self.module_with(module, &[])
+    }
+
+    /// Kernel module `module` compiled with the macros `defines` ("NAME=VALUE" each; a family
+    /// picks which of its kernels to instantiate that way), loaded on first use as `module`.
+    pub fn module_with(&self, module: &'static str, defines: &[String]) -> Result<Arc<CudaModule>> {
+        let id = if defines.is_empty() {
+            module.to_string()
+        } else {
+            format!("{module} -D{}", defines.join(" -D"))
+        };
+        let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = mods.get(&id) {
+            return Ok(m.clone());
+        }
+        let src = kernels::translation_unit(module)
+            .ok_or_else(|| Error::Internal(format!("no kernel module {module}")))?;
+        let (cubin, cached) = compile::compile_cached(module, &src, self.arch, defines)?;
+        let kib = cubin.len() >> 10;
+        let loaded = trace::timed(
+            "module load",
+            || format!("{module} ({kib} KiB CUBIN)"),
+            || self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)),
+        );
+        let m = match loaded {
+            Ok(m) => m,
+            // A cached CUBIN the driver refuses: compile afresh (and re-cache).
+            Err(_) if cached => {
+                let cubin = compile::compile_cubin(module, &src, self.arch, defines)?;
+                let opts = compile::options(self.arch, defines);
+                let key = cache::key(&src, &opts, self.arch, compile::version()?);
+                let _ = cache::store(&key, &cubin);
+                self.ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?
             }
-        })
+            Err(e) => return Err(e.into()),
+        };
+        mods.insert(id, m.clone());
+        Ok(m)
     }
 
     /// Allocate `len` elements on the device, uninitialised.
@@ -556,6 +564,9 @@ pub fn warmup(ordinal: u32, modules: Option<Vec<String>>, fft: bool) -> Result<V
     for n in &names {
         crate::backend::cancel::check()?;
         gpu.module(n)?;
+        for defines in kernels::warm_variants(n) {
+            gpu.module_with(n, &defines)?;
+        }
     }
     if fft {
         toolkit::cufft()?;
@@ -568,7 +579,7 @@ pub fn warmup(ordinal: u32, modules: Option<Vec<String>>, fft: bool) -> Result<V
 pub fn compile_module_cached(name: &str, arch: (i32, i32)) -> Result<(usize, bool)> {
     let src = kernels::translation_unit(name)
         .ok_or_else(|| Error::value(format!("no kernel module {name:?}")))?;
-    let (cubin, hit) = compile::compile_cached(name, &src, arch)?;
+    let (cubin, hit) = compile::compile_cached(name, &src, arch, &[])?;
     Ok((cubin.len(), hit))
 }
 
@@ -578,21 +589,28 @@ pub fn module_cache_key(name: &str, arch: (i32, i32)) -> Result<String> {
         .ok_or_else(|| Error::value(format!("no kernel module {name:?}")))?;
     Ok(cache::key(
         &src,
-        &nvrtc::options(arch),
+        &compile::options(arch, &[]),
         arch,
         compile::version()?,
     ))
 }
 
-/// Compile every kernel module for `arch` (used by the test suite on machines with no GPU).
-/// Returns (module, cubin size in bytes).
+/// Compile every kernel module for `arch`, and each variant of it that `kernels::variants`
+/// lists (used by the test suite on machines with no GPU). Returns (module or
+/// "module+variant", cubin size in bytes).
 pub fn compile_all(arch: (i32, i32)) -> Result<Vec<(String, usize)>> {
     MODULES
         .iter()
         .map(|(name, _)| {
             let src = kernels::translation_unit(name).expect("listed module");
-            let cubin = compile::compile_cubin(name, &src, arch)?;
-            Ok((name.to_string(), cubin.len()))
+            let cubin = compile::compile_cubin(name, &src, arch, &[])?;
+            let mut out = vec![(name.to_string(), cubin.len())];
+            for (label, defines) in kernels::variants(name) {
+                let cubin = compile::compile_cubin(name, &src, arch, &defines)?;
+                out.push((format!("{name}+{label}"), cubin.len()));
+            }
+            Ok(out)
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()
+        .map(|v| v.concat())
 }

@@ -14,6 +14,7 @@ use std::ops::Range as Span;
 
 use rayon::prelude::*;
 
+use super::cuda_fixed::{fixed_groups, FixedFns};
 use super::cuda_sofia1::DeviceSample;
 use super::{
     extremes_or_nan, merge_extremes, BlockInput, Kernel, NoiseRule, Outcome, Plan, Progress,
@@ -42,7 +43,7 @@ fn cfg(n: usize) -> LaunchConfig {
 }
 
 /// Boxcars fused into one launch (SC_MAX_BOXCARS in kernels/scfind.cu).
-const MAX_BOXCARS: usize = 4;
+pub(super) const MAX_BOXCARS: usize = 4;
 
 /// Ring slots a thread of `sofia2_boxcars` has for its ring-fed passes
 /// (SC_LINE_RING_BYTES / sizeof(T)).
@@ -51,7 +52,7 @@ fn line_ring_slots<T>() -> usize {
 }
 
 /// Ring slots a thread of `sofia2_boxcar_rows` has (SC_ROW_RING_BYTES / sizeof(T)).
-fn row_ring_slots<T>() -> usize {
+pub(super) fn row_ring_slots<T>() -> usize {
     128 / std::mem::size_of::<T>()
 }
 
@@ -104,44 +105,6 @@ fn boxcar_groups(radii: &[usize], first_fed: bool, slots: usize) -> Vec<&[usize]
     groups
 }
 
-/// Radii of the register-ring boxcar kernels (`sofia2_boxcar_{rows,lines}_r<R>p<P>_*`, one a
-/// radius and pass count; SC_FIXED_MAX_R and SC_FIXED_MAX_R_SINGLE in kernels/scfind.cu):
-/// chains of up to MAX_BOXCARS passes of one radius up to FIXED_MAX_R, and single passes along
-/// lines up to FIXED_MAX_R_SINGLE.
-const FIXED_MAX_R: usize = 4;
-const FIXED_MAX_R_SINGLE: usize = 8;
-
-/// The launches (radius, passes) of the register-ring kernels for a chain of boxcars of radii
-/// `radii`: runs of equal radii, each cut into the fewest launches of at most MAX_BOXCARS passes
-/// (as even as possible; the results do not depend on the cut); `lines`: the lines kernel (a
-/// lone pass may be wider). None when a radius has no such kernel (the generic kernels then
-/// run the whole chain) or with `SKYCONV_SC_FIXED=0` (for comparisons).
-fn fixed_groups(radii: &[usize], lines: bool) -> Result<Option<Vec<(usize, usize)>>> {
-    if crate::backend::env::switch_var("SKYCONV_SC_FIXED")? == Some(false) {
-        return Ok(None);
-    }
-    Ok(fixed_cut(radii, lines))
-}
-
-/// `fixed_groups` without the switch.
-fn fixed_cut(radii: &[usize], lines: bool) -> Option<Vec<(usize, usize)>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < radii.len() {
-        let r = radii[start];
-        let end = start + radii[start..].iter().take_while(|&&x| x == r).count();
-        let m = end - start;
-        let single = lines && m == 1 && r <= FIXED_MAX_R_SINGLE;
-        if r == 0 || (r > FIXED_MAX_R && !single) {
-            return None;
-        }
-        let k = m.div_ceil(MAX_BOXCARS);
-        out.extend((0..k).map(|i| (r, m / k + usize::from(i < m % k))));
-        start = end;
-    }
-    Some(out)
-}
-
 /// The kernel arguments of one launch of `radii` over `view`, planes top..=bottom.
 fn boxcar_args<T: Real>(view: AxisView, radii: &[usize], top: usize, bottom: usize) -> ScBoxcars {
     let mut p = ScBoxcars {
@@ -178,31 +141,15 @@ struct Fns {
     boxcar: CudaFunction,
     rows: CudaFunction,
     transpose: CudaFunction,
-    /// `sofia2_boxcar_rows_r<R>p<P>`: `rows_fixed[R - 1][P - 1]` for R = 1..=FIXED_MAX_R, P =
-    /// 1..=MAX_BOXCARS.
-    rows_fixed: Vec<Vec<CudaFunction>>,
-    /// `sofia2_boxcar_lines_r<R>p<P>`, indexed as `rows_fixed`, and for R up to
-    /// FIXED_MAX_R_SINGLE the single pass (P = 1) alone.
-    lines_fixed: Vec<Vec<CudaFunction>>,
+    /// The register-ring boxcars (`sofia2_boxcar_{rows,lines}_r<R>p<P>`) of the plan.
+    fixed: FixedFns,
 }
 
 impl Fns {
-    fn new<T: Real>(gpu: &Gpu) -> Result<Self> {
+    fn new<T: Real>(gpu: &Gpu, plan: &Plan) -> Result<Self> {
         let f = |name: &str| gpu.function("scfind", &format!("{name}_{}", T::CUDA));
-        // the kernels of `axis` (rows or lines) for radius r: one a pass count
-        let fixed = |axis: &str, r: usize| {
-            let passes = if r <= FIXED_MAX_R { MAX_BOXCARS } else { 1 };
-            (1..=passes)
-                .map(|p| f(&format!("sofia2_boxcar_{axis}_r{r}p{p}")))
-                .collect::<Result<Vec<_>>>()
-        };
         Ok(Fns {
-            rows_fixed: (1..=FIXED_MAX_R)
-                .map(|r| fixed("rows", r))
-                .collect::<Result<_>>()?,
-            lines_fixed: (1..=FIXED_MAX_R_SINGLE)
-                .map(|r| fixed("lines", r))
-                .collect::<Result<_>>()?,
+            fixed: FixedFns::new::<T>(gpu, plan)?,
             init_blank: f("init_blank")?,
             prepare: f("prepare")?,
             gather: f("gather")?,
@@ -316,7 +263,7 @@ pub fn run<T: Real>(
     let mut eng = Engine {
         gpu: &gpu,
         plan,
-        fns: Fns::new::<T>(&gpu)?,
+        fns: Fns::new::<T>(&gpu, plan)?,
         plane,
         cube: unsafe { gpu.alloc::<T>(cap)? },
         mask: unsafe { gpu.alloc::<u8>(cap)? },
@@ -641,9 +588,9 @@ impl<'a, T: Real> Engine<'a, T> {
                 .iter()
                 .map(|&(r, passes)| {
                     let p = boxcar_args::<T>(view, &vec![r; passes], top, bottom);
-                    (self.fns.lines_fixed[r - 1][passes - 1].clone(), p)
+                    Ok((self.fns.fixed.get(self.gpu, false, r, passes)?, p))
                 })
-                .collect()
+                .collect::<Result<_>>()?
         } else {
             // whole lines without carries share launches; otherwise one pass a launch
             let groups = if !carry_in && !carry_out && top + 1 == view.n && bottom == 0 {
@@ -735,9 +682,9 @@ impl<'a, T: Real> Engine<'a, T> {
                 .iter()
                 .map(|&(r, passes)| {
                     let p = boxcar_args::<T>(v, &vec![r; passes], nx - 1, 0);
-                    (self.fns.rows_fixed[r - 1][passes - 1].clone(), p)
+                    Ok((self.fns.fixed.get(self.gpu, true, r, passes)?, p))
                 })
-                .collect()
+                .collect::<Result<_>>()?
         };
         let mut prep = prep;
         for (f, mut p) in launches {
@@ -1065,7 +1012,7 @@ fn stage_engine<'a, T: Real>(gpu: &'a Gpu, plan: &'a Plan) -> Result<Engine<'a, 
     Ok(Engine {
         gpu,
         plan,
-        fns: Fns::new::<T>(gpu)?,
+        fns: Fns::new::<T>(gpu, plan)?,
         plane,
         cube: unsafe { gpu.alloc::<T>(n)? },
         mask: unsafe { gpu.alloc::<u8>(n)? },
@@ -1461,24 +1408,6 @@ mod tests {
         assert_eq!(g(&[4; 6], true, 32), [3, 3]); // 3 rings of 9
         assert_eq!(g(&[4; 6], true, 16), [1; 6]);
         assert_eq!(g(&[1, 6, 1], true, 16), [2, 1]); // 3 + 13, then 16 + 3 > 16
-    }
-
-    #[test]
-    fn fixed_cut_keeps_runs_and_radii() {
-        assert_eq!(fixed_cut(&[1, 1, 1], false), Some(vec![(1, 3)]));
-        assert_eq!(fixed_cut(&[2; 6], false), Some(vec![(2, 3), (2, 3)]));
-        assert_eq!(fixed_cut(&[3; 5], true), Some(vec![(3, 3), (3, 2)]));
-        assert_eq!(fixed_cut(&[4; 9], true), Some(vec![(4, 3); 3]));
-        assert_eq!(
-            fixed_cut(&[1, 2, 2, 1], false),
-            Some(vec![(1, 1), (2, 2), (1, 1)])
-        );
-        assert_eq!(fixed_cut(&[7], true), Some(vec![(7, 1)]));
-        assert_eq!(fixed_cut(&[7], false), None); // rows: radius 4 at most
-        assert_eq!(fixed_cut(&[9], true), None);
-        assert_eq!(fixed_cut(&[5, 5], true), None); // a chain: radius 4 at most
-        assert_eq!(fixed_cut(&[0], true), None);
-        assert_eq!(fixed_cut(&[], true), Some(vec![]));
     }
 
     #[test]

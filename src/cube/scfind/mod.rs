@@ -10,6 +10,7 @@
 
 mod cpu;
 mod cuda;
+pub(crate) mod cuda_fixed;
 mod cuda_mad;
 mod cuda_sofia1;
 pub mod kernels;
