@@ -75,6 +75,10 @@ def prepared(cube, mask, kind, value):
         ((30, 40, 97), [4] * 4, [3] * 6, 8, None, NONE, F32),  # 4 passes; 3 + 3; radius 8
         ((25, 37, 70), [2] * 6, [1, 1, 2, 2, 2], 5, None, SIGN, F64),
         ((20, 50, 64), [3] * 5, [4] * 7, 6, 7, COPYSIGN, F64),  # slabs: spectral carried
+        # rows whose output 0 is the warm-up's (no tile after it), and whose first tile ends
+        # exactly at the line's end (t0 = lag + 1, t0 + 31 = top: unchecked)
+        ((5, 40, 1), [1] * 3, [2] * 3, 1, None, SIGN, F32),
+        ((3, 33, 36), [1] * 3, [1] * 3, 0, None, NONE, F32),
     ],
 )
 @pytest.mark.parametrize("mode", ["generic", "fixed"])
@@ -83,7 +87,7 @@ def test_sofia2_boxcars_kernel_matches_reference(
 ):
     cube = rng.normal(size=shape).astype(dtype)
     cube[1, 2, :] = np.nan
-    cube[0, 1, 3] = np.inf  # inf - inf = NaN inside a pass: the next pass reads it as 0
+    cube[0, 1, min(3, shape[2] - 1)] = np.inf  # inf - inf = NaN inside a pass: read as 0 next
     cube[-1, 0, :2] = 0.0
     mask = np.where(rng.random(shape) < 0.2, MASKED, 0).astype(np.uint8)
     mask[-1, 0, :] |= MASKED
