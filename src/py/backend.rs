@@ -265,11 +265,13 @@ fn _dma_direct(py: Python<'_>, address: usize, nbytes: usize) -> PyResult<bool> 
     })
 }
 
-/// Compile every module in kernels/ (and its variants) with NVRTC for sm_{major}{minor};
-/// returns {module or "module+variant": bytes}.
+/// Compile every module in kernels/ (and the families' variants of them) with NVRTC for
+/// sm_{major}{minor}; returns {module or "module+label": bytes}.
 #[pyfunction]
 fn _compile_kernels(py: Python<'_>, major: i32, minor: i32) -> PyResult<Bound<'_, PyDict>> {
-    let out = crate::py::errors::compute(py, || cuda::compile_all((major, minor)))?;
+    // and every kernel the families compile on demand (S+C's register-ring boxcars)
+    let variants = crate::cube::scfind::kernel_variants();
+    let out = crate::py::errors::compute(py, || cuda::compile_all((major, minor), &variants))?;
     let d = PyDict::new(py);
     for (k, v) in out {
         d.set_item(k, v)?;

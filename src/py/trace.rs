@@ -42,7 +42,9 @@ fn _warmup(
     modules: Option<Vec<String>>,
     fft: bool,
 ) -> PyResult<Vec<String>> {
-    crate::py::errors::compute(py, || cuda::warmup(ordinal, modules, fft))
+    // the families' kernels compiled on demand that a default call needs (S+C's boxcars)
+    let variants = crate::cube::scfind::warm_variants();
+    crate::py::errors::compute(py, || cuda::warmup(ordinal, modules, fft, &variants))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -25,24 +25,13 @@ pub fn translation_unit(module: &str) -> Option<String> {
         })
 }
 
-/// The variants of `module` (macro definitions for `Gpu::module_with`) that `compile_all`
-/// compiles besides it, so that every kernel a family instantiates on demand is checked:
-/// (label, definitions).
-pub fn variants(module: &str) -> Vec<(&'static str, Vec<String>)> {
-    match module {
-        "scfind" => vec![(
-            "register-ring boxcars",
-            crate::cube::scfind::cuda_fixed::every_kernel_defines(),
-        )],
-        _ => Vec::new(),
-    }
-}
-
-/// The variants of `module` that `skyconv.warmup` loads besides it (those the default call of
-/// a family compiles on demand): definitions for `Gpu::module_with`.
-pub fn warm_variants(module: &str) -> Vec<Vec<String>> {
-    match module {
-        "scfind" => vec![crate::cube::scfind::cuda_fixed::sofia2_default_defines()],
-        _ => Vec::new(),
-    }
+/// A kernel module compiled with macro definitions (`Gpu::module_with`): kernels a family
+/// instantiates on demand. The families name their variants (the backend knows none);
+/// `compile_all` and `warmup` take them from their caller.
+pub struct Variant {
+    pub module: &'static str,
+    /// What the variant holds (`compile_all` reports it as "module+label").
+    pub label: &'static str,
+    /// "NAME=VALUE" each.
+    pub defines: Vec<String>,
 }

@@ -34,7 +34,7 @@ pub use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchArgs,
     LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
-pub use kernels::MODULES;
+pub use kernels::{Variant, MODULES};
 
 use crate::backend::trace;
 use crate::error::{Error, Result};
@@ -539,9 +539,15 @@ pub fn info() -> Info {
 }
 
 /// Do a GPU call's one-time set-up now (`skyconv.warmup`): create GPU `ordinal`'s context, load
-/// `modules` (every kernel module when None) from the CUBIN cache or NVRTC, and open cuFFT
-/// when `fft`. Returns the names of the modules loaded.
-pub fn warmup(ordinal: u32, modules: Option<Vec<String>>, fft: bool) -> Result<Vec<String>> {
+/// `modules` (every kernel module when None) and those of `variants` that are variants of
+/// them from the CUBIN cache or NVRTC, and open cuFFT when `fft`. Returns the names of the
+/// modules loaded.
+pub fn warmup(
+    ordinal: u32,
+    modules: Option<Vec<String>>,
+    fft: bool,
+    variants: &[Variant],
+) -> Result<Vec<String>> {
     let gpu = gpu_on(ordinal)?;
     let names: Vec<&'static str> = match modules {
         None => MODULES.iter().map(|(n, _)| *n).collect(),
@@ -564,8 +570,8 @@ pub fn warmup(ordinal: u32, modules: Option<Vec<String>>, fft: bool) -> Result<V
     for n in &names {
         crate::backend::cancel::check()?;
         gpu.module(n)?;
-        for defines in kernels::warm_variants(n) {
-            gpu.module_with(n, &defines)?;
+        for v in variants.iter().filter(|v| v.module == *n) {
+            gpu.module_with(v.module, &v.defines)?;
         }
     }
     if fft {
@@ -595,19 +601,18 @@ pub fn module_cache_key(name: &str, arch: (i32, i32)) -> Result<String> {
     ))
 }
 
-/// Compile every kernel module for `arch`, and each variant of it that `kernels::variants`
-/// lists (used by the test suite on machines with no GPU). Returns (module or
-/// "module+variant", cubin size in bytes).
-pub fn compile_all(arch: (i32, i32)) -> Result<Vec<(String, usize)>> {
+/// Compile every kernel module for `arch`, and each of `variants` (used by the test suite on
+/// machines with no GPU). Returns (module or "module+label", cubin size in bytes).
+pub fn compile_all(arch: (i32, i32), variants: &[Variant]) -> Result<Vec<(String, usize)>> {
     MODULES
         .iter()
         .map(|(name, _)| {
             let src = kernels::translation_unit(name).expect("listed module");
             let cubin = compile::compile_cubin(name, &src, arch, &[])?;
             let mut out = vec![(name.to_string(), cubin.len())];
-            for (label, defines) in kernels::variants(name) {
-                let cubin = compile::compile_cubin(name, &src, arch, &defines)?;
-                out.push((format!("{name}+{label}"), cubin.len()));
+            for v in variants.iter().filter(|v| v.module == *name) {
+                let cubin = compile::compile_cubin(name, &src, arch, &v.defines)?;
+                out.push((format!("{name}+{}", v.label), cubin.len()));
             }
             Ok(out)
         })

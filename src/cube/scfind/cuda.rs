@@ -14,7 +14,7 @@ use std::ops::Range as Span;
 
 use rayon::prelude::*;
 
-use super::cuda_fixed::{fixed_groups, FixedFns};
+use super::cuda_fixed::{fixed_groups, row_ring_slots, FixedFns, MAX_BOXCARS};
 use super::cuda_sofia1::DeviceSample;
 use super::{
     extremes_or_nan, merge_extremes, BlockInput, Kernel, NoiseRule, Outcome, Plan, Progress,
@@ -42,18 +42,10 @@ fn cfg(n: usize) -> LaunchConfig {
     grid_stride(n, MAX_BLOCKS)
 }
 
-/// Boxcars fused into one launch (SC_MAX_BOXCARS in kernels/scfind.cu).
-pub(super) const MAX_BOXCARS: usize = 4;
-
 /// Ring slots a thread of `sofia2_boxcars` has for its ring-fed passes
 /// (SC_LINE_RING_BYTES / sizeof(T)).
 fn line_ring_slots<T>() -> usize {
     64 / std::mem::size_of::<T>()
-}
-
-/// Ring slots a thread of `sofia2_boxcar_rows` has (SC_ROW_RING_BYTES / sizeof(T)).
-pub(super) fn row_ring_slots<T>() -> usize {
-    128 / std::mem::size_of::<T>()
 }
 
 /// Warps a block of `sofia2_boxcar_rows` (SC_ROW_WARPS).

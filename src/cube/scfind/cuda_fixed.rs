@@ -6,12 +6,21 @@
 
 use std::collections::BTreeMap;
 
-use super::cuda::{row_ring_slots, MAX_BOXCARS};
 use super::kernels::sofia2_boxcar;
 use super::{exact_spatial, exact_spectral, Plan};
-use crate::backend::cuda::{CudaFunction, Gpu};
+use crate::backend::cuda::{CudaFunction, Gpu, Variant};
 use crate::error::{Error, Result};
 use crate::real::Real;
+
+/// Boxcars fused into one launch, by these kernels and the generic ones (SC_MAX_BOXCARS in
+/// kernels/scfind.cu).
+pub(super) const MAX_BOXCARS: usize = 4;
+
+/// Ring slots a thread of `sofia2_boxcar_rows` has (SC_ROW_RING_BYTES / sizeof(T)): the rows
+/// kernels take a chain whose rings fit, else x runs on transposed planes (lines).
+pub(super) fn row_ring_slots<T>() -> usize {
+    128 / std::mem::size_of::<T>()
+}
 
 /// Radii of the register-ring kernels (SC_FIXED_MAX_R and SC_FIXED_MAX_R_SINGLE in
 /// kernels/scfind.cu): chains of up to MAX_BOXCARS passes of one radius up to FIXED_MAX_R, and
@@ -130,10 +139,28 @@ fn chain(radii: &[usize], rows: bool) -> Vec<Fixed> {
         .collect()
 }
 
+/// The variant `skyconv.warmup` loads with the scfind module: the kernels of SoFiA-2's
+/// defaults on float32 cubes, so that such a call finds them compiled.
+pub fn warm_variants() -> Vec<Variant> {
+    vec![Variant {
+        module: "scfind",
+        label: "SoFiA-2's default boxcars",
+        defines: sofia2_default_defines(),
+    }]
+}
+
+/// Every register-ring kernel as one variant (`compile_all`'s check that each compiles).
+pub fn kernel_variants() -> Vec<Variant> {
+    vec![Variant {
+        module: "scfind",
+        label: "register-ring boxcars",
+        defines: every_kernel_defines(),
+    }]
+}
+
 /// The SC_FIXED_LIST of SoFiA-2's default kernels (`scfind.kernelsXY = 0, 3, 6`,
-/// `scfind.kernelsZ = 0, 3, 7, 15`) on float32 cubes: `skyconv.warmup` compiles it, so that a
-/// default S+C call finds its kernels in the on-disk cache.
-pub fn sofia2_default_defines() -> Vec<String> {
+/// `scfind.kernelsZ = 0, 3, 7, 15`) on float32 cubes.
+fn sofia2_default_defines() -> Vec<String> {
     let fwhm_per_sigma = 2.0 * (2.0 * std::f64::consts::LN_2).sqrt();
     let mut set = Vec::new();
     for fwhm in [3.0, 6.0] {
@@ -157,9 +184,8 @@ fn defines(set: &[Fixed], types: &[&str]) -> Vec<String> {
     vec![format!("SC_FIXED_LIST={}", list.join(" "))]
 }
 
-/// Every register-ring kernel there is, in both types (for `compile_all`'s check that each
-/// compiles).
-pub fn every_kernel_defines() -> Vec<String> {
+/// Every register-ring kernel there is, in both types.
+fn every_kernel_defines() -> Vec<String> {
     let rows = [true, false];
     let chains = rows.iter().flat_map(|&rows| {
         (1..=FIXED_MAX_R)

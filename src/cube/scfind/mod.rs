@@ -10,11 +10,13 @@
 
 mod cpu;
 mod cuda;
-pub(crate) mod cuda_fixed;
+mod cuda_fixed;
 mod cuda_mad;
 mod cuda_sofia1;
 pub mod kernels;
 pub mod running;
+
+pub use cuda_fixed::{kernel_variants, warm_variants};
 
 use crate::backend::Device;
 use crate::cube::filters::{Filter1d, Mode};
