@@ -36,8 +36,7 @@ pub fn compile_cached(
     arch: (i32, i32),
     defines: &[String],
 ) -> Result<(Vec<u8>, bool)> {
-    let opts = options(arch, defines);
-    let key = cache::key(source, &opts, arch, version()?);
+    let (opts, key) = keyed(source, arch, defines)?;
     let found = trace::timed(
         "module cache read",
         || name.to_string(),
@@ -46,13 +45,35 @@ pub fn compile_cached(
     if let Some(bin) = found {
         return Ok((bin, true));
     }
+    Ok((compile_and_store(name, source, &opts, &key)?, false))
+}
+
+/// Compile afresh and replace the cache entry: for a cached CUBIN the driver refused.
+pub fn recompile_cached(
+    name: &str,
+    source: &str,
+    arch: (i32, i32),
+    defines: &[String],
+) -> Result<Vec<u8>> {
+    let (opts, key) = keyed(source, arch, defines)?;
+    compile_and_store(name, source, &opts, &key)
+}
+
+/// The options and the on-disk cache key of a compile.
+pub fn keyed(source: &str, arch: (i32, i32), defines: &[String]) -> Result<(Vec<String>, String)> {
+    let opts = options(arch, defines);
+    let key = cache::key(source, &opts, arch, version()?);
+    Ok((opts, key))
+}
+
+fn compile_and_store(name: &str, source: &str, opts: &[String], key: &str) -> Result<Vec<u8>> {
     let api = toolkit::nvrtc()?;
     let bin = trace::timed(
         "nvrtc compile",
         || name.to_string(),
-        || api.compile(name, source, &opts),
+        || api.compile(name, source, opts),
     )?;
     // A cache that cannot be written only costs the next process a compile.
-    let _ = cache::store(&key, &bin);
-    Ok((bin, false))
+    let _ = cache::store(key, &bin);
+    Ok(bin)
 }

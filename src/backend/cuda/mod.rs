@@ -317,7 +317,17 @@ impl Gpu {
 
     /// A kernel from `kernels/<module>.cu`, compiling the module on first use.
     pub fn function(&self, module: &'static str, name: &str) -> Result<CudaFunction> {
-        let m = self.module(module)?;
+        self.function_with(module, &[], name)
+    }
+
+    /// A kernel from the variant of `module` compiled with `defines` (`module_with`).
+    pub fn function_with(
+        &self,
+        module: &'static str,
+        defines: &[String],
+        name: &str,
+    ) -> Result<CudaFunction> {
+        let m = self.module_with(module, defines)?;
         m.load_function(name)
             .map_err(|e| Error::Internal(format!("kernel {module}::{name} not found: {e}")))
     }
@@ -353,10 +363,7 @@ impl Gpu {
             Ok(m) => m,
             // A cached CUBIN the driver refuses: compile afresh (and re-cache).
             Err(_) if cached => {
-                let cubin = compile::compile_cubin(module, &src, self.arch, defines)?;
-                let opts = compile::options(self.arch, defines);
-                let key = cache::key(&src, &opts, self.arch, compile::version()?);
-                let _ = cache::store(&key, &cubin);
+                let cubin = compile::recompile_cached(module, &src, self.arch, defines)?;
                 self.ctx
                     .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?
             }
@@ -593,12 +600,7 @@ pub fn compile_module_cached(name: &str, arch: (i32, i32)) -> Result<(usize, boo
 pub fn module_cache_key(name: &str, arch: (i32, i32)) -> Result<String> {
     let src = kernels::translation_unit(name)
         .ok_or_else(|| Error::value(format!("no kernel module {name:?}")))?;
-    Ok(cache::key(
-        &src,
-        &compile::options(arch, &[]),
-        arch,
-        compile::version()?,
-    ))
+    Ok(compile::keyed(&src, arch, &[])?.1)
 }
 
 /// Compile every kernel module for `arch`, and each of `variants` (used by the test suite on

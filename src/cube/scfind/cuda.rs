@@ -14,7 +14,7 @@ use std::ops::Range as Span;
 
 use rayon::prelude::*;
 
-use super::cuda_fixed::{fixed_groups, row_ring_slots, FixedFns, MAX_BOXCARS};
+use super::cuda_fixed::{fixed_groups, row_ring_slots, x_in_rows, FixedFns, MAX_BOXCARS};
 use super::cuda_sofia1::DeviceSample;
 use super::{
     extremes_or_nan, merge_extremes, BlockInput, Kernel, NoiseRule, Outcome, Plan, Progress,
@@ -634,8 +634,7 @@ impl<'a, T: Real> Engine<'a, T> {
         prep: Option<(i32, f64)>,
     ) -> Result<()> {
         let [_, ny, nx] = self.plan.shape;
-        let slots = row_ring_slots::<T>();
-        if radii.iter().any(|&r| 2 * r + 1 > slots) {
+        if !x_in_rows::<T>(radii) {
             self.transpose_planes(planes, ny, nx, prep)?;
             let v = AxisView {
                 outer: planes,
@@ -665,7 +664,7 @@ impl<'a, T: Real> Engine<'a, T> {
             _ => Vec::new(),
         };
         let launches: Vec<(CudaFunction, ScBoxcars)> = if fixed.is_empty() {
-            boxcar_groups(radii, true, slots)
+            boxcar_groups(radii, true, row_ring_slots::<T>())
                 .into_iter()
                 .map(|g| (self.fns.rows.clone(), boxcar_args::<T>(v, g, nx - 1, 0)))
                 .collect()

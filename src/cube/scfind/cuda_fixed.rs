@@ -22,6 +22,13 @@ pub(super) fn row_ring_slots<T>() -> usize {
     128 / std::mem::size_of::<T>()
 }
 
+/// Whether x boxcars of radii `radii` run in row tiles (every ring fits a thread's slots);
+/// else on the transposed planes (lines). The one rule of the launches and of `needed`.
+pub(super) fn x_in_rows<T>(radii: &[usize]) -> bool {
+    // a ring of 2r + 1 slots fits: 2r + 1 <= slots
+    radii.iter().all(|&r| 2 * r < row_ring_slots::<T>())
+}
+
 /// Radii of the register-ring kernels (SC_FIXED_MAX_R and SC_FIXED_MAX_R_SINGLE in
 /// kernels/scfind.cu): chains of up to MAX_BOXCARS passes of one radius up to FIXED_MAX_R, and
 /// single passes along lines up to FIXED_MAX_R_SINGLE.
@@ -124,8 +131,7 @@ fn needed<T: Real>(plan: &Plan) -> Result<Vec<Fixed>> {
 /// The launches of a spatial kernel of x radii `xr` and y radii `yr` on element type T: x
 /// goes through the transposed planes (lines) when a ring does not fit a row tile.
 fn spatial<T: Real>(xr: &[usize], yr: &[usize]) -> Vec<Fixed> {
-    let rows = !xr.iter().any(|&r| 2 * r + 1 > row_ring_slots::<T>());
-    let mut v = chain(xr, rows);
+    let mut v = chain(xr, x_in_rows::<T>(xr));
     v.extend(chain(yr, false));
     v
 }
@@ -161,10 +167,9 @@ pub fn kernel_variants() -> Vec<Variant> {
 /// The SC_FIXED_LIST of SoFiA-2's default kernels (`scfind.kernelsXY = 0, 3, 6`,
 /// `scfind.kernelsZ = 0, 3, 7, 15`) on float32 cubes.
 fn sofia2_default_defines() -> Vec<String> {
-    let fwhm_per_sigma = 2.0 * (2.0 * std::f64::consts::LN_2).sqrt();
     let mut set = Vec::new();
     for fwhm in [3.0, 6.0] {
-        let (r, n) = sofia2_boxcar(fwhm / fwhm_per_sigma);
+        let (r, n) = sofia2_boxcar(fwhm / super::fwhm_const());
         set.extend(spatial::<f32>(&vec![r; n], &vec![r; n]));
     }
     for width in [3usize, 7, 15] {
@@ -223,7 +228,9 @@ impl FixedFns {
         let f = Fixed { rows, r, passes };
         match self.fns.get(&f) {
             Some(k) => Ok(k.clone()),
-            None => Ok(load(gpu, &[f], self.ty)?.remove(&f).expect("loaded")),
+            None => load(gpu, &[f], self.ty)?.remove(&f).ok_or_else(|| {
+                Error::Internal(format!("kernel scfind::{} not loaded", f.name(self.ty)))
+            }),
         }
     }
 }
