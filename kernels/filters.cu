@@ -58,9 +58,6 @@ __device__ void correlate_axis(const T* __restrict__ in, T* __restrict__ out, i6
                           taps, offset, step, scale, mode, cval, s0, s1, f0, f1);              \
     }
 
-FILTERS_INSTANTIATE(float, f32)
-FILTERS_INSTANTIATE(double, f64)
-
 // Tiled passes (filters/cuda.rs picks them when their tile fits in shared memory). A block
 // stages the inputs its outputs read in shared memory as double, each converted once and with
 // the boundary extension resolved once per staged element; each thread then computes R outputs
@@ -452,15 +449,6 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
                              StoreSplit<T>{c, data});                                          \
     }
 
-FILTERS_TILED(float, f32, 1)
-FILTERS_TILED(float, f32, 2)
-FILTERS_TILED(float, f32, 4)
-FILTERS_TILED(float, f32, 8)
-FILTERS_TILED(double, f64, 1)
-FILTERS_TILED(double, f64, 2)
-FILTERS_TILED(double, f64, 4)
-FILTERS_TILED(double, f64, 8)
-
 #define FILTERS_LINE(T, S, R)                                                                  \
     extern "C" __global__ void __launch_bounds__(256)                                         \
         correlate_line##R##_##S(const T* in, T* out, i64 n_out, i64 n_in, i64 out_row0,        \
@@ -480,13 +468,6 @@ FILTERS_TILED(double, f64, 8)
                              StoreSplit<T>{c, data});                                          \
     }
 
-FILTERS_LINE(float, f32, 1)
-FILTERS_LINE(float, f32, 3)
-FILTERS_LINE(float, f32, 5)
-FILTERS_LINE(double, f64, 1)
-FILTERS_LINE(double, f64, 3)
-FILTERS_LINE(double, f64, 5)
-
 // The whole-axis kernels, plain and `_split`: KIND whole (a, b = n, inner; K columns) or lines
 // (a, b = lines, n; K lines).
 #define FILTERS_STAGED(KIND, T, S, K)                                                          \
@@ -503,15 +484,27 @@ FILTERS_LINE(double, f64, 5)
                                b1, StoreSplit<T>{c, data});                                    \
     }
 
-FILTERS_STAGED(whole, float, f32, 32)
-FILTERS_STAGED(whole, float, f32, 16)
-FILTERS_STAGED(whole, float, f32, 8)
-FILTERS_STAGED(whole, double, f64, 32)
-FILTERS_STAGED(whole, double, f64, 16)
-FILTERS_STAGED(whole, double, f64, 8)
-FILTERS_STAGED(lines, float, f32, 8)
-FILTERS_STAGED(lines, float, f32, 2)
-FILTERS_STAGED(lines, float, f32, 1)
-FILTERS_STAGED(lines, double, f64, 8)
-FILTERS_STAGED(lines, double, f64, 2)
-FILTERS_STAGED(lines, double, f64, 1)
+// Every kernel of one element type T (suffix S).
+#define FILTERS_ALL(T, S)                                                                      \
+    FILTERS_INSTANTIATE(T, S)                                                                  \
+    FILTERS_TILED(T, S, 1)                                                                     \
+    FILTERS_TILED(T, S, 2)                                                                     \
+    FILTERS_TILED(T, S, 4)                                                                     \
+    FILTERS_TILED(T, S, 8)                                                                     \
+    FILTERS_LINE(T, S, 1)                                                                      \
+    FILTERS_LINE(T, S, 3)                                                                      \
+    FILTERS_LINE(T, S, 5)                                                                      \
+    FILTERS_STAGED(whole, T, S, 32)                                                            \
+    FILTERS_STAGED(whole, T, S, 16)                                                            \
+    FILTERS_STAGED(whole, T, S, 8)                                                             \
+    FILTERS_STAGED(lines, T, S, 8)                                                             \
+    FILTERS_STAGED(lines, T, S, 2)                                                             \
+    FILTERS_STAGED(lines, T, S, 1)
+
+// One element type a compile, so that a call compiles the half it uses (NVRTC takes seconds
+// over all of them): float32, or float64 in the variant FILTERS_F64 (filters/cuda.rs).
+#ifdef FILTERS_F64
+FILTERS_ALL(double, f64)
+#else
+FILTERS_ALL(float, f32)
+#endif

@@ -21,10 +21,14 @@ SMEM = 48 * 1024
 
 
 def module(cp):
+    """The module's two compiles (float32; float64 with FILTERS_F64), by element type."""
     src = open(os.path.join(ROOT, "kernels", "common.cuh")).read()
     src += open(os.path.join(ROOT, "kernels", "filters.cu")).read()
     src = src.replace("#pragma once", "")
-    return cp.RawModule(code=src, options=("--std=c++17",))
+    return {
+        np.float32: cp.RawModule(code=src, options=("--std=c++17",)),
+        np.float64: cp.RawModule(code=src, options=("--std=c++17", "-DFILTERS_F64")),
+    }
 
 
 def even(t):
@@ -60,6 +64,7 @@ def plan(shape, axis, taps, step):
 
 def run(cp, mod, x, axis, w, offset, step, mode, cval, kind=None, scale=1.0, force=None):
     sfx = "f32" if x.dtype == np.float32 else "f64"
+    mod = mod[x.dtype.type]
     shape = x.shape
     outer = int(np.prod(shape[:axis]))
     n = shape[axis]

@@ -4,8 +4,9 @@
 
 For each call (smooth_map at nside 1024 with a 30' beam and at nside 2048 with 5', where
 ``method="auto"`` measures grid errors and the ring weights are solved; alm2map at nside 1024 /
-lmax 2048; grid of 10^6 samples to nside 256; atrous_denoise of a 64^3 cube; smooth_and_clip of a
-64×128² float32 cube with SoFiA-2's default kernels), starts a new
+lmax 2048; grid of 10^6 samples to nside 256; atrous_denoise of a 64^3 float64 cube;
+gaussian_filter1d of a 64×256² float32 cube; smooth_and_clip of a 64×128² float32 cube with
+SoFiA-2's default kernels), starts a new
 interpreter that imports skyconv and times the first call on the GPU, then the second (steady
 state), with SKYCONV_CACHE_DIR pointing at an empty folder (cold: NVRTC compiles the modules
 the call needs, smoothing measures its cost model) and again at the filled folder (warm: the
@@ -60,6 +61,10 @@ CASES = {
     "atrous_denoise": (
         "c = np.random.default_rng(1).standard_normal((64, 64, 64))\n"
         "call = lambda: skyconv.atrous_denoise(c, device='cuda')\n"
+    ),
+    "gaussian_filter1d": (  # a float32 cube: compiles the filters module's float32 half
+        "c = np.random.default_rng(1).standard_normal((64, 256, 256)).astype(np.float32)\n"
+        "call = lambda: skyconv.filters.gaussian_filter1d(c, 2.5, axis=1, device='cuda')\n"
     ),
     "smooth_and_clip": (  # SoFiA-2's 12 default kernels: compiles their register-ring boxcars
         "c = np.random.default_rng(1).standard_normal((64, 128, 128)).astype(np.float32)\n"

@@ -269,8 +269,8 @@ fn _dma_direct(py: Python<'_>, address: usize, nbytes: usize) -> PyResult<bool> 
 /// sm_{major}{minor}; returns {module or "module+label": bytes}.
 #[pyfunction]
 fn _compile_kernels(py: Python<'_>, major: i32, minor: i32) -> PyResult<Bound<'_, PyDict>> {
-    // and every kernel the families compile on demand (S+C's register-ring boxcars)
-    let variants = crate::cube::scfind::kernel_variants();
+    // and every kernel the families compile on demand
+    let variants = crate::cube::kernel_variants();
     let out = crate::py::errors::compute(py, || cuda::compile_all((major, minor), &variants))?;
     let d = PyDict::new(py);
     for (k, v) in out {

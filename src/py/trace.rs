@@ -42,8 +42,8 @@ fn _warmup(
     modules: Option<Vec<String>>,
     fft: bool,
 ) -> PyResult<Vec<String>> {
-    // the families' kernels compiled on demand that a default call needs (S+C's boxcars)
-    let variants = crate::cube::scfind::warm_variants();
+    // the families' kernels compiled on demand that warmup also pays for
+    let variants = crate::cube::warm_variants();
     crate::py::errors::compute(py, || cuda::warmup(ordinal, modules, fft, &variants))
 }
 

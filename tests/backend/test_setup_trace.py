@@ -352,3 +352,48 @@ def test_gpu_warmup_covers_a_default_smooth_and_clip(tmp_path):
     assert not any(s.startswith(("nvrtc compile", "module ")) for s in r["warm"]), r["warm"]
     compiled = [s for s in r["f64"] if s.startswith("nvrtc compile")]
     assert len(compiled) == 1 and "scfind" in compiled[0], r["f64"]
+
+
+_FILTERS_CHILD = """
+import json, sys, numpy as np, skyconv
+from skyconv import filters
+a = np.random.default_rng(4).standard_normal((8, 40, 50))
+if sys.argv[1] == "warm":
+    skyconv.warmup("cuda", modules=["filters"], fft=False)
+out = {}
+for dt in (np.float32, np.float64):
+    skyconv.setup_trace(clear=True)
+    x = a.astype(dt)
+    g = filters.gaussian_filter1d(x, 2.0, axis=1, device="cuda")
+    c = filters.gaussian_filter1d(x, 2.0, axis=1, device="cpu")
+    out[dt.__name__] = {
+        "trace": [e["stage"] for e in skyconv.setup_trace(clear=True)],
+        "err": float(np.max(np.abs(g.astype(np.float64) - c)) / np.max(np.abs(c))),
+    }
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("warm", [False, True])
+def test_gpu_filters_compile_one_element_type_a_call(tmp_path, warm):
+    """The filters module holds one element type a compile (kernels/filters.cu, FILTERS_F64):
+    with a cold cache a float32 call and then a float64 call each compile exactly one module;
+    after `warmup(modules=["filters"])` neither compiles nor loads any. Results as the CPU's
+    (1e-6 relative in float32, 1e-12 in float64)."""
+    _gpu_or_skip()
+    out = subprocess.run(
+        [sys.executable, "-c", _FILTERS_CHILD, "warm" if warm else "cold"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+    )
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["float32"]["err"] <= 1e-6 and r["float64"]["err"] <= 1e-12, r
+    for dt in ("float32", "float64"):
+        stages = r[dt]["trace"]
+        if warm:
+            assert not any(s in ("nvrtc compile", "module load") for s in stages), stages
+        else:
+            assert stages.count("nvrtc compile") == 1, (dt, stages)

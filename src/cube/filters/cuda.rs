@@ -7,9 +7,35 @@ use std::ops::Range;
 use super::{extend_index, AxisView, Mode, Pass};
 use crate::backend::cuda::pace;
 use crate::backend::cuda::profile::Timeline;
-use crate::backend::cuda::{self, CudaSlice, Gpu, LaunchArgs, LaunchConfig, PushKernelArg};
+use crate::backend::cuda::{
+    self, CudaFunction, CudaSlice, Gpu, LaunchArgs, LaunchConfig, PushKernelArg, Variant,
+};
 use crate::error::{Error, Result};
 use crate::real::Real;
+
+/// The `filters` module holds one element type a compile (a call compiles the half it uses):
+/// float32, and float64 as the variant FILTERS_F64 (kernels/filters.cu).
+fn type_defines<T: Real>() -> Vec<String> {
+    if T::CUDA == f64::CUDA {
+        vec!["FILTERS_F64=1".to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Kernel `name` of element type T.
+fn kernel<T: Real>(gpu: &Gpu, name: &str) -> Result<CudaFunction> {
+    gpu.function_with("filters", &type_defines::<T>(), name)
+}
+
+/// The float64 variant: what `compile_all` compiles and `skyconv.warmup` loads with the module.
+pub fn kernel_variants() -> Vec<Variant> {
+    vec![Variant {
+        module: "filters",
+        label: "float64",
+        defines: type_defines::<f64>(),
+    }]
+}
 
 const THREADS: u32 = 256;
 const MAX_GRID_Y: usize = 65535;
@@ -231,7 +257,7 @@ fn launch_piece<T: Real>(
     s: Range<usize>,
     f: Range<usize>,
 ) -> Result<()> {
-    let func = gpu.function("filters", &format!("correlate_{}", T::CUDA))?;
+    let func = kernel::<T>(gpu, &format!("correlate_{}", T::CUDA))?;
     let cfg = LaunchConfig {
         grid_dim: (
             f.len().div_ceil(THREADS as usize) as u32,
@@ -471,7 +497,7 @@ fn launch_tiles<T: Real>(
             (THREADS, 1, 1),
         ),
     };
-    let func = gpu.function("filters", &name)?;
+    let func = kernel::<T>(gpu, &name)?;
     let cfg = LaunchConfig {
         grid_dim,
         block_dim,

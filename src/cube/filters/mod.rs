@@ -8,6 +8,8 @@
 mod cpu;
 mod cuda;
 
+pub use cuda::kernel_variants;
+
 use crate::backend::Device;
 use crate::error::{Error, Result};
 use crate::real::Real;
