@@ -206,9 +206,10 @@ def warmup(device=None, modules=None, fft: bool = True) -> list[str]:
         without one nothing is done). ``"cpu"`` does nothing.
     modules : sequence of str, optional
         Kernel modules to load (``"sht"``, ``"ringfft"``, ``"smooth"``, ``"grid"``,
-        ``"atrous"``, ``"filters"``, ``"select"``, ``"scfind"``); default all. ``"scfind"``
-        also compiles the boxcar kernels of SoFiA-2's default kernels on float32 cubes (other
-        kernel sets and float64 cubes compile theirs at their first call, ~1-2 s).
+        ``"atrous"``, ``"filters"``, ``"select"``, ``"scfind"``); default all. ``"filters"``
+        loads both of its halves (float32 and float64; a call compiles only its own, ~3 s).
+        ``"scfind"`` also compiles the boxcar kernels of SoFiA-2's default kernels on float32
+        cubes (other kernel sets and float64 cubes compile theirs at their first call, ~1-2 s).
     fft : bool
         Also open cuFFT (needed by the SHTs and the ring smoothing).
 
