@@ -326,22 +326,40 @@ __device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src
                [&](int m, uint4 v) { d[m] = v; });
 }
 
+// The weights of a 5-tap filter (à trous's B3 spline) in registers, for the whole-axis
+// kernels' interior outputs: a tap loop of known length, unrolled, with no weight loads (the
+// loop's index arithmetic and loads made those passes issue-bound). Same weights, same order
+// of FMAs as the loop over the staged weights: the same bits.
+struct Taps5 {
+    double w[5];
+    __device__ Taps5(const double* __restrict__ g, int taps) {
+#pragma unroll
+        for (int j = 0; j < 5; ++j) w[j] = j < taps ? __ldg(g + j) : 0.0;
+    }
+};
+
 // One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
-// p0 = i + offset by step st, the boundary resolved by index (span = (taps − 1)·st).
+// p0 = i + offset by step st (weights ws, staged; r, when taps == 5), the boundary resolved
+// by index.
 template <typename T>
-__device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int span,
-                                              int n, const double* ws, int taps, int mode,
-                                              double cval) {
+__device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int n,
+                                              const double* ws, int taps, const Taps5& r,
+                                              int mode, double cval) {
     double acc = 0.0;
-    if (p0 >= 0 && p0 + span < n) {
+    if (p0 >= 0 && p0 + (taps - 1) * st < n) {
         const T* y = x + p0 * pitch;
-        for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
-    } else {
-        for (int j = 0; j < taps; ++j) {
-            const i64 q = sc_extend_index(p0 + j * st, n, mode);
-            const double v = q < 0 ? cval : (double)x[q * pitch];
-            acc = fma(ws[j], v, acc);
+        if (taps == 5) {
+#pragma unroll
+            for (int j = 0; j < 5; ++j) acc = fma(r.w[j], (double)y[j * st * pitch], acc);
+        } else {
+            for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
         }
+        return acc;
+    }
+    for (int j = 0; j < taps; ++j) {
+        const i64 q = sc_extend_index(p0 + j * st, n, mode);
+        const double v = q < 0 ? cval : (double)x[q * pitch];
+        acc = fma(ws[j], v, acc);
     }
     return acc;
 }
@@ -360,12 +378,12 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     SC_DYNAMIC_SHARED(double, sh);
     const int tid = threadIdx.x;
     const double* ws = sh;
+    const Taps5 r(w, taps);
     T* tile = (T*)stage_weights(sh, w, taps, tid);
     const int G = 256 / C;
     const int c = tid % C, g = tid / C;
     const i64 blocks = (inner + C - 1) / C;
     const int nn = (int)n, st = (int)step, off = (int)offset;  // n·C fits shared memory
-    const int span = (taps - 1) * st;
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o = b / blocks;
         const i64 k = (b - o * blocks) * C + c;
@@ -386,8 +404,7 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
         for (int i = g; i < nn; i += G) {
             typename Store::template Ahead<1> ahead;
             store.template fetch<1>(ahead, base + (i64)i * inner, 0, 0, 0, 1);
-            double acc =
-                staged_taps<T>(tile + c, C, i + off, st, span, nn, ws, taps, mode, cval);
+            double acc = staged_taps<T>(tile + c, C, i + off, st, nn, ws, taps, r, mode, cval);
             store.template put<1>(out, ahead, base + (i64)i * inner, 0, 0, 0, 1, &acc, scale);
         }
     }
@@ -405,9 +422,9 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
     SC_DYNAMIC_SHARED(double, sh);
     const int tid = threadIdx.x;
     const double* ws = sh;
+    const Taps5 r(w, taps);
     double* tile = stage_weights(sh, w, taps, tid);
     const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
-    const int span = (taps - 1) * st;
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o0 = b * L;
         const int nl = lines - o0 < L ? (int)(lines - o0) : L;
@@ -421,7 +438,7 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
                 typename Store::template Ahead<1> ahead;
                 store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
                 double acc =
-                    staged_taps<double>(row, 1, i + off, st, span, nn, ws, taps, mode, cval);
+                    staged_taps<double>(row, 1, i + off, st, nn, ws, taps, r, mode, cval);
                 store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
             }
         }
