@@ -4,10 +4,11 @@ sources: checks that they give the same bits (every mode, steps 1-32, tap counts
 float32 and float64) and times each pass of the à trous 256×512² cube against its HBM floor
 (one read and one write of the array, at a device-to-device copy's rate).
 
-    python3 bench/gpu/filters_staged.py --base OLD.cu [--variant NAME=SED ...] [--repeats 20]
+    python3 bench/gpu/filters_staged.py --base OLD.cu [--other NAME=FILE ...]
+        [--variant NAME=FROM=>TO ...] [--repeats 20]
 
-``--base`` is the other source of filters.cu (e.g. ``git show main:kernels/filters.cu``);
-each ``--variant NAME=FROM=>TO`` times the working tree's source with FROM replaced by TO.
+``--base`` is the other source of filters.cu (e.g. ``git show main:kernels/filters.cu``), each
+``--other`` one more, and each ``--variant`` the working tree's source with FROM replaced by TO.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def timeit(cp, fn, repeats):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--base", required=True)
+    p.add_argument("--other", action="append", default=[])
     p.add_argument("--variant", action="append", default=[])
     p.add_argument("--repeats", type=int, default=20)
     a = p.parse_args()
@@ -89,6 +91,9 @@ def main():
 
     new_src = open(os.path.join(ROOT, "kernels", "filters.cu")).read()
     srcs = {"base": open(a.base).read(), "new": new_src}
+    for o in a.other:
+        name, path = o.split("=", 1)
+        srcs[name] = open(path).read()
     for v in a.variant:
         name, rest = v.split("=", 1)
         frm, to = rest.split("=>", 1)
