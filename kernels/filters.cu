@@ -326,45 +326,36 @@ __device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src
                [&](int m, uint4 v) { d[m] = v; });
 }
 
-// The variant FILTERS_TAPS (filters/cuda.rs compiles it for à trous's B3 spline, 5 taps) knows
-// the whole-axis kernels' tap count: their interior outputs take the weights from registers in
-// an unrolled loop (the loop's index arithmetic and weight loads made those passes
-// issue-bound). Same weights, same order of FMAs as the loop over the staged weights: the same
-// bits.
-#ifdef FILTERS_TAPS
-struct TapRegs {
-    double w[FILTERS_TAPS];
-    __device__ explicit TapRegs(const double* __restrict__ g) {
+// The weights of a 5-tap filter (à trous's B3 spline) in registers, for the whole-axis
+// kernels' interior outputs: a tap loop of known length, unrolled, with no weight loads (the
+// loop's index arithmetic and loads made those passes issue-bound). Same weights, same order
+// of FMAs as the loop over the staged weights: the same bits.
+struct Taps5 {
+    double w[5];
+    __device__ Taps5(const double* __restrict__ g, int taps) {
 #pragma unroll
-        for (int j = 0; j < FILTERS_TAPS; ++j) w[j] = __ldg(g + j);
+        for (int j = 0; j < 5; ++j) w[j] = j < taps ? __ldg(g + j) : 0.0;
     }
 };
-__device__ __forceinline__ int tap_count(int) { return FILTERS_TAPS; }
-#else
-struct TapRegs {
-    __device__ explicit TapRegs(const double*) {}
-};
-__device__ __forceinline__ int tap_count(int taps) { return taps; }
-#endif
 
 // One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
-// p0 = i + offset by step st (weights ws, staged, or r), the boundary resolved by index.
+// p0 = i + offset by step st (weights ws, staged; r, when taps == 5), the boundary resolved
+// by index.
 template <typename T>
 __device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int n,
-                                              const double* ws, int taps, const TapRegs& r,
+                                              const double* ws, int taps, const Taps5& r,
                                               int mode, double cval) {
     double acc = 0.0;
     if (p0 >= 0 && p0 + (taps - 1) * st < n) {
         const T* y = x + p0 * pitch;
-#ifdef FILTERS_TAPS
+        if (taps == 5) {
 #pragma unroll
-        for (int j = 0; j < FILTERS_TAPS; ++j) acc = fma(r.w[j], (double)y[j * st * pitch], acc);
-#else
-        for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
-#endif
+            for (int j = 0; j < 5; ++j) acc = fma(r.w[j], (double)y[j * st * pitch], acc);
+        } else {
+            for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
+        }
         return acc;
     }
-#pragma unroll 1  // the boundary's few outputs (unrolled in the variant: 3x NVRTC's time)
     for (int j = 0; j < taps; ++j) {
         const i64 q = sc_extend_index(p0 + j * st, n, mode);
         const double v = q < 0 ? cval : (double)x[q * pitch];
@@ -387,8 +378,7 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     SC_DYNAMIC_SHARED(double, sh);
     const int tid = threadIdx.x;
     const double* ws = sh;
-    taps = tap_count(taps);
-    const TapRegs r(w);
+    const Taps5 r(w, taps);
     T* tile = (T*)stage_weights(sh, w, taps, tid);
     const int G = 256 / C;
     const int c = tid % C, g = tid / C;
@@ -432,8 +422,7 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
     SC_DYNAMIC_SHARED(double, sh);
     const int tid = threadIdx.x;
     const double* ws = sh;
-    taps = tap_count(taps);
-    const TapRegs r(w);
+    const Taps5 r(w, taps);
     double* tile = stage_weights(sh, w, taps, tid);
     const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
@@ -530,8 +519,7 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
     FILTERS_STAGED(lines, T, S, 1)
 
 // One element type a compile, so that a call compiles the half it uses (NVRTC takes seconds
-// over all of them): float32, or float64 in the variant FILTERS_F64 (filters/cuda.rs); either
-// also for 5 taps (FILTERS_TAPS=5).
+// over all of them): float32, or float64 in the variant FILTERS_F64 (filters/cuda.rs).
 #ifdef FILTERS_F64
 FILTERS_ALL(double, f64)
 #else

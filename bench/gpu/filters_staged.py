@@ -25,21 +25,20 @@ B3 = np.array([1, 4, 6, 4, 1]) / 16.0
 
 
 def modules(cp, filters_src):
-    """The compiles of a filters.cu source by (element type, 5 taps), as filters/cuda.rs
-    picks them (FILTERS_F64, FILTERS_TAPS=5)."""
+    """float32 and float64 compiles of a filters.cu source."""
     src = open(os.path.join(ROOT, "kernels", "common.cuh")).read() + filters_src
     src = src.replace("#pragma once", "")
-    out = {}
-    for dt, d64 in ((np.float32, ()), (np.float64, ("-DFILTERS_F64",))):
-        for five, d5 in ((False, ()), (True, ("-DFILTERS_TAPS=5",))):
-            out[dt, five] = cp.RawModule(code=src, options=("--std=c++17",) + d64 + d5)
-    return out
+    opts = ("--std=c++17",)
+    return {
+        np.float32: cp.RawModule(code=src, options=opts),
+        np.float64: cp.RawModule(code=src, options=opts + ("-DFILTERS_F64",)),
+    }
 
 
 def run(cp, mods, x, axis, w, step, mode, out=None):
     """One pass along `axis` of the 3-D array x: lines8 along the last axis, whole16 along
     y, whole32 along z (as filters/cuda.rs picks them for 256×512²)."""
-    mod = mods[x.dtype.type, len(w) == 5]
+    mod = mods[x.dtype.type]
     sfx = "f32" if x.dtype == np.float32 else "f64"
     nz, ny, nx = x.shape
     out = cp.empty_like(x) if out is None else out

@@ -207,8 +207,7 @@ def warmup(device=None, modules=None, fft: bool = True) -> list[str]:
     modules : sequence of str, optional
         Kernel modules to load (``"sht"``, ``"ringfft"``, ``"smooth"``, ``"grid"``,
         ``"atrous"``, ``"filters"``, ``"select"``, ``"scfind"``); default all. ``"filters"``
-        loads its four compiles (float32 and float64, any tap count and 5 taps; a call
-        compiles only its own, ~3 s).
+        loads both of its halves (float32 and float64; a call compiles only its own, ~3 s).
         ``"scfind"`` also compiles the boxcar kernels of SoFiA-2's default kernels on float32
         cubes (other kernel sets and float64 cubes compile theirs at their first call, ~1-2 s).
     fft : bool

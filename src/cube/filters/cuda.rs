@@ -13,50 +13,28 @@ use crate::backend::cuda::{
 use crate::error::{Error, Result};
 use crate::real::Real;
 
-/// Taps of the filter the `filters` module's variant FILTERS_TAPS is compiled for (à trous's
-/// B3 spline): its whole-axis kernels then know their tap count (weights in registers, loops
-/// unrolled; the same bits).
-const VARIANT_TAPS: i32 = 5;
-
-/// The `filters` module holds one element type a compile (a call compiles what it uses):
-/// float32, and float64 as the variant FILTERS_F64 (kernels/filters.cu); either also compiled
-/// for VARIANT_TAPS taps.
-fn defines<T: Real>(taps: i32) -> Vec<String> {
-    let mut d = Vec::new();
+/// The `filters` module holds one element type a compile (a call compiles the half it uses):
+/// float32, and float64 as the variant FILTERS_F64 (kernels/filters.cu).
+fn type_defines<T: Real>() -> Vec<String> {
     if T::CUDA == f64::CUDA {
-        d.push("FILTERS_F64=1".to_string());
+        vec!["FILTERS_F64=1".to_string()]
+    } else {
+        Vec::new()
     }
-    if taps == VARIANT_TAPS {
-        d.push(format!("FILTERS_TAPS={VARIANT_TAPS}"));
-    }
-    d
 }
 
-/// Kernel `name` of element type T for a filter of `taps` taps.
-fn kernel<T: Real>(gpu: &Gpu, name: &str, taps: i32) -> Result<CudaFunction> {
-    gpu.function_with("filters", &defines::<T>(taps), name)
+/// Kernel `name` of element type T.
+fn kernel<T: Real>(gpu: &Gpu, name: &str) -> Result<CudaFunction> {
+    gpu.function_with("filters", &type_defines::<T>(), name)
 }
 
-/// The module's variants (the plain module is float32, any tap count): what `compile_all`
-/// compiles and `skyconv.warmup` loads with the module.
+/// The float64 variant: what `compile_all` compiles and `skyconv.warmup` loads with the module.
 pub fn kernel_variants() -> Vec<Variant> {
-    vec![
-        Variant {
-            module: "filters",
-            label: "float64",
-            defines: defines::<f64>(0),
-        },
-        Variant {
-            module: "filters",
-            label: "float32, 5 taps",
-            defines: defines::<f32>(VARIANT_TAPS),
-        },
-        Variant {
-            module: "filters",
-            label: "float64, 5 taps",
-            defines: defines::<f64>(VARIANT_TAPS),
-        },
-    ]
+    vec![Variant {
+        module: "filters",
+        label: "float64",
+        defines: type_defines::<f64>(),
+    }]
 }
 
 const THREADS: u32 = 256;
@@ -279,7 +257,7 @@ fn launch_piece<T: Real>(
     s: Range<usize>,
     f: Range<usize>,
 ) -> Result<()> {
-    let func = kernel::<T>(gpu, &format!("correlate_{}", T::CUDA), pass.taps)?;
+    let func = kernel::<T>(gpu, &format!("correlate_{}", T::CUDA))?;
     let cfg = LaunchConfig {
         grid_dim: (
             f.len().div_ceil(THREADS as usize) as u32,
@@ -519,7 +497,7 @@ fn launch_tiles<T: Real>(
             (THREADS, 1, 1),
         ),
     };
-    let func = kernel::<T>(gpu, &name, pass.taps)?;
+    let func = kernel::<T>(gpu, &name)?;
     let cfg = LaunchConfig {
         grid_dim,
         block_dim,
