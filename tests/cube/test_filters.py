@@ -265,7 +265,8 @@ WHOLE_CASES = [
 @pytest.mark.parametrize("shape, axis", WHOLE_CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, dtype):
-    """The whole-axis tiles give the bits of the phase / window tiles (SKYCONV_FILTER_WHOLE=0)."""
+    """The whole-axis tiles give the bits of the phase / window tiles (SKYCONV_FILTER_WHOLE=0),
+    also with 5 taps (the whole-axis kernels' weights in registers: kernels/filters.cu Taps5)."""
     a = _data(rng, shape, dtype)
     w = rng.standard_normal(7)
     for mode in MODES:
@@ -273,6 +274,7 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
             kw = {"axis": axis, "mode": mode, "device": "cuda"}
             calls = [
                 partial(filters.correlate1d, a, w, cval=-2.0, origin=origin, **kw),
+                partial(filters.correlate1d, a, w[:5], cval=1.5, origin=origin // 2, **kw),
                 partial(filters.uniform_filter1d, a, 4, cval=0.5, origin=origin // 2, **kw),
             ]
             for call in calls:
