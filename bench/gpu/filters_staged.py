@@ -18,6 +18,7 @@ import functools
 import os
 
 import numpy as np
+from filters_tiles import timeit  # same folder: the scripts run as files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODES = {"constant": 0, "nearest": 1, "reflect": 2, "mirror": 3, "wrap": 4}
@@ -65,18 +66,6 @@ def run(cp, mods, x, axis, w, step, mode, out=None):
     f.max_dynamic_shared_size_bytes = smem
     f((items, 1, 1), (256, 1, 1), args, shared_mem=smem)
     return out
-
-
-def timeit(cp, fn, repeats):
-    fn()
-    cp.cuda.Device().synchronize()
-    ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    b.synchronize()
-    return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev]))
 
 
 def main():
