@@ -359,8 +359,8 @@ def test_auto_picks_a_method_that_meets_tol(rng, tmp_path, monkeypatch):
         full = skyconv.smooth_map(m, fwhm=f, lmax=lmax, method="harmonic", device="cpu")
         assert power_ratio(auto - full, full, lmax) <= tol
     # a 2° beam has nothing left past ℓ ~ 350: auto runs the transforms only that far
-    # (chosen as the fastest predicted: no margin over harmonic is asserted, since the predictions
-    # are this machine's timings — 0.51x here on a quiet CI run, against a 0.5x bound that was)
+    # The split is chosen as the fastest predicted; no margin over harmonic is asserted, because
+    # the predictions are this machine's own timings (a 0.5x bound failed CI at 0.51x).
     assert method == "split" and info["split"].lmax_eff < 400
 
 
