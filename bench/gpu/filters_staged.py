@@ -1,8 +1,9 @@
 """The whole-axis kernels of kernels/filters.cu (``correlate_lines<L>`` along x,
 ``correlate_whole<C>`` along y and z: à trous's passes) on the GPU through CuPy, from two
-sources: checks that they give the same bits (every mode, steps 1-32, tap counts 3, 5 and 7,
-float32 and float64) and times each pass of the à trous 256×512² cube against its HBM floor
-(one read and one write of the array, at a device-to-device copy's rate).
+or more sources: checks that every such tile that fits gives the same bits (every mode, steps
+1-64, tap counts 3, 5 and 7, float32 and float64) and times each pass of the à trous 256×512²
+cube, with the tile the library picks, against its HBM floor (one read and one write of the
+array, at a device-to-device copy's rate).
 
     python3 bench/gpu/filters_staged.py --base OLD.cu [--other NAME=FILE ...]
         [--variant NAME=FROM=>TO ...] [--repeats 20]
@@ -18,54 +19,19 @@ import functools
 import os
 
 import numpy as np
-from filters_tiles import timeit  # same folder: the scripts run as files
+from filters_tiles import MODES, ROOT, launch, modules, tile_plan, timeit  # same folder
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODES = {"constant": 0, "nearest": 1, "reflect": 2, "mirror": 3, "wrap": 4}
 B3 = np.array([1, 4, 6, 4, 1]) / 16.0
 
 
-def modules(cp, filters_src):
-    """float32 and float64 compiles of a filters.cu source."""
-    src = open(os.path.join(ROOT, "kernels", "common.cuh")).read() + filters_src
-    src = src.replace("#pragma once", "")
-    opts = ("--std=c++17",)
-    return {
-        np.float32: cp.RawModule(code=src, options=opts),
-        np.float64: cp.RawModule(code=src, options=opts + ("-DFILTERS_F64",)),
-    }
-
-
-def run(cp, mods, x, axis, w, step, mode, out=None):
-    """One pass along `axis` of the 3-D array x: lines8 along the last axis, whole16 along
-    y, whole32 along z (as filters/cuda.rs picks them for 256×512²)."""
-    mod = mods[x.dtype.type]
-    sfx = "f32" if x.dtype == np.float32 else "f64"
-    nz, ny, nx = x.shape
-    out = cp.empty_like(x) if out is None else out
-    taps = len(w)
-    dw = cp.asarray(np.asarray(w, dtype=np.float64))
-    i64 = np.int64
-    off = -(taps // 2) * step
-    wbytes = 8 * ((taps + 1) & ~1)
-    tail = (dw, np.int32(taps), i64(off), i64(step), np.float64(1.0), np.int32(MODES[mode]),
-            np.float64(0.0))  # fmt: skip
-    if axis == 2:
-        L = 8
-        items = -(-nz * ny // L)
-        f = mod.get_function(f"correlate_lines{L}_{sfx}")
-        smem = wbytes + L * nx * 8
-        args = (x, out, i64(nz * ny), i64(nx)) + tail + (i64(0), i64(items))
-    else:
-        C = 16 if axis == 1 else 32
-        outer, n, inner = (nz, ny, nx) if axis == 1 else (1, nz, ny * nx)
-        items = outer * -(-inner // C)
-        f = mod.get_function(f"correlate_whole{C}_{sfx}")
-        smem = wbytes + n * C * x.dtype.itemsize
-        args = (x, out, i64(n), i64(inner)) + tail + (i64(0), i64(items))
-    f.max_dynamic_shared_size_bytes = smem
-    f((items, 1, 1), (256, 1, 1), args, shared_mem=smem)
-    return out
+def run(cp, mods, x, axis, w, step, mode, out=None, kernel=None):
+    """One pass along `axis` of x, centred, with the tile the library picks (`kernel` None) or
+    a named one that fits."""
+    (chosen, smem), fits = tile_plan(x.shape, axis, len(w), step, x.dtype)
+    if kernel is not None:
+        chosen, smem = kernel, dict(fits)[kernel]
+    off = -(len(w) // 2) * step
+    return launch(cp, mods, x, axis, w, off, step, mode, 0.0, chosen, smem, out=out)
 
 
 def main():
@@ -97,15 +63,18 @@ def main():
         x[3, 5:9, 100:140] = cp.nan
         for axis in range(3):
             for w in (B3, np.array([0.25, 0.5, 0.25]), rng.standard_normal(7)):
-                for step in (1, 2, 4, 8, 16, 32):
+                for step in (1, 2, 3, 4, 8, 16, 32, 64):
+                    _, fits = tile_plan(x.shape, axis, len(w), step, dtype)
+                    staged = [k for k, _ in fits if "whole" in k or "lines" in k]
                     for mode in MODES:
-                        ref = run(cp, mods["base"], x, axis, w, step, mode)
-                        for k in mods:
-                            got = run(cp, mods[k], x, axis, w, step, mode)
-                            if not bool(cp.array_equal(ref, got, equal_nan=True)):
-                                raise SystemExit(f"DIFFER {k} {dtype.__name__} axis {axis} "
-                                                 f"taps {len(w)} step {step} {mode}")  # fmt: skip
-                            checked += 1
+                        for kernel in staged:
+                            ref = run(cp, mods["base"], x, axis, w, step, mode, kernel=kernel)
+                            for k in mods:
+                                got = run(cp, mods[k], x, axis, w, step, mode, kernel=kernel)
+                                if not bool(cp.array_equal(ref, got, equal_nan=True)):
+                                    raise SystemExit(f"DIFFER {k} {kernel} axis {axis} taps "
+                                                     f"{len(w)} step {step} {mode}")  # fmt: skip
+                                checked += 1
     print(f"bits: {checked} passes equal to base")
 
     big = cp.asarray(rng.standard_normal((256, 512, 512), dtype=np.float32))
@@ -117,11 +86,15 @@ def main():
     names = list(mods)
     print(f"{'pass':12s} " + " ".join(f"{k + ' us':>10s} {'x fl':>5s}" for k in names))
     tot = dict.fromkeys(names, 0.0)
+    b3 = cp.asarray(B3)  # on the device once: no copy in the timed launches
     for axis, an in ((2, "x"), (1, "y"), (0, "z")):
         for s in range(6):
             row = []
+            (kernel, smem), _ = tile_plan(big.shape, axis, len(B3), 2**s, big.dtype)
+            off = -(len(B3) // 2) * 2**s
             for k in names:
-                call = functools.partial(run, cp, mods[k], big, axis, B3, 2**s, "mirror", dst)
+                call = functools.partial(launch, cp, mods[k], big, axis, b3, off, 2**s, "mirror",
+                                         0.0, kernel, smem, out=dst)  # fmt: skip
                 ms = timeit(cp, call, a.repeats)
                 tot[k] += ms
                 row.append(f"{ms * 1e3:10.1f} {ms / floor:5.2f}")

@@ -1,8 +1,9 @@
 """The 1-D filter kernels of kernels/filters.cu on the GPU through CuPy: the per-tap kernel
-(``correlate_*``) against the tiled ones (``correlate_cols*`` / ``correlate_line*``), launched
-with the tile choice of ``src/cube/filters/cuda.rs``. Checks that both give the same bits on
-every mode, step and origin, then times the cube passes of bench/cases/filters.py and the à
-trous B3 passes against the HBM floor (one read and one write of the array).
+(``correlate_*``) against the tiled ones, launched with the tile the library picks
+(``skyconv._core._filter_tile_plan``, from ``src/cube/filters/cuda.rs``). Checks that every tile
+that fits gives the per-tap kernel's bits on every mode, step and origin, then times the cube
+passes of bench/cases/filters.py and the à trous B3 passes against the HBM floor (one read and
+one write of the array), with each other tile that fits beside the plan's.
 
     python3 bench/gpu/filters_tiles.py [--repeats 20] [--hbm-gbs 3350]
 """
@@ -12,95 +13,90 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODES = {"constant": 0, "nearest": 1, "reflect": 2, "mirror": 3, "wrap": 4}
-SMEM = 48 * 1024
 
 
 def module(cp):
     """The module's two compiles (float32; float64 with FILTERS_F64), by element type."""
-    src = open(os.path.join(ROOT, "kernels", "common.cuh")).read()
-    src += open(os.path.join(ROOT, "kernels", "filters.cu")).read()
+    return modules(cp, open(os.path.join(ROOT, "kernels", "filters.cu")).read())
+
+
+def modules(cp, filters_src):
+    """float32 and float64 compiles of a filters.cu source."""
+    src = open(os.path.join(ROOT, "kernels", "common.cuh")).read() + filters_src
     src = src.replace("#pragma once", "")
+    opts = ("--std=c++17",)
     return {
-        np.float32: cp.RawModule(code=src, options=("--std=c++17",)),
-        np.float64: cp.RawModule(code=src, options=("--std=c++17", "-DFILTERS_F64")),
+        np.float32: cp.RawModule(code=src, options=opts),
+        np.float64: cp.RawModule(code=src, options=opts + ("-DFILTERS_F64",)),
     }
 
 
-def even(t):
-    return (t + 1) & ~1
+def tile_plan(shape, axis, taps, step, dtype):
+    """((kernel, shared bytes) the library runs, [(kernel, bytes) of every tile that fits])."""
+    from skyconv import _core
+
+    return _core._filter_tile_plan(list(shape), axis, taps, step, np.dtype(dtype).name)
 
 
-def smem_of(kind, r, taps, step):
-    if kind == "line":
-        return 8 * (even(taps) + 256 * r + (taps - 1) * step)
-    return 8 * (even(taps) + (8 * r + taps - 1) * 32)
-
-
-def plan(shape, axis, taps, step):
-    """(kind, R, shared bytes) as filters/cuda.rs chooses them."""
-    n = shape[axis]
-    inner = int(np.prod(shape[axis + 1 :]))
-    if inner == 1:
-        want = 5 if n >= 1280 else 3 if n >= 512 else 1
-        if 256 % step:
-            want = 1
-        for r in (want, 1):
-            if smem_of("line", r, taps, step) <= SMEM:
-                return "line", r, smem_of("line", r, taps, step)
-        return "axis", 0, 0
-    rows = -(-n // step)
-    r = 8 if rows >= 64 else 4 if rows >= 32 else 2 if rows >= 16 else 1
-    while r >= 1:
-        if smem_of("cols", r, taps, step) <= SMEM:
-            return "cols", r, smem_of("cols", r, taps, step)
-        r //= 2
-    return "axis", 0, 0
-
-
-def run(cp, mod, x, axis, w, offset, step, mode, cval, kind=None, scale=1.0, force=None):
-    sfx = "f32" if x.dtype == np.float32 else "f64"
-    mod = mod[x.dtype.type]
+def launch(cp, mod, x, axis, w, offset, step, mode, cval, kernel, smem, scale=1.0, out=None):
+    """One pass of `kernel` (a name of ``tile_plan``, ``smem`` its shared bytes) along `axis`."""
+    f = mod[x.dtype.type].get_function(kernel)
+    kind, k = re.fullmatch(r"correlate_(cols|lines|line|whole)?(\d*)_f(32|64)", kernel).groups()[:2]
+    k = int(k) if k else 0
     shape = x.shape
     outer = int(np.prod(shape[:axis]))
     n = shape[axis]
     inner = int(np.prod(shape[axis + 1 :]))
-    out = cp.empty_like(x)
-    taps = len(w)
+    out = cp.empty_like(x) if out is None else out
     dw = w if isinstance(w, cp.ndarray) else cp.asarray(np.asarray(w, dtype=np.float64))
     i64 = np.int64
-    k, r, smem = plan(shape, axis, taps, step) if kind is None else (kind, 0, 0)
-    if force is not None:  # (kind, R): a tile other than the plan's, for the scan
-        k, r = force
-        smem = smem_of(k, r, taps, step)
-    common = (i64(0), i64(0), i64(n))  # out_row0, in_row0, n_global
-    tail = (dw, np.int32(taps), i64(offset), i64(step), np.float64(scale), np.int32(MODES[mode]),
-            np.float64(cval))  # fmt: skip
-    if k == "axis":
-        f = mod.get_function(f"correlate_{sfx}")
+    rows = (i64(0), i64(0), i64(n))  # out_row0, in_row0, n_global
+    tail = (dw, np.int32(len(w)), i64(offset), i64(step), np.float64(scale),
+            np.int32(MODES[mode]), np.float64(cval))  # fmt: skip
+    if kind is None:
         fdim, sdim = (n, outer) if inner == 1 else (inner, outer * n)
         grid = (-(-fdim // 256), min(sdim, 65535), 1)
-        f(grid, (256, 1, 1), (x, out, i64(outer), i64(n), i64(inner), i64(n)) + common + tail
+        f(grid, (256, 1, 1), (x, out, i64(outer), i64(n), i64(inner), i64(n)) + rows + tail
           + (i64(0), i64(sdim), i64(0), i64(fdim)))  # fmt: skip
-    elif k == "cols":
-        f = mod.get_function(f"correlate_cols{r}_{sfx}")
-        rows = -(-n // step)
-        qt = -(-rows // (8 * r))
+    elif kind == "cols":
+        rows = -(-n // step)  # outputs of a phase
+        qt = -(-rows // (8 * k))
         units = outer * step
         grid = (-(-inner // 32), min(qt, 65535), min(units, 65535))
-        f(grid, (32, 8, 1), (x, out, i64(n), i64(inner), i64(n)) + common + tail
+        f(grid, (32, 8, 1), (x, out, i64(n), i64(inner), i64(n)) + rows + tail
           + (i64(0), i64(units), i64(0), i64(qt)), shared_mem=smem)  # fmt: skip
-    else:
-        f = mod.get_function(f"correlate_line{r}_{sfx}")
-        nw = -(-n // (256 * r))
-        grid = (nw, min(outer, 65535), 1)
-        f(grid, (256, 1, 1), (x, out, i64(n), i64(n)) + common + tail
+    elif kind == "line":
+        nw = -(-n // (256 * k))
+        f((nw, min(outer, 65535), 1), (256, 1, 1), (x, out, i64(n), i64(n)) + rows + tail
           + (i64(0), i64(outer), i64(0), i64(nw)), shared_mem=smem)  # fmt: skip
-    return out, k, r
+    elif kind == "whole":
+        items = outer * -(-inner // k)
+        f((items, 1, 1), (256, 1, 1), (x, out, i64(n), i64(inner)) + tail
+          + (i64(0), i64(items)), shared_mem=smem)  # fmt: skip
+    else:  # lines: k lines a block
+        items = -(-outer // k)
+        f((items, 1, 1), (256, 1, 1), (x, out, i64(outer), i64(n)) + tail
+          + (i64(0), i64(items)), shared_mem=smem)  # fmt: skip
+    return out
+
+
+def run(cp, mod, x, axis, w, offset, step, mode, cval, kernel=None, scale=1.0):
+    """One pass with the library's tile (`kernel` None), the per-tap kernel ("axis") or a named
+    tile that fits; returns (output, kernel)."""
+    (chosen, smem), fits = tile_plan(x.shape, axis, len(w), step, x.dtype)
+    sfx = "f32" if x.dtype == np.float32 else "f64"
+    if kernel == "axis":
+        chosen, smem = f"correlate_{sfx}", 0
+    elif kernel is not None:
+        chosen, smem = kernel, dict(fits)[kernel]
+    out = launch(cp, mod, x, axis, w, offset, step, mode, cval, chosen, smem, scale)
+    return out, chosen
 
 
 def check(cp, mod):
@@ -112,17 +108,20 @@ def check(cp, mod):
             for axis in range(len(shape)):
                 for taps, step in ((1, 1), (3, 1), (5, 2), (5, 3), (21, 1), (7, 8), (5, 32)):
                     w = rng.standard_normal(taps)
+                    _, fits = tile_plan(shape, axis, taps, step, dtype)
                     for mode in MODES:
                         for origin in (0, 1):
                             off = -(taps // 2) * step - origin
-                            a, _, _ = run(cp, mod, x, axis, w, off, step, mode, 1.5, "axis", 0.7)
-                            b, k, r = run(cp, mod, x, axis, w, off, step, mode, 1.5, None, 0.7)
-                            if not bool(cp.array_equal(a, b)):
-                                d = float(cp.max(cp.abs(a - b)))
-                                raise SystemExit(f"DIFFER {dtype.__name__} {shape} axis {axis} "
-                                                 f"taps {taps} step {step} {mode} origin {origin}"
-                                                 f" ({k}{r}): max |diff| {d:.3g}")  # fmt: skip
-                            cases += 1
+                            a, _ = run(cp, mod, x, axis, w, off, step, mode, 1.5, "axis", 0.7)
+                            for kernel in [None] + [k for k, _ in fits]:
+                                b, k = run(cp, mod, x, axis, w, off, step, mode, 1.5, kernel, 0.7)
+                                if not bool(cp.array_equal(a, b)):
+                                    d = float(cp.max(cp.abs(a - b)))
+                                    raise SystemExit(f"DIFFER {dtype.__name__} {shape} axis "
+                                                     f"{axis} taps {taps} step {step} {mode} "
+                                                     f"origin {origin} ({k}): max |diff| "
+                                                     f"{d:.3g}")  # fmt: skip
+                                cases += 1
     print(f"bit-identical to the per-tap kernel: {cases} cases")
 
 
@@ -170,30 +169,25 @@ def main():
         for ax, name in ((0, "z"), (1, "y"), (2, "x")):
             cases.append((f"b3_{name}_step{2**s}", big, ax, b3, 2**s, "mirror"))
     tot = {"axis": 0.0, "tiled": 0.0, "floor": 0.0}
-    print(f"{'case':16s} {'tile':6s} {'per-tap ms':>10s} {'tiled ms':>9s} {'floor ms':>9s} "
+    print(f"{'case':16s} {'tile':14s} {'per-tap ms':>10s} {'tiled ms':>9s} {'floor ms':>9s} "
           f"{'x floor':>8s} {'speed-up':>8s}")  # fmt: skip
     for name, x, ax, w, step, mode in cases:
         off = -(len(w) // 2) * step
         call = functools.partial(run, cp, mod, x, ax, cp.asarray(w), off, step, mode, 0.0)
         old = timeit(cp, functools.partial(call, "axis"), a.repeats)
         new = timeit(cp, call, a.repeats)
-        _, k, r = run(cp, mod, x, ax, w, off, step, mode, 0.0)
+        (k, _), fits = tile_plan(x.shape, ax, len(w), step, x.dtype)
         floor = 2 * x.nbytes / gbs / 1e6
-        inner = int(np.prod(x.shape[ax + 1 :]))
-        kind = "line" if inner == 1 else "cols"
-        rs = (1, 3, 5) if kind == "line" else (1, 2, 4, 8)
-        if kind == "line" and 256 % step:
-            rs = (1,)
         scan = []
-        for rr in rs:
-            if smem_of(kind, rr, len(w), step) <= SMEM:
-                ms = timeit(cp, functools.partial(call, force=(kind, rr)), a.repeats)
-                scan.append(f"{kind}{rr} {ms:.3f}")
+        for kk, _ in fits:
+            ms = timeit(cp, functools.partial(call, kk), a.repeats)
+            scan.append(f"{kk.removeprefix('correlate_')} {ms:.3f}")
         if name.startswith("b3"):
             tot["axis"] += old
             tot["tiled"] += new
             tot["floor"] += floor
-        print(f"{name:16s} {k + str(r):6s} {old:10.3f} {new:9.3f} {floor:9.3f} "
+        tile = k.removeprefix("correlate_")
+        print(f"{name:16s} {tile:14s} {old:10.3f} {new:9.3f} {floor:9.3f} "
               f"{new / floor:8.2f} {old / new:8.2f}   [{', '.join(scan)}]")  # fmt: skip
     print(f"à trous B3 passes of one iteration (6 scales x 3 axes): per-tap {tot['axis']:.2f} ms, "
           f"tiled {tot['tiled']:.2f} ms, floor {tot['floor']:.2f} ms "

@@ -155,6 +155,18 @@ def _filter_chain(
     device: str | None = None,
 ) -> FloatArray: ...
 
+# The GPU kernel of a pass along `axis` over a whole array of `shape` (element type `dtype`,
+# "float32"|"float64"; `split`: à trous's fused split) and its shared memory in bytes, and every
+# tile that fits (kernel name, bytes); None when the pass cannot be split. For benchmarks.
+def _filter_tile_plan(
+    shape: list[int],
+    axis: int,
+    taps: int,
+    step: int,
+    dtype: str,
+    split: bool = False,
+) -> tuple[tuple[str, int], list[tuple[str, int]]] | None: ...
+
 # --- Smooth-and-Clip and noise statistics (src/py/cube.rs) ----------------------------------
 # kernels: (spatial "gaussian"|"boxcar_approx", sigma_y px, sigma_x px, spectral
 # "none"|"boxcar"|"gaussian", boxcar width or sigma in channels, use_rms0). replace: ("none"|

@@ -162,8 +162,36 @@ fn _filter_chain<'py>(
     Ok(with_float!(input, a => chain(py, &a, &passes, device)?.into_any()))
 }
 
+/// The GPU kernel a pass along `axis` of an array of `shape` runs (the whole array on the
+/// device) and its shared memory, and every tile that fits: for benchmarks (`tile_plan`).
+#[pyfunction]
+#[pyo3(signature = (shape, axis, taps, step, dtype, split=false))]
+fn _filter_tile_plan(
+    shape: Vec<usize>,
+    axis: usize,
+    taps: usize,
+    step: usize,
+    dtype: &str,
+    split: bool,
+) -> PyResult<Option<(filters::KernelTile, Vec<filters::KernelTile>)>> {
+    let view = filters::AxisView::new(&shape, axis).map_err(to_pyerr)?;
+    if step == 0 {
+        return Err(to_pyerr(crate::Error::value(
+            "step must be at least 1, got 0",
+        )));
+    }
+    match dtype {
+        "float32" => Ok(filters::tile_plan::<f32>(view, taps, step, split)),
+        "float64" => Ok(filters::tile_plan::<f64>(view, taps, step, split)),
+        _ => Err(to_pyerr(crate::Error::value(format!(
+            "dtype must be 'float32' or 'float64', got {dtype:?}"
+        )))),
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_filter_chain, m)?)?;
+    m.add_function(wrap_pyfunction!(_filter_tile_plan, m)?)?;
     m.add_function(wrap_pyfunction!(_correlate1d, m)?)?;
     m.add_function(wrap_pyfunction!(_gaussian_filter1d, m)?)?;
     m.add_function(wrap_pyfunction!(_uniform_filter1d, m)?)?;

@@ -9,7 +9,7 @@ import pytest
 import scipy.ndimage as ndi
 
 import skyconv
-from skyconv import filters
+from skyconv import _core, filters
 
 from _refs import rel_err
 
@@ -283,6 +283,32 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
                 monkeypatch.delenv("SKYCONV_FILTER_WHOLE")
                 got = call()
                 np.testing.assert_array_equal(got, ref, err_msg=f"{shape} {axis} {mode} {origin}")
+
+
+def test_tile_plan_names_the_kernels_a_pass_runs():
+    """`_filter_tile_plan` (what the GPU benchmarks launch) reports the library's tiles: à
+    trous's passes over 256×512² take the whole-axis kernels, each within 48 KiB of shared
+    memory (weights, then the staged values); a filter too long for any tile takes the per-tap
+    kernel, which cannot fuse the split."""
+    plan = _core._filter_tile_plan
+    cube = [256, 512, 512]
+    for axis, kernel in ((2, "correlate_lines8_f32"), (1, "correlate_whole16_f32"),
+                         (0, "correlate_whole32_f32")):  # fmt: skip
+        for step in (1, 32):
+            (got, smem), fits = plan(cube, axis, 5, step, "float32")
+            assert (got, smem) == (kernel, 48 + 32768), (axis, step)
+            assert (got, smem) in fits
+            assert all(b <= 48 * 1024 for _, b in fits)
+    (got, _), _ = plan(cube, 2, 5, 1, "float32", split=True)
+    assert got == "correlate_lines8_split_f32"
+    (got, _), _ = plan(cube, 0, 5, 4, "float64")
+    assert got == "correlate_whole16_f64"  # 256 rows × 16 columns × 8 bytes
+    assert plan([20000], 0, 10001, 1, "float32") == (("correlate_f32", 0), [])
+    assert plan([20000], 0, 10001, 1, "float32", split=True) is None
+    with pytest.raises(ValueError, match="dtype"):
+        plan(cube, 0, 5, 1, "float16")
+    with pytest.raises(ValueError, match="axis"):
+        plan(cube, 3, 5, 1, "float32")
 
 
 @pytest.mark.gpu

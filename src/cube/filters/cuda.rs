@@ -133,7 +133,11 @@ pub struct Split<'a, T> {
 /// most 4 outputs a thread, since each keeps its data and plane values through the sums (8 took
 /// 110 registers and ran slower than the split apart, session 19 call 2).
 fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
-    tile_of::<T>(view, &Chunk::whole(view), pass).map(|t| match t {
+    split_tile_of::<T>(view, pass.taps.max(1) as usize, pass.step as usize)
+}
+
+fn split_tile_of<T: Real>(view: AxisView, taps: usize, step: usize) -> Option<Tiled> {
+    tile_of::<T>(view, &Chunk::whole(view), taps, step).map(|t| match t {
         Tiled::Cols { r } => Tiled::Cols { r: r.min(4) },
         other => other,
     })
@@ -174,6 +178,62 @@ pub fn apply_device_split<T: Real>(
     )
 }
 
+/// A kernel's name and the shared memory its block takes (bytes).
+pub type KernelTile = (String, usize);
+
+/// The kernel a pass over a whole view runs and its shared memory in bytes, and every tile that
+/// fits beside it (kernel name → bytes): for benchmarks that launch the kernels themselves, so
+/// that they time what `apply_device` (`split` false) or `apply_device_split` (true) runs.
+/// The per-tap kernel takes no shared memory; None: the pass cannot be split (`can_split`).
+pub fn tile_plan<T: Real>(
+    view: AxisView,
+    taps: usize,
+    step: usize,
+    split: bool,
+) -> Option<(KernelTile, Vec<KernelTile>)> {
+    let taps = taps.max(1);
+    let chosen = if split {
+        split_tile_of::<T>(view, taps, step)?
+    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step) {
+        t
+    } else {
+        return Some(((per_tap_kernel::<T>(), 0), Vec::new()));
+    };
+    let (n, elem) = (view.n, std::mem::size_of::<T>());
+    let all: Vec<Tiled> = if view.inner == 1 {
+        let lines = [8, 2, 1].map(|l| Tiled::Lines { l, n, elem: 8 });
+        [1, 3, 5]
+            .map(|r| Tiled::Line { r })
+            .into_iter()
+            .chain(lines)
+            .collect()
+    } else {
+        let whole = [32, 16, 8]
+            .into_iter()
+            .filter(|&c| c <= view.inner)
+            .map(|c| Tiled::Whole { c, n, elem });
+        [1, 2, 4, 8]
+            .map(|r| Tiled::Cols { r })
+            .into_iter()
+            .chain(whole)
+            .collect()
+    };
+    let fits = all
+        .into_iter()
+        .filter(|t| match t {
+            Tiled::Line { r } => *r == 1 || 256 % step == 0,
+            Tiled::Cols { r } => !split || *r <= 4,
+            _ => true,
+        })
+        .map(|t| (t.kernel::<T>(split), t.shared_bytes(taps, step)))
+        .filter(|(_, bytes)| *bytes <= TILE_SHARED)
+        .collect();
+    Some((
+        (chosen.kernel::<T>(split), chosen.shared_bytes(taps, step)),
+        fits,
+    ))
+}
+
 /// Tap-reads (elements × taps) in the first piece of a paced launch: ~40 ms at the slowest
 /// rate seen on an H200 (wide reflected filters, ~1.6e9/s); later pieces adapt to
 /// `pace::TARGET_MS`.
@@ -193,10 +253,9 @@ const WHOLE_MAX_TAPS: usize = 8;
 /// The tile for a pass over `chunk`: the whole axis when the chunk covers it and its columns,
 /// the filter is short or the phase tiles would hold at most 2 outputs a thread (wide steps),
 /// and it fits; else a tile of `Tiled::plan`, or None for the per-tap kernel.
-fn tile_of<T: Real>(view: AxisView, chunk: &Chunk, pass: &DevicePass) -> Option<Tiled> {
+fn tile_of<T: Real>(view: AxisView, chunk: &Chunk, taps: usize, step: usize) -> Option<Tiled> {
     let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
-    let taps = pass.taps.max(1) as usize;
-    let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, pass.step as usize);
+    let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, step);
     let whole_axis =
         chunk.rows == (0..view.n) && chunk.rows_in == chunk.rows && chunk.full_width(view.inner);
     let short = taps <= WHOLE_MAX_TAPS || matches!(phase, Some(Tiled::Cols { r }) if r <= 2);
@@ -228,26 +287,34 @@ fn launch<T: Real>(
     } else {
         (width, outer * n_out)
     };
-    if let Some(tiled) = tile_of::<T>(view, chunk, pass) {
+    let taps = pass.taps.max(1) as usize;
+    if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize) {
         return launch_tiled(gpu, input, view, chunk, pass, out, tiled, None);
     }
-    let taps = pass.taps.max(1) as usize;
+    let func = kernel::<T>(gpu, &per_tap_kernel::<T>())?;
     if sdim > 1 {
         let first = (FIRST_PIECE_TAPS / (fdim * taps).max(1)).max(1);
         pace::run(gpu, sdim, first, |s| {
-            launch_piece(gpu, input, view, chunk, pass, out, s, 0..fdim)
+            launch_piece(&func, gpu, input, view, chunk, pass, out, s, 0..fdim)
         })
     } else {
         let first = (FIRST_PIECE_TAPS / taps).max(THREADS as usize);
         pace::run(gpu, fdim, first, |f| {
-            launch_piece(gpu, input, view, chunk, pass, out, 0..1, f)
+            launch_piece(&func, gpu, input, view, chunk, pass, out, 0..1, f)
         })
     }
 }
 
-/// One launch: lines `s` of the slow dimension, elements `f` of the fast one.
+/// The per-tap kernel (`correlate_*`), which runs where no tile fits.
+fn per_tap_kernel<T: Real>() -> String {
+    format!("correlate_{}", T::CUDA)
+}
+
+/// One launch of the per-tap kernel `func`: lines `s` of the slow dimension, elements `f` of
+/// the fast one.
 #[allow(clippy::too_many_arguments)]
 fn launch_piece<T: Real>(
+    func: &CudaFunction,
     gpu: &Gpu,
     input: &CudaSlice<T>,
     view: AxisView,
@@ -257,7 +324,6 @@ fn launch_piece<T: Real>(
     s: Range<usize>,
     f: Range<usize>,
 ) -> Result<()> {
-    let func = kernel::<T>(gpu, &format!("correlate_{}", T::CUDA))?;
     let cfg = LaunchConfig {
         grid_dim: (
             f.len().div_ceil(THREADS as usize) as u32,
@@ -276,7 +342,7 @@ fn launch_piece<T: Real>(
     let (out_row0, in_row0) = (chunk.rows.start as i64, chunk.rows_in.start as i64);
     let n_global = view.n as i64;
     let (s0, s1, f0, f1) = (s.start as i64, s.end as i64, f.start as i64, f.end as i64);
-    let mut l = gpu.stream.launch_builder(&func);
+    let mut l = gpu.stream.launch_builder(func);
     l.arg(input)
         .arg(out)
         .arg(&outer)
@@ -381,6 +447,18 @@ impl Tiled {
             .find(fits)
     }
 
+    /// The kernel's name (kernels/filters.cu): `split` for the fused à trous split.
+    fn kernel<T: Real>(self, split: bool) -> String {
+        let fused = if split { "_split" } else { "" };
+        let ty = T::CUDA;
+        match self {
+            Tiled::Cols { r } => format!("correlate_cols{r}{fused}_{ty}"),
+            Tiled::Line { r } => format!("correlate_line{r}{fused}_{ty}"),
+            Tiled::Whole { c, .. } => format!("correlate_whole{c}{fused}_{ty}"),
+            Tiled::Lines { l, .. } => format!("correlate_lines{l}{fused}_{ty}"),
+        }
+    }
+
     fn shared_bytes(self, taps: usize, step: usize) -> usize {
         let weights = 8 * taps.div_ceil(2) * 2;
         weights
@@ -420,12 +498,14 @@ fn launch_tiled<T: Real>(
     let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
     let taps = pass.taps.max(1) as usize;
     let (units, tiles) = tiled.work(chunk.outer.len(), n_out, width, pass.step as usize);
+    let func = kernel::<T>(gpu, &tiled.kernel::<T>(split.is_some()))?;
     if units > 1 {
         let per_unit = (chunk.outer.len() * n_out * width).div_ceil(units).max(1);
         let first = (FIRST_PIECE_TILED_TAPS / (per_unit * taps)).max(1);
         pace::run(gpu, units, first, |u| {
             let split = split.as_deref_mut();
             launch_tiles(
+                &func,
                 gpu,
                 input,
                 view,
@@ -443,14 +523,27 @@ fn launch_tiled<T: Real>(
         let first = (FIRST_PIECE_TILED_TAPS / (per_tile * taps)).max(1);
         pace::run(gpu, tiles, first, |t| {
             let split = split.as_deref_mut();
-            launch_tiles(gpu, input, view, chunk, pass, out, tiled, split, 0..1, t)
+            launch_tiles(
+                &func,
+                gpu,
+                input,
+                view,
+                chunk,
+                pass,
+                out,
+                tiled,
+                split,
+                0..1,
+                t,
+            )
         })
     }
 }
 
-/// One tiled launch: units `u` and tiles `t` of each.
+/// One launch of the tiled kernel `func` (`Tiled::kernel`): units `u` and tiles `t` of each.
 #[allow(clippy::too_many_arguments)]
 fn launch_tiles<T: Real>(
+    func: &CudaFunction,
     gpu: &Gpu,
     input: &CudaSlice<T>,
     view: AxisView,
@@ -466,10 +559,8 @@ fn launch_tiles<T: Real>(
     let step = pass.step as usize;
     let width = chunk.cols.len();
     let grid = |n: usize, max: usize| n.clamp(1, max) as u32;
-    let fused = if split.is_some() { "_split" } else { "" };
-    let (name, grid_dim, block_dim) = match tiled {
-        Tiled::Cols { r } => (
-            format!("correlate_cols{r}{fused}_{}", T::CUDA),
+    let (grid_dim, block_dim) = match tiled {
+        Tiled::Cols { .. } => (
             (
                 width.div_ceil(32) as u32,
                 grid(t.len(), MAX_GRID_Y),
@@ -477,8 +568,7 @@ fn launch_tiles<T: Real>(
             ),
             (32, 8, 1),
         ),
-        Tiled::Line { r } => (
-            format!("correlate_line{r}{fused}_{}", T::CUDA),
+        Tiled::Line { .. } => (
             (
                 grid(t.len(), i32::MAX as usize),
                 grid(u.len(), MAX_GRID_Y),
@@ -486,18 +576,10 @@ fn launch_tiles<T: Real>(
             ),
             (THREADS, 1, 1),
         ),
-        Tiled::Whole { c, .. } => (
-            format!("correlate_whole{c}{fused}_{}", T::CUDA),
-            (grid(u.len(), i32::MAX as usize), 1, 1),
-            (THREADS, 1, 1),
-        ),
-        Tiled::Lines { l, .. } => (
-            format!("correlate_lines{l}{fused}_{}", T::CUDA),
-            (grid(u.len(), i32::MAX as usize), 1, 1),
-            (THREADS, 1, 1),
-        ),
+        Tiled::Whole { .. } | Tiled::Lines { .. } => {
+            ((grid(u.len(), i32::MAX as usize), 1, 1), (THREADS, 1, 1))
+        }
     };
-    let func = kernel::<T>(gpu, &name)?;
     let cfg = LaunchConfig {
         grid_dim,
         block_dim,
@@ -512,7 +594,7 @@ fn launch_tiles<T: Real>(
     let n_global = view.n as i64;
     let (u0, u1, t0, t1) = (u.start as i64, u.end as i64, t.start as i64, t.end as i64);
     let lines = chunk.outer.len() as i64;
-    let mut l = gpu.stream.launch_builder(&func);
+    let mut l = gpu.stream.launch_builder(func);
     l.arg(input).arg(out);
     if let Tiled::Whole { .. } | Tiled::Lines { .. } = tiled {
         // the chunk is the whole axis and all its columns (`tile_of`)

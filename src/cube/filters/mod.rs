@@ -392,4 +392,6 @@ pub fn apply_chain<T: Real>(
 }
 
 pub use cpu::apply as apply_cpu;
-pub use cuda::{apply_device, apply_device_split, can_split, DevicePass, Split};
+pub use cuda::{
+    apply_device, apply_device_split, can_split, tile_plan, DevicePass, KernelTile, Split,
+};
