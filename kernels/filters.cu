@@ -106,14 +106,14 @@ __device__ __forceinline__ double* stage_weights(double* sh, const double* __res
 }
 
 // R outputs from staged inputs: output r reads s[(r + j) * d] for tap j.
-template <int R>
-__device__ __forceinline__ void window_sums(const double* s, int d, const double* w, int taps,
+template <int R, typename S>
+__device__ __forceinline__ void window_sums(const S* s, int d, const double* w, int taps,
                                             double acc[R]) {
     double v[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         acc[r] = 0.0;
-        v[r] = s[r * d];
+        v[r] = (double)s[r * d];
     }
     for (int j = 0; j < taps; ++j) {
         const double wj = w[j];
@@ -121,7 +121,7 @@ __device__ __forceinline__ void window_sums(const double* s, int d, const double
         for (int r = 0; r < R; ++r) acc[r] = fma(wj, v[r], acc[r]);
 #pragma unroll
         for (int r = 0; r + 1 < R; ++r) v[r] = v[r + 1];
-        if (j + 1 < taps) v[R - 1] = s[(j + R) * d];
+        if (j + 1 < taps) v[R - 1] = (double)s[(j + R) * d];
     }
 }
 
@@ -327,9 +327,8 @@ __device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src
 }
 
 // The weights of a 5-tap filter (à trous's B3 spline) in registers, for the whole-axis
-// kernels' interior outputs: a tap loop of known length, unrolled, with no weight loads (the
-// loop's index arithmetic and loads made those passes issue-bound). Same weights, same order
-// of FMAs as the loop over the staged weights: the same bits.
+// kernels' windows: a tap loop of known length, unrolled, with no weight loads. Same weights,
+// same order of FMAs as the loop over the staged weights: the same bits.
 struct Taps5 {
     double w[5];
     __device__ Taps5(const double* __restrict__ g, int taps) {
@@ -338,52 +337,110 @@ struct Taps5 {
     }
 };
 
-// One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
-// p0 = i + offset by step st (weights ws, staged; r, when taps == 5), the boundary resolved
-// by index.
-template <typename T>
-__device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int n,
-                                              const double* ws, int taps, const Taps5& r,
-                                              int mode, double cval) {
+// One output of a whole staged line or column (value p at x[p·pitch], p in [0, n)) from its
+// taps at p0 + j·st, the boundary resolved by index: the edges' outputs.
+template <typename S>
+__device__ __forceinline__ double edge_taps(const S* x, int pitch, i64 p0, int st, int n,
+                                         const double* ws, int taps, int mode, double cval) {
     double acc = 0.0;
-    if (p0 >= 0 && p0 + (taps - 1) * st < n) {
-        const T* y = x + p0 * pitch;
-        if (taps == 5) {
-#pragma unroll
-            for (int j = 0; j < 5; ++j) acc = fma(r.w[j], (double)y[j * st * pitch], acc);
-        } else {
-            for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
-        }
-        return acc;
-    }
     for (int j = 0; j < taps; ++j) {
-        const i64 q = sc_extend_index(p0 + j * st, n, mode);
+        const i64 q = sc_extend_index(p0 + (i64)j * st, n, mode);
         const double v = q < 0 ? cval : (double)x[q * pitch];
         acc = fma(ws[j], v, acc);
     }
     return acc;
 }
 
+// The whole-axis kernels' unit of work: R = 5 outputs i0 + r·st of one phase of a staged line or
+// column (value p at x[p·pitch], n of them). When all their taps lie inside, a window of
+// R + taps − 1 staged values in registers, each loaded and converted once for R outputs (one
+// output at a time read and converted taps values each, which bounded à trous's passes); else
+// each by `edge_taps` (sums of outputs past the end are left 0, and not stored). R odd: a
+// warp's units of one phase read shared memory without bank conflicts. Every output sums
+// fma(w[j], x[j], acc) for j = 0 .. taps-1 from acc = 0: the same bits as correlate_axis.
+constexpr int SC_WINDOW_R = 5;
+template <typename S>
+__device__ __forceinline__ void window_taps(const S* x, int pitch, int i0, int off, int st, int n,
+                                            const double* ws, int taps, const Taps5& t5,
+                                            int mode, double cval, double acc[SC_WINDOW_R]) {
+    constexpr int R = SC_WINDOW_R;
+    const i64 p0 = (i64)i0 + off;
+    if (p0 < 0 || p0 + (i64)(R + taps - 2) * st >= n) {
+        // A loop, not unrolled: one copy of the boundary code (NVRTC's time, registers); its
+        // result reaches acc[r] by selects, so acc stays in registers.
+#pragma unroll 1
+        for (int r = 0; r < R; ++r) {
+            const double a =
+                i0 + (i64)r * st < n
+                    ? edge_taps<S>(x, pitch, p0 + (i64)r * st, st, n, ws, taps, mode, cval)
+                    : 0.0;
+#pragma unroll
+            for (int q = 0; q < R; ++q)
+                if (q == r) acc[q] = a;
+        }
+        return;
+    }
+    const S* s = x + (int)p0 * pitch;
+    const int d = st * pitch;
+    if (taps == 5) {
+        double v[R + 4];
+#pragma unroll
+        for (int k = 0; k < R + 4; ++k) v[k] = (double)s[k * d];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            double a = 0.0;
+#pragma unroll
+            for (int j = 0; j < 5; ++j) a = fma(t5.w[j], v[r + j], a);
+            acc[r] = a;
+        }
+    } else {
+        window_sums<R>(s, d, ws, taps, acc);
+    }
+}
+
+// The units of a line or column of n outputs at step st: (phase p < min(st, n), group g of R
+// outputs p + (g·R + r)·st), phase fastest; a shift and a mask when the phases are a power of
+// two (à trous's steps).
+struct Units {
+    int phases, shift, count, jump;  // jump: st·R, from a group to the next
+    bool pow2;
+    __device__ Units(int n, int st) {
+        phases = st < n ? st : n;
+        pow2 = (phases & (phases - 1)) == 0;
+        shift = __ffs(phases) - 1;
+        count = phases * (((n + st - 1) / st + SC_WINDOW_R - 1) / SC_WINDOW_R);
+        jump = st < n ? st * SC_WINDOW_R : n;  // past the end when one group holds the phase
+    }
+    // The unit's first output.
+    __device__ __forceinline__ int first(int u) const {
+        const int g = pow2 ? u >> shift : u / phases;
+        return u - g * phases + g * jump;
+    }
+};
+
 // Along an inner axis short enough that C columns of the whole axis fit in shared memory (as T):
 // each input is read once, the boundary is resolved by index, and there are no phase tiles (at
 // à trous's wide steps those held few outputs a block). A block of 256 threads takes column
-// c = tid % C of a block of C and the rows g, g + G, … (g = tid / C, G = 256 / C): a warp's loads
-// and stores are 32 / G·... contiguous runs of C values. 1-D grid over the (slab, column block)
-// pairs b0 .. b1, looping past the grid. Shared memory: taps weights, then n·C values of T.
+// c = tid % C of a block of C and, in row g = tid / C of G = 256 / C, the units g, g + G, …
+// (`window_taps`): a warp's loads and stores are runs of C values. 1-D grid over the (slab,
+// column block) pairs b0 .. b1, looping past the grid. Shared memory: taps weights, then n·C
+// values of T.
 template <typename T, int C, class Store>
 __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i64 n, i64 inner,
                                 const double* __restrict__ w, int taps, i64 offset, i64 step,
                                 double scale, int mode, double cval, i64 b0, i64 b1,
                                 Store store) {
     SC_DYNAMIC_SHARED(double, sh);
+    constexpr int R = SC_WINDOW_R;
     const int tid = threadIdx.x;
     const double* ws = sh;
-    const Taps5 r(w, taps);
+    const Taps5 t5(w, taps);
     T* tile = (T*)stage_weights(sh, w, taps, tid);
     const int G = 256 / C;
     const int c = tid % C, g = tid / C;
     const i64 blocks = (inner + C - 1) / C;
     const int nn = (int)n, st = (int)step, off = (int)offset;  // n·C fits shared memory
+    const Units units(nn, st);
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o = b / blocks;
         const i64 k = (b - o * blocks) * C + c;
@@ -400,47 +457,60 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
         }
         __syncthreads();
         if (!col) continue;
-        const i64 base = o * n * inner + k;
-        for (int i = g; i < nn; i += G) {
-            typename Store::template Ahead<1> ahead;
-            store.template fetch<1>(ahead, base + (i64)i * inner, 0, 0, 0, 1);
-            double acc = staged_taps<T>(tile + c, C, i + off, st, nn, ws, taps, r, mode, cval);
-            store.template put<1>(out, ahead, base + (i64)i * inner, 0, 0, 0, 1, &acc, scale);
+        const i64 base = o * n * inner + k, stride = (i64)st * inner;
+        for (int u = g; u < units.count; u += G) {
+            const int i0 = units.first(u);
+            if (i0 >= nn) continue;
+            const i64 at = base + (i64)i0 * inner;
+            typename Store::template Ahead<R> ahead;
+            store.template fetch<R>(ahead, at, stride, i0, st, nn);
+            double acc[R];
+            window_taps<T>(tile + c, C, i0, off, st, nn, ws, taps, t5, mode, cval, acc);
+            store.template put<R>(out, ahead, at, stride, i0, st, nn, acc, scale);
         }
     }
 }
 
-// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a block,
-// each input read once and the boundary resolved by index; the warps run along a line, so
-// loads, stores and shared reads are contiguous. 1-D grid over the groups of L lines b0 .. b1,
-// looping past the grid. Shared memory: taps weights, then L·n doubles.
+// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a
+// block, each input read once and the boundary resolved by index. The block's units (line,
+// unit of the line: `Units`, `window_taps`) are numbered line-major, so a warp's loads and
+// stores run along a line. 1-D grid over the groups of L lines b0 .. b1, looping past the grid.
+// Shared memory: taps weights, then L·n doubles.
 template <typename T, int L, class Store>
 __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i64 lines, i64 n,
                                 const double* __restrict__ w, int taps, i64 offset, i64 step,
                                 double scale, int mode, double cval, i64 b0, i64 b1,
                                 Store store) {
     SC_DYNAMIC_SHARED(double, sh);
+    constexpr int R = SC_WINDOW_R;
     const int tid = threadIdx.x;
     const double* ws = sh;
-    const Taps5 r(w, taps);
+    const Taps5 t5(w, taps);
     double* tile = stage_weights(sh, w, taps, tid);
     const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
+    const Units units(nn, st);
+    const int per = units.count;
+    const int jump = 256 / per, rest = 256 - jump * per;  // unit u + 256 is (l + jump, v + rest)
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o0 = b * L;
         const int nl = lines - o0 < L ? (int)(lines - o0) : L;
         __syncthreads();  // the last item's reads (and the weights) are done
         stage_run<T, double>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
         __syncthreads();
-        for (int l = 0; l < nl; ++l) {
-            const double* row = tile + l * nn;
-            const i64 base = (o0 + l) * n;
-            for (int i = tid; i < nn; i += 256) {
-                typename Store::template Ahead<1> ahead;
-                store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
-                double acc =
-                    staged_taps<double>(row, 1, i + off, st, nn, ws, taps, r, mode, cval);
-                store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
+        for (int l = tid / per, v = tid % per; l < nl;) {  // unit v of line l
+            const int i0 = units.first(v);
+            if (i0 < nn) {
+                const i64 at = (o0 + l) * n + i0;
+                typename Store::template Ahead<R> ahead;
+                store.template fetch<R>(ahead, at, st, i0, st, nn);
+                double acc[R];
+                window_taps<double>(tile + l * nn, 1, i0, off, st, nn, ws, taps, t5, mode, cval,
+                                    acc);
+                store.template put<R>(out, ahead, at, st, i0, st, nn, acc, scale);
             }
+            l += jump;
+            v += rest;
+            if (v >= per) v -= per, ++l;
         }
     }
 }

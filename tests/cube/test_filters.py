@@ -266,7 +266,9 @@ WHOLE_CASES = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, dtype):
     """The whole-axis tiles give the bits of the phase / window tiles (SKYCONV_FILTER_WHOLE=0),
-    also with 5 taps (the whole-axis kernels' weights in registers: kernels/filters.cu Taps5)."""
+    also with 5 taps (the whole-axis kernels' weights in registers: kernels/filters.cu Taps5)
+    and with à trous's taps `step` apart (the whole-axis kernels' units of 5 outputs of one
+    phase: steps a power of two or not, and longer than the axis)."""
     a = _data(rng, shape, dtype)
     w = rng.standard_normal(7)
     for mode in MODES:
@@ -277,6 +279,9 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
                 partial(filters.correlate1d, a, w[:5], cval=1.5, origin=origin // 2, **kw),
                 partial(filters.uniform_filter1d, a, 4, cval=0.5, origin=origin // 2, **kw),
             ]
+            step = (2, 3, 8, 64)[origin + 1]
+            dilated = ("dilated", axis, mode, 0.5, [float(step), *w[:5]])
+            calls.append(partial(_core._filter_chain, a, [dilated], device="cuda"))
             for call in calls:
                 monkeypatch.setenv("SKYCONV_FILTER_WHOLE", "0")
                 ref = call()
