@@ -327,8 +327,9 @@ __device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src
 }
 
 // The weights of a 5-tap filter (à trous's B3 spline) in registers, for the whole-axis
-// kernels' windows: a tap loop of known length, unrolled, with no weight loads. Same weights,
-// same order of FMAs as the loop over the staged weights: the same bits.
+// kernels' interior outputs: a tap loop of known length, unrolled, with no weight loads (the
+// loop's index arithmetic and loads made those passes issue-bound). Same weights, same order
+// of FMAs as the loop over the staged weights: the same bits.
 struct Taps5 {
     double w[5];
     __device__ Taps5(const double* __restrict__ g, int taps) {
@@ -337,27 +338,39 @@ struct Taps5 {
     }
 };
 
-// One output of a whole staged line or column (value p at x[p·pitch], p in [0, n)) from its
-// taps at p0 + j·st, the boundary resolved by index: the edges' outputs.
-template <typename S>
-__device__ __forceinline__ double edge_taps(const S* x, int pitch, i64 p0, int st, int n,
-                                         const double* ws, int taps, int mode, double cval) {
+// One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
+// p0 = i + offset by step st (weights ws, staged; r, when taps == 5), the boundary resolved
+// by index.
+template <typename T>
+__device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int n,
+                                              const double* ws, int taps, const Taps5& r,
+                                              int mode, double cval) {
     double acc = 0.0;
+    if (p0 >= 0 && p0 + (taps - 1) * st < n) {
+        const T* y = x + p0 * pitch;
+        if (taps == 5) {
+#pragma unroll
+            for (int j = 0; j < 5; ++j) acc = fma(r.w[j], (double)y[j * st * pitch], acc);
+        } else {
+            for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
+        }
+        return acc;
+    }
     for (int j = 0; j < taps; ++j) {
-        const i64 q = sc_extend_index(p0 + (i64)j * st, n, mode);
+        const i64 q = sc_extend_index(p0 + j * st, n, mode);
         const double v = q < 0 ? cval : (double)x[q * pitch];
         acc = fma(ws[j], v, acc);
     }
     return acc;
 }
 
-// The whole-axis kernels' unit of work: R = 5 outputs i0 + r·st of one phase of a staged line or
+// The inner-axis whole kernel's unit of work: R = 5 outputs i0 + r·st of one phase of a staged
 // column (value p at x[p·pitch], n of them). When all their taps lie inside, a window of
 // R + taps − 1 staged values in registers, each loaded and converted once for R outputs (one
-// output at a time read and converted taps values each, which bounded à trous's passes); else
-// each by `edge_taps` (sums of outputs past the end are left 0, and not stored). R odd: a
-// warp's units of one phase read shared memory without bank conflicts. Every output sums
-// fma(w[j], x[j], acc) for j = 0 .. taps-1 from acc = 0: the same bits as correlate_axis.
+// output at a time reads and converts taps values); else each by `staged_taps` (sums of
+// outputs past the end are left 0, and not stored). R odd: a warp's units of one phase read
+// shared memory without bank conflicts. Same FMAs in the same order as `staged_taps`: the same
+// bits. (Along the last axis a thread's R outputs would be R stores apart: uncoalesced.)
 constexpr int SC_WINDOW_R = 5;
 template <typename S>
 __device__ __forceinline__ void window_taps(const S* x, int pitch, int i0, int off, int st, int n,
@@ -366,14 +379,14 @@ __device__ __forceinline__ void window_taps(const S* x, int pitch, int i0, int o
     constexpr int R = SC_WINDOW_R;
     const i64 p0 = (i64)i0 + off;
     if (p0 < 0 || p0 + (i64)(R + taps - 2) * st >= n) {
-        // A loop, not unrolled: one copy of the boundary code (NVRTC's time, registers); its
+        // A loop, not unrolled: one copy of `staged_taps` (NVRTC's time, registers); its
         // result reaches acc[r] by selects, so acc stays in registers.
 #pragma unroll 1
         for (int r = 0; r < R; ++r) {
-            const double a =
-                i0 + (i64)r * st < n
-                    ? edge_taps<S>(x, pitch, p0 + (i64)r * st, st, n, ws, taps, mode, cval)
-                    : 0.0;
+            const double a = i0 + (i64)r * st < n
+                                 ? staged_taps<S>(x, pitch, (int)(p0 + (i64)r * st), st, n, ws,
+                                                  taps, t5, mode, cval)
+                                 : 0.0;
 #pragma unroll
             for (int q = 0; q < R; ++q)
                 if (q == r) acc[q] = a;
@@ -471,46 +484,37 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     }
 }
 
-// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a
-// block, each input read once and the boundary resolved by index. The block's units (line,
-// unit of the line: `Units`, `window_taps`) are numbered line-major, so a warp's loads and
-// stores run along a line. 1-D grid over the groups of L lines b0 .. b1, looping past the grid.
-// Shared memory: taps weights, then L·n doubles.
+// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a block,
+// each input read once and the boundary resolved by index; the warps run along a line, so
+// loads, stores and shared reads are contiguous. 1-D grid over the groups of L lines b0 .. b1,
+// looping past the grid. Shared memory: taps weights, then L·n doubles.
 template <typename T, int L, class Store>
 __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i64 lines, i64 n,
                                 const double* __restrict__ w, int taps, i64 offset, i64 step,
                                 double scale, int mode, double cval, i64 b0, i64 b1,
                                 Store store) {
     SC_DYNAMIC_SHARED(double, sh);
-    constexpr int R = SC_WINDOW_R;
     const int tid = threadIdx.x;
     const double* ws = sh;
-    const Taps5 t5(w, taps);
+    const Taps5 r(w, taps);
     double* tile = stage_weights(sh, w, taps, tid);
     const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
-    const Units units(nn, st);
-    const int per = units.count;
-    const int jump = 256 / per, rest = 256 - jump * per;  // unit u + 256 is (l + jump, v + rest)
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o0 = b * L;
         const int nl = lines - o0 < L ? (int)(lines - o0) : L;
         __syncthreads();  // the last item's reads (and the weights) are done
         stage_run<T, double>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
         __syncthreads();
-        for (int l = tid / per, v = tid % per; l < nl;) {  // unit v of line l
-            const int i0 = units.first(v);
-            if (i0 < nn) {
-                const i64 at = (o0 + l) * n + i0;
-                typename Store::template Ahead<R> ahead;
-                store.template fetch<R>(ahead, at, st, i0, st, nn);
-                double acc[R];
-                window_taps<double>(tile + l * nn, 1, i0, off, st, nn, ws, taps, t5, mode, cval,
-                                    acc);
-                store.template put<R>(out, ahead, at, st, i0, st, nn, acc, scale);
+        for (int l = 0; l < nl; ++l) {
+            const double* row = tile + l * nn;
+            const i64 base = (o0 + l) * n;
+            for (int i = tid; i < nn; i += 256) {
+                typename Store::template Ahead<1> ahead;
+                store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
+                double acc =
+                    staged_taps<double>(row, 1, i + off, st, nn, ws, taps, r, mode, cval);
+                store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
             }
-            l += jump;
-            v += rest;
-            if (v >= per) v -= per, ++l;
         }
     }
 }

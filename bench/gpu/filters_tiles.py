@@ -47,7 +47,8 @@ def tile_plan(shape, axis, taps, step, dtype):
 def launch(cp, mod, x, axis, w, offset, step, mode, cval, kernel, smem, scale=1.0, out=None):
     """One pass of `kernel` (a name of ``tile_plan``, ``smem`` its shared bytes) along `axis`."""
     f = mod[x.dtype.type].get_function(kernel)
-    kind, k = re.fullmatch(r"correlate_(cols|lines|line|whole)?(\d*)_f(32|64)", kernel).groups()[:2]
+    kind, k = re.fullmatch(r"correlate_(?:(cols|lines|line|whole)(\d+)_)?f(32|64)",
+                           kernel).groups()[:2]  # fmt: skip
     k = int(k) if k else 0
     shape = x.shape
     outer = int(np.prod(shape[:axis]))
