@@ -364,41 +364,24 @@ __device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int
     return acc;
 }
 
-// The inner-axis whole kernel's unit of work: R = 5 outputs i0 + r·st of one phase of a staged
-// column (value p at x[p·pitch], n of them). When all their taps lie inside, a window of
+// The inner-axis whole kernel's unit of work: R = 5 outputs r of one phase whose first tap is
+// staged at s[0] and whose taps lie d apart (r's tap j at s[(r + j)·d]): a window of
 // R + taps − 1 staged values in registers, each loaded and converted once for R outputs (one
-// output at a time reads and converts taps values); else each by `staged_taps` (sums of
-// outputs past the end are left 0, and not stored). R odd: a warp's units of one phase read
-// shared memory without bank conflicts. Same FMAs in the same order as `staged_taps`: the same
-// bits. (Along the last axis a thread's R outputs would be R stores apart: uncoalesced.)
+// output at a time read and converted taps values each). Loads past staged value kmax (only
+// those of outputs past the axis's end, which are not stored) read value kmax instead. R odd: a
+// warp's units of one phase read shared memory without bank conflicts. Every output sums
+// fma(w[j], x[j], acc) for j = 0 .. taps-1 from acc = 0: the same bits as correlate_axis.
 constexpr int SC_WINDOW_R = 5;
 template <typename S>
-__device__ __forceinline__ void window_taps(const S* x, int pitch, int i0, int off, int st, int n,
-                                            const double* ws, int taps, const Taps5& t5,
-                                            int mode, double cval, double acc[SC_WINDOW_R]) {
+__device__ __forceinline__ void window_taps(const S* s, int d, int kmax, const double* ws,
+                                            int taps, const Taps5& t5,
+                                            double acc[SC_WINDOW_R]) {
     constexpr int R = SC_WINDOW_R;
-    const i64 p0 = (i64)i0 + off;
-    if (p0 < 0 || p0 + (i64)(R + taps - 2) * st >= n) {
-        // A loop, not unrolled: one copy of `staged_taps` (NVRTC's time, registers); its
-        // result reaches acc[r] by selects, so acc stays in registers.
-#pragma unroll 1
-        for (int r = 0; r < R; ++r) {
-            const double a = i0 + (i64)r * st < n
-                                 ? staged_taps<S>(x, pitch, (int)(p0 + (i64)r * st), st, n, ws,
-                                                  taps, t5, mode, cval)
-                                 : 0.0;
-#pragma unroll
-            for (int q = 0; q < R; ++q)
-                if (q == r) acc[q] = a;
-        }
-        return;
-    }
-    const S* s = x + (int)p0 * pitch;
-    const int d = st * pitch;
+    auto at = [&](int k) { return (double)s[(k < kmax ? k : kmax) * d]; };
     if (taps == 5) {
         double v[R + 4];
 #pragma unroll
-        for (int k = 0; k < R + 4; ++k) v[k] = (double)s[k * d];
+        for (int k = 0; k < R + 4; ++k) v[k] = at(k);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             double a = 0.0;
@@ -406,8 +389,21 @@ __device__ __forceinline__ void window_taps(const S* x, int pitch, int i0, int o
             for (int j = 0; j < 5; ++j) a = fma(t5.w[j], v[r + j], a);
             acc[r] = a;
         }
-    } else {
-        window_sums<R>(s, d, ws, taps, acc);
+        return;
+    }
+    double v[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        acc[r] = 0.0;
+        v[r] = at(r);
+    }
+    for (int j = 0; j < taps; ++j) {
+        const double wj = ws[j];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = fma(wj, v[r], acc[r]);
+#pragma unroll
+        for (int r = 0; r + 1 < R; ++r) v[r] = v[r + 1];
+        if (j + 1 < taps) v[R - 1] = at(j + R);
     }
 }
 
@@ -431,13 +427,15 @@ struct Units {
     }
 };
 
-// Along an inner axis short enough that C columns of the whole axis fit in shared memory (as T):
-// each input is read once, the boundary is resolved by index, and there are no phase tiles (at
-// à trous's wide steps those held few outputs a block). A block of 256 threads takes column
-// c = tid % C of a block of C and, in row g = tid / C of G = 256 / C, the units g, g + G, …
-// (`window_taps`): a warp's loads and stores are runs of C values. 1-D grid over the (slab,
-// column block) pairs b0 .. b1, looping past the grid. Shared memory: taps weights, then n·C
-// values of T.
+// Along an inner axis short enough that C columns of the whole axis and of its halo (the rows
+// past either end that the taps read: hl = max(0, −offset) before, hr after) fit in shared
+// memory as T: each input is read once, the halo rows are filled from the staged column by the
+// boundary rule (each once; filters/cuda.rs takes another tile for a constant mode whose cval T
+// does not hold exactly), so every output's taps are staged and no tap needs the boundary rule.
+// A block of 256 threads takes column c = tid % C of a block of C and, in row g = tid / C of
+// G = 256 / C, the units g, g + G, … (`Units`, `window_taps`): a warp's loads and stores are
+// runs of C values. 1-D grid over the (slab, column block) pairs b0 .. b1, looping past the
+// grid. Shared memory: taps weights, then (hl + n + hr)·C values of T.
 template <typename T, int C, class Store>
 __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i64 n, i64 inner,
                                 const double* __restrict__ w, int taps, i64 offset, i64 step,
@@ -452,7 +450,11 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     const int G = 256 / C;
     const int c = tid % C, g = tid / C;
     const i64 blocks = (inner + C - 1) / C;
-    const int nn = (int)n, st = (int)step, off = (int)offset;  // n·C fits shared memory
+    // (hl + n + hr)·C fits shared memory (filters/cuda.rs)
+    const int nn = (int)n, st = (int)step, off = (int)offset;
+    const int hl = off < 0 ? -off : 0, last = off + (taps - 1) * st, hr = last > 0 ? last : 0;
+    const int kmax_row = hl + nn + hr - 1;  // the last staged row
+    T* axis = tile + hl * C;  // row 0 of the axis (16-byte aligned: C ≥ 8)
     const Units units(nn, st);
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
         const i64 o = b / blocks;
@@ -463,10 +465,17 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
         __syncthreads();  // the last item's reads (and the weights) are done
         if ((b - o * blocks + 1) * C <= inner && sc_aligned16(row0) &&
             (inner * (i64)sizeof(T)) % 16 == 0) {
-            stage_columns<T, C>(tile, row0, inner, nn, tid);
+            stage_columns<T, C>(axis, row0, inner, nn, tid);
         } else if (col) {
 #pragma unroll 4
-            for (int m = g; m < nn; m += G) tile[m * C + c] = line[(i64)m * inner];
+            for (int m = g; m < nn; m += G) axis[m * C + c] = line[(i64)m * inner];
+        }
+        __syncthreads();
+        for (int m = tid; m < (hl + hr) * C; m += 256) {  // the halo rows, from staged values
+            const int h = m / C, cc = m - h * C;
+            const int p = h < hl ? h - hl : nn + h - hl;  // the row's place along the axis
+            const i64 q = sc_extend_index(p, nn, mode);
+            axis[p * C + cc] = q < 0 ? (T)cval : axis[q * C + cc];
         }
         __syncthreads();
         if (!col) continue;
@@ -478,7 +487,9 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
             typename Store::template Ahead<R> ahead;
             store.template fetch<R>(ahead, at, stride, i0, st, nn);
             double acc[R];
-            window_taps<T>(tile + c, C, i0, off, st, nn, ws, taps, t5, mode, cval, acc);
+            const int row = i0 + off + hl;  // the unit's first tap, in staged rows
+            window_taps<T>(tile + row * C + c, st * C, (kmax_row - row) / st, ws, taps, t5,
+                           acc);
             store.template put<R>(out, ahead, at, stride, i0, st, nn, acc, scale);
         }
     }

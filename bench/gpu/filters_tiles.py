@@ -37,11 +37,13 @@ def modules(cp, filters_src):
     }
 
 
-def tile_plan(shape, axis, taps, step, dtype):
-    """((kernel, shared bytes) the library runs, [(kernel, bytes) of every tile that fits])."""
+def tile_plan(shape, axis, taps, step, dtype, offset=None):
+    """((kernel, shared bytes) the library runs, [(kernel, bytes) of every tile that fits]) for
+    a pass whose first tap is `offset` from its output (None: centred)."""
     from skyconv import _core
 
-    return _core._filter_tile_plan(list(shape), axis, taps, step, np.dtype(dtype).name)
+    name = np.dtype(dtype).name
+    return _core._filter_tile_plan(list(shape), axis, taps, step, name, offset=offset)
 
 
 def launch(cp, mod, x, axis, w, offset, step, mode, cval, kernel, smem, scale=1.0, out=None):
@@ -90,7 +92,7 @@ def launch(cp, mod, x, axis, w, offset, step, mode, cval, kernel, smem, scale=1.
 def run(cp, mod, x, axis, w, offset, step, mode, cval, kernel=None, scale=1.0):
     """One pass with the library's tile (`kernel` None), the per-tap kernel ("axis") or a named
     tile that fits; returns (output, kernel)."""
-    (chosen, smem), fits = tile_plan(x.shape, axis, len(w), step, x.dtype)
+    (chosen, smem), fits = tile_plan(x.shape, axis, len(w), step, x.dtype, offset)
     sfx = "f32" if x.dtype == np.float32 else "f64"
     if kernel == "axis":
         chosen, smem = f"correlate_{sfx}", 0
@@ -109,10 +111,10 @@ def check(cp, mod):
             for axis in range(len(shape)):
                 for taps, step in ((1, 1), (3, 1), (5, 2), (5, 3), (21, 1), (7, 8), (5, 32)):
                     w = rng.standard_normal(taps)
-                    _, fits = tile_plan(shape, axis, taps, step, dtype)
                     for mode in MODES:
                         for origin in (0, 1):
                             off = -(taps // 2) * step - origin
+                            _, fits = tile_plan(shape, axis, taps, step, dtype, off)
                             a, _ = run(cp, mod, x, axis, w, off, step, mode, 1.5, "axis", 0.7)
                             for kernel in [None] + [k for k, _ in fits]:
                                 b, k = run(cp, mod, x, axis, w, off, step, mode, 1.5, kernel, 0.7)

@@ -156,8 +156,9 @@ def _filter_chain(
 ) -> FloatArray: ...
 
 # The GPU kernel of a pass along `axis` over a whole array of `shape` (element type `dtype`,
-# "float32"|"float64"; `split`: à trous's fused split) and its shared memory in bytes, and every
-# tile that fits (kernel name, bytes); None when the pass cannot be split. For benchmarks.
+# "float32"|"float64"; `split`: à trous's fused split; first tap `offset` elements from the
+# output, None: centred; a boundary mode other than constant) and its shared memory in bytes, and
+# every tile that fits (kernel name, bytes); None when the pass cannot be split. For benchmarks.
 def _filter_tile_plan(
     shape: list[int],
     axis: int,
@@ -165,6 +166,7 @@ def _filter_tile_plan(
     step: int,
     dtype: str,
     split: bool = False,
+    offset: int | None = None,
 ) -> tuple[tuple[str, int], list[tuple[str, int]]] | None: ...
 
 # --- Smooth-and-Clip and noise statistics (src/py/cube.rs) ----------------------------------

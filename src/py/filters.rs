@@ -163,9 +163,10 @@ fn _filter_chain<'py>(
 }
 
 /// The GPU kernel a pass along `axis` of an array of `shape` runs (the whole array on the
-/// device) and its shared memory, and every tile that fits: for benchmarks (`tile_plan`).
+/// device; the first tap `offset` from the output, default centred) and its shared memory, and
+/// every tile that fits: for benchmarks (`tile_plan`).
 #[pyfunction]
-#[pyo3(signature = (shape, axis, taps, step, dtype, split=false))]
+#[pyo3(signature = (shape, axis, taps, step, dtype, split=false, offset=None))]
 fn _filter_tile_plan(
     shape: Vec<usize>,
     axis: usize,
@@ -173,6 +174,7 @@ fn _filter_tile_plan(
     step: usize,
     dtype: &str,
     split: bool,
+    offset: Option<isize>,
 ) -> PyResult<Option<(filters::KernelTile, Vec<filters::KernelTile>)>> {
     let view = filters::AxisView::new(&shape, axis).map_err(to_pyerr)?;
     if step == 0 {
@@ -180,9 +182,10 @@ fn _filter_tile_plan(
             "step must be at least 1, got 0",
         )));
     }
+    let offset = offset.unwrap_or(-((taps / 2 * step) as isize)); // centred
     match dtype {
-        "float32" => Ok(filters::tile_plan::<f32>(view, taps, step, split)),
-        "float64" => Ok(filters::tile_plan::<f64>(view, taps, step, split)),
+        "float32" => Ok(filters::tile_plan::<f32>(view, taps, step, offset, split)),
+        "float64" => Ok(filters::tile_plan::<f64>(view, taps, step, offset, split)),
         _ => Err(to_pyerr(crate::Error::value(format!(
             "dtype must be 'float32' or 'float64', got {dtype:?}"
         )))),

@@ -293,21 +293,30 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
 def test_tile_plan_names_the_kernels_a_pass_runs():
     """`_filter_tile_plan` (what the GPU benchmarks launch) reports the library's tiles: à
     trous's passes over 256×512² take the whole-axis kernels, each within 48 KiB of shared
-    memory (weights, then the staged values); a filter too long for any tile takes the per-tap
-    kernel, which cannot fuse the split."""
+    memory (weights, then the staged values: along y and z the axis and the halo rows its taps
+    read past either end, so z at step 32 fits 16 columns, not 32); a filter too long for any
+    tile takes the per-tap kernel, which cannot fuse the split."""
     plan = _core._filter_tile_plan
     cube = [256, 512, 512]
-    for axis, kernel in ((2, "correlate_lines8_f32"), (1, "correlate_whole16_f32"),
-                         (0, "correlate_whole32_f32")):  # fmt: skip
-        for step in (1, 32):
-            (got, smem), fits = plan(cube, axis, 5, step, "float32")
-            assert (got, smem) == (kernel, 48 + 32768), (axis, step)
-            assert (got, smem) in fits
-            assert all(b <= 48 * 1024 for _, b in fits)
+    weights = 48  # 5 taps, padded to 6 doubles
+    for axis, step, kernel, smem in (
+        (2, 1, "correlate_lines8_f32", 8 * 512 * 8),  # 8 lines as double, no halo
+        (2, 32, "correlate_lines8_f32", 8 * 512 * 8),
+        (1, 1, "correlate_whole16_f32", (512 + 4) * 16 * 4),  # halo 2 + 2 rows
+        (1, 32, "correlate_whole16_f32", (512 + 128) * 16 * 4),
+        (0, 1, "correlate_whole32_f32", (256 + 4) * 32 * 4),
+        (0, 32, "correlate_whole16_f32", (256 + 128) * 16 * 4),
+    ):
+        (got, b), fits = plan(cube, axis, 5, step, "float32")
+        assert (got, b) == (kernel, weights + smem), (axis, step)
+        assert (got, b) in fits
+        assert all(b <= 48 * 1024 for _, b in fits)
     (got, _), _ = plan(cube, 2, 5, 1, "float32", split=True)
     assert got == "correlate_lines8_split_f32"
-    (got, _), _ = plan(cube, 0, 5, 4, "float64")
-    assert got == "correlate_whole16_f64"  # 256 rows × 16 columns × 8 bytes
+    (got, b), _ = plan(cube, 0, 5, 4, "float64")
+    assert (got, b) == ("correlate_whole16_f64", weights + (256 + 16) * 16 * 8)
+    (_, b), _ = plan(cube, 0, 3, 1, "float32", offset=-3)  # first tap 3 before: halo 3 + 0
+    assert b == 32 + (256 + 3) * 32 * 4
     assert plan([20000], 0, 10001, 1, "float32") == (("correlate_f32", 0), [])
     assert plan([20000], 0, 10001, 1, "float32", split=True) is None
     with pytest.raises(ValueError, match="dtype"):

@@ -71,6 +71,11 @@ impl DevicePass {
 }
 
 impl DevicePass {
+    /// The halo rows the whole-axis kernel along an inner axis stages (`halo_rows`).
+    fn halo<T: Real>(&self) -> Option<usize> {
+        halo_rows::<T>(self.span, self.host_mode, self.cval)
+    }
+
     /// Push the filter's arguments, in the order every kernel of kernels/filters.cu takes them
     /// (after the chunk's geometry): weights, taps, offset, step, scale, mode, cval.
     fn push<'a>(&'a self, l: &mut LaunchArgs<'a>) {
@@ -133,11 +138,17 @@ pub struct Split<'a, T> {
 /// most 4 outputs a thread, since each keeps its data and plane values through the sums (8 took
 /// 110 registers and ran slower than the split apart, session 19 call 2).
 fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
-    split_tile_of::<T>(view, pass.taps.max(1) as usize, pass.step as usize)
+    let (taps, step) = (pass.taps.max(1) as usize, pass.step as usize);
+    split_tile_of::<T>(view, taps, step, pass.halo::<T>())
 }
 
-fn split_tile_of<T: Real>(view: AxisView, taps: usize, step: usize) -> Option<Tiled> {
-    tile_of::<T>(view, &Chunk::whole(view), taps, step).map(|t| match t {
+fn split_tile_of<T: Real>(
+    view: AxisView,
+    taps: usize,
+    step: usize,
+    halo: Option<usize>,
+) -> Option<Tiled> {
+    tile_of::<T>(view, &Chunk::whole(view), taps, step, halo).map(|t| match t {
         Tiled::Cols { r } => Tiled::Cols { r: r.min(4) },
         other => other,
     })
@@ -184,22 +195,27 @@ pub type KernelTile = (String, usize);
 /// The kernel a pass over a whole view runs and its shared memory in bytes, and every tile that
 /// fits beside it (kernel name → bytes): for benchmarks that launch the kernels themselves, so
 /// that they time what `apply_device` (`split` false) or `apply_device_split` (true) runs.
+/// The pass's first tap is `offset` from its output, in a boundary mode other than constant.
 /// The per-tap kernel takes no shared memory; None: the pass cannot be split (`can_split`).
 pub fn tile_plan<T: Real>(
     view: AxisView,
     taps: usize,
     step: usize,
+    offset: isize,
     split: bool,
 ) -> Option<(KernelTile, Vec<KernelTile>)> {
     let taps = taps.max(1);
+    let span = (offset, offset + ((taps - 1) * step) as isize);
+    let halo = halo_rows::<T>(span, Mode::Mirror, 0.0);
     let chosen = if split {
-        split_tile_of::<T>(view, taps, step)?
-    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step) {
+        split_tile_of::<T>(view, taps, step, halo)?
+    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo) {
         t
     } else {
         return Some(((per_tap_kernel::<T>(), 0), Vec::new()));
     };
     let (n, elem) = (view.n, std::mem::size_of::<T>());
+    let rows = n + halo.unwrap_or(0);
     let all: Vec<Tiled> = if view.inner == 1 {
         let lines = [8, 2, 1].map(|l| Tiled::Lines { l, n, elem: 8 });
         [1, 3, 5]
@@ -211,7 +227,7 @@ pub fn tile_plan<T: Real>(
         let whole = [32, 16, 8]
             .into_iter()
             .filter(|&c| c <= view.inner)
-            .map(|c| Tiled::Whole { c, n, elem });
+            .map(|c| Tiled::Whole { c, rows, elem });
         [1, 2, 4, 8]
             .map(|r| Tiled::Cols { r })
             .into_iter()
@@ -250,10 +266,26 @@ const FIRST_PIECE_TILED_TAPS: usize = 1 << 32;
 /// (a Gaussian of σ 2) up to 1.3× slower along an inner axis (session 19, call 3).
 const WHOLE_MAX_TAPS: usize = 8;
 
+/// Rows past the two ends of an axis that a pass's taps read (`span`: its first and last tap's
+/// offsets from the output), which the whole-axis kernel along an inner axis stages beside the
+/// axis; None when it cannot: a constant mode whose cval T does not hold exactly (staged as T,
+/// it would round).
+fn halo_rows<T: Real>(span: (isize, isize), mode: Mode, cval: f64) -> Option<usize> {
+    let exact = T::from_f64(cval).to_f64() == cval || cval.is_nan();
+    (mode != Mode::Constant || exact).then(|| (-span.0).max(0) as usize + span.1.max(0) as usize)
+}
+
 /// The tile for a pass over `chunk`: the whole axis when the chunk covers it and its columns,
 /// the filter is short or the phase tiles would hold at most 2 outputs a thread (wide steps),
-/// and it fits; else a tile of `Tiled::plan`, or None for the per-tap kernel.
-fn tile_of<T: Real>(view: AxisView, chunk: &Chunk, taps: usize, step: usize) -> Option<Tiled> {
+/// and it fits with its halo (`halo_rows`; None: no whole-axis tile along an inner axis); else
+/// a tile of `Tiled::plan`, or None for the per-tap kernel.
+fn tile_of<T: Real>(
+    view: AxisView,
+    chunk: &Chunk,
+    taps: usize,
+    step: usize,
+    halo: Option<usize>,
+) -> Option<Tiled> {
     let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
     let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, step);
     let whole_axis =
@@ -262,7 +294,7 @@ fn tile_of<T: Real>(view: AxisView, chunk: &Chunk, taps: usize, step: usize) -> 
     whole_axis
         .then_some(short)
         .filter(|&s| s)
-        .and_then(|_| Tiled::whole(n_out, width, taps, std::mem::size_of::<T>()))
+        .and_then(|_| Tiled::whole(n_out, width, taps, std::mem::size_of::<T>(), halo))
         .or(phase)
 }
 
@@ -288,7 +320,8 @@ fn launch<T: Real>(
         (width, outer * n_out)
     };
     let taps = pass.taps.max(1) as usize;
-    if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize) {
+    let halo = pass.halo::<T>();
+    if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize, halo) {
         return launch_tiled(gpu, input, view, chunk, pass, out, tiled, None);
     }
     let func = kernel::<T>(gpu, &per_tap_kernel::<T>())?;
@@ -373,9 +406,9 @@ enum Tiled {
     Cols { r: usize },
     /// Along the last axis: a window of 256·r outputs of one line a block.
     Line { r: usize },
-    /// Along an inner axis of `n` rows, whole: `c` columns of it staged in shared memory a block
-    /// (`elem` bytes a value), each input read once.
-    Whole { c: usize, n: usize, elem: usize },
+    /// Along an inner axis, whole: `c` columns of its `rows` (the axis and its halo) staged in
+    /// shared memory a block (`elem` bytes a value), each input read once.
+    Whole { c: usize, rows: usize, elem: usize },
     /// Along the last axis, whole lines of `n` values: `l` of them staged a block.
     Lines { l: usize, n: usize, elem: usize },
 }
@@ -422,14 +455,22 @@ impl Tiled {
 
     /// The whole-axis tile for a chunk that covers the view's axis and columns (`n` rows,
     /// `width` columns, values of `elem` bytes): along an inner axis the widest of 32, 16 or 8
-    /// columns, along the last one the most of 8, 2 or 1 lines (staged as double), whose staged values fit in
-    /// shared memory; None when none does (or `SKYCONV_FILTER_WHOLE=0`, for comparisons).
-    fn whole(n: usize, width: usize, taps: usize, elem: usize) -> Option<Tiled> {
+    /// columns of the axis and its `halo` rows, along the last one the most of 8, 2 or 1 lines
+    /// (staged as double), whose staged values fit in shared memory; None when none does, along
+    /// an inner axis without a halo, or with `SKYCONV_FILTER_WHOLE=0` (for comparisons).
+    fn whole(
+        n: usize,
+        width: usize,
+        taps: usize,
+        elem: usize,
+        halo: Option<usize>,
+    ) -> Option<Tiled> {
         let off = matches!(
             crate::backend::env::switch_var("SKYCONV_FILTER_WHOLE"),
             Ok(Some(false))
         );
-        if off || n >= 1 << 31 || (width > 1 && width < 8) {
+        let rows = n + halo.unwrap_or(0);
+        if off || rows >= 1 << 31 || (width > 1 && (width < 8 || halo.is_none())) {
             return None;
         }
         let fits = |t: &Tiled| t.shared_bytes(taps, 1) <= TILE_SHARED;
@@ -443,7 +484,7 @@ impl Tiled {
         [32, 16, 8]
             .into_iter()
             .filter(|&c| c <= width)
-            .map(|c| Tiled::Whole { c, n, elem })
+            .map(|c| Tiled::Whole { c, rows, elem })
             .find(fits)
     }
 
@@ -465,7 +506,7 @@ impl Tiled {
             + match self {
                 Tiled::Cols { r } => 8 * (8 * r + taps - 1) * 32,
                 Tiled::Line { r } => 8 * (256 * r + (taps - 1) * step),
-                Tiled::Whole { c, n, elem } => n * c * elem,
+                Tiled::Whole { c, rows, elem } => rows * c * elem,
                 Tiled::Lines { l, n, elem } => n * l * elem,
             }
     }
@@ -853,49 +894,70 @@ mod tests {
     #[test]
     fn whole_axis_tiles_fit_shared_memory_and_cover_the_view() {
         use Tiled::{Lines, Whole};
-        // à trous's cube: z (256 rows) in 32 columns, y (512) in 16, x lines 8 at a time
+        // à trous's cube at step 1 (halo 2 + 2 rows): z (256 rows) in 32 columns, y (512) in
+        // 16, x lines 8 at a time (staged as double: no halo)
+        let h = Some(4);
         assert_eq!(
-            Tiled::whole(256, 262_144, 5, 4),
+            Tiled::whole(256, 262_144, 5, 4, h),
             Some(Whole {
                 c: 32,
-                n: 256,
+                rows: 260,
                 elem: 4
             })
         );
         assert_eq!(
-            Tiled::whole(512, 512, 5, 4),
+            Tiled::whole(512, 512, 5, 4, h),
             Some(Whole {
                 c: 16,
-                n: 512,
+                rows: 516,
+                elem: 4
+            })
+        );
+        // at step 32 (halo 64 + 64): z in 16 columns
+        assert_eq!(
+            Tiled::whole(256, 262_144, 5, 4, Some(128)),
+            Some(Whole {
+                c: 16,
+                rows: 384,
                 elem: 4
             })
         );
         assert_eq!(
-            Tiled::whole(512, 1, 5, 4),
+            Tiled::whole(512, 1, 5, 4, h),
             Some(Lines {
                 l: 8,
                 n: 512,
-                elem: 4
+                elem: 8
             })
         );
         assert_eq!(
-            Tiled::whole(5000, 1, 5, 8),
+            Tiled::whole(5000, 1, 5, 8, None),
             Some(Lines {
                 l: 1,
                 n: 5000,
                 elem: 8
             })
         );
-        // too long to stage, or too few columns to fill a warp's run
-        assert_eq!(Tiled::whole(2000, 64, 5, 4), None);
-        assert_eq!(Tiled::whole(7000, 1, 5, 8), None);
-        assert_eq!(Tiled::whole(100, 5, 5, 4), None);
-        for t in [Tiled::whole(1500, 8, 7, 4), Tiled::whole(6000, 1, 7, 8)] {
+        // too long to stage, too few columns to fill a warp's run, or no halo (a constant mode
+        // whose cval the type does not hold)
+        assert_eq!(Tiled::whole(2000, 64, 5, 4, h), None);
+        assert_eq!(Tiled::whole(7000, 1, 5, 8, h), None);
+        assert_eq!(Tiled::whole(100, 5, 5, 4, h), None);
+        assert_eq!(Tiled::whole(100, 64, 5, 4, None), None);
+        for t in [
+            Tiled::whole(1500, 8, 7, 4, Some(6)),
+            Tiled::whole(6000, 1, 7, 8, None),
+        ] {
             assert!(t.unwrap().shared_bytes(7, 1) <= TILE_SHARED);
         }
+        assert_eq!(halo_rows::<f32>((-4, 4), Mode::Mirror, 0.7), Some(8));
+        assert_eq!(halo_rows::<f32>((-3, 2), Mode::Constant, 1.5), Some(5));
+        assert_eq!(halo_rows::<f32>((-3, 2), Mode::Constant, 0.7), None);
+        assert_eq!(halo_rows::<f64>((-3, 2), Mode::Constant, 0.7), Some(5));
+        assert_eq!(halo_rows::<f32>((1, 9), Mode::Wrap, 0.0), Some(9)); // origin shifts
         let z = Whole {
             c: 32,
-            n: 256,
+            rows: 260,
             elem: 4,
         };
         assert_eq!(z.work(1, 256, 262_144, 32), (8192, 1));
