@@ -68,8 +68,8 @@ def launch(cp, mod, x, axis, w, offset, step, mode, cval, kernel, smem, scale=1.
         f(grid, (256, 1, 1), (x, out, i64(outer), i64(n), i64(inner), i64(n)) + rows + tail
           + (i64(0), i64(sdim), i64(0), i64(fdim)))  # fmt: skip
     elif kind == "cols":
-        rows = -(-n // step)  # outputs of a phase
-        qt = -(-rows // (8 * k))
+        per_phase = -(-n // step)  # outputs of a phase
+        qt = -(-per_phase // (8 * k))
         units = outer * step
         grid = (-(-inner // 32), min(qt, 65535), min(units, 65535))
         f(grid, (32, 8, 1), (x, out, i64(n), i64(inner), i64(n)) + rows + tail
