@@ -126,7 +126,8 @@ __device__ __forceinline__ void window_sums(const S* s, int d, const double* w, 
 }
 
 // How a tiled pass stores its outputs r (flat index at + r·stride of `out`; those with
-// first + r·inc < bound): as they are, or (the à trous scale's last pass, src/cube/atrous/cuda.rs) as the wavelet plane
+// first + r·inc < bound): as they are, or (the à trous scale's last pass,
+// src/cube/atrous/cuda.rs) as the wavelet plane
 // out = c − v with c updated in place, which saves writing the smoothed plane and reading it
 // back. `fetch` runs before the sums, so that the loads it issues wait behind them.
 template <typename T>
@@ -139,9 +140,10 @@ struct StorePlain {
     __device__ __forceinline__ void put(T* out, const Ahead<R>&, i64 at, i64 stride, int first,
                                         int inc, int bound, const double* acc,
                                         double scale) const {
+        T* o = out + at;  // stepped, not out + at + r·stride: no 64-bit product an output
 #pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (first + r * inc < bound) out[at + r * stride] = (T)(acc[r] * scale);
+        for (int r = 0; r < R; ++r, o += stride)
+            if (first + r * inc < bound) *o = (T)(acc[r] * scale);
     }
 };
 template <typename T>
@@ -155,22 +157,25 @@ struct StoreSplit {
     template <int R>
     __device__ __forceinline__ void fetch(Ahead<R>& a, i64 at, i64 stride, int first, int inc,
                                           int bound) const {
+        const T* d = data + at;
+        const T* e = c + at;
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r, d += stride, e += stride)
             if (first + r * inc < bound) {
-                a.x[r] = data[at + r * stride];
-                a.c[r] = c[at + r * stride];
+                a.x[r] = *d;
+                a.c[r] = *e;
             }
     }
     template <int R>
     __device__ __forceinline__ void put(T* out, const Ahead<R>& a, i64 at, i64 stride, int first,
                                         int inc, int bound, const double* acc,
                                         double scale) const {
+        T* o = out + at;
+        T* e = c + at;
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r, o += stride, e += stride)
             if (first + r * inc < bound)
-                sc_atrous_split<T>(a.x[r], a.c[r], (T)(acc[r] * scale), out + at + r * stride,
-                                   c + at + r * stride);
+                sc_atrous_split<T>(a.x[r], a.c[r], (T)(acc[r] * scale), o, e);
     }
 };
 
@@ -364,20 +369,24 @@ __device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int
     return acc;
 }
 
-// The inner-axis whole kernel's unit of work: R = 5 outputs r of one phase whose first tap is
-// staged at s[0] and whose taps lie d apart (r's tap j at s[(r + j)·d]): a window of
-// R + taps − 1 staged values in registers, each loaded and converted once for R outputs (one
-// output at a time read and converted taps values each). Loads past staged value kmax (only
-// those of outputs past the axis's end, which are not stored) read value kmax instead. R odd: a
-// warp's units of one phase read shared memory without bank conflicts. Every output sums
-// fma(w[j], x[j], acc) for j = 0 .. taps-1 from acc = 0: the same bits as correlate_axis.
+// The inner-axis whole kernel's unit of work: R = 5 outputs r of one phase of a staged column
+// (row q at x[q·pitch]) whose first tap is row `row` and whose taps lie st rows apart (r's tap
+// j at row + (r + j)·st): a window of R + taps − 1 staged values in registers, each loaded and
+// converted once for R outputs (one output at a time read and converted taps values each).
+// Loads past row `last` (only those of outputs past the axis's end, which are not stored) read
+// row `last`. R odd: a warp's units of one phase read shared memory without bank conflicts.
+// Every output sums fma(w[j], x[j], acc) for j = 0 .. taps-1 from acc = 0: the same bits as
+// correlate_axis.
 constexpr int SC_WINDOW_R = 5;
 template <typename S>
-__device__ __forceinline__ void window_taps(const S* s, int d, int kmax, const double* ws,
-                                            int taps, const Taps5& t5,
+__device__ __forceinline__ void window_taps(const S* x, int pitch, int row, int st, int last,
+                                            const double* ws, int taps, const Taps5& t5,
                                             double acc[SC_WINDOW_R]) {
     constexpr int R = SC_WINDOW_R;
-    auto at = [&](int k) { return (double)s[(k < kmax ? k : kmax) * d]; };
+    auto at = [&](int k) {
+        const int q = row + k * st;
+        return (double)x[(q < last ? q : last) * pitch];
+    };
     if (taps == 5) {
         double v[R + 4];
 #pragma unroll
@@ -453,7 +462,7 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     // (hl + n + hr)·C fits shared memory (filters/cuda.rs)
     const int nn = (int)n, st = (int)step, off = (int)offset;
     const int hl = off < 0 ? -off : 0, last = off + (taps - 1) * st, hr = last > 0 ? last : 0;
-    const int kmax_row = hl + nn + hr - 1;  // the last staged row
+    const int last_row = hl + nn + hr - 1;
     T* axis = tile + hl * C;  // row 0 of the axis (16-byte aligned: C ≥ 8)
     const Units units(nn, st);
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
@@ -488,15 +497,14 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
             store.template fetch<R>(ahead, at, stride, i0, st, nn);
             double acc[R];
             const int row = i0 + off + hl;  // the unit's first tap, in staged rows
-            window_taps<T>(tile + row * C + c, st * C, (kmax_row - row) / st, ws, taps, t5,
-                           acc);
+            window_taps<T>(tile + c, C, row, st, last_row, ws, taps, t5, acc);
             store.template put<R>(out, ahead, at, stride, i0, st, nn, acc, scale);
         }
     }
 }
 
-// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a block,
-// each input read once and the boundary resolved by index; the warps run along a line, so
+// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a
+// block, each input read once and the boundary resolved by index; the warps run along a line, so
 // loads, stores and shared reads are contiguous. 1-D grid over the groups of L lines b0 .. b1,
 // looping past the grid. Shared memory: taps weights, then L·n doubles.
 template <typename T, int L, class Store>
