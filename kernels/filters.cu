@@ -105,15 +105,15 @@ __device__ __forceinline__ double* stage_weights(double* sh, const double* __res
     return sh + ((taps + 1) & ~1);
 }
 
-// R outputs from staged inputs: output r reads s[(r + j) * d] for tap j.
-template <int R, typename S>
-__device__ __forceinline__ void window_sums(const S* s, int d, const double* w, int taps,
-                                            double acc[R]) {
+// R outputs from staged inputs: output r reads at(r + j) for tap j (at: the k-th staged value
+// of the window, as double).
+template <int R, class At>
+__device__ __forceinline__ void window_sums(At at, const double* w, int taps, double acc[R]) {
     double v[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         acc[r] = 0.0;
-        v[r] = (double)s[r * d];
+        v[r] = at(r);
     }
     for (int j = 0; j < taps; ++j) {
         const double wj = w[j];
@@ -121,8 +121,15 @@ __device__ __forceinline__ void window_sums(const S* s, int d, const double* w, 
         for (int r = 0; r < R; ++r) acc[r] = fma(wj, v[r], acc[r]);
 #pragma unroll
         for (int r = 0; r + 1 < R; ++r) v[r] = v[r + 1];
-        if (j + 1 < taps) v[R - 1] = (double)s[(j + R) * d];
+        if (j + 1 < taps) v[R - 1] = at(j + R);
     }
+}
+
+// window_sums over values d apart from s[0].
+template <int R>
+__device__ __forceinline__ void window_sums(const double* s, int d, const double* w, int taps,
+                                            double acc[R]) {
+    window_sums<R>([&](int k) { return s[k * d]; }, w, taps, acc);
 }
 
 // How a tiled pass stores its outputs r (flat index at + r·stride of `out`; those with
@@ -400,20 +407,7 @@ __device__ __forceinline__ void window_taps(const S* x, int pitch, int row, int 
         }
         return;
     }
-    double v[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        acc[r] = 0.0;
-        v[r] = at(r);
-    }
-    for (int j = 0; j < taps; ++j) {
-        const double wj = ws[j];
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = fma(wj, v[r], acc[r]);
-#pragma unroll
-        for (int r = 0; r + 1 < R; ++r) v[r] = v[r + 1];
-        if (j + 1 < taps) v[R - 1] = at(j + R);
-    }
+    window_sums<R>(at, ws, taps, acc);
 }
 
 // The units of a line or column of n outputs at step st: (phase p < min(st, n), group g of R

@@ -540,45 +540,20 @@ fn launch_tiled<T: Real>(
     let taps = pass.taps.max(1) as usize;
     let (units, tiles) = tiled.work(chunk.outer.len(), n_out, width, pass.step as usize);
     let func = kernel::<T>(gpu, &tiled.kernel::<T>(split.is_some()))?;
-    if units > 1 {
-        let per_unit = (chunk.outer.len() * n_out * width).div_ceil(units).max(1);
-        let first = (FIRST_PIECE_TILED_TAPS / (per_unit * taps)).max(1);
-        pace::run(gpu, units, first, |u| {
-            let split = split.as_deref_mut();
-            launch_tiles(
-                &func,
-                gpu,
-                input,
-                view,
-                chunk,
-                pass,
-                out,
-                tiled,
-                split,
-                u,
-                0..tiles,
-            )
-        })
+    // Cut along the units when there are several, else along the single unit's tiles.
+    let (count, per_piece) = if units > 1 {
+        (units, (chunk.outer.len() * n_out * width).div_ceil(units))
     } else {
-        let per_tile = (n_out * width).div_ceil(tiles).max(1);
-        let first = (FIRST_PIECE_TILED_TAPS / (per_tile * taps)).max(1);
-        pace::run(gpu, tiles, first, |t| {
-            let split = split.as_deref_mut();
-            launch_tiles(
-                &func,
-                gpu,
-                input,
-                view,
-                chunk,
-                pass,
-                out,
-                tiled,
-                split,
-                0..1,
-                t,
-            )
-        })
-    }
+        (tiles, (n_out * width).div_ceil(tiles))
+    };
+    let first = (FIRST_PIECE_TILED_TAPS / (per_piece.max(1) * taps)).max(1);
+    pace::run(gpu, count, first, |r| {
+        let (u, t) = if units > 1 { (r, 0..tiles) } else { (0..1, r) };
+        let split = split.as_deref_mut();
+        launch_tiles(
+            &func, gpu, input, view, chunk, pass, out, tiled, split, u, t,
+        )
+    })
 }
 
 /// One launch of the tiled kernel `func` (`Tiled::kernel`): units `u` and tiles `t` of each.
