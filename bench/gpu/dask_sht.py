@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import skyconv
+from skyconv._dask import cluster
 
 
 def _peak_rss_mib():
@@ -63,7 +64,7 @@ def scatter(client, arr, sizes):
     import dask.array as da
     from distributed import wait
 
-    addrs = sorted(client.scheduler_info()["workers"])
+    addrs = [w["address"] for w in cluster.workers(client)]
     ends = np.cumsum(sizes)
     parts = [np.ascontiguousarray(arr[:, e - s : e]) for s, e in zip(sizes, ends)]
     futs = [
@@ -133,7 +134,7 @@ def run_split(client, fn, src, sizes, repeats, profile=False):
     summary of the best run's cluster part (``stream_summary``)."""
     from distributed import get_task_stream, wait
 
-    addrs = sorted(client.scheduler_info()["workers"])
+    addrs = [w["address"] for w in cluster.workers(client)]
     best, res, cpu, prof = None, None, None, None
     for _ in range(repeats):
         c0 = cluster_cpu_s(client)

@@ -32,3 +32,15 @@ def test_a_scheduler_set_in_dask_config_wins_over_a_live_client(dask_client, rng
     with dask.config.set(scheduler=dask_client):
         assert cluster.client() is dask_client
     assert cluster.client() is dask_client
+
+
+def test_workers_are_asked_of_the_scheduler_not_the_clients_cache(dask_client, monkeypatch):
+    """``Client.scheduler_info()`` returns the client's cached identity, which the client's
+    periodic refresh (it fetches no workers) can overwrite just before that call returns: a
+    test once read a cluster of no workers from it (CI, stop 42). ``cluster.workers`` asks the
+    scheduler, so a cache that lists no workers does not reach it."""
+    monkeypatch.setattr(type(dask_client), "scheduler_info", lambda self, *a, **k: {"workers": {}})
+    got = cluster.workers(dask_client)
+    assert [w["address"] for w in got] == sorted(dask_client.nthreads())
+    assert len(got) == 2 and all(w["nthreads"] == 1 and w["memory_limit"] > 0 for w in got)
+    assert cluster.workers() == got  # the current client's, by default

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import skyconv
+from skyconv._dask import cluster
 from skyconv.exceptions import ArgumentError, ShapeError
 
 da = pytest.importorskip("dask.array")
@@ -334,7 +335,7 @@ def test_cube_that_fits_a_worker_runs_as_one_task(dask_client, rng, monkeypatch)
     from skyconv._dask import device as ddev
 
     x = _cube(rng, dtype=np.float32)
-    limit = min(w["memory_limit"] for w in dask_client.scheduler_info()["workers"].values())
+    limit = min(w["memory_limit"] for w in cluster.workers(dask_client))
     want = skyconv.atrous_denoise(x, device="cpu")
     loop_stages = {"atrous.smooth", "atrous.finish"}
     for fraction, stages in ((x.nbytes / limit, {"atrous.single"}),
@@ -414,7 +415,7 @@ def test_worker_lost_mid_run(dask_client, rng):
 
     x = _cube(rng, (16, 24, 24))
     want = skyconv.atrous_denoise(x, device="cpu")
-    worker = list(dask_client.scheduler_info()["workers"])[0]
+    worker = cluster.workers(dask_client)[0]["address"]
 
     def kill():
         time.sleep(1.5)

@@ -12,6 +12,7 @@ from test_dask_scfind import check, make_cube
 
 import skyconv
 from skyconv import ShapeError, _core
+from skyconv._dask import cluster
 
 MODE = "constant"
 SAMPLING = ("backward", 7)
@@ -265,7 +266,7 @@ def test_slabs_are_contiguous_and_groups_fit_the_cluster(dask_client, monkeypatc
 
     x = da.from_array(make_cube(rng), chunks=(3, 30, 28))
     base, owners = cube._persist_slabs(x)
-    workers = sorted(dask_client.scheduler_info()["workers"])
+    workers = [w["address"] for w in cluster.workers(dask_client)]
     assert owners == [workers[k * 2 // 6] for k in range(6)]
     np.testing.assert_array_equal(base.compute(), x.compute())
     assert cube._groups((18, 30, 28), 3) == 1  # 2520 voxels a slab: one group
@@ -324,7 +325,7 @@ def test_slab_kernel_makes_one_task_a_slab_and_group(dask_client, spy, monkeypat
     # calls at priority −j
     (layer,) = [g.layers[name] for g, name in graphs]
     notes = layer.annotations
-    workers = sorted(dask_client.scheduler_info()["workers"])
+    workers = [w["address"] for w in cluster.workers(dask_client)]
     assert {key_split(key) for key in layer} == {"slab_core", "getitem", "sample_of"}
     for key in layer:
         k = key[1]  # a core call's and a sample part's slab; a halo piece's source slab

@@ -9,6 +9,7 @@ import pytest
 from _grid_refs import KERNELS, brute
 
 import skyconv
+from skyconv._dask import cluster
 from skyconv.exceptions import ArgumentError, ShapeError
 from skyconv.grid import resolve_target
 
@@ -178,7 +179,7 @@ def test_worker_lost_mid_run(dask_client, rng):
                        HEADER, kernel_params=0.1, dtype=np.float64, device="cpu")  # fmt: skip
     fut = dask_client.compute(got.cube)
     time.sleep(0.5)  # some partials done, most not
-    workers = list(dask_client.scheduler_info()["workers"])
+    workers = [w["address"] for w in cluster.workers(dask_client)]
     dask_client.restart_workers([workers[0]])
     wait(fut, timeout=120)
     cube = fut.result()

@@ -29,13 +29,18 @@ def client():
     return c
 
 
-def workers() -> list[dict]:
-    """The scheduler's info of each worker of the current client (keys ``"address"``,
-    ``"nthreads"``, ``"memory_limit"``, ...), sorted by address; empty without a client."""
-    c = client()
+def workers(c=None) -> list[dict]:
+    """The scheduler's info of each worker of client ``c`` (default: the current client; keys
+    ``"address"``, ``"nthreads"``, ``"memory_limit"``, ...), sorted by address; empty without
+    a client.
+
+    Asked of the scheduler now: ``Client.scheduler_info()`` returns the client's cached copy,
+    which the client's periodic refresh (it asks for no workers) can replace between that
+    call's fetch and its return, so that it reads a cluster of none."""
+    c = client() if c is None else c
     if c is None:
         return []
-    info = c.scheduler_info().get("workers", {})
+    info = c.sync(c.scheduler.identity).get("workers", {})
     return [{**info[a], "address": a} for a in sorted(info)]
 
 
