@@ -282,43 +282,44 @@ __device__ void correlate_line(const T* __restrict__ in, T* __restrict__ out, i6
     }
 }
 
-// put(m, get(m)) for m = tid, tid + 256, ... < count (a block of 256 threads), four gets issued
-// before the first put (several loads in flight a thread, as stage_rows).
-template <class Get, class Put>
+// put(m, get(m)) for m = tid, tid + S, ... < count (tid < S: a group of S threads, a block's
+// 256 by default), four gets issued before the first put (several loads in flight a thread, as
+// stage_rows).
+template <int S = 256, class Get, class Put>
 __device__ __forceinline__ void stage_each(int count, int tid, Get get, Put put) {
     int m = tid;
-    for (; m + 768 < count; m += 1024) {
-        const auto a = get(m), b = get(m + 256), c = get(m + 512), d = get(m + 768);
+    for (; m + 3 * S < count; m += 4 * S) {
+        const auto a = get(m), b = get(m + S), c = get(m + 2 * S), d = get(m + 3 * S);
         put(m, a);
-        put(m + 256, b);
-        put(m + 512, c);
-        put(m + 768, d);
+        put(m + S, b);
+        put(m + 2 * S, c);
+        put(m + 3 * S, d);
     }
-    for (; m < count; m += 256) put(m, get(m));
+    for (; m < count; m += S) put(m, get(m));
 }
 
 __device__ __forceinline__ bool sc_aligned16(const void* p) {
     return ((unsigned long long)p & 15ull) == 0ull;
 }
 
-// Stage `count` contiguous values (whole lines) into shared memory as D (T, or double: each
-// value converted once): in 16-byte words (uint4, or four floats a load) when both ends allow
-// it (a warp moves 512 bytes a load), else value by value.
-template <typename T, typename D>
+// Stage `count` contiguous values (a whole line) into shared memory as D (T, or double: each
+// value converted once) by a group of S threads (tid < S): in 16-byte words (uint4, or four
+// floats a load) when both ends allow it (a warp moves 512 bytes a load), else value by value.
+template <int S, typename T, typename D>
 __device__ __forceinline__ void stage_run(D* dst, const T* __restrict__ src, int count, int tid) {
     auto one = [&](int m) { return src[m]; };
     auto put_one = [&](int m, T v) { dst[m] = (D)v; };
     if (!sc_aligned16(src) || !sc_aligned16(dst) || (count * (int)sizeof(T)) % 16 != 0) {
-        stage_each(count, tid, one, put_one);
+        stage_each<S>(count, tid, one, put_one);
     } else if (sizeof(T) == sizeof(D)) {
         const uint4* s = (const uint4*)src;
         uint4* d = (uint4*)dst;
-        stage_each(count * (int)sizeof(T) / 16, tid, [&](int m) { return s[m]; },
+        stage_each<S>(count * (int)sizeof(T) / 16, tid, [&](int m) { return s[m]; },
                    [&](int m, uint4 v) { d[m] = v; });
     } else {  // float → double
         const float4* s = (const float4*)src;
         double2* d = (double2*)dst;
-        stage_each(count / 4, tid, [&](int m) { return s[m]; }, [&](int m, float4 v) {
+        stage_each<S>(count / 4, tid, [&](int m) { return s[m]; }, [&](int m, float4 v) {
             d[2 * m] = make_double2(v.x, v.y);
             d[2 * m + 1] = make_double2(v.z, v.w);
         });
@@ -497,37 +498,61 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
     }
 }
 
-// Along the last axis, whole lines: L lines of n values staged in shared memory (as double) a
-// block, each input read once and the boundary resolved by index; the warps run along a line, so
-// loads, stores and shared reads are contiguous. 1-D grid over the groups of L lines b0 .. b1,
-// looping past the grid. Shared memory: taps weights, then L·n doubles.
+// Along the last axis, whole lines: L lines a block, each staged in shared memory as double
+// with its halo (the values past either end that the taps read: hl = max(0, −offset) before,
+// hr after, filled from the staged line by the boundary rule; cval is exact as double), so
+// every input is read and converted once and no tap needs the boundary rule. The 256 / L
+// threads of a line stage it, fill its halo and compute its outputs, one a thread in turn: a
+// warp's loads, stores and shared reads are contiguous, and at L = 8 (a warp a line) the warps
+// never wait for each other. 1-D grid over the groups of L lines b0 .. b1, looping past the
+// grid. Shared memory: taps weights, then L lines of `pitch` doubles (filters/cuda.rs reserves
+// n + hl + hr + 2 a line).
 template <typename T, int L, class Store>
 __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i64 lines, i64 n,
                                 const double* __restrict__ w, int taps, i64 offset, i64 step,
                                 double scale, int mode, double cval, i64 b0, i64 b1,
                                 Store store) {
     SC_DYNAMIC_SHARED(double, sh);
-    const int tid = threadIdx.x;
+    constexpr int TL = 256 / L;  // threads a line
+    const int tid = threadIdx.x, l = tid / TL, t = tid % TL;
     const double* ws = sh;
-    const Taps5 r(w, taps);
+    const Taps5 t5(w, taps);
     double* tile = stage_weights(sh, w, taps, tid);
-    const int nn = (int)n, st = (int)step, off = (int)offset;  // L·n fits shared memory
+    const int nn = (int)n, st = (int)step, off = (int)offset;
+    const int hl = off < 0 ? -off : 0, last = off + (taps - 1) * st, hr = last > 0 ? last : 0;
+    const int ha = (hl + 1) & ~1, pitch = (ha + nn + hr + 1) & ~1;  // 16-byte aligned lines
+    double* line = tile + l * pitch + ha;  // value 0 of this thread's line
+    const double* x = line + off;          // output i's first tap at x[i]
+    auto sync = [] {
+        if (TL <= 32) __syncwarp();  // a line's threads are one warp
+        else __syncthreads();
+    };
+    __syncthreads();  // the weights
     for (i64 b = b0 + blockIdx.x; b < b1; b += gridDim.x) {
-        const i64 o0 = b * L;
-        const int nl = lines - o0 < L ? (int)(lines - o0) : L;
-        __syncthreads();  // the last item's reads (and the weights) are done
-        stage_run<T, double>(tile, in + o0 * n, nl * nn, tid);  // the nl lines are contiguous
-        __syncthreads();
-        for (int l = 0; l < nl; ++l) {
-            const double* row = tile + l * nn;
-            const i64 base = (o0 + l) * n;
-            for (int i = tid; i < nn; i += 256) {
-                typename Store::template Ahead<1> ahead;
-                store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
-                double acc =
-                    staged_taps<double>(row, 1, i + off, st, nn, ws, taps, r, mode, cval);
-                store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
+        const i64 o = b * L + l;
+        const bool live = o < lines;  // uniform over a line's threads
+        sync();  // the last item's reads are done
+        if (live) stage_run<TL, T, double>(line, in + o * n, nn, t);
+        sync();
+        for (int h = t; live && h < hl + hr; h += TL) {
+            const int p = h < hl ? h - hl : nn + h - hl;  // the value's place along the line
+            const i64 q = sc_extend_index(p, nn, mode);
+            line[p] = q < 0 ? cval : line[q];
+        }
+        sync();
+        if (!live) continue;
+        const i64 base = o * n;
+        for (int i = t; i < nn; i += TL) {
+            typename Store::template Ahead<1> ahead;
+            store.template fetch<1>(ahead, base + i, 0, 0, 0, 1);
+            double acc = 0.0;
+            if (taps == 5) {
+#pragma unroll
+                for (int j = 0; j < 5; ++j) acc = fma(t5.w[j], x[i + j * st], acc);
+            } else {
+                for (int j = 0; j < taps; ++j) acc = fma(ws[j], x[i + j * st], acc);
             }
+            store.template put<1>(out, ahead, base + i, 0, 0, 0, 1, &acc, scale);
         }
     }
 }

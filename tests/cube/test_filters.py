@@ -268,7 +268,9 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
     """The whole-axis tiles give the bits of the phase / window tiles (SKYCONV_FILTER_WHOLE=0),
     also with 5 taps (the whole-axis kernels' weights in registers: kernels/filters.cu Taps5)
     and with à trous's taps `step` apart (the whole-axis kernels' units of 5 outputs of one
-    phase: steps a power of two or not, and longer than the axis)."""
+    phase: steps a power of two or not, and longer than the axis), and in constant mode with a
+    cval that float32 does not hold (0.7: the lines stage it as double in their halo, the inner
+    axes take the phase tiles)."""
     a = _data(rng, shape, dtype)
     w = rng.standard_normal(7)
     for mode in MODES:
@@ -277,7 +279,7 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
             calls = [
                 partial(filters.correlate1d, a, w, cval=-2.0, origin=origin, **kw),
                 partial(filters.correlate1d, a, w[:5], cval=1.5, origin=origin // 2, **kw),
-                partial(filters.uniform_filter1d, a, 4, cval=0.5, origin=origin // 2, **kw),
+                partial(filters.uniform_filter1d, a, 4, cval=0.7, origin=origin // 2, **kw),
             ]
             step = (2, 3, 8, 64)[origin + 1]
             dilated = ("dilated", axis, mode, 0.5, [float(step), *w[:5]])
@@ -293,15 +295,16 @@ def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, d
 def test_tile_plan_names_the_kernels_a_pass_runs():
     """`_filter_tile_plan` (what the GPU benchmarks launch) reports the library's tiles: à
     trous's passes over 256×512² take the whole-axis kernels, each within 48 KiB of shared
-    memory (weights, then the staged values: along y and z the axis and the halo rows its taps
-    read past either end, so z at step 32 fits 16 columns, not 32); a filter too long for any
+    memory (weights, then the staged values with the halo their taps read past either end:
+    along y and z as T, so z at step 32 fits 16 columns, not 32; along x 8 lines as double,
+    each 2 values longer for alignment); a filter too long for any
     tile takes the per-tap kernel, which cannot fuse the split."""
     plan = _core._filter_tile_plan
     cube = [256, 512, 512]
     weights = 48  # 5 taps, padded to 6 doubles
     for axis, step, kernel, smem in (
-        (2, 1, "correlate_lines8_f32", 8 * 512 * 8),  # 8 lines as double, no halo
-        (2, 32, "correlate_lines8_f32", 8 * 512 * 8),
+        (2, 1, "correlate_lines8_f32", 8 * (512 + 4 + 2) * 8),  # halo 2 + 2
+        (2, 32, "correlate_lines8_f32", 8 * (512 + 128 + 2) * 8),
         (1, 1, "correlate_whole16_f32", (512 + 4) * 16 * 4),  # halo 2 + 2 rows
         (1, 32, "correlate_whole16_f32", (512 + 128) * 16 * 4),
         (0, 1, "correlate_whole32_f32", (256 + 4) * 32 * 4),

@@ -71,9 +71,14 @@ impl DevicePass {
 }
 
 impl DevicePass {
-    /// The halo rows the whole-axis kernel along an inner axis stages (`halo_rows`).
-    fn halo<T: Real>(&self) -> Option<usize> {
-        halo_rows::<T>(self.span, self.host_mode, self.cval)
+    /// The halo rows the whole-axis kernels stage (`halo_rows`): as T along an inner axis, as
+    /// double along the last one (its lines are staged as double), where any cval is exact.
+    fn halo<T: Real>(&self, view: AxisView) -> Option<usize> {
+        if view.inner == 1 {
+            halo_rows::<f64>(self.span, self.host_mode, self.cval)
+        } else {
+            halo_rows::<T>(self.span, self.host_mode, self.cval)
+        }
     }
 
     /// Push the filter's arguments, in the order every kernel of kernels/filters.cu takes them
@@ -139,7 +144,7 @@ pub struct Split<'a, T> {
 /// 110 registers and ran slower than the split apart, session 19 call 2).
 fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
     let (taps, step) = (pass.taps.max(1) as usize, pass.step as usize);
-    split_tile_of::<T>(view, taps, step, pass.halo::<T>())
+    split_tile_of::<T>(view, taps, step, pass.halo::<T>(view))
 }
 
 fn split_tile_of<T: Real>(
@@ -214,28 +219,16 @@ pub fn tile_plan<T: Real>(
     } else {
         return Some(((per_tap_kernel::<T>(), 0), Vec::new()));
     };
-    let (n, elem) = (view.n, std::mem::size_of::<T>());
-    let rows = n + halo.unwrap_or(0);
-    let all: Vec<Tiled> = if view.inner == 1 {
-        let lines = [8, 2, 1].map(|l| Tiled::Lines { l, n, elem: 8 });
-        [1, 3, 5]
-            .map(|r| Tiled::Line { r })
-            .into_iter()
-            .chain(lines)
-            .collect()
+    let phase = if view.inner == 1 {
+        [1, 3, 5].map(|r| Tiled::Line { r }).to_vec()
     } else {
-        let whole = [32, 16, 8]
-            .into_iter()
-            .filter(|&c| c <= view.inner)
-            .map(|c| Tiled::Whole { c, rows, elem });
-        [1, 2, 4, 8]
-            .map(|r| Tiled::Cols { r })
-            .into_iter()
-            .chain(whole)
-            .collect()
+        [1, 2, 4, 8].map(|r| Tiled::Cols { r }).to_vec()
     };
-    let fits = all
+    let elem = std::mem::size_of::<T>();
+    let whole = Tiled::whole_tiles(view.n, view.inner, elem, halo.unwrap_or(0));
+    let fits = phase
         .into_iter()
+        .chain(whole)
         .filter(|t| match t {
             Tiled::Line { r } => *r == 1 || 256 % step == 0,
             Tiled::Cols { r } => !split || *r <= 4,
@@ -320,7 +313,7 @@ fn launch<T: Real>(
         (width, outer * n_out)
     };
     let taps = pass.taps.max(1) as usize;
-    let halo = pass.halo::<T>();
+    let halo = pass.halo::<T>(view);
     if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize, halo) {
         return launch_tiled(gpu, input, view, chunk, pass, out, tiled, None);
     }
@@ -409,8 +402,9 @@ enum Tiled {
     /// Along an inner axis, whole: `c` columns of its `rows` (the axis and its halo) staged in
     /// shared memory a block (`elem` bytes a value), each input read once.
     Whole { c: usize, rows: usize, elem: usize },
-    /// Along the last axis, whole lines of `n` values: `l` of them staged a block.
-    Lines { l: usize, n: usize, elem: usize },
+    /// Along the last axis, whole lines: `l` of them staged a block as double, `n` values a
+    /// line (the line, its halo, and 2 for 16-byte aligned lines).
+    Lines { l: usize, n: usize },
 }
 
 impl Tiled {
@@ -454,10 +448,9 @@ impl Tiled {
     }
 
     /// The whole-axis tile for a chunk that covers the view's axis and columns (`n` rows,
-    /// `width` columns, values of `elem` bytes): along an inner axis the widest of 32, 16 or 8
-    /// columns of the axis and its `halo` rows, along the last one the most of 8, 2 or 1 lines
-    /// (staged as double), whose staged values fit in shared memory; None when none does, along
-    /// an inner axis without a halo, or with `SKYCONV_FILTER_WHOLE=0` (for comparisons).
+    /// `width` columns, values of `elem` bytes, `halo` rows past the axis's ends): the first of
+    /// `whole_tiles` whose staged values fit in shared memory; None when none does, without a
+    /// halo, or with `SKYCONV_FILTER_WHOLE=0` (for comparisons).
     fn whole(
         n: usize,
         width: usize,
@@ -469,23 +462,25 @@ impl Tiled {
             crate::backend::env::switch_var("SKYCONV_FILTER_WHOLE"),
             Ok(Some(false))
         );
-        let rows = n + halo.unwrap_or(0);
-        if off || rows >= 1 << 31 || (width > 1 && (width < 8 || halo.is_none())) {
-            return None;
-        }
-        let fits = |t: &Tiled| t.shared_bytes(taps, 1) <= TILE_SHARED;
+        let halo = halo.filter(|h| !off && n + h + 2 < 1 << 31)?;
+        Tiled::whole_tiles(n, width, elem, halo)
+            .into_iter()
+            .find(|t| t.shared_bytes(taps, 1) <= TILE_SHARED)
+    }
+
+    /// The whole-axis tiles, most work a block first: along an inner axis 32, 16 or 8 columns
+    /// (at most `width`) of the axis and its halo as T; along the last one 8, 2 or 1 lines and
+    /// their halo as double (each value converted once, not once a tap).
+    fn whole_tiles(n: usize, width: usize, elem: usize, halo: usize) -> Vec<Tiled> {
+        let rows = n + halo;
         if width == 1 {
-            // Lines are staged as double (each value converted once, not once a tap).
-            return [8, 2, 1]
-                .into_iter()
-                .map(|l| Tiled::Lines { l, n, elem: 8 })
-                .find(fits);
+            return [8, 2, 1].map(|l| Tiled::Lines { l, n: rows + 2 }).to_vec();
         }
         [32, 16, 8]
             .into_iter()
             .filter(|&c| c <= width)
             .map(|c| Tiled::Whole { c, rows, elem })
-            .find(fits)
+            .collect()
     }
 
     /// The kernel's name (kernels/filters.cu): `split` for the fused à trous split.
@@ -507,7 +502,7 @@ impl Tiled {
                 Tiled::Cols { r } => 8 * (8 * r + taps - 1) * 32,
                 Tiled::Line { r } => 8 * (256 * r + (taps - 1) * step),
                 Tiled::Whole { c, rows, elem } => rows * c * elem,
-                Tiled::Lines { l, n, elem } => n * l * elem,
+                Tiled::Lines { l, n } => n * l * 8,
             }
     }
 
@@ -870,7 +865,7 @@ mod tests {
     fn whole_axis_tiles_fit_shared_memory_and_cover_the_view() {
         use Tiled::{Lines, Whole};
         // à trous's cube at step 1 (halo 2 + 2 rows): z (256 rows) in 32 columns, y (512) in
-        // 16, x lines 8 at a time (staged as double: no halo)
+        // 16, x lines 8 at a time (staged as double, with their halo and 2 for alignment)
         let h = Some(4);
         assert_eq!(
             Tiled::whole(256, 262_144, 5, 4, h),
@@ -897,31 +892,25 @@ mod tests {
                 elem: 4
             })
         );
+        assert_eq!(Tiled::whole(512, 1, 5, 4, h), Some(Lines { l: 8, n: 518 }));
+        // at step 32 the x lines' halo (128) still lets 8 fit
         assert_eq!(
-            Tiled::whole(512, 1, 5, 4, h),
-            Some(Lines {
-                l: 8,
-                n: 512,
-                elem: 8
-            })
+            Tiled::whole(512, 1, 5, 4, Some(128)),
+            Some(Lines { l: 8, n: 642 })
         );
         assert_eq!(
-            Tiled::whole(5000, 1, 5, 8, None),
-            Some(Lines {
-                l: 1,
-                n: 5000,
-                elem: 8
-            })
+            Tiled::whole(5000, 1, 5, 8, Some(4)),
+            Some(Lines { l: 1, n: 5006 })
         );
         // too long to stage, too few columns to fill a warp's run, or no halo (a constant mode
-        // whose cval the type does not hold)
+        // whose cval the type does not hold: `DevicePass::halo` gives lines one always)
         assert_eq!(Tiled::whole(2000, 64, 5, 4, h), None);
         assert_eq!(Tiled::whole(7000, 1, 5, 8, h), None);
         assert_eq!(Tiled::whole(100, 5, 5, 4, h), None);
         assert_eq!(Tiled::whole(100, 64, 5, 4, None), None);
         for t in [
             Tiled::whole(1500, 8, 7, 4, Some(6)),
-            Tiled::whole(6000, 1, 7, 8, None),
+            Tiled::whole(6000, 1, 7, 8, Some(6)),
         ] {
             assert!(t.unwrap().shared_bytes(7, 1) <= TILE_SHARED);
         }
@@ -936,15 +925,7 @@ mod tests {
             elem: 4,
         };
         assert_eq!(z.work(1, 256, 262_144, 32), (8192, 1));
-        assert_eq!(
-            Lines {
-                l: 8,
-                n: 512,
-                elem: 4
-            }
-            .work(131_073, 512, 1, 1),
-            (16_385, 1)
-        );
+        assert_eq!(Lines { l: 8, n: 518 }.work(131_073, 512, 1, 1), (16_385, 1));
     }
 
     #[test]
