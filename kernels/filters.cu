@@ -179,10 +179,16 @@ struct StoreSplit {
                                         double scale) const {
         T* o = out + at;
         T* e = c + at;
+        // The smoothed value is rounded to T before the split subtracts it, as in the CPU
+        // engine and the unfused passes: for double, __dmul_rn keeps acc·scale from being
+        // fused into c − s (a float's cast rounds it already).
 #pragma unroll
         for (int r = 0; r < R; ++r, o += stride, e += stride)
-            if (first + r * inc < bound)
-                sc_atrous_split<T>(a.x[r], a.c[r], (T)(acc[r] * scale), o, e);
+            if (first + r * inc < bound) {
+                const double v = acc[r];
+                const T s = sizeof(T) == 8 ? (T)__dmul_rn(v, scale) : (T)(v * scale);
+                sc_atrous_split<T>(a.x[r], a.c[r], s, o, e);
+            }
     }
 };
 

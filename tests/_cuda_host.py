@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).parent.parent
 
 
-def build(tmp_path: Path, name: str) -> Path:
+def build(tmp_path: Path, name: str, flags: tuple[str, ...] = ()) -> Path:
+    """Compile tests/cuda_host/NAME.cpp (with the compiler ``flags`` added) into tmp_path."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
@@ -22,6 +23,7 @@ def build(tmp_path: Path, name: str) -> Path:
             cxx,
             "-O2",
             "-std=c++17",
+            *flags,
             "-I",
             str(ROOT / "kernels"),
             "-I",

@@ -356,6 +356,12 @@ inline unsigned __match_any_sync(unsigned mask, T v) {
     return (unsigned)simt::collective(simt::MATCH_ANY, simt::bits(v), 0, mask);
 }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+// CUDA's product that is never fused into a multiply-add; the volatile keeps the host compiler
+// from fusing it too (emulators built with -ffp-contract=fast).
+inline double __dmul_rn(double a, double b) {
+    volatile double p = a * b;
+    return p;
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
