@@ -346,7 +346,7 @@ __device__ __forceinline__ void stage_columns(T* tile, const T* __restrict__ src
 }
 
 // The weights of a 5-tap filter (à trous's B3 spline) in registers, for the whole-axis
-// kernels' interior outputs: a tap loop of known length, unrolled, with no weight loads (the
+// kernels: a tap loop of known length, unrolled, with no weight loads (the
 // loop's index arithmetic and loads made those passes issue-bound). Same weights, same order
 // of FMAs as the loop over the staged weights: the same bits.
 struct Taps5 {
@@ -356,32 +356,6 @@ struct Taps5 {
         for (int j = 0; j < 5; ++j) w[j] = j < taps ? __ldg(g + j) : 0.0;
     }
 };
-
-// One output of a whole staged line (value p at x[p·pitch], p in [0, n)): its taps from
-// p0 = i + offset by step st (weights ws, staged; r, when taps == 5), the boundary resolved
-// by index.
-template <typename T>
-__device__ __forceinline__ double staged_taps(const T* x, int pitch, int p0, int st, int n,
-                                              const double* ws, int taps, const Taps5& r,
-                                              int mode, double cval) {
-    double acc = 0.0;
-    if (p0 >= 0 && p0 + (taps - 1) * st < n) {
-        const T* y = x + p0 * pitch;
-        if (taps == 5) {
-#pragma unroll
-            for (int j = 0; j < 5; ++j) acc = fma(r.w[j], (double)y[j * st * pitch], acc);
-        } else {
-            for (int j = 0; j < taps; ++j) acc = fma(ws[j], (double)y[j * st * pitch], acc);
-        }
-        return acc;
-    }
-    for (int j = 0; j < taps; ++j) {
-        const i64 q = sc_extend_index(p0 + j * st, n, mode);
-        const double v = q < 0 ? cval : (double)x[q * pitch];
-        acc = fma(ws[j], v, acc);
-    }
-    return acc;
-}
 
 // The inner-axis whole kernel's unit of work: R = 5 outputs r of one phase of a staged column
 // (row q at x[q·pitch]) whose first tap is row `row` and whose taps lie st rows apart (r's tap
