@@ -1,6 +1,8 @@
-"""kernels/filters.cu's whole-axis kernels tested without a GPU: ``correlate_whole<C>`` (an
-inner axis, C = 8, 16, 32 columns a block) and ``correlate_lines<L>`` (the last axis, L = 1, 2,
-8 lines a block), compiled for the host and run in the SIMT emulator
+"""kernels/filters.cu's tiled kernels tested without a GPU: along an inner axis
+``correlate_whole<C>`` (C = 8, 16, 32 columns of the whole axis a block) and
+``correlate_cols<R>`` (R = 1, 2, 4, 8 outputs of one phase a thread), along the last one
+``correlate_lines<L>`` (L = 1, 2, 8 whole lines a block) and ``correlate_line<R>`` (windows of
+256·R outputs, R = 1, 3, 5), compiled for the host and run in the SIMT emulator
 (tests/cuda_host/filters_emu.cpp), plain and with the à trous split fused into their stores,
 give the bits of the per-tap kernel ``correlate_axis`` (then the split): every boundary mode,
 3-7 taps 1-64 apart, first taps before, around and after the output (halo on one side only),
@@ -31,10 +33,10 @@ MODES = ["constant", "nearest", "reflect", "mirror", "wrap"]  # Rust `Mode::code
 PASSES = [(3, 1, -1), (5, 1, -2), (3, 1, 0), (5, 2, -3), (3, 4, -12), (5, 3, -6), (7, 8, -25),
           (5, 64, -128)]  # fmt: skip
 LAYOUTS = {  # (outer, n, inner)
-    "lines, unaligned rows, a partial group of 8": (11, 37, 1),
-    "lines, 16-byte rows": (5, 64, 1),
-    "whole, unaligned rows, a partial block of 32": (3, 37, 45),
-    "whole, 16-byte rows": (2, 30, 64),
+    "last axis, unaligned rows, a partial group of 8 lines": (11, 37, 1),
+    "last axis, 16-byte rows, two windows of 256": (5, 300, 1),
+    "inner axis, unaligned rows, a partial block of 32": (3, 37, 45),
+    "inner axis, 16-byte rows": (2, 30, 64),
 }
 
 
@@ -69,9 +71,8 @@ def _run(emu, tmp_path, x, c, data, w, offset, step, mode, cval, scale):
         a.tofile(tmp_path / f"{name}.bin")
     np.asarray(w, dtype=np.float64).tofile(tmp_path / "w.bin")
     outer, n, inner = x.shape
-    kind = "lines" if inner == 1 else "whole"
     ty = "f32" if x.dtype == np.float32 else "f64"
-    args = [str(emu), str(tmp_path), ty, kind, str(outer), str(n), str(inner), str(len(w)),
+    args = [str(emu), str(tmp_path), ty, str(outer), str(n), str(inner), str(len(w)),
             str(offset), str(step), str(MODES.index(mode)), repr(cval), repr(scale)]  # fmt: skip
     run = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -84,12 +85,11 @@ def _run(emu, tmp_path, x, c, data, w, offset, step, mode, cval, scale):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_emulated_whole_axis_kernels_equal_the_per_tap_kernel(emu, tmp_path, rng, layout,
-                                                               dtype):  # fmt: skip
+def test_emulated_tiled_kernels_equal_the_per_tap_kernel(emu, tmp_path, rng, layout, dtype):
     shape = LAYOUTS[layout]
     x, c, data = _inputs(rng, shape, dtype)
-    # the inner axes stage cval as T: one T holds exactly (filters/cuda.rs `halo_rows`); the
-    # lines stage it as double, so any
+    # the whole inner axes stage cval as T: one T holds exactly (filters/cuda.rs `halo_rows`);
+    # every other tile stages it as double, so any
     cval = 0.7 if shape[2] == 1 or dtype == np.float64 else 1.5
     tiles = set()
     for taps, step, offset in PASSES:
@@ -103,8 +103,10 @@ def test_emulated_whole_axis_kernels_equal_the_per_tap_kernel(emu, tmp_path, rng
                     np.testing.assert_array_equal(
                         read(tile + out), want, err_msg=f"{tile}{out} {taps} {step} {offset} {mode}"
                     )
-    kind = "lines" if shape[2] == 1 else "whole"
-    assert tiles == {f"{kind}{k}" for k in ((1, 2, 8) if kind == "lines" else (8, 16, 32))}
+    if shape[2] == 1:
+        assert tiles == {"lines1", "lines2", "lines8", "line1", "line3", "line5"}
+    else:
+        assert tiles == {"whole8", "whole16", "whole32", "cols1", "cols2", "cols4", "cols8"}
 
 
 @pytest.mark.parametrize("mode", MODES)

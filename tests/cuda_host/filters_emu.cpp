@@ -1,13 +1,16 @@
-// Host run of kernels/filters.cu's whole-axis kernels in the SIMT emulator: correlate_whole<C>
-// (an inner axis, C = 8, 16, 32 columns a block) and correlate_lines<L> (the last axis, L = 1,
-// 2, 8 lines a block), with plain stores and with the à trous split fused into them, beside the
-// per-tap kernel correlate_axis (and, for the split, correlate_axis then sc_atrous_split) that
-// they must equal to the bit.
-// Usage: filters_emu DIR TYPE KIND OUTER N INNER TAPS OFFSET STEP MODE CVAL SCALE, with TYPE f32
-// or f64 and KIND whole or lines; reads DIR/in.bin, DIR/c.bin, DIR/data.bin (TYPE) and
-// DIR/w.bin (float64 weights); writes DIR/<name>.bin (TYPE) for name = axis, axis_split_w,
-// axis_split_c and, for each K whose tile fits the 48 KB of shared memory a block has here,
-// <kind>K, <kind>K_split_w, <kind>K_split_c; prints the names of the K that ran.
+// Host run of kernels/filters.cu's tiled kernels in the SIMT emulator, beside the per-tap kernel
+// correlate_axis (and, for the split, correlate_axis then sc_atrous_split) that they must equal
+// to the bit: along an inner axis correlate_whole<C> (C = 8, 16, 32 columns of the whole axis a
+// block) and correlate_cols<R> (R = 1, 2, 4, 8 outputs of one phase a thread); along the last
+// axis correlate_lines<L> (L = 1, 2, 8 whole lines a block) and correlate_line<R> (R = 1, 3, 5:
+// windows of 256·R outputs); each with plain stores and with the à trous split fused into them,
+// launched over the whole view as src/cube/filters/cuda.rs launches them (grids smaller than
+// the work, so that every loop past the grid runs).
+// Usage: filters_emu DIR TYPE OUTER N INNER TAPS OFFSET STEP MODE CVAL SCALE, with TYPE f32 or
+// f64; reads DIR/in.bin, DIR/c.bin, DIR/data.bin (TYPE) and DIR/w.bin (float64 weights); writes
+// DIR/<name>.bin (TYPE) for name = axis, axis_split_w, axis_split_c and, for each tile that fits
+// the 48 KB of shared memory a block has here (and whose kernel takes the step), <tile>,
+// <tile>_split_w, <tile>_split_c; prints the tiles that ran.
 #include "simt.hpp"
 #include "emu_io.hpp"
 
@@ -35,35 +38,78 @@ struct Pass {
     const double* w;
 };
 
-// The shared bytes a whole-axis tile takes (as src/cube/filters/cuda.rs counts them).
-static i64 tile_bytes(const Pass& p, bool lines, int k, int elem) {
+struct Tile {
+    std::string kind;  // whole, cols, lines, line
+    int k;             // C, R, L, R
+    std::string name() const { return kind + std::to_string(k); }
+};
+
+// The tiles of an inner axis or of the last one whose staged values fit 48 KB (as
+// src/cube/filters/cuda.rs counts them) and whose kernel takes the step (line R > 1: step | 256).
+static std::vector<Tile> tiles(const Pass& p, int elem) {
     const i64 hl = std::max<i64>(0, -p.offset);
     const i64 hr = std::max<i64>(0, p.offset + (p.taps - 1) * p.step);
-    const i64 weights = 8 * ((p.taps + 1) / 2) * 2;
-    return weights + (lines ? (p.n + hl + hr + 2) * k * 8 : (p.n + hl + hr) * k * elem);
+    const i64 weights = 8 * ((p.taps + 1) / 2) * 2, span = (p.taps - 1) * p.step;
+    std::vector<Tile> out;
+    auto keep = [&](Tile t, i64 bytes) {
+        if (weights + bytes <= 48 * 1024) out.push_back(t);
+    };
+    if (p.inner == 1) {
+        for (int l : {1, 2, 8}) keep({"lines", l}, (p.n + hl + hr + 2) * l * 8);
+        for (int r : {1, 3, 5})
+            if (r == 1 || 256 % p.step == 0) keep({"line", r}, 8 * (256 * r + span));
+    } else {
+        for (int c : {8, 16, 32}) keep({"whole", c}, (p.n + hl + hr) * c * elem);
+        for (int r : {1, 2, 4, 8}) keep({"cols", r}, 8 * (8 * r + p.taps - 1) * 32);
+    }
+    return out;
 }
 
 template <typename T, class Store>
-static void run_tile(const Pass& p, bool lines, int k, const T* in, T* out, Store store) {
-    const i64 items = lines ? (p.outer + k - 1) / k : p.outer * ((p.inner + k - 1) / k);
-    // fewer blocks than items: the kernels' loops past the grid run too
-    const unsigned grid = (unsigned)std::min<i64>(items, 3);
-    auto body = [&] {
+static void run_tile(const Pass& p, const Tile& t, const T* in, T* out, Store store) {
+    using simt::Dim3;
+    const int k = t.k;
+    auto few = [](i64 n) { return (unsigned)std::max<i64>(1, std::min<i64>(n, 3)); };
+    if (t.kind == "whole" || t.kind == "lines") {
+        const bool lines = t.kind == "lines";
+        const i64 items = lines ? (p.outer + k - 1) / k : p.outer * ((p.inner + k - 1) / k);
         const i64 a = lines ? p.outer : p.n, b = lines ? p.n : p.inner;
+        simt::launch(few(items), 256, [&] {
 #define FILTERS_EMU_ARGS in, out, a, b, p.w, p.taps, p.offset, p.step, p.scale, p.mode, p.cval, 0, items, store
-        if (lines && k == 1) correlate_lines<T, 1>(FILTERS_EMU_ARGS);
-        if (lines && k == 2) correlate_lines<T, 2>(FILTERS_EMU_ARGS);
-        if (lines && k == 8) correlate_lines<T, 8>(FILTERS_EMU_ARGS);
-        if (!lines && k == 8) correlate_whole<T, 8>(FILTERS_EMU_ARGS);
-        if (!lines && k == 16) correlate_whole<T, 16>(FILTERS_EMU_ARGS);
-        if (!lines && k == 32) correlate_whole<T, 32>(FILTERS_EMU_ARGS);
+            if (lines && k == 1) correlate_lines<T, 1>(FILTERS_EMU_ARGS);
+            if (lines && k == 2) correlate_lines<T, 2>(FILTERS_EMU_ARGS);
+            if (lines && k == 8) correlate_lines<T, 8>(FILTERS_EMU_ARGS);
+            if (!lines && k == 8) correlate_whole<T, 8>(FILTERS_EMU_ARGS);
+            if (!lines && k == 16) correlate_whole<T, 16>(FILTERS_EMU_ARGS);
+            if (!lines && k == 32) correlate_whole<T, 32>(FILTERS_EMU_ARGS);
 #undef FILTERS_EMU_ARGS
-    };
-    simt::launch(grid, 256, body);
+        });
+    } else if (t.kind == "cols") {
+        // units: (slab, phase) pairs; tiles: 8·R outputs of a phase
+        const i64 units = p.outer * p.step, qt = ((p.n + p.step - 1) / p.step + 8 * k - 1) / (8 * k);
+        const Dim3 grid{(unsigned)((p.inner + 31) / 32), few(qt), few(units)};
+        simt::launch(grid, Dim3{32, 8, 1}, [&] {
+#define FILTERS_EMU_ARGS in, out, p.n, p.inner, p.n, 0, 0, p.n, p.w, p.taps, p.offset, p.step, p.scale, p.mode, p.cval, 0, units, 0, qt, store
+            if (k == 1) correlate_cols<T, 1>(FILTERS_EMU_ARGS);
+            if (k == 2) correlate_cols<T, 2>(FILTERS_EMU_ARGS);
+            if (k == 4) correlate_cols<T, 4>(FILTERS_EMU_ARGS);
+            if (k == 8) correlate_cols<T, 8>(FILTERS_EMU_ARGS);
+#undef FILTERS_EMU_ARGS
+        });
+    } else {  // line: windows of 256·R outputs of a line
+        const i64 nw = (p.n + 256 * k - 1) / (256 * k);
+        simt::launch(Dim3{few(nw), few(p.outer), 1}, Dim3{256, 1, 1}, [&] {
+#define FILTERS_EMU_ARGS in, out, p.n, p.n, 0, 0, p.n, p.w, p.taps, p.offset, p.step, p.scale, p.mode, p.cval, 0, p.outer, 0, nw, store
+            if (k == 1) correlate_line<T, 1>(FILTERS_EMU_ARGS);
+            if (k == 3) correlate_line<T, 3>(FILTERS_EMU_ARGS);
+            if (k == 5) correlate_line<T, 5>(FILTERS_EMU_ARGS);
+#undef FILTERS_EMU_ARGS
+        });
+    }
 }
 
 template <typename T>
-static int run(const Pass& p, bool lines) {
+static int run(const Pass& p) {
     auto in = read_bin<T>(g_dir + "/in.bin");
     const auto c0 = read_bin<T>(g_dir + "/c.bin");
     const auto data = read_bin<T>(g_dir + "/data.bin");
@@ -81,30 +127,27 @@ static int run(const Pass& p, bool lines) {
     for (size_t i = 0; i < total; ++i) sc_atrous_split<T>(data[i], c[i], ref[i], &w[i], &c[i]);
     save("axis_split_w", w);
     save("axis_split_c", c);
-    const std::string kind = lines ? "lines" : "whole";
-    for (int k : lines ? std::vector<int>{1, 2, 8} : std::vector<int>{8, 16, 32}) {
-        if (tile_bytes(p, lines, k, (int)sizeof(T)) > 48 * 1024) continue;
-        const std::string name = kind + std::to_string(k);
+    for (const Tile& t : tiles(p, (int)sizeof(T))) {
         std::vector<T> out(total, (T)-7);  // a value no output has: a missed store shows
-        run_tile<T>(p, lines, k, in.data(), out.data(), StorePlain<T>());
-        save(name, out);
+        run_tile<T>(p, t, in.data(), out.data(), StorePlain<T>());
+        save(t.name(), out);
         std::vector<T> ws(total, (T)-7), cs = c0;
-        run_tile<T>(p, lines, k, in.data(), ws.data(), StoreSplit<T>{cs.data(), data.data()});
-        save(name + "_split_w", ws);
-        save(name + "_split_c", cs);
-        std::printf("%s\n", name.c_str());
+        run_tile<T>(p, t, in.data(), ws.data(), StoreSplit<T>{cs.data(), data.data()});
+        save(t.name() + "_split_w", ws);
+        save(t.name() + "_split_c", cs);
+        std::printf("%s\n", t.name().c_str());
     }
     return 0;
 }
 
 int main(int argc, char** argv) {
-    if (argc < 13) return 2;
+    if (argc < 12) return 2;
     g_dir = argv[1];
-    const std::string type = argv[2], kind = argv[3];
+    const std::string type = argv[2];
     const auto weights = read_bin<double>(g_dir + "/w.bin");
-    Pass p{std::atoll(argv[4]), std::atoll(argv[5]), std::atoll(argv[6]), std::atoi(argv[7]),
-           std::atoll(argv[8]), std::atoll(argv[9]), std::atoi(argv[10]), std::atof(argv[11]),
-           std::atof(argv[12]), weights.data()};
-    if ((int)weights.size() != p.taps || (kind == "lines") != (p.inner == 1)) return 2;
-    return type == "f32" ? run<float>(p, kind == "lines") : run<double>(p, kind == "lines");
+    Pass p{std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]), std::atoi(argv[6]),
+           std::atoll(argv[7]), std::atoll(argv[8]), std::atoi(argv[9]), std::atof(argv[10]),
+           std::atof(argv[11]), weights.data()};
+    if ((int)weights.size() != p.taps) return 2;
+    return type == "f32" ? run<float>(p) : run<double>(p);
 }

@@ -3,7 +3,7 @@
 // Every CUDA thread of a block is a fiber (ucontext) on one OS thread; blocks run one after
 // another. Between synchronisation points the fibers of a block run in a pseudo-random order
 // (seeded by simt::seed), so a kernel whose result depends on the interleaving of threads shows
-// it when run twice with different seeds. Supported: threadIdx/blockIdx/blockDim/gridDim (.x),
+// it when run twice with different seeds. Supported: threadIdx/blockIdx/blockDim/gridDim (.x, .y, .z),
 // __shared__ (static storage: blocks do not overlap), __syncthreads, __syncwarp, and the
 // full-warp collectives __shfl_sync, __shfl_down_sync, __shfl_up_sync, __ballot_sync, __match_any_sync; atomics
 // (trivially atomic: one fiber runs at a time); asynchronous copies to shared memory (cp.async:
@@ -226,15 +226,18 @@ inline bool resolve_warp(int w) {
     return true;
 }
 
-inline void run_block(unsigned nthreads) {
+// Run one block of bdim threads; thread t is (t % x, t / x % y, t / (x·y)), so that warps are
+// runs of 32 in that order, as on a GPU.
+inline void run_block(Dim3 bdim) {
     static const size_t STACK = 256 * 1024;
+    const unsigned nthreads = bdim.x * bdim.y * bdim.z;
     // Fibers (and their stacks) are kept between launches: only the first nthreads are used.
     if (g_fib.size() < nthreads) g_fib.resize(nthreads);
     g_nthreads = nthreads;
     for (unsigned t = 0; t < nthreads; ++t) {
         Fiber& f = g_fib[t];
         if (f.stack.size() != STACK) f.stack.resize(STACK);
-        f.idx = Dim3{t, 0, 0};
+        f.idx = Dim3{t % bdim.x, t / bdim.x % bdim.y, t / (bdim.x * bdim.y)};
         f.wait = RUN;
         f.pending.clear();
         make_context(f.ctx, f.stack);
@@ -271,19 +274,27 @@ inline void run_block(unsigned nthreads) {
     g_cur = nullptr;
 }
 
-// Run body() as a kernel over `grid` blocks of `block` threads (1-D).
-inline void launch(unsigned grid, unsigned block, const std::function<void()>& body) {
-    if (block == 0 || block > 1024 || block % 32) fail("block size must be 32..1024, a multiple of 32");
-    if (grid == 0) fail("grid size must be >= 1");
+// Run body() as a kernel over a grid of blocks (x fastest) of `block` threads.
+inline void launch(Dim3 grid, Dim3 block, const std::function<void()>& body) {
+    const unsigned n = block.x * block.y * block.z;
+    if (n == 0 || n > 1024 || n % 32) fail("block size must be 32..1024, a multiple of 32");
+    if (grid.x * grid.y * grid.z == 0) fail("grid size must be >= 1");
     g_rng = seed * 0x9E3779B97F4A7C15ull + 1;
     g_body = &body;
-    g_gdim = Dim3{grid, 1, 1};
-    g_bdim = Dim3{block, 1, 1};
-    for (unsigned b = 0; b < grid; ++b) {
-        g_block = Dim3{b, 0, 0};  // a 1-D grid: blockIdx.y = blockIdx.z = 0
-        run_block(block);
-    }
+    g_gdim = grid;
+    g_bdim = block;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                g_block = Dim3{x, y, z};
+                run_block(block);
+            }
     g_body = nullptr;
+}
+
+// The same over a 1-D grid of 1-D blocks.
+inline void launch(unsigned grid, unsigned block, const std::function<void()>& body) {
+    launch(Dim3{grid, 1, 1}, Dim3{block, 1, 1}, body);
 }
 
 // One copy lands: n bytes of src, then zeros up to size.
@@ -356,12 +367,20 @@ inline unsigned __match_any_sync(unsigned mask, T v) {
     return (unsigned)simt::collective(simt::MATCH_ANY, simt::bits(v), 0, mask);
 }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
-// CUDA's product that is never fused into a multiply-add; the volatile keeps the host compiler
-// from fusing it too (emulators built with -ffp-contract=fast).
-inline double __dmul_rn(double a, double b) {
-    volatile double p = a * b;
-    return p;
+// CUDA's arithmetic that is never fused into a multiply-add (scfind.cu's exact boxcar sums,
+// filters.cu's split); the volatile keeps the host compiler from fusing it either (emulators
+// built with -ffp-contract=fast).
+template <typename T>
+inline T simt_unfused(T v) {
+    volatile T r = v;
+    return r;
 }
+inline float __fadd_rn(float a, float b) { return simt_unfused(a + b); }
+inline float __fsub_rn(float a, float b) { return simt_unfused(a - b); }
+inline float __fmul_rn(float a, float b) { return simt_unfused(a * b); }
+inline double __dadd_rn(double a, double b) { return simt_unfused(a + b); }
+inline double __dsub_rn(double a, double b) { return simt_unfused(a - b); }
+inline double __dmul_rn(double a, double b) { return simt_unfused(a * b); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
