@@ -5,11 +5,12 @@ or more sources: checks that every such tile that fits gives the same bits (ever
 cube, with the tile the library picks, against its HBM floor (one read and one write of the
 array, at a device-to-device copy's rate).
 
-    python3 bench/gpu/filters_staged.py --base OLD.cu [--other NAME=FILE ...]
+    python3 bench/gpu/filters_staged.py --base OLD.cu [--other NAME=FILE[,COMMON] ...]
         [--variant NAME=FROM=>TO ...] [--repeats 20]
 
 ``--base`` is the other source of filters.cu (e.g. ``git show main:kernels/filters.cu``), each
-``--other`` one more, and each ``--variant`` the working tree's source with FROM replaced by TO.
+``--other`` one more (compiled after the source COMMON of kernels/common.cuh when given, e.g. a
+branch's), and each ``--variant`` the working tree's source with FROM replaced by TO.
 """
 
 from __future__ import annotations
@@ -45,15 +46,19 @@ def main():
 
     new_src = open(os.path.join(ROOT, "kernels", "filters.cu")).read()
     srcs = {"base": open(a.base).read(), "new": new_src}
+    commons = {}
     for o in a.other:
-        name, path = o.split("=", 1)
+        name, paths = o.split("=", 1)
+        path, _, common = paths.partition(",")
         srcs[name] = open(path).read()
+        if common:
+            commons[name] = open(common).read()
     for v in a.variant:
         name, rest = v.split("=", 1)
         frm, to = rest.split("=>", 1)
         assert frm in new_src, f"variant {name}: {frm!r} not in filters.cu"
         srcs[name] = new_src.replace(frm, to)
-    mods = {k: modules(cp, s) for k, s in srcs.items()}
+    mods = {k: modules(cp, s, commons.get(k)) for k, s in srcs.items()}
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
 
     rng = np.random.default_rng(1)

@@ -26,9 +26,12 @@ def module(cp):
     return modules(cp, open(os.path.join(ROOT, "kernels", "filters.cu")).read())
 
 
-def modules(cp, filters_src):
-    """float32 and float64 compiles of a filters.cu source."""
-    src = open(os.path.join(ROOT, "kernels", "common.cuh")).read() + filters_src
+def modules(cp, filters_src, common_src=None):
+    """float32 and float64 compiles of a filters.cu source, after kernels/common.cuh (or the
+    source `common_src` of another)."""
+    if common_src is None:
+        common_src = open(os.path.join(ROOT, "kernels", "common.cuh")).read()
+    src = common_src + filters_src
     src = src.replace("#pragma once", "")
     opts = ("--std=c++17",)
     return {
