@@ -71,14 +71,9 @@ impl DevicePass {
 }
 
 impl DevicePass {
-    /// The halo rows the whole-axis kernels stage (`halo_rows`): as T along an inner axis, as
-    /// double along the last one (its lines are staged as double), where any cval is exact.
+    /// The halo rows the whole-axis kernels stage for this pass over `view` (`halo_of`).
     fn halo<T: Real>(&self, view: AxisView) -> Option<usize> {
-        if view.inner == 1 {
-            halo_rows::<f64>(self.span, self.host_mode, self.cval)
-        } else {
-            halo_rows::<T>(self.span, self.host_mode, self.cval)
-        }
+        halo_of::<T>(view, self.span, self.host_mode, self.cval)
     }
 
     /// Push the filter's arguments, in the order every kernel of kernels/filters.cu takes them
@@ -211,7 +206,7 @@ pub fn tile_plan<T: Real>(
 ) -> Option<(KernelTile, Vec<KernelTile>)> {
     let taps = taps.max(1);
     let span = (offset, offset + ((taps - 1) * step) as isize);
-    let halo = halo_rows::<T>(span, Mode::Mirror, 0.0);
+    let halo = halo_of::<T>(view, span, Mode::Mirror, 0.0);
     let chosen = if split {
         split_tile_of::<T>(view, taps, step, halo)?
     } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo) {
@@ -266,6 +261,17 @@ const WHOLE_MAX_TAPS: usize = 8;
 fn halo_rows<T: Real>(span: (isize, isize), mode: Mode, cval: f64) -> Option<usize> {
     let exact = T::from_f64(cval).to_f64() == cval || cval.is_nan();
     (mode != Mode::Constant || exact).then(|| (-span.0).max(0) as usize + span.1.max(0) as usize)
+}
+
+/// The halo rows the whole-axis kernels stage for a pass over `view` (`halo_rows`): as T along
+/// an inner axis, as double along the last one (its lines are staged as double), where any cval
+/// is exact.
+fn halo_of<T: Real>(view: AxisView, span: (isize, isize), mode: Mode, cval: f64) -> Option<usize> {
+    if view.inner == 1 {
+        halo_rows::<f64>(span, mode, cval)
+    } else {
+        halo_rows::<T>(span, mode, cval)
+    }
 }
 
 /// The tile for a pass over `chunk`: the whole axis when the chunk covers it and its columns,
@@ -919,6 +925,14 @@ mod tests {
         assert_eq!(halo_rows::<f32>((-3, 2), Mode::Constant, 0.7), None);
         assert_eq!(halo_rows::<f64>((-3, 2), Mode::Constant, 0.7), Some(5));
         assert_eq!(halo_rows::<f32>((1, 9), Mode::Wrap, 0.0), Some(9)); // origin shifts
+                                                                        // the lines stage their halo as double: any cval; an inner axis as T
+        let (x, y) = (
+            AxisView::new(&[4, 6, 10], 2).unwrap(),
+            AxisView::new(&[4, 6, 10], 1).unwrap(),
+        );
+        assert_eq!(halo_of::<f32>(x, (-3, 2), Mode::Constant, 0.7), Some(5));
+        assert_eq!(halo_of::<f32>(y, (-3, 2), Mode::Constant, 0.7), None);
+        assert_eq!(halo_of::<f32>(y, (-3, 2), Mode::Constant, 1.5), Some(5));
         let z = Whole {
             c: 32,
             rows: 260,
