@@ -24,6 +24,8 @@ import numpy as np
 import pytest
 from _cuda_host import build
 
+from skyconv import _core
+
 ndi = pytest.importorskip("scipy.ndimage")
 
 MODES = ["constant", "nearest", "reflect", "mirror", "wrap"]  # Rust `Mode::code` order
@@ -72,15 +74,19 @@ def _run(emu, tmp_path, x, c, data, w, offset, step, mode, cval, scale):
     np.asarray(w, dtype=np.float64).tofile(tmp_path / "w.bin")
     outer, n, inner = x.shape
     ty = "f32" if x.dtype == np.float32 else "f64"
-    args = [str(emu), str(tmp_path), ty, str(outer), str(n), str(inner), str(len(w)),
-            str(offset), str(step), str(MODES.index(mode)), repr(cval), repr(scale)]  # fmt: skip
+    # every tile the library lets this pass take (within a block's shared memory)
+    _, fits = _core._filter_tile_plan(list(x.shape), 1, len(w), step, x.dtype.name,
+                                      offset=offset)  # fmt: skip
+    tiles = [name.removeprefix("correlate_").removesuffix(f"_{ty}") for name, _ in fits]
+    nums = (outer, n, inner, len(w), offset, step, MODES.index(mode))
+    args = [str(emu), str(tmp_path), ty, *map(str, nums), repr(cval), repr(scale), *tiles]
     run = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
 
     def read(name):
         return np.fromfile(tmp_path / f"{name}.bin", dtype=x.dtype).reshape(x.shape)
 
-    return read, run.stdout.split()
+    return read, tiles
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -6,11 +6,11 @@
 // windows of 256·R outputs); each with plain stores and with the à trous split fused into them,
 // launched over the whole view as src/cube/filters/cuda.rs launches them (grids smaller than
 // the work, so that every loop past the grid runs).
-// Usage: filters_emu DIR TYPE OUTER N INNER TAPS OFFSET STEP MODE CVAL SCALE, with TYPE f32 or
-// f64; reads DIR/in.bin, DIR/c.bin, DIR/data.bin (TYPE) and DIR/w.bin (float64 weights); writes
-// DIR/<name>.bin (TYPE) for name = axis, axis_split_w, axis_split_c and, for each tile that fits
-// the 48 KB of shared memory a block has here (and whose kernel takes the step), <tile>,
-// <tile>_split_w, <tile>_split_c; prints the tiles that ran.
+// Usage: filters_emu DIR TYPE OUTER N INNER TAPS OFFSET STEP MODE CVAL SCALE TILE..., with TYPE
+// f32 or f64 and each TILE a kind and its K (whole16, cols4, lines8, line3: the tiles the host
+// lets the pass take, `_core._filter_tile_plan`); reads DIR/in.bin, DIR/c.bin, DIR/data.bin
+// (TYPE) and DIR/w.bin (float64 weights); writes DIR/<name>.bin (TYPE) for name = axis,
+// axis_split_w, axis_split_c and, for each TILE, TILE, TILE_split_w, TILE_split_c.
 #include "simt.hpp"
 #include "emu_io.hpp"
 
@@ -43,27 +43,6 @@ struct Tile {
     int k;             // C, R, L, R
     std::string name() const { return kind + std::to_string(k); }
 };
-
-// The tiles of an inner axis or of the last one whose staged values fit 48 KB (as
-// src/cube/filters/cuda.rs counts them) and whose kernel takes the step (line R > 1: step | 256).
-static std::vector<Tile> tiles(const Pass& p, int elem) {
-    const i64 hl = std::max<i64>(0, -p.offset);
-    const i64 hr = std::max<i64>(0, p.offset + (p.taps - 1) * p.step);
-    const i64 weights = 8 * ((p.taps + 1) / 2) * 2, span = (p.taps - 1) * p.step;
-    std::vector<Tile> out;
-    auto keep = [&](Tile t, i64 bytes) {
-        if (weights + bytes <= 48 * 1024) out.push_back(t);
-    };
-    if (p.inner == 1) {
-        for (int l : {1, 2, 8}) keep({"lines", l}, (p.n + hl + hr + 2) * l * 8);
-        for (int r : {1, 3, 5})
-            if (r == 1 || 256 % p.step == 0) keep({"line", r}, 8 * (256 * r + span));
-    } else {
-        for (int c : {8, 16, 32}) keep({"whole", c}, (p.n + hl + hr) * c * elem);
-        for (int r : {1, 2, 4, 8}) keep({"cols", r}, 8 * (8 * r + p.taps - 1) * 32);
-    }
-    return out;
-}
 
 template <typename T, class Store>
 static void run_tile(const Pass& p, const Tile& t, const T* in, T* out, Store store) {
@@ -109,7 +88,7 @@ static void run_tile(const Pass& p, const Tile& t, const T* in, T* out, Store st
 }
 
 template <typename T>
-static int run(const Pass& p) {
+static int run(const Pass& p, const std::vector<Tile>& tiles) {
     auto in = read_bin<T>(g_dir + "/in.bin");
     const auto c0 = read_bin<T>(g_dir + "/c.bin");
     const auto data = read_bin<T>(g_dir + "/data.bin");
@@ -127,7 +106,7 @@ static int run(const Pass& p) {
     for (size_t i = 0; i < total; ++i) sc_atrous_split<T>(data[i], c[i], ref[i], &w[i], &c[i]);
     save("axis_split_w", w);
     save("axis_split_c", c);
-    for (const Tile& t : tiles(p, (int)sizeof(T))) {
+    for (const Tile& t : tiles) {
         std::vector<T> out(total, (T)-7);  // a value no output has: a missed store shows
         run_tile<T>(p, t, in.data(), out.data(), StorePlain<T>());
         save(t.name(), out);
@@ -135,7 +114,6 @@ static int run(const Pass& p) {
         run_tile<T>(p, t, in.data(), ws.data(), StoreSplit<T>{cs.data(), data.data()});
         save(t.name() + "_split_w", ws);
         save(t.name() + "_split_c", cs);
-        std::printf("%s\n", t.name().c_str());
     }
     return 0;
 }
@@ -149,5 +127,15 @@ int main(int argc, char** argv) {
            std::atoll(argv[7]), std::atoll(argv[8]), std::atoi(argv[9]), std::atof(argv[10]),
            std::atof(argv[11]), weights.data()};
     if ((int)weights.size() != p.taps) return 2;
-    return type == "f32" ? run<float>(p) : run<double>(p);
+    std::vector<Tile> tiles;
+    for (int a = 12; a < argc; ++a) {
+        const std::string t = argv[a];
+        const size_t d = t.find_first_of("0123456789");
+        if (d == std::string::npos) return 2;
+        tiles.push_back({t.substr(0, d), std::atoi(t.c_str() + d)});
+        const std::string& k = tiles.back().kind;
+        if (k != "whole" && k != "cols" && k != "lines" && k != "line") return 2;
+        if ((k == "lines" || k == "line") != (p.inner == 1)) return 2;
+    }
+    return type == "f32" ? run<float>(p, tiles) : run<double>(p, tiles);
 }
