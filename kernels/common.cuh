@@ -35,17 +35,20 @@ __device__ __forceinline__ void sc_atrous_split(T x, T c, T s, T* w, T* c_out) {
 #define SC_MODE_MIRROR 3
 #define SC_MODE_WRAP 4
 
-__device__ __forceinline__ i64 sc_mod(i64 a, i64 m) {
-    i64 r = a % m;
+template <typename I>
+__device__ __forceinline__ I sc_mod(I a, I m) {
+    I r = a % m;
     return r < 0 ? r + m : r;
 }
 
 // Index read for position p of a line of length n, or -1 for the constant (scipy's extension,
-// periodic for the symmetric modes).
-__device__ __forceinline__ i64 sc_extend_index(i64 p, i64 n, int mode) {
+// periodic for the symmetric modes). I: i64, or int where 2n fits (the whole-axis kernels' halo
+// rows, whose 64-bit arithmetic was most of their fill).
+template <typename I>
+__device__ __forceinline__ I sc_extend_index(I p, I n, int mode) {
     if (p >= 0 && p < n) return p;
     // One reflection or wrap (a halo shorter than the line, every filter pass of à trous): the
-    // general rule's 64-bit modulo cost more than the taps of a whole-axis tile's edge outputs.
+    // general rule's modulo cost more than the taps of a whole-axis tile's edge outputs.
     if (p >= -n && p < 2 * n && n > 1) {
         const bool low = p < 0;
         if (mode == SC_MODE_REFLECT) return low ? -p - 1 : 2 * n - 1 - p;
@@ -58,12 +61,12 @@ __device__ __forceinline__ i64 sc_extend_index(i64 p, i64 n, int mode) {
     case SC_MODE_WRAP:
         return sc_mod(p, n);
     case SC_MODE_REFLECT: {
-        i64 q = sc_mod(p, 2 * n);
+        const I q = sc_mod(p, 2 * n);
         return q < n ? q : 2 * n - 1 - q;
     }
     case SC_MODE_MIRROR: {
         if (n == 1) return 0;
-        i64 q = sc_mod(p, 2 * n - 2);
+        const I q = sc_mod(p, 2 * n - 2);
         return q < n ? q : 2 * n - 2 - q;
     }
     default:

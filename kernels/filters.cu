@@ -411,6 +411,37 @@ struct Units {
     }
 };
 
+// The halo of an axis staged in shared memory as rows of W values (row p at axis + p·W, p from
+// −hl to nn + hr − 1), filled from its staged rows 0 .. nn − 1 by the boundary rule. Threads
+// t, t + T, … each take K values of a halo row, whose source row they find once: the rule's
+// index arithmetic, once a value, was most of the whole-axis kernels' fill (and is 32-bit: 2·nn
+// fits an int). Where K values are whole 16-byte words (rows 16-byte aligned) they copy as such.
+template <int W, int K, typename V>
+__device__ __forceinline__ void fill_halo(V* axis, int nn, int hl, int hr, int mode, V cval,
+                                          int t, int T) {
+    constexpr int RUNS = W / K;  // a row's runs of K values
+#pragma unroll 1  // unrolled, the boundary rule's copies spill
+    for (int m = t; m < (hl + hr) * RUNS; m += T) {
+        const int h = m / RUNS, c0 = (m - h * RUNS) * K;
+        const int p = h < hl ? h - hl : nn + h - hl;  // the row's place along the axis
+        const int q = sc_extend_index(p, nn, mode);
+        V* d = axis + p * W + c0;
+        if constexpr (K * sizeof(V) % 16 == 0) {
+            constexpr int WORDS = K * (int)sizeof(V) / 16;
+            const uint4* s = (const uint4*)(axis + q * W + c0);
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+                if (q < 0) d[k] = cval;
+#pragma unroll
+            for (int k = 0; k < WORDS; ++k)
+                if (q >= 0) ((uint4*)d)[k] = s[k];
+        } else {
+#pragma unroll
+            for (int k = 0; k < K; ++k) d[k] = q < 0 ? cval : axis[q * W + c0 + k];
+        }
+    }
+}
+
 // Along an inner axis short enough that C columns of the whole axis and of its halo (the rows
 // past either end that the taps read: hl = max(0, −offset) before, hr after) fit in shared
 // memory as T: each input is read once, the halo rows are filled from the staged column by the
@@ -455,12 +486,7 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
             for (int m = g; m < nn; m += G) axis[m * C + c] = line[(i64)m * inner];
         }
         __syncthreads();
-        for (int m = tid; m < (hl + hr) * C; m += 256) {  // the halo rows, from staged values
-            const int h = m / C, cc = m - h * C;
-            const int p = h < hl ? h - hl : nn + h - hl;  // the row's place along the axis
-            const i64 q = sc_extend_index(p, nn, mode);
-            axis[p * C + cc] = q < 0 ? (T)cval : axis[q * C + cc];
-        }
+        fill_halo<C, 8>(axis, nn, hl, hr, mode, (T)cval, tid, 256);  // runs of 16-byte words
         __syncthreads();
         if (!col) continue;
         const i64 base = o * n * inner + k, stride = (i64)st * inner;
@@ -514,11 +540,7 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
         sync();  // the last item's reads are done
         if (live) stage_run<TL, T, double>(line, in + o * n, nn, t);
         sync();
-        for (int h = t; live && h < hl + hr; h += TL) {
-            const int p = h < hl ? h - hl : nn + h - hl;  // the value's place along the line
-            const i64 q = sc_extend_index(p, nn, mode);
-            line[p] = q < 0 ? cval : line[q];
-        }
+        if (live) fill_halo<1, 1>(line, nn, hl, hr, mode, cval, t, TL);
         sync();
         if (!live) continue;
         const i64 base = o * n;
