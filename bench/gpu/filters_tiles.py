@@ -41,17 +41,19 @@ def modules(cp, filters_src, common_src=None):
 
 
 def tile_plan(shape, axis, taps, step, dtype, offset=None):
-    """((kernel, shared bytes) the library runs, [(kernel, bytes) of every tile that fits]) for
-    a pass whose first tap is `offset` from its output (None: centred)."""
+    """((kernel, shared bytes) the library runs on GPU 0, [(kernel, bytes) of every tile that
+    fits]) for a pass whose first tap is `offset` from its output (None: centred)."""
     from skyconv import _core
 
     name = np.dtype(dtype).name
-    return _core._filter_tile_plan(list(shape), axis, taps, step, name, offset=offset)
+    return _core._filter_tile_plan(list(shape), axis, taps, step, name, offset=offset, gpu=0)
 
 
 def launch(cp, mod, x, axis, w, offset, step, mode, cval, kernel, smem, scale=1.0, out=None):
     """One pass of `kernel` (a name of ``tile_plan``, ``smem`` its shared bytes) along `axis`."""
     f = mod[x.dtype.type].get_function(kernel)
+    if smem > 48 * 1024:  # past what a launch gets without opting in (`cuda::allow_shared`)
+        f.max_dynamic_shared_size_bytes = smem
     kind, k = re.fullmatch(r"correlate_(?:(cols|lines|line|whole)(\d+)_)?f(32|64)",
                            kernel).groups()[:2]  # fmt: skip
     k = int(k) if k else 0

@@ -159,6 +159,8 @@ def _filter_chain(
 # "float32"|"float64"; `split`: à trous's fused split; first tap `offset` elements from the
 # output, None: centred; a boundary mode other than constant) and its shared memory in bytes, and
 # every tile that fits (kernel name, bytes); None when the pass cannot be split. For benchmarks.
+# `gpu`: the ordinal whose shared memory bounds the whole-axis tiles; None: the 48 KB any GPU
+# gives a block (no GPU needed).
 def _filter_tile_plan(
     shape: list[int],
     axis: int,
@@ -167,6 +169,7 @@ def _filter_tile_plan(
     dtype: str,
     split: bool = False,
     offset: int | None = None,
+    gpu: int | None = None,
 ) -> tuple[tuple[str, int], list[tuple[str, int]]] | None: ...
 
 # --- Smooth-and-Clip and noise statistics (src/py/cube.rs) ----------------------------------

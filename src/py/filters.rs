@@ -164,9 +164,11 @@ fn _filter_chain<'py>(
 
 /// The GPU kernel a pass along `axis` of an array of `shape` runs (the whole array on the
 /// device; the first tap `offset` from the output, default centred) and its shared memory, and
-/// every tile that fits: for benchmarks (`tile_plan`).
+/// every tile that fits: for benchmarks (`tile_plan`). On GPU `gpu` (an ordinal, whose shared
+/// memory bounds the whole-axis tiles), or None: within the 48 KB any GPU gives a block.
 #[pyfunction]
-#[pyo3(signature = (shape, axis, taps, step, dtype, split=false, offset=None))]
+#[pyo3(signature = (shape, axis, taps, step, dtype, split=false, offset=None, gpu=None))]
+#[allow(clippy::too_many_arguments)]
 fn _filter_tile_plan(
     shape: Vec<usize>,
     axis: usize,
@@ -175,7 +177,16 @@ fn _filter_tile_plan(
     dtype: &str,
     split: bool,
     offset: Option<isize>,
+    gpu: Option<u32>,
 ) -> PyResult<Option<(filters::KernelTile, Vec<filters::KernelTile>)>> {
+    let shared = match gpu {
+        Some(o) => {
+            crate::backend::cuda::gpu_on(o)
+                .map_err(to_pyerr)?
+                .shared_four
+        }
+        None => crate::backend::cuda::SHARED_DEFAULT,
+    };
     let view = filters::AxisView::new(&shape, axis).map_err(to_pyerr)?;
     if step == 0 {
         return Err(to_pyerr(crate::Error::value(
@@ -184,8 +195,12 @@ fn _filter_tile_plan(
     }
     let offset = offset.unwrap_or(-((taps / 2 * step) as isize)); // centred
     match dtype {
-        "float32" => Ok(filters::tile_plan::<f32>(view, taps, step, offset, split)),
-        "float64" => Ok(filters::tile_plan::<f64>(view, taps, step, offset, split)),
+        "float32" => Ok(filters::tile_plan::<f32>(
+            view, taps, step, offset, split, shared,
+        )),
+        "float64" => Ok(filters::tile_plan::<f64>(
+            view, taps, step, offset, split, shared,
+        )),
         _ => Err(to_pyerr(crate::Error::value(format!(
             "dtype must be 'float32' or 'float64', got {dtype:?}"
         )))),

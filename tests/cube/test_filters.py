@@ -248,9 +248,31 @@ def test_gpu_tiles_match_scipy(rng, shape, axis, sigma, dtype):
         assert rel_err(got, ref) <= TOL[dtype], (shape, axis, mode, "correlate1d")
 
 
+@pytest.mark.gpu
+def test_tile_plan_on_the_gpu_takes_its_shared_memory():
+    """On a GPU whose SMs hold 228 KB of shared memory (compute capability 9.0: H100, H200),
+    four blocks of 56 KB fit an SM, and a whole-axis tile may take that (opting in past 48 KB):
+    à trous's z pass at step 32 then stages 32 columns (48 KB + weights), not 16; the other
+    tiles stay within 48 KB."""
+    plan = _core._filter_tile_plan
+    cube = [256, 512, 512]
+    cc = tuple(skyconv.backend_info()["cuda"]["compute_capability"])
+    (got, b), fits = plan(cube, 0, 5, 32, "float32", gpu=0)
+    assert plan(cube, 0, 5, 32, "float32")[0] == ("correlate_whole16_f32", 48 + 384 * 16 * 4)
+    if cc == (9, 0):
+        assert (got, b) == ("correlate_whole32_f32", 48 + 384 * 32 * 4)
+    assert all(b <= 48 * 1024 for k, b in fits if "whole" not in k)
+    assert all(b <= 56 * 1024 for _, b in fits)
+    with pytest.raises(skyconv.DeviceError, match="cuda:99"):
+        plan(cube, 0, 5, 32, "float32", gpu=99)
+
+
 # Shapes that take the whole-axis tiles (`Tiled::whole`: 8, 16 or 32 columns of an inner axis,
 # 1, 2 or 8 last-axis lines, a partial last block) and filters of ≤ 8 taps, which use them.
+# (400, 2, 20) along z: 32 columns (16 in float64) in 48-56 KB, past what a launch gets without
+# opting in, on GPUs that give a whole-axis tile more (`Gpu::shared_four`: H100, H200).
 WHOLE_CASES = [
+    ((400, 2, 20), 0),
     ((7, 33, 45), 0),
     ((7, 33, 45), 1),
     ((5, 700, 20), 1),

@@ -171,6 +171,9 @@ pub struct Gpu {
     pub arch: (i32, i32),
     /// The device's ordinal (`cuda:N`).
     pub ordinal: u32,
+    /// Dynamic shared memory a block may take with four blocks resident on an SM (bytes; at
+    /// least the 48 KB any block gets, past it by opting in: `allow_shared`).
+    pub shared_four: usize,
     pid: u32,
     /// Loaded modules by name, a variant's name followed by its definitions.
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
@@ -179,6 +182,42 @@ pub struct Gpu {
     pool_keep: u64,
     /// Whether `settle` set the pool to give freed memory back (until a call succeeds).
     pool_given_back: AtomicBool,
+}
+
+/// Shared memory a block may take without opting in to more (bytes).
+pub const SHARED_DEFAULT: usize = 48 * 1024;
+
+/// `Gpu::shared_four` of the context's device.
+fn shared_four(ctx: &CudaContext) -> Result<usize> {
+    use dsys::CUdevice_attribute as A;
+    let attr = |a| ctx.attribute(a).map(|v| v.max(0) as usize);
+    Ok(shared_four_of(
+        attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        attr(A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?,
+        attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+    ))
+}
+
+/// A quarter of an SM's shared memory less what the driver reserves a block (H100 / H200: 228
+/// KB an SM, 1 KB reserved → 56 KB), within what a block may opt in to, and at least 48 KB.
+fn shared_four_of(per_sm: usize, reserved: usize, opt_in: usize) -> usize {
+    (per_sm / 4)
+        .saturating_sub(reserved)
+        .min(opt_in)
+        .max(SHARED_DEFAULT)
+}
+
+/// Let `f` take `bytes` of dynamic shared memory, past the 48 KB a launch gets by default (no-op
+/// within it); the caller keeps `bytes` within `Gpu::shared_four` or the device's opt-in limit.
+pub fn allow_shared(f: &CudaFunction, bytes: usize) -> Result<()> {
+    if bytes > SHARED_DEFAULT {
+        use dsys::CUfunction_attribute as F;
+        f.set_attribute(
+            F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )?;
+    }
+    Ok(())
 }
 
 /// The process's GPUs by ordinal, each created on first use.
@@ -253,6 +292,7 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
         let stream = ctx.new_stream_with_priority(greatest)?;
         let copy = ctx.new_stream()?;
         let arch = ctx.compute_capability()?;
+        let shared_four = shared_four(&ctx)?;
         let (_, total) = ctx.mem_get_info()?;
         let pool_keep = device_pool::keep_of(total)?;
         device_pool::keep_freed(ctx.cu_device(), pool_keep)?;
@@ -262,6 +302,7 @@ pub fn gpu_on(ordinal: u32) -> Result<Arc<Gpu>> {
             copy,
             arch,
             ordinal,
+            shared_four,
             pid: std::process::id(),
             modules: Mutex::new(HashMap::new()),
             staging: Mutex::new(None),
@@ -620,4 +661,19 @@ pub fn compile_all(arch: (i32, i32), variants: &[Variant]) -> Result<Vec<(String
         })
         .collect::<Result<Vec<_>>>()
         .map(|v| v.concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_four_blocks_an_sm() {
+        // H100 / H200 (sm_90): 228 KB an SM, 227 KB a block opted in, 1 KB reserved
+        assert_eq!(shared_four_of(233_472, 1024, 232_448), 56 << 10);
+        // A100 (164 KB an SM): four blocks fit under 48 KB, which any block gets
+        assert_eq!(shared_four_of(167_936, 1024, 166_912), SHARED_DEFAULT);
+        // a block may not opt in past its limit
+        assert_eq!(shared_four_of(262_144, 0, 50_000), 50_000);
+    }
 }

@@ -51,6 +51,8 @@ pub struct DevicePass {
     cval: f64,
     span: (isize, isize),
     host_mode: Mode,
+    /// Shared memory a whole-axis tile may take on this GPU (`Gpu::shared_four`).
+    shared: usize,
 }
 
 impl DevicePass {
@@ -66,6 +68,7 @@ impl DevicePass {
             cval: pass.cval,
             span: f.span(),
             host_mode: pass.mode,
+            shared: gpu.shared_four,
         })
     }
 }
@@ -139,7 +142,7 @@ pub struct Split<'a, T> {
 /// 110 registers and ran slower than the split apart, session 19 call 2).
 fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
     let (taps, step) = (pass.taps.max(1) as usize, pass.step as usize);
-    split_tile_of::<T>(view, taps, step, pass.halo::<T>(view))
+    split_tile_of::<T>(view, taps, step, pass.halo::<T>(view), pass.shared)
 }
 
 fn split_tile_of<T: Real>(
@@ -147,8 +150,9 @@ fn split_tile_of<T: Real>(
     taps: usize,
     step: usize,
     halo: Option<usize>,
+    shared: usize,
 ) -> Option<Tiled> {
-    tile_of::<T>(view, &Chunk::whole(view), taps, step, halo).map(|t| match t {
+    tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared).map(|t| match t {
         Tiled::Cols { r } => Tiled::Cols { r: r.min(4) },
         other => other,
     })
@@ -197,19 +201,21 @@ pub type KernelTile = (String, usize);
 /// that they time what `apply_device` (`split` false) or `apply_device_split` (true) runs.
 /// The pass's first tap is `offset` from its output, in a boundary mode other than constant.
 /// The per-tap kernel takes no shared memory; None: the pass cannot be split (`can_split`).
+/// `shared`: what a whole-axis tile may take (`Gpu::shared_four` on the GPU it plans for).
 pub fn tile_plan<T: Real>(
     view: AxisView,
     taps: usize,
     step: usize,
     offset: isize,
     split: bool,
+    shared: usize,
 ) -> Option<(KernelTile, Vec<KernelTile>)> {
     let taps = taps.max(1);
     let span = (offset, offset + ((taps - 1) * step) as isize);
     let halo = halo_of::<T>(view, span, Mode::Mirror, 0.0);
     let chosen = if split {
-        split_tile_of::<T>(view, taps, step, halo)?
-    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo) {
+        split_tile_of::<T>(view, taps, step, halo, shared)?
+    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared) {
         t
     } else {
         return Some(((per_tap_kernel::<T>(), 0), Vec::new()));
@@ -229,8 +235,8 @@ pub fn tile_plan<T: Real>(
             Tiled::Cols { r } => !split || *r <= 4,
             _ => true,
         })
+        .filter(|t| t.shared_bytes(taps, step) <= t.shared_limit(shared))
         .map(|t| (t.kernel::<T>(split), t.shared_bytes(taps, step)))
-        .filter(|(_, bytes)| *bytes <= TILE_SHARED)
         .collect();
     Some((
         (chosen.kernel::<T>(split), chosen.shared_bytes(taps, step)),
@@ -284,6 +290,7 @@ fn tile_of<T: Real>(
     taps: usize,
     step: usize,
     halo: Option<usize>,
+    shared: usize,
 ) -> Option<Tiled> {
     let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
     let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, step);
@@ -293,7 +300,7 @@ fn tile_of<T: Real>(
     whole_axis
         .then_some(short)
         .filter(|&s| s)
-        .and_then(|_| Tiled::whole(n_out, width, taps, std::mem::size_of::<T>(), halo))
+        .and_then(|_| Tiled::whole(n_out, width, taps, std::mem::size_of::<T>(), halo, shared))
         .or(phase)
 }
 
@@ -320,7 +327,7 @@ fn launch<T: Real>(
     };
     let taps = pass.taps.max(1) as usize;
     let halo = pass.halo::<T>(view);
-    if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize, halo) {
+    if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize, halo, pass.shared) {
         return launch_tiled(gpu, input, view, chunk, pass, out, tiled, None);
     }
     let func = kernel::<T>(gpu, &per_tap_kernel::<T>())?;
@@ -394,7 +401,7 @@ fn launch_piece<T: Real>(
 }
 
 /// Shared memory a block may take without opting in to more (bytes).
-const TILE_SHARED: usize = 48 * 1024;
+const TILE_SHARED: usize = cuda::SHARED_DEFAULT;
 
 /// A tiled pass (`correlate_cols*` / `correlate_line*` in kernels/filters.cu): each thread
 /// computes `r` outputs that share taps from inputs its block staged in shared memory, instead of
@@ -455,14 +462,15 @@ impl Tiled {
 
     /// The whole-axis tile for a chunk that covers the view's axis and columns (`n` rows,
     /// `width` columns, values of `elem` bytes, `halo` rows past the axis's ends): the first of
-    /// `whole_tiles` whose staged values fit in shared memory; None when none does, without a
-    /// halo, or with `SKYCONV_FILTER_WHOLE=0` (for comparisons).
+    /// `whole_tiles` whose staged values fit in shared memory (`shared_limit`); None when none
+    /// does, without a halo, or with `SKYCONV_FILTER_WHOLE=0` (for comparisons).
     fn whole(
         n: usize,
         width: usize,
         taps: usize,
         elem: usize,
         halo: Option<usize>,
+        shared: usize,
     ) -> Option<Tiled> {
         let off = matches!(
             crate::backend::env::switch_var("SKYCONV_FILTER_WHOLE"),
@@ -471,7 +479,19 @@ impl Tiled {
         let halo = halo.filter(|h| !off && n + h + 2 < 1 << 31)?;
         Tiled::whole_tiles(n, width, elem, halo)
             .into_iter()
-            .find(|t| t.shared_bytes(taps, 1) <= TILE_SHARED)
+            .find(|t| t.shared_bytes(taps, 1) <= t.shared_limit(shared))
+    }
+
+    /// The shared memory this tile may take where a whole-axis tile may take `shared`
+    /// (`Gpu::shared_four`): the columns of an inner axis up to it, opting in past 48 KB, since
+    /// the widest tile with four blocks an SM ran fastest (à trous z at step 32 on an H200: 32
+    /// columns in 48 KB 185 µs, 16 in 24 KB 197; y with 32 columns in 68–80 KB, two blocks an
+    /// SM, lost to 16: session 30); the other tiles within 48 KB (not measured past it).
+    fn shared_limit(self, shared: usize) -> usize {
+        match self {
+            Tiled::Whole { .. } => shared.max(TILE_SHARED),
+            _ => TILE_SHARED,
+        }
     }
 
     /// The whole-axis tiles, most work a block first: along an inner axis 32, 16 or 8 columns
@@ -541,6 +561,10 @@ fn launch_tiled<T: Real>(
     let taps = pass.taps.max(1) as usize;
     let (units, tiles) = tiled.work(chunk.outer.len(), n_out, width, pass.step as usize);
     let func = kernel::<T>(gpu, &tiled.kernel::<T>(split.is_some()))?;
+    cuda::allow_shared(
+        &func,
+        tiled.shared_bytes(pass.taps.max(1) as usize, pass.step as usize),
+    )?;
     // Cut along the units when there are several, else along the single unit's tiles.
     let (count, per_piece) = if units > 1 {
         (units, (chunk.outer.len() * n_out * width).div_ceil(units))
@@ -872,9 +896,9 @@ mod tests {
         use Tiled::{Lines, Whole};
         // à trous's cube at step 1 (halo 2 + 2 rows): z (256 rows) in 32 columns, y (512) in
         // 16, x lines 8 at a time (staged as double, with their halo and 2 for alignment)
-        let h = Some(4);
+        let (h, s) = (Some(4), TILE_SHARED);
         assert_eq!(
-            Tiled::whole(256, 262_144, 5, 4, h),
+            Tiled::whole(256, 262_144, 5, 4, h, s),
             Some(Whole {
                 c: 32,
                 rows: 260,
@@ -882,41 +906,57 @@ mod tests {
             })
         );
         assert_eq!(
-            Tiled::whole(512, 512, 5, 4, h),
+            Tiled::whole(512, 512, 5, 4, h, s),
             Some(Whole {
                 c: 16,
                 rows: 516,
                 elem: 4
             })
         );
-        // at step 32 (halo 64 + 64): z in 16 columns
+        // at step 32 (halo 64 + 64): z in 16 columns within 48 KB, in 32 where a whole-axis
+        // tile may take 56 KB (an H200's four blocks an SM), which the x lines do not take
         assert_eq!(
-            Tiled::whole(256, 262_144, 5, 4, Some(128)),
+            Tiled::whole(256, 262_144, 5, 4, Some(128), s),
             Some(Whole {
                 c: 16,
                 rows: 384,
                 elem: 4
             })
         );
-        assert_eq!(Tiled::whole(512, 1, 5, 4, h), Some(Lines { l: 8, n: 518 }));
+        assert_eq!(
+            Tiled::whole(256, 262_144, 5, 4, Some(128), 56 << 10),
+            Some(Whole {
+                c: 32,
+                rows: 384,
+                elem: 4
+            })
+        );
+        assert_eq!(
+            Tiled::whole(800, 1, 5, 8, Some(4), 56 << 10),
+            Some(Lines { l: 2, n: 806 })
+        );
+        assert_eq!(
+            Tiled::whole(512, 1, 5, 4, h, s),
+            Some(Lines { l: 8, n: 518 })
+        );
         // at step 32 the x lines' halo (128) still lets 8 fit
         assert_eq!(
-            Tiled::whole(512, 1, 5, 4, Some(128)),
+            Tiled::whole(512, 1, 5, 4, Some(128), s),
             Some(Lines { l: 8, n: 642 })
         );
         assert_eq!(
-            Tiled::whole(5000, 1, 5, 8, Some(4)),
+            Tiled::whole(5000, 1, 5, 8, Some(4), s),
             Some(Lines { l: 1, n: 5006 })
         );
         // too long to stage, too few columns to fill a warp's run, or no halo (a constant mode
         // whose cval the type does not hold: `DevicePass::halo` gives lines one always)
-        assert_eq!(Tiled::whole(2000, 64, 5, 4, h), None);
-        assert_eq!(Tiled::whole(7000, 1, 5, 8, h), None);
-        assert_eq!(Tiled::whole(100, 5, 5, 4, h), None);
-        assert_eq!(Tiled::whole(100, 64, 5, 4, None), None);
+        assert_eq!(Tiled::whole(2000, 64, 5, 4, h, s), None);
+        assert_eq!(Tiled::whole(7000, 1, 5, 8, h, s), None);
+        assert_eq!(Tiled::whole(100, 5, 5, 4, h, s), None);
+        assert_eq!(Tiled::whole(100, 64, 5, 4, None, s), None);
         for t in [
-            Tiled::whole(1500, 8, 7, 4, Some(6)),
-            Tiled::whole(6000, 1, 7, 8, Some(6)),
+            Tiled::whole(1500, 8, 7, 4, Some(6), s),
+            Tiled::whole(6000, 1, 7, 8, Some(6), s),
         ] {
             assert!(t.unwrap().shared_bytes(7, 1) <= TILE_SHARED);
         }
