@@ -416,12 +416,14 @@ struct Units {
 // t, t + T, … each take K values of a halo row, whose source row they find once: the rule's
 // index arithmetic, once a value, was most of the whole-axis kernels' fill (and is 32-bit: 2·nn
 // fits an int). Where K values are whole 16-byte words (rows 16-byte aligned) they copy as such.
+// `live` false: nothing to fill (a block's lines past the last); tested in the loop's condition,
+// where it keeps NVRTC from unrolling the loop (unrolled, the x lines' copies of the boundary
+// rule spilled; with `#pragma unroll 1` instead, their passes ran 2-3 % slower: session 30).
 template <int W, int K, typename V>
 __device__ __forceinline__ void fill_halo(V* axis, int nn, int hl, int hr, int mode, V cval,
-                                          int t, int T) {
+                                          int t, int T, bool live) {
     constexpr int RUNS = W / K;  // a row's runs of K values
-#pragma unroll 1  // unrolled, the boundary rule's copies spill
-    for (int m = t; m < (hl + hr) * RUNS; m += T) {
+    for (int m = t; live && m < (hl + hr) * RUNS; m += T) {
         const int h = m / RUNS, c0 = (m - h * RUNS) * K;
         const int p = h < hl ? h - hl : nn + h - hl;  // the row's place along the axis
         const int q = sc_extend_index(p, nn, mode);
@@ -486,7 +488,7 @@ __device__ void correlate_whole(const T* __restrict__ in, T* __restrict__ out, i
             for (int m = g; m < nn; m += G) axis[m * C + c] = line[(i64)m * inner];
         }
         __syncthreads();
-        fill_halo<C, 8>(axis, nn, hl, hr, mode, (T)cval, tid, 256);  // runs of 16-byte words
+        fill_halo<C, 8>(axis, nn, hl, hr, mode, (T)cval, tid, 256, true);  // runs of 16-byte words
         __syncthreads();
         if (!col) continue;
         const i64 base = o * n * inner + k, stride = (i64)st * inner;
@@ -540,7 +542,7 @@ __device__ void correlate_lines(const T* __restrict__ in, T* __restrict__ out, i
         sync();  // the last item's reads are done
         if (live) stage_run<TL, T, double>(line, in + o * n, nn, t);
         sync();
-        if (live) fill_halo<1, 1>(line, nn, hl, hr, mode, cval, t, TL);
+        fill_halo<1, 1>(line, nn, hl, hr, mode, cval, t, TL, live);
         sync();
         if (!live) continue;
         const i64 base = o * n;
