@@ -122,8 +122,9 @@ inline uint64_t seed = 1;
 inline uint64_t g_rng = 1;
 
 [[noreturn]] inline void fail(const char* what) {
-    std::fprintf(stderr, "simt: %s (block %u, thread %u)\n", what, g_block.x,
-                 g_cur ? g_cur->idx.x : 0u);
+    const Dim3 t = g_cur ? g_cur->idx : Dim3{0, 0, 0};
+    std::fprintf(stderr, "simt: %s (block %u,%u,%u, thread %u,%u,%u)\n", what, g_block.x,
+                 g_block.y, g_block.z, t.x, t.y, t.z);
     std::abort();
 }
 
