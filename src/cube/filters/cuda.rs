@@ -137,9 +137,7 @@ pub struct Split<'a, T> {
     pub data: &'a CudaSlice<T>,
 }
 
-/// The tile of a fused split pass over the whole view; phase tiles along an inner axis hold at
-/// most 4 outputs a thread, since each keeps its data and plane values through the sums (8 took
-/// 110 registers and ran slower than the split apart, session 19 call 2).
+/// The tile of a fused split pass over the whole view (`Tiled::phase_tiles` with `split`).
 fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
     let (taps, step) = (pass.taps.max(1) as usize, pass.step as usize);
     split_tile_of::<T>(view, taps, step, pass.halo::<T>(view), pass.shared)
@@ -152,10 +150,7 @@ fn split_tile_of<T: Real>(
     halo: Option<usize>,
     shared: usize,
 ) -> Option<Tiled> {
-    tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared).map(|t| match t {
-        Tiled::Cols { r } => Tiled::Cols { r: r.min(4) },
-        other => other,
-    })
+    tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared, true)
 }
 
 /// Whether `apply_device_split` can run this pass over the whole view (a tiled pass).
@@ -215,26 +210,21 @@ pub fn tile_plan<T: Real>(
     let halo = halo_of::<T>(view, span, Mode::Mirror, 0.0);
     let chosen = if split {
         split_tile_of::<T>(view, taps, step, halo, shared)?
-    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared) {
+    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared, false)
+    {
         t
     } else {
         return Some(((per_tap_kernel::<T>(), 0), Vec::new()));
     };
-    let phase = if view.inner == 1 {
-        [1, 3, 5].map(|r| Tiled::Line { r }).to_vec()
-    } else {
-        [1, 2, 4, 8].map(|r| Tiled::Cols { r }).to_vec()
-    };
     let elem = std::mem::size_of::<T>();
-    let whole = Tiled::whole_tiles(view.n, view.inner, elem, halo.unwrap_or(0));
-    let fits = phase
+    let fits = Tiled::phase_tiles(view.inner, step, split)
         .into_iter()
-        .chain(whole)
-        .filter(|t| match t {
-            Tiled::Line { r } => *r == 1 || 256 % step == 0,
-            Tiled::Cols { r } => !split || *r <= 4,
-            _ => true,
-        })
+        .chain(Tiled::whole_tiles(
+            view.n,
+            view.inner,
+            elem,
+            halo.unwrap_or(0),
+        ))
         .filter(|t| t.shared_bytes(taps, step) <= t.shared_limit(shared))
         .map(|t| (t.kernel::<T>(split), t.shared_bytes(taps, step)))
         .collect();
@@ -291,9 +281,10 @@ fn tile_of<T: Real>(
     step: usize,
     halo: Option<usize>,
     shared: usize,
+    split: bool,
 ) -> Option<Tiled> {
     let (n_out, width) = (chunk.rows.len(), chunk.cols.len());
-    let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, step);
+    let phase = Tiled::plan(chunk.outer.len(), n_out, width, taps, step, split);
     let whole_axis =
         chunk.rows == (0..view.n) && chunk.rows_in == chunk.rows && chunk.full_width(view.inner);
     let short = taps <= WHOLE_MAX_TAPS || matches!(phase, Some(Tiled::Cols { r }) if r <= 2);
@@ -327,7 +318,8 @@ fn launch<T: Real>(
     };
     let taps = pass.taps.max(1) as usize;
     let halo = pass.halo::<T>(view);
-    if let Some(tiled) = tile_of::<T>(view, chunk, taps, pass.step as usize, halo, pass.shared) {
+    let step = pass.step as usize;
+    if let Some(tiled) = tile_of::<T>(view, chunk, taps, step, halo, pass.shared, false) {
         return launch_tiled(gpu, input, view, chunk, pass, out, tiled, None);
     }
     let func = kernel::<T>(gpu, &per_tap_kernel::<T>())?;
@@ -421,43 +413,65 @@ enum Tiled {
 }
 
 impl Tiled {
-    /// The tile for `outer` slabs of `n_out` outputs along the axis and `width` columns, or
-    /// None when its staged inputs do not fit in shared memory (very long filters) or the
-    /// kernels' 32-bit tile arithmetic would overflow: then the per-tap kernel runs.
-    fn plan(outer: usize, n_out: usize, width: usize, taps: usize, step: usize) -> Option<Tiled> {
-        let fits = |t: Tiled| t.shared_bytes(taps, step) <= TILE_SHARED;
+    /// The phase tile for `outer` slabs of `n_out` outputs along the axis and `width` columns
+    /// (`split`: the fused à trous split): the first of `phase_tiles` with at most the outputs
+    /// a thread that the work fills, or None when none fits in shared memory (very long
+    /// filters) or the kernels' 32-bit tile arithmetic would overflow: then the per-tap kernel
+    /// runs.
+    fn plan(
+        outer: usize,
+        n_out: usize,
+        width: usize,
+        taps: usize,
+        step: usize,
+        split: bool,
+    ) -> Option<Tiled> {
         if n_out + step >= 1 << 31 || (width > 1 && outer * step >= 1 << 31) {
             return None;
         }
-        if width == 1 {
-            // r odd: the threads of a warp read shared memory without bank conflicts; r > 1
-            // needs step | 256 (each thread's r outputs are one phase's), and lines long
-            // enough that a window is mostly busy (measured on an H200: 512 values run best
-            // at r = 3, session 17).
-            let want = match n_out {
+        // Along the last axis, lines long enough that a window is mostly busy (measured on an
+        // H200: 512 values run best at r = 3, session 17); along an inner one 8·r rows a tile,
+        // as many as one phase's rows fill.
+        let want = if width == 1 {
+            match n_out {
                 n if n >= 1280 => 5,
                 n if n >= 512 => 3,
                 _ => 1,
-            };
-            let want = if 256 % step == 0 { want } else { 1 };
-            return [want, 1]
-                .into_iter()
-                .map(|r| Tiled::Line { r })
-                .find(|&t| fits(t));
-        }
-        // r outputs a thread, 8·r a tile: as many as one phase's rows fill.
-        let rows = n_out.div_ceil(step);
-        let want = match rows {
-            n if n >= 64 => 8,
-            n if n >= 32 => 4,
-            n if n >= 16 => 2,
-            _ => 1,
+            }
+        } else {
+            match n_out.div_ceil(step) {
+                n if n >= 64 => 8,
+                n if n >= 32 => 4,
+                n if n >= 16 => 2,
+                _ => 1,
+            }
         };
-        [8, 4, 2, 1]
+        Tiled::phase_tiles(width, step, split)
             .into_iter()
-            .filter(|&r| r <= want)
-            .map(|r| Tiled::Cols { r })
-            .find(|&t| fits(t))
+            .filter(|t| matches!(t, Tiled::Line { r } | Tiled::Cols { r } if *r <= want))
+            .find(|t| t.shared_bytes(taps, step) <= TILE_SHARED)
+    }
+
+    /// The phase tiles a pass may take, most outputs a thread first. Along the last axis r =
+    /// 5, 3 or 1 outputs a thread (r odd: a warp reads shared memory without bank conflicts;
+    /// r > 1 needs step | 256, so that a thread's r outputs are one phase's); along an inner
+    /// axis r = 8, 4, 2 or 1, at most 4 with the fused split (`split`), whose threads keep
+    /// their data and plane values through the sums (8 took 110 registers and ran slower than
+    /// the split apart, session 19 call 2).
+    fn phase_tiles(width: usize, step: usize, split: bool) -> Vec<Tiled> {
+        if width == 1 {
+            [5, 3, 1]
+                .into_iter()
+                .filter(|&r| r == 1 || 256 % step == 0)
+                .map(|r| Tiled::Line { r })
+                .collect()
+        } else {
+            [8, 4, 2, 1]
+                .into_iter()
+                .filter(|&r| !split || r <= 4)
+                .map(|r| Tiled::Cols { r })
+                .collect()
+        }
     }
 
     /// The whole-axis tile for a chunk that covers the view's axis and columns (`n` rows,
@@ -867,24 +881,41 @@ mod tests {
     #[test]
     fn tiles_follow_the_rows_of_a_phase_and_fit_shared_memory() {
         use Tiled::{Cols, Line};
-        assert_eq!(Tiled::plan(1, 512, 262_144, 5, 1), Some(Cols { r: 8 }));
-        assert_eq!(Tiled::plan(256, 512, 512, 5, 32), Some(Cols { r: 2 }));
-        assert_eq!(Tiled::plan(1, 256, 262_144, 5, 32), Some(Cols { r: 1 }));
-        assert_eq!(Tiled::plan(9, 300, 1, 21, 1), Some(Line { r: 1 }));
-        assert_eq!(Tiled::plan(9, 900, 1, 5, 32), Some(Line { r: 3 }));
-        assert_eq!(Tiled::plan(9, 4096, 1, 5, 3), Some(Line { r: 1 }));
-        assert_eq!(Tiled::plan(9, 4096, 1, 5, 512), Some(Line { r: 1 }));
+        assert_eq!(
+            Tiled::plan(1, 512, 262_144, 5, 1, false),
+            Some(Cols { r: 8 })
+        );
+        assert_eq!(
+            Tiled::plan(256, 512, 512, 5, 32, false),
+            Some(Cols { r: 2 })
+        );
+        assert_eq!(
+            Tiled::plan(1, 256, 262_144, 5, 32, false),
+            Some(Cols { r: 1 })
+        );
+        assert_eq!(Tiled::plan(9, 300, 1, 21, 1, false), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(9, 900, 1, 5, 32, false), Some(Line { r: 3 }));
+        assert_eq!(Tiled::plan(9, 4096, 1, 5, 3, false), Some(Line { r: 1 }));
+        assert_eq!(Tiled::plan(9, 4096, 1, 5, 512, false), Some(Line { r: 1 }));
         // long filters: a smaller tile, then none (the per-tap kernel)
-        assert_eq!(Tiled::plan(9, 512, 64, 161, 1), Some(Cols { r: 2 }));
-        assert_eq!(Tiled::plan(9, 512, 64, 241, 1), None);
-        assert_eq!(Tiled::plan(9, 4000, 1, 3201, 1), None);
+        assert_eq!(Tiled::plan(9, 512, 64, 161, 1, false), Some(Cols { r: 2 }));
+        assert_eq!(Tiled::plan(9, 512, 64, 241, 1, false), None);
+        assert_eq!(Tiled::plan(9, 4000, 1, 3201, 1, false), None);
         for t in [Cols { r: 8 }, Line { r: 5 }] {
             assert!(t.shared_bytes(21, 4) <= TILE_SHARED);
         }
-        assert_eq!(Tiled::plan(9, 512, 1, 5, 1), Some(Line { r: 3 }));
+        assert_eq!(Tiled::plan(9, 512, 1, 5, 1, false), Some(Line { r: 3 }));
+        // a window of 5 too long with its halo, of 3 not
+        assert_eq!(Tiled::plan(9, 4096, 1, 20, 256, false), Some(Line { r: 3 }));
+        // the fused split: at most 4 outputs a thread along an inner axis
+        assert_eq!(
+            Tiled::plan(1, 512, 262_144, 5, 1, true),
+            Some(Cols { r: 4 })
+        );
+        assert_eq!(Tiled::plan(9, 4096, 1, 5, 1, true), Some(Line { r: 5 }));
         // indices past the kernels' 32-bit tile arithmetic: the per-tap kernel
-        assert_eq!(Tiled::plan(1 << 30, 16, 8, 5, 4), None);
-        assert_eq!(Tiled::plan(1, 1 << 31, 1, 5, 1), None);
+        assert_eq!(Tiled::plan(1 << 30, 16, 8, 5, 4, false), None);
+        assert_eq!(Tiled::plan(1, 1 << 31, 1, 5, 1, false), None);
         // (units, tiles a unit) cover every output once
         assert_eq!(Cols { r: 2 }.work(3, 100, 64, 7), (21, 1)); // 15 rows a phase: one 16-row tile
         assert_eq!(Cols { r: 8 }.work(1, 512, 64, 1), (1, 8));
