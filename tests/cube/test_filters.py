@@ -268,7 +268,7 @@ def test_tile_plan_on_the_gpu_takes_its_shared_memory():
 
 
 # Shapes that take the whole-axis tiles (`Tiled::whole`: 8, 16 or 32 columns of an inner axis,
-# 1, 2 or 8 last-axis lines, a partial last block) and filters of ≤ 8 taps, which use them.
+# 1, 2 or 8 last-axis lines, a partial last block) and filters of ≤ 21 taps, which use them.
 # (400, 2, 20) along z: 32 columns (16 in float64) in 48-56 KB, past what a launch gets without
 # opting in, on GPUs that give a whole-axis tile more (`Gpu::shared_four`: H100, H200).
 WHOLE_CASES = [
@@ -289,17 +289,20 @@ WHOLE_CASES = [
 def test_gpu_whole_axis_tiles_equal_phase_tiles(rng, monkeypatch, shape, axis, dtype):
     """The whole-axis tiles give the bits of the phase / window tiles (SKYCONV_FILTER_WHOLE=0),
     also with 5 taps (the whole-axis kernels' weights in registers: kernels/filters.cu Taps5)
+    and 21 (their weights in shared memory; the longest filter that takes them)
     and with à trous's taps `step` apart (the whole-axis kernels' units of 5 outputs of one
     phase: steps a power of two or not, and longer than the axis), and in constant mode with a
     cval that float32 does not hold (0.7: the lines stage it as double in their halo, the inner
     axes take the phase tiles)."""
     a = _data(rng, shape, dtype)
     w = rng.standard_normal(7)
+    w21 = rng.standard_normal(21)  # the longest filter that takes them (WHOLE_MAX_TAPS)
     for mode in MODES:
         for origin in (-1, 0, 2):
             kw = {"axis": axis, "mode": mode, "device": "cuda"}
             calls = [
                 partial(filters.correlate1d, a, w, cval=-2.0, origin=origin, **kw),
+                partial(filters.correlate1d, a, w21, cval=-2.0, origin=3 * origin, **kw),
                 partial(filters.correlate1d, a, w[:5], cval=1.5, origin=origin // 2, **kw),
                 partial(filters.uniform_filter1d, a, 4, cval=0.7, origin=origin // 2, **kw),
             ]

@@ -246,9 +246,11 @@ const FIRST_PIECE_TILED_TAPS: usize = 1 << 32;
 
 /// Filters of at most this many taps take the whole-axis tiles when they fit. Those read each
 /// input once but each output's taps from shared memory, where the phase tiles share the taps of
-/// a thread's r outputs: at 5 taps (à trous) the whole-axis passes were 1.2–2× faster, at 17
-/// (a Gaussian of σ 2) up to 1.3× slower along an inner axis (session 19, call 3).
-const WHOLE_MAX_TAPS: usize = 8;
+/// a thread's r outputs. Since the whole-axis kernels' rework (sessions 28–30) they are as fast
+/// or faster up to 21 taps and slower from 41, along x and y alike (H200, 128×512² and
+/// 32×256×2048 float32, step 1: at 21 taps x 0.299 / 0.155 ms against the windows' 0.402 /
+/// 0.154, y 0.190 / 0.101 against 0.199 / 0.113; at 41 y 0.316 against 0.264; session 30 call 8).
+const WHOLE_MAX_TAPS: usize = 21;
 
 /// Rows past the two ends of an axis that a pass's taps read (`span`: its first and last tap's
 /// offsets from the output), which the whole-axis kernel along an inner axis stages beside the
