@@ -36,8 +36,11 @@ def main():
                     scan.append((ms, kk.removeprefix("correlate_")))
                 best = min(scan)
                 row = ", ".join(f"{n} {ms:.3f}" for ms, n in scan)
-                print(f"{shape} axis {ax} taps {taps:3d}: plan {k.removeprefix('correlate_')}"
-                      f"; best {best[1]} {best[0]:.3f} | {row}", flush=True)
+                print(
+                    f"{shape} axis {ax} taps {taps:3d}: plan {k.removeprefix('correlate_')}"
+                    f"; best {best[1]} {best[0]:.3f} | {row}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
