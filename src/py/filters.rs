@@ -179,6 +179,18 @@ fn _filter_tile_plan(
     offset: Option<isize>,
     gpu: Option<u32>,
 ) -> PyResult<Option<(filters::KernelTile, Vec<filters::KernelTile>)>> {
+    let view = filters::AxisView::new(&shape, axis).map_err(to_pyerr)?;
+    if step == 0 {
+        return Err(to_pyerr(crate::Error::value(
+            "step must be at least 1, got 0",
+        )));
+    }
+    if !matches!(dtype, "float32" | "float64") {
+        return Err(to_pyerr(crate::Error::value(format!(
+            "dtype must be 'float32' or 'float64', got {dtype:?}"
+        ))));
+    }
+    // the arguments are checked before a GPU's context is created
     let shared = match gpu {
         Some(o) => {
             crate::backend::cuda::gpu_on(o)
@@ -187,23 +199,14 @@ fn _filter_tile_plan(
         }
         None => crate::backend::cuda::SHARED_DEFAULT,
     };
-    let view = filters::AxisView::new(&shape, axis).map_err(to_pyerr)?;
-    if step == 0 {
-        return Err(to_pyerr(crate::Error::value(
-            "step must be at least 1, got 0",
-        )));
-    }
     let offset = offset.unwrap_or(-((taps / 2 * step) as isize)); // centred
     match dtype {
         "float32" => Ok(filters::tile_plan::<f32>(
             view, taps, step, offset, split, shared,
         )),
-        "float64" => Ok(filters::tile_plan::<f64>(
+        _ => Ok(filters::tile_plan::<f64>(
             view, taps, step, offset, split, shared,
         )),
-        _ => Err(to_pyerr(crate::Error::value(format!(
-            "dtype must be 'float32' or 'float64', got {dtype:?}"
-        )))),
     }
 }
 

@@ -140,17 +140,16 @@ pub struct Split<'a, T> {
 /// The tile of a fused split pass over the whole view (`Tiled::phase_tiles` with `split`).
 fn split_tile<T: Real>(view: AxisView, pass: &DevicePass) -> Option<Tiled> {
     let (taps, step) = (pass.taps.max(1) as usize, pass.step as usize);
-    split_tile_of::<T>(view, taps, step, pass.halo::<T>(view), pass.shared)
-}
-
-fn split_tile_of<T: Real>(
-    view: AxisView,
-    taps: usize,
-    step: usize,
-    halo: Option<usize>,
-    shared: usize,
-) -> Option<Tiled> {
-    tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared, true)
+    let halo = pass.halo::<T>(view);
+    tile_of::<T>(
+        view,
+        &Chunk::whole(view),
+        taps,
+        step,
+        halo,
+        pass.shared,
+        true,
+    )
 }
 
 /// Whether `apply_device_split` can run this pass over the whole view (a tiled pass).
@@ -208,13 +207,10 @@ pub fn tile_plan<T: Real>(
     let taps = taps.max(1);
     let span = (offset, offset + ((taps - 1) * step) as isize);
     let halo = halo_of::<T>(view, span, Mode::Mirror, 0.0);
-    let chosen = if split {
-        split_tile_of::<T>(view, taps, step, halo, shared)?
-    } else if let Some(t) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared, false)
-    {
-        t
-    } else {
-        return Some(((per_tap_kernel::<T>(), 0), Vec::new()));
+    let Some(chosen) = tile_of::<T>(view, &Chunk::whole(view), taps, step, halo, shared, split)
+    else {
+        // the per-tap kernel, which cannot fuse the split
+        return (!split).then(|| ((per_tap_kernel::<T>(), 0), Vec::new()));
     };
     let elem = std::mem::size_of::<T>();
     let fits = Tiled::phase_tiles(view.inner, step, split)
@@ -577,10 +573,7 @@ fn launch_tiled<T: Real>(
     let taps = pass.taps.max(1) as usize;
     let (units, tiles) = tiled.work(chunk.outer.len(), n_out, width, pass.step as usize);
     let func = kernel::<T>(gpu, &tiled.kernel::<T>(split.is_some()))?;
-    cuda::allow_shared(
-        &func,
-        tiled.shared_bytes(pass.taps.max(1) as usize, pass.step as usize),
-    )?;
+    cuda::allow_shared(&func, tiled.shared_bytes(taps, pass.step as usize))?;
     // Cut along the units when there are several, else along the single unit's tiles.
     let (count, per_piece) = if units > 1 {
         (units, (chunk.outer.len() * n_out * width).div_ceil(units))
@@ -998,7 +991,8 @@ mod tests {
         assert_eq!(halo_rows::<f32>((-3, 2), Mode::Constant, 0.7), None);
         assert_eq!(halo_rows::<f64>((-3, 2), Mode::Constant, 0.7), Some(5));
         assert_eq!(halo_rows::<f32>((1, 9), Mode::Wrap, 0.0), Some(9)); // origin shifts
-                                                                        // the lines stage their halo as double: any cval; an inner axis as T
+
+        // the lines stage their halo as double: any cval; an inner axis as T
         let (x, y) = (
             AxisView::new(&[4, 6, 10], 2).unwrap(),
             AxisView::new(&[4, 6, 10], 1).unwrap(),
